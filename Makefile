@@ -1,0 +1,120 @@
+# fedvm - federated computations as a portable IR, checked and run by a small VM.
+#
+# make deps     install missing Debian packages (apt-get; run as root)
+# make          build bin/fedvm, lib/libfedvm.a and lib/libfedvm.so
+# make test     unit, golden and invalid-input tests
+# make asan     the whole test suite under AddressSanitizer + UBSan
+# make demo     the main job on a built-in default
+# make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
+
+# ---- settings --------------------------------------------------------------
+CC       ?= cc
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+BUILD    ?= build
+BIN      ?= bin
+LIBD     ?= lib
+OPT      ?= -O2 -g
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+            -Wwrite-strings -Wno-unused-parameter -Wvla
+CSTD     := -std=c11 -D_GNU_SOURCE
+PKGS     := jansson yaml-0.1
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+CFLAGS   ?= $(OPT)
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
+             $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS)
+LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml) $(BLAS_LIBS) -lm -lpthread
+TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+VERSION  := 0.1.0
+
+# Debian packages the build, the tests and the demo need.
+DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
+                libopenblas-dev libcmocka-dev python3
+
+# ---- sources ---------------------------------------------------------------
+LIB_SRC   := $(wildcard vm/*.c format/*.c)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TOOLS     := fedvm
+TOOL_BIN  := $(TOOLS:%=$(BIN)/%)
+TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+HEADERS   := $(wildcard vm/*.h format/*.h) vm/ops.def
+
+.PHONY: all deps test check-tests asan demo install uninstall clean bench
+
+all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIBD)/libfedvm.a: $(LIB_OBJ)
+	@mkdir -p $(LIBD)
+	rm -f $@
+	ar rcs $@ $^
+
+$(LIBD)/libfedvm.so: $(LIB_OBJ)
+	@mkdir -p $(LIBD)
+	$(CC) -shared -Wl,-soname,libfedvm.so.0 -o $@ $^ $(LIBS)
+
+$(BIN)/%: $(BUILD)/tools/%.o $(LIBD)/libfedvm.a
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
+	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(TEST_LIBS) $(LIBS)
+
+# ---- tests -----------------------------------------------------------------
+# Each cmocka binary runs from the repository root; tests/run_invalid.sh
+# checks every invalid input's error through the fedvm command.
+test: all $(TEST_BIN)
+	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+	@tests/run_invalid.sh $(BIN)/fedvm
+	@tests/run_cli.sh $(BIN)/fedvm
+	@echo "all tests passed"
+
+asan:
+	$(MAKE) BUILD=build-asan BIN=build-asan/bin LIBD=build-asan/lib CC=clang \
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 test
+
+# ---- demo ------------------------------------------------------------------
+demo: deps all
+	@echo "== fedvm run programs/sensor_threshold.json (readings 0..99 over 10 clients, threshold 24)"
+	bin/fedvm run programs/sensor_threshold.json --arg readings=@programs/data/readings_0_99.json --arg threshold=24
+
+# ---- dependencies ----------------------------------------------------------
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+	  $$SUDO apt-get install -y --no-install-recommends $$missing || \
+	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $$missing; }; \
+	else echo "all Debian packages present"; fi
+
+# ---- install ---------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/fedvm/vm $(DESTDIR)$(PREFIX)/include/fedvm/format
+	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(LIBD)/libfedvm.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(LIBD)/libfedvm.so $(DESTDIR)$(PREFIX)/lib/libfedvm.so.$(VERSION)
+	ln -sf libfedvm.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfedvm.so.0
+	ln -sf libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so
+	install -m 644 vm/*.h vm/ops.def $(DESTDIR)$(PREFIX)/include/fedvm/vm/
+	install -m 644 format/*.h $(DESTDIR)$(PREFIX)/include/fedvm/format/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
+
+uninstall:
+	rm -f $(TOOLS:%=$(DESTDIR)$(PREFIX)/bin/%)
+	rm -f $(DESTDIR)$(PREFIX)/lib/libfedvm.a $(DESTDIR)$(PREFIX)/lib/libfedvm.so $(DESTDIR)$(PREFIX)/lib/libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so.$(VERSION)
+	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
+	rm -rf $(DESTDIR)$(PREFIX)/include/fedvm
+
+clean:
+	rm -rf build build-asan bin lib
+
+-include $(LIB_OBJ:.o=.d) $(TEST_BIN:%=%.d)

@@ -1,0 +1,258 @@
+/* doc.c - document tree helpers: constructors, lookup, equality, pointers, number text, file reading. */
+#include "doc.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+fvm_doc *fvm_doc_new(fvm_arena *a, fvm_doc_kind kind)
+{
+    fvm_doc *d = fvm_arena_alloc(a, sizeof *d);
+    if (d)
+        d->kind = kind;
+    return d;
+}
+
+fvm_doc *fvm_doc_string(fvm_arena *a, const char *s)
+{
+    fvm_doc *d = fvm_doc_new(a, FVM_DOC_STRING);
+    if (!d)
+        return NULL;
+    d->u.str.len = strlen(s);
+    d->u.str.s = fvm_arena_strndup(a, s, d->u.str.len);
+    return d->u.str.s ? d : NULL;
+}
+
+fvm_doc *fvm_doc_int(fvm_arena *a, int64_t v)
+{
+    fvm_doc *d = fvm_doc_new(a, FVM_DOC_INT);
+    if (d)
+        d->u.i = v;
+    return d;
+}
+
+fvm_doc *fvm_doc_real(fvm_arena *a, double v)
+{
+    fvm_doc *d = fvm_doc_new(a, FVM_DOC_REAL);
+    if (d)
+        d->u.r = v;
+    return d;
+}
+
+fvm_doc *fvm_doc_bool(fvm_arena *a, bool v)
+{
+    fvm_doc *d = fvm_doc_new(a, FVM_DOC_BOOL);
+    if (d)
+        d->u.b = v;
+    return d;
+}
+
+/* Collections built by push keep their capacity implicit: 4 while n <= 4, then
+ * the smallest power of two >= n. So a new array is needed exactly when n is 0
+ * or a power of two >= 4. (Only nodes made by fvm_doc_new grow this way.) */
+static fvm_status grow(fvm_arena *a, fvm_doc *c)
+{
+    size_t n = c->u.coll.n;
+    bool full = n == 0 || (n >= 4 && (n & (n - 1)) == 0);
+    if (!full)
+        return FVM_OK;
+    size_t cap = n ? n * 2 : 4;
+    fvm_doc **items = fvm_arena_array(a, cap, sizeof *items);
+    if (!items)
+        return FVM_ERR_NOMEM;
+    if (n)
+        memcpy(items, c->u.coll.items, n * sizeof *items);
+    c->u.coll.items = items;
+    if (c->kind == FVM_DOC_OBJECT) {
+        fvm_doc **keys = fvm_arena_array(a, cap, sizeof *keys);
+        if (!keys)
+            return FVM_ERR_NOMEM;
+        if (n)
+            memcpy(keys, c->u.coll.keys, n * sizeof *keys);
+        c->u.coll.keys = keys;
+    }
+    return FVM_OK;
+}
+
+fvm_status fvm_doc_push(fvm_arena *a, fvm_doc *arr, fvm_doc *item)
+{
+    if (!item || grow(a, arr) != FVM_OK)
+        return FVM_ERR_NOMEM;
+    arr->u.coll.items[arr->u.coll.n++] = item;
+    return FVM_OK;
+}
+
+fvm_status fvm_doc_set(fvm_arena *a, fvm_doc *obj, const char *key, fvm_doc *val)
+{
+    fvm_doc *k = fvm_doc_string(a, key);
+    if (!k || !val || grow(a, obj) != FVM_OK)
+        return FVM_ERR_NOMEM;
+    obj->u.coll.keys[obj->u.coll.n] = k;
+    obj->u.coll.items[obj->u.coll.n++] = val;
+    return FVM_OK;
+}
+
+fvm_doc *fvm_doc_get(const fvm_doc *obj, const char *key)
+{
+    if (!obj || obj->kind != FVM_DOC_OBJECT)
+        return NULL;
+    for (size_t i = 0; i < obj->u.coll.n; i++)
+        if (strcmp(obj->u.coll.keys[i]->u.str.s, key) == 0)
+            return obj->u.coll.items[i];
+    return NULL;
+}
+
+bool fvm_doc_equal(const fvm_doc *a, const fvm_doc *b)
+{
+    if (a == b)
+        return true;
+    if (!a || !b || a->kind != b->kind)
+        return false;
+    switch (a->kind) {
+    case FVM_DOC_NULL:
+        return true;
+    case FVM_DOC_BOOL:
+        return a->u.b == b->u.b;
+    case FVM_DOC_INT:
+        return a->u.i == b->u.i;
+    case FVM_DOC_REAL:
+        return a->u.r == b->u.r || (isnan(a->u.r) && isnan(b->u.r));
+    case FVM_DOC_STRING:
+        return a->u.str.len == b->u.str.len && memcmp(a->u.str.s, b->u.str.s, a->u.str.len) == 0;
+    case FVM_DOC_ARRAY:
+    case FVM_DOC_OBJECT:
+        if (a->u.coll.n != b->u.coll.n)
+            return false;
+        for (size_t i = 0; i < a->u.coll.n; i++) {
+            if (a->kind == FVM_DOC_OBJECT && !fvm_doc_equal(a->u.coll.keys[i], b->u.coll.keys[i]))
+                return false;
+            if (!fvm_doc_equal(a->u.coll.items[i], b->u.coll.items[i]))
+                return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+const char *fvm_pointer_join(fvm_arena *a, const char *base, const char *key)
+{
+    size_t extra = 0;
+    for (const char *p = key; *p; p++)
+        extra += (*p == '~' || *p == '/') ? 2 : 1;
+    size_t blen = strlen(base);
+    char *s = fvm_arena_alloc(a, blen + 1 + extra + 1);
+    if (!s)
+        return base;
+    memcpy(s, base, blen);
+    char *o = s + blen;
+    *o++ = '/';
+    for (const char *p = key; *p; p++) {
+        if (*p == '~') {
+            *o++ = '~';
+            *o++ = '0';
+        } else if (*p == '/') {
+            *o++ = '~';
+            *o++ = '1';
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o = 0;
+    return s;
+}
+
+const char *fvm_pointer_index(fvm_arena *a, const char *base, size_t i)
+{
+    const char *s = fvm_arena_printf(a, "%s/%zu", base, i);
+    return s ? s : base;
+}
+
+void fvm_format_real(char buf[32], double v, bool as_f32)
+{
+    if (isnan(v)) {
+        strcpy(buf, "nan");
+        return;
+    }
+    if (isinf(v)) {
+        strcpy(buf, v < 0 ? "-inf" : "inf");
+        return;
+    }
+    int maxp = as_f32 ? 9 : 17;
+    for (int p = 1; p <= maxp; p++) {
+        snprintf(buf, 32, "%.*g", p, v);
+        if (as_f32 ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v)
+            break;
+    }
+    /* Keep it recognisably real: "1" would read back as an integer. */
+    if (!strpbrk(buf, ".en")) {
+        size_t n = strlen(buf);
+        if (n + 2 < 32)
+            memcpy(buf + n, ".0", 3);
+    }
+}
+
+fvm_status fvm_read_file(const char *path, char **out_text, size_t *out_len, fvm_diag *d)
+{
+    fvm_loc loc = {.file = path};
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "is a directory, expected a file");
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    if (!buf) {
+        fclose(f);
+        return fvm_diag_add(d, FVM_ERR_NOMEM, &loc, "out of memory reading the file");
+    }
+    for (;;) {
+        if (len + 1 >= cap) {
+            if (cap >= ((size_t)1 << 31)) {
+                free(buf);
+                fclose(f);
+                return fvm_diag_add(d, FVM_ERR_LIMIT, &loc, "file larger than 2 GiB");
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return fvm_diag_add(d, FVM_ERR_NOMEM, &loc, "out of memory reading the file");
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(buf);
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "read error");
+    }
+    buf[len] = 0;
+    *out_text = buf;
+    *out_len = len;
+    return FVM_OK;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+fvm_status fvm_doc_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d)
+{
+    if (src->file && (ends_with(src->file, ".yaml") || ends_with(src->file, ".yml")))
+        return fvm_yaml_parse(a, src, out, d);
+    return fvm_json_parse(a, src, out, d);
+}

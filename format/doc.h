@@ -1,0 +1,95 @@
+/* doc.h - a format-neutral document tree (what JSON and YAML both parse to), with the position of every node. */
+#ifndef FVM_DOC_H
+#define FVM_DOC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../vm/arena.h"
+#include "../vm/status.h"
+
+typedef enum fvm_doc_kind {
+    FVM_DOC_NULL,
+    FVM_DOC_BOOL,
+    FVM_DOC_INT,
+    FVM_DOC_REAL,
+    FVM_DOC_STRING,
+    FVM_DOC_ARRAY,
+    FVM_DOC_OBJECT
+} fvm_doc_kind;
+
+typedef struct fvm_doc fvm_doc;
+
+/* A node. Nodes, strings and child arrays all live in one arena. Object members
+ * keep their order in the source; keys[i] are STRING nodes (with positions).
+ * A YAML alias makes a node shared by several parents (the tree is then a DAG). */
+struct fvm_doc {
+    fvm_doc_kind kind;
+    int line, col; /* 1-based; col counts code points */
+    union {
+        bool b;
+        int64_t i;
+        double r;
+        struct {
+            const char *s; /* NUL-terminated UTF-8 (may contain no NUL) */
+            size_t len;
+        } str;
+        struct {
+            size_t n;
+            fvm_doc **items;
+            fvm_doc **keys; /* OBJECT only */
+        } coll;
+    } u;
+};
+
+/* The source a document came from, for error locations. */
+typedef struct fvm_doc_src {
+    const char *file; /* display name, borrowed */
+    const char *text;
+    size_t len;
+} fvm_doc_src;
+
+/* Parse JSON text (jansson). On error records a FVM_ERR_SYNTAX with file:line:col
+ * in d and returns it. Duplicate keys are errors. *out lives in arena a. */
+fvm_status fvm_json_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
+
+/* Parse YAML text (libyaml, a single document) into the same tree. Plain scalars
+ * are resolved by YAML 1.2's core schema (null, true/false, ints, floats incl.
+ * .inf/.nan); quoted scalars are strings. Anchors and aliases are allowed; the
+ * expanded size is limited by FVM_MAX_DOC_NODES and nesting by FVM_MAX_DEPTH.
+ * Duplicate keys and non-scalar keys are errors. */
+fvm_status fvm_yaml_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
+
+/* Parse by file name: ".yaml"/".yml" use YAML, everything else JSON. */
+fvm_status fvm_doc_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
+
+/* Read a whole file into a malloc'd NUL-terminated buffer (caller frees). */
+fvm_status fvm_read_file(const char *path, char **out_text, size_t *out_len, fvm_diag *d);
+
+/* Member of an object by key, or NULL. */
+fvm_doc *fvm_doc_get(const fvm_doc *obj, const char *key);
+
+/* Deep structural equality (ignores positions). */
+bool fvm_doc_equal(const fvm_doc *a, const fvm_doc *b);
+
+/* Constructors for building trees to write (positions 0). NULL when out of memory. */
+fvm_doc *fvm_doc_new(fvm_arena *a, fvm_doc_kind kind);
+fvm_doc *fvm_doc_string(fvm_arena *a, const char *s);
+fvm_doc *fvm_doc_int(fvm_arena *a, int64_t v);
+fvm_doc *fvm_doc_real(fvm_arena *a, double v);
+fvm_doc *fvm_doc_bool(fvm_arena *a, bool v);
+/* Collections grow by push; cap doubles inside the arena. */
+fvm_status fvm_doc_push(fvm_arena *a, fvm_doc *arr, fvm_doc *item);
+fvm_status fvm_doc_set(fvm_arena *a, fvm_doc *obj, const char *key, fvm_doc *val);
+
+/* Appends the RFC 6901 escaped form of a key to a pointer: "/a~1b". Arena string. */
+const char *fvm_pointer_join(fvm_arena *a, const char *base, const char *key);
+const char *fvm_pointer_index(fvm_arena *a, const char *base, size_t i);
+
+/* Shortest decimal text that reads back to exactly v (as a double, or as a
+ * float when as_f32). Writes at most 32 bytes including the NUL. NaN and
+ * infinities give "nan", "inf", "-inf". */
+void fvm_format_real(char buf[32], double v, bool as_f32);
+
+#endif

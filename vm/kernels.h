@@ -1,0 +1,114 @@
+/* kernels.h - tensor compute kernels: pure functions of tensors, no IR knowledge.
+ *
+ * Conventions for every kernel:
+ * - Inputs are borrowed. 'out' is an already allocated tensor of the dtype and
+ *   shape the kernel's comment names (the caller computes it with the shape
+ *   helpers below, the same ones the checker uses). Kernels never allocate
+ *   tensors, so the interpreter can size and reuse buffers before a loop.
+ * - Kernels validate what the caller cannot know statically (index ranges,
+ *   integer division by zero) and report it as FVM_ERR_RUNTIME in d (no location;
+ *   the interpreter adds it). Shape mismatches are the caller's bug: asserted.
+ * - Integer arithmetic wraps (two's complement), never undefined behaviour;
+ *   integer division truncates toward zero; INT_MIN / -1 gives INT_MIN.
+ * - Float arithmetic is plain IEEE in the element type (no fused or reordered
+ *   accumulation except where stated), so results are bit-reproducible. */
+#ifndef FVM_KERNELS_H
+#define FVM_KERNELS_H
+
+#include <stdbool.h>
+
+#include "tensor.h"
+
+typedef enum fvm_unary {
+    FVM_UN_NEG,
+    FVM_UN_ABS,
+    FVM_UN_EXP,
+    FVM_UN_LOG,
+    FVM_UN_SQRT,
+    FVM_UN_TANH,
+    FVM_UN_SIGMOID,
+    FVM_UN_RELU,
+    FVM_UN_NOT,   /* bool only */
+    FVM_UN_COUNT
+} fvm_unary;
+
+typedef enum fvm_binary {
+    FVM_BIN_ADD,
+    FVM_BIN_SUB,
+    FVM_BIN_MUL,
+    FVM_BIN_DIV,
+    FVM_BIN_POW,     /* floats only */
+    FVM_BIN_MAXIMUM,
+    FVM_BIN_MINIMUM,
+    FVM_BIN_EQ,      /* comparisons give bool */
+    FVM_BIN_NE,
+    FVM_BIN_LT,
+    FVM_BIN_LE,
+    FVM_BIN_GT,
+    FVM_BIN_GE,
+    FVM_BIN_AND,     /* bool only */
+    FVM_BIN_OR,      /* bool only */
+    FVM_BIN_COUNT
+} fvm_binary;
+
+typedef enum fvm_reduce {
+    FVM_RED_SUM,
+    FVM_RED_MEAN,  /* floats only */
+    FVM_RED_MAX,
+    FVM_RED_MIN,
+    FVM_RED_COUNT
+} fvm_reduce;
+
+/* out: same dtype and shape as x. Float unaries on float dtypes; NEG/ABS/RELU
+ * also on signed ints; NOT on bool. sigmoid is 1/(1+exp(-x)) computed stably. */
+fvm_status fvm_k_unary(fvm_unary op, const fvm_tensor *x, fvm_tensor *out, fvm_diag *d);
+
+/* out: broadcast shape of a and b (same dtype); dtype of a, or bool for
+ * comparisons. Integer DIV by zero is a runtime error. */
+fvm_status fvm_k_binary(fvm_binary op, const fvm_tensor *a, const fvm_tensor *b, fvm_tensor *out, fvm_diag *d);
+
+/* out[i] = p[i] ? a[i] : b[i], with p (bool), a, b broadcast together. */
+fvm_status fvm_k_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tensor *b, fvm_tensor *out, fvm_diag *d);
+
+/* Conversion to out->dtype (same shape). Float to int truncates toward zero
+ * and saturates at the integer range; NaN gives 0. To bool: x != 0. */
+fvm_status fvm_k_cast(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d);
+
+/* Matrix product of rank-1 or rank-2 tensors of one dtype, op(a) @ op(b) where
+ * op transposes a rank-2 operand when its flag is set (never copied: f32/f64
+ * go to cblas_sgemm/dgemm/gemv with the transpose flags). Shapes as NumPy's
+ * matmul for rank <= 2 (a vector is a row on the left, a column on the right).
+ * Integers use a plain loop with wrapping arithmetic. */
+fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, fvm_tensor *out, fvm_diag *d);
+
+/* Reduction over the axes whose bit is set in axes_mask (bit i = axis i).
+ * out has x's shape with those axes removed (or kept as 1 - the caller
+ * decides; the kernel only looks at the element count and order). Sums add in
+ * index order along the reduced axes. MAX/MIN propagate NaN. */
+fvm_status fvm_k_reduce(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, fvm_tensor *out, fvm_diag *d);
+
+/* Index (i64) of the first maximum along axis; out is x's shape without axis.
+ * NaN counts as the maximum. A zero-length axis is a runtime error. */
+fvm_status fvm_k_argmax(const fvm_tensor *x, int axis, fvm_tensor *out, fvm_diag *d);
+
+/* out[i_perm[0], ..] = x[i_0, ..]: out.shape[k] = x.shape[perm[k]]. */
+fvm_status fvm_k_transpose(const fvm_tensor *x, const int *perm, fvm_tensor *out, fvm_diag *d);
+
+/* out = x[start[0]:start[0]+out.shape[0]:step[0], ...] per axis (steps >= 1). */
+fvm_status fvm_k_slice(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out, fvm_diag *d);
+
+/* Concatenation of n tensors (same dtype, same shape except along axis). */
+fvm_status fvm_k_concat(const fvm_tensor *const *xs, int n, int axis, fvm_tensor *out, fvm_diag *d);
+
+/* NumPy take: out = x.take(idx, axis): out.shape = x.shape[:axis] + idx.shape +
+ * x.shape[axis+1:]. idx is i32 or i64; an index outside [0, x.shape[axis]) is
+ * a runtime error naming the index and the range. */
+fvm_status fvm_k_gather(const fvm_tensor *x, const fvm_tensor *idx, int axis, fvm_tensor *out, fvm_diag *d);
+
+/* out[..., i_axis, ...] = i_axis, in out's dtype. */
+fvm_status fvm_k_iota(int axis, fvm_tensor *out, fvm_diag *d);
+
+/* Fills out (any dtype) with one value. */
+fvm_status fvm_k_fill(double v, fvm_tensor *out, fvm_diag *d);
+
+#endif

@@ -1,0 +1,128 @@
+/* status.c - status names and the diagnostics list. */
+#include "status.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const status_names[FVM_STATUS_COUNT] = {
+    [FVM_OK] = "ok",
+    [FVM_ERR_IO] = "io",
+    [FVM_ERR_SYNTAX] = "syntax",
+    [FVM_ERR_FORMAT] = "format",
+    [FVM_ERR_NAME] = "name",
+    [FVM_ERR_TYPE] = "type",
+    [FVM_ERR_PLACEMENT] = "placement",
+    [FVM_ERR_CYCLE] = "cycle",
+    [FVM_ERR_LIMIT] = "limit",
+    [FVM_ERR_NOMEM] = "nomem",
+    [FVM_ERR_RUNTIME] = "runtime",
+    [FVM_ERR_USAGE] = "usage",
+};
+
+const char *fvm_status_name(fvm_status s)
+{
+    if ((unsigned)s >= FVM_STATUS_COUNT || !status_names[s])
+        return "unknown";
+    return status_names[s];
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+fvm_status fvm_diag_vadd(fvm_diag *d, fvm_status code, const fvm_loc *loc, const char *fmt, va_list ap)
+{
+    if (!d)
+        return code;
+    int max = d->max_errors > 0 ? d->max_errors : 1000;
+    if (d->n >= max) {
+        d->dropped++;
+        return code;
+    }
+    if (d->n == d->cap) {
+        int cap = d->cap ? d->cap * 2 : 8;
+        fvm_error *e = realloc(d->errs, (size_t)cap * sizeof *e);
+        if (!e) {
+            d->dropped++;
+            return code;
+        }
+        d->errs = e;
+        d->cap = cap;
+    }
+    fvm_error *e = &d->errs[d->n];
+    memset(e, 0, sizeof *e);
+    e->code = code;
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    e->msg = strdup(buf);
+    if (loc) {
+        e->loc.line = loc->line;
+        e->loc.col = loc->col;
+        e->loc.file = dup_or_null(loc->file);
+        e->loc.ptr = dup_or_null(loc->ptr);
+    }
+    if (!e->msg) {
+        free((char *)e->loc.file);
+        free((char *)e->loc.ptr);
+        d->dropped++;
+        return code;
+    }
+    d->n++;
+    return code;
+}
+
+fvm_status fvm_diag_add(fvm_diag *d, fvm_status code, const fvm_loc *loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fvm_diag_vadd(d, code, loc, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+void fvm_diag_locate_last(fvm_diag *d, const fvm_loc *loc)
+{
+    if (!d || d->n == 0 || !loc)
+        return;
+    fvm_error *e = &d->errs[d->n - 1];
+    if (e->loc.file || e->loc.ptr || e->loc.line)
+        return;
+    e->loc.line = loc->line;
+    e->loc.col = loc->col;
+    e->loc.file = dup_or_null(loc->file);
+    e->loc.ptr = dup_or_null(loc->ptr);
+}
+
+void fvm_diag_clear(fvm_diag *d)
+{
+    for (int i = 0; i < d->n; i++) {
+        free(d->errs[i].msg);
+        free((char *)d->errs[i].loc.file);
+        free((char *)d->errs[i].loc.ptr);
+    }
+    free(d->errs);
+    int max = d->max_errors;
+    memset(d, 0, sizeof *d);
+    d->max_errors = max;
+}
+
+char *fvm_error_format(const fvm_error *e)
+{
+    char where[512] = "";
+    size_t n = 0;
+    if (e->loc.file) {
+        if (e->loc.line > 0)
+            n = (size_t)snprintf(where, sizeof where, "%s:%d:%d: ", e->loc.file, e->loc.line, e->loc.col);
+        else
+            n = (size_t)snprintf(where, sizeof where, "%s: ", e->loc.file);
+    }
+    if (e->loc.ptr && n < sizeof where)
+        snprintf(where + n, sizeof where - n, "%s: ", e->loc.ptr[0] ? e->loc.ptr : "/");
+    size_t len = strlen(where) + strlen(e->msg) + 1;
+    char *s = malloc(len);
+    if (s)
+        snprintf(s, len, "%s%s", where, e->msg);
+    return s;
+}
