@@ -27,6 +27,7 @@ typedef struct fvm_doc fvm_doc;
 struct fvm_doc {
     fvm_doc_kind kind;
     int line, col; /* 1-based; col counts code points */
+    bool flow;     /* writers: put this collection on one line */
     union {
         bool b;
         int64_t i;
@@ -60,6 +61,16 @@ fvm_status fvm_json_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, f
  * expanded size is limited by FVM_MAX_DOC_NODES and nesting by FVM_MAX_DEPTH.
  * Duplicate keys and non-scalar keys are errors. */
 fvm_status fvm_yaml_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
+
+/* Writers (output malloc'd and NUL-terminated; caller frees). A collection
+ * with 'flow' set is written on one line ([a, b] / {"k": v} in JSON, [a, b] /
+ * {k: v} in YAML); others one member per line, indented by two spaces. Reals
+ * use fvm_format_real; non-finite reals become the strings "nan", "inf",
+ * "-inf" in JSON (readers accept those wherever a float is expected) and
+ * .nan/.inf/-.inf in YAML. YAML strings that would read back as something
+ * else (true, 12, null, ~, "{T}@CLIENTS", ...) are quoted. Both end with a newline. */
+fvm_status fvm_json_write(const fvm_doc *doc, char **out, size_t *out_len, fvm_diag *d);
+fvm_status fvm_yaml_write(const fvm_doc *doc, char **out, size_t *out_len, fvm_diag *d);
 
 /* Parse by file name: ".yaml"/".yml" use YAML, everything else JSON. */
 fvm_status fvm_doc_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
