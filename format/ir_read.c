@@ -1,0 +1,640 @@
+/* ir_read.c - document trees to the IR: structure checks, includes, the merged namespace, type strings. */
+#include "ir_read.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../vm/suggest.h"
+#include "doc.h"
+
+enum { MAX_MODULES = 1000, MAX_INCLUDE_DEPTH = 64, MAX_NAME = 256 };
+
+typedef struct loader {
+    fvm_program *p;
+    fvm_diag *d;
+    int errors;
+    int cap_modules;
+    const char *stack[MAX_INCLUDE_DEPTH]; /* canonical paths being loaded */
+    const char *stack_disp[MAX_INCLUDE_DEPTH];
+    int depth;
+} loader;
+
+static fvm_loc loc_of(loader *L, const fvm_module *m, const fvm_doc *n, const char *ptr)
+{
+    fvm_loc l = {.file = m->path, .ptr = ptr};
+    if (n) {
+        l.line = n->line;
+        l.col = n->col;
+    }
+    return l;
+}
+
+static void err(loader *L, fvm_status code, const fvm_module *m, const fvm_doc *n, const char *ptr, const char *fmt,
+                ...) __attribute__((format(printf, 6, 7)));
+
+static void err(loader *L, fvm_status code, const fvm_module *m, const fvm_doc *n, const char *ptr, const char *fmt,
+                ...)
+{
+    fvm_loc l = loc_of(L, m, n, ptr);
+    va_list ap;
+    va_start(ap, fmt);
+    fvm_diag_vadd(L->d, code, &l, fmt, ap);
+    va_end(ap);
+    L->errors++;
+}
+
+static const char *kind_name(const fvm_doc *n)
+{
+    switch (n->kind) {
+    case FVM_DOC_NULL:
+        return "null";
+    case FVM_DOC_BOOL:
+        return "a boolean";
+    case FVM_DOC_INT:
+        return "an integer";
+    case FVM_DOC_REAL:
+        return "a number";
+    case FVM_DOC_STRING:
+        return "a string";
+    case FVM_DOC_ARRAY:
+        return "an array";
+    case FVM_DOC_OBJECT:
+        return "an object";
+    }
+    return "?";
+}
+
+static bool expect_kind(loader *L, const fvm_module *m, const fvm_doc *n, const char *ptr, fvm_doc_kind k,
+                        const char *what)
+{
+    if (n->kind == k)
+        return true;
+    err(L, FVM_ERR_FORMAT, m, n, ptr, "expected %s, found %s", what, kind_name(n));
+    return false;
+}
+
+/* Names of functions, params and instructions: any non-empty string without
+ * control characters, at most MAX_NAME bytes. */
+static bool check_name(loader *L, const fvm_module *m, const fvm_doc *n, const char *ptr, const char *what)
+{
+    if (n->kind != FVM_DOC_STRING) {
+        err(L, FVM_ERR_FORMAT, m, n, ptr, "expected %s (a string), found %s", what, kind_name(n));
+        return false;
+    }
+    if (n->u.str.len == 0 || n->u.str.len > MAX_NAME) {
+        err(L, FVM_ERR_NAME, m, n, ptr, "%s must have 1 to %d bytes", what, MAX_NAME);
+        return false;
+    }
+    for (size_t i = 0; i < n->u.str.len; i++)
+        if ((unsigned char)n->u.str.s[i] < 0x20 || n->u.str.s[i] == 0x7f) {
+            err(L, FVM_ERR_NAME, m, n, ptr, "%s must not contain control characters", what);
+            return false;
+        }
+    return true;
+}
+
+/* Alias names appear inside type strings, so they are identifiers. */
+static bool is_identifier(const char *s)
+{
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
+            return false;
+    return true;
+}
+
+static void unknown_key(loader *L, const fvm_module *m, const fvm_doc *key, const char *ptr,
+                        const char *const *allowed, const char *where)
+{
+    fvm_suggest s;
+    fvm_suggest_init(&s, key->u.str.s);
+    char list[256] = "";
+    for (int i = 0; allowed[i]; i++) {
+        fvm_suggest_add(&s, allowed[i]);
+        if (i)
+            strncat(list, ", ", sizeof list - strlen(list) - 1);
+        strncat(list, allowed[i], sizeof list - strlen(list) - 1);
+    }
+    if (s.best)
+        err(L, FVM_ERR_FORMAT, m, key, ptr, "unknown field '%s' in %s; did you mean '%s'?", key->u.str.s, where,
+            s.best);
+    else
+        err(L, FVM_ERR_FORMAT, m, key, ptr, "unknown field '%s' in %s (expected one of: %s)", key->u.str.s, where,
+            list);
+}
+
+static bool key_allowed(const char *k, const char *const *allowed)
+{
+    for (int i = 0; allowed[i]; i++)
+        if (strcmp(k, allowed[i]) == 0)
+            return true;
+    return false;
+}
+
+/* ---- instructions and functions ---------------------------------------- */
+
+static void read_instr(loader *L, fvm_module *m, fvm_func *f, const fvm_doc *n, const char *ptr, fvm_instr *in)
+{
+    fvm_arena *a = &L->p->arena;
+    in->loc = loc_of(L, m, n, ptr);
+    in->attrs_loc = in->loc;
+    in->op = FVM_OP_COUNT;
+    if (!expect_kind(L, m, n, ptr, FVM_DOC_ARRAY, "an instruction [name, op, {attributes}?, args...]"))
+        return;
+    size_t len = n->u.coll.n;
+    if (len < 2) {
+        err(L, FVM_ERR_FORMAT, m, n, ptr, "an instruction needs at least a name and an op: [name, op, ...]");
+        return;
+    }
+    const fvm_doc *nm = n->u.coll.items[0], *op = n->u.coll.items[1];
+    const char *p0 = fvm_pointer_index(a, ptr, 0), *p1 = fvm_pointer_index(a, ptr, 1);
+    if (check_name(L, m, nm, p0, "the instruction's name"))
+        in->name = nm->u.str.s;
+    in->name_loc = loc_of(L, m, nm, p0);
+    if (op->kind != FVM_DOC_STRING) {
+        err(L, FVM_ERR_FORMAT, m, op, p1, "expected the op name (a string), found %s", kind_name(op));
+    } else {
+        in->op = fvm_op_lookup(op->u.str.s);
+        if (in->op == FVM_OP_COUNT) {
+            fvm_suggest s;
+            fvm_suggest_init(&s, op->u.str.s);
+            for (int i = 0; i < FVM_OP_COUNT; i++)
+                fvm_suggest_add(&s, fvm_op_table[i].name);
+            if (s.best)
+                err(L, FVM_ERR_FORMAT, m, op, p1, "unknown op '%.100s'; did you mean '%s'?", op->u.str.s, s.best);
+            else
+                err(L, FVM_ERR_FORMAT, m, op, p1, "unknown op '%.100s' (format/SPEC.md lists the ops)", op->u.str.s);
+        }
+    }
+    size_t first = 2;
+    if (len > 2 && n->u.coll.items[2]->kind == FVM_DOC_OBJECT) {
+        in->attrs = n->u.coll.items[2];
+        in->attrs_loc = loc_of(L, m, in->attrs, fvm_pointer_index(a, ptr, 2));
+        first = 3;
+    }
+    in->nargs = (int)(len - first);
+    in->arg_names = fvm_arena_array(a, len, sizeof(char *));
+    in->arg_locs = fvm_arena_array(a, len, sizeof(fvm_loc));
+    if (!in->arg_names || !in->arg_locs) {
+        err(L, FVM_ERR_NOMEM, m, n, ptr, "out of memory");
+        return;
+    }
+    for (size_t i = first; i < len; i++) {
+        const fvm_doc *arg = n->u.coll.items[i];
+        const char *pi = fvm_pointer_index(a, ptr, i);
+        in->arg_locs[i - first] = loc_of(L, m, arg, pi);
+        if (arg->kind == FVM_DOC_OBJECT)
+            err(L, FVM_ERR_FORMAT, m, arg, pi, "attributes must come right after the op, at position 2");
+        else if (check_name(L, m, arg, pi, "an argument (the name of a parameter or an earlier instruction)"))
+            in->arg_names[i - first] = arg->u.str.s;
+    }
+    (void)f;
+}
+
+static fvm_func *read_function(loader *L, fvm_module *m, const fvm_doc *key, const fvm_doc *n, const char *ptr)
+{
+    static const char *const allowed[] = {"doc", "params", "body", "result", NULL};
+    fvm_arena *a = &L->p->arena;
+    fvm_func *f = fvm_arena_alloc(a, sizeof *f);
+    if (!f)
+        return NULL;
+    f->name = key->u.str.s;
+    f->module = m;
+    f->loc = loc_of(L, m, n, ptr);
+    f->result_loc = f->loc;
+    if (!expect_kind(L, m, n, ptr, FVM_DOC_OBJECT, "a function {params, body, result}"))
+        return f;
+    const fvm_doc *params = NULL, *body = NULL, *result = NULL;
+    for (size_t i = 0; i < n->u.coll.n; i++) {
+        const fvm_doc *k = n->u.coll.keys[i], *v = n->u.coll.items[i];
+        const char *pk = fvm_pointer_join(a, ptr, k->u.str.s);
+        if (!key_allowed(k->u.str.s, allowed)) {
+            unknown_key(L, m, k, pk, allowed, "a function");
+            continue;
+        }
+        if (!strcmp(k->u.str.s, "doc")) {
+            if (expect_kind(L, m, v, pk, FVM_DOC_STRING, "a string"))
+                f->doc = v->u.str.s;
+        } else if (!strcmp(k->u.str.s, "params")) {
+            params = v;
+        } else if (!strcmp(k->u.str.s, "body")) {
+            body = v;
+        } else {
+            result = v;
+        }
+    }
+    if (params) {
+        const char *pp = fvm_pointer_join(a, ptr, "params");
+        if (expect_kind(L, m, params, pp, FVM_DOC_OBJECT, "an object of parameter names to types")) {
+            size_t np = params->u.coll.n;
+            f->nparams = (int)np;
+            f->param_names = fvm_arena_array(a, np + 1, sizeof(char *));
+            f->param_types = fvm_arena_array(a, np + 1, sizeof(fvm_type *));
+            f->param_type_text = fvm_arena_array(a, np + 1, sizeof(char *));
+            f->param_locs = fvm_arena_array(a, np + 1, sizeof(fvm_loc));
+            if (!f->param_names || !f->param_types || !f->param_type_text || !f->param_locs)
+                return NULL;
+            for (size_t i = 0; i < np; i++) {
+                const fvm_doc *k = params->u.coll.keys[i], *v = params->u.coll.items[i];
+                const char *pk = fvm_pointer_join(a, pp, k->u.str.s);
+                check_name(L, m, k, pk, "a parameter name");
+                f->param_names[i] = k->u.str.s;
+                f->param_locs[i] = loc_of(L, m, v, pk);
+                if (expect_kind(L, m, v, pk, FVM_DOC_STRING, "a type string such as \"f32[3]\""))
+                    f->param_type_text[i] = v->u.str.s;
+            }
+        }
+    }
+    if (body) {
+        const char *pb = fvm_pointer_join(a, ptr, "body");
+        if (expect_kind(L, m, body, pb, FVM_DOC_ARRAY, "an array of instructions")) {
+            f->ninstrs = (int)body->u.coll.n;
+            f->instrs = fvm_arena_array(a, body->u.coll.n + 1, sizeof(fvm_instr));
+            if (!f->instrs)
+                return NULL;
+            for (size_t i = 0; i < body->u.coll.n; i++)
+                read_instr(L, m, f, body->u.coll.items[i], fvm_pointer_index(a, pb, i), &f->instrs[i]);
+        }
+    }
+    if (!result) {
+        err(L, FVM_ERR_FORMAT, m, n, ptr, "function '%s' has no 'result' (the name of the value it returns)", f->name);
+    } else {
+        const char *pr = fvm_pointer_join(a, ptr, "result");
+        f->result_loc = loc_of(L, m, result, pr);
+        if (check_name(L, m, result, pr, "the result (the name of a parameter or instruction)"))
+            f->result_name = result->u.str.s;
+    }
+    return f;
+}
+
+/* ---- modules and includes ------------------------------------------------ */
+
+static fvm_status load_module(loader *L, const char *path, const char *text, size_t len, const fvm_module *from,
+                              const fvm_doc *from_node, const char *from_ptr, fvm_module **out);
+
+static const char *include_path(loader *L, const fvm_module *m, const char *inc)
+{
+    if (inc[0] == '/')
+        return inc;
+    const char *slash = strrchr(m->path, '/');
+    if (!slash)
+        return inc;
+    return fvm_arena_printf(&L->p->arena, "%.*s/%s", (int)(slash - m->path), m->path, inc);
+}
+
+static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
+{
+    static const char *const allowed[] = {"fedvm", "doc", "include", "types", "functions", NULL};
+    fvm_arena *a = &L->p->arena;
+    if (!expect_kind(L, m, root, "", FVM_DOC_OBJECT, "a fedvm program (an object with \"fedvm\": 1)"))
+        return;
+    const fvm_doc *ver = fvm_doc_get(root, "fedvm");
+    if (!ver) {
+        err(L, FVM_ERR_FORMAT, m, root, "", "missing \"fedvm\": 1 (the format version)");
+        return;
+    }
+    if (ver->kind != FVM_DOC_INT || ver->u.i != 1) {
+        if (ver->kind == FVM_DOC_INT)
+            err(L, FVM_ERR_FORMAT, m, ver, "/fedvm", "unsupported format version %lld; this fedvm reads version 1",
+                (long long)ver->u.i);
+        else
+            err(L, FVM_ERR_FORMAT, m, ver, "/fedvm", "the format version must be the integer 1, found %s",
+                kind_name(ver));
+        return;
+    }
+    m->version = 1;
+    const fvm_doc *includes = NULL, *types = NULL, *funcs = NULL;
+    for (size_t i = 0; i < root->u.coll.n; i++) {
+        const fvm_doc *k = root->u.coll.keys[i], *v = root->u.coll.items[i];
+        const char *pk = fvm_pointer_join(a, "", k->u.str.s);
+        if (!key_allowed(k->u.str.s, allowed))
+            unknown_key(L, m, k, pk, allowed, "the program");
+        else if (!strcmp(k->u.str.s, "doc") && expect_kind(L, m, v, pk, FVM_DOC_STRING, "a string"))
+            m->doc = v->u.str.s;
+        else if (!strcmp(k->u.str.s, "include"))
+            includes = v;
+        else if (!strcmp(k->u.str.s, "types"))
+            types = v;
+        else if (!strcmp(k->u.str.s, "functions"))
+            funcs = v;
+    }
+    if (types && expect_kind(L, m, types, "/types", FVM_DOC_OBJECT, "an object of alias names to type strings")) {
+        m->aliases = fvm_arena_array(a, types->u.coll.n + 1, sizeof(fvm_alias));
+        if (!m->aliases)
+            return;
+        for (size_t i = 0; i < types->u.coll.n; i++) {
+            const fvm_doc *k = types->u.coll.keys[i], *v = types->u.coll.items[i];
+            const char *pk = fvm_pointer_join(a, "/types", k->u.str.s);
+            if (!is_identifier(k->u.str.s)) {
+                err(L, FVM_ERR_NAME, m, k, pk, "a type alias name must be an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+                continue;
+            }
+            fvm_dtype dt;
+            if (fvm_dtype_parse(k->u.str.s, k->u.str.len, &dt) || !strcmp(k->u.str.s, "CLIENTS") ||
+                !strcmp(k->u.str.s, "SERVER")) {
+                err(L, FVM_ERR_NAME, m, k, pk, "'%s' is reserved and cannot name a type alias", k->u.str.s);
+                continue;
+            }
+            if (!expect_kind(L, m, v, pk, FVM_DOC_STRING, "a type string"))
+                continue;
+            fvm_alias *al = &m->aliases[m->naliases++];
+            al->name = k->u.str.s;
+            al->text = v->u.str.s;
+            al->loc = loc_of(L, m, v, pk);
+            al->module = m;
+        }
+    }
+    if (funcs && expect_kind(L, m, funcs, "/functions", FVM_DOC_OBJECT, "an object of function names to functions")) {
+        m->funcs = fvm_arena_array(a, funcs->u.coll.n + 1, sizeof(fvm_func *));
+        if (!m->funcs)
+            return;
+        for (size_t i = 0; i < funcs->u.coll.n; i++) {
+            const fvm_doc *k = funcs->u.coll.keys[i];
+            const char *pk = fvm_pointer_join(a, "/functions", k->u.str.s);
+            if (!check_name(L, m, k, pk, "a function name"))
+                continue;
+            fvm_func *f = read_function(L, m, k, funcs->u.coll.items[i], pk);
+            if (!f) {
+                err(L, FVM_ERR_NOMEM, m, k, pk, "out of memory");
+                return;
+            }
+            m->funcs[m->nfuncs++] = f;
+        }
+    }
+    if (includes && expect_kind(L, m, includes, "/include", FVM_DOC_ARRAY, "an array of file paths")) {
+        size_t ni = includes->u.coll.n;
+        m->includes = fvm_arena_array(a, ni + 1, sizeof(char *));
+        m->include_locs = fvm_arena_array(a, ni + 1, sizeof(fvm_loc));
+        m->included = fvm_arena_array(a, ni + 1, sizeof(fvm_module *));
+        if (!m->includes || !m->include_locs || !m->included)
+            return;
+        for (size_t i = 0; i < ni; i++) {
+            const fvm_doc *v = includes->u.coll.items[i];
+            const char *pi = fvm_pointer_index(a, "/include", i);
+            if (!expect_kind(L, m, v, pi, FVM_DOC_STRING, "a file path") || v->u.str.len == 0)
+                continue;
+            int k = m->nincludes++;
+            m->includes[k] = v->u.str.s;
+            m->include_locs[k] = loc_of(L, m, v, pi);
+            load_module(L, include_path(L, m, v->u.str.s), NULL, 0, m, v, pi, &m->included[k]);
+        }
+    }
+}
+
+static fvm_status load_module(loader *L, const char *path, const char *text, size_t len, const fvm_module *from,
+                              const fvm_doc *from_node, const char *from_ptr, fvm_module **out)
+{
+    fvm_arena *a = &L->p->arena;
+    *out = NULL;
+    char real[PATH_MAX];
+    const char *canon = path;
+    if (!text) {
+        if (!realpath(path, real)) {
+            if (from) {
+                err(L, FVM_ERR_IO, from, from_node, from_ptr, "cannot include '%s': %s", path, strerror(errno));
+            } else {
+                fvm_diag_add(L->d, FVM_ERR_IO, &(fvm_loc){.file = path}, "cannot open: %s", strerror(errno));
+                L->errors++;
+            }
+            return FVM_ERR_IO;
+        }
+        canon = real;
+    }
+    for (int i = 0; i < L->depth; i++) {
+        if (strcmp(L->stack[i], canon) == 0) {
+            char chain[1024] = "";
+            for (int j = i; j < L->depth; j++) {
+                strncat(chain, L->stack_disp[j], sizeof chain - strlen(chain) - 1);
+                strncat(chain, " -> ", sizeof chain - strlen(chain) - 1);
+            }
+            strncat(chain, path, sizeof chain - strlen(chain) - 1);
+            err(L, FVM_ERR_CYCLE, from, from_node, from_ptr, "include cycle: %s", chain);
+            return FVM_ERR_CYCLE;
+        }
+    }
+    for (int i = 0; i < L->p->nmodules; i++) {
+        if (strcmp(L->p->modules[i]->real, canon) == 0) {
+            *out = L->p->modules[i]; /* included twice (a diamond): loaded once */
+            return FVM_OK;
+        }
+    }
+    if (L->depth == MAX_INCLUDE_DEPTH || L->p->nmodules == MAX_MODULES) {
+        err(L, FVM_ERR_LIMIT, from, from_node, from_ptr, "includes nested deeper than %d or more than %d files",
+            MAX_INCLUDE_DEPTH, MAX_MODULES);
+        return FVM_ERR_LIMIT;
+    }
+    fvm_module *m = fvm_arena_alloc(a, sizeof *m);
+    if (!m)
+        return FVM_ERR_NOMEM;
+    m->path = fvm_arena_strdup(a, path);
+    m->real = fvm_arena_strdup(a, canon);
+    if (!m->path || !m->real)
+        return FVM_ERR_NOMEM;
+    if (L->p->nmodules == L->cap_modules) {
+        int cap = L->cap_modules ? L->cap_modules * 2 : 8;
+        fvm_module **mods = fvm_arena_array(a, (size_t)cap, sizeof *mods);
+        if (!mods)
+            return FVM_ERR_NOMEM;
+        if (L->p->nmodules)
+            memcpy(mods, L->p->modules, (size_t)L->p->nmodules * sizeof *mods);
+        L->p->modules = mods;
+        L->cap_modules = cap;
+    }
+    L->p->modules[L->p->nmodules++] = m;
+
+    char *owned = NULL;
+    if (!text) {
+        int before = L->d ? L->d->n : 0;
+        if (fvm_read_file(path, &owned, &len, L->d) != FVM_OK) {
+            L->errors += (L->d ? L->d->n : 1) - before;
+            return FVM_ERR_IO;
+        }
+        text = owned;
+    }
+    fvm_doc_src src = {.file = m->path, .text = text, .len = len};
+    fvm_doc *root = NULL;
+    fvm_status s = fvm_doc_parse(a, &src, &root, L->d);
+    free(owned);
+    if (s) {
+        L->errors++;
+        return s;
+    }
+    m->root = root;
+    L->stack[L->depth] = m->real;
+    L->stack_disp[L->depth] = m->path;
+    L->depth++;
+    read_module(L, m, root);
+    L->depth--;
+    *out = m;
+    return FVM_OK;
+}
+
+/* ---- namespace and types -------------------------------------------------- */
+
+static void merge_namespace(loader *L)
+{
+    fvm_program *p = L->p;
+    fvm_arena *a = &p->arena;
+    int nf = 0, na = 0;
+    for (int i = 0; i < p->nmodules; i++) {
+        nf += p->modules[i]->nfuncs;
+        na += p->modules[i]->naliases;
+    }
+    p->funcs = fvm_arena_array(a, (size_t)nf + 1, sizeof(fvm_func *));
+    p->aliases = fvm_arena_array(a, (size_t)na + 1, sizeof(fvm_alias *));
+    if (!p->funcs || !p->aliases)
+        return;
+    for (int i = 0; i < p->nmodules; i++) {
+        fvm_module *m = p->modules[i];
+        for (int j = 0; j < m->nfuncs; j++) {
+            fvm_func *f = m->funcs[j], *prev = fvm_program_func(p, f->name);
+            if (prev) {
+                fvm_diag_add(L->d, FVM_ERR_NAME, &f->loc, "function '%s' is also defined at %s:%d:%d", f->name,
+                             prev->loc.file, prev->loc.line, prev->loc.col);
+                L->errors++;
+                continue;
+            }
+            p->funcs[p->nfuncs++] = f;
+        }
+        for (int j = 0; j < m->naliases; j++) {
+            fvm_alias *al = &m->aliases[j], *prev = fvm_program_alias(p, al->name);
+            if (prev) {
+                fvm_diag_add(L->d, FVM_ERR_NAME, &al->loc, "type alias '%s' is also defined at %s:%d:%d", al->name,
+                             prev->loc.file, prev->loc.line, prev->loc.col);
+                L->errors++;
+                continue;
+            }
+            p->aliases[p->naliases++] = al;
+        }
+    }
+}
+
+enum { ALIAS_NEW, ALIAS_BUSY, ALIAS_DONE, ALIAS_BAD };
+
+static const fvm_type *resolve_alias(loader *L, fvm_alias *al);
+
+static const fvm_type *lookup_alias(void *ctx, const char *name, const fvm_loc *loc, fvm_diag *d)
+{
+    loader *L = ctx;
+    fvm_alias *al = fvm_program_alias(L->p, name);
+    if (!al) {
+        fvm_suggest s;
+        fvm_suggest_init(&s, name);
+        for (int i = 0; i < L->p->naliases; i++)
+            fvm_suggest_add(&s, L->p->aliases[i]->name);
+        static const char *const dts[] = {"bool", "i32", "i64", "u32", "f32", "f64"};
+        for (int i = 0; i < 6; i++)
+            fvm_suggest_add(&s, dts[i]);
+        if (s.best)
+            fvm_diag_add(d, FVM_ERR_NAME, loc, "unknown type '%s'; did you mean '%s'?", name, s.best);
+        else
+            fvm_diag_add(d, FVM_ERR_NAME, loc, "unknown type '%s' (dtypes are bool, i32, i64, u32, f32, f64; aliases "
+                         "are declared under \"types\")", name);
+        L->errors++;
+        return NULL;
+    }
+    if (al->state == ALIAS_BUSY) {
+        fvm_diag_add(d, FVM_ERR_CYCLE, loc, "type alias '%s' is defined in terms of itself", name);
+        L->errors++;
+        return NULL;
+    }
+    return resolve_alias(L, al);
+}
+
+static const fvm_type *resolve_alias(loader *L, fvm_alias *al)
+{
+    if (al->state == ALIAS_DONE)
+        return al->type;
+    if (al->state == ALIAS_BAD)
+        return NULL;
+    al->state = ALIAS_BUSY;
+    fvm_type_env env = {lookup_alias, L};
+    const fvm_type *t;
+    int before = L->d->n;
+    if (fvm_type_parse(&L->p->arena, al->text, &env, &al->loc, &t, L->d) != FVM_OK) {
+        if (L->d->n > before)
+            L->errors++;
+        al->state = ALIAS_BAD;
+        return NULL;
+    }
+    fvm_type *copy = fvm_arena_alloc(&L->p->arena, sizeof *copy);
+    if (!copy) {
+        al->state = ALIAS_BAD;
+        return NULL;
+    }
+    *copy = *t;
+    copy->alias = al->name;
+    al->type = copy;
+    al->state = ALIAS_DONE;
+    return copy;
+}
+
+static void resolve_types(loader *L)
+{
+    fvm_program *p = L->p;
+    fvm_type_env env = {lookup_alias, L};
+    for (int i = 0; i < p->naliases; i++)
+        resolve_alias(L, p->aliases[i]);
+    for (int i = 0; i < p->nfuncs; i++) {
+        fvm_func *f = p->funcs[i];
+        for (int j = 0; j < f->nparams; j++) {
+            if (!f->param_type_text[j])
+                continue;
+            int before = L->d->n;
+            if (fvm_type_parse(&p->arena, f->param_type_text[j], &env, &f->param_locs[j], &f->param_types[j],
+                               L->d) != FVM_OK) {
+                f->param_types[j] = NULL;
+                if (L->d->n > before)
+                    L->errors++;
+            } else if (f->param_types[j]->kind == FVM_T_FN) {
+                fvm_diag_add(L->d, FVM_ERR_TYPE, &f->param_locs[j],
+                             "a parameter cannot have a function type; pass functions by name in attributes "
+                             "(as {\"fn\": \"name\"})");
+                L->errors++;
+                f->param_types[j] = NULL;
+            }
+        }
+    }
+}
+
+static fvm_status load(const char *path, const char *text, size_t len, fvm_program **out, fvm_diag *d)
+{
+    *out = NULL;
+    fvm_diag local = {0};
+    if (!d)
+        d = &local;
+    fvm_program *p = calloc(1, sizeof *p);
+    if (!p)
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    loader L = {.p = p, .d = d};
+    fvm_module *root = NULL;
+    load_module(&L, path, text, len, NULL, NULL, NULL, &root);
+    p->root = root;
+    if (root && L.errors == 0)
+        merge_namespace(&L);
+    if (root && L.errors == 0)
+        resolve_types(&L);
+    fvm_diag_clear(&local);
+    if (L.errors || !root) {
+        fvm_status code = d->n ? d->errs[d->n - 1].code : FVM_ERR_FORMAT;
+        fvm_program_free(p);
+        return code ? code : FVM_ERR_FORMAT;
+    }
+    *out = p;
+    return FVM_OK;
+}
+
+fvm_status fvm_program_load(const char *path, fvm_program **out, fvm_diag *d)
+{
+    return load(path, NULL, 0, out, d);
+}
+
+fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out,
+                                 fvm_diag *d)
+{
+    return load(display_name, text, len, out, d);
+}

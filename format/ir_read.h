@@ -1,0 +1,19 @@
+/* ir_read.h - loading programs: files (JSON or YAML) to the IR, with includes. */
+#ifndef FVM_IR_READ_H
+#define FVM_IR_READ_H
+
+#include "../vm/ir.h"
+
+/* Loads the program in 'path' and every file it includes (resolved relative to
+ * the including file). Checks the document structure, names, include cycles,
+ * name clashes and type strings (aliases resolved); the static checker
+ * (fvm_check) does the rest. Reports every error found in d. On success *out
+ * is a new program (free with fvm_program_free); on failure *out is NULL. */
+fvm_status fvm_program_load(const char *path, fvm_program **out, fvm_diag *d);
+
+/* The same from text in memory; display_name names it in errors and decides
+ * JSON or YAML by its extension; includes are resolved relative to it. */
+fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out,
+                                 fvm_diag *d);
+
+#endif

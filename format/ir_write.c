@@ -1,0 +1,127 @@
+/* ir_write.c - IR modules to canonical documents and text. */
+#include "ir_write.h"
+
+#include <string.h>
+
+#define TRY(x)               \
+    do {                     \
+        if ((x) != FVM_OK)   \
+            return NULL;     \
+    } while (0)
+
+static fvm_doc *type_doc(fvm_arena *a, const fvm_type *t, bool definition)
+{
+    if (definition && t->alias) {
+        fvm_type copy = *t; /* print the definition, not the alias's own name */
+        copy.alias = NULL;
+        const char *s = fvm_type_str(a, &copy, true);
+        return s ? fvm_doc_string(a, s) : NULL;
+    }
+    const char *s = fvm_type_str(a, t, true);
+    return s ? fvm_doc_string(a, s) : NULL;
+}
+
+static fvm_doc *attrs_doc(fvm_arena *a, const fvm_doc *attrs)
+{
+    fvm_doc *o = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!o)
+        return NULL;
+    o->flow = true;
+    for (int id = 0; id < FVM_ATTR_COUNT; id++) {
+        const fvm_doc *v = fvm_doc_get(attrs, fvm_attr_table[id].name);
+        if (v)
+            TRY(fvm_doc_set(a, o, fvm_attr_table[id].name, (fvm_doc *)v));
+    }
+    /* Unknown keys cannot reach here: the checker refuses them. */
+    return o;
+}
+
+static fvm_doc *instr_doc(fvm_arena *a, const fvm_instr *in)
+{
+    fvm_doc *arr = fvm_doc_new(a, FVM_DOC_ARRAY);
+    if (!arr)
+        return NULL;
+    arr->flow = true;
+    TRY(fvm_doc_push(a, arr, fvm_doc_string(a, in->name)));
+    TRY(fvm_doc_push(a, arr, fvm_doc_string(a, fvm_op_table[in->op].name)));
+    if (in->attrs && in->attrs->u.coll.n)
+        TRY(fvm_doc_push(a, arr, attrs_doc(a, in->attrs)));
+    for (int i = 0; i < in->nargs; i++)
+        TRY(fvm_doc_push(a, arr, fvm_doc_string(a, in->arg_names[i])));
+    return arr;
+}
+
+static fvm_doc *func_body_doc(fvm_arena *a, const fvm_func *f)
+{
+    fvm_doc *o = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!o)
+        return NULL;
+    if (f->doc)
+        TRY(fvm_doc_set(a, o, "doc", fvm_doc_string(a, f->doc)));
+    fvm_doc *params = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!params)
+        return NULL;
+    for (int i = 0; i < f->nparams; i++)
+        TRY(fvm_doc_set(a, params, f->param_names[i], type_doc(a, f->param_types[i], false)));
+    TRY(fvm_doc_set(a, o, "params", params));
+    fvm_doc *body = fvm_doc_new(a, FVM_DOC_ARRAY);
+    if (!body)
+        return NULL;
+    for (int i = 0; i < f->ninstrs; i++)
+        TRY(fvm_doc_push(a, body, instr_doc(a, &f->instrs[i])));
+    TRY(fvm_doc_set(a, o, "body", body));
+    TRY(fvm_doc_set(a, o, "result", fvm_doc_string(a, f->result_name)));
+    return o;
+}
+
+fvm_doc *fvm_func_to_doc(fvm_arena *a, const fvm_func *f)
+{
+    fvm_doc *o = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!o)
+        return NULL;
+    TRY(fvm_doc_set(a, o, f->name, func_body_doc(a, f)));
+    return o;
+}
+
+fvm_doc *fvm_module_to_doc(fvm_arena *a, const fvm_module *m)
+{
+    fvm_doc *root = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!root)
+        return NULL;
+    TRY(fvm_doc_set(a, root, "fedvm", fvm_doc_int(a, 1)));
+    if (m->doc)
+        TRY(fvm_doc_set(a, root, "doc", fvm_doc_string(a, m->doc)));
+    if (m->nincludes) {
+        fvm_doc *inc = fvm_doc_new(a, FVM_DOC_ARRAY);
+        if (!inc)
+            return NULL;
+        for (int i = 0; i < m->nincludes; i++)
+            TRY(fvm_doc_push(a, inc, fvm_doc_string(a, m->includes[i])));
+        TRY(fvm_doc_set(a, root, "include", inc));
+    }
+    if (m->naliases) {
+        fvm_doc *types = fvm_doc_new(a, FVM_DOC_OBJECT);
+        if (!types)
+            return NULL;
+        for (int i = 0; i < m->naliases; i++)
+            TRY(fvm_doc_set(a, types, m->aliases[i].name, type_doc(a, m->aliases[i].type, true)));
+        TRY(fvm_doc_set(a, root, "types", types));
+    }
+    fvm_doc *funcs = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!funcs)
+        return NULL;
+    for (int i = 0; i < m->nfuncs; i++)
+        TRY(fvm_doc_set(a, funcs, m->funcs[i]->name, func_body_doc(a, m->funcs[i])));
+    TRY(fvm_doc_set(a, root, "functions", funcs));
+    return root;
+}
+
+fvm_status fvm_module_write(const fvm_module *m, bool yaml, char **out, size_t *out_len, fvm_diag *d)
+{
+    fvm_arena a = {0};
+    fvm_doc *doc = fvm_module_to_doc(&a, m);
+    fvm_status s = doc ? (yaml ? fvm_yaml_write(doc, out, out_len, d) : fvm_json_write(doc, out, out_len, d))
+                       : fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    fvm_arena_free(&a);
+    return s;
+}

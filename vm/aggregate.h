@@ -1,0 +1,35 @@
+/* aggregate.h - the fixed reduction tree every aggregation over clients uses, on every backend.
+ *
+ * Clients 0..n-1 are cut into blocks of FVM_AGG_BLOCK consecutive clients.
+ * Each block is accumulated left to right (its first client starts the
+ * partial). The block partials are then merged pairwise, level by level:
+ * (p0,p1), (p2,p3), ..., an odd last partial carried up unchanged, until one
+ * remains. The order depends only on n, never on timing or the backend, so
+ * floating-point results are bit-identical everywhere. */
+#ifndef FVM_AGGREGATE_H
+#define FVM_AGGREGATE_H
+
+#include "exec.h"
+
+#define FVM_AGG_BLOCK 16
+
+typedef struct fvm_reducer {
+    /* Folds client i into acc (NULL for the first client of a block) and
+     * returns the new partial (a new reference; acc stays borrowed). */
+    fvm_status (*step)(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out);
+    /* Merges two partials (borrowed) into a new reference. */
+    fvm_status (*merge)(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out);
+    void *u;
+} fvm_reducer;
+
+/* Reduces clients 0..n-1 (n >= 1) into *out. */
+fvm_status fvm_tree_reduce(fvm_ctx *x, const fvm_reducer *r, int64_t n, fvm_value **out);
+
+/* The block partial of clients [lo, hi) (the first stage, for backends that
+ * compute blocks in parallel). */
+fvm_status fvm_tree_block(fvm_ctx *x, const fvm_reducer *r, int64_t lo, int64_t hi, fvm_value **out);
+
+/* The merge stage over k block partials (consumed: every parts[i] is released). */
+fvm_status fvm_tree_merge(fvm_ctx *x, const fvm_reducer *r, fvm_value **parts, int64_t k, fvm_value **out);
+
+#endif

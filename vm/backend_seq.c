@@ -1,0 +1,46 @@
+/* backend_seq.c - the sequential reference backend: clients one after another, in order. */
+#include <stdlib.h>
+
+#include "exec.h"
+
+static fvm_status seq_map(fvm_backend *b, fvm_ctx *x, const fvm_func *fn, int nargs, fvm_value *const *args,
+                          const bool *per_client, int64_t n, fvm_value **out)
+{
+    fvm_value *local[8];
+    fvm_value **argv = nargs <= 8 ? local : malloc((size_t)nargs * sizeof *argv);
+    if (!argv)
+        return fvm_nomem(x);
+    fvm_status s = FVM_OK;
+    for (int64_t i = 0; i < n && s == FVM_OK; i++) {
+        for (int k = 0; k < nargs; k++)
+            argv[k] = per_client[k] ? args[k]->items[i] : args[k];
+        s = fvm_exec_call(x, fn, argv, &out[i]);
+    }
+    if (s)
+        for (int64_t i = 0; i < n; i++) {
+            fvm_value_release(out[i]);
+            out[i] = NULL;
+        }
+    if (argv != local)
+        free(argv);
+    return s;
+}
+
+static void seq_free(fvm_backend *b)
+{
+    free(b);
+}
+
+static const struct fvm_backend_i seq_iface = {
+    .name = "seq",
+    .map = seq_map,
+    .free = seq_free,
+};
+
+fvm_backend *fvm_backend_seq(void)
+{
+    fvm_backend *b = calloc(1, sizeof *b);
+    if (b)
+        b->iface = &seq_iface;
+    return b;
+}

@@ -1,0 +1,59 @@
+/* exec.h - internal: the execution context and the op implementations named in ops.def. */
+#ifndef FVM_EXEC_H
+#define FVM_EXEC_H
+
+#include "interp.h"
+#include "kernels.h"
+
+struct fvm_vm {
+    const fvm_program *p;
+    fvm_backend *backend;
+    fvm_backend *own_backend; /* when the VM made it */
+    int64_t nclients;
+    fvm_log_fn log;
+    void *log_user;
+};
+
+/* One thread of execution: the VM and where its errors go. Backends that run
+ * clients in parallel give each worker its own context. */
+struct fvm_ctx {
+    fvm_vm *vm;
+    fvm_diag *d;
+    int depth; /* nested calls, bounded */
+};
+
+enum { FVM_MAX_CALL_DEPTH = 1000 };
+
+/* Runs f; args borrowed, *out owned. */
+fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, fvm_value **out);
+
+/* An op implementation: args borrowed (one per instruction argument), *out a new reference. */
+typedef fvm_status (*fvm_exec_fn)(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out);
+
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC) \
+    fvm_status EXEC(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out);
+#include "ops.def"
+#undef FVM_OP
+
+/* Shared helpers (exec_tensor.c). */
+fvm_status fvm_nomem(fvm_ctx *x);
+/* A new tensor value of the given dtype/shape (uninitialised). */
+fvm_status fvm_new_tensor(fvm_ctx *x, fvm_dtype dt, const fvm_dims *shape, fvm_value **out);
+/* Elementwise a op b lifted over structs (a tensor broadcasts to every leaf). */
+fvm_status fvm_lift_binary(fvm_ctx *x, fvm_binary op, const fvm_value *a, const fvm_value *b, fvm_value **out);
+/* Zeros of a static tensor-tree type with known dims. */
+fvm_status fvm_zeros_of_type(fvm_ctx *x, const fvm_type *t, fvm_value **out);
+
+/* The number of clients, or a runtime error when it is not known. */
+fvm_status fvm_need_clients(fvm_ctx *x, int64_t *n);
+/* Member i of a value of static type t placed at CLIENTS (borrowed). */
+fvm_value *fvm_client_member(const fvm_value *v, const fvm_type *t, int64_t i);
+
+
+/* Converts a value of static type 'from' for a parameter of type 'to': an
+ * all-equal T@CLIENTS becomes a list with one (shared) member per client
+ * where {T}@CLIENTS is expected, inside structs too. Otherwise a new
+ * reference to v. */
+fvm_status fvm_coerce(fvm_ctx *x, fvm_value *v, const fvm_type *from, const fvm_type *to, fvm_value **out);
+
+#endif

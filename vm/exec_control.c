@@ -1,0 +1,318 @@
+/* exec_control.c - runtime of structs, calls, conditionals, loops and sequence ops. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+
+fvm_status exec_struct(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    fvm_value *s = fvm_value_list(FVM_V_STRUCT, in->nargs);
+    if (!s)
+        return fvm_nomem(x);
+    for (int i = 0; i < in->nargs; i++)
+        s->items[i] = fvm_value_retain(args[i]);
+    *out = s;
+    return FVM_OK;
+}
+
+fvm_status exec_field(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    *out = fvm_value_retain(args[0]->items[in->a.index]);
+    return FVM_OK;
+}
+
+/* Calls fn with args, converting all-equal client values where the callee
+ * expects one value per client. */
+static fvm_status call_with(fvm_ctx *x, const fvm_func *fn, int nargs, fvm_value *const *args,
+                            const fvm_type *const *types, fvm_value **out)
+{
+    fvm_value *local[8];
+    fvm_value **conv = nargs <= 8 ? local : calloc((size_t)nargs, sizeof *conv);
+    if (!conv)
+        return fvm_nomem(x);
+    fvm_status s = FVM_OK;
+    int done = 0;
+    for (; done < nargs && s == FVM_OK; done++)
+        s = fvm_coerce(x, args[done], types[done], fn->param_types[done], &conv[done]);
+    if (s == FVM_OK)
+        s = fvm_exec_call(x, fn, conv, out);
+    for (int i = 0; i < done; i++)
+        fvm_value_release(conv[i]);
+    if (conv != local)
+        free(conv);
+    return s;
+}
+
+fvm_status exec_call(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    if (in->op == FVM_OP_FEDERATED_APPLY) /* server values are their members */
+        return fvm_exec_call(x, in->a.fn, args, out);
+    return call_with(x, in->a.fn, in->nargs, args, in->arg_types, out);
+}
+
+fvm_status exec_cond(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    bool p = fvm_tensor_get_i64(&args[0]->t, 0) != 0;
+    const fvm_func *fn = p ? in->a.then_fn : in->a.else_fn;
+    return call_with(x, fn, in->nargs - 1, args + 1, in->arg_types + 1, out);
+}
+
+static fvm_status scalar_i32(fvm_ctx *x, int32_t v, fvm_value **out)
+{
+    fvm_dims d = {0};
+    fvm_status s = fvm_new_tensor(x, FVM_DTYPE_I32, &d, out);
+    if (s == FVM_OK)
+        *(int32_t *)fvm_tensor_data(&(*out)->t) = v;
+    return s;
+}
+
+fvm_status exec_fori(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    int n = in->nargs + 1;
+    fvm_value *local[9];
+    fvm_value **argv = n <= 9 ? local : malloc((size_t)n * sizeof *argv);
+    if (!argv)
+        return fvm_nomem(x);
+    fvm_value *state = fvm_value_retain(args[0]);
+    fvm_status s = FVM_OK;
+    for (int64_t i = 0; i < in->a.n && s == FVM_OK; i++) {
+        fvm_value *iv = NULL, *next = NULL;
+        if ((s = scalar_i32(x, (int32_t)i, &iv)))
+            break;
+        argv[0] = iv;
+        argv[1] = state;
+        for (int k = 1; k < in->nargs; k++)
+            argv[k + 1] = args[k];
+        s = fvm_exec_call(x, in->a.fn, argv, &next);
+        fvm_value_release(iv);
+        fvm_value_release(state);
+        state = next;
+    }
+    if (argv != local)
+        free(argv);
+    if (s) {
+        fvm_value_release(state);
+        return s;
+    }
+    *out = state;
+    return FVM_OK;
+}
+
+fvm_status exec_while(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    int n = in->nargs;
+    fvm_value *local[8];
+    fvm_value **argv = n <= 8 ? local : malloc((size_t)n * sizeof *argv);
+    if (!argv)
+        return fvm_nomem(x);
+    fvm_value *state = fvm_value_retain(args[0]);
+    fvm_status s = FVM_OK;
+    for (int64_t it = 0;; it++) {
+        fvm_value *c = NULL, *next = NULL;
+        argv[0] = state;
+        for (int k = 1; k < n; k++)
+            argv[k] = args[k];
+        if ((s = fvm_exec_call(x, in->a.cond_fn, argv, &c)))
+            break;
+        bool go = fvm_tensor_get_i64(&c->t, 0) != 0;
+        fvm_value_release(c);
+        if (!go)
+            break;
+        if (it == in->a.max_iter) {
+            s = fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL,
+                             "while: the loop did not end within max_iter = %lld iterations",
+                             (long long)in->a.max_iter);
+            break;
+        }
+        if ((s = fvm_exec_call(x, in->a.body_fn, argv, &next)))
+            break;
+        fvm_value_release(state);
+        state = next;
+    }
+    if (argv != local)
+        free(argv);
+    if (s) {
+        fvm_value_release(state);
+        return s;
+    }
+    *out = state;
+    return FVM_OK;
+}
+
+/* ---- sequences --------------------------------------------------------------------- */
+
+fvm_status exec_sequence_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_value *seq = args[0];
+    fvm_value *res = fvm_value_list(FVM_V_SEQ, seq->n);
+    fvm_value *local[8];
+    fvm_value **argv = in->nargs <= 8 ? local : malloc((size_t)in->nargs * sizeof *argv);
+    if (!res || !argv) {
+        fvm_value_release(res);
+        if (argv && argv != local)
+            free(argv);
+        return fvm_nomem(x);
+    }
+    fvm_status s = FVM_OK;
+    for (int64_t i = 0; i < seq->n && s == FVM_OK; i++) {
+        fvm_value *e = NULL;
+        if ((s = fvm_seq_get(seq, i, &e, x->d)))
+            break;
+        argv[0] = e;
+        for (int k = 1; k < in->nargs; k++)
+            argv[k] = args[k];
+        s = fvm_exec_call(x, in->a.fn, argv, &res->items[i]);
+        fvm_value_release(e);
+    }
+    if (argv != local)
+        free(argv);
+    if (s) {
+        fvm_value_release(res);
+        return s;
+    }
+    *out = res;
+    return FVM_OK;
+}
+
+fvm_status exec_sequence_reduce(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_value *seq = args[0];
+    fvm_value *local[8];
+    fvm_value **argv = in->nargs <= 8 ? local : malloc((size_t)in->nargs * sizeof *argv);
+    if (!argv)
+        return fvm_nomem(x);
+    fvm_value *acc = fvm_value_retain(args[1]);
+    fvm_status s = FVM_OK;
+    for (int64_t i = 0; i < seq->n && s == FVM_OK; i++) {
+        fvm_value *e = NULL, *next = NULL;
+        if ((s = fvm_seq_get(seq, i, &e, x->d)))
+            break;
+        argv[0] = acc;
+        argv[1] = e;
+        for (int k = 2; k < in->nargs; k++)
+            argv[k] = args[k];
+        s = fvm_exec_call(x, in->a.fn, argv, &next);
+        fvm_value_release(e);
+        fvm_value_release(acc);
+        acc = next;
+    }
+    if (argv != local)
+        free(argv);
+    if (s) {
+        fvm_value_release(acc);
+        return s;
+    }
+    *out = acc;
+    return FVM_OK;
+}
+
+fvm_status exec_sequence_sum(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_value *seq = args[0];
+    if (seq->n == 0)
+        return fvm_zeros_of_type(x, in->type, out);
+    fvm_value *acc = NULL;
+    fvm_status s = fvm_seq_get(seq, 0, &acc, x->d);
+    for (int64_t i = 1; i < seq->n && s == FVM_OK; i++) {
+        fvm_value *e = NULL, *next = NULL;
+        if ((s = fvm_seq_get(seq, i, &e, x->d)))
+            break;
+        s = fvm_lift_binary(x, FVM_BIN_ADD, acc, e, &next);
+        fvm_value_release(e);
+        fvm_value_release(acc);
+        acc = next;
+    }
+    if (s) {
+        fvm_value_release(acc);
+        return s;
+    }
+    *out = acc;
+    return FVM_OK;
+}
+
+fvm_status exec_sequence_length(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    if (args[0]->n > INT32_MAX)
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "sequence longer than 2^31-1 elements");
+    return scalar_i32(x, (int32_t)args[0]->n, out);
+}
+
+/* Stacks elements lo..hi-1 (tensor trees of one structure and shape) into one
+ * tree with a leading dimension hi-lo. */
+static fvm_status stack(fvm_ctx *x, fvm_value *const *es, int64_t n, fvm_value **out)
+{
+    const fvm_value *e0 = es[0];
+    if (e0->kind == FVM_V_STRUCT) {
+        fvm_value *r = fvm_value_list(FVM_V_STRUCT, e0->n);
+        fvm_value **sub = malloc((size_t)n * sizeof *sub);
+        if (!r || !sub) {
+            fvm_value_release(r);
+            free(sub);
+            return fvm_nomem(x);
+        }
+        fvm_status s = FVM_OK;
+        for (int64_t k = 0; k < e0->n && s == FVM_OK; k++) {
+            for (int64_t i = 0; i < n; i++)
+                sub[i] = es[i]->items[k];
+            s = stack(x, sub, n, &r->items[k]);
+        }
+        free(sub);
+        if (s) {
+            fvm_value_release(r);
+            return s;
+        }
+        *out = r;
+        return FVM_OK;
+    }
+    const fvm_tensor *t0 = &e0->t;
+    if (t0->shape.rank == FVM_MAX_RANK)
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "batch: elements already have rank %d", FVM_MAX_RANK);
+    fvm_dims d = {.rank = t0->shape.rank + 1};
+    d.d[0] = n;
+    memcpy(d.d + 1, t0->shape.d, sizeof(int64_t) * (size_t)t0->shape.rank);
+    fvm_status s = fvm_new_tensor(x, t0->dtype, &d, out);
+    if (s)
+        return s;
+    size_t row = fvm_tensor_bytes(t0);
+    unsigned char *dst = fvm_tensor_data(&(*out)->t);
+    for (int64_t i = 0; i < n; i++) {
+        if (!fvm_dims_equal(&es[i]->t.shape, &t0->shape)) {
+            char a[FVM_DIMS_STR], b[FVM_DIMS_STR];
+            fvm_dims_format(&t0->shape, a);
+            fvm_dims_format(&es[i]->t.shape, b);
+            fvm_value_release(*out);
+            *out = NULL;
+            return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL,
+                                "batch: element %lld has shape %s, the first element of its batch %s", (long long)i, b,
+                                a);
+        }
+        if (row)
+            memcpy(dst + (size_t)i * row, fvm_tensor_data(&es[i]->t), row);
+    }
+    return FVM_OK;
+}
+
+fvm_status exec_batch(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_value *seq = args[0];
+    int64_t b = in->a.size, n = seq->n;
+    int64_t nb = in->a.drop_remainder ? n / b : (n + b - 1) / b;
+    fvm_value *res = fvm_value_list(FVM_V_SEQ, nb);
+    if (!res)
+        return fvm_nomem(x);
+    fvm_status s = FVM_OK;
+    for (int64_t k = 0; k < nb && s == FVM_OK; k++) {
+        int64_t lo = k * b, hi = lo + b < n ? lo + b : n;
+        if (seq->cols) {
+            s = fvm_value_rows(seq->cols, lo, hi, &res->items[k], x->d);
+        } else {
+            s = stack(x, seq->items + lo, hi - lo, &res->items[k]);
+        }
+    }
+    if (s) {
+        fvm_value_release(res);
+        return s;
+    }
+    *out = res;
+    return FVM_OK;
+}

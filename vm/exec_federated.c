@@ -1,0 +1,386 @@
+/* exec_federated.c - runtime of the federated intrinsics: placement changes, maps, zips and the
+ * aggregations (through the fixed reduction tree). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+
+fvm_status fvm_need_clients(fvm_ctx *x, int64_t *n)
+{
+    if (x->vm->nclients < 0)
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL,
+                            "the number of clients is not known: bind client data or give --clients N");
+    *n = x->vm->nclients;
+    return FVM_OK;
+}
+
+static bool is_list(const fvm_type *t)
+{
+    return t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS && !t->u.fed.all_equal;
+}
+
+fvm_value *fvm_client_member(const fvm_value *v, const fvm_type *t, int64_t i)
+{
+    return is_list(t) ? v->items[i] : (fvm_value *)v;
+}
+
+static fvm_status replicate(fvm_ctx *x, fvm_value *v, fvm_value **out)
+{
+    int64_t n;
+    fvm_status s = fvm_need_clients(x, &n);
+    if (s)
+        return s;
+    fvm_value *l = fvm_value_list(FVM_V_CLIENTS, n);
+    if (!l)
+        return fvm_nomem(x);
+    for (int64_t i = 0; i < n; i++)
+        l->items[i] = fvm_value_retain(v);
+    *out = l;
+    return FVM_OK;
+}
+
+fvm_status fvm_coerce(fvm_ctx *x, fvm_value *v, const fvm_type *from, const fvm_type *to, fvm_value **out)
+{
+    if (is_list(to) && from->kind == FVM_T_FED && from->u.fed.all_equal)
+        return replicate(x, v, out);
+    if (to->kind == FVM_T_STRUCT && from->kind == FVM_T_STRUCT && v->kind == FVM_V_STRUCT &&
+        fvm_type_is_placed(to)) {
+        fvm_value *r = fvm_value_list(FVM_V_STRUCT, v->n);
+        if (!r)
+            return fvm_nomem(x);
+        for (int64_t i = 0; i < v->n; i++) {
+            fvm_status s = fvm_coerce(x, v->items[i], from->u.strct.elems[i], to->u.strct.elems[i], &r->items[i]);
+            if (s) {
+                fvm_value_release(r);
+                return s;
+            }
+        }
+        *out = r;
+        return FVM_OK;
+    }
+    *out = fvm_value_retain(v);
+    return FVM_OK;
+}
+
+fvm_status exec_identity(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    *out = fvm_value_retain(args[0]);
+    return FVM_OK;
+}
+
+fvm_status exec_federated_eval(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    fvm_value *v = NULL;
+    fvm_status s = fvm_exec_call(x, in->a.fn, NULL, &v);
+    if (s || in->a.placement == FVM_PL_SERVER) {
+        *out = v;
+        return s;
+    }
+    /* Functions are pure, so every client's evaluation gives this value. */
+    s = replicate(x, v, out);
+    fvm_value_release(v);
+    return s;
+}
+
+fvm_status exec_federated_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    bool local[8];
+    bool *per = in->nargs <= 8 ? local : malloc((size_t)in->nargs * sizeof *per);
+    if (!per)
+        return fvm_nomem(x);
+    int64_t n = -1;
+    fvm_status s = FVM_OK;
+    for (int k = 0; k < in->nargs; k++) {
+        per[k] = is_list(in->arg_types[k]);
+        if (per[k]) {
+            if (n >= 0 && args[k]->n != n)
+                s = fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "client values with %lld and %lld clients",
+                                 (long long)n, (long long)args[k]->n);
+            n = args[k]->n;
+        }
+    }
+    if (s == FVM_OK && n < 0)
+        s = fvm_need_clients(x, &n);
+    fvm_value *res = s ? NULL : fvm_value_list(FVM_V_CLIENTS, n);
+    if (s == FVM_OK && !res)
+        s = fvm_nomem(x);
+    if (s == FVM_OK)
+        s = x->vm->backend->iface->map(x->vm->backend, x, in->a.fn, in->nargs, args, per, n, res->items);
+    if (per != local)
+        free(per);
+    if (s) {
+        fvm_value_release(res);
+        return s;
+    }
+    *out = res;
+    return FVM_OK;
+}
+
+fvm_status exec_federated_zip(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    if (!is_list(in->type)) /* at SERVER, or all members all-equal */
+        return exec_struct(x, in, args, out);
+    int64_t n = -1;
+    for (int k = 0; k < in->nargs; k++)
+        if (is_list(in->arg_types[k]))
+            n = args[k]->n;
+    fvm_value *res = fvm_value_list(FVM_V_CLIENTS, n);
+    if (!res)
+        return fvm_nomem(x);
+    for (int64_t i = 0; i < n; i++) {
+        fvm_value *s = fvm_value_list(FVM_V_STRUCT, in->nargs);
+        if (!s) {
+            fvm_value_release(res);
+            return fvm_nomem(x);
+        }
+        for (int k = 0; k < in->nargs; k++)
+            s->items[k] = fvm_value_retain(fvm_client_member(args[k], in->arg_types[k], i));
+        res->items[i] = s;
+    }
+    *out = res;
+    return FVM_OK;
+}
+
+/* ---- aggregations ---------------------------------------------------------------- */
+
+typedef struct agg {
+    const fvm_instr *in;
+    fvm_value *const *args;
+} agg;
+
+static fvm_value *member(const agg *g, int k, int64_t i)
+{
+    return fvm_client_member(g->args[k], g->in->arg_types[k], i);
+}
+
+static fvm_status merge_add(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
+{
+    return fvm_lift_binary(x, FVM_BIN_ADD, a, b, out);
+}
+
+static fvm_status step_add(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
+{
+    fvm_value *v = member(u, 0, i);
+    if (!acc) {
+        *out = fvm_value_retain(v);
+        return FVM_OK;
+    }
+    return fvm_lift_binary(x, FVM_BIN_ADD, acc, v, out);
+}
+
+static fvm_status merge_min(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
+{
+    return fvm_lift_binary(x, FVM_BIN_MINIMUM, a, b, out);
+}
+
+static fvm_status merge_max(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
+{
+    return fvm_lift_binary(x, FVM_BIN_MAXIMUM, a, b, out);
+}
+
+static fvm_status step_minmax(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
+{
+    const agg *g = u;
+    fvm_value *v = member(g, 0, i);
+    if (!acc) {
+        *out = fvm_value_retain(v);
+        return FVM_OK;
+    }
+    return g->in->op == FVM_OP_FEDERATED_MIN ? merge_min(x, u, acc, v, out) : merge_max(x, u, acc, v, out);
+}
+
+/* Applies fn(leaf tensor, scalar converted to the leaf's dtype) over a tree. */
+static fvm_status scale_tree(fvm_ctx *x, fvm_binary op, const fvm_value *v, double scalar, fvm_value **out)
+{
+    if (v->kind == FVM_V_TENSOR) {
+        fvm_dims d0 = {0};
+        fvm_value *sv = NULL;
+        fvm_status s = fvm_new_tensor(x, v->t.dtype, &d0, &sv);
+        if (s)
+            return s;
+        fvm_tensor_set_f64(&sv->t, 0, scalar);
+        s = fvm_lift_binary(x, op, v, sv, out);
+        fvm_value_release(sv);
+        return s;
+    }
+    fvm_value *r = fvm_value_list(FVM_V_STRUCT, v->n);
+    if (!r)
+        return fvm_nomem(x);
+    for (int64_t k = 0; k < v->n; k++) {
+        fvm_status s = scale_tree(x, op, v->items[k], scalar, &r->items[k]);
+        if (s) {
+            fvm_value_release(r);
+            return s;
+        }
+    }
+    *out = r;
+    return FVM_OK;
+}
+
+/* Weighted mean partials are <sum of w*x, sum of w>. */
+static fvm_status step_wmean(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
+{
+    fvm_value *v = member(u, 0, i), *w = member(u, 1, i);
+    fvm_value *p = fvm_value_list(FVM_V_STRUCT, 2);
+    if (!p)
+        return fvm_nomem(x);
+    fvm_status s = scale_tree(x, FVM_BIN_MUL, v, fvm_tensor_get_f64(&w->t, 0), &p->items[0]);
+    if (s == FVM_OK)
+        p->items[1] = fvm_value_retain(w);
+    if (s == FVM_OK && acc) {
+        fvm_value *sum = NULL;
+        s = fvm_lift_binary(x, FVM_BIN_ADD, acc, p, &sum);
+        fvm_value_release(p);
+        p = sum;
+    }
+    if (s) {
+        fvm_value_release(p);
+        return s;
+    }
+    *out = p;
+    return FVM_OK;
+}
+
+/* Secure sum: every summand reduced modulo 2^bitwidth, sums kept modulo 2^bitwidth. */
+static fvm_status modsum(fvm_ctx *x, const fvm_value *a, const fvm_value *b, uint64_t mask, fvm_value **out)
+{
+    if (a->kind == FVM_V_STRUCT || (b && b->kind == FVM_V_STRUCT)) {
+        fvm_value *r = fvm_value_list(FVM_V_STRUCT, a->n);
+        if (!r)
+            return fvm_nomem(x);
+        for (int64_t k = 0; k < a->n; k++) {
+            fvm_status s = modsum(x, a->items[k], b ? b->items[k] : NULL, mask, &r->items[k]);
+            if (s) {
+                fvm_value_release(r);
+                return s;
+            }
+        }
+        *out = r;
+        return FVM_OK;
+    }
+    if (b && !fvm_dims_equal(&a->t.shape, &b->t.shape))
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "client values of different shapes in a secure sum");
+    fvm_status s = fvm_new_tensor(x, a->t.dtype, &a->t.shape, out);
+    if (s)
+        return s;
+    int64_t n = fvm_tensor_count(&a->t);
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t v = (uint64_t)fvm_tensor_get_i64(&a->t, i);
+        if (b)
+            v += (uint64_t)fvm_tensor_get_i64(&b->t, i);
+        fvm_tensor_set_i64(&(*out)->t, i, (int64_t)(v & mask));
+    }
+    return FVM_OK;
+}
+
+static uint64_t bit_mask(const agg *g)
+{
+    return (UINT64_C(1) << g->in->a.bitwidth) - 1;
+}
+
+static fvm_status step_secure(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
+{
+    fvm_value *v = member(u, 0, i);
+    if (!acc)
+        return modsum(x, v, NULL, bit_mask(u), out);
+    fvm_value *r = NULL;
+    fvm_status s = modsum(x, v, NULL, bit_mask(u), &r);
+    if (s)
+        return s;
+    s = modsum(x, acc, r, bit_mask(u), out);
+    fvm_value_release(r);
+    return s;
+}
+
+static fvm_status merge_secure(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
+{
+    return modsum(x, a, b, bit_mask(u), out);
+}
+
+/* federated_aggregate: user functions; a block starts from the zero. */
+static fvm_status step_user(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
+{
+    const agg *g = u;
+    fvm_value *argv[2] = {acc ? acc : g->args[1], member(g, 0, i)};
+    return fvm_exec_call(x, g->in->a.accumulate, argv, out);
+}
+
+static fvm_status merge_user(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
+{
+    const agg *g = u;
+    fvm_value *argv[2] = {a, b};
+    return fvm_exec_call(x, g->in->a.merge, argv, out);
+}
+
+fvm_status exec_federated_reduce(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    agg g = {in, args};
+    fvm_reducer r = {.u = &g};
+    int64_t n;
+    fvm_status s = FVM_OK;
+    if (is_list(in->arg_types[0]))
+        n = args[0]->n;
+    else if ((s = fvm_need_clients(x, &n)))
+        return s;
+    const fvm_type *m = in->type->u.fed.member;
+    switch (in->op) {
+    case FVM_OP_FEDERATED_SUM:
+    case FVM_OP_FEDERATED_MEAN:
+        r.step = step_add;
+        r.merge = merge_add;
+        break;
+    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
+        r.step = step_wmean;
+        r.merge = merge_add;
+        break;
+    case FVM_OP_FEDERATED_MIN:
+        r.step = step_minmax;
+        r.merge = merge_min;
+        break;
+    case FVM_OP_FEDERATED_MAX:
+        r.step = step_minmax;
+        r.merge = merge_max;
+        break;
+    case FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH:
+        r.step = step_secure;
+        r.merge = merge_secure;
+        break;
+    default: /* FEDERATED_AGGREGATE */
+        r.step = step_user;
+        r.merge = merge_user;
+        break;
+    }
+    fvm_value *acc = NULL;
+    if (n == 0) {
+        if (in->op == FVM_OP_FEDERATED_AGGREGATE)
+            acc = fvm_value_retain(args[1]);
+        else if (in->op == FVM_OP_FEDERATED_SUM || in->op == FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH)
+            return fvm_zeros_of_type(x, m, out);
+        else
+            return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "%s over zero clients is undefined",
+                                fvm_op_table[in->op].name);
+    } else if ((s = fvm_tree_reduce(x, &r, n, &acc))) {
+        return s;
+    }
+    switch (in->op) {
+    case FVM_OP_FEDERATED_MEAN:
+        s = scale_tree(x, FVM_BIN_DIV, acc, (double)n, out);
+        fvm_value_release(acc);
+        return s;
+    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
+        s = scale_tree(x, FVM_BIN_DIV, acc->items[0], fvm_tensor_get_f64(&acc->items[1]->t, 0), out);
+        fvm_value_release(acc);
+        return s;
+    case FVM_OP_FEDERATED_AGGREGATE:
+        if (in->a.report) {
+            s = fvm_exec_call(x, in->a.report, &acc, out);
+            fvm_value_release(acc);
+            return s;
+        }
+        break;
+    default:
+        break;
+    }
+    *out = acc;
+    return FVM_OK;
+}

@@ -1,0 +1,185 @@
+/* interp.c - the interpreter loop: frames of slots, op dispatch, liveness-driven release. */
+#include "exec.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const fvm_exec_fn exec_table[FVM_OP_COUNT] = {
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC) [FVM_OP_##ID] = EXEC,
+#include "ops.def"
+#undef FVM_OP
+};
+
+fvm_status fvm_vm_new(const fvm_program *p, const fvm_vm_config *cfg, fvm_vm **out, fvm_diag *d)
+{
+    *out = NULL;
+    fvm_vm *vm = calloc(1, sizeof *vm);
+    if (!vm)
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    vm->p = p;
+    vm->nclients = cfg ? cfg->nclients : -1;
+    vm->backend = cfg ? cfg->backend : NULL;
+    if (cfg) {
+        vm->log = cfg->log;
+        vm->log_user = cfg->log_user;
+    }
+    if (vm->nclients > FVM_MAX_CLIENTS) {
+        free(vm);
+        return fvm_diag_add(d, FVM_ERR_LIMIT, NULL, "more than %d clients", FVM_MAX_CLIENTS);
+    }
+    if (!vm->backend) {
+        vm->own_backend = vm->backend = fvm_backend_seq();
+        if (!vm->backend) {
+            free(vm);
+            return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+        }
+    }
+    *out = vm;
+    return FVM_OK;
+}
+
+void fvm_vm_free(fvm_vm *vm)
+{
+    if (!vm)
+        return;
+    fvm_backend_free(vm->own_backend);
+    free(vm);
+}
+
+int64_t fvm_vm_clients(const fvm_vm *vm)
+{
+    return vm->nclients;
+}
+
+fvm_status fvm_vm_set_clients(fvm_vm *vm, int64_t n, fvm_diag *d)
+{
+    if (n < 0 || n > FVM_MAX_CLIENTS)
+        return fvm_diag_add(d, FVM_ERR_LIMIT, NULL, "the number of clients must be between 0 and %d",
+                            FVM_MAX_CLIENTS);
+    if (vm->nclients >= 0 && vm->nclients != n)
+        return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "the data has %lld clients but the run has %lld",
+                            (long long)n, (long long)vm->nclients);
+    vm->nclients = n;
+    return FVM_OK;
+}
+
+fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, fvm_value **out)
+{
+    *out = NULL;
+    if (x->depth >= FVM_MAX_CALL_DEPTH)
+        return fvm_diag_add(x->d, FVM_ERR_LIMIT, &f->loc, "calls nested more than %d deep", FVM_MAX_CALL_DEPTH);
+    fvm_value *local[32];
+    fvm_value **slots = f->nslots <= 32 ? local : calloc((size_t)f->nslots, sizeof *slots);
+    if (!slots)
+        return fvm_nomem(x);
+    if (slots == local)
+        memset(local, 0, sizeof local);
+    x->depth++;
+    fvm_status s = FVM_OK;
+    for (int i = 0; i < f->nparams; i++)
+        slots[i] = fvm_value_retain(args[i]);
+    for (int i = 0; i < f->nparam_release; i++) {
+        fvm_value_release(slots[f->param_release[i]]);
+        slots[f->param_release[i]] = NULL;
+    }
+    for (int i = 0; i < f->ninstrs; i++) {
+        const fvm_instr *in = &f->instrs[i];
+        fvm_value *argv_local[8];
+        fvm_value **argv = in->nargs <= 8 ? argv_local : malloc((size_t)in->nargs * sizeof *argv);
+        if (!argv) {
+            s = fvm_nomem(x);
+            break;
+        }
+        for (int k = 0; k < in->nargs; k++)
+            argv[k] = slots[in->args[k]];
+        fvm_value *res = NULL;
+        s = exec_table[in->op](x, in, argv, &res);
+        if (argv != argv_local)
+            free(argv);
+        if (s) {
+            fvm_diag_locate_last(x->d, &in->loc);
+            break;
+        }
+        slots[in->slot] = res;
+        for (int k = 0; k < in->nrelease; k++) {
+            fvm_value_release(slots[in->release[k]]);
+            slots[in->release[k]] = NULL;
+        }
+    }
+    if (s == FVM_OK) {
+        *out = slots[f->result_slot];
+        slots[f->result_slot] = NULL;
+    }
+    for (int i = 0; i < f->nslots; i++)
+        fvm_value_release(slots[i]);
+    if (slots != local)
+        free(slots);
+    x->depth--;
+    return s;
+}
+
+/* Does a value have the shape of a type? (Guards the library's entry point:
+ * values built elsewhere must match what the checker assumed.) */
+static bool conforms(const fvm_vm *vm, const fvm_value *v, const fvm_type *t, int depth)
+{
+    if (!v || depth > 64)
+        return false;
+    switch (t->kind) {
+    case FVM_T_TENSOR:
+        if (v->kind != FVM_V_TENSOR || v->t.dtype != t->u.tensor.dtype || v->t.shape.rank != t->u.tensor.dims.rank)
+            return false;
+        for (int i = 0; i < v->t.shape.rank; i++)
+            if (t->u.tensor.dims.d[i] >= 0 && t->u.tensor.dims.d[i] != v->t.shape.d[i])
+                return false;
+        return true;
+    case FVM_T_STRUCT:
+        if (v->kind != FVM_V_STRUCT || v->n != t->u.strct.n)
+            return false;
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (!conforms(vm, v->items[i], t->u.strct.elems[i], depth + 1))
+                return false;
+        return true;
+    case FVM_T_SEQ:
+        if (v->kind != FVM_V_SEQ)
+            return false;
+        for (int64_t i = 0; i < v->n; i++) {
+            fvm_value *e = NULL;
+            bool ok = fvm_seq_get(v, i, &e, NULL) == FVM_OK && conforms(vm, e, t->u.seq.elem, depth + 1);
+            fvm_value_release(e);
+            if (!ok)
+                return false;
+        }
+        return true;
+    case FVM_T_FED:
+        if (t->u.fed.all_equal)
+            return conforms(vm, v, t->u.fed.member, depth + 1);
+        if (v->kind != FVM_V_CLIENTS || (vm->nclients >= 0 && v->n != vm->nclients))
+            return false;
+        for (int64_t i = 0; i < v->n; i++)
+            if (!conforms(vm, v->items[i], t->u.fed.member, depth + 1))
+                return false;
+        return true;
+    case FVM_T_FN:
+        return false;
+    }
+    return false;
+}
+
+fvm_status fvm_vm_call(fvm_vm *vm, const fvm_func *f, fvm_value *const *args, fvm_value **out, fvm_diag *d)
+{
+    *out = NULL;
+    if (!f->ok)
+        return fvm_diag_add(d, FVM_ERR_USAGE, &f->loc, "function '%s' has not passed the checker", f->name);
+    for (int i = 0; i < f->nparams; i++) {
+        if (args[i] && args[i]->kind == FVM_V_CLIENTS && f->param_types[i]->kind == FVM_T_FED &&
+            fvm_vm_set_clients(vm, args[i]->n, d))
+            return FVM_ERR_TYPE;
+        if (!conforms(vm, args[i], f->param_types[i], 0)) {
+            char buf[256];
+            return fvm_diag_add(d, FVM_ERR_TYPE, &f->param_locs[i], "argument '%s' does not have type %s",
+                                f->param_names[i], fvm_type_format(f->param_types[i], true, buf, sizeof buf));
+        }
+    }
+    fvm_ctx x = {.vm = vm, .d = d};
+    return fvm_exec_call(&x, f, args, out);
+}

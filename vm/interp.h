@@ -1,0 +1,34 @@
+/* interp.h - the interpreter: runs checked functions over runtime values on a backend. */
+#ifndef FVM_INTERP_H
+#define FVM_INTERP_H
+
+#include "backend.h"
+#include "ir.h"
+#include "value.h"
+
+typedef struct fvm_vm fvm_vm;
+
+typedef struct fvm_vm_config {
+    int64_t nclients;      /* clients in {T}@CLIENTS values; -1: not known yet (taken from bound data) */
+    fvm_backend *backend;  /* borrowed; NULL: the sequential backend */
+    fvm_log_fn log;        /* optional */
+    void *log_user;
+} fvm_vm_config;
+
+/* A VM for a checked program (borrowed: it must outlive the VM). */
+fvm_status fvm_vm_new(const fvm_program *p, const fvm_vm_config *cfg, fvm_vm **out, fvm_diag *d);
+/* NULL is a no-op. */
+void fvm_vm_free(fvm_vm *vm);
+
+/* The number of clients, once known (-1 before). Binding a {T}@CLIENTS value
+ * sets it; a later value with another count is an error. */
+int64_t fvm_vm_clients(const fvm_vm *vm);
+fvm_status fvm_vm_set_clients(fvm_vm *vm, int64_t n, fvm_diag *d);
+
+/* Calls f with args (borrowed; one per parameter, of compatible types) and
+ * returns its result in *out (owned by the caller). Runtime errors (a bad
+ * index, integer division by zero, a loop past max_iter) are reported in d
+ * with the location of the instruction that failed. */
+fvm_status fvm_vm_call(fvm_vm *vm, const fvm_func *f, fvm_value *const *args, fvm_value **out, fvm_diag *d);
+
+#endif

@@ -1,0 +1,48 @@
+/* value.h - runtime values: tensors, structs, sequences and per-client lists, refcounted and immutable. */
+#ifndef FVM_VALUE_H
+#define FVM_VALUE_H
+
+#include "tensor.h"
+
+typedef enum fvm_vkind {
+    FVM_V_TENSOR,
+    FVM_V_STRUCT,  /* fields; names come from the static type */
+    FVM_V_SEQ,     /* a sequence */
+    FVM_V_CLIENTS  /* {T}@CLIENTS: one member per client */
+} fvm_vkind;
+
+/* Placement is static: T@SERVER and T@CLIENTS (all equal) are represented by
+ * the member value itself; only {T}@CLIENTS has a list.
+ *
+ * A sequence is stored either as a list of elements (items) or by columns:
+ * 'cols' is a tensor or struct of tensors whose leaves all have a leading
+ * dimension n, and element i is row i of every leaf (views, no copies). */
+typedef struct fvm_value fvm_value;
+struct fvm_value {
+    int refs;
+    fvm_vkind kind;
+    fvm_tensor t;      /* TENSOR */
+    int64_t n;         /* STRUCT: fields, SEQ: length, CLIENTS: clients */
+    fvm_value **items; /* STRUCT fields, CLIENTS members, SEQ elements (list form) */
+    fvm_value *cols;   /* SEQ by columns (items NULL) */
+};
+
+/* New values start with one reference owned by the caller; NULL when out of
+ * memory. _take functions take over the caller's reference to what they get. */
+fvm_value *fvm_value_tensor_take(fvm_tensor *t); /* clears *t on success */
+/* A STRUCT, SEQ or CLIENTS list of n empty slots to fill with owned values. */
+fvm_value *fvm_value_list(fvm_vkind kind, int64_t n);
+fvm_value *fvm_value_seq_cols_take(int64_t n, fvm_value *cols);
+fvm_value *fvm_value_retain(fvm_value *v);
+/* Drops one reference; NULL is a no-op. Thread-safe. */
+void fvm_value_release(fvm_value *v);
+
+/* Element i of a sequence (a new reference). */
+fvm_status fvm_seq_get(const fvm_value *seq, int64_t i, fvm_value **out, fvm_diag *d);
+/* Rows [lo, hi) of a column-stored value as a new tensor tree of views. */
+fvm_status fvm_value_rows(const fvm_value *cols, int64_t lo, int64_t hi, fvm_value **out, fvm_diag *d);
+
+/* Same structure and bit-identical tensors. */
+bool fvm_value_identical(const fvm_value *a, const fvm_value *b);
+
+#endif
