@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Independent reference for fedvm's golden programs.
+
+Each case in tests/golden/*.json names a program, its arguments and the
+expected result. The expected results come from this file: plain Python (no
+fedvm code, no IR interpretation) computing what each program means, from the
+same data files. Run with --check (what `make test` does) to verify that the
+committed expectations equal this reference, or --write to regenerate them.
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+CASES = os.path.dirname(os.path.abspath(__file__))
+
+
+def load(path):
+    with open(os.path.join(ROOT, path)) as f:
+        return json.load(f)
+
+
+def f32(x):
+    """Round to the nearest IEEE single."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
+def sensor(readings, threshold):
+    fractions = [sum(1 for r in c if r > threshold) / len(c) for c in readings]
+    return sum(fractions) / len(fractions)
+
+
+def histogram(values):
+    h = [0] * 10
+    for client in values:
+        for v in client:
+            if 0 <= v < 10:
+                h[v] += 1
+    return h
+
+
+def secure_sum(counters, bitwidth):
+    m = 1 << bitwidth
+    return [sum(c[i] % m for c in counters) % m for i in range(len(counters[0]))]
+
+
+def mean_variance(xs):
+    n = len(xs)
+    mean = sum(xs) / n
+    return {"mean": mean, "variance": sum((x - mean) ** 2 for x in xs) / n}
+
+
+def fedsgd_linear(clients, rounds, lr=0.1):
+    w, b = [0.0, 0.0], 0.0
+    metrics = []
+    for _ in range(rounds):
+        gw, gb, loss, n = [0.0, 0.0], 0.0, 0.0, 0
+        for client in clients:
+            for e in client:
+                err = e["x"][0] * w[0] + e["x"][1] * w[1] + b - e["y"]
+                gw = [gw[0] + err * e["x"][0], gw[1] + err * e["x"][1]]
+                gb += err
+                loss += 0.5 * err * err
+                n += 1
+        metrics.append({"loss": loss / n})
+        w = [w[0] - lr * gw[0] / n, w[1] - lr * gw[1] / n]
+        b = b - lr * gb / n
+    return {"metrics": metrics, "state": {"w": w, "b": b}}
+
+
+def expectation(case):
+    """The expected result of one case, from its program's meaning."""
+    prog = os.path.basename(case["program"])
+    args = case["args"]
+
+    def arg(name):
+        text = args[name]
+        return load(text[1:]) if isinstance(text, str) and text.startswith("@") else json.loads(text)
+
+    if prog == "sensor_threshold.json":
+        return sensor(arg("readings"), arg("threshold"))
+    if prog in ("histogram.json", "histogram.yaml"):
+        return histogram(arg("values"))
+    if prog == "secure_sum.json":
+        return secure_sum(arg("counters"), 8)
+    if prog == "mean_variance.json":
+        return mean_variance(arg("measurements"))
+    if prog == "fedsgd_linear.json":
+        return fedsgd_linear(arg("data"), case["rounds"])
+    raise SystemExit("reference.py: no reference for " + prog)
+
+
+def close(a, b, tol):
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], tol) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, tol) for x, y in zip(a, b))
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return abs(a - b) <= tol * max(1.0, abs(b))
+    return a == b
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "--check"
+    bad = 0
+    names = sorted(n for n in os.listdir(CASES) if n.endswith(".json"))
+    for name in names:
+        path = os.path.join(CASES, name)
+        with open(path) as f:
+            case = json.load(f)
+        want = expectation(case)
+        if mode == "--write":
+            case["expect"] = want
+            with open(path, "w") as f:
+                json.dump(case, f, indent=2)
+                f.write("\n")
+        elif not close(case.get("expect"), want, 1e-12):
+            print("%s: expect %r, the reference gives %r" % (name, case.get("expect"), want))
+            bad += 1
+    if mode == "--check":
+        print("golden expectations: %d cases agree with the reference%s" % (len(names) - bad,
+              "" if not bad else ", %d differ" % bad))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
