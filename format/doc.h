@@ -52,7 +52,8 @@ typedef struct fvm_doc_src {
 } fvm_doc_src;
 
 /* Parse JSON text (jansson). On error records a FVM_ERR_SYNTAX with file:line:col
- * in d and returns it. Duplicate keys are errors. *out lives in arena a. */
+ * in d and returns it. Duplicate keys are errors; nesting deeper than
+ * FVM_MAX_DEPTH collections is FVM_ERR_LIMIT. *out lives in arena a. */
 fvm_status fvm_json_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
 
 /* Parse YAML text (libyaml, a single document) into the same tree. Plain scalars
@@ -90,9 +91,16 @@ fvm_doc *fvm_doc_string(fvm_arena *a, const char *s);
 fvm_doc *fvm_doc_int(fvm_arena *a, int64_t v);
 fvm_doc *fvm_doc_real(fvm_arena *a, double v);
 fvm_doc *fvm_doc_bool(fvm_arena *a, bool v);
-/* Collections grow by push; cap doubles inside the arena. */
+/* push appends to an ARRAY, set to an OBJECT (key copied; no duplicate check).
+ * FVM_ERR_USAGE for the wrong kind, FVM_ERR_NOMEM when out of memory. They work
+ * on parsed nodes as well as built ones: the child arrays of every collection
+ * hold fvm_doc_capacity(n) slots, and a push into a full one doubles it. */
 fvm_status fvm_doc_push(fvm_arena *a, fvm_doc *arr, fvm_doc *item);
 fvm_status fvm_doc_set(fvm_arena *a, fvm_doc *obj, const char *key, fvm_doc *val);
+
+/* Slots in the child arrays of a collection with n members: 4 while n <= 4,
+ * then the smallest power of two >= n. Readers allocate this many. */
+size_t fvm_doc_capacity(size_t n);
 
 /* Appends the RFC 6901 escaped form of a key to a pointer: "/a~1b". Arena string. */
 const char *fvm_pointer_join(fvm_arena *a, const char *base, const char *key);
