@@ -50,16 +50,25 @@ fvm_doc *fvm_doc_bool(fvm_arena *a, bool v)
     return d;
 }
 
-/* Collections built by push keep their capacity implicit: 4 while n <= 4, then
- * the smallest power of two >= n. So a new array is needed exactly when n is 0
- * or a power of two >= 4. (Only nodes made by fvm_doc_new grow this way.) */
+size_t fvm_doc_capacity(size_t n)
+{
+    size_t cap = 4;
+    while (cap < n && cap <= SIZE_MAX / 2)
+        cap *= 2;
+    return cap < n ? n : cap;
+}
+
+/* Collections keep their capacity implicit, fvm_doc_capacity(n) (the readers
+ * allocate that much too), so a new array is needed exactly when n is 0 (no
+ * array yet, or a reader's empty one) or equals its capacity. */
 static fvm_status grow(fvm_arena *a, fvm_doc *c)
 {
     size_t n = c->u.coll.n;
-    bool full = n == 0 || (n >= 4 && (n & (n - 1)) == 0);
-    if (!full)
+    if (n != 0 && n != fvm_doc_capacity(n))
         return FVM_OK;
-    size_t cap = n ? n * 2 : 4;
+    size_t cap = fvm_doc_capacity(n + 1);
+    if (cap <= n)
+        return FVM_ERR_NOMEM;
     fvm_doc **items = fvm_arena_array(a, cap, sizeof *items);
     if (!items)
         return FVM_ERR_NOMEM;
@@ -79,6 +88,8 @@ static fvm_status grow(fvm_arena *a, fvm_doc *c)
 
 fvm_status fvm_doc_push(fvm_arena *a, fvm_doc *arr, fvm_doc *item)
 {
+    if (!arr || arr->kind != FVM_DOC_ARRAY)
+        return FVM_ERR_USAGE;
     if (!item || grow(a, arr) != FVM_OK)
         return FVM_ERR_NOMEM;
     arr->u.coll.items[arr->u.coll.n++] = item;
@@ -87,6 +98,8 @@ fvm_status fvm_doc_push(fvm_arena *a, fvm_doc *arr, fvm_doc *item)
 
 fvm_status fvm_doc_set(fvm_arena *a, fvm_doc *obj, const char *key, fvm_doc *val)
 {
+    if (!obj || obj->kind != FVM_DOC_OBJECT)
+        return FVM_ERR_USAGE;
     fvm_doc *k = fvm_doc_string(a, key);
     if (!k || !val || grow(a, obj) != FVM_OK)
         return FVM_ERR_NOMEM;

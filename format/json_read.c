@@ -9,6 +9,8 @@ typedef struct scan {
     const char *p, *end;
     int line, col;
     fvm_arena *a;
+    fvm_status err;     /* why convert() returned NULL */
+    int err_line, err_col;
 } scan;
 
 static void advance(scan *s)
@@ -66,12 +68,19 @@ static fvm_doc *convert(scan *s, json_t *v, int depth)
         return NULL;
     node->line = s->line;
     node->col = s->col;
+    /* jansson allows 2048 levels; a fedvm document allows FVM_MAX_DEPTH collections. */
+    if ((json_is_object(v) || json_is_array(v)) && depth >= FVM_MAX_DEPTH) {
+        s->err = FVM_ERR_LIMIT;
+        s->err_line = node->line;
+        s->err_col = node->col;
+        return NULL;
+    }
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
         node->kind = FVM_DOC_OBJECT;
         size_t n = json_object_size(v);
-        node->u.coll.items = fvm_arena_array(s->a, n ? n : 1, sizeof(fvm_doc *));
-        node->u.coll.keys = fvm_arena_array(s->a, n ? n : 1, sizeof(fvm_doc *));
+        node->u.coll.items = fvm_arena_array(s->a, fvm_doc_capacity(n), sizeof(fvm_doc *));
+        node->u.coll.keys = fvm_arena_array(s->a, fvm_doc_capacity(n), sizeof(fvm_doc *));
         if (!node->u.coll.items || !node->u.coll.keys)
             return NULL;
         advance(s); /* { */
@@ -109,7 +118,7 @@ static fvm_doc *convert(scan *s, json_t *v, int depth)
     case JSON_ARRAY: {
         node->kind = FVM_DOC_ARRAY;
         size_t n = json_array_size(v);
-        node->u.coll.items = fvm_arena_array(s->a, n ? n : 1, sizeof(fvm_doc *));
+        node->u.coll.items = fvm_arena_array(s->a, fvm_doc_capacity(n), sizeof(fvm_doc *));
         if (!node->u.coll.items)
             return NULL;
         advance(s); /* [ */
@@ -152,33 +161,24 @@ static fvm_doc *convert(scan *s, json_t *v, int depth)
     return NULL;
 }
 
-/* jansson reports the column in bytes; convert to code points on that line. */
-static int byte_col_to_cp(const char *text, size_t len, int line, int bytecol)
-{
-    const char *p = text, *end = text + len;
-    for (int l = 1; l < line && p < end; p++)
-        if (*p == '\n')
-            l++;
-    int cp = 0;
-    for (int b = 0; b < bytecol && p < end; b++, p++)
-        if ((*p & 0xC0) != 0x80)
-            cp++;
-    return cp > 0 ? cp : 1;
-}
-
 fvm_status fvm_json_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d)
 {
     json_error_t err;
     json_t *root = json_loadb(src->text, src->len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
     if (!root) {
+        /* jansson's column already counts code points (1-based; 0 before the first). */
         fvm_loc loc = {.file = src->file, .line = err.line > 0 ? err.line : 1,
-                       .col = err.line > 0 ? byte_col_to_cp(src->text, src->len, err.line, err.column) : 1};
+                       .col = err.line > 0 && err.column > 0 ? err.column : 1};
         return fvm_diag_add(d, FVM_ERR_SYNTAX, &loc, "invalid JSON: %s", err.text);
     }
-    scan s = {.p = src->text, .end = src->text + src->len, .line = 1, .col = 1, .a = a};
+    scan s = {.p = src->text, .end = src->text + src->len, .line = 1, .col = 1, .a = a, .err = FVM_ERR_NOMEM};
     /* A UTF-8 byte order mark is not JSON; jansson already refused it. */
     *out = convert(&s, root, 0);
     json_decref(root);
+    if (!*out && s.err == FVM_ERR_LIMIT) {
+        fvm_loc loc = {.file = src->file, .line = s.err_line, .col = s.err_col};
+        return fvm_diag_add(d, FVM_ERR_LIMIT, &loc, "nesting deeper than %d", FVM_MAX_DEPTH);
+    }
     if (!*out) {
         fvm_loc loc = {.file = src->file};
         return fvm_diag_add(d, FVM_ERR_NOMEM, &loc, "out of memory while reading the document");
