@@ -1,0 +1,170 @@
+/* test_golden.c - runs every golden case (tests/golden/*.json) and compares with the reference's expectation. */
+#include <dirent.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../vm/fedvm.h"
+
+/* Numbers within tol relative (absolute below 1); structure exact. */
+static bool close_docs(const fvm_doc *a, const fvm_doc *b, double tol, char *why, size_t n)
+{
+    bool an = a->kind == FVM_DOC_INT || a->kind == FVM_DOC_REAL;
+    bool bn = b->kind == FVM_DOC_INT || b->kind == FVM_DOC_REAL;
+    if (an && bn) {
+        double x = a->kind == FVM_DOC_INT ? (double)a->u.i : a->u.r;
+        double y = b->kind == FVM_DOC_INT ? (double)b->u.i : b->u.r;
+        double lim = tol * (fabs(y) > 1 ? fabs(y) : 1);
+        if (fabs(x - y) <= lim)
+            return true;
+        snprintf(why, n, "got %.17g, expected %.17g (tolerance %g)", x, y, lim);
+        return false;
+    }
+    if (a->kind != b->kind) {
+        snprintf(why, n, "kinds differ (%d vs %d)", a->kind, b->kind);
+        return false;
+    }
+    if (a->kind == FVM_DOC_ARRAY || a->kind == FVM_DOC_OBJECT) {
+        if (a->u.coll.n != b->u.coll.n) {
+            snprintf(why, n, "sizes differ (%zu vs %zu)", a->u.coll.n, b->u.coll.n);
+            return false;
+        }
+        for (size_t i = 0; i < a->u.coll.n; i++) {
+            if (a->kind == FVM_DOC_OBJECT && strcmp(a->u.coll.keys[i]->u.str.s, b->u.coll.keys[i]->u.str.s)) {
+                snprintf(why, n, "field %s vs %s", a->u.coll.keys[i]->u.str.s, b->u.coll.keys[i]->u.str.s);
+                return false;
+            }
+            if (!close_docs(a->u.coll.items[i], b->u.coll.items[i], tol, why, n))
+                return false;
+        }
+        return true;
+    }
+    if (!fvm_doc_equal(a, b)) {
+        snprintf(why, n, "values differ");
+        return false;
+    }
+    return true;
+}
+
+static fvm_named_text *case_args(const fvm_doc *args, int *n)
+{
+    *n = args ? (int)args->u.coll.n : 0;
+    fvm_named_text *t = calloc((size_t)*n + 1, sizeof *t);
+    assert_non_null(t);
+    for (int i = 0; i < *n; i++) {
+        t[i].name = args->u.coll.keys[i]->u.str.s;
+        t[i].text = args->u.coll.items[i]->u.str.s;
+    }
+    return t;
+}
+
+/* Runs one case; the result as a document in arena a. */
+static fvm_doc *run_case(fvm_arena *a, const fvm_doc *c, fvm_diag *d)
+{
+    const char *path = fvm_doc_get(c, "program")->u.str.s;
+    const fvm_doc *rounds = fvm_doc_get(c, "rounds");
+    int nargs;
+    fvm_named_text *args = case_args(fvm_doc_get(c, "args"), &nargs);
+    fvm_program *p = NULL;
+    fvm_vm *vm = NULL;
+    fvm_doc *result = NULL;
+    assert_int_equal(fvm_program_load(path, &p, d), FVM_OK);
+    assert_int_equal(fvm_check(p, d), FVM_OK);
+    assert_int_equal(fvm_vm_new(p, NULL, &vm, d), FVM_OK);
+    int64_t nclients = -1;
+    if (!rounds) {
+        const fvm_func *f = fvm_program_func(p, "main");
+        fvm_value **vals = NULL, *res = NULL;
+        assert_int_equal(fvm_bind_args(f, nargs, args, 0, &nclients, &vals, d), FVM_OK);
+        assert_int_equal(fvm_vm_set_clients(vm, nclients, d), FVM_OK);
+        assert_int_equal(fvm_vm_call(vm, f, vals, &res, d), FVM_OK);
+        result = fvm_value_to_doc(a, res, f->result_type);
+        fvm_value_release(res);
+        fvm_values_free(vals, f->nparams);
+    } else {
+        const fvm_func *init = fvm_program_func(p, "initialize"), *next = fvm_program_func(p, "next");
+        fvm_value *state = NULL;
+        assert_int_equal(fvm_vm_call(vm, init, NULL, &state, d), FVM_OK);
+        fvm_func view = *next;
+        view.nparams--;
+        view.param_names++;
+        view.param_types++;
+        fvm_value **vals = NULL;
+        assert_int_equal(fvm_bind_args(&view, nargs, args, 0, &nclients, &vals, d), FVM_OK);
+        assert_int_equal(fvm_vm_set_clients(vm, nclients, d), FVM_OK);
+        fvm_doc *metrics = fvm_doc_new(a, FVM_DOC_ARRAY);
+        for (int64_t r = 0; r < rounds->u.i; r++) {
+            fvm_value *argv[8] = {state}, *res = NULL;
+            for (int i = 0; i < view.nparams; i++)
+                argv[i + 1] = vals[i];
+            assert_int_equal(fvm_vm_call(vm, next, argv, &res, d), FVM_OK);
+            fvm_doc_push(a, metrics, fvm_value_to_doc(a, res->items[1], next->result_type->u.strct.elems[1]));
+            fvm_value_release(state);
+            state = fvm_value_retain(res->items[0]);
+            fvm_value_release(res);
+        }
+        result = fvm_doc_new(a, FVM_DOC_OBJECT);
+        fvm_doc_set(a, result, "metrics", metrics);
+        fvm_doc_set(a, result, "state", fvm_value_to_doc(a, state, init->result_type));
+        fvm_value_release(state);
+        fvm_values_free(vals, view.nparams);
+    }
+    fvm_vm_free(vm);
+    fvm_program_free(p);
+    free(args);
+    return result;
+}
+
+static void test_golden_cases(void **state)
+{
+    (void)state;
+    DIR *dir = opendir("tests/golden");
+    assert_non_null(dir);
+    int ran = 0;
+    struct dirent *e;
+    while ((e = readdir(dir))) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json"))
+            continue;
+        char path[512];
+        snprintf(path, sizeof path, "tests/golden/%s", e->d_name);
+        fvm_arena a = {0};
+        fvm_diag d = {0};
+        char *text;
+        size_t n;
+        assert_int_equal(fvm_read_file(path, &text, &n, &d), FVM_OK);
+        fvm_doc_src src = {path, text, n};
+        fvm_doc *c = NULL;
+        assert_int_equal(fvm_json_parse(&a, &src, &c, &d), FVM_OK);
+        fvm_doc *got = run_case(&a, c, &d);
+        for (int i = 0; i < d.n; i++)
+            print_error("%s: %s\n", path, d.errs[i].msg);
+        assert_non_null(got);
+        const fvm_doc *tol = fvm_doc_get(c, "tolerance");
+        double t = tol ? (tol->kind == FVM_DOC_INT ? (double)tol->u.i : tol->u.r) : 0;
+        char why[256] = "";
+        if (!close_docs(got, fvm_doc_get(c, "expect"), t, why, sizeof why))
+            fail_msg("%s: %s", path, why);
+        print_message("golden %s: ok\n", e->d_name);
+        ran++;
+        fvm_diag_clear(&d);
+        free(text);
+        fvm_arena_free(&a);
+    }
+    closedir(dir);
+    assert_true(ran >= 6);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_golden_cases),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
