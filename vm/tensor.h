@@ -34,10 +34,13 @@ typedef struct fvm_dims {
 int64_t fvm_dims_count(const fvm_dims *s);
 bool fvm_dims_equal(const fvm_dims *a, const fvm_dims *b);
 /* Checks that the elements of dtype t fit FVM_MAX_TENSOR_BYTES (unknown dims
- * count as 1). Records a FVM_ERR_LIMIT in d (no location) when they don't. */
+ * count as 1). Records a FVM_ERR_LIMIT in d (no location) when they don't.
+ * The product is computed without overflow; a zero dim means zero bytes.
+ * A rank outside [0, FVM_MAX_RANK] or a dim below -1 is FVM_ERR_USAGE. */
 fvm_status fvm_dims_check_size(const fvm_dims *s, fvm_dtype t, fvm_diag *d);
 /* NumPy broadcasting of two shapes (unknown dims allowed: ? with 1 gives ?,
- * ? with n gives n). FVM_ERR_TYPE with a message when incompatible. */
+ * ? with n gives n). FVM_ERR_TYPE with a message when incompatible (*out is
+ * then unchanged). out may be a or b. */
 fvm_status fvm_dims_broadcast(const fvm_dims *a, const fvm_dims *b, fvm_dims *out, fvm_diag *d);
 /* "[784,10]" / "[?,3]" / "[]" into buf (at most FVM_DIMS_STR bytes). */
 #define FVM_DIMS_STR 200
@@ -63,7 +66,10 @@ typedef struct fvm_tensor {
 
 /* Allocates an uninitialised (alloc) or zeroed (zeros) tensor of the given
  * concrete shape; the caller owns one reference. FVM_ERR_LIMIT if it is bigger
- * than FVM_MAX_TENSOR_BYTES, FVM_ERR_NOMEM if malloc fails, both recorded in d. */
+ * than FVM_MAX_TENSOR_BYTES (checked before allocating), FVM_ERR_NOMEM if
+ * malloc fails, FVM_ERR_USAGE for an unknown dim, all recorded in d; *t is
+ * zeroed on failure. Data is 64-byte aligned; a zero-element tensor gets no
+ * buffer (buf == NULL). */
 fvm_status fvm_tensor_alloc(fvm_tensor *t, fvm_dtype dtype, const fvm_dims *shape, fvm_diag *d);
 fvm_status fvm_tensor_zeros(fvm_tensor *t, fvm_dtype dtype, const fvm_dims *shape, fvm_diag *d);
 void fvm_tensor_retain(const fvm_tensor *t);
@@ -83,15 +89,21 @@ static inline size_t fvm_tensor_bytes(const fvm_tensor *t)
     return (size_t)fvm_tensor_count(t) * fvm_dtype_size(t->dtype);
 }
 
-/* A view of row i of the leading axis (shares the buffer, retained). */
+/* A view of row i of the leading axis (shares the buffer, retained; an empty
+ * row has no buffer). FVM_ERR_USAGE, nothing recorded, when t is a scalar or
+ * i is outside [0, t->shape.d[0]). */
 fvm_status fvm_tensor_row(const fvm_tensor *t, int64_t i, fvm_tensor *out);
-/* The same buffer under a new shape with the same element count (retained). */
+/* The same buffer under a new shape with the same element count (retained;
+ * out may be t). FVM_ERR_TYPE in d when the counts differ. */
 fvm_status fvm_tensor_reshape(const fvm_tensor *t, const fvm_dims *shape, fvm_tensor *out, fvm_diag *d);
-/* Element i (C order) converted to double / to int64. */
+/* Element i (C order) converted to double / to int64 (floats to int64
+ * truncate toward zero and saturate; NaN gives 0). */
 double fvm_tensor_get_f64(const fvm_tensor *t, int64_t i);
 int64_t fvm_tensor_get_i64(const fvm_tensor *t, int64_t i);
 /* Sets element i from a double (rounded to the dtype as a C cast would; for
- * integer dtypes the value must be representable). */
+ * integer dtypes the value must be representable). Out-of-range values are
+ * still defined: they saturate as fvm_k_cast does, NaN gives 0, bool is v != 0.
+ * set_i64 wraps modulo 2^32 for i32/u32. */
 void fvm_tensor_set_f64(fvm_tensor *t, int64_t i, double v);
 void fvm_tensor_set_i64(fvm_tensor *t, int64_t i, int64_t v);
 /* Bitwise equality of dtype, shape and bytes. */

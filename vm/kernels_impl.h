@@ -1,0 +1,95 @@
+/* kernels_impl.h - helpers shared by the kernel files (private to vm/kernels_*.c). */
+#ifndef FVM_KERNELS_IMPL_H
+#define FVM_KERNELS_IMPL_H
+
+#include <assert.h>
+#include <string.h>
+
+#include "kernels.h"
+
+/* Before an elementwise loop whose output may be exactly one of its inputs
+ * (never a partial overlap): there is no dependency between iterations, so
+ * GCC may vectorise without the runtime alias checks its -O2 cost model
+ * refuses. Clang vectorises with runtime checks at -O2 and needs no hint. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define KERNEL_IVDEP _Pragma("GCC ivdep")
+#else
+#define KERNEL_IVDEP
+#endif
+
+/* for (int64_t i = 0; i < n; i++) { body }, run as blocks of 32 iterations
+ * plus a scalar tail: GCC's -O2 cost model vectorises only loops whose trip
+ * count is a known multiple of the vector length. The body must not depend on
+ * other iterations (see KERNEL_IVDEP). Not nestable. */
+#define KERNEL_FOR(i, n, ...)                                              \
+    do {                                                                   \
+        int64_t kfor_n_ = (n), kfor_b_ = 0;                                \
+        for (; kfor_b_ + 32 <= kfor_n_; kfor_b_ += 32) {                   \
+            KERNEL_IVDEP                                                   \
+            for (int64_t kfor_j_ = 0; kfor_j_ < 32; kfor_j_++) {           \
+                int64_t i = kfor_b_ + kfor_j_;                             \
+                __VA_ARGS__                                                \
+            }                                                              \
+        }                                                                  \
+        for (int64_t i = kfor_b_; i < kfor_n_; i++) {                      \
+            __VA_ARGS__                                                    \
+        }                                                                  \
+    } while (0)
+
+/* A caller's bug (wrong out shape, bad axis): asserted in debug builds, and an
+ * FVM_ERR_USAGE in d when asserts are compiled out, so it never corrupts memory. */
+#define KREQUIRE(d, cond, ...)                                          \
+    do {                                                                \
+        if (!(cond)) {                                                  \
+            assert(!"kernel precondition failed: " #cond);              \
+            return fvm_diag_add((d), FVM_ERR_USAGE, NULL, __VA_ARGS__); \
+        }                                                               \
+    } while (0)
+
+/* Rank, dims and dtype in range and a buffer present when there are elements.
+ * Checked on every operand so that a bad tensor never indexes a table. */
+static inline bool kernel_tensor_ok(const fvm_tensor *t)
+{
+    if ((unsigned)t->dtype >= FVM_DTYPE_COUNT || t->shape.rank < 0 || t->shape.rank > FVM_MAX_RANK)
+        return false;
+    for (int i = 0; i < t->shape.rank; i++)
+        if (t->shape.d[i] < 0)
+            return false;
+    return t->buf != NULL || fvm_tensor_count(t) == 0;
+}
+
+#define KREQUIRE_TENSOR(d, t, what) \
+    KREQUIRE(d, kernel_tensor_ok(t), "%s: invalid tensor (dtype, rank, dims or missing buffer)", what)
+
+/* Unsupported dtype for an op: a type error, never a crash. */
+static inline fvm_status kernel_type_error(fvm_diag *d, const char *op, fvm_dtype t)
+{
+    return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "%s is not defined for dtype %s", op, fvm_dtype_name(t));
+}
+
+/* Data pointer as bytes; only called for tensors with elements. */
+static inline unsigned char *kernel_bytes(const fvm_tensor *t)
+{
+    return (unsigned char *)t->buf->data + t->offset;
+}
+
+/* Product of dims [from, to). */
+static inline int64_t kernel_span(const fvm_dims *s, int from, int to)
+{
+    int64_t n = 1;
+    for (int i = from; i < to; i++)
+        n *= s->d[i];
+    return n;
+}
+
+/* Row-major element strides of a shape. */
+static inline void kernel_strides(const fvm_dims *s, int64_t *stride)
+{
+    int64_t n = 1;
+    for (int i = s->rank - 1; i >= 0; i--) {
+        stride[i] = n;
+        n *= s->d[i];
+    }
+}
+
+#endif
