@@ -16,6 +16,7 @@ typedef struct loader {
     fvm_program *p;
     fvm_diag *d;
     int errors;
+    bool fatal; /* a file could not be read or parsed */
     int cap_modules;
     const char *stack[MAX_INCLUDE_DEPTH]; /* canonical paths being loaded */
     const char *stack_disp[MAX_INCLUDE_DEPTH];
@@ -400,6 +401,7 @@ static fvm_status load_module(loader *L, const char *path, const char *text, siz
                 fvm_diag_add(L->d, FVM_ERR_IO, &(fvm_loc){.file = path}, "cannot open: %s", strerror(errno));
                 L->errors++;
             }
+            L->fatal = true;
             return FVM_ERR_IO;
         }
         canon = real;
@@ -451,6 +453,7 @@ static fvm_status load_module(loader *L, const char *path, const char *text, siz
         int before = L->d ? L->d->n : 0;
         if (fvm_read_file(path, &owned, &len, L->d) != FVM_OK) {
             L->errors += (L->d ? L->d->n : 1) - before;
+            L->fatal = true;
             return FVM_ERR_IO;
         }
         text = owned;
@@ -461,6 +464,7 @@ static fvm_status load_module(loader *L, const char *path, const char *text, siz
     free(owned);
     if (s) {
         L->errors++;
+        L->fatal = true;
         return s;
     }
     m->root = root;
@@ -614,17 +618,20 @@ static fvm_status load(const char *path, const char *text, size_t len, fvm_progr
     fvm_module *root = NULL;
     load_module(&L, path, text, len, NULL, NULL, NULL, &root);
     p->root = root;
-    if (root && L.errors == 0)
+    if (root && !L.fatal) {
         merge_namespace(&L);
-    if (root && L.errors == 0)
         resolve_types(&L);
+    }
     fvm_diag_clear(&local);
-    if (L.errors || !root) {
-        fvm_status code = d->n ? d->errs[d->n - 1].code : FVM_ERR_FORMAT;
+    if (L.fatal || !root) {
         fvm_program_free(p);
-        return code ? code : FVM_ERR_FORMAT;
+        return d->n ? d->errs[0].code : FVM_ERR_FORMAT;
     }
     *out = p;
+    if (L.errors) {
+        p->load_errors = true;
+        return d->n ? d->errs[0].code : FVM_ERR_FORMAT;
+    }
     return FVM_OK;
 }
 

@@ -7,8 +7,13 @@
 /* Loads the program in 'path' and every file it includes (resolved relative to
  * the including file). Checks the document structure, names, include cycles,
  * name clashes and type strings (aliases resolved); the static checker
- * (fvm_check) does the rest. Reports every error found in d. On success *out
- * is a new program (free with fvm_program_free); on failure *out is NULL. */
+ * (fvm_check) does the rest. Reports every error found in d.
+ *
+ * *out is a new program (free with fvm_program_free) whenever every file could
+ * be read and parsed, even when the status is an error: then the program has
+ * load_errors set, fvm_check still reports what else is wrong (so a user sees
+ * every error at once), and it cannot be run. When a file cannot be read or
+ * is not valid JSON/YAML, *out is NULL. */
 fvm_status fvm_program_load(const char *path, fvm_program **out, fvm_diag *d);
 
 /* The same from text in memory; display_name names it in errors and decides

@@ -1,4 +1,4 @@
-/* test_golden.c - runs every golden case (tests/golden/*.json) and compares with the reference's expectation. */
+/* test_golden.c - runs every golden case in tests/golden and compares with the reference expectation. */
 #include <dirent.h>
 #include <math.h>
 #include <setjmp.h>

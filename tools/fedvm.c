@@ -117,20 +117,24 @@ static bool parse_int(const char *s, long long lo, long long hi, long long *out)
     return true;
 }
 
+/* Loads and checks, reporting every error of both stages. */
 static fvm_status load_checked(const char *path, fvm_program **p, fvm_diag *d)
 {
     fvm_status s = fvm_program_load(path, p, d);
-    if (s == FVM_OK && (s = fvm_check(*p, d))) {
+    if (*p) {
+        fvm_status c = fvm_check(*p, d);
+        if (s == FVM_OK)
+            s = c;
+    }
+    if (s && *p) {
         fvm_program_free(*p);
         *p = NULL;
     }
     return s;
 }
 
-static int print_value(const fvm_value *v, const fvm_type *t, FILE *out)
+static int print_doc(const fvm_doc *doc, FILE *out)
 {
-    fvm_arena a = {0};
-    fvm_doc *doc = fvm_value_to_doc(&a, v, t);
     char *text = NULL;
     size_t len = 0;
     fvm_diag d = {0};
@@ -144,6 +148,13 @@ static int print_value(const fvm_value *v, const fvm_type *t, FILE *out)
     }
     free(text);
     fvm_diag_clear(&d);
+    return rc;
+}
+
+static int print_value(const fvm_value *v, const fvm_type *t, FILE *out)
+{
+    fvm_arena a = {0};
+    int rc = print_doc(fvm_value_to_doc(&a, v, t), out);
     fvm_arena_free(&a);
     return rc;
 }
@@ -165,11 +176,6 @@ static int run_rounds(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm_d
     if (fvm_vm_call(vm, init, NULL, &state, d))
         return EXIT_INVALID;
     /* next's parameters after the state come from --arg; 'key' from the seed. */
-    fvm_named_text *args = calloc((size_t)o->nargs + 1, sizeof *args);
-    if (!args) {
-        fvm_value_release(state);
-        return EXIT_INVALID;
-    }
     int64_t nclients = fvm_vm_clients(vm);
     uint32_t base[2];
     fvm_prng_key((uint64_t)o->seed, base);
@@ -201,23 +207,17 @@ static int run_rounds(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm_d
         if (fvm_vm_call(vm, next, all, &res, d)) {
             rc = EXIT_INVALID;
         } else {
-            printf("{\"round\": %lld, \"metrics\": ", r);
-            fflush(stdout);
+            /* One line per round: {"round": r, "metrics": ...} */
             fvm_arena a = {0};
-            fvm_doc *m = fvm_value_to_doc(&a, res->items[1], next->result_type->u.strct.elems[1]);
-            char *text = NULL;
-            size_t len = 0;
-            if (m && fvm_json_write(m, &text, &len, d) == FVM_OK) {
-                /* one line: the writer's newlines become spaces */
-                for (size_t i = 0; i < len; i++)
-                    if (text[i] == '\n')
-                        text[i] = i + 1 == len ? '}' : ' ';
-                fwrite(text, 1, len, stdout);
-                fputc('\n', stdout);
-            } else {
+            fvm_doc *line = fvm_doc_new(&a, FVM_DOC_OBJECT);
+            if (!line || fvm_doc_set(&a, line, "round", fvm_doc_int(&a, r)) ||
+                fvm_doc_set(&a, line, "metrics",
+                            fvm_value_to_doc(&a, res->items[1], next->result_type->u.strct.elems[1])))
                 rc = EXIT_INVALID;
-            }
-            free(text);
+            else
+                line->flow = true;
+            if (rc == 0 && print_doc(line, stdout))
+                rc = EXIT_INVALID;
             fvm_arena_free(&a);
             fvm_value_release(state);
             state = fvm_value_retain(res->items[0]);
@@ -226,7 +226,6 @@ static int run_rounds(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm_d
         free(all);
         fvm_values_free(vals, view.nparams);
     }
-    free(args);
     fvm_value_release(state);
     return rc;
 }
@@ -508,7 +507,8 @@ static int cmd_fmt(int argc, char **argv)
     char *text = NULL;
     size_t len = 0;
     int rc = EXIT_INVALID;
-    if (fvm_program_load(file, &p, &d) == FVM_OK && fvm_module_write(p->root, yaml, &text, &len, &d) == FVM_OK) {
+    if (fvm_program_load(file, &p, &d) == FVM_OK && fvm_check(p, &d) == FVM_OK &&
+        fvm_module_write(p->root, yaml, &text, &len, &d) == FVM_OK) {
         if (out) {
             rc = write_atomic(out, text, len);
         } else {

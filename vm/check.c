@@ -347,6 +347,14 @@ static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_t
 {
     fvm_instr *in = &f->instrs[idx];
     in->slot = f->nparams + idx;
+    if (in->op == FVM_OP_COUNT || !in->arg_names) {
+        /* Malformed (reported by the loader): bind its name, poisoned, so its
+         * uses don't cascade into more errors. */
+        slot_types[in->slot] = NULL;
+        if (in->name && scope_get(sc, in->name) < 0)
+            scope_put(sc, in->name, in->slot);
+        return;
+    }
     in->args = fvm_arena_array(C->a, (size_t)in->nargs + 1, sizeof(int));
     in->arg_types = fvm_arena_array(C->a, (size_t)in->nargs + 1, sizeof(fvm_type *));
     if (!in->args || !in->arg_types) {
@@ -487,9 +495,12 @@ static void check_func(checker *C, fvm_func *f)
         cerr(C, FVM_ERR_NOMEM, &f->loc, "out of memory");
         goto done;
     }
+    bool params_ok = true;
     for (int i = 0; i < f->nparams; i++) {
         slot_types[i] = f->param_types[i];
-        if (f->param_types[i] && fvm_type_is_placed(f->param_types[i]))
+        if (!f->param_types[i])
+            params_ok = false; /* its type string was reported by the loader */
+        else if (fvm_type_is_placed(f->param_types[i]))
             f->federated = true;
         scope_put(&sc, f->param_names[i], i);
     }
@@ -504,10 +515,10 @@ static void check_func(checker *C, fvm_func *f)
             f->result_type = slot_types[s];
         }
     }
-    if (C->errors == errors_before)
+    if (C->errors == errors_before && params_ok)
         liveness(C, f);
 done:
-    f->ok = C->errors == errors_before && f->result_type;
+    f->ok = C->errors == errors_before && params_ok && f->result_type && !C->p->load_errors;
     if (f->ok && fvm_type_is_placed(f->result_type))
         f->federated = true;
     C->depth--;
@@ -560,9 +571,9 @@ fvm_status fvm_check(fvm_program *p, fvm_diag *d)
     for (int i = 0; i < p->nfuncs; i++)
         if (p->funcs[i]->state == F_NEW)
             check_func(&C, p->funcs[i]);
-    if (C.errors == 0)
+    if (C.errors == 0 && !p->load_errors)
         check_conventions(&C);
-    if (C.errors == 0)
+    if (C.errors == 0 && !p->load_errors)
         return FVM_OK;
     return d && d->n ? d->errs[0].code : FVM_ERR_TYPE;
 }

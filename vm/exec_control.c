@@ -26,7 +26,7 @@ fvm_status exec_field(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, f
 static fvm_status call_with(fvm_ctx *x, const fvm_func *fn, int nargs, fvm_value *const *args,
                             const fvm_type *const *types, fvm_value **out)
 {
-    fvm_value *local[8];
+    fvm_value *local[8] = {0};
     fvm_value **conv = nargs <= 8 ? local : calloc((size_t)nargs, sizeof *conv);
     if (!conv)
         return fvm_nomem(x);

@@ -98,6 +98,7 @@ typedef struct fvm_program {
     fvm_func **funcs; /* every module's functions, root's first */
     int naliases;
     fvm_alias **aliases;
+    bool load_errors; /* the loader reported errors: check may add more, but it cannot run */
 } fvm_program;
 
 /* Function or alias by name in the merged namespace, or NULL. */

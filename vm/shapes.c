@@ -75,7 +75,7 @@ fvm_status fvm_shape_reduce(const fvm_dims *x, const fvm_ints *axes, bool keepdi
         m = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0;
     } else {
         for (int i = 0; i < axes->n; i++) {
-            int ax;
+            int ax = 0;
             if (norm_axis(axes->v[i], x->rank, &ax, d))
                 return FVM_ERR_TYPE;
             if (m & (1u << ax))
@@ -100,7 +100,7 @@ fvm_status fvm_shape_argmax(const fvm_dims *x, int64_t axis, fvm_dims *out, int 
 {
     if (x->rank == 0)
         return fail(d, "argmax needs a tensor of rank >= 1");
-    int ax;
+    int ax = 0;
     if (norm_axis(axis, x->rank, &ax, d))
         return FVM_ERR_TYPE;
     if (x->d[ax] == 0)
@@ -183,7 +183,7 @@ fvm_status fvm_shape_transpose(const fvm_dims *x, const fvm_ints *perm, fvm_dims
             return fail(d, "transpose: perm has %d entries for a rank-%d tensor", perm->n, r);
         unsigned seen = 0;
         for (int i = 0; i < r; i++) {
-            int ax;
+            int ax = 0;
             if (norm_axis(perm->v[i], r, &ax, d))
                 return FVM_ERR_TYPE;
             if (seen & (1u << ax))
@@ -229,7 +229,7 @@ fvm_status fvm_shape_slice(const fvm_dims *x, const fvm_ints *start, const fvm_i
         b = b < 0 ? 0 : (b > n ? n : b);
         e = e < 0 ? 0 : (e > n ? n : e);
         start_out[i] = b;
-        out->d[i] = e > b ? (e - b + st - 1) / st : 0;
+        out->d[i] = e > b ? (e - b - 1) / st + 1 : 0;
     }
     return FVM_OK;
 }
@@ -239,7 +239,7 @@ fvm_status fvm_shape_concat(const fvm_dims *const *xs, int n, int64_t axis, fvm_
 {
     char s0[FVM_DIMS_STR], si[FVM_DIMS_STR];
     int r = xs[0]->rank;
-    int ax;
+    int ax = 0;
     if (r == 0)
         return fail(d, "concat needs tensors of rank >= 1");
     if (norm_axis(axis, r, &ax, d))
@@ -267,7 +267,7 @@ fvm_status fvm_shape_concat(const fvm_dims *const *xs, int n, int64_t axis, fvm_
 fvm_status fvm_shape_gather(const fvm_dims *x, const fvm_dims *idx, int64_t axis, fvm_dims *out, int *axis_out,
                             fvm_diag *d)
 {
-    int ax;
+    int ax = 0;
     if (x->rank == 0)
         return fail(d, "gather needs a tensor of rank >= 1");
     if (norm_axis(axis, x->rank, &ax, d))
