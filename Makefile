@@ -30,7 +30,7 @@ VERSION  := 0.1.0
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
-                libopenblas-dev libcmocka-dev python3
+                libopenblas-dev libcmocka-dev python3 python3-jsonschema
 
 # ---- sources ---------------------------------------------------------------
 LIB_SRC   := $(wildcard vm/*.c format/*.c)
@@ -75,7 +75,7 @@ test: all $(TEST_BIN)
 	@echo "all tests passed"
 
 asan:
-	$(MAKE) BUILD=build-asan BIN=build-asan/bin LIBD=build-asan/lib CC=clang \
+	$(MAKE) BUILD=build-asan BIN=build-asan/bin LIBD=build-asan/lib \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
 	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 test
 
