@@ -75,9 +75,9 @@ test: all $(TEST_BIN)
 	@echo "all tests passed"
 
 asan:
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin LIBD=build-asan/lib \
-	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 test
+	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
 # ---- demo ------------------------------------------------------------------
 demo: deps all
