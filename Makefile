@@ -26,6 +26,7 @@ ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS)
 LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml) $(BLAS_LIBS) -lm -lpthread
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+PYTHON   ?= python3
 VERSION  := 0.1.0
 
 # Debian packages the build, the tests and the demo need.
@@ -39,9 +40,11 @@ TOOLS     := fedvm
 TOOL_BIN  := $(TOOLS:%=$(BIN)/%)
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-HEADERS   := $(wildcard vm/*.h format/*.h) vm/ops.def
+# Installed headers: everything but the internal ones.
+PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h format/yaml_core.h
+PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps test check-tests asan demo install uninstall clean bench
+.PHONY: all deps test asan demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -72,6 +75,8 @@ test: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_cli.sh $(BIN)/fedvm
+	@$(PYTHON) tests/golden/reference.py --check
+	@if [ "$(BUILD)" = build ]; then tests/run_install.sh; fi
 	@echo "all tests passed"
 
 asan:
@@ -81,8 +86,14 @@ asan:
 
 # ---- demo ------------------------------------------------------------------
 demo: deps all
-	@echo "== fedvm run programs/sensor_threshold.json (readings 0..99 over 10 clients, threshold 24)"
-	bin/fedvm run programs/sensor_threshold.json --arg readings=@programs/data/readings_0_99.json --arg threshold=24
+	@echo "== fedvm check programs/*.json programs/*.yaml"
+	@$(BIN)/fedvm check programs/*.json programs/*.yaml programs/lib/*.json
+	@echo
+	@echo "== Fraction of sensor readings above 24, averaged over 10 clients holding readings 0..99"
+	$(BIN)/fedvm run programs/sensor_threshold.json --arg readings=@programs/data/readings_0_99.json --arg threshold=24
+	@echo
+	@echo "== Three rounds of FedSGD for linear regression over 3 clients (mean loss per round)"
+	$(BIN)/fedvm run programs/fedsgd_linear.json --arg data=@programs/data/linear_clients.json --rounds 3
 
 # ---- dependencies ----------------------------------------------------------
 deps:
@@ -104,8 +115,8 @@ install: all
 	install -m 755 $(LIBD)/libfedvm.so $(DESTDIR)$(PREFIX)/lib/libfedvm.so.$(VERSION)
 	ln -sf libfedvm.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfedvm.so.0
 	ln -sf libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so
-	install -m 644 vm/*.h vm/ops.def $(DESTDIR)$(PREFIX)/include/fedvm/vm/
-	install -m 644 format/*.h $(DESTDIR)$(PREFIX)/include/fedvm/format/
+	install -m 644 $(filter vm/%,$(PUBLIC_H)) vm/ops.def vm/attrs.def $(DESTDIR)$(PREFIX)/include/fedvm/vm/
+	install -m 644 $(filter format/%,$(PUBLIC_H)) $(DESTDIR)$(PREFIX)/include/fedvm/format/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
 
 uninstall:

@@ -193,11 +193,25 @@ void fvm_format_real(char buf[32], double v, bool as_f32)
         strcpy(buf, v < 0 ? "-inf" : "inf");
         return;
     }
-    int maxp = as_f32 ? 9 : 17;
-    for (int p = 1; p <= maxp; p++) {
-        snprintf(buf, 32, "%.*g", p, v);
+    int maxp = as_f32 ? 9 : 17, p = 1;
+    for (; p <= maxp; p++) {
+        snprintf(buf, 32, "%.*e", p - 1, v);
         if (as_f32 ? strtof(buf, NULL) == (float)v : strtod(buf, NULL) == v)
             break;
+    }
+    if (p > maxp)
+        p = maxp;
+    /* p significant digits suffice. Write them positionally (20.0, 0.75) when
+     * the exponent is moderate, in exponent form (1e-07, 1e+20) otherwise. */
+    int e = atoi(strchr(buf, 'e') + 1);
+    if (e >= -5 && e <= 16) {
+        char pos[40];
+        int decimals = p - 1 - e > 0 ? p - 1 - e : 0;
+        snprintf(pos, sizeof pos, "%.*f", decimals, v);
+        if (strlen(pos) < 32 && (as_f32 ? strtof(pos, NULL) == (float)v : strtod(pos, NULL) == v))
+            strcpy(buf, pos);
+    } else {
+        snprintf(buf, 32, "%.*g", p, v);
     }
     /* Keep it recognisably real: "1" would read back as an integer. */
     if (!strpbrk(buf, ".en")) {

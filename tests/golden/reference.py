@@ -10,7 +10,6 @@ committed expectations equal this reference, or --write to regenerate them.
 import json
 import math
 import os
-import struct
 import sys
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -20,11 +19,6 @@ CASES = os.path.dirname(os.path.abspath(__file__))
 def load(path):
     with open(os.path.join(ROOT, path)) as f:
         return json.load(f)
-
-
-def f32(x):
-    """Round to the nearest IEEE single."""
-    return struct.unpack("f", struct.pack("f", x))[0]
 
 
 def sensor(readings, threshold):
@@ -50,6 +44,12 @@ def mean_variance(xs):
     n = len(xs)
     mean = sum(xs) / n
     return {"mean": mean, "variance": sum((x - mean) ** 2 for x in xs) / n}
+
+
+def temperature_range(clients):
+    means = [sum(c) / len(c) for c in clients]
+    pooled = sum(sum(c) for c in clients) / sum(len(c) for c in clients)
+    return {"coldest": min(means), "warmest": max(means), "overall": pooled}
 
 
 def fedsgd_linear(clients, rounds, lr=0.1):
@@ -81,12 +81,14 @@ def expectation(case):
 
     if prog == "sensor_threshold.json":
         return sensor(arg("readings"), arg("threshold"))
-    if prog in ("histogram.json", "histogram.yaml"):
+    if prog == "histogram.json":
         return histogram(arg("values"))
     if prog == "secure_sum.json":
         return secure_sum(arg("counters"), 8)
     if prog == "mean_variance.json":
         return mean_variance(arg("measurements"))
+    if prog == "temperature_range.yaml":
+        return temperature_range(arg("temps"))
     if prog == "fedsgd_linear.json":
         return fedsgd_linear(arg("data"), case["rounds"])
     raise SystemExit("reference.py: no reference for " + prog)

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# run_cli.sh BIN - the fedvm command's behaviour: help, exit codes, run, check formats, fmt.
+set -u
+BIN=${1:?usage: tests/run_cli.sh path/to/fedvm}
+PY=${PYTHON:-python3}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect RC DESCRIPTION -- CMD...: runs CMD, stdout to $T/out, stderr to $T/err.
+expect() {
+    local want=$1 what=$2; shift 3
+    "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    if [ "$rc" -ne "$want" ]; then bad "$what: exit $rc, expected $want"; sed 's/^/  | /' "$T/err" | head -5; return 1; fi
+    if grep -qE "AddressSanitizer|LeakSanitizer|runtime error:" "$T/err"; then bad "$what: sanitizer report"; return 1; fi
+    ok
+}
+has() { # has FILE TEXT DESCRIPTION
+    if grep -qF -- "$2" "$1"; then ok; else bad "$3: '$2' not in output"; sed 's/^/  | /' "$1" | head -5; fi
+}
+same() { # same A B DESCRIPTION
+    if cmp -s "$1" "$2"; then ok; else bad "$3: outputs differ"; diff "$1" "$2" | head -5; fi
+}
+
+SENSOR="programs/sensor_threshold.json --arg readings=@programs/data/readings_0_99.json --arg threshold=24"
+
+# -- help, version, usage errors
+expect 0 "--help" -- "$BIN" --help && has "$T/out" "usage: fedvm COMMAND" "--help"
+expect 0 "--version" -- "$BIN" --version && has "$T/out" "fedvm 0." "--version"
+expect 2 "no arguments" -- "$BIN"
+expect 2 "unknown command" -- "$BIN" frobnicate && has "$T/err" "unknown command 'frobnicate'" "unknown command"
+for c in run check fmt; do
+    expect 0 "$c --help" -- "$BIN" $c --help && has "$T/out" "usage: fedvm $c" "$c --help"
+    expect 0 "help $c" -- "$BIN" help $c && has "$T/out" "usage: fedvm $c" "help $c"
+done
+expect 2 "run without a file" -- "$BIN" run
+expect 2 "run with an unknown option" -- "$BIN" run programs/histogram.json --bogus && has "$T/err" "unknown option '--bogus'" "unknown option"
+expect 2 "run --clients not a number" -- "$BIN" run programs/histogram.json --clients many
+expect 2 "run --arg without =" -- "$BIN" run programs/histogram.json --arg values
+expect 2 "check without files" -- "$BIN" check
+expect 2 "check with a bad format" -- "$BIN" check --format xml programs/histogram.json
+expect 2 "fmt --to bad" -- "$BIN" fmt --to toml programs/histogram.json
+
+# -- run
+expect 0 "run sensor" -- "$BIN" run $SENSOR && has "$T/out" "0.75" "sensor result"
+expect 0 "shorthand: fedvm FILE" -- "$BIN" $SENSOR && has "$T/out" "0.75" "shorthand result"
+expect 0 "run --fn" -- "$BIN" run programs/sensor_threshold.json --fn above --arg reading=5 --arg threshold=3 &&
+    has "$T/out" "1.0" "--fn result"
+expect 1 "run: missing --arg" -- "$BIN" run programs/histogram.json && has "$T/err" "missing --arg values=VALUE" "missing arg"
+expect 1 "run: unknown --arg name" -- "$BIN" run programs/histogram.json --arg valeus=[] && has "$T/err" "did you mean 'values'" "arg suggestion"
+expect 1 "run: no such function" -- "$BIN" run programs/histogram.json --fn nope && has "$T/err" "no function 'nope'" "no such fn"
+expect 1 "run: missing file" -- "$BIN" run /nonexistent/p.json && has "$T/err" "cannot open" "missing file"
+expect 0 "run: rounds" -- "$BIN" run programs/fedsgd_linear.json --arg data=@programs/data/linear_clients.json --rounds 2
+if "$PY" -c 'import json,sys; [json.loads(l) for l in open(sys.argv[1])]; assert len(open(sys.argv[1]).readlines()) == 2' "$T/out"; then ok; else bad "round lines are not JSON"; fi
+
+# seeds: a parameter named key gets the seed's key
+cat > "$T/draw.json" <<'J'
+{"fedvm": 1, "functions": {"main": {"params": {"key": "u32[2]"},
+  "body": [["u", "random_uniform", {"shape": [3]}, "key"]], "result": "u"}}}
+J
+expect 0 "seed 1" -- "$BIN" run "$T/draw.json" --seed 1 && cp "$T/out" "$T/s1a"
+expect 0 "seed 1 again" -- "$BIN" run "$T/draw.json" --seed 1 && same "$T/out" "$T/s1a" "same seed, same draws"
+expect 0 "seed 2" -- "$BIN" run "$T/draw.json" --seed 2
+if cmp -s "$T/out" "$T/s1a"; then bad "different seeds gave the same draws"; else ok; fi
+
+# -- check
+expect 0 "check every program" -- "$BIN" check programs/*.json programs/*.yaml programs/lib/*.json
+printf '{"fedvm": 1, "functions": {"main": {"params": {"x": "f32[3]"}, "body": [["y", "ad", "x", "x"]], "result": "y"}}}' > "$T/bad.json"
+expect 1 "check invalid (text)" -- "$BIN" check "$T/bad.json" && has "$T/err" "$T/bad.json:1:79: /functions/main/body/0/1: unknown op 'ad'; did you mean 'add'?" "text error"
+expect 1 "check invalid (json)" -- "$BIN" check --format json "$T/bad.json"
+if "$PY" - "$T/out" <<'P'
+import json, sys
+errs = json.load(open(sys.argv[1]))
+e = errs[0]
+assert (e["line"], e["col"], e["pointer"], e["code"]) == (1, 79, "/functions/main/body/0/1", "format"), e
+P
+then ok; else bad "check --format json output"; fi
+expect 1 "check invalid (github)" -- "$BIN" check --format github "$T/bad.json" &&
+    has "$T/out" "::error file=$T/bad.json,line=1,col=79::/functions/main/body/0/1: unknown op 'ad'" "github annotation"
+expect 1 "check: one valid, one invalid" -- "$BIN" check programs/histogram.json "$T/bad.json" &&
+    has "$T/err" "2 files checked, 1 invalid" "summary"
+
+# -- fmt
+# Format copies in place (includes resolve relative to the file): the canonical
+# form must check, and formatting it again must change nothing.
+cp -r programs "$T/p"
+for p in "$T"/p/*.json "$T"/p/*.yaml "$T"/p/lib/*.json; do
+    expect 0 "fmt $p" -- "$BIN" fmt "$p" -o "$p"
+done
+for p in "$T"/p/*.json "$T"/p/*.yaml "$T"/p/lib/*.json; do
+    expect 0 "check formatted $p" -- "$BIN" check "$p"
+    expect 0 "fmt of formatted $p" -- "$BIN" fmt "$p" && same "$T/out" "$p" "fmt fixed point $p"
+done
+expect 0 "fmt --to yaml" -- "$BIN" fmt programs/sensor_threshold.json --to yaml -o "$T/sensor.yaml"
+expect 0 "run the YAML form" -- "$BIN" run "$T/sensor.yaml" --arg readings=@programs/data/readings_0_99.json --arg threshold=24 &&
+    has "$T/out" "0.75" "YAML form result"
+expect 0 "fmt is a fixed point" -- "$BIN" fmt "$T/sensor.yaml" -o "$T/sensor2.yaml" && same "$T/sensor.yaml" "$T/sensor2.yaml" "fmt fixed point"
+echo "keep me" > "$T/keep.json"
+expect 1 "fmt of an invalid file" -- "$BIN" fmt "$T/bad.json" -o "$T/keep.json"
+if [ "$(cat "$T/keep.json")" = "keep me" ] && [ -z "$(ls "$T" | grep -F .tmp)" ]; then ok; else bad "fmt -o touched the output on error"; fi
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# run_install.sh - make install into a scratch DESTDIR, build a program against the installed
+# library with pkg-config (static and shared), run it, then make uninstall leaves nothing behind.
+set -eu
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+make -s install DESTDIR="$T" PREFIX=/usr >/dev/null
+root="$T/usr"
+for f in bin/fedvm lib/libfedvm.a lib/libfedvm.so lib/libfedvm.so.0 lib/pkgconfig/fedvm.pc include/fedvm/vm/fedvm.h; do
+    [ -e "$root/$f" ] || { echo "install: missing $f"; exit 1; }
+done
+for f in include/fedvm/vm/exec.h include/fedvm/vm/kernels_impl.h; do
+    [ ! -e "$root/$f" ] || { echo "install: private header $f was installed"; exit 1; }
+done
+cat > "$T/use.c" <<'C'
+#include <fedvm/vm/fedvm.h>
+#include <stdio.h>
+#include <string.h>
+int main(void)
+{
+    const char *src = "{\"fedvm\": 1, \"functions\": {\"main\": {\"params\": {\"x\": \"{f32[]}@CLIENTS\"},"
+                      " \"body\": [[\"m\", \"federated_mean\", \"x\"]], \"result\": \"m\"}}}";
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    if (fvm_program_load_text("use.json", src, strlen(src), &p, &d) != FVM_OK || fvm_check(p, &d) != FVM_OK)
+        return 1;
+    printf("ok\n");
+    fvm_program_free(p);
+    fvm_diag_clear(&d);
+    return 0;
+}
+C
+export PKG_CONFIG_SYSROOT_DIR="$T" PKG_CONFIG_PATH="$root/lib/pkgconfig"
+cflags=$(pkg-config --cflags fedvm)
+cc $cflags "$T/use.c" -o "$T/use-static" "$root/lib/libfedvm.a" $(pkg-config --libs --static fedvm | sed "s|-L$T/usr/lib||; s|-lfedvm||")
+[ "$("$T/use-static")" = ok ] || { echo "install: static link failed to run"; exit 1; }
+cc $cflags "$T/use.c" -o "$T/use-shared" -L"$root/lib" -lfedvm
+[ "$(LD_LIBRARY_PATH="$root/lib" "$T/use-shared")" = ok ] || { echo "install: shared link failed to run"; exit 1; }
+make -s uninstall DESTDIR="$T" PREFIX=/usr >/dev/null
+left=$(find "$root" -type f | wc -l)
+[ "$left" -eq 0 ] || { echo "uninstall left $left files"; find "$root" -type f; exit 1; }
+echo "install: ok"
