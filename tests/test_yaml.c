@@ -1008,7 +1008,7 @@ static void check_push_on_parsed(fx *f, fvm_doc *root)
     assert_int_equal(next->u.coll.items[0]->u.i, 6);
     fvm_doc *m = root->u.coll.items[2];
     for (int i = 0; i < 10; i++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof key, "k%d", i);
         assert_int_equal(fvm_doc_set(&f->a, m, key, fvm_doc_int(&f->a, i)), FVM_OK);
     }

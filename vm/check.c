@@ -485,6 +485,7 @@ static void liveness(checker *C, fvm_func *f)
 static void check_func(checker *C, fvm_func *f)
 {
     int errors_before = C->errors;
+    bool params_ok = true;
     f->state = F_BUSY;
     C->stack[C->depth++] = f;
     f->nslots = f->nparams + f->ninstrs;
@@ -495,7 +496,6 @@ static void check_func(checker *C, fvm_func *f)
         cerr(C, FVM_ERR_NOMEM, &f->loc, "out of memory");
         goto done;
     }
-    bool params_ok = true;
     for (int i = 0; i < f->nparams; i++) {
         slot_types[i] = f->param_types[i];
         if (!f->param_types[i])
