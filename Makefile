@@ -44,7 +44,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h format/yaml_core.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps test asan demo install uninstall clean
+.PHONY: all deps test asan fuzz demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -83,6 +83,13 @@ asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin LIBD=build-asan/lib \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
+
+# libFuzzer over the loader, checker and writer (needs clang and its runtime,
+# libclang-rt-14-dev); not part of 'make test'. Run: build-fuzz/fuzz_load CORPUS_DIR
+fuzz:
+	@mkdir -p build-fuzz
+	clang -g -O1 $(CSTD) -fsanitize=fuzzer,address,undefined $(shell pkg-config --cflags $(PKGS)) $(BLAS_CFLAGS) \
+	  $(LIB_SRC) tests/fuzz/fuzz_load.c -o build-fuzz/fuzz_load $(LIBS)
 
 # ---- demo ------------------------------------------------------------------
 demo: deps all
@@ -126,6 +133,6 @@ uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fedvm
 
 clean:
-	rm -rf build build-asan bin lib
+	rm -rf build build-asan build-fuzz bin lib
 
 -include $(LIB_OBJ:.o=.d) $(TEST_BIN:%=%.d)

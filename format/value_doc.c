@@ -185,20 +185,28 @@ static fvm_status tensor_from(conv *c, const fvm_doc *v, const char *ptr, bool h
         fvm_diag_clear(&tmp);
         return s;
     }
-    if ((s = fvm_tensor_alloc(out, dtype, &dims, c->d)))
-        return s;
     int64_t pos = 0;
     if (broadcast) {
-        s = put_scalar(c, v, ptr, out, 0);
+        /* Convert the scalar once (checked even when the shape is empty), then fill. */
+        fvm_dims none = {0};
+        fvm_tensor one;
+        if ((s = fvm_tensor_alloc(&one, dtype, &none, c->d)))
+            return s;
+        if ((s = put_scalar(c, v, ptr, &one, 0)) || (s = fvm_tensor_alloc(out, dtype, &dims, c->d))) {
+            fvm_tensor_release(&one);
+            return s;
+        }
         int64_t n = fvm_tensor_count(out);
         size_t es = fvm_dtype_size(dtype);
         unsigned char *p = fvm_tensor_data(out);
-        for (int64_t i = 1; s == FVM_OK && i < n; i++)
-            memcpy(p + (size_t)i * es, p, es);
-    } else {
-        s = fill(c, v, ptr, &dims, 0, out, &pos);
+        for (int64_t i = 0; i < n; i++)
+            memcpy(p + (size_t)i * es, fvm_tensor_data(&one), es);
+        fvm_tensor_release(&one);
+        return FVM_OK;
     }
-    if (s)
+    if ((s = fvm_tensor_alloc(out, dtype, &dims, c->d)))
+        return s;
+    if ((s = fill(c, v, ptr, &dims, 0, out, &pos)))
         fvm_tensor_release(out);
     return s;
 }

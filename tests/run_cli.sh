@@ -103,5 +103,10 @@ echo "keep me" > "$T/keep.json"
 expect 1 "fmt of an invalid file" -- "$BIN" fmt "$T/bad.json" -o "$T/keep.json"
 if [ "$(cat "$T/keep.json")" = "keep me" ] && [ -z "$(ls "$T" | grep -F .tmp)" ]; then ok; else bad "fmt -o touched the output on error"; fi
 
+# -- regressions: tests/regress/NAME.json runs (no arguments) and prints NAME.expect
+for p in tests/regress/*.json; do
+    expect 0 "regression $p" -- "$BIN" run "$p" && same "$T/out" "${p%.json}.expect" "regression $p"
+done
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
