@@ -108,6 +108,60 @@ fvm_status fvm_doc_set(fvm_arena *a, fvm_doc *obj, const char *key, fvm_doc *val
     return FVM_OK;
 }
 
+static size_t utf8_len(unsigned char c)
+{
+    return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+}
+
+static unsigned hex4(const char *p)
+{
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v = v * 16 + (unsigned)(c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 0);
+    }
+    return v;
+}
+
+int fvm_doc_string_col(const fvm_doc *n, size_t off)
+{
+    if (!n || n->kind != FVM_DOC_STRING || n->line <= 0)
+        return n ? n->col : 0;
+    int col = n->col + (n->u.str.quote ? 1 : 0);
+    const char *s = n->u.str.s, *raw = n->u.str.raw;
+    size_t dec = 0;
+    if (raw && !*raw)
+        return n->col;
+    while (dec < off && dec < n->u.str.len) {
+        size_t step = utf8_len((unsigned char)s[dec]);
+        if (!raw) {
+            col++;
+        } else if (*raw == '\\' && n->u.str.quote == '"') {
+            /* one escape decodes to one character */
+            char e = raw[1];
+            size_t len = e == 'u' ? 6 : e == 'U' ? 10 : e == 'x' ? 4 : 2;
+            if (e == 'u' && hex4(raw + 2) >= 0xD800 && hex4(raw + 2) < 0xDC00 && raw[6] == '\\' && raw[7] == 'u')
+                len = 12; /* a surrogate pair */
+            for (size_t i = 0; i < len; i++)
+                if (!raw[i])
+                    return n->col;
+            raw += len;
+            col += (int)len;
+        } else if (*raw == '\'' && raw[1] == '\'' && n->u.str.quote == '\'') {
+            raw += 2;
+            col += 2;
+        } else if (*raw == '\n' || !*raw) {
+            return n->col;
+        } else {
+            raw += utf8_len((unsigned char)*raw);
+            col++;
+        }
+        dec += step;
+    }
+    return col;
+}
+
 fvm_doc *fvm_doc_get(const fvm_doc *obj, const char *key)
 {
     if (!obj || obj->kind != FVM_DOC_OBJECT)

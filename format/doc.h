@@ -35,6 +35,9 @@ struct fvm_doc {
         struct {
             const char *s; /* NUL-terminated UTF-8 (may contain no NUL) */
             size_t len;
+            char quote;      /* '"' or '\'' when written quoted (the text starts a column later), else 0 */
+            const char *raw; /* the source text between the quotes when escapes make it differ
+                              * from s; "" when it cannot be mapped (multi-line); NULL when equal */
         } str;
         struct {
             size_t n;
@@ -93,6 +96,10 @@ fvm_status fvm_doc_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fv
 
 /* Read a whole file into a malloc'd NUL-terminated buffer (caller frees). */
 fvm_status fvm_read_file(const char *path, char **out_text, size_t *out_len, fvm_diag *d);
+
+/* The column of byte offset 'off' of a STRING node's value in its source
+ * (through quotes and escapes), or the node's own column when unknown. */
+int fvm_doc_string_col(const fvm_doc *str, size_t off);
 
 /* Member of an object by key, or NULL. */
 fvm_doc *fvm_doc_get(const fvm_doc *obj, const char *key);

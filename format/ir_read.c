@@ -236,8 +236,10 @@ static fvm_func *read_function(loader *L, fvm_module *m, const fvm_doc *key, con
             f->param_names = fvm_arena_array(a, np + 1, sizeof(char *));
             f->param_types = fvm_arena_array(a, np + 1, sizeof(fvm_type *));
             f->param_type_text = fvm_arena_array(a, np + 1, sizeof(char *));
+            f->param_type_nodes = fvm_arena_array(a, np + 1, sizeof(fvm_doc *));
             f->param_locs = fvm_arena_array(a, np + 1, sizeof(fvm_loc));
-            if (!f->param_names || !f->param_types || !f->param_type_text || !f->param_locs)
+            if (!f->param_names || !f->param_types || !f->param_type_text || !f->param_type_nodes ||
+                !f->param_locs)
                 return NULL;
             for (size_t i = 0; i < np; i++) {
                 const fvm_doc *k = params->u.coll.keys[i], *v = params->u.coll.items[i];
@@ -245,8 +247,10 @@ static fvm_func *read_function(loader *L, fvm_module *m, const fvm_doc *key, con
                 check_name(L, m, k, pk, "a parameter name");
                 f->param_names[i] = k->u.str.s;
                 f->param_locs[i] = loc_of(L, m, v, pk);
-                if (expect_kind(L, m, v, pk, FVM_DOC_STRING, "a type string such as \"f32[3]\""))
+                if (expect_kind(L, m, v, pk, FVM_DOC_STRING, "a type string such as \"f32[3]\"")) {
                     f->param_type_text[i] = v->u.str.s;
+                    f->param_type_nodes[i] = v;
+                }
             }
         }
     }
@@ -345,6 +349,7 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
             fvm_alias *al = &m->aliases[m->naliases++];
             al->name = k->u.str.s;
             al->text = v->u.str.s;
+            al->node = v;
             al->loc = loc_of(L, m, v, pk);
             al->module = m;
         }
@@ -519,9 +524,13 @@ static void merge_namespace(loader *L)
 
 enum { ALIAS_NEW, ALIAS_BUSY, ALIAS_DONE, ALIAS_BAD };
 
-static const fvm_type *resolve_alias(loader *L, fvm_alias *al);
+static const fvm_type *resolve_alias(loader *L, fvm_alias *al, int depth);
 
-static const fvm_type *lookup_alias(void *ctx, const char *name, const fvm_loc *loc, fvm_diag *d)
+/* An alias used inside a type at nesting level 'depth': its definition's top
+ * type is at that same level and its inner levels come below, whether or not
+ * it was resolved before. */
+static const fvm_type *lookup_alias(void *ctx, const char *name, const fvm_loc *loc, int depth, int *levels,
+                                   fvm_diag *d)
 {
     loader *L = ctx;
     fvm_alias *al = fvm_program_alias(L->p, name);
@@ -546,10 +555,18 @@ static const fvm_type *lookup_alias(void *ctx, const char *name, const fvm_loc *
         L->errors++;
         return NULL;
     }
-    return resolve_alias(L, al);
+    if (al->state == ALIAS_DONE && depth - 1 + al->height > FVM_MAX_TYPE_DEPTH) {
+        fvm_diag_add(d, FVM_ERR_LIMIT, loc, "type alias '%s' makes the type nested deeper than %d levels", name,
+                     FVM_MAX_TYPE_DEPTH);
+        L->errors++;
+        return NULL;
+    }
+    const fvm_type *t = resolve_alias(L, al, depth - 1);
+    *levels = al->height;
+    return t;
 }
 
-static const fvm_type *resolve_alias(loader *L, fvm_alias *al)
+static const fvm_type *resolve_alias(loader *L, fvm_alias *al, int depth)
 {
     if (al->state == ALIAS_DONE)
         return al->type;
@@ -559,7 +576,7 @@ static const fvm_type *resolve_alias(loader *L, fvm_alias *al)
     fvm_type_env env = {lookup_alias, L};
     const fvm_type *t;
     int before = L->d->n;
-    if (fvm_type_parse(&L->p->arena, al->text, &env, &al->loc, &t, L->d) != FVM_OK) {
+    if (fvm_type_parse_ex(&L->p->arena, al->text, al->node, &env, &al->loc, depth, &al->height, &t, L->d)) {
         if (L->d->n > before)
             L->errors++;
         al->state = ALIAS_BAD;
@@ -582,15 +599,15 @@ static void resolve_types(loader *L)
     fvm_program *p = L->p;
     fvm_type_env env = {lookup_alias, L};
     for (int i = 0; i < p->naliases; i++)
-        resolve_alias(L, p->aliases[i]);
+        resolve_alias(L, p->aliases[i], 0);
     for (int i = 0; i < p->nfuncs; i++) {
         fvm_func *f = p->funcs[i];
         for (int j = 0; j < f->nparams; j++) {
             if (!f->param_type_text[j])
                 continue;
             int before = L->d->n;
-            if (fvm_type_parse(&p->arena, f->param_type_text[j], &env, &f->param_locs[j], &f->param_types[j],
-                               L->d) != FVM_OK) {
+            if (fvm_type_parse_ex(&p->arena, f->param_type_text[j], f->param_type_nodes[j], &env, &f->param_locs[j],
+                                  0, NULL, &f->param_types[j], L->d) != FVM_OK) {
                 f->param_types[j] = NULL;
                 if (L->d->n > before)
                     L->errors++;

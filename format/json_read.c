@@ -50,14 +50,30 @@ static void skip_scalar(scan *s)
 
 static fvm_doc *convert(scan *s, json_t *v, int depth);
 
+/* Skips a string token at the cursor and records its source form in node:
+ * quoted, and the raw text when escapes make it differ from the value. */
+static bool string_source(scan *s, fvm_doc *node)
+{
+    const char *start = s->p + 1;
+    skip_string(s);
+    node->u.str.quote = '"';
+    size_t rawlen = (size_t)(s->p - start) - 1;
+    if (memchr(start, '\\', rawlen)) {
+        node->u.str.raw = fvm_arena_strndup(s->a, start, rawlen);
+        return node->u.str.raw != NULL;
+    }
+    return true;
+}
+
 static fvm_doc *convert_string(scan *s, json_t *v, fvm_doc *node)
 {
     size_t len = json_string_length(v);
     node->kind = FVM_DOC_STRING;
     node->u.str.len = len;
     node->u.str.s = fvm_arena_strndup(s->a, json_string_value(v), len);
-    skip_string(s);
-    return node->u.str.s ? node : NULL;
+    if (!node->u.str.s || !string_source(s, node))
+        return NULL;
+    return node;
 }
 
 static fvm_doc *convert(scan *s, json_t *v, int depth)
@@ -96,9 +112,8 @@ static fvm_doc *convert(scan *s, json_t *v, int depth)
             const char *k = json_object_iter_key(it);
             key->u.str.len = strlen(k);
             key->u.str.s = fvm_arena_strndup(s->a, k, key->u.str.len);
-            if (!key->u.str.s)
+            if (!key->u.str.s || !string_source(s, key))
                 return NULL;
-            skip_string(s);
             skip_ws(s);
             advance(s); /* : */
             fvm_doc *val = convert(s, json_object_iter_value(it), depth + 1);
@@ -161,14 +176,59 @@ static fvm_doc *convert(scan *s, json_t *v, int depth)
     return NULL;
 }
 
+/* Line and column (code points, 1-based) of a byte offset. */
+static void offset_loc(const char *text, size_t len, size_t off, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (size_t i = 0; i < off && i < len; i++) {
+        if (text[i] == '\n') {
+            ++*line;
+            *col = 1;
+        } else if ((text[i] & 0xC0) != 0x80) {
+            ++*col;
+        }
+    }
+}
+
+/* Where a jansson error is: its position is just past the offending lexeme,
+ * which the message quotes as "near 'LEXEME'". Point at the lexeme's start;
+ * at the byte itself for undecodable bytes; past the end for a truncated text. */
+static size_t error_offset(const fvm_doc_src *src, const json_error_t *err)
+{
+    size_t pos = err->position > 0 ? (size_t)err->position : 0;
+    if (pos > src->len)
+        pos = src->len;
+    if (strstr(err->text, "near end of file"))
+        return src->len;
+    if (strstr(err->text, "unable to decode byte"))
+        return pos;
+    if (strstr(err->text, "escape")) { /* at the backslash that starts it */
+        size_t i = pos;
+        while (i > 0 && src->text[i - 1] != '\\')
+            i--;
+        if (i > 0)
+            return i - 1;
+    }
+    const char *near = strstr(err->text, "near '");
+    if (near) {
+        const char *tok = near + 6;
+        size_t n = strlen(tok);
+        if (n && tok[n - 1] == '\'')
+            n--;
+        if (n <= pos && memcmp(src->text + pos - n, tok, n) == 0)
+            return pos - n;
+    }
+    return pos ? pos - 1 : 0;
+}
+
 fvm_status fvm_json_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d)
 {
     json_error_t err;
     json_t *root = json_loadb(src->text, src->len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
     if (!root) {
-        /* jansson's column already counts code points (1-based; 0 before the first). */
-        fvm_loc loc = {.file = src->file, .line = err.line > 0 ? err.line : 1,
-                       .col = err.line > 0 && err.column > 0 ? err.column : 1};
+        fvm_loc loc = {.file = src->file};
+        offset_loc(src->text, src->len, error_offset(src, &err), &loc.line, &loc.col);
         return fvm_diag_add(d, FVM_ERR_SYNTAX, &loc, "invalid JSON: %s", err.text);
     }
     scan s = {.p = src->text, .end = src->text + src->len, .line = 1, .col = 1, .a = a, .err = FVM_ERR_NOMEM};

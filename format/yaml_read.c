@@ -590,6 +590,50 @@ static fvm_status scalar_kind(rd *r, const yaml_event_t *ev, fvm_doc_kind *kind)
     return fail_mark(r, FVM_ERR_FORMAT, ev->start_mark, "unsupported YAML tag %s", short_tag(tag, buf));
 }
 
+static size_t count_cps(const char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+/* Advances over n code points. */
+static const char *skip_cps(const char *p, const char *end, size_t n)
+{
+    for (size_t c = 0; c < n && p < end; c++) {
+        p++;
+        while (p < end && ((unsigned char)*p & 0xC0) == 0x80)
+            p++;
+    }
+    return p;
+}
+
+/* Records how a string scalar was written (see fvm_doc_string_col): its quote,
+ * and its source text when escapes or '' make it differ from the value.
+ * libyaml's mark index counts characters, so find the bytes by counting. */
+static fvm_status string_source(rd *r, const yaml_event_t *ev, fvm_doc *node)
+{
+    yaml_scalar_style_t style = ev->data.scalar.style;
+    node->u.str.quote = style == YAML_SINGLE_QUOTED_SCALAR_STYLE   ? '\''
+                        : style == YAML_DOUBLE_QUOTED_SCALAR_STYLE ? '"'
+                                                                   : 0;
+    if (style == YAML_LITERAL_SCALAR_STYLE || style == YAML_FOLDED_SCALAR_STYLE ||
+        ev->start_mark.line != ev->end_mark.line) {
+        node->u.str.raw = ""; /* spans lines: not mapped */
+        return FVM_OK;
+    }
+    if (!node->u.str.quote)
+        return FVM_OK;
+    size_t first = ev->start_mark.index + 1, span = ev->end_mark.index - ev->start_mark.index - 2;
+    if (ev->end_mark.index < ev->start_mark.index + 2 || span == count_cps(node->u.str.s, node->u.str.len))
+        return FVM_OK;
+    const char *end = r->src->text + r->src->len;
+    const char *p = skip_cps(r->src->text, end, first), *q = skip_cps(p, end, span);
+    node->u.str.raw = fvm_arena_strndup(r->a, p, (size_t)(q - p));
+    return node->u.str.raw ? FVM_OK : FVM_ERR_NOMEM;
+}
+
 static fvm_status scalar(rd *r, const yaml_event_t *ev)
 {
     const char *s = (const char *)ev->data.scalar.value;
@@ -642,7 +686,7 @@ static fvm_status scalar(rd *r, const yaml_event_t *ev)
     case FVM_DOC_STRING:
         node->u.str.len = n;
         node->u.str.s = fvm_arena_strndup(r->a, s, n);
-        if (!node->u.str.s)
+        if (!node->u.str.s || string_source(r, ev, node))
             return nomem(r);
         break;
     case FVM_DOC_ARRAY:

@@ -41,6 +41,7 @@ struct fvm_func {
     const char **param_names;
     const fvm_type **param_types;
     const char **param_type_text; /* as written */
+    const struct fvm_doc **param_type_nodes;
     fvm_loc *param_locs;          /* of each type string */
     int ninstrs;
     fvm_instr *instrs;
@@ -64,8 +65,10 @@ struct fvm_func {
 typedef struct fvm_alias {
     const char *name;
     const char *text;
+    const struct fvm_doc *node; /* the type string */
     fvm_loc loc;
-    const fvm_type *type; /* resolved by the checker/loader */
+    const fvm_type *type; /* resolved by the loader */
+    int height;           /* nesting levels its definition uses */
     int state;
     fvm_module *module;
 } fvm_alias;

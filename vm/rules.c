@@ -28,28 +28,28 @@ static bool is_bool(fvm_dtype t)
     return t == FVM_DTYPE_BOOL;
 }
 
-/* Shape-rule errors come without a location: give them this instruction's. */
+/* Shape-rule errors come without a location: give them the argument's, the
+ * attributes' or the instruction's, and prefix the op name. */
 static fvm_status located(fvm_rctx *c, fvm_status s, int argi)
 {
-    if (s == FVM_OK)
+    if (s == FVM_OK || !c->d || !c->d->n)
         return s;
-    const fvm_loc *l = argi >= 0 && argi < c->in->nargs ? &c->in->arg_locs[argi] : &c->in->loc;
-    if (c->d && c->d->n) {
-        fvm_error *e = &c->d->errs[c->d->n - 1];
-        if (!e->loc.file && !e->loc.line) {
-            /* prefix the op name */
-            char *old = e->msg;
-            size_t n = strlen(old) + strlen(fvm_op_table[c->in->op].name) + 3;
-            char *m = malloc(n);
-            if (m) {
-                snprintf(m, n, "%s: %s", fvm_op_table[c->in->op].name, old);
-                if (strncmp(old, fvm_op_table[c->in->op].name, strlen(fvm_op_table[c->in->op].name)) == 0)
-                    snprintf(m, n, "%s", old);
-                free(old);
-                e->msg = m;
-            }
+    fvm_error *e = &c->d->errs[c->d->n - 1];
+    if (e->loc.file || e->loc.line)
+        return s;
+    const char *op = fvm_op_table[c->in->op].name;
+    if (strncmp(e->msg, op, strlen(op)) != 0) {
+        size_t n = strlen(e->msg) + strlen(op) + 3;
+        char *m = malloc(n);
+        if (m) {
+            snprintf(m, n, "%s: %s", op, e->msg);
+            free(e->msg);
+            e->msg = m;
         }
     }
+    const fvm_loc *l = argi == FVM_RLOC_ATTRS                  ? &c->in->attrs_loc
+                       : argi >= 0 && argi < c->in->nargs      ? &c->in->arg_locs[argi]
+                                                               : &c->in->loc;
     fvm_diag_locate_last(c->d, l);
     return s;
 }

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../format/doc.h"
+
 /* ---- constructors ------------------------------------------------------- */
 
 static fvm_type *new_type(fvm_arena *a, fvm_tkind k)
@@ -84,26 +86,38 @@ typedef struct parser {
     fvm_arena *a;
     const fvm_type_env *env;
     const fvm_loc *loc;
+    const fvm_doc *node; /* the string in its document, for exact columns */
     fvm_diag *d;
-    int depth;
+    int depth, max_depth;
 } parser;
+
+/* The location of byte 'at' of the text. */
+static fvm_loc loc_at(const parser *p, size_t at)
+{
+    fvm_loc l = {0};
+    if (!p->loc)
+        return l;
+    l = *p->loc;
+    if (l.line <= 0)
+        return l;
+    if (p->node) {
+        l.col = fvm_doc_string_col(p->node, at);
+        return l;
+    }
+    int cps = 0;
+    for (size_t i = 0; i < at && p->text[i]; i++)
+        if ((p->text[i] & 0xC0) != 0x80)
+            cps++;
+    l.col += 1 + cps; /* +1 for the opening quote */
+    return l;
+}
 
 static fvm_status perr(parser *p, size_t at, fvm_status code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static fvm_status perr(parser *p, size_t at, fvm_status code, const char *fmt, ...)
 {
-    fvm_loc l = {0};
-    if (p->loc) {
-        l = *p->loc;
-        if (l.line > 0) {
-            int cps = 0;
-            for (size_t i = 0; i < at && p->text[i]; i++)
-                if ((p->text[i] & 0xC0) != 0x80)
-                    cps++;
-            l.col += 1 + cps; /* +1 for the opening quote */
-        }
-    }
+    fvm_loc l = loc_at(p, at);
     char msg[700];
     va_list ap;
     va_start(ap, fmt);
@@ -374,17 +388,11 @@ static fvm_status parse_primary(parser *p, const fvm_type **out)
     p->pos += il;
     const fvm_type *t = NULL;
     if (p->env && p->env->lookup) {
-        fvm_loc l = {0};
-        if (p->loc) {
-            l = *p->loc;
-            int cps = 0;
-            for (size_t i = 0; i < start; i++)
-                if ((p->text[i] & 0xC0) != 0x80)
-                    cps++;
-            if (l.line > 0)
-                l.col += 1 + cps;
-        }
-        t = p->env->lookup(p->env->ctx, name, &l, p->d);
+        fvm_loc l = loc_at(p, start);
+        int levels = 1;
+        t = p->env->lookup(p->env->ctx, name, &l, p->depth, &levels, p->d);
+        if (p->depth - 1 + levels > p->max_depth)
+            p->max_depth = p->depth - 1 + levels;
         if (!t)
             return FVM_ERR_NAME;
     } else {
@@ -398,6 +406,8 @@ static fvm_status parse_type(parser *p, const fvm_type **out)
 {
     if (++p->depth > FVM_MAX_TYPE_DEPTH)
         return perr(p, p->pos, FVM_ERR_LIMIT, "nested deeper than %d levels", FVM_MAX_TYPE_DEPTH);
+    if (p->depth > p->max_depth)
+        p->max_depth = p->depth;
     skip_sp(p);
     size_t start = p->pos;
     const fvm_type *t;
@@ -435,8 +445,15 @@ static fvm_status parse_type(parser *p, const fvm_type **out)
 fvm_status fvm_type_parse(fvm_arena *a, const char *text, const fvm_type_env *env, const fvm_loc *loc,
                           const fvm_type **out, fvm_diag *d)
 {
+    return fvm_type_parse_ex(a, text, NULL, env, loc, 0, NULL, out, d);
+}
+
+fvm_status fvm_type_parse_ex(fvm_arena *a, const char *text, const fvm_doc *node, const fvm_type_env *env,
+                             const fvm_loc *loc, int depth, int *height, const fvm_type **out, fvm_diag *d)
+{
     char b[32];
-    parser p = {.text = text, .a = a, .env = env, .loc = loc, .d = d};
+    parser p = {.text = text, .a = a, .env = env, .loc = loc, .node = node, .d = d, .depth = depth,
+                .max_depth = depth};
     const fvm_type *t;
     fvm_status s = parse_type(&p, &t);
     if (s == FVM_ERR_NOMEM)
@@ -446,6 +463,8 @@ fvm_status fvm_type_parse(fvm_arena *a, const char *text, const fvm_type_env *en
     skip_sp(&p);
     if (text[p.pos])
         return perr(&p, p.pos, FVM_ERR_SYNTAX, "unexpected %s after the type", describe(&p, b));
+    if (height)
+        *height = p.max_depth - depth;
     *out = t;
     return FVM_OK;
 }

@@ -57,10 +57,14 @@ fvm_type *fvm_type_seq(fvm_arena *a, const fvm_type *elem);
 fvm_type *fvm_type_fed(fvm_arena *a, const fvm_type *member, fvm_placement pl, bool all_equal);
 fvm_type *fvm_type_fn(fvm_arena *a, const fvm_type *param, const fvm_type *result);
 
-/* Resolves an alias name used inside a type string. Returns NULL and records an
- * error (at loc) when the name is unknown or its definition is invalid. */
+/* Resolves an alias name used inside a type string at nesting level 'depth'
+ * and sets *levels to the levels its definition uses (1 for a tensor).
+ * Returns NULL and records an error (at loc) when the name is unknown, its
+ * definition is invalid, or it would nest the type deeper than
+ * FVM_MAX_TYPE_DEPTH. */
 typedef struct fvm_type_env {
-    const fvm_type *(*lookup)(void *ctx, const char *name, const fvm_loc *loc, fvm_diag *d);
+    const fvm_type *(*lookup)(void *ctx, const char *name, const fvm_loc *loc, int depth, int *levels,
+                              fvm_diag *d);
     void *ctx;
 } fvm_type_env;
 
@@ -72,6 +76,15 @@ typedef struct fvm_type_env {
 #define FVM_MAX_TYPE_DEPTH 64
 fvm_status fvm_type_parse(fvm_arena *a, const char *text, const fvm_type_env *env, const fvm_loc *loc,
                           const fvm_type **out, fvm_diag *d);
+
+struct fvm_doc;
+/* The same for a type written in a document: node (a STRING node, or NULL)
+ * places errors exactly through its quotes and escapes; parsing starts at
+ * nesting depth 'depth' (the levels of the types around it, when it defines
+ * an alias used inside another type); *height (optional) gets the levels this
+ * text uses. */
+fvm_status fvm_type_parse_ex(fvm_arena *a, const char *text, const struct fvm_doc *node, const fvm_type_env *env,
+                             const fvm_loc *loc, int depth, int *height, const fvm_type **out, fvm_diag *d);
 
 /* Writes t in canonical notation into buf (truncated with "..." if longer than
  * n-1). With use_alias, a node declared as an alias prints as its name. Returns buf. */
