@@ -76,6 +76,7 @@ test: all $(TEST_BIN)
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_cli.sh $(BIN)/fedvm
 	@$(PYTHON) tests/golden/reference.py --check
+	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
 	@if [ "$(BUILD)" = build ]; then tests/run_install.sh; fi
 	@echo "all tests passed"
 

@@ -21,6 +21,8 @@ typedef struct loader {
     const char *stack[MAX_INCLUDE_DEPTH]; /* canonical paths being loaded */
     const char *stack_disp[MAX_INCLUDE_DEPTH];
     int depth;
+    fvm_alias *aliases[FVM_MAX_TYPE_DEPTH + 2]; /* aliases being resolved, outermost first */
+    int nresolving;
 } loader;
 
 static fvm_loc loc_of(loader *L, const fvm_module *m, const fvm_doc *n, const char *ptr)
@@ -188,8 +190,10 @@ static void read_instr(loader *L, fvm_module *m, fvm_func *f, const fvm_doc *n, 
         const fvm_doc *arg = n->u.coll.items[i];
         const char *pi = fvm_pointer_index(a, ptr, i);
         in->arg_locs[i - first] = loc_of(L, m, arg, pi);
-        if (arg->kind == FVM_DOC_OBJECT)
+        if (arg->kind == FVM_DOC_OBJECT) {
             err(L, FVM_ERR_FORMAT, m, arg, pi, "attributes must come right after the op, at position 2");
+            in->op = FVM_OP_COUNT; /* malformed: not checked further */
+        }
         else if (check_name(L, m, arg, pi, "an argument (the name of a parameter or an earlier instruction)"))
             in->arg_names[i - first] = arg->u.str.s;
     }
@@ -238,8 +242,9 @@ static fvm_func *read_function(loader *L, fvm_module *m, const fvm_doc *key, con
             f->param_type_text = fvm_arena_array(a, np + 1, sizeof(char *));
             f->param_type_nodes = fvm_arena_array(a, np + 1, sizeof(fvm_doc *));
             f->param_locs = fvm_arena_array(a, np + 1, sizeof(fvm_loc));
+            f->param_name_locs = fvm_arena_array(a, np + 1, sizeof(fvm_loc));
             if (!f->param_names || !f->param_types || !f->param_type_text || !f->param_type_nodes ||
-                !f->param_locs)
+                !f->param_locs || !f->param_name_locs)
                 return NULL;
             for (size_t i = 0; i < np; i++) {
                 const fvm_doc *k = params->u.coll.keys[i], *v = params->u.coll.items[i];
@@ -247,6 +252,7 @@ static fvm_func *read_function(loader *L, fvm_module *m, const fvm_doc *key, con
                 check_name(L, m, k, pk, "a parameter name");
                 f->param_names[i] = k->u.str.s;
                 f->param_locs[i] = loc_of(L, m, v, pk);
+                f->param_name_locs[i] = loc_of(L, m, k, pk);
                 if (expect_kind(L, m, v, pk, FVM_DOC_STRING, "a type string such as \"f32[3]\"")) {
                     f->param_type_text[i] = v->u.str.s;
                     f->param_type_nodes[i] = v;
@@ -281,6 +287,34 @@ static fvm_func *read_function(loader *L, fvm_module *m, const fvm_doc *key, con
 static fvm_status load_module(loader *L, const char *path, const char *text, size_t len, const fvm_module *from,
                               const fvm_doc *from_node, const char *from_ptr, fvm_module **out);
 
+/* Removes "./" and "dir/../" segments lexically (for display; the file is
+ * identified by its real path). */
+static char *tidy_path(char *p)
+{
+    char *segs[256];
+    int n = 0;
+    bool abs = p[0] == '/';
+    char *save = NULL;
+    for (char *s = strtok_r(p, "/", &save); s; s = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(s, "."))
+            continue;
+        if (!strcmp(s, "..") && n > 0 && strcmp(segs[n - 1], ".."))
+            n--;
+        else if (n < 256)
+            segs[n++] = s;
+    }
+    char out[PATH_MAX] = "";
+    size_t len = 0;
+    if (abs)
+        out[len++] = '/';
+    for (int i = 0; i < n && len < sizeof out - 1; i++)
+        len += (size_t)snprintf(out + len, sizeof out - len, "%s%s", i ? "/" : "", segs[i]);
+    if (len >= sizeof out)
+        len = sizeof out - 1;
+    memcpy(p, out, len + 1);
+    return p;
+}
+
 static const char *include_path(loader *L, const fvm_module *m, const char *inc)
 {
     if (inc[0] == '/')
@@ -288,7 +322,8 @@ static const char *include_path(loader *L, const fvm_module *m, const char *inc)
     const char *slash = strrchr(m->path, '/');
     if (!slash)
         return inc;
-    return fvm_arena_printf(&L->p->arena, "%.*s/%s", (int)(slash - m->path), m->path, inc);
+    char *p = fvm_arena_printf(&L->p->arena, "%.*s/%s", (int)(slash - m->path), m->path, inc);
+    return p && strlen(p) < PATH_MAX ? tidy_path(p) : p;
 }
 
 static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
@@ -381,8 +416,12 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
         for (size_t i = 0; i < ni; i++) {
             const fvm_doc *v = includes->u.coll.items[i];
             const char *pi = fvm_pointer_index(a, "/include", i);
-            if (!expect_kind(L, m, v, pi, FVM_DOC_STRING, "a file path") || v->u.str.len == 0)
+            if (!expect_kind(L, m, v, pi, FVM_DOC_STRING, "a file path"))
                 continue;
+            if (v->u.str.len == 0) {
+                err(L, FVM_ERR_FORMAT, m, v, pi, "an include path must not be empty");
+                continue;
+            }
             int k = m->nincludes++;
             m->includes[k] = v->u.str.s;
             m->include_locs[k] = loc_of(L, m, v, pi);
@@ -551,7 +590,17 @@ static const fvm_type *lookup_alias(void *ctx, const char *name, const fvm_loc *
         return NULL;
     }
     if (al->state == ALIAS_BUSY) {
-        fvm_diag_add(d, FVM_ERR_CYCLE, loc, "type alias '%s' is defined in terms of itself", name);
+        char chain[512] = "";
+        int from = 0;
+        for (int i = 0; i < L->nresolving; i++)
+            if (L->aliases[i] == al)
+                from = i;
+        for (int i = from; i < L->nresolving; i++) {
+            strncat(chain, L->aliases[i]->name, sizeof chain - strlen(chain) - 1);
+            strncat(chain, " -> ", sizeof chain - strlen(chain) - 1);
+        }
+        strncat(chain, name, sizeof chain - strlen(chain) - 1);
+        fvm_diag_add(d, FVM_ERR_CYCLE, loc, "type alias '%s' is defined in terms of itself: %s", name, chain);
         L->errors++;
         return NULL;
     }
@@ -576,7 +625,13 @@ static const fvm_type *resolve_alias(loader *L, fvm_alias *al, int depth)
     fvm_type_env env = {lookup_alias, L};
     const fvm_type *t;
     int before = L->d->n;
-    if (fvm_type_parse_ex(&L->p->arena, al->text, al->node, &env, &al->loc, depth, &al->height, &t, L->d)) {
+    /* Depth is bounded by FVM_MAX_TYPE_DEPTH, so the stack of aliases is too. */
+    if (L->nresolving < (int)(sizeof L->aliases / sizeof *L->aliases))
+        L->aliases[L->nresolving++] = al;
+    fvm_status st = fvm_type_parse_ex(&L->p->arena, al->text, al->node, &env, &al->loc, depth, &al->height, &t,
+                                      L->d);
+    L->nresolving--;
+    if (st) {
         if (L->d->n > before)
             L->errors++;
         al->state = ALIAS_BAD;
@@ -592,6 +647,26 @@ static const fvm_type *resolve_alias(loader *L, fvm_alias *al, int depth)
     al->type = copy;
     al->state = ALIAS_DONE;
     return copy;
+}
+
+static bool has_fn_type(const fvm_type *t)
+{
+    switch (t->kind) {
+    case FVM_T_FN:
+        return true;
+    case FVM_T_STRUCT:
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (has_fn_type(t->u.strct.elems[i]))
+                return true;
+        return false;
+    case FVM_T_SEQ:
+        return has_fn_type(t->u.seq.elem);
+    case FVM_T_FED:
+        return has_fn_type(t->u.fed.member);
+    case FVM_T_TENSOR:
+        return false;
+    }
+    return false;
 }
 
 static void resolve_types(loader *L)
@@ -611,10 +686,10 @@ static void resolve_types(loader *L)
                 f->param_types[j] = NULL;
                 if (L->d->n > before)
                     L->errors++;
-            } else if (f->param_types[j]->kind == FVM_T_FN) {
+            } else if (has_fn_type(f->param_types[j])) {
                 fvm_diag_add(L->d, FVM_ERR_TYPE, &f->param_locs[j],
-                             "a parameter cannot have a function type; pass functions by name in attributes "
-                             "(as {\"fn\": \"name\"})");
+                             "a parameter cannot have or contain a function type; pass functions by name in "
+                             "attributes (as {\"fn\": \"name\"})");
                 L->errors++;
                 f->param_types[j] = NULL;
             }

@@ -99,7 +99,7 @@ static fvm_status put_scalar(conv *c, const fvm_doc *n, const char *ptr, fvm_ten
     double r;
     if (dt == FVM_DTYPE_BOOL) {
         if (n->kind != FVM_DOC_BOOL)
-            return verr(c, n, ptr, FVM_ERR_TYPE, "expected true or false for a bool tensor");
+            return verr(c, n, ptr, FVM_ERR_TYPE, "expected true or false for dtype bool");
         ((uint8_t *)fvm_tensor_data(t))[i] = n->u.b;
         return FVM_OK;
     }
@@ -109,12 +109,12 @@ static fvm_status put_scalar(conv *c, const fvm_doc *n, const char *ptr, fvm_ten
         else if (n->kind == FVM_DOC_REAL)
             r = n->u.r;
         else if (!special_float(n, &r))
-            return verr(c, n, ptr, FVM_ERR_TYPE, "expected a number for a %s tensor", fvm_dtype_name(dt));
+            return verr(c, n, ptr, FVM_ERR_TYPE, "expected a number for dtype %s", fvm_dtype_name(dt));
         fvm_tensor_set_f64(t, i, r);
         return FVM_OK;
     }
     if (n->kind != FVM_DOC_INT)
-        return verr(c, n, ptr, FVM_ERR_TYPE, "expected an integer for a %s tensor", fvm_dtype_name(dt));
+        return verr(c, n, ptr, FVM_ERR_TYPE, "expected an integer for dtype %s", fvm_dtype_name(dt));
     int64_t v = n->u.i;
     bool fits = dt == FVM_DTYPE_I64 || (dt == FVM_DTYPE_I32 && v >= INT32_MIN && v <= INT32_MAX) ||
                 (dt == FVM_DTYPE_U32 && v >= 0 && v <= (int64_t)UINT32_MAX);
@@ -234,7 +234,19 @@ static const char *type_text(conv *c, const fvm_type *t)
 static fvm_status tensor_value(conv *c, const fvm_doc *v, const fvm_type *t, const char *ptr, fvm_value **out)
 {
     fvm_tensor x;
-    fvm_status s = tensor_from(c, v, ptr, true, t->u.tensor.dtype, NULL, &x);
+    fvm_status s;
+    const fvm_dims *td = &t->u.tensor.dims;
+    if (v->kind == FVM_DOC_ARRAY && v->u.coll.n == 0 && td->rank > 1) {
+        /* [] for a tensor with more axes: an empty first axis, the rest from the type. */
+        fvm_dims dims = *td;
+        dims.d[0] = 0;
+        for (int i = 1; i < dims.rank; i++)
+            if (dims.d[i] < 0)
+                dims.d[i] = 0;
+        s = fvm_tensor_alloc(&x, t->u.tensor.dtype, &dims, c->d);
+    } else {
+        s = tensor_from(c, v, ptr, true, t->u.tensor.dtype, NULL, &x);
+    }
     if (s)
         return s;
     bool ok = x.shape.rank == t->u.tensor.dims.rank;
@@ -328,8 +340,8 @@ static fvm_status value_from(conv *c, const fvm_doc *v, const fvm_type *t, const
         if (v->u.coll.n > FVM_MAX_CLIENTS)
             return verr(c, v, ptr, FVM_ERR_LIMIT, "more than %d clients", FVM_MAX_CLIENTS);
         if (*nclients >= 0 && (int64_t)v->u.coll.n != *nclients)
-            return verr(c, v, ptr, FVM_ERR_TYPE, "has %zu clients, expected %lld", v->u.coll.n,
-                        (long long)*nclients);
+            return verr(c, v, ptr, FVM_ERR_TYPE, "has %zu clients, but the run has %lld (set by --clients or "
+                        "by other client data)", v->u.coll.n, (long long)*nclients);
         *nclients = (int64_t)v->u.coll.n;
         return list_value(c, v, t->u.fed.member, FVM_V_CLIENTS, ptr, nclients, depth, out);
     case FVM_T_FN:

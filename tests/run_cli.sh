@@ -103,10 +103,22 @@ echo "keep me" > "$T/keep.json"
 expect 1 "fmt of an invalid file" -- "$BIN" fmt "$T/bad.json" -o "$T/keep.json"
 if [ "$(cat "$T/keep.json")" = "keep me" ] && [ -z "$(ls "$T" | grep -F .tmp)" ]; then ok; else bad "fmt -o touched the output on error"; fi
 
-# -- regressions: tests/regress/NAME.json runs (no arguments) and prints NAME.expect
+# -- regressions: tests/regress/NAME.json runs (with the arguments in NAME.args, if any) and prints NAME.expect
 for p in tests/regress/*.json; do
-    expect 0 "regression $p" -- "$BIN" run "$p" && same "$T/out" "${p%.json}.expect" "regression $p"
+    args=()
+    [ -f "${p%.json}.args" ] && read -r -a args < "${p%.json}.args"
+    expect 0 "regression $p" -- "$BIN" run "$p" "${args[@]}" && same "$T/out" "${p%.json}.expect" "regression $p"
 done
+
+# an iterative program without client data runs without --clients (regression: it asked for one)
+cat > "$T/counter.json" <<'J'
+{"fedvm": 1, "functions": {
+  "initialize": {"params": {}, "body": [["z", "const", {"value": 0}], ["s", "federated_value", {"placement": "SERVER"}, "z"]], "result": "s"},
+  "bump": {"params": {"c": "i32[]"}, "body": [["one", "const", {"value": 1}], ["n", "add", "c", "one"]], "result": "n"},
+  "next": {"params": {"state": "i32[]@SERVER"}, "body": [["n", "federated_apply", {"fn": "bump"}, "state"],
+    ["r", "struct", {"names": ["state", "metrics"]}, "n", "n"]], "result": "r"}}}
+J
+expect 0 "rounds without client data" -- "$BIN" run "$T/counter.json" --rounds 3 && has "$T/out" '{"round": 3, "metrics": 3}' "counter rounds"
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

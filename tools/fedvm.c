@@ -190,7 +190,7 @@ static int run_rounds(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm_d
         view.param_names = next->param_names + 1;
         view.param_types = next->param_types + 1;
         if (fvm_bind_args(&view, o->nargs, o->args, round_seed, &nclients, &vals, d) ||
-            fvm_vm_set_clients(vm, nclients < 0 ? fvm_vm_clients(vm) : nclients, d)) {
+            (nclients >= 0 && fvm_vm_set_clients(vm, nclients, d))) {
             rc = EXIT_INVALID;
             break;
         }

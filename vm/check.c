@@ -16,7 +16,6 @@ static const fvm_rule_fn rule_table[FVM_OP_COUNT] = {
 #undef FVM_OP
 };
 
-enum { MAX_CALL_DEPTH = 256 };
 enum { F_NEW, F_BUSY, F_DONE };
 
 typedef struct checker {
@@ -24,7 +23,7 @@ typedef struct checker {
     fvm_arena *a;
     fvm_diag *d;
     int errors;
-    fvm_func *stack[MAX_CALL_DEPTH];
+    fvm_func *stack[FVM_MAX_CALL_DEPTH];
     int depth;
 } checker;
 
@@ -174,8 +173,9 @@ static fvm_func *resolve_fn(checker *C, fvm_instr *in, const fvm_doc *v, const f
         return NULL;
     }
     if (g->state == F_NEW) {
-        if (C->depth == MAX_CALL_DEPTH) {
-            cerr(C, FVM_ERR_LIMIT, l, "functions call each other more than %d deep", MAX_CALL_DEPTH);
+        if (C->depth == FVM_MAX_CALL_DEPTH) {
+            cerr(C, FVM_ERR_LIMIT, l, "calls nest more than %d functions deep (through '%s')", FVM_MAX_CALL_DEPTH,
+                 g->name);
             return NULL;
         }
         check_func(C, g);
@@ -202,12 +202,12 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
                 if (op->attrs & (UINT64_C(1) << i))
                     fvm_suggest_add(&s, fvm_attr_table[i].name);
             if (!op->attrs)
-                cerr(C, FVM_ERR_TYPE, &kl, "%s takes no attributes, found '%s'", op->name, key->u.str.s);
+                cerr(C, FVM_ERR_FORMAT, &kl, "%s takes no attributes, found '%s'", op->name, key->u.str.s);
             else if (s.best)
-                cerr(C, FVM_ERR_TYPE, &kl, "%s has no attribute '%s'; did you mean '%s'?", op->name, key->u.str.s,
+                cerr(C, FVM_ERR_FORMAT, &kl, "%s has no attribute '%s'; did you mean '%s'?", op->name, key->u.str.s,
                      s.best);
             else
-                cerr(C, FVM_ERR_TYPE, &kl, "%s has no attribute '%s' (it takes: %s)", op->name, key->u.str.s,
+                cerr(C, FVM_ERR_FORMAT, &kl, "%s has no attribute '%s' (it takes: %s)", op->name, key->u.str.s,
                      attr_list(op->attrs, list, sizeof list));
             ok = false;
             continue;
@@ -286,7 +286,7 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
                 [FVM_AK_STRINGS] = "a list of distinct identifiers",
                 [FVM_AK_VALUE] = "a value",
             };
-            cerr(C, FVM_ERR_TYPE, &l, "%s: attribute '%s' must be %s", op->name, ai->name, want[ai->kind]);
+            cerr(C, FVM_ERR_FORMAT, &l, "%s: attribute '%s' must be %s", op->name, ai->name, want[ai->kind]);
             ok = false;
             continue;
         }
@@ -300,7 +300,7 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
             missing &= ~(UINT64_C(1) << id);
     }
     if (missing) {
-        cerr(C, FVM_ERR_TYPE, &in->loc, "%s needs the attribute%s %s", op->name,
+        cerr(C, FVM_ERR_FORMAT, &in->loc, "%s needs the attribute%s %s", op->name,
              (missing & (missing - 1)) ? "s" : "", attr_list(missing, list, sizeof list));
         ok = false;
     }
@@ -318,6 +318,18 @@ static bool calls_federated(const fvm_instr *in)
         if (fs[i] && fs[i]->federated)
             return true;
     return false;
+}
+
+/* The deepest call chain below an instruction (0 when it calls nothing). */
+static int callee_height(const fvm_instr *in)
+{
+    const fvm_attrs *a = &in->a;
+    const fvm_func *fs[] = {a->fn, a->then_fn, a->else_fn, a->cond_fn, a->body_fn, a->accumulate, a->merge, a->report};
+    int h = 0;
+    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++)
+        if (fs[i] && fs[i]->height > h)
+            h = fs[i]->height;
+    return h;
 }
 
 static void name_suggest(checker *C, const fvm_func *f, int upto, const char *name, const fvm_loc *l,
@@ -426,7 +438,7 @@ static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_t
     if (in->name) {
         int prev = scope_get(sc, in->name);
         if (prev >= 0) {
-            const fvm_loc *pl = prev < f->nparams ? &f->param_locs[prev] : &f->instrs[prev - f->nparams].name_loc;
+            const fvm_loc *pl = prev < f->nparams ? &f->param_name_locs[prev] : &f->instrs[prev - f->nparams].name_loc;
             cerr(C, FVM_ERR_NAME, &in->name_loc, "'%s' is already defined (at %d:%d); every instruction binds a new "
                  "name", in->name, pl->line, pl->col);
         } else {
@@ -504,8 +516,17 @@ static void check_func(checker *C, fvm_func *f)
             f->federated = true;
         scope_put(&sc, f->param_names[i], i);
     }
-    for (int i = 0; i < f->ninstrs; i++)
+    f->height = 1;
+    for (int i = 0; i < f->ninstrs; i++) {
         check_instr(C, f, i, &sc, slot_types);
+        int h = 1 + callee_height(&f->instrs[i]);
+        if (h > f->height)
+            f->height = h;
+    }
+    /* The same limit whatever order functions are declared (and checked) in. */
+    if (f->height > FVM_MAX_CALL_DEPTH && C->depth == 1)
+        cerr(C, FVM_ERR_LIMIT, &f->loc, "calls nest more than %d functions deep below '%s'", FVM_MAX_CALL_DEPTH,
+             f->name);
     if (f->result_name) {
         int s = scope_get(&sc, f->result_name);
         if (s < 0) {
@@ -531,8 +552,8 @@ static void check_conventions(checker *C)
 {
     fvm_func *init = fvm_program_func(C->p, "initialize"), *next = fvm_program_func(C->p, "next");
     fvm_func *eval = fvm_program_func(C->p, "evaluate");
-    if (!next && !init && !eval)
-        return;
+    if (!next && !init)
+        return; /* not iterative ('evaluate' alone is just a function) */
     if (next && !init) {
         cerr(C, FVM_ERR_FORMAT, &next->loc, "an iterative program with 'next' also needs 'initialize' ( -> S@SERVER)");
         return;

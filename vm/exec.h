@@ -22,8 +22,6 @@ struct fvm_ctx {
     int depth; /* nested calls, bounded */
 };
 
-enum { FVM_MAX_CALL_DEPTH = 1000 };
-
 /* Runs f; args borrowed, *out owned. */
 fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, fvm_value **out);
 
@@ -39,8 +37,11 @@ typedef fvm_status (*fvm_exec_fn)(fvm_ctx *x, const fvm_instr *in, fvm_value *co
 fvm_status fvm_nomem(fvm_ctx *x);
 /* A new tensor value of the given dtype/shape (uninitialised). */
 fvm_status fvm_new_tensor(fvm_ctx *x, fvm_dtype dt, const fvm_dims *shape, fvm_value **out);
-/* Elementwise a op b lifted over structs (a tensor broadcasts to every leaf). */
-fvm_status fvm_lift_binary(fvm_ctx *x, fvm_binary op, const fvm_value *a, const fvm_value *b, fvm_value **out);
+/* Elementwise a op b lifted over structs (a tensor broadcasts to every leaf).
+ * With same_shape, tensors must have equal shapes (aggregating values of
+ * different shapes is an error, never a broadcast). */
+fvm_status fvm_lift_binary(fvm_ctx *x, fvm_binary op, const fvm_value *a, const fvm_value *b, bool same_shape,
+                           fvm_value **out);
 /* Zeros of a static tensor-tree type with known dims. */
 fvm_status fvm_zeros_of_type(fvm_ctx *x, const fvm_type *t, fvm_value **out);
 

@@ -217,7 +217,7 @@ fvm_status exec_sequence_sum(fvm_ctx *x, const fvm_instr *in, fvm_value *const *
         fvm_value *e = NULL, *next = NULL;
         if ((s = fvm_seq_get(seq, i, &e, x->d)))
             break;
-        s = fvm_lift_binary(x, FVM_BIN_ADD, acc, e, &next);
+        s = fvm_lift_binary(x, FVM_BIN_ADD, acc, e, true, &next);
         fvm_value_release(e);
         fvm_value_release(acc);
         acc = next;

@@ -155,7 +155,7 @@ static fvm_value *member(const agg *g, int k, int64_t i)
 
 static fvm_status merge_add(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
 {
-    return fvm_lift_binary(x, FVM_BIN_ADD, a, b, out);
+    return fvm_lift_binary(x, FVM_BIN_ADD, a, b, true, out);
 }
 
 static fvm_status step_add(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
@@ -165,17 +165,17 @@ static fvm_status step_add(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_v
         *out = fvm_value_retain(v);
         return FVM_OK;
     }
-    return fvm_lift_binary(x, FVM_BIN_ADD, acc, v, out);
+    return fvm_lift_binary(x, FVM_BIN_ADD, acc, v, true, out);
 }
 
 static fvm_status merge_min(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
 {
-    return fvm_lift_binary(x, FVM_BIN_MINIMUM, a, b, out);
+    return fvm_lift_binary(x, FVM_BIN_MINIMUM, a, b, true, out);
 }
 
 static fvm_status merge_max(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
 {
-    return fvm_lift_binary(x, FVM_BIN_MAXIMUM, a, b, out);
+    return fvm_lift_binary(x, FVM_BIN_MAXIMUM, a, b, true, out);
 }
 
 static fvm_status step_minmax(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
@@ -199,7 +199,7 @@ static fvm_status scale_tree(fvm_ctx *x, fvm_binary op, const fvm_value *v, doub
         if (s)
             return s;
         fvm_tensor_set_f64(&sv->t, 0, scalar);
-        s = fvm_lift_binary(x, op, v, sv, out);
+        s = fvm_lift_binary(x, op, v, sv, false, out);
         fvm_value_release(sv);
         return s;
     }
@@ -229,7 +229,7 @@ static fvm_status step_wmean(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm
         p->items[1] = fvm_value_retain(w);
     if (s == FVM_OK && acc) {
         fvm_value *sum = NULL;
-        s = fvm_lift_binary(x, FVM_BIN_ADD, acc, p, &sum);
+        s = fvm_lift_binary(x, FVM_BIN_ADD, acc, p, true, &sum);
         fvm_value_release(p);
         p = sum;
     }

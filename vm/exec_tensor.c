@@ -242,17 +242,26 @@ fvm_status exec_ones_like(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
 }
 
 /* Lifted binary arithmetic for the aggregations (no instruction). */
-static fvm_status lift_pair(fvm_ctx *x, fvm_binary op, const fvm_value *a, const fvm_value *b, fvm_value **out)
+static fvm_status lift_pair(fvm_ctx *x, fvm_binary op, const fvm_value *a, const fvm_value *b, bool same,
+                            fvm_value **out)
 {
-    if (a->kind == FVM_V_TENSOR && b->kind == FVM_V_TENSOR)
+    if (a->kind == FVM_V_TENSOR && b->kind == FVM_V_TENSOR) {
+        if (same && !fvm_dims_equal(&a->t.shape, &b->t.shape)) {
+            char sa[FVM_DIMS_STR], sb[FVM_DIMS_STR];
+            fvm_dims_format(&a->t.shape, sa);
+            fvm_dims_format(&b->t.shape, sb);
+            return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "values of different shapes, %s and %s, cannot be "
+                                "aggregated", sa, sb);
+        }
         return binary_tensor(x, op, &a->t, &b->t, out);
+    }
     const fvm_value *s = a->kind == FVM_V_STRUCT ? a : b;
     fvm_value *r = fvm_value_list(FVM_V_STRUCT, s->n);
     if (!r)
         return fvm_nomem(x);
     for (int64_t k = 0; k < s->n; k++) {
         fvm_status st = lift_pair(x, op, a->kind == FVM_V_STRUCT ? a->items[k] : a,
-                                  b->kind == FVM_V_STRUCT ? b->items[k] : b, &r->items[k]);
+                                  b->kind == FVM_V_STRUCT ? b->items[k] : b, same, &r->items[k]);
         if (st) {
             fvm_value_release(r);
             return st;
@@ -262,9 +271,10 @@ static fvm_status lift_pair(fvm_ctx *x, fvm_binary op, const fvm_value *a, const
     return FVM_OK;
 }
 
-fvm_status fvm_lift_binary(fvm_ctx *x, fvm_binary op, const fvm_value *a, const fvm_value *b, fvm_value **out)
+fvm_status fvm_lift_binary(fvm_ctx *x, fvm_binary op, const fvm_value *a, const fvm_value *b, bool same_shape,
+                           fvm_value **out)
 {
-    return lift_pair(x, op, a, b, out);
+    return lift_pair(x, op, a, b, same_shape, out);
 }
 
 fvm_status fvm_zeros_of_type(fvm_ctx *x, const fvm_type *t, fvm_value **out)
@@ -502,10 +512,9 @@ static fvm_status want_key_value(fvm_ctx *x, const fvm_value *v)
 fvm_status exec_random_key(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     uint32_t key[2];
+    /* A 32-bit seed is its 32 bits (as JAX's 32-bit seeds); an i64 seed all 64. */
     int64_t seed = fvm_tensor_get_i64(&args[0]->t, 0);
-    if (args[0]->t.dtype == FVM_DTYPE_U32)
-        seed = (int64_t)(uint32_t)seed;
-    fvm_prng_key((uint64_t)seed, key);
+    fvm_prng_key(args[0]->t.dtype == FVM_DTYPE_I64 ? (uint64_t)seed : (uint64_t)(uint32_t)seed, key);
     return new_key(x, key, out);
 }
 

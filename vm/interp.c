@@ -1,6 +1,7 @@
 /* interp.c - the interpreter loop: frames of slots, op dispatch, liveness-driven release. */
 #include "exec.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,61 +64,6 @@ fvm_status fvm_vm_set_clients(fvm_vm *vm, int64_t n, fvm_diag *d)
     return FVM_OK;
 }
 
-fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, fvm_value **out)
-{
-    *out = NULL;
-    if (x->depth >= FVM_MAX_CALL_DEPTH)
-        return fvm_diag_add(x->d, FVM_ERR_LIMIT, &f->loc, "calls nested more than %d deep", FVM_MAX_CALL_DEPTH);
-    fvm_value *local[32];
-    fvm_value **slots = f->nslots <= 32 ? local : calloc((size_t)f->nslots, sizeof *slots);
-    if (!slots)
-        return fvm_nomem(x);
-    if (slots == local)
-        memset(local, 0, sizeof local);
-    x->depth++;
-    fvm_status s = FVM_OK;
-    for (int i = 0; i < f->nparams; i++)
-        slots[i] = fvm_value_retain(args[i]);
-    for (int i = 0; i < f->nparam_release; i++) {
-        fvm_value_release(slots[f->param_release[i]]);
-        slots[f->param_release[i]] = NULL;
-    }
-    for (int i = 0; i < f->ninstrs; i++) {
-        const fvm_instr *in = &f->instrs[i];
-        fvm_value *argv_local[8];
-        fvm_value **argv = in->nargs <= 8 ? argv_local : malloc((size_t)in->nargs * sizeof *argv);
-        if (!argv) {
-            s = fvm_nomem(x);
-            break;
-        }
-        for (int k = 0; k < in->nargs; k++)
-            argv[k] = slots[in->args[k]];
-        fvm_value *res = NULL;
-        s = exec_table[in->op](x, in, argv, &res);
-        if (argv != argv_local)
-            free(argv);
-        if (s) {
-            fvm_diag_locate_last(x->d, &in->loc);
-            break;
-        }
-        slots[in->slot] = res;
-        for (int k = 0; k < in->nrelease; k++) {
-            fvm_value_release(slots[in->release[k]]);
-            slots[in->release[k]] = NULL;
-        }
-    }
-    if (s == FVM_OK) {
-        *out = slots[f->result_slot];
-        slots[f->result_slot] = NULL;
-    }
-    for (int i = 0; i < f->nslots; i++)
-        fvm_value_release(slots[i]);
-    if (slots != local)
-        free(slots);
-    x->depth--;
-    return s;
-}
-
 /* Does a value have the shape of a type? (Guards the library's entry point:
  * values built elsewhere must match what the checker assumed.) */
 static bool conforms(const fvm_vm *vm, const fvm_value *v, const fvm_type *t, int depth)
@@ -163,6 +109,109 @@ static bool conforms(const fvm_vm *vm, const fvm_value *v, const fvm_type *t, in
         return false;
     }
     return false;
+}
+
+/* A short description of a value for messages: "f32[5]", "a struct of 3", ... */
+static const char *describe_value(const fvm_value *v, char buf[FVM_DIMS_STR + 16])
+{
+    if (!v)
+        return "nothing";
+    if (v->kind == FVM_V_TENSOR) {
+        char dims[FVM_DIMS_STR];
+        fvm_dims_format(&v->t.shape, dims);
+        snprintf(buf, FVM_DIMS_STR + 16, "%s%s", fvm_dtype_name(v->t.dtype), dims);
+    } else {
+        snprintf(buf, FVM_DIMS_STR + 16, "a %s of %lld", v->kind == FVM_V_STRUCT ? "struct" : v->kind == FVM_V_SEQ ? "sequence" : "client list", (long long)v->n);
+    }
+    return buf;
+}
+
+/* An op failed: an error without a location (from a kernel or a shape rule)
+ * gets the instruction's, its op name, and the code 'runtime' (at run time a
+ * shape mismatch is a runtime error, not a type error). */
+static void failed_at(fvm_ctx *x, const fvm_instr *in, fvm_status s)
+{
+    if (!x->d || !x->d->n)
+        return;
+    fvm_error *e = &x->d->errs[x->d->n - 1];
+    if (e->loc.file || e->loc.line)
+        return;
+    const char *op = fvm_op_table[in->op].name;
+    size_t n = strlen(e->msg) + strlen(op) + 3;
+    char *m = malloc(n);
+    if (m) {
+        snprintf(m, n, "%s: %s", op, e->msg);
+        free(e->msg);
+        e->msg = m;
+    }
+    if (s == FVM_ERR_TYPE)
+        e->code = FVM_ERR_RUNTIME;
+    fvm_diag_locate_last(x->d, &in->loc);
+}
+
+fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, fvm_value **out)
+{
+    *out = NULL;
+    if (x->depth >= FVM_MAX_CALL_DEPTH)
+        return fvm_diag_add(x->d, FVM_ERR_LIMIT, &f->loc, "calls nested more than %d deep", FVM_MAX_CALL_DEPTH);
+    for (int i = 0; f->entry_check && i < f->nparams; i++) {
+        if (!conforms(x->vm, args[i], f->param_types[i], 0)) {
+            char t[256], v[FVM_DIMS_STR + 16];
+            return fvm_diag_add(x->d, FVM_ERR_RUNTIME, &f->param_locs[i],
+                                "function '%s': parameter '%s' has type %s but is given %s", f->name,
+                                f->param_names[i], fvm_type_format(f->param_types[i], true, t, sizeof t),
+                                describe_value(args[i], v));
+        }
+    }
+    fvm_value *local[32];
+    fvm_value **slots = f->nslots <= 32 ? local : calloc((size_t)f->nslots, sizeof *slots);
+    if (!slots)
+        return fvm_nomem(x);
+    if (slots == local)
+        memset(local, 0, sizeof local);
+    x->depth++;
+    fvm_status s = FVM_OK;
+    for (int i = 0; i < f->nparams; i++)
+        slots[i] = fvm_value_retain(args[i]);
+    for (int i = 0; i < f->nparam_release; i++) {
+        fvm_value_release(slots[f->param_release[i]]);
+        slots[f->param_release[i]] = NULL;
+    }
+    for (int i = 0; i < f->ninstrs; i++) {
+        const fvm_instr *in = &f->instrs[i];
+        fvm_value *argv_local[8];
+        fvm_value **argv = in->nargs <= 8 ? argv_local : malloc((size_t)in->nargs * sizeof *argv);
+        if (!argv) {
+            s = fvm_nomem(x);
+            break;
+        }
+        for (int k = 0; k < in->nargs; k++)
+            argv[k] = slots[in->args[k]];
+        fvm_value *res = NULL;
+        s = exec_table[in->op](x, in, argv, &res);
+        if (argv != argv_local)
+            free(argv);
+        if (s) {
+            failed_at(x, in, s);
+            s = s == FVM_ERR_TYPE ? FVM_ERR_RUNTIME : s;
+            break;
+        }
+        slots[in->slot] = res;
+        for (int k = 0; k < in->nrelease; k++) {
+            fvm_value_release(slots[in->release[k]]);
+            slots[in->release[k]] = NULL;
+        }
+    }
+    if (s == FVM_OK) {
+        *out = slots[f->result_slot];
+        slots[f->result_slot] = NULL;
+    }
+    for (int i = 0; i < f->nslots; i++)
+        fvm_value_release(slots[i]);
+    if (slots != local)
+        free(slots);
+    x->depth--;
+    return s;
 }
 
 fvm_status fvm_vm_call(fvm_vm *vm, const fvm_func *f, fvm_value *const *args, fvm_value **out, fvm_diag *d)

@@ -43,6 +43,7 @@ struct fvm_func {
     const char **param_type_text; /* as written */
     const struct fvm_doc **param_type_nodes;
     fvm_loc *param_locs;          /* of each type string */
+    fvm_loc *param_name_locs;     /* of each name */
     int ninstrs;
     fvm_instr *instrs;
     const char *result_name;
@@ -57,7 +58,9 @@ struct fvm_func {
     int nparam_release;  /* params never used: released at entry */
     int *param_release;
     bool federated;      /* uses placed values or intrinsics (directly or through calls) */
+    bool entry_check;    /* some caller passes a less specific type (a '?' dim): check arguments at entry */
     int state;           /* checker bookkeeping */
+    int height;          /* functions on its longest call chain, itself included */
     bool ok;             /* checked without errors */
 };
 

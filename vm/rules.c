@@ -95,15 +95,22 @@ static fvm_status want_fn(fvm_rctx *c, const char *attr, const fvm_func *fn, int
             return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE,
                             "%s function '%s': parameter '%s' has type %s but is given %s", attr, fn->name,
                             fn->param_names[i], fvm_rtype(c, fn->param_types[i]), fvm_rtype(c, ts[i]));
+        if (!fvm_type_equal(ts[i], fn->param_types[i]))
+            ((fvm_func *)fn)->entry_check = true; /* compatible only through '?': check at run time */
     }
     return FVM_OK;
 }
 
+/* fn's result is fed back to fn itself (a loop state, an accumulator), where
+ * 'want' is expected. */
 static fvm_status want_result(fvm_rctx *c, const char *attr, const fvm_func *fn, const fvm_type *want,
                               const char *what)
 {
-    if (fvm_type_compatible(fn->result_type, want))
+    if (fvm_type_compatible(fn->result_type, want)) {
+        if (!fvm_type_equal(fn->result_type, want))
+            ((fvm_func *)fn)->entry_check = true;
         return FVM_OK;
+    }
     return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "%s function '%s' must return %s (%s), but returns %s", attr,
                     fn->name, fvm_rtype(c, want), what, fvm_rtype(c, fn->result_type));
 }
@@ -587,8 +594,18 @@ fvm_status rule_field(fvm_rctx *c, const fvm_type **out)
     int64_t i = a->index;
     if (by_name) {
         i = fvm_type_field_index(t, a->name);
-        if (i < 0)
-            return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_NAME, "%s has no field named '%s'", fvm_rtype(c, t), a->name);
+        if (i < 0) {
+            char names[256] = "";
+            for (int k = 0; k < t->u.strct.n; k++) {
+                if (!t->u.strct.names[k])
+                    continue;
+                if (names[0])
+                    strncat(names, ", ", sizeof names - strlen(names) - 1);
+                strncat(names, t->u.strct.names[k], sizeof names - strlen(names) - 1);
+            }
+            return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_NAME, "%s has no field named '%s' (its fields: %s)",
+                            fvm_rtype(c, t), a->name, names[0] ? names : "none named; select by index");
+        }
     } else if (i < 0 || i >= t->u.strct.n) {
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "index %lld is out of range for %s (%d fields)",
                         (long long)i, fvm_rtype(c, t), t->u.strct.n);
@@ -632,8 +649,9 @@ fvm_status rule_cond(fvm_rctx *c, const fvm_type **out)
 fvm_status rule_fori(fvm_rctx *c, const fvm_type **out)
 {
     const fvm_func *fn = c->in->a.fn;
-    if (c->in->a.n < 0)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "n must be >= 0, found %lld", (long long)c->in->a.n);
+    if (c->in->a.n < 0 || c->in->a.n > INT32_MAX)
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "n must be between 0 and 2147483647 (the index is i32), "
+                        "found %lld", (long long)c->in->a.n);
     if (!fn->ok)
         return *out = NULL, FVM_OK;
     const fvm_type *ts[64];
@@ -957,7 +975,27 @@ fvm_status rule_federated_aggregate(fvm_rctx *c, const fvm_type **out)
             return FVM_ERR_TYPE;
         r = a->report->result_type;
     }
+    /* Partials from accumulate and merge flow into merge and report too. */
+    if (!fvm_type_equal(a->accumulate->result_type, u) || !fvm_type_equal(a->merge->result_type, u)) {
+        a->merge->entry_check = true;
+        if (a->report)
+            a->report->entry_check = true;
+    }
     return fed_out(c, r, FVM_PL_SERVER, true, out);
+}
+
+/* Bits available for a modular sum in every leaf: 31 for i32, 32 for u32, 62 for i64. */
+static int narrowest_bits(const fvm_type *t)
+{
+    if (t->kind == FVM_T_TENSOR)
+        return t->u.tensor.dtype == FVM_DTYPE_I32 ? 31 : t->u.tensor.dtype == FVM_DTYPE_U32 ? 32 : 62;
+    int bits = 62;
+    for (int i = 0; i < t->u.strct.n; i++) {
+        int b = narrowest_bits(t->u.strct.elems[i]);
+        if (b < bits)
+            bits = b;
+    }
+    return bits;
 }
 
 fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
@@ -966,24 +1004,8 @@ fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
         return FVM_ERR_TYPE;
     int64_t bw = c->in->a.bitwidth;
     const fvm_type *m = c->args[0]->u.fed.member;
-    /* The widest leaf bounds the bitwidth: the modular sum must fit the dtype. */
-    int maxbw = 62;
-    if (fvm_type_all_leaves(m, fvm_dtype_is_int)) {
-        const fvm_type *stack[64];
-        int sp = 0;
-        stack[sp++] = m;
-        while (sp) {
-            const fvm_type *t = stack[--sp];
-            if (t->kind == FVM_T_TENSOR) {
-                int lim = t->u.tensor.dtype == FVM_DTYPE_I32 ? 31 : t->u.tensor.dtype == FVM_DTYPE_U32 ? 32 : 62;
-                if (lim < maxbw)
-                    maxbw = lim;
-            } else {
-                for (int i = 0; i < t->u.strct.n && sp < 64; i++)
-                    stack[sp++] = t->u.strct.elems[i];
-            }
-        }
-    }
+    /* The narrowest leaf bounds the bitwidth: the modular sum must fit its dtype. */
+    int maxbw = narrowest_bits(m);
     if (bw < 1 || bw > maxbw)
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "bitwidth must be between 1 and %d for %s, found %lld",
                         maxbw, fvm_rtype(c, m), (long long)bw);

@@ -71,7 +71,7 @@ fvm_status fvm_shape_reduce(const fvm_dims *x, const fvm_ints *axes, bool keepdi
                             fvm_diag *d)
 {
     uint32_t m = 0;
-    if (!axes || axes->n == 0) {
+    if (!axes) { /* absent: every axis; an empty list: none (NumPy's axis=()) */
         m = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0;
     } else {
         for (int i = 0; i < axes->n; i++) {

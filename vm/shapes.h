@@ -11,7 +11,7 @@
 #include "tensor.h"
 
 fvm_status fvm_shape_matmul(const fvm_dims *a, const fvm_dims *b, bool ta, bool tb, fvm_dims *out, fvm_diag *d);
-/* axes NULL or empty: every axis. mask gets bit i for each reduced axis. */
+/* axes NULL: every axis; an empty list: none. mask gets bit i for each reduced axis. */
 fvm_status fvm_shape_reduce(const fvm_dims *x, const fvm_ints *axes, bool keepdims, fvm_dims *out, uint32_t *mask,
                             fvm_diag *d);
 fvm_status fvm_shape_argmax(const fvm_dims *x, int64_t axis, fvm_dims *out, int *axis_out, fvm_diag *d);

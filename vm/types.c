@@ -372,8 +372,8 @@ static fvm_status parse_primary(parser *p, const fvm_type **out)
         fvm_diag tmp = {0};
         if (fvm_dims_check_size(&dims, dt, &tmp) != FVM_OK) {
             fvm_diag_clear(&tmp);
-            return perr(p, start, FVM_ERR_LIMIT, "a %s tensor of this shape is larger than the %llu-byte limit",
-                        fvm_dtype_name(dt), (unsigned long long)FVM_MAX_TENSOR_BYTES);
+            return perr(p, start, FVM_ERR_LIMIT, "a tensor of dtype %s and this shape is larger than the %llu-byte "
+                        "limit", fvm_dtype_name(dt), (unsigned long long)FVM_MAX_TENSOR_BYTES);
         }
         *out = fvm_type_tensor(p->a, dt, &dims);
         return *out ? FVM_OK : FVM_ERR_NOMEM;
