@@ -438,6 +438,28 @@ static void test_error_locations(void **state)
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "float"});
 }
 
+static void test_secure_sum_bitwidth_bound(void **state)
+{
+    (void)state;
+    /* The narrowest leaf bounds the bitwidth: 31 for i32, 32 for u32, 62 for
+     * i64, wherever the leaf sits in the struct. */
+    char *text = program("", "{'x': '{<a=i64[],b=<u32[2]>>}@CLIENTS'}",
+                         "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 33}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "32"});
+    /* a struct of 64 i64 leaves and one i32 leaf: the i32 leaf bounds the
+     * bitwidth to 31 whether it comes first or last */
+    char members[2048] = "";
+    for (int i = 0; i < 64; i++)
+        strcat(members, "i64[],");
+    char params[2200];
+    snprintf(params, sizeof params, "{'x': '{<i32[],%.*s>}@CLIENTS'}", (int)strlen(members) - 1, members);
+    text = program("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "31"});
+    snprintf(params, sizeof params, "{'x': '{<%si32[]>}@CLIENTS'}", members);
+    text = program("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "31"});
+}
+
 static void test_shape_errors_at_attributes(void **state)
 {
     (void)state;
@@ -677,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_federated_types),
         cmocka_unit_test(test_errors_in_one_pass),
         cmocka_unit_test(test_error_locations),
+        cmocka_unit_test(test_secure_sum_bitwidth_bound),
         cmocka_unit_test(test_shape_errors_at_attributes),
         cmocka_unit_test(test_recursion),
         cmocka_unit_test(test_liveness),

@@ -214,7 +214,7 @@ static void run_expect_error(const char *funcs, const char *params, const char *
     }
     run_free(&r);
     if (!good)
-        fail_msg("expected error %d at %s (...%s...)", (int)code, ptr, text);
+        fail_msg("expected a %s error at %s (...%s...)", any ? "runtime" : fvm_status_name(code), ptr, text);
 }
 
 /* ---- elementwise ------------------------------------------------------------------------ */
@@ -872,8 +872,10 @@ enum { NCLIENTS = 1000 };
 
 /* The sum aggregate.h documents: blocks of FVM_AGG_BLOCK clients summed left
  * to right (starting from the block's first client), then the partials
- * merged pairwise, level by level, an odd last one carried up. */
-static float tree_sum(const float *v, int n)
+ * merged pairwise, level by level, an odd last one carried up. With
+ * pairwise false the partials are merged left to right instead (an order the
+ * test must be able to tell apart). */
+static float tree_sum(const float *v, int n, bool pairwise)
 {
     float parts[NCLIENTS];
     int k = 0;
@@ -883,6 +885,11 @@ static float tree_sum(const float *v, int n)
         for (int i = lo + 1; i < hi; i++)
             p = p + v[i];
         parts[k++] = p;
+    }
+    if (!pairwise) {
+        for (int i = 1; i < k; i++)
+            parts[0] = parts[0] + parts[i];
+        return parts[0];
     }
     while (k > 1) {
         int j = 0;
@@ -912,9 +919,10 @@ static void test_reduction_tree_order(void **state)
     float naive = v[0];
     for (int i = 1; i < NCLIENTS; i++)
         naive = naive + v[i];
-    float tree = tree_sum(v, NCLIENTS);
+    float tree = tree_sum(v, NCLIENTS, true);
     assert_true(naive == 16777216.0f);
     assert_true(tree != naive);
+    assert_true(tree != tree_sum(v, NCLIENTS, false));
 
     size_t cap = (size_t)NCLIENTS * 24 + 8;
     char *text = malloc(cap);
@@ -994,6 +1002,52 @@ static void test_runtime_errors(void **state)
     /* float division by zero is no error: IEEE infinity */
     run_expect("", "{'x': 'f32[1]', 'y': 'f32[1]'}", "[['r', 'div', 'x', 'y']]", -1, ARGS("[1]", "[0]"),
                  "['inf']");
+}
+
+/* ---- binding text arguments ------------------------------------------------------------------------ */
+
+static void test_bind_args(void **state)
+{
+    (void)state;
+    char *text = program("", "{'x': '{f32[]}@CLIENTS', 'key': 'u32[2]'}",
+                         "[['s', 'federated_sum', 'x'], ['r', 'struct', 's', 'key']]");
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
+    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    const fvm_func *f = fvm_program_func(p, "main");
+    fvm_vm *vm = NULL;
+    assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
+    /* the key parameter, not given, is the key of the seed: {0, 42} */
+    fvm_named_text args[] = {{"x", "[1.5, 2, 3]"}};
+    fvm_value **vals = NULL, *res = NULL;
+    int64_t nc = -1;
+    assert_int_equal(fvm_bind_args(f, 1, args, 42, &nc, &vals, &d), FVM_OK);
+    assert_int_equal(nc, 3);
+    assert_int_equal(fvm_vm_call(vm, f, vals, &res, &d), FVM_OK);
+    assert_int_equal(fvm_vm_clients(vm), 3);
+    assert_true(fvm_tensor_get_f64(&res->items[0]->t, 0) == 6.5);
+    const uint32_t *key = fvm_tensor_data(&res->items[1]->t);
+    assert_int_equal(key[0], 0);
+    assert_int_equal(key[1], 42);
+    fvm_value_release(res);
+    fvm_values_free(vals, f->nparams);
+    /* a client count other than the run's is refused */
+    fvm_named_text four[] = {{"x", "[1, 2, 3, 4]"}};
+    nc = 3;
+    assert_int_not_equal(fvm_bind_args(f, 1, four, 42, &nc, &vals, &d), FVM_OK);
+    assert_null(vals);
+    /* a missing argument and an unknown one are both reported */
+    fvm_diag_clear(&d);
+    fvm_named_text wrong[] = {{"y", "[1]"}};
+    nc = -1;
+    assert_int_equal(fvm_bind_args(f, 1, wrong, 42, &nc, &vals, &d), FVM_ERR_USAGE);
+    assert_true(d.n >= 1);
+    assert_non_null(strstr(d.errs[0].msg, "'y'"));
+    fvm_vm_free(vm);
+    fvm_diag_clear(&d);
+    fvm_program_free(p);
+    free(text);
 }
 
 /* ---- the call boundary ---------------------------------------------------------------------------------- */
@@ -1109,6 +1163,7 @@ int main(void)
         cmocka_unit_test(test_reduction_tree_order),
         cmocka_unit_test(test_client_shapes_must_agree),
         cmocka_unit_test(test_runtime_errors),
+        cmocka_unit_test(test_bind_args),
         cmocka_unit_test(test_call_checks_arguments),
         cmocka_unit_test(test_call_checks_client_counts),
     };
