@@ -1,0 +1,1171 @@
+/* test_interp.c - unit tests for the interpreter: small programs run through the library with hand-computed results. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../vm/aggregate.h"
+#include "../vm/fedvm.h"
+
+/* ---- running programs ------------------------------------------------------------ */
+
+/* Programs and values are written with single quotes; this makes them JSON. */
+static char *json(const char *src)
+{
+    char *s = strdup(src);
+    assert_non_null(s);
+    for (char *p = s; *p; p++)
+        if (*p == '\'')
+            *p = '"';
+    return s;
+}
+
+static char *program(const char *funcs, const char *params, const char *body)
+{
+    const char *fmt = "{'fedvm': 1, 'functions': {%s%s'main': {'params': %s, 'body': %s, 'result': 'r'}}}";
+    size_t n = strlen(fmt) + strlen(funcs) + strlen(params) + strlen(body) + 8;
+    char *raw = malloc(n);
+    assert_non_null(raw);
+    snprintf(raw, n, fmt, funcs, *funcs ? ", " : "", params, body);
+    char *s = json(raw);
+    free(raw);
+    return s;
+}
+
+static void print_errors(const fvm_diag *d)
+{
+    for (int i = 0; i < d->n; i++) {
+        char *m = fvm_error_format(&d->errs[i]);
+        print_error("  %s\n", m ? m : d->errs[i].msg);
+        free(m);
+    }
+}
+
+/* One run of main: the program, its VM, the result and the errors. */
+typedef struct run {
+    fvm_program *p;
+    fvm_vm *vm;
+    const fvm_func *f;
+    fvm_diag d;
+    fvm_arena a;
+    fvm_value *res;
+} run;
+
+/* A value of type t from single-quoted JSON text. */
+static fvm_value *value_of(run *r, const fvm_type *t, const char *text, int64_t *nclients)
+{
+    char *s = json(text);
+    fvm_doc_src src = {"arg", s, strlen(s)};
+    fvm_doc *doc = NULL;
+    assert_int_equal(fvm_json_parse(&r->a, &src, &doc, &r->d), FVM_OK);
+    fvm_value *v = NULL;
+    fvm_status st = fvm_value_from_doc(doc, t, "arg", "", nclients, &v, &r->d);
+    if (st)
+        print_errors(&r->d);
+    assert_int_equal(st, FVM_OK);
+    free(s);
+    return v;
+}
+
+/* Loads, checks and runs main with args (JSON texts, one per parameter,
+ * NULL-terminated). clients >= 0 is given to fvm_vm_set_clients first.
+ * Returns the status of the call; the program must check. */
+static fvm_status run_main(run *r, const char *funcs, const char *params, const char *body, int64_t clients,
+                           const char *const *args)
+{
+    memset(r, 0, sizeof *r);
+    char *text = program(funcs, params, body);
+    fvm_status s = fvm_program_load_text("test.json", text, strlen(text), &r->p, &r->d);
+    if (s == FVM_OK)
+        s = fvm_check(r->p, &r->d);
+    if (s) {
+        print_error("%s\n", text);
+        print_errors(&r->d);
+    }
+    free(text);
+    assert_int_equal(s, FVM_OK);
+    r->f = fvm_program_func(r->p, "main");
+    assert_int_equal(fvm_vm_new(r->p, NULL, &r->vm, &r->d), FVM_OK);
+    if (clients >= 0)
+        assert_int_equal(fvm_vm_set_clients(r->vm, clients, &r->d), FVM_OK);
+    fvm_value *vals[16] = {0};
+    int64_t nc = -1;
+    int n = 0;
+    while (args[n])
+        n++;
+    assert_int_equal(n, r->f->nparams);
+    for (int i = 0; i < n; i++)
+        vals[i] = value_of(r, r->f->param_types[i], args[i], &nc);
+    s = fvm_vm_call(r->vm, r->f, vals, &r->res, &r->d);
+    for (int i = 0; i < n; i++)
+        fvm_value_release(vals[i]);
+    return s;
+}
+
+static void run_free(run *r)
+{
+    fvm_value_release(r->res);
+    fvm_vm_free(r->vm);
+    fvm_program_free(r->p);
+    fvm_diag_clear(&r->d);
+    fvm_arena_free(&r->a);
+}
+
+/* A number node, or one of the strings "nan", "inf", "-inf" standing for one. */
+static bool number_of(const fvm_doc *n, double *v)
+{
+    if (n->kind == FVM_DOC_INT)
+        *v = (double)n->u.i;
+    else if (n->kind == FVM_DOC_REAL)
+        *v = n->u.r;
+    else if (n->kind == FVM_DOC_STRING && !strcmp(n->u.str.s, "nan"))
+        *v = NAN;
+    else if (n->kind == FVM_DOC_STRING && !strcmp(n->u.str.s, "inf"))
+        *v = INFINITY;
+    else if (n->kind == FVM_DOC_STRING && !strcmp(n->u.str.s, "-inf"))
+        *v = -INFINITY;
+    else
+        return false;
+    return true;
+}
+
+/* Same numbers (ints and reals compared by value), same structure. */
+static bool same_doc(const fvm_doc *a, const fvm_doc *b)
+{
+    double x, y;
+    if (a->kind == FVM_DOC_INT && b->kind == FVM_DOC_INT)
+        return a->u.i == b->u.i;
+    if (number_of(a, &x) && number_of(b, &y))
+        return x == y || (isnan(x) && isnan(y));
+    if (a->kind != b->kind)
+        return false;
+    if (a->kind == FVM_DOC_ARRAY || a->kind == FVM_DOC_OBJECT) {
+        if (a->u.coll.n != b->u.coll.n)
+            return false;
+        for (size_t i = 0; i < a->u.coll.n; i++) {
+            if (a->kind == FVM_DOC_OBJECT && strcmp(a->u.coll.keys[i]->u.str.s, b->u.coll.keys[i]->u.str.s))
+                return false;
+            if (!same_doc(a->u.coll.items[i], b->u.coll.items[i]))
+                return false;
+        }
+        return true;
+    }
+    return fvm_doc_equal(a, b);
+}
+
+/* The result of r must read as 'want' (single-quoted JSON). */
+static void expect_result(run *r, const char *want)
+{
+    fvm_doc *got = fvm_value_to_doc(&r->a, r->res, r->f->result_type);
+    assert_non_null(got);
+    char *w = json(want);
+    fvm_doc_src src = {"want", w, strlen(w)};
+    fvm_doc *exp = NULL;
+    assert_int_equal(fvm_json_parse(&r->a, &src, &exp, &r->d), FVM_OK);
+    if (!same_doc(got, exp)) {
+        char *text = NULL;
+        fvm_json_write(got, &text, NULL, NULL);
+        print_error("got %s", text ? text : "?\n");
+        free(text);
+        free(w);
+        fail_msg("expected %s", want);
+    }
+    free(w);
+}
+
+#define ARGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define NOARGS ((const char *const[]){NULL})
+
+/* Runs main and compares its result with want. */
+static void run_expect(const char *funcs, const char *params, const char *body, int64_t clients,
+                         const char *const *args, const char *want)
+{
+    run r;
+    fvm_status s = run_main(&r, funcs, params, body, clients, args);
+    if (s) {
+        print_errors(&r.d);
+        run_free(&r);
+        fail_msg("the run failed (status %d); expected %s", (int)s, want);
+    }
+    expect_result(&r, want);
+    run_free(&r);
+}
+
+/* Runs main, which must fail at run time with code (any code for
+ * FVM_STATUS_COUNT) at JSON pointer ptr, with text in the message. */
+static void run_expect_error(const char *funcs, const char *params, const char *body, int64_t clients,
+                         const char *const *args, fvm_status code, const char *ptr, const char *text)
+{
+    run r;
+    fvm_status s = run_main(&r, funcs, params, body, clients, args);
+    bool any = code == FVM_STATUS_COUNT;
+    bool good = s != FVM_OK && (any || s == code) && r.d.n == 1 && r.d.errs[0].code == s && r.d.errs[0].loc.ptr &&
+                !strcmp(r.d.errs[0].loc.ptr, ptr) && strstr(r.d.errs[0].msg, text) && r.res == NULL &&
+                r.d.errs[0].loc.file && !strcmp(r.d.errs[0].loc.file, "test.json") && r.d.errs[0].loc.line > 0;
+    if (!good) {
+        print_error("status %d, %d errors:\n", (int)s, r.d.n);
+        print_errors(&r.d);
+    }
+    run_free(&r);
+    if (!good)
+        fail_msg("expected a %s error at %s (...%s...)", any ? "runtime" : fvm_status_name(code), ptr, text);
+}
+
+/* ---- elementwise ------------------------------------------------------------------------ */
+
+static void test_elementwise(void **state)
+{
+    (void)state;
+    run_expect("", "{'x': 'f32[2,3]', 'y': 'f32[3]'}", "[['r', 'add', 'x', 'y']]", -1,
+                 ARGS("[[1, 2, 3], [4, 5, 6]]", "[10, 20, 30]"), "[[11, 22, 33], [14, 25, 36]]");
+    run_expect("", "{'x': 'f32[2,1]', 'y': 'f32[3]'}", "[['r', 'sub', 'x', 'y']]", -1,
+                 ARGS("[[1], [2]]", "[1, 2, 3]"), "[[0, -1, -2], [1, 0, -1]]");
+    run_expect("", "{'x': 'i32[3]', 'y': 'i32[]'}", "[['r', 'mul', 'x', 'y']]", -1, ARGS("[1, 2, 3]", "4"),
+                 "[4, 8, 12]");
+    run_expect("", "{'x': 'f32[3]', 'y': 'f32[]'}", "[['r', 'div', 'x', 'y']]", -1, ARGS("[1, 2, 3]", "2"),
+                 "[0.5, 1, 1.5]");
+    /* integer division truncates toward zero; INT_MIN / -1 wraps */
+    run_expect("", "{'x': 'i32[5]', 'y': 'i32[5]'}", "[['r', 'div', 'x', 'y']]", -1,
+                 ARGS("[7, -7, 7, -7, -2147483648]", "[2, 2, -2, -2, -1]"), "[3, -3, -3, 3, -2147483648]");
+    run_expect("", "{'x': 'f32[2]', 'y': 'f32[2]'}", "[['a', 'maximum', 'x', 'y'], ['b', 'minimum', 'x', 'y'], "
+                 "['r', 'struct', 'a', 'b']]", -1, ARGS("[1, 5]", "[3, 2]"), "[[3, 5], [1, 2]]");
+    run_expect("", "{'x': 'f32[2]', 'y': 'f32[2]'}", "[['r', 'pow', 'x', 'y']]", -1, ARGS("[2, 3]", "[10, 2]"),
+                 "[1024, 9]");
+    run_expect("", "{'x': 'f32[2]'}", "[['r', 'sqrt', 'x']]", -1, ARGS("[16, 2.25]"), "[4, 1.5]");
+    run_expect("", "{'x': 'f64[3]'}",
+                 "[['e', 'exp', 'x'], ['l', 'log', 'e'], ['t', 'tanh', 'x'], ['s', 'sigmoid', 'x'], "
+                 " ['r', 'struct', 'l', 't', 's']]",
+                 -1, ARGS("[0, 0, 0]"), "[[0, 0, 0], [0, 0, 0], [0.5, 0.5, 0.5]]");
+    run_expect("", "{'x': 'i32[3]'}", "[['a', 'neg', 'x'], ['b', 'abs', 'x'], ['c', 'relu', 'x'], "
+                 "['r', 'struct', 'a', 'b', 'c']]", -1, ARGS("[-5, 5, -2147483648]"),
+                 "[[5, -5, -2147483648], [5, 5, -2147483648], [0, 5, 0]]");
+}
+
+static void test_integer_wrap(void **state)
+{
+    (void)state;
+    run_expect("", "{'x': 'i32[2]', 'y': 'i32[2]'}", "[['r', 'add', 'x', 'y']]", -1,
+                 ARGS("[2147483647, -2147483648]", "[1, -1]"), "[-2147483648, 2147483647]");
+    /* 65536 * 65536 = 2^32 = 0 mod 2^32; 46341^2 = 2147488281 = 2^31 + 4633 -> -2147479015 */
+    run_expect("", "{'x': 'i32[2]'}", "[['r', 'mul', 'x', 'x']]", -1, ARGS("[65536, 46341]"),
+                 "[0, -2147479015]");
+    run_expect("", "{'x': 'u32[2]', 'y': 'u32[2]'}", "[['r', 'sub', 'x', 'y']]", -1, ARGS("[0, 5]", "[1, 7]"),
+                 "[4294967295, 4294967294]");
+    run_expect("", "{'x': 'i64[]', 'y': 'i64[]'}", "[['r', 'add', 'x', 'y']]", -1,
+                 ARGS("9223372036854775807", "1"), "-9223372036854775808");
+    /* reductions wrap as well */
+    run_expect("", "{'x': 'i32[3]'}", "[['r', 'sum', 'x']]", -1, ARGS("[2147483647, 1, 1]"), "-2147483647");
+}
+
+static void test_compare_logic(void **state)
+{
+    (void)state;
+    run_expect("", "{'x': 'f32[3]', 'y': 'f32[]'}",
+                 "[['a', 'lt', 'x', 'y'], ['b', 'ge', 'x', 'y'], ['c', 'eq', 'x', 'y'], ['d', 'ne', 'x', 'y'], "
+                 " ['r', 'struct', 'a', 'b', 'c', 'd']]",
+                 -1, ARGS("[1, 2, 3]", "2"),
+                 "[[true, false, false], [false, true, true], [false, true, false], [true, false, true]]");
+    run_expect("", "{'p': 'bool[4]', 'q': 'bool[4]'}",
+                 "[['a', 'and', 'p', 'q'], ['b', 'or', 'p', 'q'], ['c', 'not', 'p'], ['r', 'struct', 'a', 'b', 'c']]",
+                 -1, ARGS("[true, true, false, false]", "[true, false, true, false]"),
+                 "[[true, false, false, false], [true, true, true, false], [false, false, true, true]]");
+}
+
+static void test_select(void **state)
+{
+    (void)state;
+    run_expect("", "{'p': 'bool[3]', 'a': 'f32[3]', 'b': 'f32[]'}", "[['r', 'select', 'p', 'a', 'b']]", -1,
+                 ARGS("[true, false, true]", "[1, 2, 3]", "0"), "[1, 0, 3]");
+    run_expect("", "{'p': 'bool[2,1]', 'a': 'i32[3]', 'b': 'i32[]'}", "[['r', 'select', 'p', 'a', 'b']]", -1,
+                 ARGS("[[true], [false]]", "[1, 2, 3]", "9"), "[[1, 2, 3], [9, 9, 9]]");
+}
+
+static void test_cast(void **state)
+{
+    (void)state;
+    /* floats to ints truncate toward zero and saturate; NaN gives 0 */
+    run_expect("", "{'x': 'f32[5]'}", "[['r', 'cast', {'dtype': 'i32'}, 'x']]", -1,
+                 ARGS("[1.7, -1.7, 3e9, -3e9, 'nan']"), "[1, -1, 2147483647, -2147483648, 0]");
+    /* ints to ints wrap */
+    run_expect("", "{'x': 'i64[2]'}", "[['r', 'cast', {'dtype': 'i32'}, 'x']]", -1,
+                 ARGS("[4294967297, -1]"), "[1, -1]");
+    run_expect("", "{'x': 'i32[1]'}", "[['r', 'cast', {'dtype': 'u32'}, 'x']]", -1, ARGS("[-1]"), "[4294967295]");
+    run_expect("", "{'x': 'i32[3]'}", "[['r', 'cast', {'dtype': 'bool'}, 'x']]", -1, ARGS("[0, 2, -1]"),
+                 "[false, true, true]");
+    run_expect("", "{'x': 'bool[2]'}", "[['r', 'cast', {'dtype': 'f32'}, 'x']]", -1, ARGS("[true, false]"),
+                 "[1, 0]");
+    /* 2^24 + 1 is halfway between two floats: rounds to the even one, 2^24 */
+    run_expect("", "{'x': 'i32[]'}", "[['r', 'cast', {'dtype': 'f32'}, 'x']]", -1, ARGS("16777217"), "16777216");
+}
+
+/* ---- linear algebra and reductions ---------------------------------------------------------- */
+
+static void test_matmul(void **state)
+{
+    (void)state;
+    /* [[1,2,3],[4,5,6]] @ [[7,8],[9,10],[11,12]]: 1*7+2*9+3*11 = 58, 1*8+2*10+3*12 = 64,
+     * 4*7+5*9+6*11 = 139, 4*8+5*10+6*12 = 154 */
+    const char *A = "[[1, 2, 3], [4, 5, 6]]", *At = "[[1, 4], [2, 5], [3, 6]]";
+    const char *B = "[[7, 8], [9, 10], [11, 12]]", *Bt = "[[7, 9, 11], [8, 10, 12]]";
+    const char *AB = "[[58, 64], [139, 154]]";
+    run_expect("", "{'a': 'f32[2,3]', 'b': 'f32[3,2]'}", "[['r', 'matmul', 'a', 'b']]", -1, ARGS(A, B), AB);
+    run_expect("", "{'a': 'f32[3,2]', 'b': 'f32[3,2]'}", "[['r', 'matmul', {'transpose_a': true}, 'a', 'b']]", -1,
+                 ARGS(At, B), AB);
+    run_expect("", "{'a': 'f64[2,3]', 'b': 'f64[2,3]'}", "[['r', 'matmul', {'transpose_b': true}, 'a', 'b']]", -1,
+                 ARGS(A, Bt), AB);
+    run_expect("", "{'a': 'f32[3,2]', 'b': 'f32[2,3]'}",
+                 "[['r', 'matmul', {'transpose_a': true, 'transpose_b': true}, 'a', 'b']]", -1, ARGS(At, Bt), AB);
+    run_expect("", "{'a': 'i32[2,3]', 'b': 'i32[3,2]'}", "[['r', 'matmul', 'a', 'b']]", -1, ARGS(A, B), AB);
+    run_expect("", "{'a': 'f32[3]', 'b': 'f32[3,2]'}", "[['r', 'matmul', 'a', 'b']]", -1, ARGS("[1, 2, 3]", B),
+                 "[58, 64]");
+    run_expect("", "{'a': 'f32[2,3]', 'b': 'f32[3]'}", "[['r', 'matmul', 'a', 'b']]", -1, ARGS(A, "[1, 1, 1]"),
+                 "[6, 15]");
+    run_expect("", "{'a': 'f32[3]', 'b': 'f32[3]'}", "[['r', 'matmul', 'a', 'b']]", -1,
+                 ARGS("[1, 2, 3]", "[4, 5, 6]"), "32");
+    /* integer products wrap: 65536 * 65536 + 1 * 1 = 1 mod 2^32 */
+    run_expect("", "{'a': 'i32[1,2]', 'b': 'i32[2,1]'}", "[['r', 'matmul', 'a', 'b']]", -1,
+                 ARGS("[[65536, 1]]", "[[65536], [1]]"), "[[1]]");
+}
+
+static void test_matmul_vs_naive(void **state)
+{
+    (void)state;
+    /* a 5x7 by 7x3 product of small integers (exact in f64 in any order),
+     * compared with the textbook triple loop */
+    enum { M = 5, K = 7, N = 3 };
+    double a[M][K], b[K][N], c[M][N];
+    char ta[1024] = "[", tb[1024] = "[", tc[1024] = "[";
+    for (int i = 0; i < M; i++) {
+        strcat(ta, i ? ", [" : "[");
+        for (int k = 0; k < K; k++) {
+            a[i][k] = (double)((i * 3 + k * 5) % 11) - 5;
+            snprintf(ta + strlen(ta), sizeof ta - strlen(ta), "%s%g", k ? ", " : "", a[i][k]);
+        }
+        strcat(ta, "]");
+    }
+    strcat(ta, "]");
+    for (int k = 0; k < K; k++) {
+        strcat(tb, k ? ", [" : "[");
+        for (int j = 0; j < N; j++) {
+            b[k][j] = (double)((k * 7 + j * 2) % 9) - 4;
+            snprintf(tb + strlen(tb), sizeof tb - strlen(tb), "%s%g", j ? ", " : "", b[k][j]);
+        }
+        strcat(tb, "]");
+    }
+    strcat(tb, "]");
+    for (int i = 0; i < M; i++) {
+        strcat(tc, i ? ", [" : "[");
+        for (int j = 0; j < N; j++) {
+            c[i][j] = 0;
+            for (int k = 0; k < K; k++)
+                c[i][j] += a[i][k] * b[k][j];
+            snprintf(tc + strlen(tc), sizeof tc - strlen(tc), "%s%g", j ? ", " : "", c[i][j]);
+        }
+        strcat(tc, "]");
+    }
+    strcat(tc, "]");
+    run_expect("", "{'a': 'f64[5,7]', 'b': 'f64[7,3]'}", "[['r', 'matmul', 'a', 'b']]", -1, ARGS(ta, tb), tc);
+}
+
+static void test_reductions(void **state)
+{
+    (void)state;
+    const char *X = "[[1, 2, 3], [4, 5, 6]]";
+    const char *P = "{'x': 'f32[2,3]'}";
+    run_expect("", P, "[['r', 'sum', 'x']]", -1, ARGS(X), "21");
+    run_expect("", P, "[['r', 'sum', {'axes': [0]}, 'x']]", -1, ARGS(X), "[5, 7, 9]");
+    run_expect("", P, "[['r', 'sum', {'axes': [1]}, 'x']]", -1, ARGS(X), "[6, 15]");
+    run_expect("", P, "[['r', 'sum', {'axes': [-1], 'keepdims': true}, 'x']]", -1, ARGS(X), "[[6], [15]]");
+    run_expect("", P, "[['r', 'mean', {'axes': [1]}, 'x']]", -1, ARGS(X), "[2, 5]");
+    run_expect("", P, "[['r', 'mean', 'x']]", -1, ARGS(X), "3.5");
+    run_expect("", P, "[['r', 'max', {'axes': [0]}, 'x']]", -1, ARGS(X), "[4, 5, 6]");
+    run_expect("", P, "[['r', 'max', {'axes': [1]}, 'x']]", -1, ARGS(X), "[3, 6]");
+    run_expect("", P, "[['r', 'min', 'x']]", -1, ARGS(X), "1");
+    run_expect("", P, "[['r', 'min', {'keepdims': true}, 'x']]", -1, ARGS(X), "[[1]]");
+    /* over axes 0 and 2 of [[[1,2],[3,4]],[[5,6],[7,8]]]: 1+2+5+6 = 14, 3+4+7+8 = 22 */
+    run_expect("", "{'x': 'i32[2,2,2]'}", "[['r', 'sum', {'axes': [0, 2]}, 'x']]", -1,
+                 ARGS("[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]"), "[14, 22]");
+    /* argmax: the first maximum wins */
+    run_expect("", "{'x': 'f32[2,3]'}", "[['r', 'argmax', 'x']]", -1, ARGS("[[1, 9, 3], [7, 2, 7]]"), "[1, 0]");
+    run_expect("", "{'x': 'f32[2,3]'}", "[['r', 'argmax', {'axis': 0}, 'x']]", -1, ARGS("[[1, 9, 3], [7, 2, 7]]"),
+                 "[1, 0, 1]");
+}
+
+/* ---- shapes ---------------------------------------------------------------------------------- */
+
+static void test_shape_ops(void **state)
+{
+    (void)state;
+    const char *X = "[[1, 2, 3], [4, 5, 6]]";
+    run_expect("", "{'x': 'i32[2,3]'}", "[['r', 'reshape', {'shape': [3, -1]}, 'x']]", -1, ARGS(X),
+                 "[[1, 2], [3, 4], [5, 6]]");
+    run_expect("", "{'x': 'i32[2,3]'}", "[['r', 'reshape', {'shape': [-1]}, 'x']]", -1, ARGS(X),
+                 "[1, 2, 3, 4, 5, 6]");
+    run_expect("", "{'x': 'i32[2,3]'}", "[['r', 'transpose', 'x']]", -1, ARGS(X), "[[1, 4], [2, 5], [3, 6]]");
+    /* out[j][i][k] = x[i][j][k] */
+    run_expect("", "{'x': 'i32[2,2,2]'}", "[['r', 'transpose', {'perm': [1, 0, 2]}, 'x']]", -1,
+                 ARGS("[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]"), "[[[1, 2], [5, 6]], [[3, 4], [7, 8]]]");
+    /* 10 elements, start -8 = 2, stop -1 = 9, step 3: 2, 5, 8 */
+    run_expect("", "{'x': 'i32[10]'}", "[['r', 'slice', {'start': [-8], 'stop': [-1], 'step': [3]}, 'x']]", -1,
+                 ARGS("[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"), "[2, 5, 8]");
+    const char *Y = "[[1, 2, 3], [4, 5, 6], [7, 8, 9]]";
+    run_expect("", "{'x': 'i32[3,3]'}", "[['r', 'slice', {'start': [1, -2]}, 'x']]", -1, ARGS(Y),
+                 "[[5, 6], [8, 9]]");
+    run_expect("", "{'x': 'i32[3,3]'}", "[['r', 'slice', {'step': [2, 2]}, 'x']]", -1, ARGS(Y), "[[1, 3], [7, 9]]");
+    run_expect("", "{'x': 'i32[3,3]'}", "[['r', 'slice', {'start': [5]}, 'x']]", -1, ARGS(Y), "[]");
+    run_expect("", "{'a': 'i32[1,2]', 'b': 'i32[2,2]'}", "[['r', 'concat', 'a', 'b']]", -1,
+                 ARGS("[[1, 2]]", "[[3, 4], [5, 6]]"), "[[1, 2], [3, 4], [5, 6]]");
+    run_expect("", "{'a': 'i32[2,1]', 'b': 'i32[2,2]'}", "[['r', 'concat', {'axis': 1}, 'a', 'b']]", -1,
+                 ARGS("[[1], [2]]", "[[3, 4], [5, 6]]"), "[[1, 3, 4], [2, 5, 6]]");
+    run_expect("", "{'x': 'f32[4]', 'i': 'i32[3]'}", "[['r', 'gather', 'x', 'i']]", -1,
+                 ARGS("[10, 20, 30, 40]", "[3, 0, 3]"), "[40, 10, 40]");
+    run_expect("", "{'x': 'i32[2,3]', 'i': 'i64[2]'}", "[['r', 'gather', {'axis': 1}, 'x', 'i']]", -1,
+                 ARGS(X, "[2, 0]"), "[[3, 1], [6, 4]]");
+    run_expect("", "{'x': 'i32[2]', 'i': 'i32[2,2]'}", "[['r', 'gather', 'x', 'i']]", -1,
+                 ARGS("[10, 20]", "[[0, 1], [1, 0]]"), "[[10, 20], [20, 10]]");
+    run_expect("", "{'x': 'i32[2]'}", "[['r', 'broadcast_to', {'shape': [2, 2]}, 'x']]", -1, ARGS("[1, 2]"),
+                 "[[1, 2], [1, 2]]");
+}
+
+static void test_iota_const_fill(void **state)
+{
+    (void)state;
+    run_expect("", "{}", "[['r', 'iota', {'shape': [2, 3], 'axis': 1}]]", -1, NOARGS, "[[0, 1, 2], [0, 1, 2]]");
+    run_expect("", "{}", "[['r', 'iota', {'shape': [2, 3]}]]", -1, NOARGS, "[[0, 0, 0], [1, 1, 1]]");
+    run_expect("", "{}", "[['r', 'iota', {'shape': [4], 'dtype': 'f32', 'axis': -1}]]", -1, NOARGS,
+                 "[0, 1, 2, 3]");
+    run_expect("", "{}", "[['r', 'const', {'value': 7, 'shape': [2, 2]}]]", -1, NOARGS, "[[7, 7], [7, 7]]");
+    run_expect("", "{}", "[['r', 'const', {'value': 1.5, 'dtype': 'f64', 'shape': [3]}]]", -1, NOARGS,
+                 "[1.5, 1.5, 1.5]");
+    run_expect("", "{}", "[['r', 'const', {'value': [[1, 2], [3, 4]], 'dtype': 'i64'}]]", -1, NOARGS,
+                 "[[1, 2], [3, 4]]");
+    run_expect("", "{'s': '<a=f32[2],b=i32[]>'}", "[['z', 'zeros_like', 's'], ['o', 'ones_like', 's'], "
+                 "['r', 'struct', 'z', 'o']]", -1, ARGS("{'a': [3, 4], 'b': 5}"),
+                 "[{'a': [0, 0], 'b': 0}, {'a': [1, 1], 'b': 1}]");
+}
+
+/* ---- structs and control flow ------------------------------------------------------------------- */
+
+static void test_struct_field(void **state)
+{
+    (void)state;
+    run_expect("", "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', {'names': ['a', 'b']}, 'x', 'y']]", -1,
+                 ARGS("[1, 2]", "3"), "{'a': [1, 2], 'b': 3}");
+    run_expect("", "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', 'x', 'y']]", -1, ARGS("[1, 2]", "3"),
+                 "[[1, 2], 3]");
+    run_expect("", "{'s': '<a=f32[2],b=i32[]>'}", "[['r', 'field', {'name': 'b'}, 's']]", -1,
+                 ARGS("{'a': [1, 2], 'b': 3}"), "3");
+    run_expect("", "{'s': '<f32[2],i32[]>'}", "[['r', 'field', {'index': 0}, 's']]", -1, ARGS("[[1, 2], 3]"),
+                 "[1, 2]");
+    /* arithmetic lifted over a struct, a tensor meeting every leaf */
+    run_expect("", "{'s': '<a=f32[2],b=f32[]>', 'k': 'f32[]'}", "[['r', 'add', 's', 'k']]", -1,
+                 ARGS("{'a': [1, 2], 'b': 3}", "10"), "{'a': [11, 12], 'b': 13}");
+    run_expect("", "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'mul', 's', 's']]", -1, ARGS("{'a': [1, 2], 'b': 3}"),
+                 "{'a': [1, 4], 'b': 9}");
+}
+
+#define CTL_FNS \
+    "'sq': {'params': {'x': 'f32[2]'}, 'body': [['y', 'mul', 'x', 'x']], 'result': 'y'}, " \
+    "'twice': {'params': {'x': 'f32[]'}, 'body': [['y', 'add', 'x', 'x']], 'result': 'y'}, " \
+    "'negate': {'params': {'x': 'f32[]'}, 'body': [['y', 'neg', 'x']], 'result': 'y'}, " \
+    "'step': {'params': {'i': 'i32[]', 'acc': 'i32[]'}, 'body': [['y', 'add', 'acc', 'i']], 'result': 'y'}, " \
+    "'kstep': {'params': {'i': 'i32[]', 'acc': 'i32[]', 'k': 'i32[]'}, " \
+    "  'body': [['t', 'mul', 'i', 'k'], ['y', 'add', 'acc', 't']], 'result': 'y'}, " \
+    "'small': {'params': {'x': 'f32[]'}, 'body': [['c', 'const', {'value': 100.0}], ['y', 'lt', 'x', 'c']], " \
+    "  'result': 'y'}, " \
+    "'dbl': {'params': {'x': 'f32[]'}, 'body': [['y', 'add', 'x', 'x']], 'result': 'y'}"
+
+static void test_call_cond(void **state)
+{
+    (void)state;
+    run_expect(CTL_FNS, "{'x': 'f32[2]'}", "[['r', 'call', {'fn': 'sq'}, 'x']]", -1, ARGS("[3, -2]"), "[9, 4]");
+    const char *body = "[['z', 'const', {'value': 0.0}], ['p', 'gt', 'x', 'z'], "
+                       " ['r', 'cond', {'then': 'twice', 'else': 'negate'}, 'p', 'x']]";
+    run_expect(CTL_FNS, "{'x': 'f32[]'}", body, -1, ARGS("3"), "6");
+    run_expect(CTL_FNS, "{'x': 'f32[]'}", body, -1, ARGS("-3"), "3");
+}
+
+static void test_fori(void **state)
+{
+    (void)state;
+    /* 0 + 1 + ... + 9 = 45 */
+    run_expect(CTL_FNS, "{'x': 'i32[]'}", "[['r', 'fori', {'fn': 'step', 'n': 10}, 'x']]", -1, ARGS("0"), "45");
+    /* extra loop-invariant argument: sum of 2i over 0..9 = 90, plus the start 5 */
+    run_expect(CTL_FNS, "{'x': 'i32[]', 'k': 'i32[]'}", "[['r', 'fori', {'fn': 'kstep', 'n': 10}, 'x', 'k']]", -1,
+                 ARGS("5", "2"), "95");
+    run_expect(CTL_FNS, "{'x': 'i32[]'}", "[['r', 'fori', {'fn': 'step', 'n': 0}, 'x']]", -1, ARGS("7"), "7");
+}
+
+static void test_while(void **state)
+{
+    (void)state;
+    /* 1 doubles while < 100: 2, 4, ..., 128 after 7 iterations */
+    run_expect(CTL_FNS, "{'x': 'f32[]'}", "[['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 10}, 'x']]",
+                 -1, ARGS("1"), "128");
+    run_expect(CTL_FNS, "{'x': 'f32[]'}", "[['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 7}, 'x']]",
+                 -1, ARGS("1"), "128");
+    run_expect(CTL_FNS, "{'x': 'f32[]'}", "[['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 0}, 'x']]",
+                 -1, ARGS("500"), "500");
+    /* an eighth iteration would be needed from 0.5: past max_iter 7 */
+    run_expect_error(CTL_FNS, "{'x': 'f32[]'}",
+                 "[['y', 'neg', 'x'], ['z', 'neg', 'y'], "
+                 " ['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 7}, 'z']]",
+                 -1, ARGS("0.5"), FVM_ERR_RUNTIME, "/functions/main/body/2", "max_iter");
+}
+
+/* ---- sequences ---------------------------------------------------------------------------------- */
+
+#define SEQ_FNS \
+    "'dbl': {'params': {'x': 'f32[]'}, 'body': [['y', 'add', 'x', 'x']], 'result': 'y'}, " \
+    "'add': {'params': {'a': 'f32[]', 'x': 'f32[]'}, 'body': [['y', 'add', 'a', 'x']], 'result': 'y'}, " \
+    "'addk': {'params': {'a': 'f32[]', 'x': 'f32[]', 'k': 'f32[]'}, " \
+    "  'body': [['t', 'mul', 'x', 'k'], ['y', 'add', 'a', 't']], 'result': 'y'}"
+
+static void test_sequences(void **state)
+{
+    (void)state;
+    const char *P = "{'s': 'f32[]*'}";
+    run_expect(SEQ_FNS, P, "[['r', 'sequence_map', {'fn': 'dbl'}, 's']]", -1, ARGS("[1, 2, 3]"), "[2, 4, 6]");
+    run_expect(SEQ_FNS, "{'s': 'f32[]*', 'z': 'f32[]'}", "[['r', 'sequence_reduce', {'fn': 'add'}, 's', 'z']]", -1,
+                 ARGS("[1, 2, 3]", "10"), "16");
+    run_expect(SEQ_FNS, "{'s': 'f32[]*', 'z': 'f32[]', 'k': 'f32[]'}",
+                 "[['r', 'sequence_reduce', {'fn': 'addk'}, 's', 'z', 'k']]", -1, ARGS("[1, 2, 3]", "0", "3"), "18");
+    run_expect(SEQ_FNS, P, "[['r', 'sequence_sum', 's']]", -1, ARGS("[1, 2, 3]"), "6");
+    run_expect(SEQ_FNS, P, "[['r', 'sequence_length', 's']]", -1, ARGS("[1, 2, 3]"), "3");
+    run_expect(SEQ_FNS, "{'s': '<x=f32[],y=i32[2]>*'}", "[['r', 'sequence_sum', 's']]", -1,
+                 ARGS("[{'x': 1, 'y': [1, 2]}, {'x': 3, 'y': [10, 20]}]"), "{'x': 4, 'y': [11, 22]}");
+    /* empty sequences */
+    run_expect(SEQ_FNS, "{'s': 'f32[2]*'}", "[['r', 'sequence_sum', 's']]", -1, ARGS("[]"), "[0, 0]");
+    run_expect(SEQ_FNS, P, "[['r', 'sequence_length', 's']]", -1, ARGS("[]"), "0");
+    run_expect(SEQ_FNS, P, "[['r', 'sequence_map', {'fn': 'dbl'}, 's']]", -1, ARGS("[]"), "[]");
+    run_expect(SEQ_FNS, "{'s': 'f32[]*', 'z': 'f32[]'}", "[['r', 'sequence_reduce', {'fn': 'add'}, 's', 'z']]", -1,
+                 ARGS("[]", "10"), "10");
+}
+
+static void test_batch(void **state)
+{
+    (void)state;
+    const char *S = "[0, 1, 2, 3, 4, 5, 6]";
+    /* 7 elements in batches of 3: floor(7/3) = 2 full batches and one of 7 - 2*3 = 1 */
+    run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 3}, 's']]", -1, ARGS(S),
+                 "[[0, 1, 2], [3, 4, 5], [6]]");
+    run_expect("", "{'s': 'i32[]*'}",
+                 "[['b', 'batch', {'size': 3}, 's'], ['m', 'sequence_length', 'b'], ['r', 'struct', 'm']]", -1,
+                 ARGS(S), "[3]");
+    /* with drop_remainder the short batch goes */
+    run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 3, 'drop_remainder': true}, 's']]", -1, ARGS(S),
+                 "[[0, 1, 2], [3, 4, 5]]");
+    run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 7, 'drop_remainder': true}, 's']]", -1, ARGS(S),
+                 "[[0, 1, 2, 3, 4, 5, 6]]");
+    run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 8, 'drop_remainder': true}, 's']]", -1, ARGS(S),
+                 "[]");
+    run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 8}, 's']]", -1, ARGS(S),
+                 "[[0, 1, 2, 3, 4, 5, 6]]");
+    run_expect("", "{'s': '<x=f32[2],y=i32[]>*'}", "[['r', 'batch', {'size': 2}, 's']]", -1,
+                 ARGS("[{'x': [1, 2], 'y': 1}, {'x': [3, 4], 'y': 2}, {'x': [5, 6], 'y': 3}]"),
+                 "[{'x': [[1, 2], [3, 4]], 'y': [1, 2]}, {'x': [[5, 6]], 'y': [3]}]");
+}
+
+/* ---- random numbers --------------------------------------------------------------------------------- */
+
+/* Runs body over a seed and returns the result (one tensor) copied into out. */
+static void run_tensor(const char *params, const char *body, const char *const *args, void *out, size_t bytes)
+{
+    run r;
+    fvm_status s = run_main(&r, "", params, body, -1, args);
+    if (s)
+        print_errors(&r.d);
+    assert_int_equal(s, FVM_OK);
+    assert_int_equal(r.res->kind, FVM_V_TENSOR);
+    assert_int_equal(fvm_tensor_bytes(&r.res->t), bytes);
+    memcpy(out, fvm_tensor_data(&r.res->t), bytes);
+    run_free(&r);
+}
+
+static void test_random_keys(void **state)
+{
+    (void)state;
+    /* a key is {seed >> 32, seed & 0xffffffff} */
+    run_expect("", "{'s': 'i32[]'}", "[['r', 'random_key', 's']]", -1, ARGS("42"), "[0, 42]");
+    run_expect("", "{'s': 'i64[]'}", "[['r', 'random_key', 's']]", -1, ARGS("4294967301"), "[1, 5]");
+    run_expect("", "{'s': 'u32[]'}", "[['r', 'random_key', 's']]", -1, ARGS("4294967295"), "[0, 4294967295]");
+    run_expect("", "{'s': 'i32[]'}", "[['r', 'random_key', 's']]", -1, ARGS("-1"), "[4294967295, 4294967295]");
+
+    /* split: the same key splits the same way; the children differ from each
+     * other and from the parent */
+    const char *split = "[['k', 'random_key', 's'], ['r', 'random_split', {'n': 3}, 'k']]";
+    uint32_t a[6], b[6];
+    run_tensor("{'s': 'i32[]'}", split, ARGS("7"), a, sizeof a);
+    run_tensor("{'s': 'i32[]'}", split, ARGS("7"), b, sizeof b);
+    assert_memory_equal(a, b, sizeof a);
+    uint32_t parent[2] = {0, 7};
+    for (int i = 0; i < 3; i++) {
+        assert_false(a[2 * i] == parent[0] && a[2 * i + 1] == parent[1]);
+        for (int j = 0; j < i; j++)
+            assert_false(a[2 * i] == a[2 * j] && a[2 * i + 1] == a[2 * j + 1]);
+    }
+    run_tensor("{'s': 'i32[]'}", split, ARGS("8"), b, sizeof b);
+    assert_memory_not_equal(a, b, sizeof a);
+
+    /* fold_in: same data, same key; other data, another key */
+    const char *fold = "[['k', 'random_key', 's'], ['r', 'random_fold_in', 'k', 'i']]";
+    uint32_t f1[2], f1b[2], f2[2];
+    run_tensor("{'s': 'i32[]', 'i': 'i32[]'}", fold, ARGS("7", "1"), f1, sizeof f1);
+    run_tensor("{'s': 'i32[]', 'i': 'i32[]'}", fold, ARGS("7", "1"), f1b, sizeof f1b);
+    run_tensor("{'s': 'i32[]', 'i': 'i32[]'}", fold, ARGS("7", "2"), f2, sizeof f2);
+    assert_memory_equal(f1, f1b, sizeof f1);
+    assert_memory_not_equal(f1, f2, sizeof f1);
+    assert_false(f1[0] == parent[0] && f1[1] == parent[1]);
+}
+
+static void test_random_draws(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    static float u[N], u2[N], v[N];
+    const char *body = "[['k', 'random_key', 's'], ['r', 'random_uniform', {'shape': [1000]}, 'k']]";
+    run_tensor("{'s': 'i32[]'}", body, ARGS("3"), u, sizeof u);
+    run_tensor("{'s': 'i32[]'}", body, ARGS("3"), u2, sizeof u2);
+    run_tensor("{'s': 'i32[]'}", body, ARGS("4"), v, sizeof v);
+    assert_memory_equal(u, u2, sizeof u); /* same seed, same bits */
+    assert_memory_not_equal(u, v, sizeof u);
+    double sum = 0, lo = 1, hi = 0;
+    for (int i = 0; i < N; i++) {
+        if (!(u[i] >= 0.0f && u[i] < 1.0f))
+            fail_msg("uniform value %d is %g, outside [0, 1)", i, (double)u[i]);
+        sum += u[i];
+        lo = u[i] < lo ? u[i] : lo;
+        hi = u[i] > hi ? u[i] : hi;
+    }
+    /* the mean of 1000 uniforms has standard deviation 0.29/sqrt(1000) = 0.009 */
+    assert_true(fabs(sum / N - 0.5) < 0.05);
+    assert_true(lo < 0.05 && hi > 0.95);
+
+    static double d[N];
+    run_tensor("{'s': 'i32[]'}",
+               "[['k', 'random_key', 's'], ['r', 'random_uniform', {'shape': [10, 100], 'dtype': 'f64'}, 'k']]",
+               ARGS("3"), d, sizeof d);
+    for (int i = 0; i < N; i++)
+        assert_true(d[i] >= 0.0 && d[i] < 1.0);
+
+    run_tensor("{'s': 'i32[]'}", "[['k', 'random_key', 's'], ['r', 'random_normal', {'shape': [1000]}, 'k']]",
+               ARGS("3"), u, sizeof u);
+    sum = 0;
+    for (int i = 0; i < N; i++) {
+        assert_true(isfinite(u[i]));
+        sum += u[i];
+    }
+    assert_true(fabs(sum / N) < 0.2);
+}
+
+/* ---- federated intrinsics ------------------------------------------------------------------------- */
+
+#define FED_FNS \
+    "'sq': {'params': {'x': 'f32[]'}, 'body': [['y', 'mul', 'x', 'x']], 'result': 'y'}, " \
+    "'inc': {'params': {'x': 'f32[]'}, 'body': [['one', 'const', {'value': 1.0}], ['y', 'add', 'x', 'one']], " \
+    "  'result': 'y'}, " \
+    "'plus': {'params': {'a': 'f32[]', 'b': 'f32[]'}, 'body': [['y', 'add', 'a', 'b']], 'result': 'y'}, " \
+    "'seven': {'params': {}, 'body': [['y', 'const', {'value': 7.0}]], 'result': 'y'}, " \
+    "'acc_sq': {'params': {'a': 'f32[]', 'x': 'f32[]'}, " \
+    "  'body': [['t', 'mul', 'x', 'x'], ['y', 'add', 'a', 't']], 'result': 'y'}, " \
+    "'merge': {'params': {'a': 'f32[]', 'b': 'f32[]'}, 'body': [['y', 'add', 'a', 'b']], 'result': 'y'}, " \
+    "'root': {'params': {'a': 'f32[]'}, 'body': [['y', 'sqrt', 'a']], 'result': 'y'}, " \
+    "'ten': {'params': {'a': 'f32[]'}, 'body': [['k', 'const', {'value': 10.0}], ['y', 'mul', 'a', 'k']], " \
+    "  'result': 'y'}, " \
+    "'safe_div': {'params': {'x': 'i32[]'}, 'body': [['k', 'const', {'value': 12}], ['y', 'div', 'k', 'x']], " \
+    "  'result': 'y'}"
+
+static void test_federated_placement(void **state)
+{
+    (void)state;
+    run_expect(FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'SERVER'}, 'x']]", -1,
+                 ARGS("[1, 2]"), "[1, 2]");
+    run_expect(FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'CLIENTS'}, 'x']]", -1,
+                 ARGS("[1, 2]"), "[1, 2]");
+    run_expect(FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'SERVER'}]]", -1, NOARGS,
+                 "7");
+    run_expect(FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'CLIENTS'}]]", 3, NOARGS,
+                 "[7, 7, 7]");
+    run_expect_error(FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'CLIENTS'}]]", -1, NOARGS,
+                 FVM_ERR_RUNTIME, "/functions/main/body/0", "number of clients");
+    run_expect(FED_FNS, "{'x': 'f32[2]@SERVER'}", "[['r', 'federated_broadcast', 'x']]", -1, ARGS("[1, 2]"),
+                 "[1, 2]");
+}
+
+static void test_federated_map_apply_zip(void **state)
+{
+    (void)state;
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'sq'}, 'x']]", -1,
+                 ARGS("[1, 2, 3]"), "[1, 4, 9]");
+    /* an all-equal argument: fn runs for each of the N clients set on the VM */
+    const char *bm = "[['b', 'federated_broadcast', 'x'], ['r', 'federated_map', {'fn': 'inc'}, 'b']]";
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", bm, 4, ARGS("5"), "[6, 6, 6, 6]");
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", bm, 0, ARGS("5"), "[]");
+    run_expect_error(FED_FNS, "{'x': 'f32[]@SERVER'}", bm, -1, ARGS("5"), FVM_ERR_RUNTIME, "/functions/main/body/1",
+                 "number of clients");
+    /* per-client and all-equal arguments together */
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': 'f32[]@SERVER'}",
+                 "[['b', 'federated_broadcast', 'y'], ['r', 'federated_map', {'fn': 'plus'}, 'x', 'b']]", -1,
+                 ARGS("[1, 2, 3]", "10"), "[11, 12, 13]");
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", "[['r', 'federated_apply', {'fn': 'sq'}, 'x']]", -1, ARGS("3"),
+                 "9");
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER', 'y': 'f32[]@SERVER'}",
+                 "[['r', 'federated_apply', {'fn': 'plus'}, 'x', 'y']]", -1, ARGS("3", "4"), "7");
+    run_expect(FED_FNS, "{'a': '{f32[]}@CLIENTS', 'b': '{i32[]}@CLIENTS'}",
+                 "[['r', 'federated_zip', {'names': ['a', 'b']}, 'a', 'b']]", -1, ARGS("[1, 2]", "[10, 20]"),
+                 "[{'a': 1, 'b': 10}, {'a': 2, 'b': 20}]");
+    run_expect(FED_FNS, "{'a': '{f32[]}@CLIENTS', 'c': 'f32[]@SERVER'}",
+                 "[['b', 'federated_broadcast', 'c'], ['r', 'federated_zip', 'a', 'b']]", -1, ARGS("[1, 2]", "5"),
+                 "[[1, 5], [2, 5]]");
+    run_expect(FED_FNS, "{'a': 'f32[]@SERVER', 'b': 'i32[]@SERVER'}",
+                 "[['r', 'federated_zip', {'names': ['p', 'q']}, 'a', 'b']]", -1, ARGS("1.5", "2"),
+                 "{'p': 1.5, 'q': 2}");
+}
+
+static void test_federated_aggregations(void **state)
+{
+    (void)state;
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1, ARGS("[1, 2, 3]"), "6");
+    run_expect(FED_FNS, "{'x': '{<a=f32[2],n=i32[]>}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1,
+                 ARGS("[{'a': [1, 2], 'n': 1}, {'a': [3, 4], 'n': 2}]"), "{'a': [4, 6], 'n': 3}");
+    /* an all-equal value summed over 3 clients: 3 * 5 */
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", "[['b', 'federated_broadcast', 'x'], ['r', 'federated_sum', 'b']]",
+                 3, ARGS("5"), "15");
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", -1, ARGS("[1, 2, 3, 4]"),
+                 "2.5");
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}",
+                 "[['b', 'federated_broadcast', 'x'], ['r', 'federated_mean', 'b']]", 3, ARGS("5"), "5");
+    /* (1*1 + 2*1 + 3*2) / (1 + 1 + 2) = 9 / 4 */
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS', 'w': '{f32[]}@CLIENTS'}",
+                 "[['r', 'federated_weighted_mean', 'x', 'w']]", -1, ARGS("[1, 2, 3]", "[1, 1, 2]"), "2.25");
+    run_expect(FED_FNS, "{'x': '{f64[2]}@CLIENTS', 'w': '{f64[]}@CLIENTS'}",
+                 "[['r', 'federated_weighted_mean', 'x', 'w']]", -1,
+                 ARGS("[[1, 10], [2, 20], [3, 30]]", "[1, 1, 2]"), "[2.25, 22.5]");
+    run_expect(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", "[['r', 'federated_min', 'x']]", -1,
+                 ARGS("[[3, 1], [2, 5], [4, 0]]"), "[2, 0]");
+    run_expect(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", -1,
+                 ARGS("[[3, 1], [2, 5], [4, 0]]"), "[4, 5]");
+    /* sqrt(3^2 + 4^2) = 5 */
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
+                 "[['z', 'const', {'value': 0.0}], "
+                 " ['r', 'federated_aggregate', {'accumulate': 'acc_sq', 'merge': 'merge', 'report': 'root'}, 'x', 'z']]",
+                 -1, ARGS("[3, 4]"), "5");
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
+                 "[['z', 'const', {'value': 0.0}], "
+                 " ['r', 'federated_aggregate', {'accumulate': 'acc_sq', 'merge': 'merge'}, 'x', 'z']]",
+                 -1, ARGS("[1, 2, 3]"), "14");
+}
+
+/* "[f(0), f(1), ..., f(n-1)]" for f(i) = a*i + b, into buf. */
+static const char *linear_list(char *buf, size_t cap, int n, int a, int b)
+{
+    size_t len = 0;
+    buf[len++] = '[';
+    for (int i = 0; i < n; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%d", i ? ", " : "", a * i + b);
+    snprintf(buf + len, cap - len, "]");
+    return buf;
+}
+
+static void test_federated_many_clients(void **state)
+{
+    (void)state;
+    /* More clients than one block of the reduction tree, so partials are
+     * merged; every value below is exact in any order. */
+    char x[1024], w[1024];
+    /* 0 + 1 + ... + 39 = 780 */
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1,
+               ARGS(linear_list(x, sizeof x, 40, 1, 0)), "780");
+    /* mean of 0..32 = 16 */
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", -1,
+               ARGS(linear_list(x, sizeof x, 33, 1, 0)), "16");
+    /* values 0, 3, ..., 96 with equal weights 2: their mean, 3 * 16 = 48 */
+    run_expect(FED_FNS, "{'x': '{f64[]}@CLIENTS', 'w': '{f64[]}@CLIENTS'}",
+               "[['r', 'federated_weighted_mean', 'x', 'w']]", -1,
+               ARGS(linear_list(x, sizeof x, 33, 3, 0), linear_list(w, sizeof w, 33, 0, 2)), "48");
+    /* max of 100 - 3i over 20 clients: 100; min: 100 - 57 = 43 */
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", -1,
+               ARGS(linear_list(x, sizeof x, 20, -3, 100)), "100");
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_min', 'x']]", -1,
+               ARGS(linear_list(x, sizeof x, 20, -3, 100)), "43");
+    /* 20 * 255 = 5100 = 19 * 256 + 236 */
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 8}, 'x']]",
+               -1, ARGS(linear_list(x, sizeof x, 20, 0, 255)), "236");
+    /* sum of squares of 0..39 = 39*40*79/6 = 20540 */
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
+               "[['z', 'const', {'value': 0.0}], "
+               " ['r', 'federated_aggregate', {'accumulate': 'acc_sq', 'merge': 'merge'}, 'x', 'z']]",
+               -1, ARGS(linear_list(x, sizeof x, 40, 1, 0)), "20540");
+}
+
+static void test_all_equal_where_per_client_expected(void **state)
+{
+    (void)state;
+    /* A function whose parameter is {f32[]}@CLIENTS called with an all-equal
+     * value: every one of the 3 clients holds 5, so the sum is 15. */
+    run_expect("'total': {'params': {'v': '{f32[]}@CLIENTS'}, 'body': [['s', 'federated_sum', 'v']], 'result': 's'}",
+               "{'x': 'f32[]@SERVER'}",
+               "[['b', 'federated_broadcast', 'x'], ['r', 'call', {'fn': 'total'}, 'b']]", 3, ARGS("5"), "15");
+    /* and as a member of a struct */
+    run_expect("'total': {'params': {'s': '<v={f32[]}@CLIENTS,k=f32[]@SERVER>'}, "
+               "  'body': [['v', 'field', {'name': 'v'}, 's'], ['t', 'federated_sum', 'v']], 'result': 't'}",
+               "{'x': 'f32[]@SERVER'}",
+               "[['b', 'federated_broadcast', 'x'], ['s', 'struct', {'names': ['v', 'k']}, 'b', 'x'], "
+               " ['r', 'call', {'fn': 'total'}, 's']]",
+               2, ARGS("4"), "8");
+}
+
+static void test_secure_sum(void **state)
+{
+    (void)state;
+    const char *body = "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 8}, 'x']]";
+    /* 200 + 100 + 50 = 350 = 256 + 94 */
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}", body, -1, ARGS("[200, 100, 50]"), "94");
+    /* 1 + 2 + 255 = 258 = 256 + 2 */
+    run_expect(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", body, -1, ARGS("[[200, 1], [100, 2], [50, 255]]"), "[94, 2]");
+    /* every summand is taken modulo 2^bitwidth: -1 = 15 (mod 16), 15 + 2 = 17 = 1 (mod 16) */
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}",
+                 "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 4}, 'x']]", -1, ARGS("[-1, 2]"), "1");
+    run_expect(FED_FNS, "{'x': '{u32[]}@CLIENTS'}",
+                 "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]", -1, ARGS("[4294967295, 1]"),
+                 "0");
+    /* 2^62 - 1 + 1 + 5 = 2^62 + 5 = 5 (mod 2^62) */
+    run_expect(FED_FNS, "{'x': '{i64[]}@CLIENTS'}",
+                 "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 62}, 'x']]", -1,
+                 ARGS("[4611686018427387903, 1, 5]"), "5");
+}
+
+static void test_zero_clients(void **state)
+{
+    (void)state;
+    run_expect(FED_FNS, "{'x': '{f32[2]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1, ARGS("[]"), "[0, 0]");
+    run_expect(FED_FNS, "{'x': '{<a=f32[2],b=i32[]>}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1, ARGS("[]"),
+                 "{'a': [0, 0], 'b': 0}");
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}",
+                 "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 8}, 'x']]", -1, ARGS("[]"), "0");
+    /* aggregate: report(zero) = 10 * 5 */
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
+                 "[['z', 'const', {'value': 5.0}], "
+                 " ['r', 'federated_aggregate', {'accumulate': 'acc_sq', 'merge': 'merge', 'report': 'ten'}, 'x', 'z']]",
+                 -1, ARGS("[]"), "50");
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'sq'}, 'x']]", -1, ARGS("[]"),
+                 "[]");
+    run_expect_error(FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
+                     "[['y', 'federated_map', {'fn': 'sq'}, 'x'], ['r', 'federated_mean', 'y']]", -1,
+                 ARGS("[]"), FVM_ERR_RUNTIME, "/functions/main/body/1", "zero clients");
+    run_expect_error(FED_FNS, "{'x': '{f32[]}@CLIENTS', 'w': '{f32[]}@CLIENTS'}",
+                 "[['r', 'federated_weighted_mean', 'x', 'w']]", -1, ARGS("[]", "[]"), FVM_ERR_RUNTIME,
+                 "/functions/main/body/0", "zero clients");
+    run_expect_error(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", -1, ARGS("[]"),
+                 FVM_ERR_RUNTIME, "/functions/main/body/0", "zero clients");
+}
+
+/* ---- the reduction tree -------------------------------------------------------------------------------- */
+
+enum { NCLIENTS = 1000 };
+
+/* The sum aggregate.h documents: blocks of FVM_AGG_BLOCK clients summed left
+ * to right (starting from the block's first client), then the partials
+ * merged pairwise, level by level, an odd last one carried up. With
+ * pairwise false the partials are merged left to right instead (an order the
+ * test must be able to tell apart). */
+static float tree_sum(const float *v, int n, bool pairwise)
+{
+    float parts[NCLIENTS];
+    int k = 0;
+    for (int lo = 0; lo < n; lo += FVM_AGG_BLOCK) {
+        int hi = lo + FVM_AGG_BLOCK < n ? lo + FVM_AGG_BLOCK : n;
+        float p = v[lo];
+        for (int i = lo + 1; i < hi; i++)
+            p = p + v[i];
+        parts[k++] = p;
+    }
+    if (!pairwise) {
+        for (int i = 1; i < k; i++)
+            parts[0] = parts[0] + parts[i];
+        return parts[0];
+    }
+    while (k > 1) {
+        int j = 0;
+        for (int i = 0; i + 1 < k; i += 2)
+            parts[j++] = parts[i] + parts[i + 1];
+        if (k % 2)
+            parts[j++] = parts[k - 1];
+        k = j;
+    }
+    return parts[0];
+}
+
+static void test_reduction_tree_order(void **state)
+{
+    (void)state;
+    /* Client 0 holds 2^24, where the spacing of floats is 2: adding any one
+     * of the small values below to it rounds back to 2^24, so a plain left
+     * to right sum never moves, while the tree first adds the small values
+     * among themselves. */
+    static float v[NCLIENTS];
+    v[0] = 16777216.0f;
+    uint32_t x = 12345;
+    for (int i = 1; i < NCLIENTS; i++) {
+        x = x * 1103515245u + 12345u;
+        v[i] = (float)((x >> 16) % 1000) / 1000.0f + 0.001f; /* in (0, 1) */
+    }
+    float naive = v[0];
+    for (int i = 1; i < NCLIENTS; i++)
+        naive = naive + v[i];
+    float tree = tree_sum(v, NCLIENTS, true);
+    assert_true(naive == 16777216.0f);
+    assert_true(tree != naive);
+    assert_true(tree != tree_sum(v, NCLIENTS, false));
+
+    size_t cap = (size_t)NCLIENTS * 24 + 8;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    size_t len = 0;
+    text[len++] = '[';
+    for (int i = 0; i < NCLIENTS; i++)
+        len += (size_t)snprintf(text + len, cap - len, "%s%.9g", i ? ", " : "", (double)v[i]);
+    text[len++] = ']';
+    text[len] = 0;
+
+    float got[2];
+    for (int rep = 0; rep < 2; rep++) {
+        run r;
+        fvm_status s = run_main(&r, "", "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1, ARGS(text));
+        if (s)
+            print_errors(&r.d);
+        assert_int_equal(s, FVM_OK);
+        assert_int_equal(r.res->t.dtype, FVM_DTYPE_F32);
+        memcpy(&got[rep], fvm_tensor_data(&r.res->t), sizeof(float));
+        run_free(&r);
+    }
+    if (memcmp(&got[0], &tree, sizeof tree))
+        fail_msg("federated_sum gave %.9g, the documented tree %.9g (left to right: %.9g)", (double)got[0],
+                 (double)tree, (double)naive);
+    assert_memory_equal(&got[0], &got[1], sizeof(float));
+
+    /* The mean divides that same sum by the count. */
+    run r;
+    assert_int_equal(run_main(&r, "", "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", -1, ARGS(text)),
+                     FVM_OK);
+    float mean = tree / (float)NCLIENTS;
+    assert_memory_equal(fvm_tensor_data(&r.res->t), &mean, sizeof mean);
+    run_free(&r);
+    free(text);
+}
+
+static void test_client_shapes_must_agree(void **state)
+{
+    (void)state;
+    /* {f32[?]}@CLIENTS lets each client hold a vector of its own length, but
+     * an aggregation adds members elementwise: members of different shapes
+     * are an error (as federated_secure_sum_bitwidth reports), never
+     * broadcast into each other. (The code is not the point here.) */
+    run_expect_error("", "{'x': '{i32[?]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 8}, 'x']]",
+                     -1, ARGS("[[1, 2, 3], [1]]"), FVM_ERR_RUNTIME, "/functions/main/body/0", "shape");
+    run_expect_error("", "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1,
+                     ARGS("[[1, 2], [10, 20, 30]]"), FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
+    run_expect_error("", "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1,
+                     ARGS("[[1], [10, 20, 30]]"), FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
+    run_expect_error("", "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", -1,
+                     ARGS("[[10, 20, 30], [1]]"), FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
+    run_expect_error("", "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", -1,
+                     ARGS("[[10, 20, 30], [1]]"), FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
+    /* the same for the elements of a sequence */
+    run_expect_error("", "{'s': 'f32[?]*'}", "[['r', 'sequence_sum', 's']]", -1, ARGS("[[1], [10, 20, 30]]"),
+                     FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
+}
+
+/* ---- runtime errors --------------------------------------------------------------------------------- */
+
+static void test_runtime_errors(void **state)
+{
+    (void)state;
+    run_expect_error("", "{'x': 'i32[3]', 'y': 'i32[3]'}", "[['a', 'neg', 'x'], ['r', 'div', 'a', 'y']]", -1,
+                 ARGS("[1, 2, 3]", "[1, 0, 1]"), FVM_ERR_RUNTIME, "/functions/main/body/1", "division by zero");
+    run_expect_error("", "{'x': 'f32[3]', 'i': 'i32[2]'}", "[['r', 'gather', 'x', 'i']]", -1,
+                 ARGS("[10, 20, 30]", "[0, 3]"), FVM_ERR_RUNTIME, "/functions/main/body/0", "outside the range");
+    run_expect_error("", "{'x': 'f32[3]', 'i': 'i32[1]'}", "[['r', 'gather', 'x', 'i']]", -1,
+                 ARGS("[10, 20, 30]", "[-1]"), FVM_ERR_RUNTIME, "/functions/main/body/0", "outside the range");
+    /* in a called function: the callee's instruction */
+    run_expect_error(FED_FNS, "{'x': 'i32[]'}", "[['y', 'neg', 'x'], ['r', 'call', {'fn': 'safe_div'}, 'y']]", -1,
+                 ARGS("0"), FVM_ERR_RUNTIME, "/functions/safe_div/body/1", "division by zero");
+    /* in one client of a map */
+    run_expect_error(FED_FNS, "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'safe_div'}, 'x']]", -1,
+                 ARGS("[1, 2, 0, 4]"), FVM_ERR_RUNTIME, "/functions/safe_div/body/1", "division by zero");
+    /* float division by zero is no error: IEEE infinity */
+    run_expect("", "{'x': 'f32[1]', 'y': 'f32[1]'}", "[['r', 'div', 'x', 'y']]", -1, ARGS("[1]", "[0]"),
+                 "['inf']");
+}
+
+/* ---- binding text arguments ------------------------------------------------------------------------ */
+
+static void test_bind_args(void **state)
+{
+    (void)state;
+    char *text = program("", "{'x': '{f32[]}@CLIENTS', 'key': 'u32[2]'}",
+                         "[['s', 'federated_sum', 'x'], ['r', 'struct', 's', 'key']]");
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
+    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    const fvm_func *f = fvm_program_func(p, "main");
+    fvm_vm *vm = NULL;
+    assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
+    /* the key parameter, not given, is the key of the seed: {0, 42} */
+    fvm_named_text args[] = {{"x", "[1.5, 2, 3]"}};
+    fvm_value **vals = NULL, *res = NULL;
+    int64_t nc = -1;
+    assert_int_equal(fvm_bind_args(f, 1, args, 42, &nc, &vals, &d), FVM_OK);
+    assert_int_equal(nc, 3);
+    assert_int_equal(fvm_vm_call(vm, f, vals, &res, &d), FVM_OK);
+    assert_int_equal(fvm_vm_clients(vm), 3);
+    assert_true(fvm_tensor_get_f64(&res->items[0]->t, 0) == 6.5);
+    const uint32_t *key = fvm_tensor_data(&res->items[1]->t);
+    assert_int_equal(key[0], 0);
+    assert_int_equal(key[1], 42);
+    fvm_value_release(res);
+    fvm_values_free(vals, f->nparams);
+    /* a client count other than the run's is refused */
+    fvm_named_text four[] = {{"x", "[1, 2, 3, 4]"}};
+    nc = 3;
+    assert_int_not_equal(fvm_bind_args(f, 1, four, 42, &nc, &vals, &d), FVM_OK);
+    assert_null(vals);
+    /* a missing argument and an unknown one are both reported */
+    fvm_diag_clear(&d);
+    fvm_named_text wrong[] = {{"y", "[1]"}};
+    nc = -1;
+    assert_int_equal(fvm_bind_args(f, 1, wrong, 42, &nc, &vals, &d), FVM_ERR_USAGE);
+    assert_true(d.n >= 1);
+    assert_non_null(strstr(d.errs[0].msg, "'y'"));
+    fvm_vm_free(vm);
+    fvm_diag_clear(&d);
+    fvm_program_free(p);
+    free(text);
+}
+
+/* ---- the call boundary ---------------------------------------------------------------------------------- */
+
+static void test_call_checks_arguments(void **state)
+{
+    (void)state;
+    char *text = program("", "{'x': 'f32[3]'}", "[['r', 'neg', 'x']]");
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
+    const fvm_func *f = fvm_program_func(p, "main");
+    fvm_vm *vm = NULL;
+    fvm_value *res = NULL;
+    /* not checked yet */
+    assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
+    assert_int_equal(fvm_vm_call(vm, f, NULL, &res, &d), FVM_ERR_USAGE);
+    assert_null(res);
+    fvm_vm_free(vm);
+    fvm_diag_clear(&d);
+    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
+    /* a tensor of the wrong shape */
+    fvm_tensor t;
+    fvm_dims two = {.rank = 1, .d = {2}};
+    assert_int_equal(fvm_tensor_zeros(&t, FVM_DTYPE_F32, &two, &d), FVM_OK);
+    fvm_value *v = fvm_value_tensor_take(&t);
+    fvm_value *argv[1] = {v};
+    assert_int_equal(fvm_vm_call(vm, f, argv, &res, &d), FVM_ERR_TYPE);
+    assert_null(res);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.errs[0].loc.ptr, "/functions/main/params/x");
+    fvm_value_release(v);
+    fvm_vm_free(vm);
+    fvm_diag_clear(&d);
+    fvm_program_free(p);
+    free(text);
+}
+
+/* Client lists of one value, of its own length: for values built by hand. */
+static fvm_value *client_list(int n, float first)
+{
+    fvm_value *l = fvm_value_list(FVM_V_CLIENTS, n);
+    assert_non_null(l);
+    for (int i = 0; i < n; i++) {
+        fvm_tensor t;
+        fvm_dims s = {0};
+        assert_int_equal(fvm_tensor_alloc(&t, FVM_DTYPE_F32, &s, NULL), FVM_OK);
+        *(float *)fvm_tensor_data(&t) = first + (float)i;
+        l->items[i] = fvm_value_tensor_take(&t);
+        assert_non_null(l->items[i]);
+    }
+    return l;
+}
+
+static void test_call_checks_client_counts(void **state)
+{
+    (void)state;
+    /* Every {T}@CLIENTS value of one run has the same number of clients, also
+     * when the lists sit inside a struct argument: a struct holding lists of 2
+     * and 3 clients is refused at the call, before anything runs. */
+    char *text = program("", "{'s': '<a={f32[]}@CLIENTS,b={f32[]}@CLIENTS>'}", "[['r', 'field', {'name': 'a'}, 's']]");
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
+    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    const fvm_func *f = fvm_program_func(p, "main");
+    fvm_vm *vm = NULL;
+    assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
+    fvm_value *s = fvm_value_list(FVM_V_STRUCT, 2);
+    assert_non_null(s);
+    s->items[0] = client_list(2, 1.0f);
+    s->items[1] = client_list(3, 10.0f);
+    fvm_value *argv[1] = {s}, *res = NULL;
+    fvm_status st = fvm_vm_call(vm, f, argv, &res, &d);
+    fvm_value_release(res);
+    fvm_value_release(s);
+    fvm_vm_free(vm);
+    fvm_diag_clear(&d);
+    fvm_program_free(p);
+    free(text);
+    assert_int_equal(st, FVM_ERR_TYPE);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_integer_wrap),
+        cmocka_unit_test(test_compare_logic),
+        cmocka_unit_test(test_select),
+        cmocka_unit_test(test_cast),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_vs_naive),
+        cmocka_unit_test(test_reductions),
+        cmocka_unit_test(test_shape_ops),
+        cmocka_unit_test(test_iota_const_fill),
+        cmocka_unit_test(test_struct_field),
+        cmocka_unit_test(test_call_cond),
+        cmocka_unit_test(test_fori),
+        cmocka_unit_test(test_while),
+        cmocka_unit_test(test_sequences),
+        cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_random_keys),
+        cmocka_unit_test(test_random_draws),
+        cmocka_unit_test(test_federated_placement),
+        cmocka_unit_test(test_federated_map_apply_zip),
+        cmocka_unit_test(test_federated_aggregations),
+        cmocka_unit_test(test_federated_many_clients),
+        cmocka_unit_test(test_all_equal_where_per_client_expected),
+        cmocka_unit_test(test_secure_sum),
+        cmocka_unit_test(test_zero_clients),
+        cmocka_unit_test(test_reduction_tree_order),
+        cmocka_unit_test(test_client_shapes_must_agree),
+        cmocka_unit_test(test_runtime_errors),
+        cmocka_unit_test(test_bind_args),
+        cmocka_unit_test(test_call_checks_arguments),
+        cmocka_unit_test(test_call_checks_client_counts),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
