@@ -19,6 +19,23 @@ static bool is_list(const fvm_type *t)
     return t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS && !t->u.fed.all_equal;
 }
 
+/* The number of clients of an intrinsic's arguments: every {T}@CLIENTS list
+ * must have the same length (the entry point guarantees it; this guards
+ * values built by library users), else the known count. */
+static fvm_status list_count(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, int64_t *n)
+{
+    *n = -1;
+    for (int k = 0; k < in->nargs; k++) {
+        if (!is_list(in->arg_types[k]))
+            continue;
+        if (*n >= 0 && args[k]->n != *n)
+            return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "client values with %lld and %lld clients",
+                                (long long)*n, (long long)args[k]->n);
+        *n = args[k]->n;
+    }
+    return *n >= 0 ? FVM_OK : fvm_need_clients(x, n);
+}
+
 fvm_value *fvm_client_member(const fvm_value *v, const fvm_type *t, int64_t i)
 {
     return is_list(t) ? v->items[i] : (fvm_value *)v;
@@ -88,19 +105,10 @@ fvm_status exec_federated_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const 
     bool *per = in->nargs <= 8 ? local : malloc((size_t)in->nargs * sizeof *per);
     if (!per)
         return fvm_nomem(x);
-    int64_t n = -1;
-    fvm_status s = FVM_OK;
-    for (int k = 0; k < in->nargs; k++) {
+    for (int k = 0; k < in->nargs; k++)
         per[k] = is_list(in->arg_types[k]);
-        if (per[k]) {
-            if (n >= 0 && args[k]->n != n)
-                s = fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "client values with %lld and %lld clients",
-                                 (long long)n, (long long)args[k]->n);
-            n = args[k]->n;
-        }
-    }
-    if (s == FVM_OK && n < 0)
-        s = fvm_need_clients(x, &n);
+    int64_t n;
+    fvm_status s = list_count(x, in, args, &n);
     fvm_value *res = s ? NULL : fvm_value_list(FVM_V_CLIENTS, n);
     if (s == FVM_OK && !res)
         s = fvm_nomem(x);
@@ -120,22 +128,22 @@ fvm_status exec_federated_zip(fvm_ctx *x, const fvm_instr *in, fvm_value *const 
 {
     if (!is_list(in->type)) /* at SERVER, or all members all-equal */
         return exec_struct(x, in, args, out);
-    int64_t n = -1;
-    for (int k = 0; k < in->nargs; k++)
-        if (is_list(in->arg_types[k]))
-            n = args[k]->n;
+    int64_t n;
+    fvm_status s = list_count(x, in, args, &n);
+    if (s)
+        return s;
     fvm_value *res = fvm_value_list(FVM_V_CLIENTS, n);
     if (!res)
         return fvm_nomem(x);
     for (int64_t i = 0; i < n; i++) {
-        fvm_value *s = fvm_value_list(FVM_V_STRUCT, in->nargs);
-        if (!s) {
+        fvm_value *zipped = fvm_value_list(FVM_V_STRUCT, in->nargs);
+        if (!zipped) {
             fvm_value_release(res);
             return fvm_nomem(x);
         }
         for (int k = 0; k < in->nargs; k++)
-            s->items[k] = fvm_value_retain(fvm_client_member(args[k], in->arg_types[k], i));
-        res->items[i] = s;
+            zipped->items[k] = fvm_value_retain(fvm_client_member(args[k], in->arg_types[k], i));
+        res->items[i] = zipped;
     }
     *out = res;
     return FVM_OK;
@@ -317,10 +325,8 @@ fvm_status exec_federated_reduce(fvm_ctx *x, const fvm_instr *in, fvm_value *con
     agg g = {in, args};
     fvm_reducer r = {.u = &g};
     int64_t n;
-    fvm_status s = FVM_OK;
-    if (is_list(in->arg_types[0]))
-        n = args[0]->n;
-    else if ((s = fvm_need_clients(x, &n)))
+    fvm_status s = list_count(x, in, args, &n);
+    if (s)
         return s;
     const fvm_type *m = in->type->u.fed.member;
     switch (in->op) {

@@ -214,15 +214,33 @@ fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, 
     return s;
 }
 
+/* Every {T}@CLIENTS list in a value of type t (at any depth) sets the number
+ * of clients or must agree with it. */
+static fvm_status count_clients(fvm_vm *vm, const fvm_value *v, const fvm_type *t, fvm_diag *d)
+{
+    if (!v)
+        return FVM_OK;
+    if (t->kind == FVM_T_FED && !t->u.fed.all_equal && v->kind == FVM_V_CLIENTS)
+        return fvm_vm_set_clients(vm, v->n, d);
+    if (t->kind == FVM_T_STRUCT && v->kind == FVM_V_STRUCT && v->n == t->u.strct.n)
+        for (int i = 0; i < t->u.strct.n; i++) {
+            fvm_status s = count_clients(vm, v->items[i], t->u.strct.elems[i], d);
+            if (s)
+                return s;
+        }
+    return FVM_OK;
+}
+
 fvm_status fvm_vm_call(fvm_vm *vm, const fvm_func *f, fvm_value *const *args, fvm_value **out, fvm_diag *d)
 {
     *out = NULL;
     if (!f->ok)
         return fvm_diag_add(d, FVM_ERR_USAGE, &f->loc, "function '%s' has not passed the checker", f->name);
     for (int i = 0; i < f->nparams; i++) {
-        if (args[i] && args[i]->kind == FVM_V_CLIENTS && f->param_types[i]->kind == FVM_T_FED &&
-            fvm_vm_set_clients(vm, args[i]->n, d))
+        if (count_clients(vm, args[i], f->param_types[i], d)) {
+            fvm_diag_locate_last(d, &f->param_locs[i]);
             return FVM_ERR_TYPE;
+        }
         if (!conforms(vm, args[i], f->param_types[i], 0)) {
             char buf[256];
             return fvm_diag_add(d, FVM_ERR_TYPE, &f->param_locs[i], "argument '%s' does not have type %s",

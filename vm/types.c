@@ -233,7 +233,7 @@ static fvm_status parse_struct(parser *p, const fvm_type **out)
         const char *name = NULL;
         size_t il = ident_len(p->text + p->pos);
         size_t after = p->pos + il;
-        while (p->text[after] == ' ')
+        while (p->text[after] == ' ' || p->text[after] == '\t' || p->text[after] == '\n')
             after++;
         if (il && p->text[after] == '=') {
             name = fvm_arena_strndup(p->a, p->text + p->pos, il);
@@ -414,16 +414,24 @@ static fvm_status parse_type(parser *p, const fvm_type **out)
     fvm_status s = parse_primary(p, &t);
     if (s)
         return s;
+    int stars = 0;
     for (;;) {
         skip_sp(p);
         if (p->text[p->pos] != '*')
             break;
-        if ((s = no_placement_inside(p, start, t, "a sequence")))
+        /* Each '*' is a level of nesting (which also bounds the check below). */
+        if (++p->depth > FVM_MAX_TYPE_DEPTH)
+            return perr(p, p->pos, FVM_ERR_LIMIT, "nested deeper than %d levels", FVM_MAX_TYPE_DEPTH);
+        if (p->depth > p->max_depth)
+            p->max_depth = p->depth;
+        stars++;
+        if (stars == 1 && (s = no_placement_inside(p, start, t, "a sequence")))
             return s;
         p->pos++;
         if (!(t = fvm_type_seq(p->a, t)))
             return FVM_ERR_NOMEM;
     }
+    p->depth -= stars;
     skip_sp(p);
     if (p->text[p->pos] == '@') {
         if (t->kind == FVM_T_FED)
@@ -528,11 +536,9 @@ static void print_type(out *o, const fvm_type *t, bool use_alias, bool top)
         return;
     case FVM_T_FN:
         put(o, "(");
-        if (t->u.fn.param) {
+        if (t->u.fn.param)
             print_type(o, t->u.fn.param, use_alias, false);
-            put(o, " ");
-        }
-        put(o, "-> ");
+        put(o, " -> ");
         print_type(o, t->u.fn.result, use_alias, false);
         put(o, ")");
         return;
