@@ -99,17 +99,6 @@ static bool check_name(loader *L, const fvm_module *m, const fvm_doc *n, const c
     return true;
 }
 
-/* Alias names appear inside type strings, so they are identifiers. */
-static bool is_identifier(const char *s)
-{
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
-        return false;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
-            return false;
-    return true;
-}
-
 static void unknown_key(loader *L, const fvm_module *m, const fvm_doc *key, const char *ptr,
                         const char *const *allowed, const char *where)
 {
@@ -369,7 +358,7 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
         for (size_t i = 0; i < types->u.coll.n; i++) {
             const fvm_doc *k = types->u.coll.keys[i], *v = types->u.coll.items[i];
             const char *pk = fvm_pointer_join(a, "/types", k->u.str.s);
-            if (!is_identifier(k->u.str.s)) {
+            if (!fvm_is_identifier(k->u.str.s)) {
                 err(L, FVM_ERR_NAME, m, k, pk, "a type alias name must be an identifier ([A-Za-z_][A-Za-z0-9_]*)");
                 continue;
             }

@@ -130,15 +130,6 @@ static const char *attr_list(uint64_t mask, char *buf, size_t n)
     return buf;
 }
 
-static bool is_identifier(const char *s)
-{
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
-        return false;
-    for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
-            return false;
-    return true;
-}
 
 /* Resolves a function attribute; checks the callee first (so its signature is
  * known) and detects recursion through the stack of functions being checked. */
@@ -262,7 +253,7 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
                 ss->v = fvm_arena_array(C->a, v->u.coll.n + 1, sizeof(char *));
             for (size_t i = 0; good && ss->v && i < v->u.coll.n; i++) {
                 const fvm_doc *it = v->u.coll.items[i];
-                good = it->kind == FVM_DOC_STRING && is_identifier(it->u.str.s);
+                good = it->kind == FVM_DOC_STRING && fvm_is_identifier(it->u.str.s);
                 for (int j = 0; good && j < ss->n; j++)
                     good = strcmp(ss->v[j], it->u.str.s) != 0;
                 if (good)

@@ -126,29 +126,6 @@ static const char *describe_value(const fvm_value *v, char buf[FVM_DIMS_STR + 16
     return buf;
 }
 
-/* An op failed: an error without a location (from a kernel or a shape rule)
- * gets the instruction's, its op name, and the code 'runtime' (at run time a
- * shape mismatch is a runtime error, not a type error). */
-static void failed_at(fvm_ctx *x, const fvm_instr *in, fvm_status s)
-{
-    if (!x->d || !x->d->n)
-        return;
-    fvm_error *e = &x->d->errs[x->d->n - 1];
-    if (e->loc.file || e->loc.line)
-        return;
-    const char *op = fvm_op_table[in->op].name;
-    size_t n = strlen(e->msg) + strlen(op) + 3;
-    char *m = malloc(n);
-    if (m) {
-        snprintf(m, n, "%s: %s", op, e->msg);
-        free(e->msg);
-        e->msg = m;
-    }
-    if (s == FVM_ERR_TYPE)
-        e->code = FVM_ERR_RUNTIME;
-    fvm_diag_locate_last(x->d, &in->loc);
-}
-
 fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, fvm_value **out)
 {
     *out = NULL;
@@ -192,8 +169,10 @@ fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, 
         if (argv != argv_local)
             free(argv);
         if (s) {
-            failed_at(x, in, s);
+            /* A kernel's or shape rule's error: place it at the instruction.
+             * At run time a shape mismatch is a runtime error, not a type error. */
             s = s == FVM_ERR_TYPE ? FVM_ERR_RUNTIME : s;
+            fvm_diag_place_last(x->d, &in->loc, fvm_op_table[in->op].name, s);
             break;
         }
         slots[in->slot] = res;

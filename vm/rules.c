@@ -29,28 +29,14 @@ static bool is_bool(fvm_dtype t)
 }
 
 /* Shape-rule errors come without a location: give them the argument's, the
- * attributes' or the instruction's, and prefix the op name. */
+ * attributes' or the instruction's, and the op name. */
 static fvm_status located(fvm_rctx *c, fvm_status s, int argi)
 {
-    if (s == FVM_OK || !c->d || !c->d->n)
-        return s;
-    fvm_error *e = &c->d->errs[c->d->n - 1];
-    if (e->loc.file || e->loc.line)
-        return s;
-    const char *op = fvm_op_table[c->in->op].name;
-    if (strncmp(e->msg, op, strlen(op)) != 0) {
-        size_t n = strlen(e->msg) + strlen(op) + 3;
-        char *m = malloc(n);
-        if (m) {
-            snprintf(m, n, "%s: %s", op, e->msg);
-            free(e->msg);
-            e->msg = m;
-        }
-    }
     const fvm_loc *l = argi == FVM_RLOC_ATTRS                  ? &c->in->attrs_loc
                        : argi >= 0 && argi < c->in->nargs      ? &c->in->arg_locs[argi]
                                                                : &c->in->loc;
-    fvm_diag_locate_last(c->d, l);
+    if (s != FVM_OK)
+        fvm_diag_place_last(c->d, l, fvm_op_table[c->in->op].name, FVM_OK);
     return s;
 }
 
@@ -162,11 +148,6 @@ static fvm_status lift(fvm_rctx *c, const fvm_type *const *ts, int n, leaf_rule 
     }
     *out = fvm_type_struct(c->a, nf, s->u.strct.names, fields);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
-}
-
-static fvm_status lifted(fvm_rctx *c, leaf_rule rule, const fvm_type **out)
-{
-    return lift(c, c->args, c->nargs, rule, out, 0);
 }
 
 static fvm_status leaf_dtype(fvm_rctx *c, const fvm_type *t, bool (*pred)(fvm_dtype), const char *what)
@@ -281,46 +262,23 @@ static fvm_status leaf_cast(fvm_rctx *c, const fvm_type *const *ts, int n, const
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
-fvm_status rule_same(fvm_rctx *c, const fvm_type **out)
-{
-    return lifted(c, leaf_same, out);
-}
-fvm_status rule_unary_float(fvm_rctx *c, const fvm_type **out)
-{
-    return lifted(c, leaf_unary_float, out);
-}
-fvm_status rule_unary_signed(fvm_rctx *c, const fvm_type **out)
-{
-    return lifted(c, leaf_unary_signed, out);
-}
-fvm_status rule_unary_bool(fvm_rctx *c, const fvm_type **out)
-{
-    return lifted(c, leaf_unary_bool, out);
-}
-fvm_status rule_cast(fvm_rctx *c, const fvm_type **out)
-{
-    return lifted(c, leaf_cast, out);
-}
-fvm_status rule_binary_num(fvm_rctx *c, const fvm_type **out)
-{
-    return lifted(c, leaf_binary_num, out);
-}
-fvm_status rule_binary_float(fvm_rctx *c, const fvm_type **out)
-{
-    return lifted(c, leaf_binary_float, out);
-}
-fvm_status rule_compare(fvm_rctx *c, const fvm_type **out)
-{
-    return lifted(c, leaf_compare, out);
-}
-fvm_status rule_binary_bool(fvm_rctx *c, const fvm_type **out)
-{
-    return lifted(c, leaf_binary_bool, out);
-}
-fvm_status rule_select(fvm_rctx *c, const fvm_type **out)
-{
-    return lifted(c, leaf_select, out);
-}
+/* Elementwise ops: the rule of each leaf, lifted over structs. */
+#define LIFTED_RULE(name, leaf)                            \
+    fvm_status name(fvm_rctx *c, const fvm_type **out)     \
+    {                                                      \
+        return lift(c, c->args, c->nargs, leaf, out, 0);   \
+    }
+LIFTED_RULE(rule_same, leaf_same)
+LIFTED_RULE(rule_unary_float, leaf_unary_float)
+LIFTED_RULE(rule_unary_signed, leaf_unary_signed)
+LIFTED_RULE(rule_unary_bool, leaf_unary_bool)
+LIFTED_RULE(rule_cast, leaf_cast)
+LIFTED_RULE(rule_binary_num, leaf_binary_num)
+LIFTED_RULE(rule_binary_float, leaf_binary_float)
+LIFTED_RULE(rule_compare, leaf_compare)
+LIFTED_RULE(rule_binary_bool, leaf_binary_bool)
+LIFTED_RULE(rule_select, leaf_select)
+#undef LIFTED_RULE
 
 /* ---- constants ------------------------------------------------------------ */
 

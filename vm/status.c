@@ -95,6 +95,27 @@ void fvm_diag_locate_last(fvm_diag *d, const fvm_loc *loc)
     e->loc.ptr = dup_or_null(loc->ptr);
 }
 
+void fvm_diag_place_last(fvm_diag *d, const fvm_loc *loc, const char *what, fvm_status code)
+{
+    if (!d || d->n == 0)
+        return;
+    fvm_error *e = &d->errs[d->n - 1];
+    if (e->loc.file || e->loc.ptr || e->loc.line)
+        return;
+    if (what && strncmp(e->msg, what, strlen(what)) != 0) {
+        size_t n = strlen(e->msg) + strlen(what) + 3;
+        char *m = malloc(n);
+        if (m) {
+            snprintf(m, n, "%s: %s", what, e->msg);
+            free(e->msg);
+            e->msg = m;
+        }
+    }
+    if (code != FVM_OK)
+        e->code = code;
+    fvm_diag_locate_last(d, loc);
+}
+
 void fvm_diag_clear(fvm_diag *d)
 {
     for (int i = 0; i < d->n; i++) {

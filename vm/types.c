@@ -676,6 +676,11 @@ bool fvm_type_all_leaves(const fvm_type *t, bool (*pred)(fvm_dtype))
     return true;
 }
 
+bool fvm_is_identifier(const char *s)
+{
+    return *s && ident_len(s) == strlen(s);
+}
+
 int fvm_type_field_index(const fvm_type *t, const char *name)
 {
     if (t->kind != FVM_T_STRUCT)

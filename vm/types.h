@@ -105,6 +105,9 @@ bool fvm_type_is_placed(const fvm_type *t);
 bool fvm_type_is_tensor_tree(const fvm_type *t);
 /* Do all leaves of a tensor tree have a dtype accepted by pred? */
 bool fvm_type_all_leaves(const fvm_type *t, bool (*pred)(fvm_dtype));
+/* Is s an identifier ([A-Za-z_][A-Za-z0-9_]*), as alias and field names must be? */
+bool fvm_is_identifier(const char *s);
+
 /* Index of the field named name in a struct type, or -1. */
 int fvm_type_field_index(const fvm_type *t, const char *name);
 
