@@ -6,8 +6,8 @@
 static fvm_status seq_map(fvm_backend *b, fvm_ctx *x, const fvm_func *fn, int nargs, fvm_value *const *args,
                           const bool *per_client, int64_t n, fvm_value **out)
 {
-    fvm_value *local[8];
-    fvm_value **argv = nargs <= 8 ? local : malloc((size_t)nargs * sizeof *argv);
+    fvm_argv av;
+    fvm_value **argv = fvm_argv_init(&av, nargs);
     if (!argv)
         return fvm_nomem(x);
     fvm_status s = FVM_OK;
@@ -21,8 +21,7 @@ static fvm_status seq_map(fvm_backend *b, fvm_ctx *x, const fvm_func *fn, int na
             fvm_value_release(out[i]);
             out[i] = NULL;
         }
-    if (argv != local)
-        free(argv);
+    fvm_argv_free(&av);
     return s;
 }
 

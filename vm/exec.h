@@ -2,6 +2,8 @@
 #ifndef FVM_EXEC_H
 #define FVM_EXEC_H
 
+#include <stdlib.h>
+
 #include "interp.h"
 #include "kernels.h"
 
@@ -32,6 +34,28 @@ typedef fvm_status (*fvm_exec_fn)(fvm_ctx *x, const fvm_instr *in, fvm_value *co
     fvm_status EXEC(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out);
 #include "ops.def"
 #undef FVM_OP
+
+/* An argument vector for a call: on the stack up to 8 values, else on the
+ * heap. argv_init returns NULL when out of memory; the slots start NULL. The
+ * values are borrowed: argv_free frees only the vector. */
+typedef struct fvm_argv {
+    fvm_value *local[8];
+    fvm_value **v;
+} fvm_argv;
+
+static inline fvm_value **fvm_argv_init(fvm_argv *a, int n)
+{
+    for (int i = 0; i < 8; i++)
+        a->local[i] = NULL;
+    a->v = n <= 8 ? a->local : (fvm_value **)calloc((size_t)n, sizeof *a->v);
+    return a->v;
+}
+
+static inline void fvm_argv_free(fvm_argv *a)
+{
+    if (a->v != a->local)
+        free(a->v);
+}
 
 /* Shared helpers (exec_tensor.c). */
 fvm_status fvm_nomem(fvm_ctx *x);

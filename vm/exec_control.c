@@ -26,8 +26,8 @@ fvm_status exec_field(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, f
 static fvm_status call_with(fvm_ctx *x, const fvm_func *fn, int nargs, fvm_value *const *args,
                             const fvm_type *const *types, fvm_value **out)
 {
-    fvm_value *local[8] = {0};
-    fvm_value **conv = nargs <= 8 ? local : calloc((size_t)nargs, sizeof *conv);
+    fvm_argv av;
+    fvm_value **conv = fvm_argv_init(&av, nargs);
     if (!conv)
         return fvm_nomem(x);
     fvm_status s = FVM_OK;
@@ -38,8 +38,7 @@ static fvm_status call_with(fvm_ctx *x, const fvm_func *fn, int nargs, fvm_value
         s = fvm_exec_call(x, fn, conv, out);
     for (int i = 0; i < done; i++)
         fvm_value_release(conv[i]);
-    if (conv != local)
-        free(conv);
+    fvm_argv_free(&av);
     return s;
 }
 
@@ -68,9 +67,8 @@ static fvm_status scalar_i32(fvm_ctx *x, int32_t v, fvm_value **out)
 
 fvm_status exec_fori(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
-    int n = in->nargs + 1;
-    fvm_value *local[9];
-    fvm_value **argv = n <= 9 ? local : malloc((size_t)n * sizeof *argv);
+    fvm_argv av;
+    fvm_value **argv = fvm_argv_init(&av, in->nargs + 1);
     if (!argv)
         return fvm_nomem(x);
     fvm_value *state = fvm_value_retain(args[0]);
@@ -88,8 +86,7 @@ fvm_status exec_fori(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fv
         fvm_value_release(state);
         state = next;
     }
-    if (argv != local)
-        free(argv);
+    fvm_argv_free(&av);
     if (s) {
         fvm_value_release(state);
         return s;
@@ -101,8 +98,8 @@ fvm_status exec_fori(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fv
 fvm_status exec_while(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     int n = in->nargs;
-    fvm_value *local[8];
-    fvm_value **argv = n <= 8 ? local : malloc((size_t)n * sizeof *argv);
+    fvm_argv av;
+    fvm_value **argv = fvm_argv_init(&av, n);
     if (!argv)
         return fvm_nomem(x);
     fvm_value *state = fvm_value_retain(args[0]);
@@ -129,8 +126,7 @@ fvm_status exec_while(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, f
         fvm_value_release(state);
         state = next;
     }
-    if (argv != local)
-        free(argv);
+    fvm_argv_free(&av);
     if (s) {
         fvm_value_release(state);
         return s;
@@ -145,12 +141,11 @@ fvm_status exec_sequence_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const *
 {
     const fvm_value *seq = args[0];
     fvm_value *res = fvm_value_list(FVM_V_SEQ, seq->n);
-    fvm_value *local[8];
-    fvm_value **argv = in->nargs <= 8 ? local : malloc((size_t)in->nargs * sizeof *argv);
+    fvm_argv av;
+    fvm_value **argv = fvm_argv_init(&av, in->nargs);
     if (!res || !argv) {
         fvm_value_release(res);
-        if (argv && argv != local)
-            free(argv);
+        fvm_argv_free(&av);
         return fvm_nomem(x);
     }
     fvm_status s = FVM_OK;
@@ -164,8 +159,7 @@ fvm_status exec_sequence_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const *
         s = fvm_exec_call(x, in->a.fn, argv, &res->items[i]);
         fvm_value_release(e);
     }
-    if (argv != local)
-        free(argv);
+    fvm_argv_free(&av);
     if (s) {
         fvm_value_release(res);
         return s;
@@ -177,8 +171,8 @@ fvm_status exec_sequence_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const *
 fvm_status exec_sequence_reduce(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     const fvm_value *seq = args[0];
-    fvm_value *local[8];
-    fvm_value **argv = in->nargs <= 8 ? local : malloc((size_t)in->nargs * sizeof *argv);
+    fvm_argv av;
+    fvm_value **argv = fvm_argv_init(&av, in->nargs);
     if (!argv)
         return fvm_nomem(x);
     fvm_value *acc = fvm_value_retain(args[1]);
@@ -196,8 +190,7 @@ fvm_status exec_sequence_reduce(fvm_ctx *x, const fvm_instr *in, fvm_value *cons
         fvm_value_release(acc);
         acc = next;
     }
-    if (argv != local)
-        free(argv);
+    fvm_argv_free(&av);
     if (s) {
         fvm_value_release(acc);
         return s;

@@ -156,8 +156,8 @@ fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, 
     }
     for (int i = 0; i < f->ninstrs; i++) {
         const fvm_instr *in = &f->instrs[i];
-        fvm_value *argv_local[8];
-        fvm_value **argv = in->nargs <= 8 ? argv_local : malloc((size_t)in->nargs * sizeof *argv);
+        fvm_argv av;
+        fvm_value **argv = fvm_argv_init(&av, in->nargs);
         if (!argv) {
             s = fvm_nomem(x);
             break;
@@ -166,8 +166,7 @@ fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, 
             argv[k] = slots[in->args[k]];
         fvm_value *res = NULL;
         s = exec_table[in->op](x, in, argv, &res);
-        if (argv != argv_local)
-            free(argv);
+        fvm_argv_free(&av);
         if (s) {
             /* A kernel's or shape rule's error: place it at the instruction.
              * At run time a shape mismatch is a runtime error, not a type error. */
