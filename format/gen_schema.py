@@ -21,7 +21,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-DTYPES = ["bool", "i32", "i64", "u32", "f32", "f64"]
+DTYPES = ["bool", "u8", "i32", "i64", "u32", "f32", "f64"]
 PLACEMENTS = ["SERVER", "CLIENTS"]
 MAX_RANK = 8      # FVM_MAX_RANK (vm/status.h): entries of an INTS attribute
 MAX_NAME = 256    # MAX_NAME (format/ir_read.c), in bytes there, in characters here

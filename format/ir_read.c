@@ -567,13 +567,13 @@ static const fvm_type *lookup_alias(void *ctx, const char *name, const fvm_loc *
         fvm_suggest_init(&s, name);
         for (int i = 0; i < L->p->naliases; i++)
             fvm_suggest_add(&s, L->p->aliases[i]->name);
-        static const char *const dts[] = {"bool", "i32", "i64", "u32", "f32", "f64"};
-        for (int i = 0; i < 6; i++)
+        static const char *const dts[] = {"bool", "u8", "i32", "i64", "u32", "f32", "f64"};
+        for (int i = 0; i < 7; i++)
             fvm_suggest_add(&s, dts[i]);
         if (s.best)
             fvm_diag_add(d, FVM_ERR_NAME, loc, "unknown type '%s'; did you mean '%s'?", name, s.best);
         else
-            fvm_diag_add(d, FVM_ERR_NAME, loc, "unknown type '%s' (dtypes are bool, i32, i64, u32, f32, f64; aliases "
+            fvm_diag_add(d, FVM_ERR_NAME, loc, "unknown type '%s' (dtypes are bool, u8, i32, i64, u32, f32, f64; aliases "
                          "are declared under \"types\")", name);
         L->errors++;
         return NULL;

@@ -117,7 +117,8 @@ static fvm_status put_scalar(conv *c, const fvm_doc *n, const char *ptr, fvm_ten
         return verr(c, n, ptr, FVM_ERR_TYPE, "expected an integer for dtype %s", fvm_dtype_name(dt));
     int64_t v = n->u.i;
     bool fits = dt == FVM_DTYPE_I64 || (dt == FVM_DTYPE_I32 && v >= INT32_MIN && v <= INT32_MAX) ||
-                (dt == FVM_DTYPE_U32 && v >= 0 && v <= (int64_t)UINT32_MAX);
+                (dt == FVM_DTYPE_U32 && v >= 0 && v <= (int64_t)UINT32_MAX) ||
+                (dt == FVM_DTYPE_U8 && v >= 0 && v <= UINT8_MAX);
     if (!fits)
         return verr(c, n, ptr, FVM_ERR_TYPE, "%lld does not fit in %s", (long long)v, fvm_dtype_name(dt));
     fvm_tensor_set_i64(t, i, v);

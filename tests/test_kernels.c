@@ -46,6 +46,7 @@ static fvm_tensor mk(fvm_dtype t, fvm_dims s, const void *data, size_t n)
 #define I64(shape, ...) MK(FVM_DTYPE_I64, int64_t, shape, __VA_ARGS__)
 #define U32(shape, ...) MK(FVM_DTYPE_U32, uint32_t, shape, __VA_ARGS__)
 #define BOOL(shape, ...) MK(FVM_DTYPE_BOOL, uint8_t, shape, __VA_ARGS__)
+#define U8(shape, ...) MK(FVM_DTYPE_U8, uint8_t, shape, __VA_ARGS__)
 
 /* An output tensor filled with a junk pattern, so unwritten elements show. */
 static fvm_tensor junk(fvm_dtype t, fvm_dims s)
@@ -421,6 +422,38 @@ static void test_integer_wrap(void **state)
     EXPECT_I(&uo, 0, 4294967294ll);
     assert_int_equal(d.n, 0);
     rel(&u, &v, &uo);
+}
+
+static void test_u8(void **state)
+{
+    (void)state;
+    fvm_diag d = {0};
+    fvm_tensor a = U8(D1(3), 200, 3, 16), b = U8(D1(3), 100, 5, 17), o = junk(FVM_DTYPE_U8, D1(3));
+    assert_int_equal(fvm_k_binary(FVM_BIN_ADD, &a, &b, &o, &d), FVM_OK);
+    EXPECT_I(&o, 44, 8, 33);
+    assert_int_equal(fvm_k_binary(FVM_BIN_SUB, &a, &b, &o, &d), FVM_OK);
+    EXPECT_I(&o, 100, 254, 255);
+    assert_int_equal(fvm_k_binary(FVM_BIN_MUL, &a, &b, &o, &d), FVM_OK);
+    EXPECT_I(&o, 32, 15, 16); /* 20000 mod 256 = 32, 272 mod 256 = 16 */
+    assert_int_equal(fvm_k_binary(FVM_BIN_DIV, &a, &b, &o, &d), FVM_OK);
+    EXPECT_I(&o, 2, 0, 0);
+    rel(&a, &b, &o);
+    /* casts: floats truncate and saturate into 0..255; u8 to f32 is exact */
+    fvm_tensor f = F32(D1(5), 300.7f, -3.0f, 12.9f, NAN, 255.0f), fo = junk(FVM_DTYPE_U8, D1(5));
+    assert_int_equal(fvm_k_cast(&f, &fo, &d), FVM_OK);
+    EXPECT_I(&fo, 255, 0, 12, 0, 255);
+    fvm_tensor back = junk(FVM_DTYPE_F32, D1(5));
+    assert_int_equal(fvm_k_cast(&fo, &back, &d), FVM_OK);
+    EXPECT(&back, 255.0, 0.0, 12.0, 0.0, 255.0);
+    rel(&f, &fo, &back);
+    /* sum wraps in u8; argmax */
+    fvm_tensor s = U8(D1(4), 250, 3, 9, 1), so = junk(FVM_DTYPE_U8, D0()), ao = junk(FVM_DTYPE_I64, D0());
+    assert_int_equal(fvm_k_reduce(FVM_RED_SUM, &s, 1, &so, &d), FVM_OK);
+    EXPECT_I(&so, 7); /* 263 mod 256 */
+    assert_int_equal(fvm_k_argmax(&s, 0, &ao, &d), FVM_OK);
+    EXPECT_I(&ao, 0);
+    rel(&s, &so, &ao);
+    assert_int_equal(d.n, 0);
 }
 
 static void test_integer_division_by_zero(void **state)
@@ -1141,6 +1174,7 @@ int main(void)
         cmocka_unit_test(test_binary_int_ops),
         cmocka_unit_test(test_binary_bool_and_type_errors),
         cmocka_unit_test(test_integer_wrap),
+        cmocka_unit_test(test_u8),
         cmocka_unit_test(test_integer_division_by_zero),
         cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_select),

@@ -271,7 +271,7 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
                 [FVM_AK_INT] = "an integer",
                 [FVM_AK_BOOL] = "true or false",
                 [FVM_AK_INTS] = "a list of at most 8 integers",
-                [FVM_AK_DTYPE] = "a dtype: bool, i32, i64, u32, f32 or f64",
+                [FVM_AK_DTYPE] = "a dtype: bool, u8, i32, i64, u32, f32 or f64",
                 [FVM_AK_PLACEMENT] = "a placement: \"SERVER\" or \"CLIENTS\"",
                 [FVM_AK_STRING] = "a string",
                 [FVM_AK_STRINGS] = "a list of distinct identifiers",

@@ -140,6 +140,14 @@ static inline int64_t from_f_i64(double v)
         return INT64_MIN;
     return (int64_t)v;
 }
+static inline uint8_t from_f_u8(double v)
+{
+    if (!(v >= 1.0))
+        return 0; /* NaN, negatives and [0, 1) */
+    if (v >= 255.0)
+        return UINT8_MAX;
+    return (uint8_t)v;
+}
 static inline uint32_t from_f_u32(double v)
 {
     if (!(v >= 1.0))
@@ -154,6 +162,7 @@ static inline uint8_t from_i_b(int64_t v) { return v != 0; }
 static inline int32_t from_i_i32(int64_t v) { return (int32_t)(uint32_t)(uint64_t)v; }
 static inline int64_t from_i_i64(int64_t v) { return v; }
 static inline uint32_t from_i_u32(int64_t v) { return (uint32_t)(uint64_t)v; }
+static inline uint8_t from_i_u8(int64_t v) { return (uint8_t)(uint64_t)v; }
 static inline float from_i_f32(int64_t v) { return (float)v; }
 static inline double from_i_f64(int64_t v) { return (double)v; }
 
@@ -163,6 +172,7 @@ static inline double from_i_f64(int64_t v) { return (double)v; }
     X(i32, int32_t, i, I32)          \
     X(i64, int64_t, i, I64)          \
     X(u32, uint32_t, i, U32)         \
+    X(u8, uint8_t, i, U8)            \
     X(f32, float, f, F32)            \
     X(f64, double, f, F64)
 
@@ -325,16 +335,18 @@ FLOAT_BIN(f64, double, )
 SINT_BIN(i32, int32_t, uint32_t)
 SINT_BIN(i64, int64_t, uint64_t)
 UINT_BIN(u32, uint32_t)
+UINT_BIN(u8, uint8_t) /* promoted to int, then truncated: wraps modulo 256 */
 CMP_BIN(b, uint8_t)
 BIN_FN(and_b, uint8_t, uint8_t, (x != 0) & (y != 0))
 BIN_FN(or_b, uint8_t, uint8_t, (x != 0) | (y != 0))
 
 #define BIN_NUM_ROW(op)                                                                     \
-    {[FVM_DTYPE_I32] = op##_i32, [FVM_DTYPE_I64] = op##_i64, [FVM_DTYPE_U32] = op##_u32,    \
-     [FVM_DTYPE_F32] = op##_f32, [FVM_DTYPE_F64] = op##_f64}
-#define BIN_ALL_ROW(op)                                                                     \
-    {[FVM_DTYPE_BOOL] = op##_b, [FVM_DTYPE_I32] = op##_i32, [FVM_DTYPE_I64] = op##_i64,     \
+    {[FVM_DTYPE_U8] = op##_u8, [FVM_DTYPE_I32] = op##_i32, [FVM_DTYPE_I64] = op##_i64,       \
      [FVM_DTYPE_U32] = op##_u32, [FVM_DTYPE_F32] = op##_f32, [FVM_DTYPE_F64] = op##_f64}
+#define BIN_ALL_ROW(op)                                                                     \
+    {[FVM_DTYPE_BOOL] = op##_b, [FVM_DTYPE_U8] = op##_u8, [FVM_DTYPE_I32] = op##_i32,       \
+     [FVM_DTYPE_I64] = op##_i64, [FVM_DTYPE_U32] = op##_u32, [FVM_DTYPE_F32] = op##_f32,     \
+     [FVM_DTYPE_F64] = op##_f64}
 
 static const run_fn binary_table[FVM_BIN_COUNT][FVM_DTYPE_COUNT] = {
     [FVM_BIN_ADD] = BIN_NUM_ROW(add),
@@ -374,6 +386,7 @@ static int64_t find_zero(const void *p, fvm_dtype t, int64_t n)
         FIND_ZERO(I32, int32_t)
         FIND_ZERO(I64, int64_t)
         FIND_ZERO(U32, uint32_t)
+        FIND_ZERO(U8, uint8_t)
 #undef FIND_ZERO
     default:
         return -1;
@@ -479,6 +492,7 @@ fvm_status fvm_k_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tens
     CAST_FN(cast_##S##_i32, ST, int32_t, from_##K##_i32)         \
     CAST_FN(cast_##S##_i64, ST, int64_t, from_##K##_i64)         \
     CAST_FN(cast_##S##_u32, ST, uint32_t, from_##K##_u32)        \
+    CAST_FN(cast_##S##_u8, ST, uint8_t, from_##K##_u8)           \
     CAST_FN(cast_##S##_f32, ST, float, from_##K##_f32)           \
     CAST_FN(cast_##S##_f64, ST, double, from_##K##_f64)
 FVM_K_DTYPES(CAST_FROM)
@@ -486,6 +500,7 @@ FVM_K_DTYPES(CAST_FROM)
 #define CAST_ROW(S, ST, K, E)                                                               \
     [FVM_DTYPE_##E] = {[FVM_DTYPE_BOOL] = cast_##S##_b, [FVM_DTYPE_I32] = cast_##S##_i32,    \
                        [FVM_DTYPE_I64] = cast_##S##_i64, [FVM_DTYPE_U32] = cast_##S##_u32,   \
+                       [FVM_DTYPE_U8] = cast_##S##_u8,                                       \
                        [FVM_DTYPE_F32] = cast_##S##_f32, [FVM_DTYPE_F64] = cast_##S##_f64},
 
 static const map_fn cast_table[FVM_DTYPE_COUNT][FVM_DTYPE_COUNT] = {FVM_K_DTYPES(CAST_ROW)};

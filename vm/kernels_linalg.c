@@ -44,6 +44,7 @@ typedef struct mm_shape {
 INT_MATMUL(i32, int32_t, uint32_t)
 INT_MATMUL(i64, int64_t, uint64_t)
 INT_MATMUL(u32, uint32_t, uint32_t)
+INT_MATMUL(u8, uint8_t, uint32_t) /* accumulated in 32 bits, stored modulo 256 */
 
 /* f32/f64 through cblas; the transposes are flags, never copies. */
 #define BLAS_MATMUL(S, T, P)                                                                       \
@@ -146,6 +147,9 @@ fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool 
     case FVM_DTYPE_U32:
         matmul_u32((const uint32_t *)kernel_bytes(a), (const uint32_t *)kernel_bytes(b), (uint32_t *)kernel_bytes(out),
                    &s);
+        break;
+    case FVM_DTYPE_U8:
+        matmul_u8((const uint8_t *)kernel_bytes(a), (const uint8_t *)kernel_bytes(b), (uint8_t *)kernel_bytes(out), &s);
         break;
     default:
         return kernel_type_error(d, "matmul", a->dtype);

@@ -113,10 +113,11 @@ FLOAT_RED(f64, double)
 INT_RED(i32, int32_t, uint32_t)
 INT_RED(i64, int64_t, uint64_t)
 INT_RED(u32, uint32_t, uint32_t)
+INT_RED(u8, uint8_t, uint8_t)
 
 #define RED_NUM_ROW(op)                                                                     \
-    {[FVM_DTYPE_I32] = op##_i32, [FVM_DTYPE_I64] = op##_i64, [FVM_DTYPE_U32] = op##_u32,    \
-     [FVM_DTYPE_F32] = op##_f32, [FVM_DTYPE_F64] = op##_f64}
+    {[FVM_DTYPE_U8] = op##_u8, [FVM_DTYPE_I32] = op##_i32, [FVM_DTYPE_I64] = op##_i64,       \
+     [FVM_DTYPE_U32] = op##_u32, [FVM_DTYPE_F32] = op##_f32, [FVM_DTYPE_F64] = op##_f64}
 
 /* MEAN is a sum followed by a division, floats only. */
 static const red_fn reduce_table[FVM_RED_COUNT][FVM_DTYPE_COUNT] = {
@@ -218,10 +219,12 @@ ARGMAX_FN(argmax_i32, int32_t, v > c)
 ARGMAX_FN(argmax_i64, int64_t, v > c)
 ARGMAX_FN(argmax_u32, uint32_t, v > c)
 ARGMAX_FN(argmax_b, uint8_t, v > c)
+ARGMAX_FN(argmax_u8, uint8_t, v > c)
 
 static const argmax_fn argmax_table[FVM_DTYPE_COUNT] = {
     [FVM_DTYPE_BOOL] = argmax_b, [FVM_DTYPE_I32] = argmax_i32, [FVM_DTYPE_I64] = argmax_i64,
     [FVM_DTYPE_U32] = argmax_u32, [FVM_DTYPE_F32] = argmax_f32, [FVM_DTYPE_F64] = argmax_f64,
+    [FVM_DTYPE_U8] = argmax_u8,
 };
 
 fvm_status fvm_k_argmax(const fvm_tensor *x, int axis, fvm_tensor *out, fvm_diag *d)

@@ -484,7 +484,7 @@ static const fvm_type *key_type(fvm_rctx *c)
 fvm_status rule_random_key(fvm_rctx *c, const fvm_type **out)
 {
     if (!is_int_scalar(c->args[0]))
-        return fvm_rerr(c, 0, FVM_ERR_TYPE, "the seed must be an integer scalar (i32[], i64[] or u32[]), found %s",
+        return fvm_rerr(c, 0, FVM_ERR_TYPE, "the seed must be an integer scalar (u8[], i32[], i64[] or u32[]), found %s",
                         fvm_rtype(c, c->args[0]));
     *out = key_type(c);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
@@ -942,11 +942,14 @@ fvm_status rule_federated_aggregate(fvm_rctx *c, const fvm_type **out)
     return fed_out(c, r, FVM_PL_SERVER, true, out);
 }
 
-/* Bits available for a modular sum in every leaf: 31 for i32, 32 for u32, 62 for i64. */
+/* Bits available for a modular sum in every leaf: 8 for u8, 31 for i32, 32 for u32, 62 for i64. */
 static int narrowest_bits(const fvm_type *t)
 {
     if (t->kind == FVM_T_TENSOR)
-        return t->u.tensor.dtype == FVM_DTYPE_I32 ? 31 : t->u.tensor.dtype == FVM_DTYPE_U32 ? 32 : 62;
+        return t->u.tensor.dtype == FVM_DTYPE_U8    ? 8
+               : t->u.tensor.dtype == FVM_DTYPE_I32 ? 31
+               : t->u.tensor.dtype == FVM_DTYPE_U32 ? 32
+                                                    : 62;
     int bits = 62;
     for (int i = 0; i < t->u.strct.n; i++) {
         int b = narrowest_bits(t->u.strct.elems[i]);
@@ -958,7 +961,7 @@ static int narrowest_bits(const fvm_type *t)
 
 fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
 {
-    if (aggregand(c, 0, fvm_dtype_is_int, "integers (i32, i64, u32)"))
+    if (aggregand(c, 0, fvm_dtype_is_int, "integers (u8, i32, i64, u32)"))
         return FVM_ERR_TYPE;
     int64_t bw = c->in->a.bitwidth;
     const fvm_type *m = c->args[0]->u.fed.member;

@@ -9,12 +9,12 @@
 
 static const char *const dtype_names[FVM_DTYPE_COUNT] = {
     [FVM_DTYPE_BOOL] = "bool", [FVM_DTYPE_I32] = "i32", [FVM_DTYPE_I64] = "i64",
-    [FVM_DTYPE_U32] = "u32",   [FVM_DTYPE_F32] = "f32", [FVM_DTYPE_F64] = "f64",
+    [FVM_DTYPE_U32] = "u32",   [FVM_DTYPE_U8] = "u8",   [FVM_DTYPE_F32] = "f32", [FVM_DTYPE_F64] = "f64",
 };
 
 static const unsigned char dtype_sizes[FVM_DTYPE_COUNT] = {
     [FVM_DTYPE_BOOL] = 1, [FVM_DTYPE_I32] = 4, [FVM_DTYPE_I64] = 8,
-    [FVM_DTYPE_U32] = 4,  [FVM_DTYPE_F32] = 4, [FVM_DTYPE_F64] = 8,
+    [FVM_DTYPE_U32] = 4,  [FVM_DTYPE_U8] = 1,  [FVM_DTYPE_F32] = 4, [FVM_DTYPE_F64] = 8,
 };
 
 const char *fvm_dtype_name(fvm_dtype t)
@@ -45,7 +45,7 @@ bool fvm_dtype_is_float(fvm_dtype t)
 
 bool fvm_dtype_is_int(fvm_dtype t)
 {
-    return t == FVM_DTYPE_I32 || t == FVM_DTYPE_I64 || t == FVM_DTYPE_U32;
+    return t == FVM_DTYPE_U8 || t == FVM_DTYPE_I32 || t == FVM_DTYPE_I64 || t == FVM_DTYPE_U32;
 }
 
 /* ---- shapes -------------------------------------------------------------- */
@@ -280,11 +280,21 @@ static uint32_t sat_u32(double v)
     return (uint32_t)v;
 }
 
+static uint8_t sat_u8(double v)
+{
+    if (!(v >= 1.0))
+        return 0; /* NaN, negatives and [0, 1) */
+    if (v >= 255.0)
+        return UINT8_MAX;
+    return (uint8_t)v;
+}
+
 double fvm_tensor_get_f64(const fvm_tensor *t, int64_t i)
 {
     const unsigned char *p = (const unsigned char *)fvm_tensor_data(t) + (size_t)i * fvm_dtype_size(t->dtype);
     switch (t->dtype) {
     case FVM_DTYPE_BOOL: return *p ? 1.0 : 0.0;
+    case FVM_DTYPE_U8: return *p;
     case FVM_DTYPE_I32: { int32_t v; memcpy(&v, p, sizeof v); return v; }
     case FVM_DTYPE_I64: { int64_t v; memcpy(&v, p, sizeof v); return (double)v; }
     case FVM_DTYPE_U32: { uint32_t v; memcpy(&v, p, sizeof v); return v; }
@@ -299,6 +309,7 @@ int64_t fvm_tensor_get_i64(const fvm_tensor *t, int64_t i)
     const unsigned char *p = (const unsigned char *)fvm_tensor_data(t) + (size_t)i * fvm_dtype_size(t->dtype);
     switch (t->dtype) {
     case FVM_DTYPE_BOOL: return *p ? 1 : 0;
+    case FVM_DTYPE_U8: return *p;
     case FVM_DTYPE_I32: { int32_t v; memcpy(&v, p, sizeof v); return v; }
     case FVM_DTYPE_I64: { int64_t v; memcpy(&v, p, sizeof v); return v; }
     case FVM_DTYPE_U32: { uint32_t v; memcpy(&v, p, sizeof v); return v; }
@@ -313,6 +324,7 @@ void fvm_tensor_set_f64(fvm_tensor *t, int64_t i, double v)
     unsigned char *p = (unsigned char *)fvm_tensor_data(t) + (size_t)i * fvm_dtype_size(t->dtype);
     switch (t->dtype) {
     case FVM_DTYPE_BOOL: *p = v != 0; break;
+    case FVM_DTYPE_U8: *p = sat_u8(v); break;
     case FVM_DTYPE_I32: { int32_t x = sat_i32(v); memcpy(p, &x, sizeof x); break; }
     case FVM_DTYPE_I64: { int64_t x = sat_i64(v); memcpy(p, &x, sizeof x); break; }
     case FVM_DTYPE_U32: { uint32_t x = sat_u32(v); memcpy(p, &x, sizeof x); break; }
@@ -327,6 +339,7 @@ void fvm_tensor_set_i64(fvm_tensor *t, int64_t i, int64_t v)
     unsigned char *p = (unsigned char *)fvm_tensor_data(t) + (size_t)i * fvm_dtype_size(t->dtype);
     switch (t->dtype) {
     case FVM_DTYPE_BOOL: *p = v != 0; break;
+    case FVM_DTYPE_U8: *p = (uint8_t)(uint64_t)v; break;
     case FVM_DTYPE_I32: { int32_t x = (int32_t)(uint32_t)(uint64_t)v; memcpy(p, &x, sizeof x); break; }
     case FVM_DTYPE_I64: memcpy(p, &v, sizeof v); break;
     case FVM_DTYPE_U32: { uint32_t x = (uint32_t)(uint64_t)v; memcpy(p, &x, sizeof x); break; }

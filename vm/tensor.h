@@ -10,6 +10,7 @@
 
 typedef enum fvm_dtype {
     FVM_DTYPE_BOOL, /* stored as uint8_t 0/1 */
+    FVM_DTYPE_U8,   /* bytes: image pixels, text */
     FVM_DTYPE_I32,
     FVM_DTYPE_I64,
     FVM_DTYPE_U32,
@@ -22,7 +23,7 @@ const char *fvm_dtype_name(fvm_dtype t);              /* "f32" */
 bool fvm_dtype_parse(const char *s, size_t len, fvm_dtype *out);
 size_t fvm_dtype_size(fvm_dtype t);                    /* bytes per element */
 bool fvm_dtype_is_float(fvm_dtype t);
-bool fvm_dtype_is_int(fvm_dtype t);                    /* i32, i64, u32 */
+bool fvm_dtype_is_int(fvm_dtype t);                    /* u8, i32, i64, u32 */
 
 /* A shape: rank dims; in static types a dim may be -1 (unknown, written '?'). */
 typedef struct fvm_dims {

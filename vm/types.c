@@ -396,7 +396,7 @@ static fvm_status parse_primary(parser *p, const fvm_type **out)
         if (!t)
             return FVM_ERR_NAME;
     } else {
-        return perr(p, start, FVM_ERR_NAME, "unknown type '%s' (dtypes are bool, i32, i64, u32, f32, f64)", name);
+        return perr(p, start, FVM_ERR_NAME, "unknown type '%s' (dtypes are bool, u8, i32, i64, u32, f32, f64)", name);
     }
     *out = t;
     return FVM_OK;
