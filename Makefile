@@ -18,26 +18,35 @@ OPT      ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wwrite-strings -Wno-unused-parameter -Wvla
 CSTD     := -std=c11 -D_GNU_SOURCE
-PKGS     := jansson yaml-0.1
+PKGS     := jansson yaml-0.1 sqlite3 zlib msgpack libprotobuf-c
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 CFLAGS   ?= $(OPT)
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
-             $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS)
-LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml) $(BLAS_LIBS) -lm -lpthread
+             $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) -I$(BUILD)/gen
+LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -lmsgpackc -lprotobuf-c) \
+           $(BLAS_LIBS) -lm -lpthread
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 PYTHON   ?= python3
 VERSION  := 0.1.0
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
-                libopenblas-dev libcmocka-dev python3 python3-jsonschema
+                libopenblas-dev libcmocka-dev python3 python3-jsonschema \
+                libsqlite3-dev zlib1g-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
+                python3-msgpack dataset-fashion-mnist
 
 # ---- sources ---------------------------------------------------------------
 LIB_SRC   := $(wildcard vm/*.c format/*.c)
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# Protocol buffer schemas (tf.Example) compiled by protoc-c into $(BUILD)/gen.
+PROTO     := $(wildcard format/proto/*.proto)
+PROTO_C   := $(PROTO:format/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
+PROTO_H   := $(PROTO_C:.c=.h)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(PROTO_C:.c=.o)
 TOOLS     := fedvm
 TOOL_BIN  := $(TOOLS:%=$(BIN)/%)
+# The fedvm command: tools/fedvm.c and its subcommands tools/fedvm_*.c.
+FEDVM_OBJ := $(patsubst %.c,$(BUILD)/%.o,tools/fedvm.c $(wildcard tools/fedvm_*.c))
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Installed headers: everything but the internal ones.
@@ -51,9 +60,16 @@ all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 # Keep objects of the test binaries (make would delete them as intermediates).
 .SECONDARY:
 
-$(BUILD)/%.o: %.c
+$(BUILD)/%.o: %.c | $(PROTO_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: format/proto/%.proto
+	@mkdir -p $(BUILD)/gen
+	protoc-c --proto_path=format/proto --c_out=$(BUILD)/gen $<
+
+$(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
+	$(CC) $(CSTD) $(CFLAGS) -fPIC -MMD -MP -I$(BUILD)/gen $(shell pkg-config --cflags libprotobuf-c) -c $< -o $@
 
 $(LIBD)/libfedvm.a: $(LIB_OBJ)
 	@mkdir -p $(LIBD)
@@ -64,9 +80,9 @@ $(LIBD)/libfedvm.so: $(LIB_OBJ)
 	@mkdir -p $(LIBD)
 	$(CC) -shared -Wl,-soname,libfedvm.so.0 -o $@ $^ $(LIBS)
 
-$(BIN)/%: $(BUILD)/tools/%.o $(LIBD)/libfedvm.a
+$(BIN)/fedvm: $(FEDVM_OBJ) $(LIBD)/libfedvm.a
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(LIBS)
+	$(CC) $(CFLAGS) -o $@ $(FEDVM_OBJ) $(LIBD)/libfedvm.a $(LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(TEST_LIBS) $(LIBS)
@@ -139,4 +155,4 @@ uninstall:
 clean:
 	rm -rf build build-asan build-fuzz bin lib
 
--include $(LIB_OBJ:.o=.d) $(TEST_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(FEDVM_OBJ:.o=.d) $(TEST_BIN:%=%.d)

@@ -33,7 +33,7 @@ C
 export PKG_CONFIG_SYSROOT_DIR="$T" PKG_CONFIG_PATH="$root/lib/pkgconfig"
 cflags=$(pkg-config --cflags fedvm)
 # libfedvm.a, with its dependencies linked as shared libraries
-cc $cflags "$T/use.c" -o "$T/use-static" "$root/lib/libfedvm.a" $(pkg-config --libs jansson yaml-0.1 openblas) -lm -lpthread
+cc $cflags "$T/use.c" -o "$T/use-static" "$root/lib/libfedvm.a" $(pkg-config --libs jansson yaml-0.1 sqlite3 zlib msgpack libprotobuf-c openblas) -lm -lpthread
 [ "$("$T/use-static")" = ok ] || { echo "install: static link failed to run"; exit 1; }
 cc $cflags "$T/use.c" -o "$T/use-shared" -L"$root/lib" -lfedvm
 [ "$(LD_LIBRARY_PATH="$root/lib" "$T/use-shared")" = ok ] || { echo "install: shared link failed to run"; exit 1; }
