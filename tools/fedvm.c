@@ -7,8 +7,7 @@
 #include <unistd.h>
 
 #include "../vm/fedvm.h"
-
-enum { EXIT_INVALID = 1, EXIT_USAGE = 2 };
+#include "cli.h"
 
 static const char *const usage_main =
     "usage: fedvm COMMAND [options]\n"
@@ -63,58 +62,10 @@ static const char *const usage_fmt =
     "  --to json|yaml   output format (default: that of FILE)\n"
     "  -o OUT           write to OUT (replaced atomically) instead of stdout\n";
 
-static int usage_error(const char *usage, const char *fmt, const char *arg)
-{
-    fprintf(stderr, "fedvm: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\n%s", usage);
-    return EXIT_USAGE;
-}
-
-static void print_errors(const fvm_diag *d)
-{
-    for (int i = 0; i < d->n; i++) {
-        char *s = fvm_error_format(&d->errs[i]);
-        if (!d->errs[i].loc.file && !d->errs[i].loc.ptr)
-            fprintf(stderr, "fedvm: %s\n", s ? s : d->errs[i].msg);
-        else
-            fprintf(stderr, "%s\n", s ? s : d->errs[i].msg);
-        free(s);
-    }
-    if (d->dropped)
-        fprintf(stderr, "fedvm: %d more errors not shown\n", d->dropped);
-}
-
 static bool ends_with(const char *s, const char *suffix)
 {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-/* "--name value" or "--name=value": returns the value and advances *i. */
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
-{
-    size_t n = strlen(name);
-    if (strncmp(argv[*i], name, n) != 0)
-        return NULL;
-    if (argv[*i][n] == '=')
-        return argv[*i] + n + 1;
-    if (argv[*i][n] != 0)
-        return NULL;
-    if (*i + 1 >= argc)
-        return "";
-    return argv[++*i];
-}
-
-static bool parse_int(const char *s, long long lo, long long hi, long long *out)
-{
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi)
-        return false;
-    *out = v;
-    return true;
 }
 
 /* Loads and checks, reporting every error of both stages. */
@@ -140,7 +91,7 @@ static int print_doc(const fvm_doc *doc, FILE *out)
     fvm_diag d = {0};
     int rc = 0;
     if (!doc || fvm_json_write(doc, &text, &len, &d)) {
-        print_errors(&d);
+        cli_print_errors(&d);
         fprintf(stderr, "fedvm: cannot print the result\n");
         rc = EXIT_INVALID;
     } else {
@@ -244,12 +195,12 @@ static int cmd_run(int argc, char **argv)
             fputs(usage_run, stdout);
             free(o.args);
             return 0;
-        } else if ((v = opt_value(argc, argv, &i, "--fn"))) {
+        } else if ((v = cli_opt(argc, argv, &i, "--fn"))) {
             o.fn = v;
-        } else if ((v = opt_value(argc, argv, &i, "--arg"))) {
+        } else if ((v = cli_opt(argc, argv, &i, "--arg"))) {
             const char *eq = strchr(v, '=');
             if (!eq || eq == v)
-                rc = usage_error(usage_run, "--arg needs NAME=VALUE, found '%s'", v);
+                rc = cli_usage_error(usage_run, "--arg needs NAME=VALUE, found '%s'", v);
             else {
                 char *name = strndup(v, (size_t)(eq - v));
                 if (!name) {
@@ -259,28 +210,28 @@ static int cmd_run(int argc, char **argv)
                 o.args[o.nargs].name = name;
                 o.args[o.nargs++].text = eq + 1;
             }
-        } else if ((v = opt_value(argc, argv, &i, "--clients"))) {
-            if (!parse_int(v, 0, FVM_MAX_CLIENTS, &n))
-                rc = usage_error(usage_run, "--clients needs a number of clients, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--clients"))) {
+            if (!cli_int(v, 0, FVM_MAX_CLIENTS, &n))
+                rc = cli_usage_error(usage_run, "--clients needs a number of clients, found '%s'", v);
             o.clients = n;
-        } else if ((v = opt_value(argc, argv, &i, "--seed"))) {
-            if (!parse_int(v, LLONG_MIN, LLONG_MAX, &n))
-                rc = usage_error(usage_run, "--seed needs an integer, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--seed"))) {
+            if (!cli_int(v, LLONG_MIN, LLONG_MAX, &n))
+                rc = cli_usage_error(usage_run, "--seed needs an integer, found '%s'", v);
             o.seed = n;
-        } else if ((v = opt_value(argc, argv, &i, "--rounds"))) {
-            if (!parse_int(v, 0, 1000000000, &n))
-                rc = usage_error(usage_run, "--rounds needs a number >= 0, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--rounds"))) {
+            if (!cli_int(v, 0, 1000000000, &n))
+                rc = cli_usage_error(usage_run, "--rounds needs a number >= 0, found '%s'", v);
             o.rounds = n;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            rc = usage_error(usage_run, "unknown option '%s'", argv[i]);
+            rc = cli_usage_error(usage_run, "unknown option '%s'", argv[i]);
         } else if (o.file) {
-            rc = usage_error(usage_run, "one program at a time; unexpected '%s'", argv[i]);
+            rc = cli_usage_error(usage_run, "one program at a time; unexpected '%s'", argv[i]);
         } else {
             o.file = argv[i];
         }
     }
     if (rc == 0 && !o.file)
-        rc = usage_error(usage_run, "%s", "run needs a program FILE");
+        rc = cli_usage_error(usage_run, "%s", "run needs a program FILE");
     fvm_diag d = {0};
     fvm_program *p = NULL;
     fvm_vm *vm = NULL;
@@ -316,7 +267,7 @@ static int cmd_run(int argc, char **argv)
         goto done;
     rc = print_value(res, f->result_type, stdout);
 done:
-    print_errors(&d);
+    cli_print_errors(&d);
     fvm_diag_clear(&d);
     fvm_value_release(res);
     if (f)
@@ -372,18 +323,18 @@ static int cmd_check(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage_check, stdout);
             return 0;
-        } else if ((v = opt_value(argc, argv, &i, "--format"))) {
+        } else if ((v = cli_opt(argc, argv, &i, "--format"))) {
             if (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "github"))
-                return usage_error(usage_check, "--format must be text, json or github, found '%s'", v);
+                return cli_usage_error(usage_check, "--format must be text, json or github, found '%s'", v);
             format = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return usage_error(usage_check, "unknown option '%s'", argv[i]);
+            return cli_usage_error(usage_check, "unknown option '%s'", argv[i]);
         } else {
             nfiles++;
         }
     }
     if (!nfiles)
-        return usage_error(usage_check, "%s", "check needs at least one FILE");
+        return cli_usage_error(usage_check, "%s", "check needs at least one FILE");
     bool json = !strcmp(format, "json"), github = !strcmp(format, "github");
     if (json)
         printf("[");
@@ -426,7 +377,7 @@ static int cmd_check(int argc, char **argv)
             }
         }
         if (!json && !github) {
-            print_errors(&d);
+            cli_print_errors(&d);
             if (d.n == 0)
                 fprintf(stderr, "%s: ok\n", argv[i]);
         }
@@ -441,40 +392,6 @@ static int cmd_check(int argc, char **argv)
 
 /* ---- fmt --------------------------------------------------------------------- */
 
-/* Replaces path with data: temporary file in the same directory, fsync, rename. */
-static int write_atomic(const char *path, const char *data, size_t len)
-{
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return EXIT_INVALID;
-    snprintf(tmp, n, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "fedvm: cannot write %s: %s\n", path, strerror(errno));
-        free(tmp);
-        return EXIT_INVALID;
-    }
-    bool ok = true;
-    for (size_t off = 0; ok && off < len;) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        ok = w > 0;
-        off += w > 0 ? (size_t)w : 0;
-    }
-    ok = ok && fsync(fd) == 0;
-    ok = (close(fd) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "fedvm: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return EXIT_INVALID;
-    }
-    free(tmp);
-    return 0;
-}
-
 static int cmd_fmt(int argc, char **argv)
 {
     const char *file = NULL, *to = NULL, *out = NULL;
@@ -483,24 +400,24 @@ static int cmd_fmt(int argc, char **argv)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage_fmt, stdout);
             return 0;
-        } else if ((v = opt_value(argc, argv, &i, "--to"))) {
+        } else if ((v = cli_opt(argc, argv, &i, "--to"))) {
             if (strcmp(v, "json") && strcmp(v, "yaml"))
-                return usage_error(usage_fmt, "--to must be json or yaml, found '%s'", v);
+                return cli_usage_error(usage_fmt, "--to must be json or yaml, found '%s'", v);
             to = v;
-        } else if ((v = opt_value(argc, argv, &i, "-o"))) {
+        } else if ((v = cli_opt(argc, argv, &i, "-o"))) {
             if (!*v)
-                return usage_error(usage_fmt, "%s", "-o needs a file name");
+                return cli_usage_error(usage_fmt, "%s", "-o needs a file name");
             out = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return usage_error(usage_fmt, "unknown option '%s'", argv[i]);
+            return cli_usage_error(usage_fmt, "unknown option '%s'", argv[i]);
         } else if (file) {
-            return usage_error(usage_fmt, "one file at a time; unexpected '%s'", argv[i]);
+            return cli_usage_error(usage_fmt, "one file at a time; unexpected '%s'", argv[i]);
         } else {
             file = argv[i];
         }
     }
     if (!file)
-        return usage_error(usage_fmt, "%s", "fmt needs a FILE");
+        return cli_usage_error(usage_fmt, "%s", "fmt needs a FILE");
     bool yaml = to ? !strcmp(to, "yaml") : (ends_with(file, ".yaml") || ends_with(file, ".yml"));
     fvm_diag d = {0};
     fvm_program *p = NULL;
@@ -510,13 +427,13 @@ static int cmd_fmt(int argc, char **argv)
     if (fvm_program_load(file, &p, &d) == FVM_OK && fvm_check(p, &d) == FVM_OK &&
         fvm_module_write(p->root, yaml, &text, &len, &d) == FVM_OK) {
         if (out) {
-            rc = write_atomic(out, text, len);
+            rc = cli_write_atomic(out, text, len);
         } else {
             fwrite(text, 1, len, stdout);
             rc = 0;
         }
     }
-    print_errors(&d);
+    cli_print_errors(&d);
     fvm_diag_clear(&d);
     free(text);
     fvm_program_free(p);

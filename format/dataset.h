@@ -1,0 +1,93 @@
+/* dataset.h - federated datasets: FedJAX and TFF SQLite files, opened lazily, one client at a time.
+ *
+ * A federated dataset is a list of clients, each a sequence of examples; an
+ * example is a struct of tensors whose fields are the dataset's columns. A
+ * dataset is opened without reading any client's data: a client's examples
+ * are read and decoded when asked for and owned by the caller, so memory
+ * stays flat in the number of clients.
+ *
+ * Formats (told apart by their tables):
+ * - FedJAX SQLite (read and write, fedvm's native format): table
+ *   federated_data(client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL,
+ *   num_examples INTEGER NOT NULL), clients in rowid order; data is the
+ *   zlib-compressed msgpack of a map from column name to array, each array a
+ *   msgpack ext of type 1 holding the msgpack tuple (shape, dtype name,
+ *   C-order bytes). A split other than the default is kept by fedvm in a
+ *   table of the same layout named federated_data_<split> (FedJAX sees only
+ *   the default one).
+ * - TFF SQLite (read): tables examples(split_name, client_id,
+ *   serialized_example_proto) and client_metadata(client_id, split_name,
+ *   num_examples); one tf.train.Example per row. Every feature is a column of
+ *   rank 1: a float_list is f32[L], an int64_list i64[L], a bytes_list with
+ *   one value u8[L] (its bytes), where L is the list's length (-1 when it
+ *   differs between examples). */
+#ifndef FVM_DATASET_H
+#define FVM_DATASET_H
+
+#include "../vm/tensor.h"
+#include "../vm/value.h"
+
+typedef struct fvm_dataset fvm_dataset;
+
+/* One column: its name and the dtype and shape of one example's value
+ * (a dim is -1 when it differs between examples). */
+typedef struct fvm_column {
+    const char *name;
+    fvm_dtype dtype;
+    fvm_dims shape;
+} fvm_column;
+
+/* Opens the split 'split' of a dataset file (NULL: the default split, which
+ * for TFF files must then be the only one; unknown splits are an error that
+ * lists the file's splits). Reads the client list and the column schema (the
+ * schema from the first client). Errors name the file, and the client and
+ * column where they apply; a file that is not a SQLite database, lacks the
+ * tables, or has corrupt rows is an error, never a crash. */
+fvm_status fvm_dataset_open(const char *path, const char *split, fvm_dataset **out, fvm_diag *d);
+/* NULL is a no-op. */
+void fvm_dataset_close(fvm_dataset *ds);
+
+/* "fedjax" or "tff". */
+const char *fvm_dataset_format(const fvm_dataset *ds);
+/* The splits a file holds (malloc'd array of malloc'd names; free with
+ * fvm_dataset_free_splits). */
+fvm_status fvm_dataset_splits(const char *path, char ***out, int *n, fvm_diag *d);
+void fvm_dataset_free_splits(char **splits, int n);
+
+int64_t fvm_dataset_clients(const fvm_dataset *ds);
+/* The columns (borrowed, valid until close); returns their number. */
+int fvm_dataset_columns(const fvm_dataset *ds, const fvm_column **cols);
+
+/* Client i's id (bytes, borrowed until the next call on ds) and its number
+ * of examples, from the table (no decoding). */
+fvm_status fvm_dataset_client(fvm_dataset *ds, int64_t i, const void **id, size_t *id_len, int64_t *examples,
+                              fvm_diag *d);
+/* The index of the client with this id, or -1. */
+int64_t fvm_dataset_find(fvm_dataset *ds, const void *id, size_t id_len);
+
+/* Reads and decodes client i: a new sequence value (FVM_V_SEQ, owned by the
+ * caller) of structs whose fields are the columns in order. When every
+ * example of a column has the same shape, the column is one tensor with a
+ * leading example axis (column storage); a column whose shape varies makes
+ * the sequence a list of examples. A client whose data does not match the
+ * schema is an error naming the client and the column. */
+fvm_status fvm_dataset_read(fvm_dataset *ds, int64_t i, fvm_value **out, fvm_diag *d);
+
+/* Writing FedJAX SQLite files. The file is written under a temporary name
+ * in the same directory and renamed into place by fvm_dataset_finish, so a
+ * failed or interrupted write never leaves a partial file at path. */
+typedef struct fvm_dataset_writer fvm_dataset_writer;
+
+fvm_status fvm_dataset_create(const char *path, fvm_dataset_writer **out, fvm_diag *d);
+/* Adds one client to 'split' (NULL: the default split). cols[k] holds column
+ * names[k] for all the client's examples, with a leading example axis of the
+ * same length in every column. Columns and dtypes must be the same for every
+ * client of a split. */
+fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void *id, size_t id_len, int ncols,
+                           const char *const *names, const fvm_tensor *cols, fvm_diag *d);
+/* Commits and renames into place; frees w (also on error). */
+fvm_status fvm_dataset_finish(fvm_dataset_writer *w, fvm_diag *d);
+/* Discards the temporary file; frees w. NULL is a no-op. */
+void fvm_dataset_abort(fvm_dataset_writer *w);
+
+#endif

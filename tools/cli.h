@@ -1,0 +1,26 @@
+/* cli.h - what the fedvm command's source files share: exit codes, option parsing, error printing. */
+#ifndef FVM_CLI_H
+#define FVM_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "../vm/status.h"
+
+enum { EXIT_INVALID = 1, EXIT_USAGE = 2 };
+
+/* Prints every error of d on stderr (file:line:col: pointer: message). */
+void cli_print_errors(const fvm_diag *d);
+/* "fedvm: <fmt with arg>" and the usage text on stderr; returns EXIT_USAGE. */
+int cli_usage_error(const char *usage, const char *fmt, const char *arg);
+/* "--name value" or "--name=value" at argv[*i]: the value (advancing *i), "" when the value is missing, NULL when argv[*i] is another option. */
+const char *cli_opt(int argc, char **argv, int *i, const char *name);
+/* A decimal integer in [lo, hi]. */
+bool cli_int(const char *s, long long lo, long long hi, long long *out);
+/* Replaces path with data atomically (temporary file, fsync, rename). 0 or EXIT_INVALID (message printed). */
+int cli_write_atomic(const char *path, const char *data, size_t len);
+
+/* fedvm data ... (tools/fedvm_data.c, dispatched from main) */
+int fvm_cmd_data(int argc, char **argv);
+
+#endif

@@ -1,0 +1,91 @@
+/* fedvm_cli.c - helpers shared by the fedvm command's subcommands: errors, options, atomic writes. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+int cli_usage_error(const char *usage, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "fedvm: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n%s", usage);
+    return EXIT_USAGE;
+}
+
+void cli_print_errors(const fvm_diag *d)
+{
+    for (int i = 0; i < d->n; i++) {
+        char *s = fvm_error_format(&d->errs[i]);
+        if (!d->errs[i].loc.file && !d->errs[i].loc.ptr)
+            fprintf(stderr, "fedvm: %s\n", s ? s : d->errs[i].msg);
+        else
+            fprintf(stderr, "%s\n", s ? s : d->errs[i].msg);
+        free(s);
+    }
+    if (d->dropped)
+        fprintf(stderr, "fedvm: %d more errors not shown\n", d->dropped);
+}
+
+/* "--name value" or "--name=value": returns the value and advances *i. */
+const char *cli_opt(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0)
+        return NULL;
+    if (argv[*i][n] == '=')
+        return argv[*i] + n + 1;
+    if (argv[*i][n] != 0)
+        return NULL;
+    if (*i + 1 >= argc)
+        return "";
+    return argv[++*i];
+}
+
+bool cli_int(const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi)
+        return false;
+    *out = v;
+    return true;
+}
+
+/* Replaces path with data: temporary file in the same directory, fsync, rename. */
+int cli_write_atomic(const char *path, const char *data, size_t len)
+{
+    size_t n = strlen(path) + 16;
+    char *tmp = malloc(n);
+    if (!tmp)
+        return EXIT_INVALID;
+    snprintf(tmp, n, "%s.tmpXXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        fprintf(stderr, "fedvm: cannot write %s: %s\n", path, strerror(errno));
+        free(tmp);
+        return EXIT_INVALID;
+    }
+    bool ok = true;
+    for (size_t off = 0; ok && off < len;) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        off += w > 0 ? (size_t)w : 0;
+    }
+    ok = ok && fsync(fd) == 0;
+    ok = (close(fd) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        fprintf(stderr, "fedvm: cannot write %s: %s\n", path, strerror(errno));
+        unlink(tmp);
+        free(tmp);
+        return EXIT_INVALID;
+    }
+    free(tmp);
+    return 0;
+}
+
