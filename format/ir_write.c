@@ -116,6 +116,31 @@ fvm_doc *fvm_module_to_doc(fvm_arena *a, const fvm_module *m)
     return root;
 }
 
+fvm_doc *fvm_program_to_doc(fvm_arena *a, const fvm_program *p, const char *doc)
+{
+    fvm_doc *root = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!root)
+        return NULL;
+    TRY(fvm_doc_set(a, root, "fedvm", fvm_doc_int(a, 1)));
+    if (doc)
+        TRY(fvm_doc_set(a, root, "doc", fvm_doc_string(a, doc)));
+    if (p->naliases) {
+        fvm_doc *types = fvm_doc_new(a, FVM_DOC_OBJECT);
+        if (!types)
+            return NULL;
+        for (int i = 0; i < p->naliases; i++)
+            TRY(fvm_doc_set(a, types, p->aliases[i]->name, type_doc(a, p->aliases[i]->type, true)));
+        TRY(fvm_doc_set(a, root, "types", types));
+    }
+    fvm_doc *funcs = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!funcs)
+        return NULL;
+    for (int i = 0; i < p->nfuncs; i++)
+        TRY(fvm_doc_set(a, funcs, p->funcs[i]->name, func_body_doc(a, p->funcs[i])));
+    TRY(fvm_doc_set(a, root, "functions", funcs));
+    return root;
+}
+
 fvm_status fvm_module_write(const fvm_module *m, bool yaml, char **out, size_t *out_len, fvm_diag *d)
 {
     fvm_arena a = {0};

@@ -19,6 +19,7 @@ static const char *const usage_main =
     "  run FILE        check a program and run it; print the result as JSON\n"
     "  check FILE...   check programs without running them\n"
     "  fmt FILE        print a program in canonical form (JSON or YAML)\n"
+    "  grad FILE FN    print the derivative of a function as IR (a complete program)\n"
     "  help [COMMAND]  show help\n"
     "\n"
     "options: --help, --version\n"
@@ -52,6 +53,20 @@ static const char *const usage_check =
     "  --format github   GitHub Actions '::error file=F,line=L,col=C::message' lines on stdout\n"
     "\n"
     "exit status: 0 all valid, 1 some invalid, 2 usage error\n";
+
+static const char *const usage_grad =
+    "usage: fedvm grad FILE FN [--wrt PARAM] [--to json|yaml] [-o OUT]\n"
+    "\n"
+    "Derives the reverse-mode derivative of function FN with respect to its\n"
+    "parameter PARAM (default: the first) and prints the program with it: every\n"
+    "function of FILE and its includes, then the derived function\n"
+    "  FN.vjp(PARAM)(params..., ct) -> <value=FN(params...), grads=<d FN / d PARAM . ct>>\n"
+    "and the helpers it calls. The output is plain IR that 'fedvm check' accepts; the\n"
+    "derivative of a federated function uses only federated intrinsics.\n"
+    "\n"
+    "  --wrt PARAM      the parameter to differentiate with respect to\n"
+    "  --to json|yaml   output format (default json)\n"
+    "  -o OUT           write to OUT (replaced atomically) instead of stdout\n";
 
 static const char *const usage_fmt =
     "usage: fedvm fmt FILE [--to json|yaml] [-o OUT]\n"
@@ -440,6 +455,63 @@ static int cmd_fmt(int argc, char **argv)
     return rc;
 }
 
+static int cmd_grad(int argc, char **argv)
+{
+    const char *file = NULL, *fn = NULL, *wrt = NULL, *to = "json", *out = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage_grad, stdout);
+            return 0;
+        } else if ((v = cli_opt(argc, argv, &i, "--wrt"))) {
+            wrt = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--to"))) {
+            if (strcmp(v, "json") && strcmp(v, "yaml"))
+                return cli_usage_error(usage_grad, "--to must be json or yaml, found '%s'", v);
+            to = v;
+        } else if ((v = cli_opt(argc, argv, &i, "-o"))) {
+            out = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error(usage_grad, "unknown option '%s'", argv[i]);
+        } else if (!file) {
+            file = argv[i];
+        } else if (!fn) {
+            fn = argv[i];
+        } else {
+            return cli_usage_error(usage_grad, "unexpected '%s'", argv[i]);
+        }
+    }
+    if (!file || !fn)
+        return cli_usage_error(usage_grad, "%s", "grad needs a FILE and a function FN");
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    fvm_func *derived = NULL;
+    fvm_arena a = {0};
+    char *text = NULL;
+    size_t len = 0;
+    int rc = EXIT_INVALID;
+    if (load_checked(file, &p, &d) == FVM_OK && fvm_check_derive(p, fn, wrt, &derived, &d) == FVM_OK) {
+        const char *doc = fvm_arena_printf(&a, "%s with the derivative of '%s' as '%s', derived by fedvm grad", file,
+                                           fn, derived->name);
+        fvm_doc *root = fvm_program_to_doc(&a, p, doc);
+        fvm_status s = !root ? fvm_diag_add(&d, FVM_ERR_NOMEM, NULL, "out of memory")
+                       : !strcmp(to, "yaml") ? fvm_yaml_write(root, &text, &len, &d)
+                                             : fvm_json_write(root, &text, &len, &d);
+        if (s == FVM_OK && out) {
+            rc = cli_write_atomic(out, text, len);
+        } else if (s == FVM_OK) {
+            fwrite(text, 1, len, stdout);
+            rc = 0;
+        }
+    }
+    cli_print_errors(&d);
+    fvm_diag_clear(&d);
+    free(text);
+    fvm_arena_free(&a);
+    fvm_program_free(p);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -460,6 +532,7 @@ int main(int argc, char **argv)
         fputs(!strcmp(topic, "run")     ? usage_run
               : !strcmp(topic, "check") ? usage_check
               : !strcmp(topic, "fmt")   ? usage_fmt
+              : !strcmp(topic, "grad")  ? usage_grad
                                         : usage_main,
               stdout);
         return 0;
@@ -470,6 +543,8 @@ int main(int argc, char **argv)
         return cmd_check(argc - 2, argv + 2);
     if (!strcmp(cmd, "fmt"))
         return cmd_fmt(argc - 2, argv + 2);
+    if (!strcmp(cmd, "grad"))
+        return cmd_grad(argc - 2, argv + 2);
     if (cmd[0] != '-' && (strchr(cmd, '.') || strchr(cmd, '/')))
         return cmd_run(argc - 1, argv + 1); /* fedvm program.json ... */
     fprintf(stderr, "fedvm: unknown command '%s'\n\n%s", cmd, usage_main);

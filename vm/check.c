@@ -7,11 +7,12 @@
 #include <string.h>
 
 #include "../format/doc.h"
+#include "autodiff.h"
 #include "rules.h"
 #include "suggest.h"
 
 static const fvm_rule_fn rule_table[FVM_OP_COUNT] = {
-#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC) [FVM_OP_##ID] = RULE,
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) [FVM_OP_##ID] = RULE,
 #include "ops.def"
 #undef FVM_OP
 };
@@ -346,6 +347,20 @@ static void name_suggest(checker *C, const fvm_func *f, int upto, const char *na
              "instructions)", name, what);
 }
 
+/* A function a type rule adds (a derived pullback or a generated helper). */
+static fvm_status check_new(void *ctx, fvm_func *f)
+{
+    checker *C = ctx;
+    if (f->state == F_NEW) {
+        if (C->depth == FVM_MAX_CALL_DEPTH) {
+            cerr(C, FVM_ERR_LIMIT, &f->loc, "derived functions nest more than %d deep", FVM_MAX_CALL_DEPTH);
+            return FVM_ERR_LIMIT;
+        }
+        check_func(C, f);
+    }
+    return f->ok ? FVM_OK : FVM_ERR_TYPE;
+}
+
 static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_type **slot_types)
 {
     fvm_instr *in = &f->instrs[idx];
@@ -410,7 +425,8 @@ static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_t
         }
     }
     if (ok) {
-        fvm_rctx rc = {.a = C->a, .d = C->d, .p = C->p, .f = f, .in = in, .args = in->arg_types, .nargs = in->nargs};
+        fvm_rctx rc = {.a = C->a, .d = C->d, .p = C->p, .f = f, .in = in, .args = in->arg_types, .nargs = in->nargs,
+                       .check_new = check_new, .check_ctx = C};
         const fvm_type *t = NULL;
         int before = C->d->n;
         fvm_status st = rule_table[in->op](&rc, &t);
@@ -588,4 +604,27 @@ fvm_status fvm_check(fvm_program *p, fvm_diag *d)
     if (C.errors == 0 && !p->load_errors)
         return FVM_OK;
     return d && d->n ? d->errs[0].code : FVM_ERR_TYPE;
+}
+
+fvm_status fvm_check_derive(fvm_program *p, const char *fn, const char *wrt, fvm_func **out, fvm_diag *d)
+{
+    *out = NULL;
+    fvm_func *f = fvm_program_func(p, fn);
+    if (!f)
+        return fvm_diag_add(d, FVM_ERR_NAME, NULL, "no function '%s'", fn);
+    if (!f->ok)
+        return fvm_diag_add(d, FVM_ERR_USAGE, &f->loc, "function '%s' has not passed the checker", fn);
+    int k = 0;
+    if (wrt)
+        while (k < f->nparams && strcmp(f->param_names[k], wrt))
+            k++;
+    if (k >= f->nparams || k >= 64)
+        return fvm_diag_add(d, FVM_ERR_NAME, &f->loc, wrt ? "function '%s' has no parameter '%s'"
+                                                          : "function '%s' has no parameter", fn, wrt);
+    if (!fvm_ad_has_floats(f->param_types[k]))
+        return fvm_diag_add(d, FVM_ERR_TYPE, &f->param_locs[k], "parameter '%s' holds no float: no gradient flows "
+                            "through integers", f->param_names[k]);
+    checker C = {.p = p, .a = &p->arena, .d = d};
+    fvm_ad_env env = {.p = p, .d = d, .check = check_new, .ctx = &C, .where = &f->loc};
+    return fvm_ad_pullback(&env, f, UINT64_C(1) << k, out);
 }

@@ -12,6 +12,12 @@
  * <S@SERVER, M@SERVER>. FVM_OK when the program is valid. */
 fvm_status fvm_check(fvm_program *p, fvm_diag *d);
 
+/* Derives, in a checked program, the pullback of function fn with respect to
+ * its parameter wrt (NULL: the first) as a grad instruction would:
+ *   fn'(params..., ct) -> <value=fn(params...), grads=<cotangent of wrt>>
+ * The new function and the helpers it uses are added to p and checked. */
+fvm_status fvm_check_derive(fvm_program *p, const char *fn, const char *wrt, fvm_func **out, fvm_diag *d);
+
 /* The context a type rule sees (rules.c). */
 typedef struct fvm_rctx {
     fvm_arena *a;
@@ -21,6 +27,9 @@ typedef struct fvm_rctx {
     fvm_instr *in; /* the instruction */
     const fvm_type **args;
     int nargs;
+    /* Checks a function the rule adds to the program (derived functions). */
+    fvm_status (*check_new)(void *ctx, fvm_func *f);
+    void *check_ctx;
 } fvm_rctx;
 
 /* A type rule: computes the result type of c->in into *out, or reports why

@@ -30,7 +30,7 @@ fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, 
 /* An op implementation: args borrowed (one per instruction argument), *out a new reference. */
 typedef fvm_status (*fvm_exec_fn)(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out);
 
-#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC) \
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) \
     fvm_status EXEC(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out);
 #include "ops.def"
 #undef FVM_OP

@@ -309,3 +309,227 @@ fvm_status exec_batch(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, f
     *out = res;
     return FVM_OK;
 }
+
+/* ---- scans: loops that keep their states (what differentiating a loop needs) ---------- */
+
+/* <a, list of history> */
+static fvm_status pair(fvm_ctx *x, fvm_value *a_take, fvm_value *hist_take, fvm_value **out)
+{
+    fvm_value *s = fvm_value_list(FVM_V_STRUCT, 2);
+    if (!s) {
+        fvm_value_release(a_take);
+        fvm_value_release(hist_take);
+        return fvm_nomem(x);
+    }
+    s->items[0] = a_take;
+    s->items[1] = hist_take;
+    *out = s;
+    return FVM_OK;
+}
+
+fvm_status exec_scan(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    fvm_argv av;
+    fvm_value **argv = fvm_argv_init(&av, in->nargs + 1);
+    fvm_value *hist = fvm_value_list(FVM_V_SEQ, in->a.n);
+    if (!argv || !hist) {
+        fvm_argv_free(&av);
+        fvm_value_release(hist);
+        return fvm_nomem(x);
+    }
+    fvm_value *state = fvm_value_retain(args[0]);
+    fvm_status s = FVM_OK;
+    for (int64_t i = 0; i < in->a.n && s == FVM_OK; i++) {
+        fvm_value *iv = NULL, *next = NULL;
+        if ((s = scalar_i32(x, (int32_t)i, &iv)))
+            break;
+        hist->items[i] = fvm_value_retain(state);
+        argv[0] = iv;
+        argv[1] = state;
+        for (int k = 1; k < in->nargs; k++)
+            argv[k + 1] = args[k];
+        s = fvm_exec_call(x, in->a.fn, argv, &next);
+        fvm_value_release(iv);
+        fvm_value_release(state);
+        state = next;
+    }
+    fvm_argv_free(&av);
+    if (s) {
+        fvm_value_release(state);
+        fvm_value_release(hist);
+        return s;
+    }
+    return pair(x, state, hist, out);
+}
+
+fvm_status exec_sequence_scan(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_value *seq = args[0];
+    fvm_argv av;
+    fvm_value **argv = fvm_argv_init(&av, in->nargs);
+    fvm_value *hist = fvm_value_list(FVM_V_SEQ, seq->n);
+    if (!argv || !hist) {
+        fvm_argv_free(&av);
+        fvm_value_release(hist);
+        return fvm_nomem(x);
+    }
+    fvm_value *acc = fvm_value_retain(args[1]);
+    fvm_status s = FVM_OK;
+    for (int64_t i = 0; i < seq->n && s == FVM_OK; i++) {
+        fvm_value *e = NULL, *next = NULL;
+        if ((s = fvm_seq_get(seq, i, &e, x->d)))
+            break;
+        hist->items[i] = fvm_value_retain(acc);
+        argv[0] = acc;
+        argv[1] = e;
+        for (int k = 2; k < in->nargs; k++)
+            argv[k] = args[k];
+        s = fvm_exec_call(x, in->a.fn, argv, &next);
+        fvm_value_release(e);
+        fvm_value_release(acc);
+        acc = next;
+    }
+    fvm_argv_free(&av);
+    if (s) {
+        fvm_value_release(acc);
+        fvm_value_release(hist);
+        return s;
+    }
+    return pair(x, acc, hist, out);
+}
+
+fvm_status exec_sequence_get(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    int64_t i = fvm_tensor_get_i64(&args[1]->t, 0);
+    if (args[1]->t.dtype == FVM_DTYPE_U32 || args[1]->t.dtype == FVM_DTYPE_U8)
+        i = (int64_t)(uint64_t)i;
+    return fvm_seq_get(args[0], i, out, x->d);
+}
+
+fvm_status exec_sequence_zip(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    int64_t n = args[0]->n;
+    bool cols = true;
+    for (int k = 0; k < in->nargs; k++) {
+        if (args[k]->n != n)
+            return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "sequences of %lld and %lld elements", (long long)n,
+                                (long long)args[k]->n);
+        cols = cols && args[k]->cols;
+    }
+    if (cols) { /* column-stored sequences zip to a struct of their columns, no copy */
+        fvm_value *st = fvm_value_list(FVM_V_STRUCT, in->nargs);
+        if (!st)
+            return fvm_nomem(x);
+        for (int k = 0; k < in->nargs; k++)
+            st->items[k] = fvm_value_retain(args[k]->cols);
+        if (!(*out = fvm_value_seq_cols_take(n, st))) {
+            fvm_value_release(st);
+            return fvm_nomem(x);
+        }
+        return FVM_OK;
+    }
+    fvm_value *res = fvm_value_list(FVM_V_SEQ, n);
+    if (!res)
+        return fvm_nomem(x);
+    fvm_status s = FVM_OK;
+    for (int64_t i = 0; i < n && s == FVM_OK; i++) {
+        fvm_value *st = fvm_value_list(FVM_V_STRUCT, in->nargs);
+        if (!st) {
+            s = fvm_nomem(x);
+            break;
+        }
+        res->items[i] = st;
+        for (int k = 0; k < in->nargs && s == FVM_OK; k++)
+            s = fvm_seq_get(args[k], i, &st->items[k], x->d);
+    }
+    if (s) {
+        fvm_value_release(res);
+        return s;
+    }
+    *out = res;
+    return FVM_OK;
+}
+
+fvm_status exec_sequence_reverse(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_value *seq = args[0];
+    fvm_value *res = fvm_value_list(FVM_V_SEQ, seq->n);
+    if (!res)
+        return fvm_nomem(x);
+    for (int64_t i = 0; i < seq->n; i++) {
+        fvm_status s = fvm_seq_get(seq, seq->n - 1 - i, &res->items[i], x->d);
+        if (s) {
+            fvm_value_release(res);
+            return s;
+        }
+    }
+    *out = res;
+    return FVM_OK;
+}
+
+/* ---- automatic differentiation -------------------------------------------------------- */
+
+/* The cotangent 1 of a float scalar result (placement is static: the same value). */
+static fvm_status one_like(fvm_ctx *x, const fvm_type *t, fvm_value **out)
+{
+    if (t->kind == FVM_T_FED)
+        t = t->u.fed.member;
+    fvm_status s = fvm_new_tensor(x, t->u.tensor.dtype, &t->u.tensor.dims, out);
+    if (s == FVM_OK)
+        fvm_tensor_set_f64(&(*out)->t, 0, 1.0);
+    return s;
+}
+
+/* grad, value_and_grad, vjp: call the pullback the checker derived,
+ * f'(args, ct) -> <value, grads=<g>>. */
+fvm_status exec_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_func *fn = in->a.fn, *pb = in->derived;
+    fvm_argv av;
+    fvm_value **argv = fvm_argv_init(&av, fn->nparams + 1);
+    if (!argv)
+        return fvm_nomem(x);
+    fvm_value *ct = NULL, *res = NULL;
+    fvm_status s = FVM_OK;
+    if (in->op == FVM_OP_VJP)
+        ct = fvm_value_retain(args[fn->nparams]);
+    else
+        s = one_like(x, fn->result_type, &ct);
+    const fvm_type *local[9];
+    const fvm_type **types = fn->nparams < 9 ? local : malloc((size_t)(fn->nparams + 1) * sizeof *types);
+    if (s == FVM_OK && !types)
+        s = fvm_nomem(x);
+    if (s == FVM_OK) {
+        for (int i = 0; i < fn->nparams; i++) {
+            argv[i] = args[i];
+            types[i] = in->arg_types[i];
+        }
+        argv[fn->nparams] = ct;
+        /* vjp's cotangent may be all-equal where the pullback takes one per client */
+        types[fn->nparams] = in->op == FVM_OP_VJP ? in->arg_types[fn->nparams] : pb->param_types[fn->nparams];
+        s = call_with(x, pb, fn->nparams + 1, argv, types, &res);
+    }
+    if (types && types != local)
+        free(types);
+    fvm_value_release(ct);
+    fvm_argv_free(&av);
+    if (s)
+        return s;
+    fvm_value *g = fvm_value_retain(res->items[1]->items[0]);
+    if (in->op != FVM_OP_VALUE_AND_GRAD) {
+        *out = g;
+        fvm_value_release(res);
+        return FVM_OK;
+    }
+    fvm_value *vg = fvm_value_list(FVM_V_STRUCT, 2);
+    if (!vg) {
+        fvm_value_release(g);
+        fvm_value_release(res);
+        return fvm_nomem(x);
+    }
+    vg->items[0] = fvm_value_retain(res->items[0]);
+    vg->items[1] = g;
+    fvm_value_release(res);
+    *out = vg;
+    return FVM_OK;
+}

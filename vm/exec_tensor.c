@@ -564,3 +564,193 @@ fvm_status exec_random_draw(fvm_ctx *x, const fvm_instr *in, fvm_value *const *a
     read_key(args[0], key);
     KERNEL_INTO(in->type->u.tensor.dtype, &in->type->u.tensor.dims, draw(in, key, o));
 }
+
+/* ---- shapes from other values ------------------------------------------------------- */
+
+fvm_status exec_expand_dims(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_tensor *t = &args[0]->t;
+    const fvm_ints *axes = &in->a.axes;
+    int r = t->shape.rank + axes->n;
+    unsigned ins = 0;
+    for (int i = 0; i < axes->n; i++)
+        ins |= 1u << (axes->v[i] < 0 ? axes->v[i] + r : axes->v[i]);
+    fvm_dims d = {.rank = r};
+    for (int i = 0, k = 0; i < r; i++)
+        d.d[i] = (ins & (1u << i)) ? 1 : t->shape.d[k++];
+    fvm_tensor v;
+    fvm_status s = fvm_tensor_reshape(t, &d, &v, x->d);
+    if (s)
+        return s;
+    if (!(*out = fvm_value_tensor_take(&v))) {
+        fvm_tensor_release(&v);
+        return fvm_nomem(x);
+    }
+    return FVM_OK;
+}
+
+/* Sums ct down to like's shape: the axes broadcasting added or stretched. */
+static fvm_status unbroadcast_tensor(fvm_ctx *x, const fvm_tensor *ct, const fvm_tensor *like, fvm_value **out)
+{
+    fvm_dims b;
+    fvm_status s = fvm_dims_broadcast(&ct->shape, &like->shape, &b, x->d);
+    if (s)
+        return s;
+    if (!fvm_dims_equal(&b, &ct->shape)) {
+        char sc[FVM_DIMS_STR], sl[FVM_DIMS_STR];
+        fvm_dims_format(&ct->shape, sc);
+        fvm_dims_format(&like->shape, sl);
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "%s is not a broadcast of %s", sc, sl);
+    }
+    int off = ct->shape.rank - like->shape.rank;
+    uint32_t mask = 0;
+    for (int i = 0; i < ct->shape.rank; i++)
+        if (i < off || (like->shape.d[i - off] == 1 && ct->shape.d[i] != 1))
+            mask |= 1u << i;
+    if (!mask) {
+        fvm_tensor v;
+        if ((s = fvm_tensor_reshape(ct, &like->shape, &v, x->d)))
+            return s;
+        if (!(*out = fvm_value_tensor_take(&v))) {
+            fvm_tensor_release(&v);
+            return fvm_nomem(x);
+        }
+        return FVM_OK;
+    }
+    KERNEL_INTO(ct->dtype, &like->shape, fvm_k_reduce(FVM_RED_SUM, ct, mask, o, x->d));
+}
+
+static fvm_status unbroadcast_value(fvm_ctx *x, const fvm_value *ct, const fvm_value *like, fvm_value **out)
+{
+    if (like->kind == FVM_V_STRUCT) {
+        fvm_value *r = fvm_value_list(FVM_V_STRUCT, like->n);
+        if (!r)
+            return fvm_nomem(x);
+        for (int64_t i = 0; i < like->n; i++) {
+            fvm_status s = unbroadcast_value(x, ct->items[i], like->items[i], &r->items[i]);
+            if (s) {
+                fvm_value_release(r);
+                return s;
+            }
+        }
+        *out = r;
+        return FVM_OK;
+    }
+    if (ct->kind == FVM_V_TENSOR)
+        return unbroadcast_tensor(x, &ct->t, &like->t, out);
+    /* A tensor that met every leaf of a struct: the leaves' sums add up. */
+    fvm_value *acc = NULL;
+    for (int64_t i = 0; i < ct->n; i++) {
+        fvm_value *part = NULL, *sum = NULL;
+        fvm_status s = unbroadcast_value(x, ct->items[i], like, &part);
+        if (s == FVM_OK && acc)
+            s = fvm_lift_binary(x, FVM_BIN_ADD, acc, part, true, &sum);
+        else if (s == FVM_OK)
+            sum = fvm_value_retain(part);
+        fvm_value_release(part);
+        fvm_value_release(acc);
+        acc = sum;
+        if (s) {
+            fvm_value_release(acc);
+            return s;
+        }
+    }
+    if (!acc) { /* an empty struct: nothing reached the tensor */
+        fvm_status s = fvm_new_tensor(x, like->t.dtype, &like->t.shape, out);
+        if (s == FVM_OK && (s = fvm_k_fill(0.0, &(*out)->t, x->d))) {
+            fvm_value_release(*out);
+            *out = NULL;
+        }
+        return s;
+    }
+    *out = acc;
+    return FVM_OK;
+}
+
+fvm_status exec_unbroadcast(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    return unbroadcast_value(x, args[0], args[1], out);
+}
+
+static fvm_status leaf_broadcast_like(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n,
+                                      fvm_value **out)
+{
+    fvm_dims b;
+    fvm_status s = fvm_dims_broadcast(&ts[0]->shape, &ts[1]->shape, &b, x->d);
+    if (s)
+        return s;
+    KERNEL_INTO(ts[0]->dtype, &b, broadcast_copy(ts[0], o));
+}
+
+static fvm_status leaf_reshape_like(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n,
+                                    fvm_value **out)
+{
+    fvm_tensor v;
+    fvm_status s = fvm_tensor_reshape(ts[0], &ts[1]->shape, &v, x->d);
+    if (s)
+        return s;
+    if (!(*out = fvm_value_tensor_take(&v))) {
+        fvm_tensor_release(&v);
+        return fvm_nomem(x);
+    }
+    return FVM_OK;
+}
+
+fvm_status exec_broadcast_like(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    return lift_args(x, in, args, leaf_broadcast_like, out);
+}
+
+fvm_status exec_reshape_like(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    return lift_args(x, in, args, leaf_reshape_like, out);
+}
+
+/* Zeros of like's shape with ct written at the slice positions (the adjoint of slice). */
+static fvm_status unslice_copy(const fvm_tensor *ct, const int64_t *start, const int64_t *step, fvm_tensor *o)
+{
+    size_t es = fvm_dtype_size(o->dtype);
+    memset(fvm_tensor_data(o), 0, fvm_tensor_bytes(o));
+    int64_t n = fvm_tensor_count(ct);
+    int r = ct->shape.rank;
+    int64_t idx[FVM_MAX_RANK] = {0}, ostride[FVM_MAX_RANK];
+    int64_t acc = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        ostride[i] = acc;
+        acc *= o->shape.d[i];
+    }
+    const unsigned char *src = fvm_tensor_data(ct);
+    unsigned char *dst = fvm_tensor_data(o);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t off = 0;
+        for (int i = 0; i < r; i++)
+            off += (start[i] + idx[i] * step[i]) * ostride[i];
+        memcpy(dst + (size_t)off * es, src + (size_t)k * es, es);
+        for (int i = r - 1; i >= 0; i--) {
+            if (++idx[i] < ct->shape.d[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    return FVM_OK;
+}
+
+fvm_status exec_unslice(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_attrs *a = &in->a;
+    const fvm_tensor *ct = &args[0]->t, *like = &args[1]->t;
+    fvm_dims dims;
+    int64_t start[FVM_MAX_RANK], step[FVM_MAX_RANK];
+    fvm_status s = fvm_shape_slice(&like->shape, (a->present & A(START)) ? &a->start : NULL,
+                                   (a->present & A(STOP)) ? &a->stop : NULL, (a->present & A(STEP)) ? &a->step : NULL,
+                                   &dims, start, step, x->d);
+    if (s)
+        return s;
+    if (!fvm_dims_equal(&dims, &ct->shape)) {
+        char sc[FVM_DIMS_STR], sd[FVM_DIMS_STR];
+        fvm_dims_format(&ct->shape, sc);
+        fvm_dims_format(&dims, sd);
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "the cotangent has shape %s, the slice %s", sc, sd);
+    }
+    KERNEL_INTO(like->dtype, &like->shape, unslice_copy(ct, start, step, o));
+}

@@ -6,7 +6,7 @@
 #include <string.h>
 
 static const fvm_exec_fn exec_table[FVM_OP_COUNT] = {
-#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC) [FVM_OP_##ID] = EXEC,
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) [FVM_OP_##ID] = EXEC,
 #include "ops.def"
 #undef FVM_OP
 };

@@ -12,6 +12,22 @@ fvm_func *fvm_program_func(const fvm_program *p, const char *name)
     return NULL;
 }
 
+fvm_status fvm_program_add_func(fvm_program *p, fvm_func *f)
+{
+    if (p->nfuncs + 1 > p->cap_funcs) {
+        int cap = p->nfuncs < 8 ? 16 : p->nfuncs * 2;
+        fvm_func **fs = fvm_arena_array(&p->arena, (size_t)cap, sizeof *fs);
+        if (!fs)
+            return FVM_ERR_NOMEM;
+        if (p->nfuncs)
+            memcpy(fs, p->funcs, (size_t)p->nfuncs * sizeof *fs);
+        p->funcs = fs;
+        p->cap_funcs = cap;
+    }
+    p->funcs[p->nfuncs++] = f;
+    return FVM_OK;
+}
+
 fvm_alias *fvm_program_alias(const fvm_program *p, const char *name)
 {
     for (int i = 0; i < p->naliases; i++)

@@ -30,6 +30,7 @@ typedef struct fvm_instr {
     const fvm_type *type; /* result type */
     fvm_attrs a;          /* decoded attributes */
     fvm_tensor konst;     /* const: the value (owned; released by fvm_program_free) */
+    fvm_func *derived;    /* grad, value_and_grad, vjp: the pullback the checker derived */
     int nrelease;         /* slots whose last use is this instruction */
     int *release;
 } fvm_instr;
@@ -105,7 +106,13 @@ typedef struct fvm_program {
     int naliases;
     fvm_alias **aliases;
     bool load_errors; /* the loader reported errors: check may add more, but it cannot run */
+    int cap_funcs;    /* capacity of funcs (0: exactly nfuncs, as loaded) */
+    struct fvm_ad_cache *ad; /* derived functions, by (function, parameters) (autodiff.c) */
 } fvm_program;
+
+/* Adds a function (derived or generated, in p's arena) to the namespace;
+ * its name must be new. FVM_ERR_NOMEM when the arena cannot grow. */
+fvm_status fvm_program_add_func(fvm_program *p, fvm_func *f);
 
 /* Function or alias by name in the merged namespace, or NULL. */
 fvm_func *fvm_program_func(const fvm_program *p, const char *name);

@@ -13,7 +13,7 @@ const fvm_attr_info fvm_attr_table[FVM_ATTR_COUNT] = {
 _Static_assert(FVM_ATTR_COUNT <= 64, "attribute masks are 64-bit");
 
 const fvm_op_info fvm_op_table[FVM_OP_COUNT] = {
-#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC) [FVM_OP_##ID] = {NAME, MINA, MAXA, FLAGS, ATTRS, REQ},
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) [FVM_OP_##ID] = {NAME, MINA, MAXA, FLAGS, ATTRS, REQ},
 #include "ops.def"
 #undef FVM_OP
 };

@@ -74,7 +74,7 @@ extern const fvm_attr_info fvm_attr_table[FVM_ATTR_COUNT];
 fvm_attr_id fvm_attr_lookup(const char *name);
 
 typedef enum fvm_op {
-#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC) FVM_OP_##ID,
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) FVM_OP_##ID,
 #include "ops.def"
 #undef FVM_OP
     FVM_OP_COUNT

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "../format/value_doc.h"
+#include "autodiff.h"
 #include "shapes.h"
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -263,11 +264,12 @@ static fvm_status leaf_cast(fvm_rctx *c, const fvm_type *const *ts, int n, const
 }
 
 /* Elementwise ops: the rule of each leaf, lifted over structs. */
-#define LIFTED_RULE(name, leaf)                            \
+#define LIFTED_RULE_DEF(name, leaf)                        \
     fvm_status name(fvm_rctx *c, const fvm_type **out)     \
     {                                                      \
         return lift(c, c->args, c->nargs, leaf, out, 0);   \
     }
+#define LIFTED_RULE(name, leaf) LIFTED_RULE_DEF(name, leaf)
 LIFTED_RULE(rule_same, leaf_same)
 LIFTED_RULE(rule_unary_float, leaf_unary_float)
 LIFTED_RULE(rule_unary_signed, leaf_unary_signed)
@@ -278,7 +280,6 @@ LIFTED_RULE(rule_binary_float, leaf_binary_float)
 LIFTED_RULE(rule_compare, leaf_compare)
 LIFTED_RULE(rule_binary_bool, leaf_binary_bool)
 LIFTED_RULE(rule_select, leaf_select)
-#undef LIFTED_RULE
 
 /* ---- constants ------------------------------------------------------------ */
 
@@ -971,4 +972,274 @@ fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "bitwidth must be between 1 and %d for %s, found %lld",
                         maxbw, fvm_rtype(c, m), (long long)bw);
     return fed_out(c, m, FVM_PL_SERVER, true, out);
+}
+
+/* ---- shapes from other values (the ops gradients need) ------------------------------ */
+
+fvm_status rule_expand_dims(fvm_rctx *c, const fvm_type **out)
+{
+    if (want_tensor(c, 0, "the operand"))
+        return FVM_ERR_TYPE;
+    const fvm_dims *x = &c->args[0]->u.tensor.dims;
+    const fvm_ints *axes = &c->in->a.axes;
+    int r = x->rank + axes->n;
+    if (r > FVM_MAX_RANK)
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "the result would have rank %d, more than %d", r,
+                        FVM_MAX_RANK);
+    unsigned ins = 0;
+    for (int i = 0; i < axes->n; i++) {
+        int64_t ax = axes->v[i] < 0 ? axes->v[i] + r : axes->v[i];
+        if (ax < 0 || ax >= r || (ins & (1u << ax)))
+            return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "axes must be distinct axes of the rank-%d result", r);
+        ins |= 1u << ax;
+    }
+    fvm_dims d = {.rank = r};
+    for (int i = 0, k = 0; i < r; i++)
+        d.d[i] = (ins & (1u << i)) ? 1 : x->d[k++];
+    *out = tensor_type(c, c->args[0]->u.tensor.dtype, &d);
+    return *out ? FVM_OK : FVM_ERR_NOMEM;
+}
+
+/* A tensor of shape 'like' summed from 'ct' (the reverse of broadcasting). */
+static fvm_status unbroadcast_type(fvm_rctx *c, const fvm_type *ct, const fvm_type *like, const fvm_type **out)
+{
+    if (like->kind == FVM_T_STRUCT) {
+        if (ct->kind != FVM_T_STRUCT || ct->u.strct.n != like->u.strct.n)
+            return fvm_rerr(c, 0, FVM_ERR_TYPE, "%s cannot be summed to the shape of %s", fvm_rtype(c, ct),
+                            fvm_rtype(c, like));
+        for (int i = 0; i < like->u.strct.n; i++) {
+            const fvm_type *f;
+            if (unbroadcast_type(c, ct->u.strct.elems[i], like->u.strct.elems[i], &f))
+                return FVM_ERR_TYPE;
+        }
+        *out = like;
+        return FVM_OK;
+    }
+    if (like->kind != FVM_T_TENSOR || !fvm_type_is_tensor_tree(ct))
+        return fvm_rerr(c, 0, FVM_ERR_TYPE, "expects tensors or structs of tensors, found %s and %s",
+                        fvm_rtype(c, ct), fvm_rtype(c, like));
+    if (ct->kind == FVM_T_STRUCT) { /* a tensor broadcast to every leaf: the leaves' sums add up */
+        for (int i = 0; i < ct->u.strct.n; i++) {
+            const fvm_type *f;
+            if (unbroadcast_type(c, ct->u.strct.elems[i], like, &f))
+                return FVM_ERR_TYPE;
+        }
+        *out = like;
+        return FVM_OK;
+    }
+    fvm_dims b;
+    if (ct->u.tensor.dtype != like->u.tensor.dtype)
+        return fvm_rerr(c, 0, FVM_ERR_TYPE, "dtypes differ: %s and %s", fvm_rtype(c, ct), fvm_rtype(c, like));
+    if (fvm_dims_broadcast(&ct->u.tensor.dims, &like->u.tensor.dims, &b, c->d))
+        return located(c, FVM_ERR_TYPE, 0);
+    *out = like;
+    return FVM_OK;
+}
+
+fvm_status rule_unbroadcast(fvm_rctx *c, const fvm_type **out)
+{
+    return unbroadcast_type(c, c->args[0], c->args[1], out);
+}
+
+static fvm_status leaf_broadcast_like(fvm_rctx *c, const fvm_type *const *ts, int n, const fvm_type **out)
+{
+    fvm_dims b;
+    if (fvm_dims_broadcast(&ts[0]->u.tensor.dims, &ts[1]->u.tensor.dims, &b, c->d))
+        return located(c, FVM_ERR_TYPE, 0);
+    *out = tensor_type(c, ts[0]->u.tensor.dtype, &b);
+    return *out ? FVM_OK : FVM_ERR_NOMEM;
+}
+
+static fvm_status leaf_reshape_like(fvm_rctx *c, const fvm_type *const *ts, int n, const fvm_type **out)
+{
+    int64_t a = fvm_dims_count(&ts[0]->u.tensor.dims), b = fvm_dims_count(&ts[1]->u.tensor.dims);
+    if (a >= 0 && b >= 0 && a != b)
+        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "%s and %s have different element counts",
+                        fvm_rtype(c, ts[0]), fvm_rtype(c, ts[1]));
+    *out = tensor_type(c, ts[0]->u.tensor.dtype, &ts[1]->u.tensor.dims);
+    return *out ? FVM_OK : FVM_ERR_NOMEM;
+}
+
+LIFTED_RULE_DEF(rule_broadcast_like, leaf_broadcast_like)
+LIFTED_RULE_DEF(rule_reshape_like, leaf_reshape_like)
+
+fvm_status rule_unslice(fvm_rctx *c, const fvm_type **out)
+{
+    if (want_tensor(c, 0, "the cotangent") || want_tensor(c, 1, "the shape model"))
+        return FVM_ERR_TYPE;
+    const fvm_type *ct = c->args[0], *like = c->args[1];
+    const fvm_attrs *a = &c->in->a;
+    fvm_dims dims;
+    int64_t start[FVM_MAX_RANK], step[FVM_MAX_RANK];
+    if (fvm_shape_slice(&like->u.tensor.dims, (a->present & A(START)) ? &a->start : NULL,
+                        (a->present & A(STOP)) ? &a->stop : NULL, (a->present & A(STEP)) ? &a->step : NULL, &dims,
+                        start, step, c->d))
+        return located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
+    fvm_type sliced = {.kind = FVM_T_TENSOR, .u.tensor = {ct->u.tensor.dtype, dims}};
+    if (ct->u.tensor.dtype != like->u.tensor.dtype || !fvm_type_compatible(ct, &sliced))
+        return fvm_rerr(c, 0, FVM_ERR_TYPE, "expected the slice's shape %s, found %s", fvm_rtype(c, &sliced),
+                        fvm_rtype(c, ct));
+    *out = like;
+    return FVM_OK;
+}
+
+/* ---- scans and sequence helpers -------------------------------------------------------- */
+
+/* <name1=a, name2=b*> */
+static const fvm_type *with_history(fvm_rctx *c, const char *n1, const char *n2, const fvm_type *t)
+{
+    const fvm_type *seq = fvm_type_seq(c->a, t);
+    if (!seq)
+        return NULL;
+    if (fvm_type_is_placed(t)) {
+        fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_PLACEMENT, "the loop state %s is placed; a scan keeps its states in "
+                 "a sequence, which cannot hold placed values", fvm_rtype(c, t));
+        return NULL;
+    }
+    const char *names[2] = {n1, n2};
+    const fvm_type *elems[2] = {t, seq};
+    return fvm_type_struct(c->a, 2, names, elems);
+}
+
+fvm_status rule_scan(fvm_rctx *c, const fvm_type **out)
+{
+    const fvm_type *s;
+    fvm_status st = rule_fori(c, &s);
+    if (st || !s)
+        return *out = NULL, st;
+    *out = with_history(c, "state", "states", s);
+    return *out ? FVM_OK : FVM_ERR_TYPE;
+}
+
+fvm_status rule_sequence_scan(fvm_rctx *c, const fvm_type **out)
+{
+    const fvm_type *u;
+    fvm_status st = rule_sequence_reduce(c, &u);
+    if (st || !u)
+        return *out = NULL, st;
+    *out = with_history(c, "acc", "accs", u);
+    return *out ? FVM_OK : FVM_ERR_TYPE;
+}
+
+fvm_status rule_sequence_get(fvm_rctx *c, const fvm_type **out)
+{
+    if (want_seq(c, 0))
+        return FVM_ERR_TYPE;
+    if (!is_int_scalar(c->args[1]))
+        return fvm_rerr(c, 1, FVM_ERR_TYPE, "the index must be an integer scalar, found %s", fvm_rtype(c, c->args[1]));
+    *out = c->args[0]->u.seq.elem;
+    return FVM_OK;
+}
+
+fvm_status rule_sequence_zip(fvm_rctx *c, const fvm_type **out)
+{
+    const fvm_attrs *a = &c->in->a;
+    if ((a->present & A(NAMES)) && a->names.n != c->nargs)
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "names has %d entries for %d arguments", a->names.n,
+                        c->nargs);
+    const fvm_type **es = fvm_arena_array(c->a, (size_t)c->nargs + 1, sizeof *es);
+    if (!es)
+        return FVM_ERR_NOMEM;
+    for (int i = 0; i < c->nargs; i++) {
+        if (want_seq(c, i))
+            return FVM_ERR_TYPE;
+        es[i] = c->args[i]->u.seq.elem;
+    }
+    const fvm_type *s = fvm_type_struct(c->a, c->nargs, (a->present & A(NAMES)) ? a->names.v : NULL, es);
+    *out = s ? fvm_type_seq(c->a, s) : NULL;
+    return *out ? FVM_OK : FVM_ERR_NOMEM;
+}
+
+fvm_status rule_sequence_reverse(fvm_rctx *c, const fvm_type **out)
+{
+    if (want_seq(c, 0))
+        return FVM_ERR_TYPE;
+    *out = c->args[0];
+    return FVM_OK;
+}
+
+/* ---- automatic differentiation --------------------------------------------------------- */
+
+static bool is_float_scalar(const fvm_type *t)
+{
+    if (t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_SERVER)
+        t = t->u.fed.member;
+    return t->kind == FVM_T_TENSOR && t->u.tensor.dims.rank == 0 && fvm_dtype_is_float(t->u.tensor.dtype);
+}
+
+static bool has_seq(const fvm_type *t)
+{
+    switch (t->kind) {
+    case FVM_T_SEQ:
+        return true;
+    case FVM_T_STRUCT:
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (has_seq(t->u.strct.elems[i]))
+                return true;
+        return false;
+    case FVM_T_FED:
+        return has_seq(t->u.fed.member);
+    default:
+        return false;
+    }
+}
+
+/* grad / value_and_grad / vjp: derive fn's pullback for the parameter wrt. */
+fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
+{
+    fvm_func *fn = c->in->a.fn;
+    fvm_op op = c->in->op;
+    if (!fn->ok)
+        return *out = NULL, FVM_OK;
+    if (fn->nparams == 0)
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "function '%s' has no parameter to differentiate", fn->name);
+    if (fn->nparams > 64)
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_LIMIT, "function '%s' has more than 64 parameters", fn->name);
+    int wrt = 0;
+    if (c->in->a.present & A(WRT)) {
+        for (wrt = 0; wrt < fn->nparams && strcmp(fn->param_names[wrt], c->in->a.wrt); wrt++)
+            ;
+        if (wrt == fn->nparams)
+            return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_NAME, "function '%s' has no parameter '%s'", fn->name,
+                            c->in->a.wrt);
+    }
+    int n = fn->nparams + (op == FVM_OP_VJP);
+    if (c->nargs != n)
+        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "takes %s's %d arguments%s, found %d", fn->name,
+                        fn->nparams, op == FVM_OP_VJP ? " and the cotangent of its result" : "", c->nargs);
+    if (want_fn(c, "fn", fn, fn->nparams, c->args, false))
+        return FVM_ERR_TYPE;
+    const fvm_type *wt = fn->param_types[wrt];
+    if (!fvm_ad_has_floats(wt))
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "parameter '%s' (%s) holds no float: no gradient flows "
+                        "through integers", fn->param_names[wrt], fvm_rtype(c, wt));
+    if (has_seq(wt))
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "differentiating with respect to a sequence ('%s', %s) "
+                        "is not supported", fn->param_names[wrt], fvm_rtype(c, wt));
+    if (op == FVM_OP_VJP) {
+        const fvm_type *ct = fvm_ad_ct_type(c->a, fn->result_type);
+        if (!ct || !fvm_type_compatible(c->args[n - 1], ct))
+            return fvm_rerr(c, n - 1, FVM_ERR_TYPE, "the cotangent of '%s''s result must be %s, found %s", fn->name,
+                            fvm_rtype(c, ct), fvm_rtype(c, c->args[n - 1]));
+    } else if (!is_float_scalar(fn->result_type)) {
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "%s needs a function returning a float scalar (f32[] or "
+                        "f32[]@SERVER); '%s' returns %s (use vjp for other results)", fvm_op_table[op].name,
+                        fn->name, fvm_rtype(c, fn->result_type));
+    }
+    fvm_ad_env env = {.p = (fvm_program *)c->p, .d = c->d, .check = c->check_new, .ctx = c->check_ctx,
+                      .where = &c->in->loc};
+    fvm_status s = fvm_ad_pullback(&env, fn, UINT64_C(1) << wrt, &c->in->derived);
+    if (s)
+        return s;
+    const fvm_type *g = fvm_ad_ct_type(c->a, wt);
+    if (!g)
+        return FVM_ERR_NOMEM;
+    if (op != FVM_OP_VALUE_AND_GRAD) {
+        *out = g;
+        return FVM_OK;
+    }
+    const char *names[2] = {"value", "grad"};
+    const fvm_type *elems[2] = {fn->result_type, g};
+    *out = fvm_type_struct(c->a, 2, names, elems);
+    return *out ? FVM_OK : FVM_ERR_NOMEM;
 }

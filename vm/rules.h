@@ -7,7 +7,7 @@
 
 #include "check.h"
 
-#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC) fvm_status RULE(fvm_rctx *c, const fvm_type **out);
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) fvm_status RULE(fvm_rctx *c, const fvm_type **out);
 #include "ops.def"
 #undef FVM_OP
 
