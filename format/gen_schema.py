@@ -29,7 +29,7 @@ IDENT = "^[A-Za-z_][A-Za-z0-9_]*$"
 
 OP_RE = re.compile(
     r'^FVM_OP\(\s*(\w+)\s*,\s*"([^"]+)"\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*([^,]+?)\s*,'
-    r'\s*([^,]+?)\s*,\s*([^,]+?)\s*,\s*(\w+)\s*,\s*(\w+)\s*\)')
+    r'\s*([^,]+?)\s*,\s*([^,]+?)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*\)')
 GROUP_RE = re.compile(r'^/\*\s*--\s*(.*?)\s*--\s*\*/')
 ATTR_RE = re.compile(r'^FVM_ATTR\(\s*(\w+)\s*,\s*"([^"]+)"\s*,\s*(\w+)\s*,\s*(\w+)\s*\)')
 MASK_RE = re.compile(r'A\((\w+)\)')

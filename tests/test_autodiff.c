@@ -1,0 +1,543 @@
+/* test_autodiff.c - gradient checks: for every differentiable op and for whole (federated) programs,
+ * the gradient fedvm derives equals central finite differences in f64. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../vm/fedvm.h"
+
+/* A case: a function f(params) -> s, a scalar f64 (or f64[]@SERVER), and the
+ * parameter to differentiate. Single quotes stand for double quotes. */
+typedef enum domain { ANY, POS, AWAY } domain; /* [-1,1]; [0.5,2]; +-[0.5,2] */
+
+typedef struct gcase {
+    const char *name;
+    const char *params; /* JSON object of parameters */
+    const char *body;   /* JSON array of instructions; the result is 's' */
+    const char *wrt;
+    domain dom;
+    const char *fixed; /* JSON object: values for some parameters (integers, predicates) */
+} gcase;
+
+static char *unquote(const char *s)
+{
+    char *t = strdup(s);
+    for (char *p = t; *p; p++)
+        if (*p == '\'')
+            *p = '"';
+    return t;
+}
+
+static uint64_t rng_state;
+static double uniform(void)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rng_state >> 11) / 9007199254740992.0; /* [0, 1) */
+}
+
+static double draw(domain dom)
+{
+    double u = uniform();
+    switch (dom) {
+    case POS:
+        return 0.5 + 1.5 * u;
+    case AWAY:
+        return (uniform() < 0.5 ? -1 : 1) * (0.5 + 1.5 * u);
+    default:
+        return 2 * u - 1;
+    }
+}
+
+/* Random value of a type (3 clients, sequences of 3). */
+static fvm_value *random_value(const fvm_type *t, domain dom)
+{
+    switch (t->kind) {
+    case FVM_T_TENSOR: {
+        fvm_tensor x;
+        fvm_dims d = t->u.tensor.dims;
+        for (int i = 0; i < d.rank; i++)
+            if (d.d[i] < 0)
+                d.d[i] = 3;
+        assert_int_equal(fvm_tensor_alloc(&x, t->u.tensor.dtype, &d, NULL), FVM_OK);
+        for (int64_t i = 0; i < fvm_tensor_count(&x); i++) {
+            if (t->u.tensor.dtype == FVM_DTYPE_BOOL)
+                fvm_tensor_set_i64(&x, i, uniform() < 0.5);
+            else if (fvm_dtype_is_float(t->u.tensor.dtype))
+                fvm_tensor_set_f64(&x, i, draw(dom));
+            else
+                fvm_tensor_set_i64(&x, i, (int64_t)(uniform() * 3));
+        }
+        return fvm_value_tensor_take(&x);
+    }
+    case FVM_T_STRUCT: {
+        fvm_value *s = fvm_value_list(FVM_V_STRUCT, t->u.strct.n);
+        for (int i = 0; i < t->u.strct.n; i++)
+            s->items[i] = random_value(t->u.strct.elems[i], dom);
+        return s;
+    }
+    case FVM_T_SEQ: {
+        fvm_value *s = fvm_value_list(FVM_V_SEQ, 3);
+        for (int i = 0; i < 3; i++)
+            s->items[i] = random_value(t->u.seq.elem, dom);
+        return s;
+    }
+    case FVM_T_FED:
+        if (t->u.fed.all_equal)
+            return random_value(t->u.fed.member, dom);
+        else {
+            fvm_value *l = fvm_value_list(FVM_V_CLIENTS, 3);
+            for (int i = 0; i < 3; i++)
+                l->items[i] = random_value(t->u.fed.member, dom);
+            return l;
+        }
+    case FVM_T_FN:
+        break;
+    }
+    fail_msg("no random value for this type");
+    return NULL;
+}
+
+/* The float leaves of a value, in order (pointers into its tensors). */
+typedef struct leaves {
+    fvm_tensor *t[64];
+    int n;
+} leaves;
+
+static void collect(fvm_value *v, leaves *l)
+{
+    if (v->kind == FVM_V_TENSOR) {
+        if (fvm_dtype_is_float(v->t.dtype) && l->n < 64)
+            l->t[l->n++] = &v->t;
+        return;
+    }
+    for (int64_t i = 0; i < v->n; i++)
+        collect(v->items[i], l);
+}
+
+static double scalar_of(const fvm_value *v)
+{
+    assert_int_equal(v->kind, FVM_V_TENSOR);
+    return fvm_tensor_get_f64(&v->t, 0);
+}
+
+static const char *extra_functions; /* "{'g': {...}, ..." without the closing brace, or NULL */
+
+static void run_case(const gcase *c)
+{
+    char *params = unquote(c->params), *body = unquote(c->body);
+    size_t n = strlen(params) * 2 + strlen(body) + 1024;
+    char *text = malloc(n);
+    /* g calls grad with f's parameters in order */
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    if (extra_functions) {
+        n += strlen(extra_functions);
+        text = realloc(text, n);
+        snprintf(text, n, "{\"fedvm\": 1, \"functions\": %s, \"f\": {\"params\": %s, \"body\": %s, "
+                 "\"result\": \"s\"}}}", extra_functions, params, body);
+    } else {
+        snprintf(text, n, "{\"fedvm\": 1, \"functions\": {\"f\": {\"params\": %s, \"body\": %s, "
+                 "\"result\": \"s\"}}}", params, body);
+    }
+    assert_int_equal(fvm_program_load_text("f.json", text, strlen(text), &p, &d), FVM_OK);
+    if (fvm_check(p, &d) != FVM_OK) {
+        for (int i = 0; i < d.n; i++)
+            print_error("%s: %s\n", c->name, d.errs[i].msg);
+        fail_msg("%s: f does not check", c->name);
+    }
+    fvm_func *f = fvm_program_func(p, "f"), *pb = NULL;
+    if (fvm_check_derive(p, "f", c->wrt, &pb, &d) != FVM_OK) {
+        for (int i = 0; i < d.n; i++)
+            print_error("%s: %s\n", c->name, d.errs[i].msg);
+        fail_msg("%s: no derivative", c->name);
+    }
+    int wrt = 0;
+    while (strcmp(f->param_names[wrt], c->wrt))
+        wrt++;
+
+    /* arguments: random, or fixed */
+    fvm_value *args[16] = {0};
+    int64_t nclients = 3;
+    fvm_arena a = {0};
+    fvm_doc *fixed = NULL;
+    if (c->fixed) {
+        char *fx = unquote(c->fixed);
+        fvm_doc_src src = {"fixed", fx, strlen(fx)};
+        assert_int_equal(fvm_json_parse(&a, &src, &fixed, &d), FVM_OK);
+        free(fx);
+    }
+    for (int i = 0; i < f->nparams; i++) {
+        const fvm_doc *v = fixed ? fvm_doc_get(fixed, f->param_names[i]) : NULL;
+        if (v)
+            assert_int_equal(fvm_value_from_doc(v, f->param_types[i], "fixed", "", &nclients, &args[i], &d), FVM_OK);
+        else
+            args[i] = random_value(f->param_types[i], c->dom);
+    }
+    fvm_vm *vm = NULL;
+    fvm_vm_config cfg = {.nclients = 3};
+    assert_int_equal(fvm_vm_new(p, &cfg, &vm, &d), FVM_OK);
+
+    /* the derived gradient: pb(args, ct = 1) -> <value, grads=<g>> */
+    fvm_value *ct = NULL, *res = NULL;
+    fvm_tensor one;
+    fvm_dims none = {0};
+    assert_int_equal(fvm_tensor_alloc(&one, FVM_DTYPE_F64, &none, NULL), FVM_OK);
+    fvm_tensor_set_f64(&one, 0, 1.0);
+    ct = fvm_value_tensor_take(&one);
+    fvm_value *pargs[17];
+    for (int i = 0; i < f->nparams; i++)
+        pargs[i] = args[i];
+    pargs[f->nparams] = ct;
+    if (fvm_vm_call(vm, pb, pargs, &res, &d) != FVM_OK) {
+        for (int i = 0; i < d.n; i++)
+            print_error("%s: %s\n", c->name, d.errs[i].msg);
+        fail_msg("%s: the derived function failed", c->name);
+    }
+    fvm_value *g = res->items[1]->items[0];
+    fvm_value *f0 = NULL;
+    assert_int_equal(fvm_vm_call(vm, f, args, &f0, &d), FVM_OK);
+    /* the value the pullback returns is f's value */
+    assert_true(fabs(scalar_of(res->items[0]) - scalar_of(f0)) <= 1e-12 * fmax(1, fabs(scalar_of(f0))));
+
+    /* central differences, element by element of every float leaf of wrt */
+    leaves lx = {0}, lg = {0};
+    collect(args[wrt], &lx);
+    collect(g, &lg);
+    assert_int_equal(lx.n, lg.n);
+    int checked = 0;
+    for (int k = 0; k < lx.n; k++) {
+        assert_int_equal(fvm_tensor_count(lx.t[k]), fvm_tensor_count(lg.t[k]));
+        for (int64_t i = 0; i < fvm_tensor_count(lx.t[k]); i++) {
+            double x0 = fvm_tensor_get_f64(lx.t[k], i), h = 1e-6 * fmax(1, fabs(x0));
+            fvm_value *fp = NULL, *fm = NULL;
+            fvm_tensor_set_f64(lx.t[k], i, x0 + h);
+            assert_int_equal(fvm_vm_call(vm, f, args, &fp, &d), FVM_OK);
+            fvm_tensor_set_f64(lx.t[k], i, x0 - h);
+            assert_int_equal(fvm_vm_call(vm, f, args, &fm, &d), FVM_OK);
+            fvm_tensor_set_f64(lx.t[k], i, x0);
+            double num = (scalar_of(fp) - scalar_of(fm)) / (2 * h), got = fvm_tensor_get_f64(lg.t[k], i);
+            fvm_value_release(fp);
+            fvm_value_release(fm);
+            if (!(fabs(num - got) <= 1e-6 * fmax(1, fabs(num))))
+                fail_msg("%s: d/d%s leaf %d element %lld: derived %.12g, finite differences %.12g", c->name, c->wrt,
+                         k, (long long)i, got, num);
+            checked++;
+        }
+    }
+    assert_true(checked > 0);
+    fvm_value_release(f0);
+    fvm_value_release(res);
+    fvm_value_release(ct);
+    for (int i = 0; i < f->nparams; i++)
+        fvm_value_release(args[i]);
+    fvm_vm_free(vm);
+    fvm_program_free(p);
+    fvm_arena_free(&a);
+    fvm_diag_clear(&d);
+    free(params);
+    free(body);
+    free(text);
+}
+
+/* s = sum(y * r): a random projection of an op's result. */
+#define PROJ "['p', 'mul', 'y', 'r'], ['s', 'sum', 'p']"
+
+static const gcase ops[] = {
+    /* elementwise, unary */
+    {"neg", "{'x': 'f64[2,3]', 'r': 'f64[2,3]'}", "[['y', 'neg', 'x'], " PROJ "]", "x", ANY, NULL},
+    {"abs", "{'x': 'f64[5]', 'r': 'f64[5]'}", "[['y', 'abs', 'x'], " PROJ "]", "x", AWAY, NULL},
+    {"exp", "{'x': 'f64[4]', 'r': 'f64[4]'}", "[['y', 'exp', 'x'], " PROJ "]", "x", ANY, NULL},
+    {"log", "{'x': 'f64[4]', 'r': 'f64[4]'}", "[['y', 'log', 'x'], " PROJ "]", "x", POS, NULL},
+    {"sqrt", "{'x': 'f64[4]', 'r': 'f64[4]'}", "[['y', 'sqrt', 'x'], " PROJ "]", "x", POS, NULL},
+    {"tanh", "{'x': 'f64[4]', 'r': 'f64[4]'}", "[['y', 'tanh', 'x'], " PROJ "]", "x", ANY, NULL},
+    {"sigmoid", "{'x': 'f64[4]', 'r': 'f64[4]'}", "[['y', 'sigmoid', 'x'], " PROJ "]", "x", ANY, NULL},
+    {"relu", "{'x': 'f64[6]', 'r': 'f64[6]'}", "[['y', 'relu', 'x'], " PROJ "]", "x", AWAY, NULL},
+    {"cast", "{'x': 'f64[3]', 'r': 'f64[3]'}", "[['y', 'cast', {'dtype': 'f64'}, 'x'], " PROJ "]", "x", ANY, NULL},
+    /* elementwise, binary, with broadcasting */
+    {"add [2,3]+[3] wrt b", "{'a': 'f64[2,3]', 'b': 'f64[3]', 'r': 'f64[2,3]'}", "[['y', 'add', 'a', 'b'], " PROJ "]",
+     "b", ANY, NULL},
+    {"add [2,1]+[1,3] wrt a", "{'a': 'f64[2,1]', 'b': 'f64[1,3]', 'r': 'f64[2,3]'}",
+     "[['y', 'add', 'a', 'b'], " PROJ "]", "a", ANY, NULL},
+    {"sub scalar-[4] wrt a", "{'a': 'f64[]', 'b': 'f64[4]', 'r': 'f64[4]'}", "[['y', 'sub', 'a', 'b'], " PROJ "]",
+     "a", ANY, NULL},
+    {"sub wrt b", "{'a': 'f64[2,3]', 'b': 'f64[3]', 'r': 'f64[2,3]'}", "[['y', 'sub', 'a', 'b'], " PROJ "]", "b",
+     ANY, NULL},
+    {"mul [2,3]*[2,1] wrt b", "{'a': 'f64[2,3]', 'b': 'f64[2,1]', 'r': 'f64[2,3]'}",
+     "[['y', 'mul', 'a', 'b'], " PROJ "]", "b", ANY, NULL},
+    {"mul ? dims wrt a", "{'a': 'f64[?]', 'b': 'f64[]', 'r': 'f64[?]'}", "[['y', 'mul', 'a', 'b'], " PROJ "]", "a",
+     ANY, NULL},
+    {"div wrt a", "{'a': 'f64[3]', 'b': 'f64[3]', 'r': 'f64[3]'}", "[['y', 'div', 'a', 'b'], " PROJ "]", "a", AWAY,
+     NULL},
+    {"div [2,3]/[3] wrt b", "{'a': 'f64[2,3]', 'b': 'f64[3]', 'r': 'f64[2,3]'}", "[['y', 'div', 'a', 'b'], " PROJ "]",
+     "b", AWAY, NULL},
+    {"pow wrt a", "{'a': 'f64[3]', 'b': 'f64[3]', 'r': 'f64[3]'}", "[['y', 'pow', 'a', 'b'], " PROJ "]", "a", POS,
+     NULL},
+    {"pow wrt b", "{'a': 'f64[3]', 'b': 'f64[]', 'r': 'f64[3]'}", "[['y', 'pow', 'a', 'b'], " PROJ "]", "b", POS,
+     NULL},
+    {"maximum wrt a", "{'a': 'f64[5]', 'b': 'f64[5]', 'r': 'f64[5]'}", "[['y', 'maximum', 'a', 'b'], " PROJ "]", "a",
+     AWAY, NULL},
+    {"minimum wrt b", "{'a': 'f64[2,3]', 'b': 'f64[3]', 'r': 'f64[2,3]'}", "[['y', 'minimum', 'a', 'b'], " PROJ "]",
+     "b", AWAY, NULL},
+    {"select wrt a", "{'q': 'bool[4]', 'a': 'f64[4]', 'b': 'f64[]', 'r': 'f64[4]'}",
+     "[['y', 'select', 'q', 'a', 'b'], " PROJ "]", "a", ANY, "{'q': [true, false, true, false]}"},
+    {"select wrt b (broadcast)", "{'q': 'bool[4]', 'a': 'f64[4]', 'b': 'f64[]', 'r': 'f64[4]'}",
+     "[['y', 'select', 'q', 'a', 'b'], " PROJ "]", "b", ANY, "{'q': [true, false, true, false]}"},
+    /* linear algebra */
+    {"matmul", "{'a': 'f64[2,3]', 'b': 'f64[3,4]', 'r': 'f64[2,4]'}", "[['y', 'matmul', 'a', 'b'], " PROJ "]", "a",
+     ANY, NULL},
+    {"matmul wrt b", "{'a': 'f64[2,3]', 'b': 'f64[3,4]', 'r': 'f64[2,4]'}", "[['y', 'matmul', 'a', 'b'], " PROJ "]",
+     "b", ANY, NULL},
+    {"matmul ta", "{'a': 'f64[3,2]', 'b': 'f64[3,4]', 'r': 'f64[2,4]'}",
+     "[['y', 'matmul', {'transpose_a': true}, 'a', 'b'], " PROJ "]", "a", ANY, NULL},
+    {"matmul ta wrt b", "{'a': 'f64[3,2]', 'b': 'f64[3,4]', 'r': 'f64[2,4]'}",
+     "[['y', 'matmul', {'transpose_a': true}, 'a', 'b'], " PROJ "]", "b", ANY, NULL},
+    {"matmul tb", "{'a': 'f64[2,3]', 'b': 'f64[4,3]', 'r': 'f64[2,4]'}",
+     "[['y', 'matmul', {'transpose_b': true}, 'a', 'b'], " PROJ "]", "a", ANY, NULL},
+    {"matmul tb wrt b", "{'a': 'f64[2,3]', 'b': 'f64[4,3]', 'r': 'f64[2,4]'}",
+     "[['y', 'matmul', {'transpose_b': true}, 'a', 'b'], " PROJ "]", "b", ANY, NULL},
+    {"matmul ta tb", "{'a': 'f64[3,2]', 'b': 'f64[4,3]', 'r': 'f64[2,4]'}",
+     "[['y', 'matmul', {'transpose_a': true, 'transpose_b': true}, 'a', 'b'], " PROJ "]", "a", ANY, NULL},
+    {"matmul ta tb wrt b", "{'a': 'f64[3,2]', 'b': 'f64[4,3]', 'r': 'f64[2,4]'}",
+     "[['y', 'matmul', {'transpose_a': true, 'transpose_b': true}, 'a', 'b'], " PROJ "]", "b", ANY, NULL},
+    {"matmul vec-mat", "{'a': 'f64[3]', 'b': 'f64[3,4]', 'r': 'f64[4]'}", "[['y', 'matmul', 'a', 'b'], " PROJ "]", "a",
+     ANY, NULL},
+    {"matmul vec-mat wrt b", "{'a': 'f64[3]', 'b': 'f64[3,4]', 'r': 'f64[4]'}",
+     "[['y', 'matmul', 'a', 'b'], " PROJ "]", "b", ANY, NULL},
+    {"matmul vec-mat tb wrt b", "{'a': 'f64[3]', 'b': 'f64[4,3]', 'r': 'f64[4]'}",
+     "[['y', 'matmul', {'transpose_b': true}, 'a', 'b'], " PROJ "]", "b", ANY, NULL},
+    {"matmul mat-vec wrt a", "{'a': 'f64[2,3]', 'b': 'f64[3]', 'r': 'f64[2]'}",
+     "[['y', 'matmul', 'a', 'b'], " PROJ "]", "a", ANY, NULL},
+    {"matmul mat-vec ta wrt a", "{'a': 'f64[3,2]', 'b': 'f64[3]', 'r': 'f64[2]'}",
+     "[['y', 'matmul', {'transpose_a': true}, 'a', 'b'], " PROJ "]", "a", ANY, NULL},
+    {"matmul mat-vec wrt b", "{'a': 'f64[2,3]', 'b': 'f64[3]', 'r': 'f64[2]'}",
+     "[['y', 'matmul', 'a', 'b'], " PROJ "]", "b", ANY, NULL},
+    {"matmul dot", "{'a': 'f64[3]', 'b': 'f64[3]'}", "[['s', 'matmul', 'a', 'b']]", "a", ANY, NULL},
+    /* reductions */
+    {"sum all", "{'x': 'f64[2,3]'}", "[['y', 'sum', 'x'], ['s', 'mul', 'y', 'y']]", "x", ANY, NULL},
+    {"sum axis 1", "{'x': 'f64[2,3]', 'r': 'f64[2]'}", "[['y', 'sum', {'axes': [1]}, 'x'], " PROJ "]", "x", ANY, NULL},
+    {"sum axes 0,2 keepdims", "{'x': 'f64[2,3,2]', 'r': 'f64[1,3,1]'}",
+     "[['y', 'sum', {'axes': [0, -1], 'keepdims': true}, 'x'], " PROJ "]", "x", ANY, NULL},
+    {"mean axis 0", "{'x': 'f64[3,2]', 'r': 'f64[2]'}", "[['y', 'mean', {'axes': [0]}, 'x'], " PROJ "]", "x", ANY,
+     NULL},
+    {"mean ? rows", "{'x': 'f64[?,2]', 'r': 'f64[2]'}", "[['y', 'mean', {'axes': [0]}, 'x'], " PROJ "]", "x", ANY,
+     NULL},
+    {"max axis 1", "{'x': 'f64[2,4]', 'r': 'f64[2]'}", "[['y', 'max', {'axes': [1]}, 'x'], " PROJ "]", "x", ANY, NULL},
+    {"min all", "{'x': 'f64[5]'}", "[['y', 'min', 'x'], ['s', 'mul', 'y', 'y']]", "x", ANY, NULL},
+    /* shapes */
+    {"reshape", "{'x': 'f64[2,3]', 'r': 'f64[3,2]'}", "[['y', 'reshape', {'shape': [3, -1]}, 'x'], " PROJ "]", "x", ANY,
+     NULL},
+    {"expand_dims", "{'x': 'f64[3]', 'r': 'f64[1,3]'}", "[['y', 'expand_dims', {'axes': [0]}, 'x'], " PROJ "]", "x",
+     ANY, NULL},
+    {"broadcast_to", "{'x': 'f64[3]', 'r': 'f64[2,3]'}", "[['y', 'broadcast_to', {'shape': [2, 3]}, 'x'], " PROJ "]",
+     "x", ANY, NULL},
+    {"transpose", "{'x': 'f64[2,3,4]', 'r': 'f64[4,2,3]'}", "[['y', 'transpose', {'perm': [2, 0, 1]}, 'x'], " PROJ "]",
+     "x", ANY, NULL},
+    {"transpose reversed", "{'x': 'f64[2,3]', 'r': 'f64[3,2]'}", "[['y', 'transpose', 'x'], " PROJ "]", "x", ANY, NULL},
+    {"slice", "{'x': 'f64[5,4]', 'r': 'f64[2,2]'}",
+     "[['y', 'slice', {'start': [1, 0], 'stop': [5, 4], 'step': [2, 3]}, 'x'], " PROJ "]", "x", ANY, NULL},
+    {"concat axis 1", "{'a': 'f64[2,2]', 'b': 'f64[2,3]', 'r': 'f64[2,5]'}",
+     "[['y', 'concat', {'axis': 1}, 'a', 'b'], " PROJ "]", "b", ANY, NULL},
+    {"unbroadcast", "{'x': 'f64[2,3]', 'l': 'f64[3]', 'r': 'f64[3]'}", "[['y', 'unbroadcast', 'x', 'l'], " PROJ "]",
+     "x", ANY, NULL},
+    {"broadcast_like", "{'x': 'f64[3]', 'l': 'f64[2,3]', 'r': 'f64[2,3]'}",
+     "[['y', 'broadcast_like', 'x', 'l'], " PROJ "]", "x", ANY, NULL},
+    {"reshape_like", "{'x': 'f64[6]', 'l': 'f64[2,3]', 'r': 'f64[2,3]'}", "[['y', 'reshape_like', 'x', 'l'], " PROJ "]",
+     "x", ANY, NULL},
+    {"unslice", "{'x': 'f64[2]', 'l': 'f64[5]', 'r': 'f64[5]'}",
+     "[['y', 'unslice', {'start': [1], 'step': [3]}, 'x', 'l'], " PROJ "]", "x", ANY, NULL},
+    /* structs: lifted arithmetic on a model, fields */
+    {"struct lifted", "{'m': '<w=f64[2,2],b=f64[2]>', 'k': 'f64[]'}",
+     "[['y', 'mul', 'm', 'k'], ['z', 'mul', 'y', 'm'], ['w', 'field', {'name': 'w'}, 'z'], "
+     "['b', 'field', {'name': 'b'}, 'z'], ['sw', 'sum', 'w'], ['sb', 'sum', 'b'], ['s', 'add', 'sw', 'sb']]",
+     "m", ANY, NULL},
+    {"struct scalar broadcast wrt k", "{'m': '<w=f64[2,2],b=f64[2]>', 'k': 'f64[]'}",
+     "[['y', 'mul', 'm', 'k'], ['z', 'mul', 'y', 'm'], ['w', 'field', {'name': 'w'}, 'z'], "
+     "['b', 'field', {'name': 'b'}, 'z'], ['sw', 'sum', 'w'], ['sb', 'sum', 'b'], ['s', 'add', 'sw', 'sb']]",
+     "k", ANY, NULL},
+    {"struct build and read", "{'a': 'f64[2]', 'b': 'f64[2]'}",
+     "[['t', 'struct', {'names': ['u', 'v']}, 'a', 'b'], ['u', 'field', {'index': 0}, 't'], "
+     "['v', 'field', {'name': 'v'}, 't'], ['p', 'mul', 'u', 'v'], ['s', 'sum', 'p']]",
+     "a", ANY, NULL},
+};
+
+/* Whole functions: calls, conditionals, loops, sequences, federated programs.
+ * Helper functions are given in the case's 'params' slot as extra functions
+ * through run_program (below). */
+typedef struct pcase {
+    const char *name;
+    const char *functions; /* JSON object of extra functions */
+    const char *params, *body, *wrt;
+    domain dom;
+    const char *fixed;
+} pcase;
+
+static const pcase programs[] = {
+    {"call (inlined)", "{'sq': {'params': {'v': 'f64[3]'}, 'body': [['y', 'mul', 'v', 'v']], 'result': 'y'}}",
+     "{'x': 'f64[3]'}", "[['y', 'call', {'fn': 'sq'}, 'x'], ['z', 'call', {'fn': 'sq'}, 'y'], ['s', 'sum', 'z']]", "x",
+     ANY, NULL},
+    {"cond then", "{'a': {'params': {'v': 'f64[2]'}, 'body': [['y', 'exp', 'v']], 'result': 'y'}, "
+     "'b': {'params': {'v': 'f64[2]'}, 'body': [['y', 'mul', 'v', 'v']], 'result': 'y'}}",
+     "{'q': 'bool[]', 'x': 'f64[2]'}", "[['y', 'cond', {'then': 'a', 'else': 'b'}, 'q', 'x'], ['s', 'sum', 'y']]", "x",
+     ANY, "{'q': true}"},
+    {"cond else", "{'a': {'params': {'v': 'f64[2]'}, 'body': [['y', 'exp', 'v']], 'result': 'y'}, "
+     "'b': {'params': {'v': 'f64[2]'}, 'body': [['y', 'mul', 'v', 'v']], 'result': 'y'}}",
+     "{'q': 'bool[]', 'x': 'f64[2]'}", "[['y', 'cond', {'then': 'a', 'else': 'b'}, 'q', 'x'], ['s', 'sum', 'y']]", "x",
+     ANY, "{'q': false}"},
+    {"fori wrt init", "{'step': {'params': {'i': 'i32[]', 'st': 'f64[2]', 'a': 'f64[2]'}, 'body': "
+     "[['fi', 'cast', {'dtype': 'f64'}, 'i'], ['m', 'mul', 'st', 'a'], ['t', 'tanh', 'm'], ['y', 'add', 't', 'fi']], "
+     "'result': 'y'}}",
+     "{'x': 'f64[2]', 'a': 'f64[2]'}", "[['y', 'fori', {'fn': 'step', 'n': 4}, 'x', 'a'], ['s', 'sum', 'y']]", "x", ANY,
+     NULL},
+    {"fori wrt extra", "{'step': {'params': {'i': 'i32[]', 'st': 'f64[2]', 'a': 'f64[2]'}, 'body': "
+     "[['fi', 'cast', {'dtype': 'f64'}, 'i'], ['m', 'mul', 'st', 'a'], ['t', 'tanh', 'm'], ['y', 'add', 't', 'fi']], "
+     "'result': 'y'}}",
+     "{'x': 'f64[2]', 'a': 'f64[2]'}", "[['y', 'fori', {'fn': 'step', 'n': 4}, 'x', 'a'], ['s', 'sum', 'y']]", "a", ANY,
+     NULL},
+    {"sequence_reduce wrt extra", "{'acc': {'params': {'c': 'f64[]', 'e': 'f64[2]', 'w': 'f64[2]'}, 'body': "
+     "[['d', 'matmul', 'e', 'w'], ['q', 'mul', 'd', 'd'], ['y', 'add', 'c', 'q']], 'result': 'y'}}",
+     "{'xs': 'f64[2]*', 'w': 'f64[2]', 'z': 'f64[]'}",
+     "[['s', 'sequence_reduce', {'fn': 'acc'}, 'xs', 'z', 'w']]", "w", ANY, NULL},
+    {"sequence_reduce wrt zero", "{'acc': {'params': {'c': 'f64[]', 'e': 'f64[2]', 'w': 'f64[2]'}, 'body': "
+     "[['d', 'matmul', 'e', 'w'], ['q', 'mul', 'd', 'c'], ['y', 'add', 'c', 'q']], 'result': 'y'}}",
+     "{'xs': 'f64[2]*', 'w': 'f64[2]', 'z': 'f64[]'}",
+     "[['s', 'sequence_reduce', {'fn': 'acc'}, 'xs', 'z', 'w']]", "z", ANY, NULL},
+    {"sequence_map then sum", "{'lin': {'params': {'e': 'f64[2]', 'w': 'f64[2]'}, 'body': "
+     "[['d', 'matmul', 'e', 'w'], ['y', 'sigmoid', 'd']], 'result': 'y'}}",
+     "{'xs': 'f64[2]*', 'w': 'f64[2]'}",
+     "[['ys', 'sequence_map', {'fn': 'lin'}, 'xs', 'w'], ['s', 'sequence_sum', 'ys']]", "w", ANY, NULL},
+    /* federated */
+    {"broadcast, map, mean", "{'cl': {'params': {'w': 'f64[2]', 'x': 'f64[2]'}, 'body': "
+     "[['d', 'matmul', 'x', 'w'], ['y', 'mul', 'd', 'd']], 'result': 'y'}}",
+     "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['wc', 'federated_broadcast', 'w'], ['l', 'federated_map', {'fn': 'cl'}, 'wc', 'x'], "
+     "['s', 'federated_mean', 'l']]", "w", ANY, NULL},
+    {"map, sum wrt client data", "{'cl': {'params': {'w': 'f64[2]', 'x': 'f64[2]'}, 'body': "
+     "[['d', 'matmul', 'x', 'w'], ['y', 'mul', 'd', 'd']], 'result': 'y'}}",
+     "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['wc', 'federated_broadcast', 'w'], ['l', 'federated_map', {'fn': 'cl'}, 'wc', 'x'], "
+     "['s', 'federated_sum', 'l']]", "x", ANY, NULL},
+    {"weighted mean of a model", "{'cl': {'params': {'w': '<a=f64[2],b=f64[]>', 'x': 'f64[2]'}, 'body': "
+     "[['a', 'field', {'name': 'a'}, 'w'], ['b', 'field', {'name': 'b'}, 'w'], ['d', 'matmul', 'x', 'a'], "
+     "['e', 'add', 'd', 'b'], ['y', 'mul', 'e', 'e']], 'result': 'y'}}",
+     "{'w': '<a=f64[2],b=f64[]>@SERVER', 'x': '{f64[2]}@CLIENTS', 'n': '{f64[]}@CLIENTS'}",
+     "[['wc', 'federated_broadcast', 'w'], ['l', 'federated_map', {'fn': 'cl'}, 'wc', 'x'], "
+     "['s', 'federated_weighted_mean', 'l', 'n']]", "w", POS, NULL},
+    {"min and max", "{'cl': {'params': {'w': 'f64[]', 'x': 'f64[]'}, 'body': [['y', 'mul', 'w', 'x']], "
+     "'result': 'y'}, 'plus': {'params': {'a': 'f64[]', 'b': 'f64[]'}, 'body': [['y', 'add', 'a', 'b']], "
+     "'result': 'y'}}",
+     "{'w': 'f64[]@SERVER', 'x': '{f64[]}@CLIENTS'}",
+     "[['wc', 'federated_broadcast', 'w'], ['l', 'federated_map', {'fn': 'cl'}, 'wc', 'x'], "
+     "['lo', 'federated_min', 'l'], ['hi', 'federated_max', 'l'], ['s', 'federated_apply', {'fn': 'plus'}, 'lo', 'hi']]",
+     "w", AWAY, "{'x': [0.5, -1.25, 2.0]}"},
+    {"zip and apply", "{'cl': {'params': {'w': 'f64[2]', 'x': 'f64[2]'}, 'body': [['y', 'mul', 'w', 'x']], "
+     "'result': 'y'}, 'dot': {'params': {'p': '<f64[2],f64[2]>'}, 'body': [['a', 'field', {'index': 0}, 'p'], "
+     "['b', 'field', {'index': 1}, 'p'], ['y', 'matmul', 'a', 'b']], 'result': 'y'}}",
+     "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['wc', 'federated_broadcast', 'w'], ['l', 'federated_map', {'fn': 'cl'}, 'wc', 'x'], "
+     "['t', 'federated_sum', 'l'], ['z', 'federated_zip', 'w', 't'], ['s', 'federated_apply', {'fn': 'dot'}, 'z']]",
+     "w", ANY, NULL},
+};
+
+static void run_program(const pcase *c)
+{
+    char *fns = unquote(c->functions), *params = unquote(c->params), *body = unquote(c->body);
+    /* Reuse run_case with the extra functions spliced into the program text. */
+    size_t n = strlen(fns) + strlen(params) + strlen(body) + 256;
+    char *inner = malloc(n);
+    snprintf(inner, n, "%s", fns);
+    inner[strlen(inner) - 1] = 0; /* drop the closing brace: f is appended */
+    gcase g = {c->name, c->params, c->body, c->wrt, c->dom, c->fixed};
+    extra_functions = inner;
+    run_case(&g);
+    extra_functions = NULL;
+    free(inner);
+    free(fns);
+    free(params);
+    free(body);
+}
+
+static void test_program_gradients(void **state)
+{
+    (void)state;
+    rng_state = 777;
+    for (size_t i = 0; i < sizeof programs / sizeof *programs; i++) {
+        run_program(&programs[i]);
+        print_message("gradient check %s: ok\n", programs[i].name);
+    }
+}
+
+/* Exact federated identities with 3 clients: d/dx sum(broadcast(x)) = N,
+ * d/dx mean(broadcast(x)) = 1; and the derivative uses federated
+ * intrinsics for every change of placement. */
+static double grad_at(const char *body, double x0)
+{
+    char text[1024];
+    snprintf(text, sizeof text,
+             "{\"fedvm\": 1, \"functions\": {\"f\": {\"params\": {\"x\": \"f64[]@SERVER\"}, "
+             "\"body\": %s, \"result\": \"s\"}, \"g\": {\"params\": {\"x\": \"f64[]@SERVER\"}, "
+             "\"body\": [[\"d\", \"grad\", {\"fn\": \"f\"}, \"x\"]], \"result\": \"d\"}}}",
+             body);
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    assert_int_equal(fvm_program_load_text("fed.json", text, strlen(text), &p, &d), FVM_OK);
+    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    /* every placed argument in the derived code is consumed by an op that may take placed values */
+    for (int i = 0; i < p->nfuncs; i++) {
+        const fvm_func *f = p->funcs[i];
+        for (int k = 0; k < f->ninstrs; k++)
+            for (int j = 0; j < f->instrs[k].nargs; j++)
+                if (fvm_type_is_placed(f->instrs[k].arg_types[j]))
+                    assert_true(fvm_op_table[f->instrs[k].op].flags & OPF_PLACED);
+    }
+    fvm_vm *vm = NULL;
+    fvm_vm_config cfg = {.nclients = 3};
+    assert_int_equal(fvm_vm_new(p, &cfg, &vm, &d), FVM_OK);
+    fvm_tensor t;
+    fvm_dims none = {0};
+    assert_int_equal(fvm_tensor_alloc(&t, FVM_DTYPE_F64, &none, NULL), FVM_OK);
+    fvm_tensor_set_f64(&t, 0, x0);
+    fvm_value *x = fvm_value_tensor_take(&t), *r = NULL;
+    assert_int_equal(fvm_vm_call(vm, fvm_program_func(p, "g"), &x, &r, &d), FVM_OK);
+    double g = scalar_of(r);
+    fvm_value_release(x);
+    fvm_value_release(r);
+    fvm_vm_free(vm);
+    fvm_program_free(p);
+    fvm_diag_clear(&d);
+    return g;
+}
+
+static void test_federated_identities(void **state)
+{
+    (void)state;
+    assert_true(grad_at("[[\"b\", \"federated_broadcast\", \"x\"], [\"s\", \"federated_sum\", \"b\"]]", 1.5)
+                == 3.0);
+    assert_true(grad_at("[[\"b\", \"federated_broadcast\", \"x\"], [\"s\", \"federated_mean\", \"b\"]]", -2.0)
+                == 1.0);
+}
+
+static void test_op_gradients(void **state)
+{
+    (void)state;
+    rng_state = 12345;
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        run_case(&ops[i]);
+        print_message("gradient check %s: ok\n", ops[i].name);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_op_gradients),
+        cmocka_unit_test(test_program_gradients),
+        cmocka_unit_test(test_federated_identities),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
