@@ -522,6 +522,94 @@ static void test_federated_identities(void **state)
                 == 1.0);
 }
 
+/* Runs function fn of a program file with JSON arguments; the result as a document. */
+static fvm_doc *run_file(fvm_arena *a, const char *path, const char *fn, int nargs, const fvm_named_text *args)
+{
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    assert_int_equal(fvm_program_load(path, &p, &d), FVM_OK);
+    if (fvm_check(p, &d)) {
+        for (int i = 0; i < d.n; i++)
+            print_error("%s\n", d.errs[i].msg);
+        fail_msg("%s does not check", path);
+    }
+    const fvm_func *f = fvm_program_func(p, fn);
+    fvm_vm *vm = NULL;
+    fvm_value **vals = NULL, *res = NULL;
+    int64_t nclients = -1;
+    assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
+    assert_int_equal(fvm_bind_args(f, nargs, args, 0, &nclients, &vals, &d), FVM_OK);
+    if (nclients >= 0)
+        assert_int_equal(fvm_vm_set_clients(vm, nclients, &d), FVM_OK);
+    assert_int_equal(fvm_vm_call(vm, f, vals, &res, &d), FVM_OK);
+    fvm_doc *out = fvm_value_to_doc(a, res, f->result_type);
+    fvm_value_release(res);
+    fvm_values_free(vals, f->nparams);
+    fvm_vm_free(vm);
+    fvm_program_free(p);
+    fvm_diag_clear(&d);
+    return out;
+}
+
+static double num(const fvm_doc *v)
+{
+    return v->kind == FVM_DOC_INT ? (double)v->u.i : v->u.r;
+}
+
+/* DrJAX's tutorial: w = [2, -1], clients x = [1,2], [3,-4], [-7,6]: loss
+ * 87.16667, gradient [57.666668, -54.666668], loss after a step of 0.01:
+ * 35.551258 (the published f32 figures). */
+static void test_drjax_published_numbers(void **state)
+{
+    (void)state;
+    fvm_arena a = {0};
+    fvm_named_text args[2] = {{"w", "[2, -1]"}, {"x", "[[1, 2], [3, -4], [-7, 6]]"}};
+    fvm_doc *r = run_file(&a, "programs/drjax_mean_loss.json", "main", 2, args);
+    const fvm_doc *g = fvm_doc_get(r, "grad");
+    assert_true(fabs(num(fvm_doc_get(r, "loss")) - 87.16667) < 1e-5);
+    assert_true(fabs(num(g->u.coll.items[0]) - 57.666668) < 1e-6);
+    assert_true(fabs(num(g->u.coll.items[1]) - -54.666668) < 1e-6);
+    assert_true(fabs(num(fvm_doc_get(r, "loss_after_step")) - 35.551258) < 1e-6);
+    fvm_arena_free(&a);
+}
+
+/* FedSGD as the grad of a federated loss equals the gradient of the same
+ * loss on the pooled data (up to f32 summation order). */
+static void test_fedsgd_is_pooled_gradient(void **state)
+{
+    (void)state;
+    fvm_arena a = {0};
+    const char *model = "{\"w\": [0.3, -0.2], \"b\": 0.1}";
+    fvm_named_text fed[2] = {{"model", model}, {"data", "@programs/data/logistic_clients.json"}};
+    fvm_doc *gf = run_file(&a, "tests/ad/pooled_logistic.json", "federated_grad", 2, fed);
+    /* the same examples in one sequence */
+    char *text;
+    size_t len;
+    fvm_diag d = {0};
+    assert_int_equal(fvm_read_file("programs/data/logistic_clients.json", &text, &len, &d), FVM_OK);
+    fvm_doc_src src = {"clients", text, len};
+    fvm_doc *clients = NULL;
+    assert_int_equal(fvm_json_parse(&a, &src, &clients, &d), FVM_OK);
+    fvm_doc *pooled = fvm_doc_new(&a, FVM_DOC_ARRAY);
+    for (size_t i = 0; i < clients->u.coll.n; i++)
+        for (size_t k = 0; k < clients->u.coll.items[i]->u.coll.n; k++)
+            fvm_doc_push(&a, pooled, clients->u.coll.items[i]->u.coll.items[k]);
+    char *ptext;
+    size_t plen;
+    assert_int_equal(fvm_json_write(pooled, &ptext, &plen, &d), FVM_OK);
+    fvm_named_text pool[2] = {{"model", model}, {"data", ptext}};
+    fvm_doc *gp = run_file(&a, "tests/ad/pooled_logistic.json", "pooled_grad", 2, pool);
+    const fvm_doc *wf = fvm_doc_get(gf, "w"), *wp = fvm_doc_get(gp, "w");
+    for (int i = 0; i < 2; i++)
+        assert_true(fabs(num(wf->u.coll.items[i]) - num(wp->u.coll.items[i])) < 1e-6);
+    assert_true(fabs(num(fvm_doc_get(gf, "b")) - num(fvm_doc_get(gp, "b"))) < 1e-6);
+    assert_true(fabs(num(fvm_doc_get(gf, "b"))) > 1e-3); /* not trivially zero */
+    free(text);
+    free(ptext);
+    fvm_diag_clear(&d);
+    fvm_arena_free(&a);
+}
+
 static void test_op_gradients(void **state)
 {
     (void)state;
@@ -538,6 +626,8 @@ int main(void)
         cmocka_unit_test(test_op_gradients),
         cmocka_unit_test(test_program_gradients),
         cmocka_unit_test(test_federated_identities),
+        cmocka_unit_test(test_drjax_published_numbers),
+        cmocka_unit_test(test_fedsgd_is_pooled_gradient),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

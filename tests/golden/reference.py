@@ -70,6 +70,36 @@ def fedsgd_linear(clients, rounds, lr=0.1):
     return {"metrics": metrics, "state": {"w": w, "b": b}}
 
 
+def fedsgd_logistic(clients, rounds, lr=0.5):
+    """FedSGD on the pooled mean binary cross-entropy; the gradient by hand:
+    d/dw = mean((p - y) x), d/db = mean(p - y)."""
+    examples = [e for c in clients for e in c]
+    n = len(examples)
+    w, b = [0.0, 0.0], 0.0
+    metrics = []
+    for _ in range(rounds):
+        loss, gw, gb = 0.0, [0.0, 0.0], 0.0
+        for e in examples:
+            z = e["x"][0] * w[0] + e["x"][1] * w[1] + b
+            p = 1 / (1 + math.exp(-z))
+            loss += -(e["y"] * math.log(p) + (1 - e["y"]) * math.log(1 - p))
+            gw = [gw[0] + (p - e["y"]) * e["x"][0], gw[1] + (p - e["y"]) * e["x"][1]]
+            gb += p - e["y"]
+        metrics.append({"loss": loss / n})
+        w = [w[0] - lr * gw[0] / n, w[1] - lr * gw[1] / n]
+        b = b - lr * gb / n
+    return {"metrics": metrics, "state": {"w": w, "b": b}}
+
+
+def drjax_mean_loss(w, xs):
+    """DrJAX's example: mean over clients of 0.5 (x.w - 1)^2, its gradient, and the loss after a step of 0.01."""
+    def loss(w):
+        return sum(0.5 * (x[0] * w[0] + x[1] * w[1] - 1) ** 2 for x in xs) / len(xs)
+    g = [sum((x[0] * w[0] + x[1] * w[1] - 1) * x[i] for x in xs) / len(xs) for i in range(2)]
+    w2 = [w[0] - 0.01 * g[0], w[1] - 0.01 * g[1]]
+    return {"loss": loss(w), "grad": g, "loss_after_step": loss(w2)}
+
+
 def expectation(case):
     """The expected result of one case, from its program's meaning."""
     prog = os.path.basename(case["program"])
@@ -89,6 +119,10 @@ def expectation(case):
         return mean_variance(arg("measurements"))
     if prog == "temperature_range.yaml":
         return temperature_range(arg("temps"))
+    if prog == "fedsgd_logistic.json":
+        return fedsgd_logistic(arg("data"), case["rounds"])
+    if prog == "drjax_mean_loss.json":
+        return drjax_mean_loss(arg("w"), arg("x"))
     if prog == "fedsgd_linear.json":
         return fedsgd_linear(arg("data"), case["rounds"])
     raise SystemExit("reference.py: no reference for " + prog)
