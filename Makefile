@@ -4,6 +4,7 @@
 # make          build bin/fedvm, lib/libfedvm.a and lib/libfedvm.so
 # make test     unit, golden and invalid-input tests
 # make asan     the whole test suite under AddressSanitizer + UBSan
+# make bench    benchmarks (bench/bench_*.c): GFLOP/s against BLAS
 # make demo     the main job on a built-in default
 # make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
 
@@ -53,7 +54,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h format/yaml_core.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps test asan fuzz demo install uninstall clean
+.PHONY: all deps test asan fuzz bench demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -111,6 +112,17 @@ fuzz:
 	clang -g -O1 $(CSTD) -fsanitize=fuzzer,address,undefined $(shell pkg-config --cflags $(PKGS)) $(BLAS_CFLAGS) \
 	  $(LIB_SRC) tests/fuzz/fuzz_load.c -o build-fuzz/fuzz_load $(LIBS)
 
+# ---- benchmarks ------------------------------------------------------------
+# bench/bench_*.c, each a program measuring the library against a reference.
+BENCH_SRC := $(wildcard bench/bench_*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+bench: $(BENCH_BIN)
+	@set -e; for b in $(BENCH_BIN); do echo "== $$b"; $$b; done
+
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBD)/libfedvm.a
+	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(LIBS)
+
 # ---- demo ------------------------------------------------------------------
 demo: deps all
 	@echo "== fedvm check programs/*.json programs/*.yaml"
@@ -155,4 +167,4 @@ uninstall:
 clean:
 	rm -rf build build-asan build-fuzz bin lib
 
--include $(LIB_OBJ:.o=.d) $(FEDVM_OBJ:.o=.d) $(TEST_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(FEDVM_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(BENCH_BIN:%=%.d)
