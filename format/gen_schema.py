@@ -110,6 +110,8 @@ def kind_schema(kind):
         return {"type": "string"}
     if kind == "STRINGS":
         return {"type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/identifier"}}
+    if kind == "REAL":
+        return {"type": "number"}
     if kind == "VALUE":
         return {"description": "any JSON value (const reads it as a tensor literal)"}
     raise SystemExit(f"gen_schema: unknown attribute kind {kind}")

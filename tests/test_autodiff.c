@@ -360,6 +360,61 @@ static const gcase ops[] = {
      "[['y', 'mul', 'm', 'k'], ['z', 'mul', 'y', 'm'], ['w', 'field', {'name': 'w'}, 'z'], "
      "['b', 'field', {'name': 'b'}, 'z'], ['sw', 'sum', 'w'], ['sb', 'sum', 'b'], ['s', 'add', 'sw', 'sb']]",
      "k", ANY, NULL},
+    /* neural networks */
+    {"softmax", "{'x': 'f64[2,4]', 'r': 'f64[2,4]'}", "[['y', 'softmax', 'x'], " PROJ "]", "x", ANY, NULL},
+    {"softmax axis 0", "{'x': 'f64[3,2]', 'r': 'f64[3,2]'}", "[['y', 'softmax', {'axis': 0}, 'x'], " PROJ "]", "x",
+     ANY, NULL},
+    {"log_softmax", "{'x': 'f64[2,4]', 'r': 'f64[2,4]'}", "[['y', 'log_softmax', 'x'], " PROJ "]", "x", ANY, NULL},
+    {"softmax_cross_entropy", "{'x': 'f64[3,4]', 'l': 'i32[3]', 'r': 'f64[3]'}",
+     "[['y', 'softmax_cross_entropy', 'x', 'l'], " PROJ "]", "x", ANY, "{'l': [2, 0, 3]}"},
+    {"conv2d SAME wrt x", "{'x': 'f64[2,5,4,2]', 'w': 'f64[3,3,2,3]', 'r': 'f64[2,5,4,3]'}",
+     "[['y', 'conv2d', 'x', 'w'], " PROJ "]", "x", ANY, NULL},
+    {"conv2d SAME wrt w", "{'x': 'f64[2,5,4,2]', 'w': 'f64[3,3,2,3]', 'r': 'f64[2,5,4,3]'}",
+     "[['y', 'conv2d', 'x', 'w'], " PROJ "]", "w", ANY, NULL},
+    {"conv2d VALID stride 2 wrt x", "{'x': 'f64[1,6,7,1]', 'w': 'f64[2,3,1,2]', 'r': 'f64[1,3,3,2]'}",
+     "[['y', 'conv2d', {'strides': [2, 2], 'padding': 'VALID'}, 'x', 'w'], " PROJ "]", "x", ANY, NULL},
+    {"conv2d VALID stride 2 wrt w", "{'x': 'f64[1,6,7,1]', 'w': 'f64[2,3,1,2]', 'r': 'f64[1,3,3,2]'}",
+     "[['y', 'conv2d', {'strides': [2, 2], 'padding': 'VALID'}, 'x', 'w'], " PROJ "]", "w", ANY, NULL},
+    {"max_pool", "{'x': 'f64[1,4,4,2]', 'r': 'f64[1,2,2,2]'}", "[['y', 'max_pool', {'window': [2, 2]}, 'x'], " PROJ "]",
+     "x", ANY, NULL},
+    {"avg_pool SAME stride 2", "{'x': 'f64[1,5,5,1]', 'r': 'f64[1,3,3,1]'}",
+     "[['y', 'avg_pool', {'window': [3, 3], 'strides': [2, 2], 'padding': 'SAME'}, 'x'], " PROJ "]", "x", ANY, NULL},
+    {"embedding", "{'t': 'f64[5,3]', 'i': 'i32[4]', 'r': 'f64[4,3]'}", "[['y', 'embedding', 't', 'i'], " PROJ "]", "t",
+     ANY, "{'i': [1, 4, 1, 0]}"},
+    {"gather axis 1", "{'x': 'f64[2,4]', 'i': 'i64[3]', 'r': 'f64[2,3]'}",
+     "[['y', 'gather', {'axis': 1}, 'x', 'i'], " PROJ "]", "x", ANY, "{'i': [3, 3, 0]}"},
+    {"scatter_add wrt updates", "{'l': 'f64[4]', 'i': 'i32[3]', 'u': 'f64[3]', 'r': 'f64[4]'}",
+     "[['y', 'scatter_add', 'l', 'i', 'u'], " PROJ "]", "u", ANY, "{'i': [2, 0, 2]}"},
+    {"dropout", "{'x': 'f64[20]', 'k': 'u32[2]', 'r': 'f64[20]'}", "[['y', 'dropout', {'rate': 0.4}, 'x', 'k'], " PROJ "]",
+     "x", ANY, "{'k': [0, 42]}"},
+    {"layer_norm wrt x", "{'x': 'f64[2,4]', 'g': 'f64[4]', 'b': 'f64[4]', 'r': 'f64[2,4]'}",
+     "[['y', 'layer_norm', 'x', 'g', 'b'], " PROJ "]", "x", ANY, NULL},
+    {"layer_norm wrt gamma", "{'x': 'f64[2,4]', 'g': 'f64[4]', 'b': 'f64[4]', 'r': 'f64[2,4]'}",
+     "[['y', 'layer_norm', 'x', 'g', 'b'], " PROJ "]", "g", ANY, NULL},
+    {"layer_norm wrt beta", "{'x': 'f64[2,4]', 'g': 'f64[4]', 'b': 'f64[4]', 'r': 'f64[2,4]'}",
+     "[['y', 'layer_norm', 'x', 'g', 'b'], " PROJ "]", "b", ANY, NULL},
+#define LSTM_P "{'x': 'f64[2,3]', 'h': 'f64[2,2]', 'c': 'f64[2,2]', 'p': '<wx=f64[3,8],wh=f64[2,8],b=f64[8]>', " \
+               "'r1': 'f64[2,2]', 'r2': 'f64[2,2]'}"
+#define LSTM_B "[['y', 'lstm_cell', 'x', 'h', 'c', 'p'], ['hn', 'field', {'name': 'h'}, 'y'], " \
+               "['cn', 'field', {'name': 'c'}, 'y'], ['a', 'mul', 'hn', 'r1'], ['b', 'mul', 'cn', 'r2'], " \
+               "['sa', 'sum', 'a'], ['sb', 'sum', 'b'], ['s', 'add', 'sa', 'sb']]"
+    {"lstm_cell wrt x", LSTM_P, LSTM_B, "x", ANY, NULL},
+    {"lstm_cell wrt h", LSTM_P, LSTM_B, "h", ANY, NULL},
+    {"lstm_cell wrt c", LSTM_P, LSTM_B, "c", ANY, NULL},
+    {"lstm_cell wrt parameters", LSTM_P, LSTM_B, "p", ANY, NULL},
+    {"global_norm", "{'m': '<w=f64[2,2],b=f64[2]>'}", "[['s', 'global_norm', 'm']]", "m", ANY, NULL},
+    {"clip_by_global_norm, clipped", "{'m': '<w=f64[2,2],b=f64[2]>', 'k': 'f64[]', 'r': '<w=f64[2,2],b=f64[2]>'}",
+     "[['y', 'clip_by_global_norm', 'm', 'k'], ['p', 'mul', 'y', 'r'], ['pw', 'field', {'index': 0}, 'p'], "
+     "['pb', 'field', {'index': 1}, 'p'], ['sw', 'sum', 'pw'], ['sb', 'sum', 'pb'], ['s', 'add', 'sw', 'sb']]",
+     "m", ANY, "{'k': 0.5}"},
+    {"clip_by_global_norm, wrt the bound", "{'m': '<w=f64[2,2],b=f64[2]>', 'k': 'f64[]', 'r': '<w=f64[2,2],b=f64[2]>'}",
+     "[['y', 'clip_by_global_norm', 'm', 'k'], ['p', 'mul', 'y', 'r'], ['pw', 'field', {'index': 0}, 'p'], "
+     "['pb', 'field', {'index': 1}, 'p'], ['sw', 'sum', 'pw'], ['sb', 'sum', 'pb'], ['s', 'add', 'sw', 'sb']]",
+     "k", ANY, "{'k': 0.5}"},
+    {"clip_by_global_norm, within the bound", "{'m': '<w=f64[2,2],b=f64[2]>', 'k': 'f64[]', 'r': '<w=f64[2,2],b=f64[2]>'}",
+     "[['y', 'clip_by_global_norm', 'm', 'k'], ['p', 'mul', 'y', 'r'], ['pw', 'field', {'index': 0}, 'p'], "
+     "['pb', 'field', {'index': 1}, 'p'], ['sw', 'sum', 'pw'], ['sb', 'sum', 'pb'], ['s', 'add', 'sw', 'sb']]",
+     "m", ANY, "{'k': 100.0}"},
     {"struct build and read", "{'a': 'f64[2]', 'b': 'f64[2]'}",
      "[['t', 'struct', {'names': ['u', 'v']}, 'a', 'b'], ['u', 'field', {'index': 0}, 't'], "
      "['v', 'field', {'name': 'v'}, 't'], ['p', 'mul', 'u', 'v'], ['s', 'sum', 'p']]",

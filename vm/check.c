@@ -262,6 +262,10 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
             }
             break;
         }
+        case FVM_AK_REAL:
+            if ((good = v->kind == FVM_DOC_REAL || v->kind == FVM_DOC_INT))
+                *(double *)field = v->kind == FVM_DOC_INT ? (double)v->u.i : v->u.r;
+            break;
         case FVM_AK_VALUE:
             *(const fvm_doc **)field = v;
             break;
@@ -276,6 +280,7 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
                 [FVM_AK_PLACEMENT] = "a placement: \"SERVER\" or \"CLIENTS\"",
                 [FVM_AK_STRING] = "a string",
                 [FVM_AK_STRINGS] = "a list of distinct identifiers",
+                [FVM_AK_REAL] = "a number",
                 [FVM_AK_VALUE] = "a value",
             };
             cerr(C, FVM_ERR_FORMAT, &l, "%s: attribute '%s' must be %s", op->name, ai->name, want[ai->kind]);

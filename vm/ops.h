@@ -25,10 +25,14 @@ typedef enum fvm_attr_kind {
     FVM_AK_PLACEMENT,
     FVM_AK_STRING,
     FVM_AK_STRINGS,
+    FVM_AK_REAL,
     FVM_AK_VALUE
 } fvm_attr_kind;
 
 #define A(ID) (UINT64_C(1) << FVM_ATTR_##ID)
+
+/* layer_norm's epsilon when the attribute is absent. */
+#define FVM_LAYER_NORM_EPSILON 1e-5
 
 struct fvm_func;
 struct fvm_doc;
@@ -53,6 +57,7 @@ typedef struct fvm_strings {
 #define FVM_ATTR_CTYPE_STRING const char *
 #define FVM_ATTR_CTYPE_STRINGS fvm_strings
 #define FVM_ATTR_CTYPE_VALUE const struct fvm_doc *
+#define FVM_ATTR_CTYPE_REAL double
 
 /* An instruction's attributes, decoded by the checker. 'present' has bit
  * A(ID) for every attribute given; absent ones are zero. */

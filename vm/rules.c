@@ -9,7 +9,7 @@
 
 /* ---- helpers -------------------------------------------------------------- */
 
-static const fvm_type *tensor_type(fvm_rctx *c, fvm_dtype dt, const fvm_dims *dims)
+const fvm_type *fvm_rule_tensor(fvm_rctx *c, fvm_dtype dt, const fvm_dims *dims)
 {
     return fvm_type_tensor(c->a, dt, dims);
 }
@@ -31,7 +31,7 @@ static bool is_bool(fvm_dtype t)
 
 /* Shape-rule errors come without a location: give them the argument's, the
  * attributes' or the instruction's, and the op name. */
-static fvm_status located(fvm_rctx *c, fvm_status s, int argi)
+fvm_status fvm_rule_located(fvm_rctx *c, fvm_status s, int argi)
 {
     const fvm_loc *l = argi == FVM_RLOC_ATTRS                  ? &c->in->attrs_loc
                        : argi >= 0 && argi < c->in->nargs      ? &c->in->arg_locs[argi]
@@ -41,14 +41,14 @@ static fvm_status located(fvm_rctx *c, fvm_status s, int argi)
     return s;
 }
 
-static fvm_status want_tensor(fvm_rctx *c, int i, const char *what)
+fvm_status fvm_rule_want_tensor(fvm_rctx *c, int i, const char *what)
 {
     if (c->args[i]->kind == FVM_T_TENSOR)
         return FVM_OK;
     return fvm_rerr(c, i, FVM_ERR_TYPE, "expected %s (a tensor), found %s", what, fvm_rtype(c, c->args[i]));
 }
 
-static fvm_status want_key(fvm_rctx *c, int i)
+fvm_status fvm_rule_want_key(fvm_rctx *c, int i)
 {
     const fvm_type *t = c->args[i];
     if (t->kind == FVM_T_TENSOR && t->u.tensor.dtype == FVM_DTYPE_U32 && t->u.tensor.dims.rank == 1 &&
@@ -196,7 +196,7 @@ static fvm_status broadcast_leaves(fvm_rctx *c, const fvm_type *const *ts, int n
     for (int i = 1; i < n; i++) {
         fvm_dims next;
         if (fvm_dims_broadcast(dims, &ts[i]->u.tensor.dims, &next, c->d))
-            return located(c, FVM_ERR_TYPE, FVM_RLOC_INSTR);
+            return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_INSTR);
         *dims = next;
     }
     for (int i = first + 1; i < n; i++)
@@ -215,7 +215,7 @@ static fvm_status leaf_binary(fvm_rctx *c, const fvm_type *const *ts, bool (*pre
         return FVM_ERR_TYPE;
     if (leaf_dtype(c, ts[0], pred, what))
         return FVM_ERR_TYPE;
-    *out = tensor_type(c, to_bool ? FVM_DTYPE_BOOL : ts[0]->u.tensor.dtype, &dims);
+    *out = fvm_rule_tensor(c, to_bool ? FVM_DTYPE_BOOL : ts[0]->u.tensor.dtype, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -253,13 +253,13 @@ static fvm_status leaf_select(fvm_rctx *c, const fvm_type *const *ts, int n, con
     fvm_dims dims;
     if (broadcast_leaves(c, ts, 3, 1, &dims))
         return FVM_ERR_TYPE;
-    *out = tensor_type(c, ts[1]->u.tensor.dtype, &dims);
+    *out = fvm_rule_tensor(c, ts[1]->u.tensor.dtype, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
 static fvm_status leaf_cast(fvm_rctx *c, const fvm_type *const *ts, int n, const fvm_type **out)
 {
-    *out = tensor_type(c, c->in->a.dtype, &ts[0]->u.tensor.dims);
+    *out = fvm_rule_tensor(c, c->in->a.dtype, &ts[0]->u.tensor.dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -292,7 +292,7 @@ fvm_status rule_const(fvm_rctx *c, const fvm_type **out)
                                        &c->in->konst, c->d);
     if (s)
         return s;
-    *out = tensor_type(c, c->in->konst.dtype, &c->in->konst.shape);
+    *out = fvm_rule_tensor(c, c->in->konst.dtype, &c->in->konst.shape);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -306,7 +306,7 @@ static fvm_status static_shape(fvm_rctx *c, const fvm_ints *shape, fvm_dtype dt,
         dims->d[i] = shape->v[i];
     }
     if (fvm_dims_check_size(dims, dt, c->d))
-        return located(c, FVM_ERR_LIMIT, FVM_RLOC_ATTRS);
+        return fvm_rule_located(c, FVM_ERR_LIMIT, FVM_RLOC_ATTRS);
     return FVM_OK;
 }
 
@@ -324,7 +324,7 @@ fvm_status rule_iota(fvm_rctx *c, const fvm_type **out)
     if (a->axis < -dims.rank || a->axis >= dims.rank)
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "axis %lld is out of range for rank %d",
                         (long long)a->axis, dims.rank);
-    *out = tensor_type(c, dt, &dims);
+    *out = fvm_rule_tensor(c, dt, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -332,7 +332,7 @@ fvm_status rule_iota(fvm_rctx *c, const fvm_type **out)
 
 fvm_status rule_matmul(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_tensor(c, 0, "the left operand") || want_tensor(c, 1, "the right operand"))
+    if (fvm_rule_want_tensor(c, 0, "the left operand") || fvm_rule_want_tensor(c, 1, "the right operand"))
         return FVM_ERR_TYPE;
     const fvm_type *x = c->args[0], *y = c->args[1];
     if (x->u.tensor.dtype != y->u.tensor.dtype || x->u.tensor.dtype == FVM_DTYPE_BOOL)
@@ -342,14 +342,14 @@ fvm_status rule_matmul(fvm_rctx *c, const fvm_type **out)
     fvm_status s = fvm_shape_matmul(&x->u.tensor.dims, &y->u.tensor.dims, c->in->a.transpose_a,
                                     c->in->a.transpose_b, &dims, c->d);
     if (s)
-        return located(c, s, FVM_RLOC_INSTR);
-    *out = tensor_type(c, x->u.tensor.dtype, &dims);
+        return fvm_rule_located(c, s, FVM_RLOC_INSTR);
+    *out = fvm_rule_tensor(c, x->u.tensor.dtype, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
 fvm_status rule_reduce(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_tensor(c, 0, "the operand"))
+    if (fvm_rule_want_tensor(c, 0, "the operand"))
         return FVM_ERR_TYPE;
     const fvm_type *x = c->args[0];
     fvm_dtype dt = x->u.tensor.dtype;
@@ -362,14 +362,14 @@ fvm_status rule_reduce(fvm_rctx *c, const fvm_type **out)
     fvm_status s = fvm_shape_reduce(&x->u.tensor.dims, (a->present & A(AXES)) ? &a->axes : NULL, a->keepdims,
                                     &dims, &mask, c->d);
     if (s)
-        return located(c, s, FVM_RLOC_ATTRS);
-    *out = tensor_type(c, dt, &dims);
+        return fvm_rule_located(c, s, FVM_RLOC_ATTRS);
+    *out = fvm_rule_tensor(c, dt, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
 fvm_status rule_argmax(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_tensor(c, 0, "the operand"))
+    if (fvm_rule_want_tensor(c, 0, "the operand"))
         return FVM_ERR_TYPE;
     const fvm_type *x = c->args[0];
     if (x->u.tensor.dtype == FVM_DTYPE_BOOL)
@@ -378,54 +378,54 @@ fvm_status rule_argmax(fvm_rctx *c, const fvm_type **out)
     int ax;
     int64_t axis = (c->in->a.present & A(AXIS)) ? c->in->a.axis : -1;
     if (fvm_shape_argmax(&x->u.tensor.dims, axis, &dims, &ax, c->d))
-        return located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
-    *out = tensor_type(c, FVM_DTYPE_I64, &dims);
+        return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
+    *out = fvm_rule_tensor(c, FVM_DTYPE_I64, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
 fvm_status rule_reshape(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_tensor(c, 0, "the operand"))
+    if (fvm_rule_want_tensor(c, 0, "the operand"))
         return FVM_ERR_TYPE;
     fvm_dims dims;
     if (fvm_shape_reshape(&c->args[0]->u.tensor.dims, &c->in->a.shape, &dims, c->d))
-        return located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
+        return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
     if (fvm_dims_check_size(&dims, c->args[0]->u.tensor.dtype, c->d))
-        return located(c, FVM_ERR_LIMIT, FVM_RLOC_ATTRS);
-    *out = tensor_type(c, c->args[0]->u.tensor.dtype, &dims);
+        return fvm_rule_located(c, FVM_ERR_LIMIT, FVM_RLOC_ATTRS);
+    *out = fvm_rule_tensor(c, c->args[0]->u.tensor.dtype, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
 fvm_status rule_broadcast_to(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_tensor(c, 0, "the operand"))
+    if (fvm_rule_want_tensor(c, 0, "the operand"))
         return FVM_ERR_TYPE;
     fvm_dims dims;
     if (fvm_shape_broadcast_to(&c->args[0]->u.tensor.dims, &c->in->a.shape, &dims, c->d))
-        return located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
+        return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
     if (fvm_dims_check_size(&dims, c->args[0]->u.tensor.dtype, c->d))
-        return located(c, FVM_ERR_LIMIT, FVM_RLOC_ATTRS);
-    *out = tensor_type(c, c->args[0]->u.tensor.dtype, &dims);
+        return fvm_rule_located(c, FVM_ERR_LIMIT, FVM_RLOC_ATTRS);
+    *out = fvm_rule_tensor(c, c->args[0]->u.tensor.dtype, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
 fvm_status rule_transpose(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_tensor(c, 0, "the operand"))
+    if (fvm_rule_want_tensor(c, 0, "the operand"))
         return FVM_ERR_TYPE;
     fvm_dims dims;
     int perm[FVM_MAX_RANK];
     const fvm_attrs *a = &c->in->a;
     if (fvm_shape_transpose(&c->args[0]->u.tensor.dims, (a->present & A(PERM)) ? &a->perm : NULL, &dims, perm,
                             c->d))
-        return located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
-    *out = tensor_type(c, c->args[0]->u.tensor.dtype, &dims);
+        return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
+    *out = fvm_rule_tensor(c, c->args[0]->u.tensor.dtype, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
 fvm_status rule_slice(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_tensor(c, 0, "the operand"))
+    if (fvm_rule_want_tensor(c, 0, "the operand"))
         return FVM_ERR_TYPE;
     const fvm_attrs *a = &c->in->a;
     fvm_dims dims;
@@ -433,8 +433,8 @@ fvm_status rule_slice(fvm_rctx *c, const fvm_type **out)
     if (fvm_shape_slice(&c->args[0]->u.tensor.dims, (a->present & A(START)) ? &a->start : NULL,
                         (a->present & A(STOP)) ? &a->stop : NULL, (a->present & A(STEP)) ? &a->step : NULL, &dims,
                         start, step, c->d))
-        return located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
-    *out = tensor_type(c, c->args[0]->u.tensor.dtype, &dims);
+        return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
+    *out = fvm_rule_tensor(c, c->args[0]->u.tensor.dtype, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -444,7 +444,7 @@ fvm_status rule_concat(fvm_rctx *c, const fvm_type **out)
     if (c->nargs > 256)
         return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_LIMIT, "at most 256 operands");
     for (int i = 0; i < c->nargs; i++) {
-        if (want_tensor(c, i, "an operand"))
+        if (fvm_rule_want_tensor(c, i, "an operand"))
             return FVM_ERR_TYPE;
         if (c->args[i]->u.tensor.dtype != c->args[0]->u.tensor.dtype)
             return fvm_rerr(c, i, FVM_ERR_TYPE, "operands must have one dtype, found %s and %s",
@@ -454,14 +454,14 @@ fvm_status rule_concat(fvm_rctx *c, const fvm_type **out)
     fvm_dims res;
     int ax;
     if (fvm_shape_concat(dims, c->nargs, c->in->a.axis, &res, &ax, c->d))
-        return located(c, FVM_ERR_TYPE, FVM_RLOC_INSTR);
-    *out = tensor_type(c, c->args[0]->u.tensor.dtype, &res);
+        return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_INSTR);
+    *out = fvm_rule_tensor(c, c->args[0]->u.tensor.dtype, &res);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
 fvm_status rule_gather(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_tensor(c, 0, "the operand") || want_tensor(c, 1, "the indices"))
+    if (fvm_rule_want_tensor(c, 0, "the operand") || fvm_rule_want_tensor(c, 1, "the indices"))
         return FVM_ERR_TYPE;
     fvm_dtype it = c->args[1]->u.tensor.dtype;
     if (it != FVM_DTYPE_I32 && it != FVM_DTYPE_I64)
@@ -469,8 +469,8 @@ fvm_status rule_gather(fvm_rctx *c, const fvm_type **out)
     fvm_dims dims;
     int ax;
     if (fvm_shape_gather(&c->args[0]->u.tensor.dims, &c->args[1]->u.tensor.dims, c->in->a.axis, &dims, &ax, c->d))
-        return located(c, FVM_ERR_TYPE, FVM_RLOC_INSTR);
-    *out = tensor_type(c, c->args[0]->u.tensor.dtype, &dims);
+        return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_INSTR);
+    *out = fvm_rule_tensor(c, c->args[0]->u.tensor.dtype, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -479,7 +479,7 @@ fvm_status rule_gather(fvm_rctx *c, const fvm_type **out)
 static const fvm_type *key_type(fvm_rctx *c)
 {
     fvm_dims d = {.rank = 1, .d = {2}};
-    return tensor_type(c, FVM_DTYPE_U32, &d);
+    return fvm_rule_tensor(c, FVM_DTYPE_U32, &d);
 }
 
 fvm_status rule_random_key(fvm_rctx *c, const fvm_type **out)
@@ -493,20 +493,20 @@ fvm_status rule_random_key(fvm_rctx *c, const fvm_type **out)
 
 fvm_status rule_random_split(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_key(c, 0))
+    if (fvm_rule_want_key(c, 0))
         return FVM_ERR_TYPE;
     int64_t n = (c->in->a.present & A(N)) ? c->in->a.n : 2;
     if (n < 1 || n > (1 << 24))
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "n must be between 1 and 16777216, found %lld",
                         (long long)n);
     fvm_dims d = {.rank = 2, .d = {n, 2}};
-    *out = tensor_type(c, FVM_DTYPE_U32, &d);
+    *out = fvm_rule_tensor(c, FVM_DTYPE_U32, &d);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
 fvm_status rule_random_fold_in(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_key(c, 0))
+    if (fvm_rule_want_key(c, 0))
         return FVM_ERR_TYPE;
     if (!is_int_scalar(c->args[1]))
         return fvm_rerr(c, 1, FVM_ERR_TYPE, "the data must be an integer scalar, found %s", fvm_rtype(c, c->args[1]));
@@ -516,7 +516,7 @@ fvm_status rule_random_fold_in(fvm_rctx *c, const fvm_type **out)
 
 fvm_status rule_random_draw(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_key(c, 0))
+    if (fvm_rule_want_key(c, 0))
         return FVM_ERR_TYPE;
     const fvm_attrs *a = &c->in->a;
     fvm_dtype dt = (a->present & A(DTYPE)) ? a->dtype : FVM_DTYPE_F32;
@@ -525,7 +525,7 @@ fvm_status rule_random_draw(fvm_rctx *c, const fvm_type **out)
     fvm_dims dims;
     if (static_shape(c, &a->shape, dt, &dims))
         return FVM_ERR_TYPE;
-    *out = tensor_type(c, dt, &dims);
+    *out = fvm_rule_tensor(c, dt, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -723,7 +723,7 @@ static const fvm_type *batched(fvm_rctx *c, const fvm_type *t, int64_t lead)
         fvm_dims d = {.rank = t->u.tensor.dims.rank + 1};
         d.d[0] = lead;
         memcpy(d.d + 1, t->u.tensor.dims.d, sizeof(int64_t) * (size_t)t->u.tensor.dims.rank);
-        return tensor_type(c, t->u.tensor.dtype, &d);
+        return fvm_rule_tensor(c, t->u.tensor.dtype, &d);
     }
     const fvm_type **fs = fvm_arena_array(c->a, (size_t)t->u.strct.n + 1, sizeof *fs);
     if (!fs)
@@ -978,7 +978,7 @@ fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
 
 fvm_status rule_expand_dims(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_tensor(c, 0, "the operand"))
+    if (fvm_rule_want_tensor(c, 0, "the operand"))
         return FVM_ERR_TYPE;
     const fvm_dims *x = &c->args[0]->u.tensor.dims;
     const fvm_ints *axes = &c->in->a.axes;
@@ -996,7 +996,7 @@ fvm_status rule_expand_dims(fvm_rctx *c, const fvm_type **out)
     fvm_dims d = {.rank = r};
     for (int i = 0, k = 0; i < r; i++)
         d.d[i] = (ins & (1u << i)) ? 1 : x->d[k++];
-    *out = tensor_type(c, c->args[0]->u.tensor.dtype, &d);
+    *out = fvm_rule_tensor(c, c->args[0]->u.tensor.dtype, &d);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -1031,7 +1031,7 @@ static fvm_status unbroadcast_type(fvm_rctx *c, const fvm_type *ct, const fvm_ty
     if (ct->u.tensor.dtype != like->u.tensor.dtype)
         return fvm_rerr(c, 0, FVM_ERR_TYPE, "dtypes differ: %s and %s", fvm_rtype(c, ct), fvm_rtype(c, like));
     if (fvm_dims_broadcast(&ct->u.tensor.dims, &like->u.tensor.dims, &b, c->d))
-        return located(c, FVM_ERR_TYPE, 0);
+        return fvm_rule_located(c, FVM_ERR_TYPE, 0);
     *out = like;
     return FVM_OK;
 }
@@ -1045,8 +1045,8 @@ static fvm_status leaf_broadcast_like(fvm_rctx *c, const fvm_type *const *ts, in
 {
     fvm_dims b;
     if (fvm_dims_broadcast(&ts[0]->u.tensor.dims, &ts[1]->u.tensor.dims, &b, c->d))
-        return located(c, FVM_ERR_TYPE, 0);
-    *out = tensor_type(c, ts[0]->u.tensor.dtype, &b);
+        return fvm_rule_located(c, FVM_ERR_TYPE, 0);
+    *out = fvm_rule_tensor(c, ts[0]->u.tensor.dtype, &b);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -1056,7 +1056,7 @@ static fvm_status leaf_reshape_like(fvm_rctx *c, const fvm_type *const *ts, int 
     if (a >= 0 && b >= 0 && a != b)
         return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "%s and %s have different element counts",
                         fvm_rtype(c, ts[0]), fvm_rtype(c, ts[1]));
-    *out = tensor_type(c, ts[0]->u.tensor.dtype, &ts[1]->u.tensor.dims);
+    *out = fvm_rule_tensor(c, ts[0]->u.tensor.dtype, &ts[1]->u.tensor.dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -1065,7 +1065,7 @@ LIFTED_RULE_DEF(rule_reshape_like, leaf_reshape_like)
 
 fvm_status rule_unslice(fvm_rctx *c, const fvm_type **out)
 {
-    if (want_tensor(c, 0, "the cotangent") || want_tensor(c, 1, "the shape model"))
+    if (fvm_rule_want_tensor(c, 0, "the cotangent") || fvm_rule_want_tensor(c, 1, "the shape model"))
         return FVM_ERR_TYPE;
     const fvm_type *ct = c->args[0], *like = c->args[1];
     const fvm_attrs *a = &c->in->a;
@@ -1074,7 +1074,7 @@ fvm_status rule_unslice(fvm_rctx *c, const fvm_type **out)
     if (fvm_shape_slice(&like->u.tensor.dims, (a->present & A(START)) ? &a->start : NULL,
                         (a->present & A(STOP)) ? &a->stop : NULL, (a->present & A(STEP)) ? &a->step : NULL, &dims,
                         start, step, c->d))
-        return located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
+        return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
     fvm_type sliced = {.kind = FVM_T_TENSOR, .u.tensor = {ct->u.tensor.dtype, dims}};
     if (ct->u.tensor.dtype != like->u.tensor.dtype || !fvm_type_compatible(ct, &sliced))
         return fvm_rerr(c, 0, FVM_ERR_TYPE, "expected the slice's shape %s, found %s", fvm_rtype(c, &sliced),

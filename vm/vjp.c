@@ -466,10 +466,6 @@ fvm_status vjp_concat(fvm_vjp *v)
     return FVM_OK;
 }
 
-fvm_status vjp_gather(fvm_vjp *v)
-{
-    return fvm_ad_error(v, "gather's gradient (a scatter-add) is not available yet");
-}
 
 /* ---- structs ------------------------------------------------------------------------------------ */
 
