@@ -103,6 +103,18 @@ echo "keep me" > "$T/keep.json"
 expect 1 "fmt of an invalid file" -- "$BIN" fmt "$T/bad.json" -o "$T/keep.json"
 if [ "$(cat "$T/keep.json")" = "keep me" ] && [ -z "$(ls "$T" | grep -F .tmp)" ]; then ok; else bad "fmt -o touched the output on error"; fi
 
+# -- grad: the derived program is plain IR that check accepts
+for g in "programs/drjax_mean_loss.json loss --wrt w" "programs/fedsgd_logistic.json loss --wrt model" \
+         "programs/models/mlp_2nn.json mlp_2nn_loss --wrt model" "programs/models/cnn_mnist.json cnn_loss" \
+         "programs/models/char_lstm.json char_lstm_loss --wrt model"; do
+    expect 0 "grad $g" -- "$BIN" grad $g -o "$T/derived.json" &&
+        expect 0 "check the derivative of $g" -- "$BIN" check "$T/derived.json"
+done
+expect 0 "grad --to yaml" -- "$BIN" grad programs/drjax_mean_loss.json loss --to yaml && has "$T/out" "loss.vjp(w):" "yaml derivative"
+expect 1 "grad of an unknown function" -- "$BIN" grad programs/drjax_mean_loss.json nope && has "$T/err" "no function 'nope'" "grad unknown fn"
+expect 1 "grad with respect to an integer" -- "$BIN" grad programs/histogram.json bump --wrt value && has "$T/err" "holds no float" "grad of int"
+expect 2 "grad without a function" -- "$BIN" grad programs/drjax_mean_loss.json
+
 # -- regressions: tests/regress/NAME.json runs (with the arguments in NAME.args, if any) and prints NAME.expect
 for p in tests/regress/*.json; do
     args=()

@@ -490,6 +490,19 @@ static const pcase programs[] = {
      "[['wc', 'federated_broadcast', 'w'], ['l', 'federated_map', {'fn': 'cl'}, 'wc', 'x'], "
      "['lo', 'federated_min', 'l'], ['hi', 'federated_max', 'l'], ['s', 'federated_apply', {'fn': 'plus'}, 'lo', 'hi']]",
      "w", AWAY, "{'x': [0.5, -1.25, 2.0]}"},
+    {"a small character LSTM unrolled with fori",
+     "{'step': {'params': {'t': 'i32[]', 's': '<h=f64[2,3],c=f64[2,3],l=f64[]>', "
+     "'m': '<e=f64[5,2],p=<wx=f64[2,12],wh=f64[3,12],b=f64[12]>,d=f64[3,5]>', 'x': 'i32[2,4]'}, 'body': ["
+     "['xt', 'gather', {'axis': 1}, 'x', 't'], ['e', 'field', {'name': 'e'}, 'm'], ['v', 'embedding', 'e', 'xt'], "
+     "['p', 'field', {'name': 'p'}, 'm'], ['h', 'field', {'name': 'h'}, 's'], ['c', 'field', {'name': 'c'}, 's'], "
+     "['n', 'lstm_cell', 'v', 'h', 'c', 'p'], ['hn', 'field', {'name': 'h'}, 'n'], ['cn', 'field', {'name': 'c'}, 'n'], "
+     "['d', 'field', {'name': 'd'}, 'm'], ['z', 'matmul', 'hn', 'd'], ['ls', 'softmax_cross_entropy', 'z', 'xt'], "
+     "['sl', 'sum', 'ls'], ['l0', 'field', {'name': 'l'}, 's'], ['l', 'add', 'l0', 'sl'], "
+     "['r', 'struct', {'names': ['h', 'c', 'l']}, 'hn', 'cn', 'l']], 'result': 'r'}}",
+     "{'m': '<e=f64[5,2],p=<wx=f64[2,12],wh=f64[3,12],b=f64[12]>,d=f64[3,5]>', 'x': 'i32[2,4]', 'h0': 'f64[2,3]'}",
+     "[['z', 'const', {'value': 0.0, 'dtype': 'f64'}], ['s0', 'struct', {'names': ['h', 'c', 'l']}, 'h0', 'h0', 'z'], "
+     "['sf', 'fori', {'fn': 'step', 'n': 4}, 's0', 'm', 'x'], ['s', 'field', {'name': 'l'}, 'sf']]",
+     "m", ANY, "{'x': [[1, 4, 0, 2], [3, 3, 1, 0]], 'h0': [[0, 0, 0], [0, 0, 0]]}"},
     {"zip and apply", "{'cl': {'params': {'w': 'f64[2]', 'x': 'f64[2]'}, 'body': [['y', 'mul', 'w', 'x']], "
      "'result': 'y'}, 'dot': {'params': {'p': '<f64[2],f64[2]>'}, 'body': [['a', 'field', {'index': 0}, 'p'], "
      "['b', 'field', {'index': 1}, 'p'], ['y', 'matmul', 'a', 'b']], 'result': 'y'}}",

@@ -1,4 +1,6 @@
 /* interp.c - the interpreter loop: frames of slots, op dispatch, liveness-driven release. */
+#include <cblas.h>
+
 #include "exec.h"
 
 #include <stdio.h>
@@ -17,6 +19,7 @@ fvm_status fvm_vm_new(const fvm_program *p, const fvm_vm_config *cfg, fvm_vm **o
     fvm_vm *vm = calloc(1, sizeof *vm);
     if (!vm)
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    openblas_set_num_threads(1); /* bit-identical results whatever the core count */
     vm->p = p;
     vm->nclients = cfg ? cfg->nclients : -1;
     vm->backend = cfg ? cfg->backend : NULL;

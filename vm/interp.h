@@ -15,7 +15,10 @@ typedef struct fvm_vm_config {
     void *log_user;
 } fvm_vm_config;
 
-/* A VM for a checked program (borrowed: it must outlive the VM). */
+/* A VM for a checked program (borrowed: it must outlive the VM).
+ * It sets OpenBLAS to one thread for the whole process: BLAS results change
+ * in their last bits with OpenBLAS's thread count, and fedvm's results must
+ * not depend on the machine; parallelism comes from the backends instead. */
 fvm_status fvm_vm_new(const fvm_program *p, const fvm_vm_config *cfg, fvm_vm **out, fvm_diag *d);
 /* NULL is a no-op. */
 void fvm_vm_free(fvm_vm *vm);
