@@ -678,6 +678,46 @@ static void test_fedsgd_is_pooled_gradient(void **state)
     fvm_arena_free(&a);
 }
 
+/* Every op with a VJP rule of its own appears in some gradient check above. */
+static const struct {
+    const char *name, *vjp;
+} op_rules[] = {
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) {NAME, #VJP},
+#include "../vm/ops.def"
+#undef FVM_OP
+};
+
+static bool used_in_cases(const char *op)
+{
+    char quoted[80];
+    snprintf(quoted, sizeof quoted, "'%s'", op);
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (strstr(ops[i].body, quoted))
+            return true;
+    for (size_t i = 0; i < sizeof programs / sizeof *programs; i++)
+        if (strstr(programs[i].body, quoted) || strstr(programs[i].functions, quoted))
+            return true;
+    return false;
+}
+
+static void test_every_rule_is_checked(void **state)
+{
+    (void)state;
+    int missing = 0;
+    for (size_t i = 0; i < sizeof op_rules / sizeof *op_rules; i++) {
+        const char *v = op_rules[i].vjp;
+        /* no gradient, not differentiable, inlined, or an error by design */
+        if (!strcmp(v, "vjp_none") || !strcmp(v, "vjp_unsupported") || !strcmp(v, "vjp_call") ||
+            !strcmp(v, "vjp_federated_value"))
+            continue;
+        if (!used_in_cases(op_rules[i].name)) {
+            print_error("op %s (%s) has no gradient check\n", op_rules[i].name, v);
+            missing++;
+        }
+    }
+    assert_int_equal(missing, 0);
+}
+
 static void test_op_gradients(void **state)
 {
     (void)state;
@@ -696,6 +736,7 @@ int main(void)
         cmocka_unit_test(test_federated_identities),
         cmocka_unit_test(test_drjax_published_numbers),
         cmocka_unit_test(test_fedsgd_is_pooled_gradient),
+        cmocka_unit_test(test_every_rule_is_checked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

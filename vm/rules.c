@@ -1222,8 +1222,8 @@ fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
             return fvm_rerr(c, n - 1, FVM_ERR_TYPE, "the cotangent of '%s''s result must be %s, found %s", fn->name,
                             fvm_rtype(c, ct), fvm_rtype(c, c->args[n - 1]));
     } else if (!is_float_scalar(fn->result_type)) {
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "%s needs a function returning a float scalar (f32[] or "
-                        "f32[]@SERVER); '%s' returns %s (use vjp for other results)", fvm_op_table[op].name,
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "needs a function returning a float scalar (f32[] or "
+                        "f32[]@SERVER); '%s' returns %s (use vjp for other results)",
                         fn->name, fvm_rtype(c, fn->result_type));
     }
     fvm_ad_env env = {.p = (fvm_program *)c->p, .d = c->d, .check = c->check_new, .ctx = c->check_ctx,
