@@ -439,9 +439,15 @@ fvm_doc *fvm_value_to_doc(fvm_arena *a, const fvm_value *v, const fvm_type *t)
         fvm_doc *arr = fvm_doc_new(a, FVM_DOC_ARRAY);
         if (!arr)
             return NULL;
-        for (int64_t i = 0; i < v->n; i++)
-            if (fvm_doc_push(a, arr, fvm_value_to_doc(a, v->items[i], t->u.fed.member)))
+        for (int64_t i = 0; i < v->n; i++) {
+            fvm_value *m = NULL;
+            if (fvm_clients_get(v, i, &m, NULL))
                 return NULL;
+            fvm_doc *item = fvm_value_to_doc(a, m, t->u.fed.member);
+            fvm_value_release(m);
+            if (fvm_doc_push(a, arr, item))
+                return NULL;
+        }
         return arr;
     }
     case FVM_T_FN:

@@ -1132,6 +1132,106 @@ static void test_call_checks_client_counts(void **state)
     assert_int_equal(st, FVM_ERR_TYPE);
 }
 
+/* A {f32[]}@CLIENTS source read on demand: member i is first + i; it counts
+ * its reads and fails at client 'fail_at' (-1: never). */
+typedef struct count_source {
+    fvm_source base;
+    float first;
+    int64_t fail_at;
+    int *gets;
+} count_source;
+
+static fvm_status count_get(fvm_source *src, int64_t i, fvm_value **out, fvm_diag *d)
+{
+    count_source *c = (count_source *)src;
+    (*c->gets)++;
+    if (i == c->fail_at)
+        return fvm_diag_add(d, FVM_ERR_IO, NULL, "client %lld: unreadable", (long long)i);
+    fvm_tensor t;
+    fvm_dims s = {0};
+    if (fvm_tensor_alloc(&t, FVM_DTYPE_F32, &s, NULL))
+        return FVM_ERR_NOMEM;
+    *(float *)fvm_tensor_data(&t) = c->first + (float)i;
+    *out = fvm_value_tensor_take(&t);
+    return *out ? FVM_OK : FVM_ERR_NOMEM;
+}
+
+static void count_free(fvm_source *src)
+{
+    free(src);
+}
+
+static const struct fvm_source_i count_iface = {.get = count_get, .free = count_free};
+
+static fvm_value *counted_clients(int64_t n, float first, int64_t fail_at, int *gets)
+{
+    count_source *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    *c = (count_source){{&count_iface}, first, fail_at, gets};
+    fvm_value *v = fvm_value_clients_source_take(n, &c->base);
+    assert_non_null(v);
+    return v;
+}
+
+/* Runs main of text over argument a with 'clients' clients; returns the status. */
+static fvm_status call_main(const char *text, fvm_value *a, int64_t clients, fvm_value **res, fvm_diag *d)
+{
+    fvm_program *p = NULL;
+    assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, d), FVM_OK);
+    assert_int_equal(fvm_check(p, d), FVM_OK);
+    fvm_vm *vm = NULL;
+    assert_int_equal(fvm_vm_new(p, NULL, &vm, d), FVM_OK);
+    assert_int_equal(fvm_vm_set_clients(vm, clients, d), FVM_OK);
+    fvm_value *argv[1] = {a};
+    fvm_status s = fvm_vm_call(vm, fvm_program_func(p, "main"), argv, res, d);
+    fvm_vm_free(vm);
+    fvm_program_free(p);
+    return s;
+}
+
+static void test_clients_read_on_demand(void **state)
+{
+    (void)state;
+    /* Client data read on demand (as a dataset gives it) goes through zip,
+     * map and every aggregation with the results of the same data held in
+     * memory: x_i = 1 + i over 37 clients (three blocks of the tree). */
+    char *text = program("'sq': {'params': {'p': '<f32[],f32[]>'}, 'body': [['a', 'field', {'index': 0}, 'p'], "
+                         "['b', 'field', {'index': 1}, 'p'], ['r', 'mul', 'a', 'b']], 'result': 'r'}",
+                         "{'x': '{f32[]}@CLIENTS'}",
+                         "[['z', 'federated_zip', 'x', 'x'], ['q', 'federated_map', {'fn': 'sq'}, 'z'], "
+                         "['s', 'federated_sum', 'q'], ['m', 'federated_max', 'x'], "
+                         "['w', 'federated_weighted_mean', 'x', 'x'], ['r', 'federated_zip', 's', 'm', 'w']]");
+    const int n = 37;
+    fvm_diag d = {0};
+    int gets = 0;
+    fvm_value *lazy = counted_clients(n, 1.0f, -1, &gets), *held = client_list(n, 1.0f);
+    fvm_value *r1 = NULL, *r2 = NULL;
+    assert_int_equal(call_main(text, lazy, n, &r1, &d), FVM_OK);
+    assert_int_equal(call_main(text, held, n, &r2, &d), FVM_OK);
+    assert_true(fvm_value_identical(r1, r2));
+    /* sum of squares 1..37 = 37*38*75/6 = 17575; max 37; weighted mean = 17575/703 = 25 */
+    assert_float_equal(*(float *)fvm_tensor_data(&r1->items[0]->t), 17575.0f, 0);
+    assert_float_equal(*(float *)fvm_tensor_data(&r1->items[1]->t), 37.0f, 0);
+    assert_float_equal(*(float *)fvm_tensor_data(&r1->items[2]->t), 25.0f, 1e-5);
+    /* one read per client for the map (both sides of its zip), the max and the mean (value and weight) */
+    assert_int_equal(gets, 5 * n);
+    fvm_value_release(r1);
+    fvm_value_release(r2);
+    fvm_value_release(lazy);
+    fvm_value_release(held);
+
+    /* A client that cannot be read stops the run with the source's error. */
+    gets = 0;
+    lazy = counted_clients(n, 1.0f, 20, &gets);
+    r1 = NULL;
+    assert_int_equal(call_main(text, lazy, n, &r1, &d), FVM_ERR_IO);
+    assert_null(r1);
+    assert_non_null(strstr(d.errs[d.n - 1].msg, "client 20: unreadable"));
+    fvm_value_release(lazy);
+    fvm_diag_clear(&d);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1166,6 +1266,7 @@ int main(void)
         cmocka_unit_test(test_bind_args),
         cmocka_unit_test(test_call_checks_arguments),
         cmocka_unit_test(test_call_checks_client_counts),
+        cmocka_unit_test(test_clients_read_on_demand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

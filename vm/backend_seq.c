@@ -12,9 +12,19 @@ static fvm_status seq_map(fvm_backend *b, fvm_ctx *x, const fvm_func *fn, int na
         return fvm_nomem(x);
     fvm_status s = FVM_OK;
     for (int64_t i = 0; i < n && s == FVM_OK; i++) {
+        for (int k = 0; k < nargs && s == FVM_OK; k++) {
+            if (per_client[k])
+                s = fvm_clients_get(args[k], i, &argv[k], x->d); /* released below */
+            else
+                argv[k] = args[k];
+        }
+        if (s == FVM_OK)
+            s = fvm_exec_call(x, fn, argv, &out[i]);
         for (int k = 0; k < nargs; k++)
-            argv[k] = per_client[k] ? args[k]->items[i] : args[k];
-        s = fvm_exec_call(x, fn, argv, &out[i]);
+            if (per_client[k]) {
+                fvm_value_release(argv[k]);
+                argv[k] = NULL;
+            }
     }
     if (s)
         for (int64_t i = 0; i < n; i++) {

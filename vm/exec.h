@@ -71,8 +71,9 @@ fvm_status fvm_zeros_of_type(fvm_ctx *x, const fvm_type *t, fvm_value **out);
 
 /* The number of clients, or a runtime error when it is not known. */
 fvm_status fvm_need_clients(fvm_ctx *x, int64_t *n);
-/* Member i of a value of static type t placed at CLIENTS (borrowed). */
-fvm_value *fvm_client_member(const fvm_value *v, const fvm_type *t, int64_t i);
+/* Member i of a value of static type t placed at CLIENTS (a new reference:
+ * an all-equal value itself, a held member, or one read from a dataset). */
+fvm_status fvm_client_get(fvm_ctx *x, const fvm_value *v, const fvm_type *t, int64_t i, fvm_value **out);
 
 
 /* Converts a value of static type 'from' for a parameter of type 'to': an

@@ -36,9 +36,12 @@ static fvm_status list_count(fvm_ctx *x, const fvm_instr *in, fvm_value *const *
     return *n >= 0 ? FVM_OK : fvm_need_clients(x, n);
 }
 
-fvm_value *fvm_client_member(const fvm_value *v, const fvm_type *t, int64_t i)
+fvm_status fvm_client_get(fvm_ctx *x, const fvm_value *v, const fvm_type *t, int64_t i, fvm_value **out)
 {
-    return is_list(t) ? v->items[i] : (fvm_value *)v;
+    if (is_list(t))
+        return fvm_clients_get(v, i, out, x->d);
+    *out = fvm_value_retain((fvm_value *)v);
+    return FVM_OK;
 }
 
 static fvm_status replicate(fvm_ctx *x, fvm_value *v, fvm_value **out)
@@ -124,6 +127,74 @@ fvm_status exec_federated_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const 
     return FVM_OK;
 }
 
+/* A zip whose arguments include client values read on demand is itself read
+ * on demand: member i is built from the arguments' members i when asked. */
+typedef struct zip_source {
+    fvm_source base;
+    int nargs;
+    fvm_value **args;        /* owned references */
+    const fvm_type **types;  /* the argument types (owned by the program) */
+} zip_source;
+
+static fvm_status zip_get(fvm_source *src, int64_t i, fvm_value **out, fvm_diag *d)
+{
+    zip_source *z = (zip_source *)src;
+    fvm_value *r = fvm_value_list(FVM_V_STRUCT, z->nargs);
+    if (!r)
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    fvm_status s = FVM_OK;
+    for (int k = 0; k < z->nargs && s == FVM_OK; k++) {
+        if (is_list(z->types[k]))
+            s = fvm_clients_get(z->args[k], i, &r->items[k], d);
+        else
+            r->items[k] = fvm_value_retain(z->args[k]);
+    }
+    if (s) {
+        fvm_value_release(r);
+        return s;
+    }
+    *out = r;
+    return FVM_OK;
+}
+
+static void zip_free(fvm_source *src)
+{
+    zip_source *z = (zip_source *)src;
+    for (int k = 0; k < z->nargs; k++)
+        fvm_value_release(z->args[k]);
+    free(z->args);
+    free(z->types);
+    free(z);
+}
+
+static const struct fvm_source_i zip_iface = {.get = zip_get, .free = zip_free};
+
+static fvm_status zip_lazy(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, int64_t n, fvm_value **out)
+{
+    zip_source *z = calloc(1, sizeof *z);
+    if (z) {
+        z->base.iface = &zip_iface;
+        z->args = calloc((size_t)in->nargs, sizeof *z->args);
+        z->types = calloc((size_t)in->nargs, sizeof *z->types);
+    }
+    if (!z || !z->args || !z->types) {
+        if (z)
+            zip_free(&z->base);
+        return fvm_nomem(x);
+    }
+    z->nargs = in->nargs;
+    for (int k = 0; k < in->nargs; k++) {
+        z->args[k] = fvm_value_retain(args[k]);
+        z->types[k] = in->arg_types[k];
+    }
+    *out = fvm_value_clients_source_take(n, &z->base);
+    if (!*out) {
+        zip_free(&z->base);
+        return fvm_nomem(x);
+    }
+    return FVM_OK;
+}
+
 fvm_status exec_federated_zip(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     if (!is_list(in->type)) /* at SERVER, or all members all-equal */
@@ -132,6 +203,9 @@ fvm_status exec_federated_zip(fvm_ctx *x, const fvm_instr *in, fvm_value *const 
     fvm_status s = list_count(x, in, args, &n);
     if (s)
         return s;
+    for (int k = 0; k < in->nargs; k++)
+        if (is_list(in->arg_types[k]) && args[k]->src)
+            return zip_lazy(x, in, args, n, out);
     fvm_value *res = fvm_value_list(FVM_V_CLIENTS, n);
     if (!res)
         return fvm_nomem(x);
@@ -141,9 +215,13 @@ fvm_status exec_federated_zip(fvm_ctx *x, const fvm_instr *in, fvm_value *const 
             fvm_value_release(res);
             return fvm_nomem(x);
         }
-        for (int k = 0; k < in->nargs; k++)
-            zipped->items[k] = fvm_value_retain(fvm_client_member(args[k], in->arg_types[k], i));
         res->items[i] = zipped;
+        for (int k = 0; k < in->nargs && s == FVM_OK; k++)
+            s = fvm_client_get(x, args[k], in->arg_types[k], i, &zipped->items[k]);
+        if (s) {
+            fvm_value_release(res);
+            return s;
+        }
     }
     *out = res;
     return FVM_OK;
@@ -156,9 +234,10 @@ typedef struct agg {
     fvm_value *const *args;
 } agg;
 
-static fvm_value *member(const agg *g, int k, int64_t i)
+/* Argument k's member for client i (a new reference). */
+static fvm_status member(fvm_ctx *x, const agg *g, int k, int64_t i, fvm_value **out)
 {
-    return fvm_client_member(g->args[k], g->in->arg_types[k], i);
+    return fvm_client_get(x, g->args[k], g->in->arg_types[k], i, out);
 }
 
 static fvm_status merge_add(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
@@ -168,12 +247,15 @@ static fvm_status merge_add(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm
 
 static fvm_status step_add(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
 {
-    fvm_value *v = member(u, 0, i);
-    if (!acc) {
-        *out = fvm_value_retain(v);
-        return FVM_OK;
+    fvm_value *v = NULL;
+    fvm_status s = member(x, u, 0, i, &v);
+    if (s || !acc) {
+        *out = v;
+        return s;
     }
-    return fvm_lift_binary(x, FVM_BIN_ADD, acc, v, true, out);
+    s = fvm_lift_binary(x, FVM_BIN_ADD, acc, v, true, out);
+    fvm_value_release(v);
+    return s;
 }
 
 static fvm_status merge_min(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
@@ -189,12 +271,15 @@ static fvm_status merge_max(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm
 static fvm_status step_minmax(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
 {
     const agg *g = u;
-    fvm_value *v = member(g, 0, i);
-    if (!acc) {
-        *out = fvm_value_retain(v);
-        return FVM_OK;
+    fvm_value *v = NULL;
+    fvm_status s = member(x, g, 0, i, &v);
+    if (s || !acc) {
+        *out = v;
+        return s;
     }
-    return g->in->op == FVM_OP_FEDERATED_MIN ? merge_min(x, u, acc, v, out) : merge_max(x, u, acc, v, out);
+    s = g->in->op == FVM_OP_FEDERATED_MIN ? merge_min(x, u, acc, v, out) : merge_max(x, u, acc, v, out);
+    fvm_value_release(v);
+    return s;
 }
 
 /* Applies fn(leaf tensor, scalar converted to the leaf's dtype) over a tree. */
@@ -228,13 +313,18 @@ static fvm_status scale_tree(fvm_ctx *x, fvm_binary op, const fvm_value *v, doub
 /* Weighted mean partials are <sum of w*x, sum of w>. */
 static fvm_status step_wmean(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
 {
-    fvm_value *v = member(u, 0, i), *w = member(u, 1, i);
-    fvm_value *p = fvm_value_list(FVM_V_STRUCT, 2);
-    if (!p)
-        return fvm_nomem(x);
-    fvm_status s = scale_tree(x, FVM_BIN_MUL, v, fvm_tensor_get_f64(&w->t, 0), &p->items[0]);
+    fvm_value *v = NULL, *w = NULL, *p = NULL;
+    fvm_status s = member(x, u, 0, i, &v);
+    if (s == FVM_OK)
+        s = member(x, u, 1, i, &w);
+    if (s == FVM_OK && !(p = fvm_value_list(FVM_V_STRUCT, 2)))
+        s = fvm_nomem(x);
+    if (s == FVM_OK)
+        s = scale_tree(x, FVM_BIN_MUL, v, fvm_tensor_get_f64(&w->t, 0), &p->items[0]);
     if (s == FVM_OK)
         p->items[1] = fvm_value_retain(w);
+    fvm_value_release(v);
+    fvm_value_release(w);
     if (s == FVM_OK && acc) {
         fvm_value *sum = NULL;
         s = fvm_lift_binary(x, FVM_BIN_ADD, acc, p, true, &sum);
@@ -288,12 +378,13 @@ static uint64_t bit_mask(const agg *g)
 
 static fvm_status step_secure(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
 {
-    fvm_value *v = member(u, 0, i);
-    if (!acc)
-        return modsum(x, v, NULL, bit_mask(u), out);
-    fvm_value *r = NULL;
-    fvm_status s = modsum(x, v, NULL, bit_mask(u), &r);
+    fvm_value *v = NULL, *r = NULL;
+    fvm_status s = member(x, u, 0, i, &v);
     if (s)
+        return s;
+    s = modsum(x, v, NULL, bit_mask(u), acc ? &r : out);
+    fvm_value_release(v);
+    if (s || !acc)
         return s;
     s = modsum(x, acc, r, bit_mask(u), out);
     fvm_value_release(r);
@@ -309,8 +400,14 @@ static fvm_status merge_secure(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, 
 static fvm_status step_user(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
 {
     const agg *g = u;
-    fvm_value *argv[2] = {acc ? acc : g->args[1], member(g, 0, i)};
-    return fvm_exec_call(x, g->in->a.accumulate, argv, out);
+    fvm_value *v = NULL;
+    fvm_status s = member(x, g, 0, i, &v);
+    if (s)
+        return s;
+    fvm_value *argv[2] = {acc ? acc : g->args[1], v};
+    s = fvm_exec_call(x, g->in->a.accumulate, argv, out);
+    fvm_value_release(v);
+    return s;
 }
 
 static fvm_status merge_user(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)

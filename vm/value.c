@@ -50,6 +50,27 @@ fvm_value *fvm_value_seq_cols_take(int64_t n, fvm_value *cols)
     return v;
 }
 
+fvm_value *fvm_value_clients_source_take(int64_t n, fvm_source *src)
+{
+    fvm_value *v = new_value(FVM_V_CLIENTS);
+    if (!v)
+        return NULL;
+    v->n = n;
+    v->src = src;
+    return v;
+}
+
+fvm_status fvm_clients_get(const fvm_value *v, int64_t i, fvm_value **out, fvm_diag *d)
+{
+    if (i < 0 || i >= v->n)
+        return fvm_diag_add(d, FVM_ERR_RUNTIME, NULL, "client %lld out of range [0, %lld)", (long long)i,
+                            (long long)v->n);
+    if (v->src)
+        return v->src->iface->get(v->src, i, out, d);
+    *out = fvm_value_retain(v->items[i]);
+    return FVM_OK;
+}
+
 fvm_value *fvm_value_retain(fvm_value *v)
 {
     if (v)
@@ -69,6 +90,8 @@ void fvm_value_release(fvm_value *v)
         free(v->items);
     }
     fvm_value_release(v->cols);
+    if (v->src)
+        v->src->iface->free(v->src);
     free(v);
 }
 
@@ -157,8 +180,16 @@ bool fvm_value_identical(const fvm_value *a, const fvm_value *b)
         return false;
     if (a->kind == FVM_V_TENSOR)
         return fvm_tensor_identical(&a->t, &b->t);
-    for (int64_t i = 0; i < a->n; i++)
-        if (!fvm_value_identical(a->items[i], b->items[i]))
+    for (int64_t i = 0; i < a->n; i++) {
+        fvm_value *x = NULL, *y = NULL;
+        bool same = a->kind == FVM_V_CLIENTS
+                        ? fvm_clients_get(a, i, &x, NULL) == FVM_OK && fvm_clients_get(b, i, &y, NULL) == FVM_OK &&
+                              fvm_value_identical(x, y)
+                        : fvm_value_identical(a->items[i], b->items[i]);
+        fvm_value_release(x);
+        fvm_value_release(y);
+        if (!same)
             return false;
+    }
     return true;
 }

@@ -18,6 +18,22 @@ typedef enum fvm_vkind {
  * 'cols' is a tensor or struct of tensors whose leaves all have a leading
  * dimension n, and element i is row i of every leaf (views, no copies). */
 typedef struct fvm_value fvm_value;
+
+/* Where the members of a {T}@CLIENTS value come from when they are not held
+ * in memory: a federated dataset reads and decodes client i when asked, and
+ * the caller releases it after use, so memory stays flat in the number of
+ * clients. get may be called from several threads at once. */
+typedef struct fvm_source fvm_source;
+struct fvm_source_i {
+    /* Member i (a new reference). */
+    fvm_status (*get)(fvm_source *s, int64_t i, fvm_value **out, fvm_diag *d);
+    /* Frees the source (when the last value using it is released). */
+    void (*free)(fvm_source *s);
+};
+struct fvm_source {
+    const struct fvm_source_i *iface;
+};
+
 struct fvm_value {
     int refs;
     fvm_vkind kind;
@@ -25,6 +41,7 @@ struct fvm_value {
     int64_t n;         /* STRUCT: fields, SEQ: length, CLIENTS: clients */
     fvm_value **items; /* STRUCT fields, CLIENTS members, SEQ elements (list form) */
     fvm_value *cols;   /* SEQ by columns (items NULL) */
+    fvm_source *src;   /* CLIENTS read on demand (items NULL; owned) */
 };
 
 /* New values start with one reference owned by the caller; NULL when out of
@@ -33,9 +50,14 @@ fvm_value *fvm_value_tensor_take(fvm_tensor *t); /* clears *t on success */
 /* A STRUCT, SEQ or CLIENTS list of n empty slots to fill with owned values. */
 fvm_value *fvm_value_list(fvm_vkind kind, int64_t n);
 fvm_value *fvm_value_seq_cols_take(int64_t n, fvm_value *cols);
+/* A {T}@CLIENTS value of n members read from src on demand (takes src). */
+fvm_value *fvm_value_clients_source_take(int64_t n, fvm_source *src);
 fvm_value *fvm_value_retain(fvm_value *v);
 /* Drops one reference; NULL is a no-op. Thread-safe. */
 void fvm_value_release(fvm_value *v);
+
+/* Member i of a CLIENTS value (a new reference): held, or read from its source. */
+fvm_status fvm_clients_get(const fvm_value *v, int64_t i, fvm_value **out, fvm_diag *d);
 
 /* Element i of a sequence (a new reference). */
 fvm_status fvm_seq_get(const fvm_value *seq, int64_t i, fvm_value **out, fvm_diag *d);
