@@ -68,7 +68,7 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: format/proto/%.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c --proto_path=format/proto --c_out=$(BUILD)/gen $<
 
-$(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
+$(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c | $(PROTO_H)
 	$(CC) $(CSTD) $(CFLAGS) -fPIC -MMD -MP -I$(BUILD)/gen $(shell pkg-config --cflags libprotobuf-c) -c $< -o $@
 
 $(LIBD)/libfedvm.a: $(LIB_OBJ)
