@@ -50,7 +50,7 @@ FEDVM_OBJ := $(patsubst %.c,$(BUILD)/%.o,tools/fedvm.c $(wildcard tools/fedvm_*.
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Installed headers: everything but the internal ones.
-PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h format/yaml_core.h
+PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h format/yaml_core.h format/dataset_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
 .PHONY: all deps test asan fuzz demo install uninstall clean
