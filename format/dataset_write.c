@@ -137,7 +137,7 @@ static fvm_status get_split(fvm_dataset_writer *w, const char *split, wsplit **o
     w->nsplits++;
     char sql[256];
     /* FedJAX's table (fedjax/core/sqlite_federated_data.py). */
-    snprintf(sql, sizeof sql, "CREATE TABLE IF NOT EXISTS \"%s\" (client_id BLOB NOT NULL PRIMARY KEY, "
+    snprintf(sql, sizeof sql, "CREATE TABLE %s (client_id BLOB NOT NULL PRIMARY KEY, "
              "data BLOB NOT NULL, num_examples INTEGER NOT NULL)", table);
     fvm_status st = exec(w, sql, d);
     if (st)

@@ -19,6 +19,7 @@ static const char *const usage_main =
     "  run FILE        check a program and run it; print the result as JSON\n"
     "  check FILE...   check programs without running them\n"
     "  fmt FILE        print a program in canonical form (JSON or YAML)\n"
+    "  data COMMAND    federated datasets: import, synthetic, info, head ('fedvm data --help')\n"
     "  help [COMMAND]  show help\n"
     "\n"
     "options: --help, --version\n"
@@ -457,6 +458,11 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "help")) {
         const char *topic = argc > 2 ? argv[2] : "";
+        if (!strcmp(topic, "data")) { /* fedvm help data [COMMAND] */
+            char help[] = "help", none[] = "";
+            char *args[] = {help, argc > 3 ? argv[3] : none};
+            return fvm_cmd_data(2, args);
+        }
         fputs(!strcmp(topic, "run")     ? usage_run
               : !strcmp(topic, "check") ? usage_check
               : !strcmp(topic, "fmt")   ? usage_fmt
@@ -470,6 +476,8 @@ int main(int argc, char **argv)
         return cmd_check(argc - 2, argv + 2);
     if (!strcmp(cmd, "fmt"))
         return cmd_fmt(argc - 2, argv + 2);
+    if (!strcmp(cmd, "data"))
+        return fvm_cmd_data(argc - 2, argv + 2);
     if (cmd[0] != '-' && (strchr(cmd, '.') || strchr(cmd, '/')))
         return cmd_run(argc - 1, argv + 1); /* fedvm program.json ... */
     fprintf(stderr, "fedvm: unknown command '%s'\n\n%s", cmd, usage_main);
