@@ -89,11 +89,13 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 
 # ---- tests -----------------------------------------------------------------
 # Each cmocka binary runs from the repository root; tests/run_invalid.sh
-# checks every invalid input's error through the fedvm command.
+# checks every invalid input's error through the fedvm command, and
+# tests/run_data.sh the 'fedvm data' commands and the files they write.
 test: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_cli.sh $(BIN)/fedvm
+	@tests/run_data.sh $(BIN)/fedvm
 	@$(PYTHON) tests/golden/reference.py --check
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
 	@if [ "$(BUILD)" = build ]; then tests/run_install.sh; fi
