@@ -476,13 +476,26 @@ static void test_writer_refusals(void **state)
     fvm_diag_clear(&d);
     assert_int_equal(fvm_dataset_add(w, "no-dash", "x", 1, 2, names, cols, &d), FVM_ERR_USAGE);
     expect_error(&d, FVM_ERR_USAGE, "no-dash", NULL);
-    fvm_dataset_abort(w);
+    /* until finish, the older file is untouched */
     char buf[8] = "";
     f = fopen(path, "r");
     assert_non_null(f);
     assert_non_null(fgets(buf, sizeof buf, f));
     fclose(f);
     assert_string_equal(buf, "old");
+    /* the refusals left the writer usable */
+    ok(fvm_dataset_finish(w, &d), &d);
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_int_equal(fvm_dataset_clients(ds), 2);
+    fvm_dataset_close(ds);
+    /* an aborted writer leaves the file as it was */
+    ok(fvm_dataset_create(path, &w, &d), &d);
+    ok(fvm_dataset_add(w, NULL, "three", 5, 2, names, cols, &d), &d);
+    fvm_dataset_abort(w);
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_int_equal(fvm_dataset_clients(ds), 2);
+    fvm_dataset_close(ds);
     /* no temporary file left behind */
     char cmd[512];
     snprintf(cmd, sizeof cmd, "ls '%s' | grep -q tmp", tmpdir);
