@@ -282,6 +282,12 @@ static fvm_status list_splits(fvm_dataset *ds, names *out, fvm_diag *d)
         return ds_sql_err(ds, d, rc, "listing the splits");
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         const char *s = (const char *)sqlite3_column_text(st, 0);
+        if (ds->kind == DS_FEDJAX && s) { /* only tables a split name can open */
+            char *table = strcmp(s, "default") ? ds_fedjax_table(s, ds->path, NULL) : NULL;
+            free(table);
+            if (!table)
+                continue;
+        }
         if (s && names_push(out, s, (size_t)sqlite3_column_bytes(st, 0))) {
             sqlite3_finalize(st);
             return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
