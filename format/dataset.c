@@ -44,13 +44,47 @@ const char *ds_who(const void *id, size_t len, int64_t i, char buf[DS_WHO])
     return buf;
 }
 
+/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
+static size_t utf8_len(const unsigned char *p, size_t n)
+{
+    size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (len == 0 || len > n)
+        return 0;
+    uint32_t c = len == 1 ? p[0] : p[0] & (0x7f >> len);
+    for (size_t k = 1; k < len; k++) {
+        if ((p[k] & 0xc0) != 0x80)
+            return 0;
+        c = c << 6 | (p[k] & 0x3f);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < least[len] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+        return 0;
+    return len;
+}
+
+void ds_clean(char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        size_t len = utf8_len((const unsigned char *)s + i, n - i);
+        if (len == 0 || (len == 1 && (unsigned char)s[i] < 0x20)) {
+            s[i++] = '?';
+            continue;
+        }
+        i += len;
+    }
+}
+
 fvm_status ds_err(const fvm_dataset *ds, fvm_diag *d, fvm_status code, const char *fmt, ...)
 {
     fvm_loc loc = {.file = ds->path};
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fvm_diag_vadd(d, code, &loc, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    ds_clean(msg);
+    fvm_diag_add(d, code, &loc, "%s", msg);
     return code;
 }
 

@@ -49,7 +49,12 @@ void ds_col_clear(ds_col *c);
 #define DS_WHO 160
 const char *ds_who(const void *id, size_t len, int64_t i, char buf[DS_WHO]);
 
-/* Records an error located at the dataset's file. Returns code. */
+/* Replaces, in place, every byte of s that is not part of valid UTF-8, and
+ * every control character, by '?': names read from a file may hold any
+ * bytes, messages hold text. */
+void ds_clean(char *s);
+/* Records an error located at the dataset's file (its message cleaned by
+ * ds_clean, at most 1023 bytes). Returns code. */
 fvm_status ds_err(const fvm_dataset *ds, fvm_diag *d, fvm_status code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* An SQLite failure: "what: sqlite's message". FVM_ERR_FORMAT when the file

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -830,6 +831,124 @@ static void test_fedjax_sparse_rowids(void **state)
     fvm_dataset_close(ds);
 }
 
+/* UTF-8 without control characters (a simple check: lead bytes and their
+ * continuation bytes). */
+static bool valid_text(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = *p < 0x20 ? -1 : *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : (*p & 0xf8) == 0xf0 ? 3 : -1;
+        if (n < 0)
+            return false;
+        p++;
+        for (int k = 0; k < n; k++, p++)
+            if ((*p & 0xc0) != 0x80)
+                return false;
+    }
+    return true;
+}
+
+/* Hundreds of clients whose msgpack has random bytes changed or is cut
+ * short: each read succeeds or fails with an error naming the file and the
+ * client, never crashes (the sanitizer run checks memory). */
+static void test_mutated_clients(void **state)
+{
+    (void)state;
+    enum { N = 600 };
+    msgpack_sbuffer sb, inner;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk, pi;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    const float xs[6] = {1, 2, 3, 4, 5, 6};
+    msgpack_sbuffer_init(&inner);
+    msgpack_packer_init(&pi, &inner, msgpack_sbuffer_write);
+    msgpack_pack_array(&pi, 3);
+    msgpack_pack_array(&pi, 2);
+    msgpack_pack_uint64(&pi, 3);
+    msgpack_pack_uint64(&pi, 2);
+    msgpack_pack_str_with_body(&pi, "float32", 7);
+    msgpack_pack_bin_with_body(&pi, xs, sizeof xs);
+    msgpack_pack_str_with_body(&pk, "x", 1);
+    msgpack_pack_ext_with_body(&pk, inner.data, inner.size, 1);
+    msgpack_sbuffer_clear(&inner);
+    msgpack_pack_array(&pi, 2);
+    msgpack_pack_array(&pi, 1);
+    msgpack_pack_uint64(&pi, 3);
+    msgpack_pack_array(&pi, 3);
+    msgpack_pack_bin_with_body(&pi, "a", 1);
+    msgpack_pack_bin_with_body(&pi, "bc", 2);
+    msgpack_pack_bin_with_body(&pi, "", 0);
+    msgpack_pack_str_with_body(&pk, "s", 1);
+    msgpack_pack_ext_with_body(&pk, inner.data, inner.size, 4);
+    msgpack_sbuffer_clear(&inner);
+    msgpack_pack_array(&pi, 3);
+    msgpack_pack_array(&pi, 1);
+    msgpack_pack_uint64(&pi, 3);
+    msgpack_pack_str_with_body(&pi, "bytes16", 7);
+    msgpack_pack_bin_with_body(&pi, "abcdef", 6);
+    msgpack_pack_str_with_body(&pk, "w", 1);
+    msgpack_pack_ext_with_body(&pk, inner.data, inner.size, 1);
+    msgpack_sbuffer_destroy(&inner);
+
+    static char idbuf[N][16];
+    const char *ids[N];
+    const void *blobs[N];
+    size_t lens[N];
+    int64_t counts[N];
+    unsigned char *owned[N];
+    uint32_t x = 88172645u;
+    for (int i = 0; i < N; i++) {
+        unsigned char *m = malloc(sb.size);
+        memcpy(m, sb.data, sb.size);
+        size_t len = sb.size;
+        if (i > 0) {
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+            if (x % 5 == 0) {
+                len = x % sb.size; /* cut short */
+            } else {
+                for (uint32_t k = 0; k <= x % 3; k++) {
+                    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+                    m[x % sb.size] = (unsigned char)(x >> 8);
+                }
+            }
+        }
+        zlib_blob(m, len, &owned[i], &lens[i]);
+        free(m);
+        snprintf(idbuf[i], sizeof idbuf[i], "c%03d", i);
+        ids[i] = idbuf[i];
+        blobs[i] = owned[i];
+        counts[i] = 3;
+    }
+    msgpack_sbuffer_destroy(&sb);
+    char path[256];
+    tmp("mutated.sqlite", path);
+    fedjax_file(path, N, ids, blobs, lens, counts);
+    for (int i = 0; i < N; i++)
+        free(owned[i]);
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    int failed = 0;
+    for (int i = 0; i < N; i++) {
+        fvm_value *v = NULL;
+        fvm_status st = fvm_dataset_read(ds, i, &v, &d);
+        if (st == FVM_OK) {
+            assert_non_null(v);
+            assert_int_equal(v->n, 3);
+            fvm_value_release(v);
+            continue;
+        }
+        failed++;
+        assert_null(v);
+        char who[16];
+        snprintf(who, sizeof who, "'c%03d'", i);
+        assert_true(valid_text(d.errs[0].msg));
+        expect_error(&d, st, path, who, NULL);
+    }
+    assert_true(failed > N / 2);
+    fvm_dataset_close(ds);
+}
+
 /* ---- TFF files --------------------------------------------------------------------------- */
 
 /* A serialized Example with features label (int64), x (float, n values), tag (bytes). */
@@ -983,6 +1102,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_fedjax),
         cmocka_unit_test(test_fedjax_byte_strings),
         cmocka_unit_test(test_fedjax_sparse_rowids),
+        cmocka_unit_test(test_mutated_clients),
         cmocka_unit_test(test_tff_small),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
