@@ -51,7 +51,7 @@ FEDVM_OBJ := $(patsubst %.c,$(BUILD)/%.o,tools/fedvm.c $(wildcard tools/fedvm_*.
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Installed headers: everything but the internal ones.
-PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h format/yaml_core.h
+PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h format/yaml_core.h format/dataset_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
 .PHONY: all deps test asan fuzz bench demo install uninstall clean
@@ -69,7 +69,7 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: format/proto/%.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c --proto_path=format/proto --c_out=$(BUILD)/gen $<
 
-$(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c
+$(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c | $(PROTO_H)
 	$(CC) $(CSTD) $(CFLAGS) -fPIC -MMD -MP -I$(BUILD)/gen $(shell pkg-config --cflags libprotobuf-c) -c $< -o $@
 
 $(LIBD)/libfedvm.a: $(LIB_OBJ)
@@ -90,11 +90,13 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 
 # ---- tests -----------------------------------------------------------------
 # Each cmocka binary runs from the repository root; tests/run_invalid.sh
-# checks every invalid input's error through the fedvm command.
+# checks every invalid input's error through the fedvm command, and
+# tests/run_data.sh the 'fedvm data' commands and the files they write.
 test: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_cli.sh $(BIN)/fedvm
+	@tests/run_data.sh $(BIN)/fedvm
 	@$(PYTHON) tests/golden/reference.py --check
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
 	@if [ "$(BUILD)" = build ]; then tests/run_install.sh; fi

@@ -14,13 +14,23 @@
  *   msgpack ext of type 1 holding the msgpack tuple (shape, dtype name,
  *   C-order bytes). A split other than the default is kept by fedvm in a
  *   table of the same layout named federated_data_<split> (FedJAX sees only
- *   the default one).
+ *   the default one). dtype names map to bool, u8, i32, i64, u32, f32, f64;
+ *   numpy's fixed-width byte strings (S<n>, named "bytes<8n>") are u8 with a
+ *   trailing axis of n, and FedJAX's ext type 4 (an array of bytes objects
+ *   along the examples) is u8[L] per example; in the schema both lengths are
+ *   -1. Any other dtype or ext type is an error naming it, the client and the
+ *   column.
  * - TFF SQLite (read): tables examples(split_name, client_id,
  *   serialized_example_proto) and client_metadata(client_id, split_name,
- *   num_examples); one tf.train.Example per row. Every feature is a column of
- *   rank 1: a float_list is f32[L], an int64_list i64[L], a bytes_list with
- *   one value u8[L] (its bytes), where L is the list's length (-1 when it
- *   differs between examples). */
+ *   num_examples); one tf.train.Example per row. A split's clients are
+ *   sorted(DISTINCT client_id), as TFF lists them; a client's examples are in
+ *   rowid order. Every feature is a column of rank 1, columns sorted by name:
+ *   a float_list is f32[L], an int64_list i64[L], a bytes_list with one value
+ *   u8[L] (its bytes), where L is the list's length in the first client (-1
+ *   when it differs between its examples, and always for bytes).
+ *
+ * format/DATASETS.md describes both in full. A handle is not thread-safe:
+ * open one per thread. */
 #ifndef FVM_DATASET_H
 #define FVM_DATASET_H
 
@@ -39,10 +49,15 @@ typedef struct fvm_column {
 
 /* Opens the split 'split' of a dataset file (NULL: the default split, which
  * for TFF files must then be the only one; unknown splits are an error that
- * lists the file's splits). Reads the client list and the column schema (the
- * schema from the first client). Errors name the file, and the client and
+ * lists the file's splits; a FedJAX file's default split is also named
+ * "default"). Reads the client index (no memory per client for FedJAX files
+ * with contiguous rowids, else one rowid per client) and the column schema
+ * (decoding the first client). Errors name the file, and the client and
  * column where they apply; a file that is not a SQLite database, lacks the
- * tables, or has corrupt rows is an error, never a crash. */
+ * tables, or has corrupt rows is an error, never a crash: FVM_ERR_IO
+ * (unreadable), FVM_ERR_FORMAT (not a dataset, corrupt data), FVM_ERR_NAME
+ * (unknown split), FVM_ERR_TYPE (a column's dtype or shape). *out is NULL on
+ * error. */
 fvm_status fvm_dataset_open(const char *path, const char *split, fvm_dataset **out, fvm_diag *d);
 /* NULL is a no-op. */
 void fvm_dataset_close(fvm_dataset *ds);
@@ -50,7 +65,8 @@ void fvm_dataset_close(fvm_dataset *ds);
 /* "fedjax" or "tff". */
 const char *fvm_dataset_format(const fvm_dataset *ds);
 /* The splits a file holds (malloc'd array of malloc'd names; free with
- * fvm_dataset_free_splits). */
+ * fvm_dataset_free_splits): for FedJAX "default" first, then the other
+ * tables' splits by name; for TFF the split names, sorted. */
 fvm_status fvm_dataset_splits(const char *path, char ***out, int *n, fvm_diag *d);
 void fvm_dataset_free_splits(char **splits, int n);
 
@@ -59,30 +75,41 @@ int64_t fvm_dataset_clients(const fvm_dataset *ds);
 int fvm_dataset_columns(const fvm_dataset *ds, const fvm_column **cols);
 
 /* Client i's id (bytes, borrowed until the next call on ds) and its number
- * of examples, from the table (no decoding). */
+ * of examples, from the table (no decoding). FVM_ERR_USAGE when i is out of
+ * range. */
 fvm_status fvm_dataset_client(fvm_dataset *ds, int64_t i, const void **id, size_t *id_len, int64_t *examples,
                               fvm_diag *d);
-/* The index of the client with this id, or -1. */
+/* The index of the client with this id, or -1. (FedJAX: an indexed lookup,
+ * the id as a blob, then as text; TFF: a binary search over the sorted ids.) */
 int64_t fvm_dataset_find(fvm_dataset *ds, const void *id, size_t id_len);
 
-/* Reads and decodes client i: a new sequence value (FVM_V_SEQ, owned by the
- * caller) of structs whose fields are the columns in order. When every
- * example of a column has the same shape, the column is one tensor with a
- * leading example axis (column storage); a column whose shape varies makes
- * the sequence a list of examples. A client whose data does not match the
- * schema is an error naming the client and the column. */
+/* Reads and decodes client i alone (any i, in any order): a new sequence
+ * value (FVM_V_SEQ, owned by the caller) of structs whose fields are the
+ * columns in order. When every column has one shape for all of the client's
+ * examples, the sequence is stored by columns: a struct of one tensor per
+ * column with a leading example axis; a column whose shape varies makes the
+ * sequence a list of examples. A client whose data does not match the schema
+ * is an error naming the client and the column; *out is then NULL. */
 fvm_status fvm_dataset_read(fvm_dataset *ds, int64_t i, fvm_value **out, fvm_diag *d);
 
 /* Writing FedJAX SQLite files. The file is written under a temporary name
- * in the same directory and renamed into place by fvm_dataset_finish, so a
- * failed or interrupted write never leaves a partial file at path. */
+ * in the same directory (path.tmpXXXXXX) and renamed into place by
+ * fvm_dataset_finish, so a failed or interrupted write never leaves a partial
+ * file at path (an older file there stays until the rename). The msgpack of
+ * each client is what FedJAX's msgpack_serialize writes for the same arrays
+ * and zlib's level is zlib.compress's, so the same clients added in the same
+ * order give a byte-identical file. */
 typedef struct fvm_dataset_writer fvm_dataset_writer;
 
 fvm_status fvm_dataset_create(const char *path, fvm_dataset_writer **out, fvm_diag *d);
-/* Adds one client to 'split' (NULL: the default split). cols[k] holds column
- * names[k] for all the client's examples, with a leading example axis of the
- * same length in every column. Columns and dtypes must be the same for every
- * client of a split. */
+/* Adds one client to 'split' (NULL or "default": the default split; other
+ * names 1 to 64 letters, digits or underscores). cols[k] (borrowed) holds
+ * column names[k] for all the client's examples, with a leading example axis
+ * of the same length in every column. The split's first client fixes the
+ * column names, dtypes and per-example shapes; every later client must have
+ * the same (in any order): FVM_ERR_TYPE otherwise. A client id given twice in
+ * a split is FVM_ERR_NAME, a bad argument FVM_ERR_USAGE; after such a refusal
+ * the writer can go on. */
 fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void *id, size_t id_len, int ncols,
                            const char *const *names, const fvm_tensor *cols, fvm_diag *d);
 /* Commits and renames into place; frees w (also on error). */

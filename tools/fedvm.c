@@ -20,6 +20,7 @@ static const char *const usage_main =
     "  check FILE...   check programs without running them\n"
     "  fmt FILE        print a program in canonical form (JSON or YAML)\n"
     "  grad FILE FN    print the derivative of a function as IR (a complete program)\n"
+    "  data COMMAND    federated datasets: import, synthetic, info, head ('fedvm data --help')\n"
     "  help [COMMAND]  show help\n"
     "\n"
     "options: --help, --version\n"
@@ -529,6 +530,11 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "help")) {
         const char *topic = argc > 2 ? argv[2] : "";
+        if (!strcmp(topic, "data")) { /* fedvm help data [COMMAND] */
+            char help[] = "help", none[] = "";
+            char *args[] = {help, argc > 3 ? argv[3] : none};
+            return fvm_cmd_data(2, args);
+        }
         fputs(!strcmp(topic, "run")     ? usage_run
               : !strcmp(topic, "check") ? usage_check
               : !strcmp(topic, "fmt")   ? usage_fmt
@@ -545,6 +551,8 @@ int main(int argc, char **argv)
         return cmd_fmt(argc - 2, argv + 2);
     if (!strcmp(cmd, "grad"))
         return cmd_grad(argc - 2, argv + 2);
+    if (!strcmp(cmd, "data"))
+        return fvm_cmd_data(argc - 2, argv + 2);
     if (cmd[0] != '-' && (strchr(cmd, '.') || strchr(cmd, '/')))
         return cmd_run(argc - 1, argv + 1); /* fedvm program.json ... */
     fprintf(stderr, "fedvm: unknown command '%s'\n\n%s", cmd, usage_main);

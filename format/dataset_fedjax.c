@@ -1,0 +1,676 @@
+/* dataset_fedjax.c - reading FedJAX SQLite datasets: the client index, zlib, msgpack arrays (ext 1) and byte-string arrays (ext 4). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <msgpack.h>
+#include <zlib.h>
+
+#include "dataset_impl.h"
+
+/* FedJAX's msgpack extension types (fedjax/core/serialization.py): 1 holds a
+ * numeric ndarray as the tuple (shape, dtype name, C-order bytes); 4 an
+ * ndarray of Python bytes objects (dtype object) as (shape, flat list of
+ * byte strings). */
+enum { EXT_NDARRAY = 1, EXT_BYTES_NDARRAY = 4 };
+
+/* The largest inflated client accepted. */
+#define MAX_CLIENT_BYTES FVM_MAX_TENSOR_BYTES
+
+/* ---- the index ------------------------------------------------------------------ */
+
+static fvm_status prepare(fvm_dataset *ds, const char *fmt, sqlite3_stmt **st, fvm_diag *d)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, fmt, ds->table);
+    int rc = sqlite3_prepare_v2(ds->db, sql, -1, st, NULL);
+    return rc ? ds_sql_err(ds, d, rc, "reading the client table") : FVM_OK;
+}
+
+/* The table must have the three columns FedJAX reads. */
+static fvm_status check_columns(fvm_dataset *ds, fvm_diag *d)
+{
+    sqlite3_stmt *st = NULL;
+    fvm_status s = prepare(ds, "PRAGMA table_info(\"%s\")", &st, d);
+    if (s)
+        return s;
+    bool id = false, data = false, count = false;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        id = id || (name && !strcmp(name, "client_id"));
+        data = data || (name && !strcmp(name, "data"));
+        count = count || (name && !strcmp(name, "num_examples"));
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return ds_sql_err(ds, d, rc, "reading the client table");
+    if (!id || !data || !count)
+        return ds_err(ds, d, FVM_ERR_FORMAT, "table %s lacks the column%s%s%s%s (FedJAX's table has client_id, data "
+                      "and num_examples)", ds->table, (!id + !data + !count) > 1 ? "s" : "", !id ? " client_id" : "",
+                      !data ? " data" : "", !count ? " num_examples" : "");
+    return FVM_OK;
+}
+
+/* Reads the client index: only the number of clients and their rowids, which
+ * take no memory when contiguous (as in every file fedvm or FedJAX writes). */
+static fvm_status read_index(fvm_dataset *ds, fvm_diag *d)
+{
+    sqlite3_stmt *st = NULL;
+    fvm_status s = prepare(ds, "SELECT count(*), min(rowid), max(rowid) FROM \"%s\"", &st, d);
+    if (s)
+        return s;
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) {
+        sqlite3_finalize(st);
+        return ds_sql_err(ds, d, rc, "reading the client table");
+    }
+    int64_t n = sqlite3_column_int64(st, 0), lo = sqlite3_column_int64(st, 1), hi = sqlite3_column_int64(st, 2);
+    sqlite3_finalize(st);
+    if (n > FVM_MAX_CLIENTS)
+        return ds_err(ds, d, FVM_ERR_LIMIT, "%lld clients, more than %d", (long long)n, FVM_MAX_CLIENTS);
+    ds->n = n;
+    ds->rowid0 = lo;
+    if (n == 0 || (hi - lo) == n - 1)
+        return FVM_OK;
+    ds->rowids = malloc((size_t)n * sizeof *ds->rowids);
+    if (!ds->rowids)
+        return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory reading the client index");
+    if ((s = prepare(ds, "SELECT rowid FROM \"%s\" ORDER BY rowid", &st, d)))
+        return s;
+    int64_t i = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW && i < n)
+        ds->rowids[i++] = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if ((rc != SQLITE_DONE && rc != SQLITE_ROW) || i != n)
+        return rc != SQLITE_DONE && rc != SQLITE_ROW ? ds_sql_err(ds, d, rc, "reading the client index")
+                                                     : ds_err(ds, d, FVM_ERR_IO, "the client table changed while "
+                                                              "it was read");
+    return FVM_OK;
+}
+
+/* Runs st (rowid bound) and checks the id and count; leaves the row current. */
+static fvm_status fetch_row(fvm_dataset *ds, sqlite3_stmt *st, int64_t i, int id_col, int count_col,
+                            int64_t *examples, char who[DS_WHO], fvm_diag *d)
+{
+    sqlite3_reset(st);
+    sqlite3_bind_int64(st, 1, ds_rowid(ds, i));
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE)
+        return ds_err(ds, d, FVM_ERR_IO, "client %lld vanished from table %s while the file was open", (long long)i,
+                      ds->table);
+    if (rc != SQLITE_ROW)
+        return ds_sql_err(ds, d, rc, "reading a client");
+    int t = sqlite3_column_type(st, id_col);
+    const void *id = t == SQLITE_BLOB ? sqlite3_column_blob(st, id_col) : sqlite3_column_text(st, id_col);
+    size_t len = (size_t)sqlite3_column_bytes(st, id_col);
+    if (t != SQLITE_BLOB && t != SQLITE_TEXT)
+        return ds_err(ds, d, FVM_ERR_FORMAT, "client at index %lld: client_id is not bytes or text", (long long)i);
+    fvm_status s = ds_keep_id(ds, id, len, d);
+    if (s)
+        return s;
+    ds_who(ds->id, ds->id_len, i, who);
+    if (sqlite3_column_type(st, count_col) != SQLITE_INTEGER || sqlite3_column_int64(st, count_col) < 0)
+        return ds_err(ds, d, FVM_ERR_FORMAT, "client %s: num_examples is not a non-negative integer", who);
+    *examples = sqlite3_column_int64(st, count_col);
+    return FVM_OK;
+}
+
+fvm_status ds_fedjax_client(fvm_dataset *ds, int64_t i, const void **id, size_t *id_len, int64_t *examples,
+                            fvm_diag *d)
+{
+    char who[DS_WHO];
+    fvm_status s = fetch_row(ds, ds->st_id, i, 0, 1, examples, who, d);
+    sqlite3_reset(ds->st_id);
+    if (s)
+        return s;
+    *id = ds->id;
+    *id_len = ds->id_len;
+    return FVM_OK;
+}
+
+int64_t ds_fedjax_find(fvm_dataset *ds, const void *id, size_t id_len)
+{
+    int64_t rowid = -1;
+    /* FedJAX's ids are blobs; some writers store text. */
+    for (int pass = 0; pass < 2 && rowid < 0; pass++) {
+        sqlite3_reset(ds->st_find);
+        if (pass == 0)
+            sqlite3_bind_blob(ds->st_find, 1, id, (int)id_len, SQLITE_TRANSIENT);
+        else
+            sqlite3_bind_text(ds->st_find, 1, id, (int)id_len, SQLITE_TRANSIENT);
+        if (sqlite3_step(ds->st_find) == SQLITE_ROW)
+            rowid = sqlite3_column_int64(ds->st_find, 0);
+    }
+    sqlite3_reset(ds->st_find);
+    if (rowid < 0)
+        return -1;
+    if (!ds->rowids)
+        return rowid - ds->rowid0;
+    int64_t lo = 0, hi = ds->n - 1;
+    while (lo <= hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (ds->rowids[mid] == rowid)
+            return mid;
+        if (ds->rowids[mid] < rowid)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+/* ---- decoding --------------------------------------------------------------------- */
+
+/* Inflates a zlib stream into ds->buf (grown as needed and kept for the next
+ * client). Bytes after the end of the stream are ignored, as zlib.decompress
+ * does. */
+static fvm_status inflate_blob(fvm_dataset *ds, const void *src, size_t len, size_t *out_len, const char *who,
+                               fvm_diag *d)
+{
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    if (inflateInit(&zs) != Z_OK)
+        return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory starting zlib");
+    zs.next_in = (Bytef *)(uintptr_t)src;
+    size_t total = 0, left = len;
+    fvm_status s = FVM_OK;
+    for (;;) {
+        if (total == ds->buf_cap) {
+            size_t cap = ds->buf_cap ? 2 * ds->buf_cap : (len < 16384 ? 65536 : 4 * len);
+            if (ds->buf_cap >= MAX_CLIENT_BYTES) {
+                s = ds_err(ds, d, FVM_ERR_LIMIT, "client %s: data inflates to more than %llu bytes", who,
+                           (unsigned long long)MAX_CLIENT_BYTES);
+                break;
+            }
+            unsigned char *p = realloc(ds->buf, cap);
+            if (!p) {
+                s = ds_err(ds, d, FVM_ERR_NOMEM, "client %s: out of memory inflating its data", who);
+                break;
+            }
+            ds->buf = p;
+            ds->buf_cap = cap;
+        }
+        size_t room = ds->buf_cap - total;
+        zs.next_out = ds->buf + total;
+        zs.avail_out = room > UINT32_MAX ? UINT32_MAX : (uInt)room;
+        uInt in = left > UINT32_MAX ? UINT32_MAX : (uInt)left;
+        zs.avail_in = in;
+        uInt out_before = zs.avail_out;
+        int rc = inflate(&zs, Z_NO_FLUSH);
+        total += out_before - zs.avail_out;
+        left -= in - zs.avail_in;
+        if (rc == Z_STREAM_END)
+            break;
+        if (rc == Z_OK || (rc == Z_BUF_ERROR && zs.avail_out == 0))
+            continue;
+        if (rc == Z_BUF_ERROR && left == 0) {
+            s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: the zlib data is truncated", who);
+            break;
+        }
+        if (rc == Z_MEM_ERROR) {
+            s = ds_err(ds, d, FVM_ERR_NOMEM, "client %s: out of memory inflating its data", who);
+            break;
+        }
+        s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: the data is not valid zlib (%s)", who,
+                   zs.msg ? zs.msg : "corrupt stream");
+        break;
+    }
+    inflateEnd(&zs);
+    *out_len = total;
+    return s;
+}
+
+static uint64_t be(const unsigned char *p, int n)
+{
+    uint64_t v = 0;
+    for (int k = 0; k < n; k++)
+        v = v << 8 | p[k];
+    return v;
+}
+
+/* msgpack-c reserves the slots of an array or map as soon as it reads its
+ * header, so a corrupt count (up to 2^32) would ask for tens of gigabytes
+ * before running out of data. This walk over the headers checks first that
+ * every declared element could still fit in the bytes that remain (each takes
+ * at least one) and that exactly one object fills the buffer; the values
+ * themselves are then left to msgpack-c. */
+static bool msgpack_bounded(const unsigned char *p, size_t len)
+{
+    size_t pos = 0;
+    uint64_t pending = 1;
+    while (pending) {
+        if (pos >= len)
+            return false;
+        unsigned t = p[pos++];
+        pending--;
+        uint64_t skip = 0, items = 0;
+        int hdr = 0; /* bytes of a big-endian length or count after the tag */
+        bool count = false, ext = false;
+        if (t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3)
+            ;
+        else if ((t & 0xf0) == 0x80)
+            items = 2 * (t & 0x0f);
+        else if ((t & 0xf0) == 0x90)
+            items = t & 0x0f;
+        else if ((t & 0xe0) == 0xa0)
+            skip = t & 0x1f;
+        else if (t >= 0xc4 && t <= 0xc6)
+            hdr = 1 << (t - 0xc4); /* bin 8/16/32 */
+        else if (t >= 0xc7 && t <= 0xc9)
+            hdr = 1 << (t - 0xc7), ext = true; /* ext 8/16/32 */
+        else if (t == 0xca || t == 0xcb)
+            skip = t == 0xca ? 4 : 8;
+        else if (t >= 0xcc && t <= 0xd3)
+            skip = (uint64_t)1 << ((t - 0xcc) & 3); /* (u)int 8..64 */
+        else if (t >= 0xd4 && t <= 0xd8)
+            skip = 1 + ((uint64_t)1 << (t - 0xd4)); /* fixext: type + 1..16 bytes */
+        else if (t >= 0xd9 && t <= 0xdb)
+            hdr = 1 << (t - 0xd9); /* str 8/16/32 */
+        else if (t == 0xdc || t == 0xdd)
+            hdr = t == 0xdc ? 2 : 4, count = true;
+        else if (t == 0xde || t == 0xdf)
+            hdr = t == 0xde ? 2 : 4, count = true, items = 1; /* marks a map */
+        else
+            return false; /* 0xc1, never used */
+        if (hdr) {
+            if ((size_t)hdr > len - pos)
+                return false;
+            uint64_t v = be(p + pos, hdr);
+            pos += (size_t)hdr;
+            if (count)
+                items = items ? 2 * v : v;
+            else
+                skip = v + (ext ? 1 : 0);
+        }
+        if (skip > len - pos)
+            return false;
+        pos += (size_t)skip;
+        pending += items;
+        if (pending > len - pos)
+            return false;
+    }
+    return pos == len;
+}
+
+/* Unpacks exactly one msgpack object filling [p, p+len). */
+static bool unpack(msgpack_unpacked *u, const void *p, size_t len)
+{
+    if (!msgpack_bounded(p, len))
+        return false;
+    size_t off = 0;
+    return msgpack_unpack_next(u, p, len, &off) == MSGPACK_UNPACK_SUCCESS && off == len;
+}
+
+static bool is_bytes(const msgpack_object *o)
+{
+    return o->type == MSGPACK_OBJECT_STR || o->type == MSGPACK_OBJECT_BIN;
+}
+
+/* STR and BIN share one layout in msgpack-c's union. */
+static const char *bytes_ptr(const msgpack_object *o)
+{
+    return o->type == MSGPACK_OBJECT_STR ? o->via.str.ptr : o->via.bin.ptr;
+}
+static size_t bytes_len(const msgpack_object *o)
+{
+    return o->type == MSGPACK_OBJECT_STR ? o->via.str.size : o->via.bin.size;
+}
+
+/* A FedJAX dtype name: numpy's dtype.name. Fixed-width byte strings (numpy
+ * 'S<n>', named "bytes<8n>") give u8 and *width = n. */
+static bool parse_dtype(const char *s, size_t len, fvm_dtype *dt, int64_t *width)
+{
+    static const struct {
+        const char *name;
+        fvm_dtype dt;
+    } map[] = {{"bool", FVM_DTYPE_BOOL},   {"uint8", FVM_DTYPE_U8},     {"int32", FVM_DTYPE_I32},
+               {"int64", FVM_DTYPE_I64},   {"uint32", FVM_DTYPE_U32},   {"float32", FVM_DTYPE_F32},
+               {"float64", FVM_DTYPE_F64}};
+    *width = 0;
+    for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
+        if (len == strlen(map[k].name) && !memcmp(s, map[k].name, len)) {
+            *dt = map[k].dt;
+            return true;
+        }
+    if (len > 5 && len < 16 && !memcmp(s, "bytes", 5)) {
+        int64_t bits = 0;
+        for (size_t k = 5; k < len; k++) {
+            if (s[k] < '0' || s[k] > '9')
+                return false;
+            bits = bits * 10 + (s[k] - '0');
+        }
+        if (bits < 8 || bits % 8 || s[5] == '0')
+            return false;
+        *dt = FVM_DTYPE_U8;
+        *width = bits / 8;
+        return true;
+    }
+    return false;
+}
+
+/* The shape array of an ndarray tuple. */
+static bool parse_shape(const msgpack_object *o, int extra, fvm_dims *shape)
+{
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size < 1 || o->via.array.size + (unsigned)extra > FVM_MAX_RANK)
+        return false;
+    shape->rank = (int)o->via.array.size;
+    for (int k = 0; k < shape->rank; k++) {
+        const msgpack_object *e = &o->via.array.ptr[k];
+        if (e->type != MSGPACK_OBJECT_POSITIVE_INTEGER || e->via.u64 > (uint64_t)INT64_MAX)
+            return false;
+        shape->d[k] = (int64_t)e->via.u64;
+    }
+    return true;
+}
+
+typedef struct colctx {
+    fvm_dataset *ds;
+    const char *who, *name;
+    fvm_diag *d;
+} colctx;
+
+static fvm_status col_err(const colctx *c, fvm_status code, const char *msg)
+{
+    return ds_err(c->ds, c->d, code, "client %s, column '%s': %s", c->who, c->name, msg);
+}
+
+/* Ext 1: (shape, dtype name, bytes) into one tensor. */
+static fvm_status decode_ndarray(const colctx *c, const msgpack_object_ext *ext, ds_col *out, bool *strings)
+{
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    fvm_status s = FVM_OK;
+    char buf[FVM_DIMS_STR + 200];
+    if (!unpack(&u, ext->ptr, ext->size) || u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size != 3) {
+        s = col_err(c, FVM_ERR_FORMAT, "the array is not a msgpack tuple (shape, dtype, bytes)");
+        goto done;
+    }
+    const msgpack_object *f = u.data.via.array.ptr;
+    fvm_dtype dt;
+    int64_t width;
+    fvm_dims shape;
+    if (!is_bytes(&f[1])) {
+        s = col_err(c, FVM_ERR_FORMAT, "the dtype of the array is not a string");
+        goto done;
+    }
+    if (!parse_dtype(bytes_ptr(&f[1]), bytes_len(&f[1]), &dt, &width)) {
+        snprintf(buf, sizeof buf, "unsupported dtype '%.*s' (fedvm reads bool, uint8, int32, int64, uint32, float32, "
+                 "float64 and fixed-width byte strings)", (int)(bytes_len(&f[1]) < 64 ? bytes_len(&f[1]) : 64),
+                 bytes_ptr(&f[1]));
+        s = col_err(c, FVM_ERR_TYPE, buf);
+        goto done;
+    }
+    if (!parse_shape(&f[0], width ? 1 : 0, &shape) || !is_bytes(&f[2])) {
+        s = col_err(c, FVM_ERR_FORMAT, "the array's shape is not a list of 1 to 8 non-negative integers, or its "
+                    "data is not bytes");
+        goto done;
+    }
+    if (width)
+        shape.d[shape.rank++] = width;
+    fvm_diag tmp = {0};
+    if (fvm_dims_check_size(&shape, dt, &tmp)) {
+        char dims[FVM_DIMS_STR];
+        fvm_dims_format(&shape, dims);
+        snprintf(buf, sizeof buf, "an array of shape %s is too large", dims);
+        s = col_err(c, tmp.n ? tmp.errs[0].code : FVM_ERR_LIMIT, buf);
+        fvm_diag_clear(&tmp);
+        goto done;
+    }
+    size_t want = (size_t)fvm_dims_count(&shape) * fvm_dtype_size(dt);
+    if (bytes_len(&f[2]) != want) {
+        char dims[FVM_DIMS_STR];
+        fvm_dims_format(&shape, dims);
+        snprintf(buf, sizeof buf, "shape %s of %.*s needs %zu bytes, but the array holds %zu", dims,
+                 (int)bytes_len(&f[1]), bytes_ptr(&f[1]), want, bytes_len(&f[2]));
+        s = col_err(c, FVM_ERR_FORMAT, buf);
+        goto done;
+    }
+    if ((s = fvm_tensor_alloc(&out->full, dt, &shape, c->d)))
+        goto done;
+    unsigned char *p = fvm_tensor_data(&out->full);
+    if (want)
+        memcpy(p, bytes_ptr(&f[2]), want);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    /* FedJAX writes numpy's native (little-endian) bytes. */
+    size_t es = fvm_dtype_size(dt);
+    for (size_t i = 0; es > 1 && i < want; i += es)
+        for (size_t a = 0, b = es - 1; a < b; a++, b--) {
+            unsigned char t = p[i + a];
+            p[i + a] = p[i + b];
+            p[i + b] = t;
+        }
+#endif
+    if (dt == FVM_DTYPE_BOOL)
+        for (size_t i = 0; i < want; i++)
+            p[i] = p[i] != 0;
+    *strings = width != 0;
+done:
+    msgpack_unpacked_destroy(&u);
+    return s;
+}
+
+/* Ext 4: (shape [n], list of n byte strings): u8[L] per example; one tensor
+ * when every L is the same. */
+static fvm_status decode_bytes_ndarray(const colctx *c, const msgpack_object_ext *ext, ds_col *out)
+{
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    fvm_status s = FVM_OK;
+    fvm_dims shape;
+    if (!unpack(&u, ext->ptr, ext->size) || u.data.type != MSGPACK_OBJECT_ARRAY || u.data.via.array.size != 2 ||
+        !parse_shape(&u.data.via.array.ptr[0], 1, &shape) || u.data.via.array.ptr[1].type != MSGPACK_OBJECT_ARRAY) {
+        s = col_err(c, FVM_ERR_FORMAT, "the byte-string array is not a msgpack tuple (shape, list of bytes)");
+        goto done;
+    }
+    const msgpack_object_array *list = &u.data.via.array.ptr[1].via.array;
+    if (shape.rank != 1) {
+        s = col_err(c, FVM_ERR_TYPE, "an array of byte strings must have one axis (the examples)");
+        goto done;
+    }
+    if ((uint64_t)shape.d[0] != list->size) {
+        s = col_err(c, FVM_ERR_FORMAT, "the byte-string array's shape and its list differ in length");
+        goto done;
+    }
+    int64_t n = shape.d[0];
+    bool same = true;
+    for (int64_t i = 0; i < n; i++) {
+        if (!is_bytes(&list->ptr[i])) {
+            s = col_err(c, FVM_ERR_FORMAT, "an element of the byte-string array is not bytes");
+            goto done;
+        }
+        same = same && bytes_len(&list->ptr[i]) == bytes_len(&list->ptr[0]);
+    }
+    if (same) {
+        fvm_dims full = {.rank = 2, .d = {n, n ? (int64_t)bytes_len(&list->ptr[0]) : 0}};
+        if ((s = fvm_tensor_alloc(&out->full, FVM_DTYPE_U8, &full, c->d)))
+            goto done;
+        for (int64_t i = 0; i < n; i++)
+            memcpy((unsigned char *)fvm_tensor_data(&out->full) + (size_t)(i * full.d[1]), bytes_ptr(&list->ptr[i]),
+                   (size_t)full.d[1]);
+        goto done;
+    }
+    if (!(out->rows = calloc((size_t)n, sizeof *out->rows))) {
+        s = col_err(c, FVM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    out->nrows = n;
+    for (int64_t i = 0; i < n; i++) {
+        fvm_dims one = {.rank = 1, .d = {(int64_t)bytes_len(&list->ptr[i])}};
+        if ((s = fvm_tensor_alloc(&out->rows[i], FVM_DTYPE_U8, &one, c->d)))
+            goto done;
+        if (one.d[0])
+            memcpy(fvm_tensor_data(&out->rows[i]), bytes_ptr(&list->ptr[i]), (size_t)one.d[0]);
+    }
+done:
+    msgpack_unpacked_destroy(&u);
+    return s;
+}
+
+static int64_t col_rows(const ds_col *c)
+{
+    return c->rows ? c->nrows : c->full.shape.d[0];
+}
+
+/* Decodes client i into cols (schema order; with no schema yet, sets it from
+ * this client in the file's column order). *n gets the examples. */
+static fvm_status decode_client(fvm_dataset *ds, int64_t i, int64_t *n, ds_col **out, fvm_diag *d)
+{
+    char who[DS_WHO];
+    *out = NULL;
+    fvm_status s = fetch_row(ds, ds->st_row, i, 0, 2, n, who, d);
+    size_t len = 0;
+    if (s == FVM_OK && sqlite3_column_type(ds->st_row, 1) != SQLITE_BLOB)
+        s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: data is not a blob", who);
+    if (s == FVM_OK)
+        s = inflate_blob(ds, sqlite3_column_blob(ds->st_row, 1), (size_t)sqlite3_column_bytes(ds->st_row, 1), &len,
+                         who, d);
+    sqlite3_reset(ds->st_row);
+    if (s)
+        return s;
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    ds_col *cols = NULL;
+    const char **names = NULL;
+    size_t *name_lens = NULL;
+    int ncols = 0;
+    if (!unpack(&u, (const char *)ds->buf, len) || u.data.type != MSGPACK_OBJECT_MAP) {
+        s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: the data is not a msgpack map of columns", who);
+        goto done;
+    }
+    const msgpack_object_map *map = &u.data.via.map;
+    bool first = ds->cols == NULL;
+    ncols = first ? (int)map->size : ds->ncols;
+    if (map->size == 0 || map->size > 100000) {
+        s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: %s", who, map->size ? "more than 100000 columns" : "no columns");
+        goto done;
+    }
+    cols = calloc((size_t)ncols, sizeof *cols);
+    names = calloc((size_t)ncols, sizeof *names);
+    name_lens = calloc((size_t)ncols, sizeof *name_lens);
+    bool *strings = calloc((size_t)ncols, sizeof *strings);
+    if (!cols || !names || !name_lens || !strings) {
+        free(strings);
+        s = ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (uint32_t k = 0; k < map->size && s == FVM_OK; k++) {
+        const msgpack_object *key = &map->ptr[k].key, *val = &map->ptr[k].val;
+        char name[256];
+        if (!is_bytes(key) || bytes_len(key) == 0 || bytes_len(key) >= sizeof name) {
+            s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: a column name is not a string of 1 to 255 bytes", who);
+            break;
+        }
+        memcpy(name, bytes_ptr(key), bytes_len(key));
+        name[bytes_len(key)] = 0;
+        int slot = (int)k;
+        if (!first) {
+            for (slot = 0; slot < ds->ncols && strcmp(ds->cols[slot].name, name); slot++)
+                ;
+            if (slot == ds->ncols) {
+                s = ds_err(ds, d, FVM_ERR_TYPE, "client %s has a column '%s' that the dataset's schema (from its "
+                           "first client) lacks", who, name);
+                break;
+            }
+        }
+        for (uint32_t j = 0; j < k; j++)
+            if (bytes_len(&map->ptr[j].key) == bytes_len(key) &&
+                !memcmp(bytes_ptr(&map->ptr[j].key), bytes_ptr(key), bytes_len(key))) {
+                s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: column '%s' appears twice", who, name);
+                break;
+            }
+        if (s)
+            break;
+        names[slot] = bytes_ptr(key);
+        name_lens[slot] = bytes_len(key);
+        colctx c = {ds, who, name, d};
+        if (val->type != MSGPACK_OBJECT_EXT)
+            s = col_err(&c, FVM_ERR_FORMAT, "the value is not an array (a msgpack ext)");
+        else if (val->via.ext.type == EXT_NDARRAY)
+            s = decode_ndarray(&c, &val->via.ext, &cols[slot], &strings[slot]);
+        else if (val->via.ext.type == EXT_BYTES_NDARRAY) {
+            s = decode_bytes_ndarray(&c, &val->via.ext, &cols[slot]);
+            strings[slot] = true;
+        } else {
+            char msg[120];
+            snprintf(msg, sizeof msg, "msgpack ext type %d, expected 1 (an array) or 4 (an array of byte strings)",
+                     val->via.ext.type);
+            s = col_err(&c, FVM_ERR_FORMAT, msg);
+        }
+        if (s == FVM_OK && col_rows(&cols[slot]) != *n) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "has %lld examples, but num_examples is %lld", (long long)col_rows(&cols[slot]),
+                     (long long)*n);
+            s = col_err(&c, FVM_ERR_FORMAT, msg);
+        }
+    }
+    for (int k = 0; s == FVM_OK && !first && k < ncols; k++)
+        if (!names[k])
+            s = ds_err(ds, d, FVM_ERR_TYPE, "client %s lacks column '%s' of the dataset's schema (from its first "
+                       "client)", who, ds->cols[k].name);
+    if (s == FVM_OK && first) {
+        s = ds_set_schema(ds, ncols, names, name_lens, cols, d);
+        for (int k = 0; s == FVM_OK && k < ncols; k++)
+            if (strings[k]) /* byte strings differ in length between clients */
+                ds->cols[k].shape.d[ds->cols[k].shape.rank - 1] = -1;
+    }
+    for (int k = 0; s == FVM_OK && k < ncols; k++)
+        s = ds_col_check(ds, &ds->cols[k], &cols[k], who, d);
+    free(strings);
+done:
+    msgpack_unpacked_destroy(&u);
+    free(names);
+    free(name_lens);
+    if (s && cols) {
+        for (int k = 0; k < ncols; k++)
+            ds_col_clear(&cols[k]);
+        free(cols);
+        cols = NULL;
+    }
+    *out = cols;
+    return s;
+}
+
+fvm_status ds_fedjax_read(fvm_dataset *ds, int64_t i, fvm_value **out, fvm_diag *d)
+{
+    int64_t n;
+    ds_col *cols;
+    fvm_status s = decode_client(ds, i, &n, &cols, d);
+    if (s)
+        return s;
+    s = ds_build(ds, n, cols, out, d);
+    free(cols);
+    return s;
+}
+
+fvm_status ds_fedjax_open(fvm_dataset *ds, fvm_diag *d)
+{
+    int rc;
+    sqlite3_stmt *st = NULL;
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '%s'", ds->table);
+    if ((rc = sqlite3_prepare_v2(ds->db, sql, -1, &st, NULL)))
+        return ds_sql_err(ds, d, rc, "reading the tables");
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW)
+        return rc == SQLITE_DONE ? ds_err(ds, d, FVM_ERR_NAME, "no table %s for split '%s'", ds->table, ds->split)
+                                 : ds_sql_err(ds, d, rc, "reading the tables");
+    fvm_status s;
+    if ((s = check_columns(ds, d)) || (s = read_index(ds, d)) ||
+        (s = prepare(ds, "SELECT client_id, data, num_examples FROM \"%s\" WHERE rowid = ?1", &ds->st_row, d)) ||
+        (s = prepare(ds, "SELECT client_id, num_examples FROM \"%s\" WHERE rowid = ?1", &ds->st_id, d)) ||
+        (s = prepare(ds, "SELECT rowid FROM \"%s\" WHERE client_id = ?1", &ds->st_find, d)))
+        return s;
+    if (ds->n == 0)
+        return FVM_OK;
+    /* The schema comes from the first client. */
+    int64_t n;
+    ds_col *cols;
+    if ((s = decode_client(ds, 0, &n, &cols, d)))
+        return s;
+    for (int k = 0; k < ds->ncols; k++)
+        ds_col_clear(&cols[k]);
+    free(cols);
+    return FVM_OK;
+}

@@ -1,0 +1,203 @@
+#!/usr/bin/env bash
+# run_data.sh BIN - 'fedvm data': Fashion-MNIST imports with each partition, determinism, synthetic
+# generators, info/head output, FedJAX compatibility both ways, and error cases.
+set -u
+BIN=${1:?usage: tests/run_data.sh path/to/fedvm}
+FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+FIXTURES=${FVM_FIXTURES:-../shared/fixtures}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# A Python with msgpack (Debian's python3-msgpack): $PYTHON, else the system's.
+PY=
+for p in "${PYTHON:-python3}" /usr/bin/python3; do
+    if "$p" -c 'import msgpack' 2>/dev/null; then PY=$p; break; fi
+done
+if [ -z "$PY" ]; then echo "run_data: no python3 with msgpack (install python3-msgpack)"; exit 1; fi
+SAME_ZLIB=
+if [ "$("$PY" -c 'import zlib; print(zlib.ZLIB_RUNTIME_VERSION)')" = "$(pkg-config --modversion zlib 2>/dev/null)" ]; then
+    SAME_ZLIB=--same-zlib
+fi
+
+# expect RC DESCRIPTION -- CMD...: runs CMD, stdout to $T/out, stderr to $T/err.
+expect() {
+    local want=$1 what=$2; shift 3
+    "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    if [ "$rc" -ne "$want" ]; then bad "$what: exit $rc, expected $want"; sed 's/^/  | /' "$T/err" | head -5; return 1; fi
+    if grep -qE "AddressSanitizer|LeakSanitizer|runtime error:" "$T/err"; then bad "$what: sanitizer report"; return 1; fi
+    ok
+}
+has() { # has FILE TEXT DESCRIPTION
+    if grep -qF -- "$2" "$1"; then ok; else bad "$3: '$2' not in output"; sed 's/^/  | /' "$1" | head -8; fi
+}
+check() { # check DESCRIPTION -- CMD...: CMD must succeed
+    local what=$1; shift 2
+    if "$@" >"$T/check" 2>&1; then ok; else bad "$what"; sed 's/^/  | /' "$T/check" | head -8; fi
+}
+FACTS_COLS='"columns": {"pixels": ["uint8", [28, 28]], "label": ["int32", []]}, "label": "label", "label_range": [0, 9]'
+
+# -- help
+expect 0 "data --help" -- "$BIN" data --help && has "$T/out" "usage: fedvm data COMMAND" "data --help"
+expect 0 "help data" -- "$BIN" help data && has "$T/out" "usage: fedvm data COMMAND" "help data"
+expect 0 "--help lists data" -- "$BIN" --help && has "$T/out" "data COMMAND" "main usage"
+for c in import synthetic info head; do
+    expect 0 "data $c --help" -- "$BIN" data $c --help && has "$T/out" "usage: fedvm data $c" "data $c --help"
+    expect 0 "help data $c" -- "$BIN" help data $c && has "$T/out" "usage: fedvm data $c" "help data $c"
+done
+expect 2 "data without a command" -- "$BIN" data
+expect 2 "unknown data command" -- "$BIN" data frobnicate && has "$T/err" "unknown data command 'frobnicate'" "unknown"
+
+# -- import fashion-mnist: iid
+if [ -d "$FASHION" ]; then
+    FM="$T/fm_iid.sqlite"
+    expect 0 "import iid" -- "$BIN" data import fashion-mnist --clients 10 --source "$FASHION" -o "$FM" &&
+        has "$T/err" "10 clients, 60000 training examples" "import summary"
+    check "iid file read as FedJAX does" -- "$PY" tests/check_fedjax_file.py "$FM" $SAME_ZLIB --fashion-mnist "$FASHION" --facts \
+        "{\"splits\": [\"default\", \"test\"], \"default\": {\"clients\": 10, \"examples\": 60000, $FACTS_COLS, \"equal_sizes\": true,
+          \"client_ids\": [\"f_00000\", \"f_00001\", \"f_00002\", \"f_00003\", \"f_00004\", \"f_00005\", \"f_00006\", \"f_00007\", \"f_00008\", \"f_00009\"]},
+          \"test\": {\"clients\": 1, \"examples\": 10000, $FACTS_COLS, \"client_ids\": [\"test\"]}}"
+    expect 0 "info" -- "$BIN" data info "$FM" &&
+        has "$T/out" "FedJAX SQLite, splits: default, test" "info format" &&
+        has "$T/out" "split default: 10 clients, 60000 examples" "info clients" &&
+        has "$T/out" "columns: pixels u8[28,28], label i32[]" "info columns" &&
+        has "$T/out" "examples per client: min 6000, p10 6000, p50 6000, p90 6000, max 6000" "info sizes" &&
+        has "$T/out" "split test: 1 client, 10000 examples" "info test split"
+    expect 0 "info --split test --verify" -- "$BIN" data info "$FM" --split test --verify &&
+        has "$T/out" "verify: the 1 client decodes and matches the columns" "verify" &&
+        if grep -q "split default" "$T/out"; then bad "info --split shows other splits"; else ok; fi
+    # head: by id, by index, -n, the test split
+    expect 0 "head by id" -- "$BIN" data head "$FM" f_00003 -n 2
+    check "head JSON" -- "$PY" -c '
+import json, sys
+h = json.load(open(sys.argv[1]))
+assert h["split"] == "default" and h["client"] == "f_00003" and h["index"] == 3 and h["examples"] == 6000, h
+assert len(h["head"]) == 2 and sorted(h["head"][0]) == ["label", "pixels"]
+px = h["head"][0]["pixels"]
+assert len(px) == 28 and all(len(r) == 28 and all(0 <= v <= 255 for v in r) for r in px)
+assert 0 <= h["head"][0]["label"] <= 9' "$T/out"
+    expect 0 "head by index" -- "$BIN" data head "$FM" 3 -n 1 && has "$T/out" '"client": "f_00003"' "head by index"
+    expect 0 "head default client" -- "$BIN" data head "$FM" && has "$T/out" '"client": "f_00000"' "head first client"
+    expect 0 "head test split" -- "$BIN" data head "$FM" test --split test -n 0 &&
+        has "$T/out" '"examples": 10000' "head test" && has "$T/out" '"head": []' "head -n 0"
+    expect 1 "head unknown client" -- "$BIN" data head "$FM" f_99999 && has "$T/err" "no client 'f_99999'" "head unknown"
+    expect 1 "head index out of range" -- "$BIN" data head "$FM" 10
+    expect 1 "unknown split" -- "$BIN" data info "$FM" --split validation &&
+        has "$T/err" "no split 'validation'; the dataset's splits: default, test" "unknown split"
+    expect 1 "head unknown split" -- "$BIN" data head "$FM" --split train && has "$T/err" "no split 'train'" "head split"
+
+    # -- determinism: same seed, same bytes; another seed, another file
+    expect 0 "import again" -- "$BIN" data import fashion-mnist --clients 10 --source "$FASHION" -o "$T/fm_iid2.sqlite"
+    if cmp -s "$FM" "$T/fm_iid2.sqlite"; then ok; else bad "same seed gave different files"; fi
+    expect 0 "import seed 1" -- "$BIN" data import fashion-mnist --clients 10 --seed 1 --source "$FASHION" -o "$T/fm_seed1.sqlite"
+    if cmp -s "$FM" "$T/fm_seed1.sqlite"; then bad "another seed gave the same file"; else ok; fi
+
+    # -- shards:2 (McMahan et al.): at most 2 labels per client
+    expect 0 "import shards:2" -- "$BIN" data import fashion-mnist --clients 10 --partition shards:2 --source "$FASHION" -o "$T/fm_shards.sqlite"
+    check "shards:2 file" -- "$PY" tests/check_fedjax_file.py "$T/fm_shards.sqlite" --facts \
+        "{\"default\": {\"clients\": 10, \"examples\": 60000, $FACTS_COLS, \"max_labels_per_client\": 2, \"equal_sizes\": true},
+          \"test\": {\"clients\": 1, \"examples\": 10000}}"
+
+    # -- dirichlet: the minimum client size holds
+    expect 0 "import dirichlet:0.3" -- "$BIN" data import fashion-mnist --clients 10 --partition dirichlet:0.3 --min-size 1000 \
+        --source "$FASHION" -o "$T/fm_dir.sqlite"
+    check "dirichlet file" -- "$PY" tests/check_fedjax_file.py "$T/fm_dir.sqlite" --facts \
+        "{\"default\": {\"clients\": 10, \"examples\": 60000, $FACTS_COLS, \"min_client_size\": 1000}}"
+    expect 0 "info dirichlet" -- "$BIN" data info "$T/fm_dir.sqlite" --split default
+    check "dirichlet sizes differ" -- "$PY" -c '
+import re, sys
+m = re.search(r"min (\d+), p10 \d+, p50 \d+, p90 \d+, max (\d+)", open(sys.argv[1]).read())
+assert m and 1000 <= int(m.group(1)) < int(m.group(2)), m and m.groups()' "$T/out"
+    expect 1 "dirichlet minimum out of reach" -- "$BIN" data import fashion-mnist --clients 100 --partition dirichlet:0.05 \
+        --min-size 600 --source "$FASHION" -o "$T/never.sqlite" && has "$T/err" "at least 600 examples" "dirichlet failure"
+    if [ -e "$T/never.sqlite" ]; then bad "a failed import left a file"; else ok; fi
+    if ls "$T" | grep -q tmp; then bad "a failed import left a temporary file"; else ok; fi
+else
+    echo "run_data: $FASHION not found; Fashion-MNIST imports skipped (install dataset-fashion-mnist)"
+fi
+
+# -- import errors
+expect 2 "bad partition" -- "$BIN" data import fashion-mnist --partition random && has "$T/err" "unknown partition 'random'" "partition"
+expect 2 "shards:0" -- "$BIN" data import fashion-mnist --partition shards:0 && has "$T/err" "shards:K" "shards:0"
+expect 2 "dirichlet:-1" -- "$BIN" data import fashion-mnist --partition dirichlet:-1
+expect 2 "--min-size without dirichlet" -- "$BIN" data import fashion-mnist --min-size 5
+expect 2 "--clients 0" -- "$BIN" data import fashion-mnist --clients 0
+expect 2 "unknown dataset" -- "$BIN" data import cifar10 && has "$T/err" "unknown dataset 'cifar10'" "unknown dataset"
+expect 2 "import without a name" -- "$BIN" data import
+expect 2 "import unknown option" -- "$BIN" data import fashion-mnist --shuffle
+echo keep >"$T/keep.sqlite"
+expect 1 "missing source" -- "$BIN" data import fashion-mnist --source "$T/nowhere" -o "$T/keep.sqlite" && has "$T/err" "cannot open" "source"
+if [ "$(cat "$T/keep.sqlite")" = keep ]; then ok; else bad "a failed import replaced the output file"; fi
+
+# -- synthetic
+SYN_COLS='"columns": {"x": ["float32", [60]], "y": ["int32", []]}, "label": "y", "label_range": [0, 9]'
+for kind in fedprox leaf; do
+    expect 0 "synthetic $kind" -- "$BIN" data synthetic --kind $kind -o "$T/$kind.sqlite" && has "$T/err" "30 clients" "$kind summary"
+    check "synthetic $kind file" -- "$PY" tests/check_fedjax_file.py "$T/$kind.sqlite" $SAME_ZLIB --facts \
+        "{\"splits\": [\"default\", \"test\"], \"default\": {\"clients\": 30, $SYN_COLS}, \"test\": {\"clients\": 30, $SYN_COLS}}"
+    expect 0 "synthetic $kind again" -- "$BIN" data synthetic --kind $kind -o "$T/${kind}2.sqlite"
+    if cmp -s "$T/$kind.sqlite" "$T/${kind}2.sqlite"; then ok; else bad "$kind: same seed gave different files"; fi
+    expect 0 "synthetic $kind seed 5" -- "$BIN" data synthetic --kind $kind --seed 5 -o "$T/${kind}3.sqlite"
+    if cmp -s "$T/$kind.sqlite" "$T/${kind}3.sqlite"; then bad "$kind: another seed gave the same file"; else ok; fi
+    expect 0 "info synthetic $kind --verify" -- "$BIN" data info "$T/$kind.sqlite" --verify &&
+        has "$T/out" "split default: 30 clients" "$kind info" && has "$T/out" "columns: x f32[60], y i32[]" "$kind columns"
+done
+# FedProx sizes are lognormal(4,2) + 50: every client has at least 50 (45 for training after a 0.1 test split)
+check "fedprox sizes" -- "$PY" tests/check_fedjax_file.py "$T/fedprox.sqlite" --facts '{"default": {"min_client_size": 45}}'
+expect 0 "synthetic fedprox --iid" -- "$BIN" data synthetic --kind fedprox --iid --test-fraction 0 -o "$T/iid.sqlite"
+check "fedprox --iid file" -- "$PY" tests/check_fedjax_file.py "$T/iid.sqlite" --facts \
+    "{\"splits\": [\"default\"], \"default\": {\"clients\": 30, $SYN_COLS, \"min_client_size\": 50}}"
+expect 0 "synthetic options" -- "$BIN" data synthetic --kind leaf --clients 1000 --dim 5 --classes 3 --clusters 2 \
+    --min-examples 2 --max-examples 8 --test-fraction 0 -o "$T/small.sqlite"
+check "synthetic options file" -- "$PY" tests/check_fedjax_file.py "$T/small.sqlite" --facts \
+    '{"default": {"clients": 1000, "columns": {"x": ["float32", [5]], "y": ["int32", []]}, "label": "y", "label_range": [0, 2], "min_client_size": 2}}'
+expect 0 "info synthetic options" -- "$BIN" data info "$T/small.sqlite" && has "$T/out" "max 8" "max-examples cap" &&
+    has "$T/out" "split default: 1000 clients" "1000 clients"
+expect 2 "synthetic without --kind" -- "$BIN" data synthetic -o "$T/x.sqlite"
+expect 2 "synthetic without -o" -- "$BIN" data synthetic --kind leaf && has "$T/err" "-o FILE" "synthetic -o"
+expect 2 "synthetic bad kind" -- "$BIN" data synthetic --kind mnist -o "$T/x.sqlite"
+expect 2 "leaf with --alpha" -- "$BIN" data synthetic --kind leaf --alpha 1 -o "$T/x.sqlite"
+expect 2 "--iid with --beta" -- "$BIN" data synthetic --kind fedprox --iid --beta 1 -o "$T/x.sqlite"
+expect 2 "max below min" -- "$BIN" data synthetic --kind fedprox --max-examples 10 -o "$T/x.sqlite"
+expect 2 "test fraction 1" -- "$BIN" data synthetic --kind fedprox --test-fraction 1 -o "$T/x.sqlite"
+
+# -- info and head errors
+expect 1 "info missing file" -- "$BIN" data info "$T/missing.sqlite" && has "$T/err" "$T/missing.sqlite: cannot open" "missing"
+printf 'plain text, not a dataset\n%.0s' $(seq 200) >"$T/text.sqlite"
+expect 1 "info not SQLite" -- "$BIN" data info "$T/text.sqlite" && has "$T/err" "not a SQLite database" "not sqlite"
+"$PY" -c 'import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute("CREATE TABLE t (a)"); db.commit()' "$T/other.sqlite"
+expect 1 "info not a dataset" -- "$BIN" data info "$T/other.sqlite" && has "$T/err" "not a federated dataset" "not a dataset"
+expect 1 "head not a dataset" -- "$BIN" data head "$T/other.sqlite"
+expect 2 "info without a file" -- "$BIN" data info
+expect 2 "info two files" -- "$BIN" data info a b
+expect 2 "head -n bad" -- "$BIN" data head "$T/leaf.sqlite" -n many
+# a corrupt client: info lists, --verify fails naming it
+cp "$T/leaf.sqlite" "$T/corrupt.sqlite"
+"$PY" -c 'import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute("UPDATE federated_data SET data = substr(data, 1, 20) WHERE rowid = 4"); db.commit()' "$T/corrupt.sqlite"
+expect 0 "info on a corrupt client" -- "$BIN" data info "$T/corrupt.sqlite"
+expect 1 "verify a corrupt client" -- "$BIN" data info "$T/corrupt.sqlite" --verify &&
+    has "$T/err" "client 'f_00003' (index 3): the zlib data is truncated" "verify names the client" &&
+    has "$T/out" "verify: 1 of 30 clients failed" "verify count"
+expect 1 "head a corrupt client" -- "$BIN" data head "$T/corrupt.sqlite" f_00003 && has "$T/err" "f_00003" "head corrupt"
+
+# -- TFF files (the shared fixture)
+TFF="$FIXTURES/tff_emnist_like.sqlite"
+if [ -f "$TFF" ]; then
+    expect 0 "info TFF" -- "$BIN" data info "$TFF" --verify && has "$T/out" "TFF SQLite, splits: test, train" "tff info" &&
+        has "$T/out" "split train: 4 clients, 15 examples" "tff train" &&
+        has "$T/out" "columns: label i64[1], pixels f32[784], tag u8[?]" "tff columns"
+    expect 1 "head TFF needs a split" -- "$BIN" data head "$TFF" && has "$T/err" "several splits (test, train); choose one" "tff split"
+    expect 0 "head TFF" -- "$BIN" data head "$TFF" 0aaf1ea2745663a7:f4139_00 --split train -n 1 &&
+        has "$T/out" '"label": [4]' "tff head label" && has "$T/out" '"tag": [119, 52]' "tff head tag"
+fi
+
+# -- files FedJAX writes (EMNIST, Shakespeare and Stack Overflow shapes, byte-string columns)
+mkdir -p "$T/compat"
+check "FedJAX-written files" -- "$PY" tests/check_fedjax_compat.py --fedvm "$BIN" --dir "$T/compat"
+
+echo "data: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

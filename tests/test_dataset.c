@@ -1,0 +1,1109 @@
+/* test_dataset.c - FedJAX/TFF dataset files: the shared fixtures, write/read round trips, corrupt inputs. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <msgpack.h>
+#include <sqlite3.h>
+#include <zlib.h>
+
+#include "../format/dataset.h"
+#include "../format/doc.h"
+#include "example.pb-c.h"
+
+static char tmpdir[64];
+
+/* tmpdir/name in buf. */
+static const char *tmp(const char *name, char buf[256])
+{
+    snprintf(buf, 256, "%s/%s", tmpdir, name);
+    return buf;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/fvm_test_dataset_XXXXXX");
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The first error must have this code and its formatted text every one of
+ * the NULL-terminated substrings. Clears d. */
+static void expect_error(fvm_diag *d, fvm_status code, ...)
+{
+    if (d->n < 1)
+        fail_msg("expected a %s error, got none", fvm_status_name(code));
+    char *text = fvm_error_format(&d->errs[0]);
+    assert_non_null(text);
+    if (d->errs[0].code != code)
+        fail_msg("expected a %s error, got %s: %s", fvm_status_name(code), fvm_status_name(d->errs[0].code), text);
+    va_list ap;
+    va_start(ap, code);
+    for (const char *s; (s = va_arg(ap, const char *));)
+        if (!strstr(text, s))
+            fail_msg("error '%s' does not mention '%s'", text, s);
+    va_end(ap);
+    free(text);
+    fvm_diag_clear(d);
+}
+
+static void ok(fvm_status s, fvm_diag *d)
+{
+    if (s != FVM_OK) {
+        char *text = d->n ? fvm_error_format(&d->errs[0]) : NULL;
+        fail_msg("unexpected error: %s", text ? text : fvm_status_name(s));
+    }
+}
+
+/* ---- the shared fixtures -------------------------------------------------------------- */
+
+static const char *fixtures(void)
+{
+    const char *dir = getenv("FVM_FIXTURES");
+    return dir && *dir ? dir : "../shared/fixtures";
+}
+
+/* The fixture and its .expected.json, or NULL (and the test skipped) when
+ * the fixtures directory does not exist. */
+static fvm_doc *load_expected(fvm_arena *a, const char *name, char path[512])
+{
+    struct stat sb;
+    if (stat(fixtures(), &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        print_message("skipped: fixtures directory %s does not exist (set FVM_FIXTURES)\n", fixtures());
+        return NULL;
+    }
+    snprintf(path, 512, "%s/%s", fixtures(), name);
+    char json[600];
+    snprintf(json, sizeof json, "%s.expected.json", path);
+    fvm_diag d = {0};
+    char *text = NULL;
+    size_t len = 0;
+    ok(fvm_read_file(json, &text, &len, &d), &d);
+    fvm_doc_src src = {json, text, len};
+    fvm_doc *doc = NULL;
+    ok(fvm_json_parse(a, &src, &doc, &d), &d);
+    free(text);
+    return doc;
+}
+
+static double num(const fvm_doc *v)
+{
+    assert_non_null(v);
+    assert_true(v->kind == FVM_DOC_INT || v->kind == FVM_DOC_REAL);
+    return v->kind == FVM_DOC_INT ? (double)v->u.i : v->u.r;
+}
+
+static void check_rel(double got, double want, double rel, const char *what)
+{
+    if (!(fabs(got - want) <= rel * fabs(want)))
+        fail_msg("%s: got %.17g, want %.17g", what, got, want);
+}
+
+static double sum_tensor(const fvm_tensor *t)
+{
+    double s = 0;
+    for (int64_t i = 0; i < fvm_tensor_count(t); i++)
+        s += fvm_tensor_get_f64(t, i);
+    return s;
+}
+
+/* The column of a struct value by schema name. */
+static const fvm_value *field(const fvm_dataset *ds, const fvm_value *st, const char *name)
+{
+    const fvm_column *cols;
+    int n = fvm_dataset_columns(ds, &cols);
+    for (int k = 0; k < n; k++)
+        if (!strcmp(cols[k].name, name))
+            return st->items[k];
+    fail_msg("no column '%s'", name);
+    return NULL;
+}
+
+static void test_fedjax_fixture(void **state)
+{
+    (void)state;
+    fvm_arena a = {0};
+    char path[512];
+    fvm_doc *exp = load_expected(&a, "fedjax_emnist_like.sqlite", path);
+    if (!exp) {
+        fvm_arena_free(&a);
+        skip();
+    }
+    fvm_diag d = {0};
+    assert_string_equal(fvm_doc_get(exp, "format")->u.str.s, "fedjax-sqlite");
+    char **splits;
+    int nsplits;
+    ok(fvm_dataset_splits(path, &splits, &nsplits, &d), &d);
+    assert_int_equal(nsplits, 1);
+    assert_string_equal(splits[0], "default");
+    fvm_dataset_free_splits(splits, nsplits);
+
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_string_equal(fvm_dataset_format(ds), "fedjax");
+    const fvm_column *cols;
+    assert_int_equal(fvm_dataset_columns(ds, &cols), 2);
+    const fvm_doc *clients = fvm_doc_get(exp, "clients");
+    assert_int_equal(fvm_dataset_clients(ds), (int64_t)clients->u.coll.n);
+    for (size_t i = 0; i < clients->u.coll.n; i++) {
+        const fvm_doc *c = clients->u.coll.items[i];
+        const char *want_id = fvm_doc_get(c, "client_id")->u.str.s;
+        /* clients in rowid order, with their ids and counts */
+        const void *id;
+        size_t id_len;
+        int64_t count;
+        ok(fvm_dataset_client(ds, (int64_t)i, &id, &id_len, &count, &d), &d);
+        assert_int_equal(id_len, strlen(want_id));
+        assert_memory_equal(id, want_id, id_len);
+        assert_int_equal(count, (int64_t)num(fvm_doc_get(c, "num_examples")));
+        assert_int_equal(fvm_dataset_find(ds, want_id, strlen(want_id)), (int64_t)i);
+
+        fvm_value *seq;
+        ok(fvm_dataset_read(ds, (int64_t)i, &seq, &d), &d);
+        assert_int_equal(seq->kind, FVM_V_SEQ);
+        assert_int_equal(seq->n, count);
+        assert_non_null(seq->cols); /* every column has one shape: column storage */
+        const fvm_tensor *px = &field(ds, seq->cols, "pixels")->t;
+        const fvm_tensor *lb = &field(ds, seq->cols, "label")->t;
+        const fvm_doc *shape = fvm_doc_get(c, "pixels_shape");
+        assert_int_equal(px->shape.rank, (int)shape->u.coll.n);
+        for (int k = 0; k < px->shape.rank; k++)
+            assert_int_equal(px->shape.d[k], (int64_t)num(shape->u.coll.items[k]));
+        check_rel(sum_tensor(px), num(fvm_doc_get(c, "pixels_sum")), 1e-6, "pixels_sum");
+        check_rel(fvm_tensor_get_f64(px, 0), num(fvm_doc_get(c, "pixels_first")), 1e-6, "pixels_first");
+        const fvm_doc *labels = fvm_doc_get(c, "label");
+        assert_int_equal(fvm_tensor_count(lb), (int64_t)labels->u.coll.n);
+        for (size_t k = 0; k < labels->u.coll.n; k++)
+            assert_int_equal(fvm_tensor_get_i64(lb, (int64_t)k), (int64_t)num(labels->u.coll.items[k]));
+        fvm_value_release(seq);
+    }
+    assert_int_equal(fvm_dataset_find(ds, "nobody", 6), -1);
+    fvm_dataset_close(ds);
+    fvm_arena_free(&a);
+}
+
+static void test_tff_fixture(void **state)
+{
+    (void)state;
+    fvm_arena a = {0};
+    char path[512];
+    fvm_doc *exp = load_expected(&a, "tff_emnist_like.sqlite", path);
+    if (!exp) {
+        fvm_arena_free(&a);
+        skip();
+    }
+    fvm_diag d = {0};
+    assert_string_equal(fvm_doc_get(exp, "format")->u.str.s, "tff-sqlite");
+    const fvm_doc *want_splits = fvm_doc_get(exp, "splits");
+    char **splits;
+    int nsplits;
+    ok(fvm_dataset_splits(path, &splits, &nsplits, &d), &d);
+    assert_int_equal(nsplits, (int)want_splits->u.coll.n);
+    assert_string_equal(splits[0], "test"); /* sorted */
+    assert_string_equal(splits[1], "train");
+    fvm_dataset_free_splits(splits, nsplits);
+
+    /* Two splits: one must be chosen. */
+    fvm_dataset *ds;
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_NAME);
+    expect_error(&d, FVM_ERR_NAME, path, "test, train", NULL);
+    assert_int_equal(fvm_dataset_open(path, "validation", &ds, &d), FVM_ERR_NAME);
+    expect_error(&d, FVM_ERR_NAME, path, "'validation'", "test, train", NULL);
+
+    for (size_t sp = 0; sp < want_splits->u.coll.n; sp++) {
+        const char *split = want_splits->u.coll.keys[sp]->u.str.s;
+        const fvm_doc *clients = want_splits->u.coll.items[sp];
+        ok(fvm_dataset_open(path, split, &ds, &d), &d);
+        assert_string_equal(fvm_dataset_format(ds), "tff");
+        assert_int_equal(fvm_dataset_clients(ds), (int64_t)clients->u.coll.n);
+        /* Columns sorted by name; a bytes_list is u8 of varying length. */
+        const fvm_column *cols;
+        assert_int_equal(fvm_dataset_columns(ds, &cols), 3);
+        assert_string_equal(cols[0].name, "label");
+        assert_int_equal(cols[0].dtype, FVM_DTYPE_I64);
+        assert_int_equal(cols[0].shape.rank, 1);
+        assert_int_equal(cols[0].shape.d[0], 1);
+        assert_string_equal(cols[1].name, "pixels");
+        assert_int_equal(cols[1].dtype, FVM_DTYPE_F32);
+        assert_int_equal(cols[1].shape.d[0], 784);
+        assert_string_equal(cols[2].name, "tag");
+        assert_int_equal(cols[2].dtype, FVM_DTYPE_U8);
+        assert_int_equal(cols[2].shape.d[0], -1);
+        /* TFF's order: client ids sorted. */
+        char prev[256] = "";
+        for (int64_t i = 0; i < fvm_dataset_clients(ds); i++) {
+            const void *id;
+            size_t len;
+            int64_t count;
+            ok(fvm_dataset_client(ds, i, &id, &len, &count, &d), &d);
+            char cur[256];
+            snprintf(cur, sizeof cur, "%.*s", (int)len, (const char *)id);
+            assert_true(strcmp(prev, cur) < 0);
+            snprintf(prev, sizeof prev, "%s", cur);
+        }
+        for (size_t i = 0; i < clients->u.coll.n; i++) {
+            const fvm_doc *c = clients->u.coll.items[i];
+            const char *want_id = fvm_doc_get(c, "client_id")->u.str.s;
+            int64_t idx = fvm_dataset_find(ds, want_id, strlen(want_id));
+            assert_true(idx >= 0);
+            const void *id;
+            size_t len;
+            int64_t count;
+            ok(fvm_dataset_client(ds, idx, &id, &len, &count, &d), &d);
+            assert_int_equal(len, strlen(want_id));
+            assert_memory_equal(id, want_id, len);
+            const fvm_doc *examples = fvm_doc_get(c, "examples");
+            assert_int_equal(count, (int64_t)num(fvm_doc_get(c, "num_examples")));
+            assert_int_equal(count, (int64_t)examples->u.coll.n);
+            fvm_value *seq;
+            ok(fvm_dataset_read(ds, idx, &seq, &d), &d);
+            assert_int_equal(seq->n, count);
+            for (int64_t e = 0; e < count; e++) {
+                const fvm_doc *want = examples->u.coll.items[e];
+                fvm_value *ex;
+                ok(fvm_seq_get(seq, e, &ex, &d), &d);
+                const fvm_tensor *px = &field(ds, ex, "pixels")->t, *lb = &field(ds, ex, "label")->t;
+                const fvm_tensor *tag = &field(ds, ex, "tag")->t;
+                assert_int_equal(fvm_tensor_count(px), 784);
+                check_rel(sum_tensor(px), num(fvm_doc_get(want, "pixels_sum")), 1e-6, "pixels_sum");
+                assert_int_equal(fvm_tensor_count(lb), 1);
+                assert_int_equal(fvm_tensor_get_i64(lb, 0), (int64_t)num(fvm_doc_get(want, "label")));
+                const char *want_tag = fvm_doc_get(want, "tag")->u.str.s;
+                assert_int_equal(fvm_tensor_count(tag), (int64_t)strlen(want_tag));
+                assert_memory_equal(fvm_tensor_data(tag), want_tag, strlen(want_tag));
+                fvm_value_release(ex);
+            }
+            fvm_value_release(seq);
+        }
+        fvm_dataset_close(ds);
+    }
+    fvm_arena_free(&a);
+}
+
+/* ---- writing and reading back ------------------------------------------------------------ */
+
+static fvm_tensor make(fvm_dtype dt, int rank, const int64_t *dims, uint32_t salt)
+{
+    fvm_dims shape = {.rank = rank};
+    for (int k = 0; k < rank; k++)
+        shape.d[k] = dims[k];
+    fvm_tensor t;
+    fvm_diag d = {0};
+    ok(fvm_tensor_alloc(&t, dt, &shape, &d), &d);
+    unsigned char *p = fvm_tensor_data(&t);
+    size_t n = fvm_tensor_bytes(&t);
+    uint32_t x = 2463534242u ^ salt;
+    for (size_t i = 0; i < n; i++) { /* xorshift bytes: every bit pattern, NaNs included */
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        p[i] = (unsigned char)x;
+    }
+    if (dt == FVM_DTYPE_BOOL)
+        for (size_t i = 0; i < n; i++)
+            p[i] &= 1;
+    if (dt == FVM_DTYPE_F64 && n >= 24) { /* and the awkward ones on purpose */
+        double special[3] = {-0.0, INFINITY, NAN};
+        memcpy(p, special, sizeof special);
+    }
+    return t;
+}
+
+typedef struct spec_col {
+    const char *name;
+    fvm_dtype dt;
+    int rank; /* per example */
+    int64_t dims[3];
+} spec_col;
+
+static const spec_col spec[] = {
+    {"flag", FVM_DTYPE_BOOL, 1, {3}},      {"pixels", FVM_DTYPE_U8, 2, {2, 2}},  {"label", FVM_DTYPE_I32, 0, {0}},
+    {"ids", FVM_DTYPE_I64, 1, {4}},        {"mask", FVM_DTYPE_U32, 0, {0}},      {"x", FVM_DTYPE_F32, 1, {5}},
+    {"w", FVM_DTYPE_F64, 2, {2, 3}},
+};
+enum { NSPEC = sizeof spec / sizeof spec[0] };
+
+/* Client data: n examples of every spec column. */
+static void make_client(int64_t n, uint32_t salt, fvm_tensor cols[NSPEC])
+{
+    for (int k = 0; k < NSPEC; k++) {
+        int64_t dims[4] = {n};
+        for (int j = 0; j < spec[k].rank; j++)
+            dims[j + 1] = spec[k].dims[j];
+        cols[k] = make(spec[k].dt, spec[k].rank + 1, dims, salt * 31 + (uint32_t)k);
+    }
+}
+
+static void test_roundtrip(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("round.sqlite", path);
+    fvm_diag d = {0};
+    const char *names[NSPEC];
+    for (int k = 0; k < NSPEC; k++)
+        names[k] = spec[k].name;
+    /* default split: 4 clients (one with no examples); split 'extra': 2 clients */
+    const int64_t sizes[] = {7, 1, 0, 12}, extra_sizes[] = {3, 5};
+    const char *ids[] = {"alice", "bob", "carol", "\x01\xff binary"};
+    fvm_tensor data[4][NSPEC], extra[2][NSPEC];
+    fvm_dataset_writer *w;
+    ok(fvm_dataset_create(path, &w, &d), &d);
+    for (int c = 0; c < 4; c++) {
+        make_client(sizes[c], (uint32_t)c, data[c]);
+        ok(fvm_dataset_add(w, NULL, ids[c], strlen(ids[c]), NSPEC, names, data[c], &d), &d);
+    }
+    for (int c = 0; c < 2; c++) {
+        make_client(extra_sizes[c], 100u + (uint32_t)c, extra[c]);
+        ok(fvm_dataset_add(w, "extra", ids[c], strlen(ids[c]), NSPEC, names, extra[c], &d), &d);
+    }
+    /* Nothing at path until finish. */
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), -1);
+    ok(fvm_dataset_finish(w, &d), &d);
+    assert_int_equal(stat(path, &sb), 0);
+
+    char **splits;
+    int nsplits;
+    ok(fvm_dataset_splits(path, &splits, &nsplits, &d), &d);
+    assert_int_equal(nsplits, 2);
+    assert_string_equal(splits[0], "default");
+    assert_string_equal(splits[1], "extra");
+    fvm_dataset_free_splits(splits, nsplits);
+
+    for (int sp = 0; sp < 2; sp++) {
+        fvm_dataset *ds;
+        ok(fvm_dataset_open(path, sp ? "extra" : NULL, &ds, &d), &d);
+        int nc = sp ? 2 : 4;
+        assert_int_equal(fvm_dataset_clients(ds), nc);
+        const fvm_column *cols;
+        assert_int_equal(fvm_dataset_columns(ds, &cols), NSPEC);
+        for (int k = 0; k < NSPEC; k++) {
+            assert_string_equal(cols[k].name, spec[k].name);
+            assert_int_equal(cols[k].dtype, spec[k].dt);
+            assert_int_equal(cols[k].shape.rank, spec[k].rank);
+            for (int j = 0; j < spec[k].rank; j++)
+                assert_int_equal(cols[k].shape.d[j], spec[k].dims[j]);
+        }
+        for (int c = 0; c < nc; c++) {
+            const void *id;
+            size_t len;
+            int64_t count;
+            ok(fvm_dataset_client(ds, c, &id, &len, &count, &d), &d);
+            assert_int_equal(len, strlen(ids[c]));
+            assert_memory_equal(id, ids[c], len);
+            assert_int_equal(count, sp ? extra_sizes[c] : sizes[c]);
+            assert_int_equal(fvm_dataset_find(ds, ids[c], strlen(ids[c])), c);
+            fvm_value *seq;
+            ok(fvm_dataset_read(ds, c, &seq, &d), &d);
+            assert_int_equal(seq->n, count);
+            assert_non_null(seq->cols);
+            for (int k = 0; k < NSPEC; k++)
+                assert_true(fvm_tensor_identical(&seq->cols->items[k]->t, sp ? &extra[c][k] : &data[c][k]));
+            fvm_value_release(seq);
+        }
+        /* any client, in any order */
+        fvm_value *seq;
+        ok(fvm_dataset_read(ds, nc - 1, &seq, &d), &d);
+        fvm_value_release(seq);
+        assert_int_equal(fvm_dataset_read(ds, nc, &seq, &d), FVM_ERR_USAGE);
+        expect_error(&d, FVM_ERR_USAGE, "out of range", NULL);
+        assert_int_equal(fvm_dataset_read(ds, -1, &seq, &d), FVM_ERR_USAGE);
+        fvm_diag_clear(&d);
+        fvm_dataset_close(ds);
+    }
+    fvm_dataset *ds;
+    assert_int_equal(fvm_dataset_open(path, "nope", &ds, &d), FVM_ERR_NAME);
+    expect_error(&d, FVM_ERR_NAME, path, "'nope'", "default, extra", NULL);
+    assert_int_equal(fvm_dataset_open(path, "bad name!", &ds, &d), FVM_ERR_NAME);
+    fvm_diag_clear(&d);
+    ok(fvm_dataset_open(path, "default", &ds, &d), &d); /* the default split by name */
+    fvm_dataset_close(ds);
+    for (int c = 0; c < 4; c++)
+        for (int k = 0; k < NSPEC; k++)
+            fvm_tensor_release(&data[c][k]);
+    for (int c = 0; c < 2; c++)
+        for (int k = 0; k < NSPEC; k++)
+            fvm_tensor_release(&extra[c][k]);
+}
+
+static void test_writer_refusals(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("refused.sqlite", path);
+    fvm_diag d = {0};
+    /* an older file at path stays until finish, and after an abort */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("old", f);
+    fclose(f);
+    fvm_dataset_writer *w;
+    ok(fvm_dataset_create(path, &w, &d), &d);
+    int64_t dims[2] = {2, 3};
+    fvm_tensor a = make(FVM_DTYPE_F32, 2, dims, 1), b = make(FVM_DTYPE_I32, 1, dims, 2);
+    int64_t other[1] = {3};
+    fvm_tensor c3 = make(FVM_DTYPE_I32, 1, other, 3);
+    const char *names[2] = {"a", "b"}, *swapped[2] = {"b", "a"}, *dup[2] = {"a", "a"};
+    fvm_tensor cols[2] = {a, b}, rev[2] = {b, a}, uneven[2] = {a, c3}, wrongtype[2] = {a, a};
+    ok(fvm_dataset_add(w, NULL, "one", 3, 2, names, cols, &d), &d);
+    ok(fvm_dataset_add(w, NULL, "two", 3, 2, swapped, rev, &d), &d); /* any column order */
+    assert_int_equal(fvm_dataset_add(w, NULL, "one", 3, 2, names, cols, &d), FVM_ERR_NAME);
+    expect_error(&d, FVM_ERR_NAME, path, "'one'", "twice", NULL);
+    assert_int_equal(fvm_dataset_add(w, NULL, "x", 1, 2, dup, cols, &d), FVM_ERR_USAGE);
+    expect_error(&d, FVM_ERR_USAGE, "'a' given twice", NULL);
+    assert_int_equal(fvm_dataset_add(w, NULL, "x", 1, 2, names, uneven, &d), FVM_ERR_USAGE);
+    expect_error(&d, FVM_ERR_USAGE, "examples", NULL);
+    assert_int_equal(fvm_dataset_add(w, NULL, "x", 1, 2, names, wrongtype, &d), FVM_ERR_TYPE);
+    expect_error(&d, FVM_ERR_TYPE, "column 'b'", "i32[]", NULL);
+    assert_int_equal(fvm_dataset_add(w, NULL, "x", 1, 1, names, cols, &d), FVM_ERR_TYPE);
+    fvm_diag_clear(&d);
+    assert_int_equal(fvm_dataset_add(w, "no-dash", "x", 1, 2, names, cols, &d), FVM_ERR_USAGE);
+    expect_error(&d, FVM_ERR_USAGE, "no-dash", NULL);
+    /* until finish, the older file is untouched */
+    char buf[8] = "";
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_string_equal(buf, "old");
+    /* the refusals left the writer usable */
+    ok(fvm_dataset_finish(w, &d), &d);
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_int_equal(fvm_dataset_clients(ds), 2);
+    fvm_dataset_close(ds);
+    /* an aborted writer leaves the file as it was */
+    ok(fvm_dataset_create(path, &w, &d), &d);
+    ok(fvm_dataset_add(w, NULL, "three", 5, 2, names, cols, &d), &d);
+    fvm_dataset_abort(w);
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_int_equal(fvm_dataset_clients(ds), 2);
+    fvm_dataset_close(ds);
+    /* no temporary file left behind */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -q tmp", tmpdir);
+    assert_int_not_equal(system(cmd), 0);
+    fvm_dataset_abort(NULL);
+    fvm_tensor_release(&a);
+    fvm_tensor_release(&b);
+    fvm_tensor_release(&c3);
+}
+
+/* ---- corrupt inputs ---------------------------------------------------------------------- */
+
+static void sql(sqlite3 *db, const char *text)
+{
+    char *err = NULL;
+    if (sqlite3_exec(db, text, NULL, NULL, &err) != SQLITE_OK)
+        fail_msg("sql '%s': %s", text, err);
+}
+
+/* A FedJAX file whose clients' data blobs are given raw. */
+static void fedjax_file(const char *path, int n, const char *const *ids, const void *const *blobs,
+                        const size_t *lens, const int64_t *counts)
+{
+    unlink(path);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
+            "num_examples INTEGER NOT NULL)");
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO federated_data VALUES (?, ?, ?)", -1, &st, NULL), SQLITE_OK);
+    for (int i = 0; i < n; i++) {
+        sqlite3_bind_blob(st, 1, ids[i], (int)strlen(ids[i]), SQLITE_STATIC);
+        sqlite3_bind_blob(st, 2, blobs[i], (int)lens[i], SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, counts[i]);
+        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static void zlib_blob(const void *data, size_t len, unsigned char **out, size_t *out_len)
+{
+    uLongf n = compressBound((uLong)len);
+    *out = malloc(n);
+    assert_non_null(*out);
+    assert_int_equal(compress2(*out, &n, data, (uLong)len, Z_DEFAULT_COMPRESSION), Z_OK);
+    *out_len = n;
+}
+
+/* One column of a client map: ext 'type' holding (shape, dtype, bytes). */
+typedef struct mcol {
+    const char *name;
+    int ext;
+    const char *dtype;
+    int rank;
+    int64_t dims[3];
+    size_t bytes; /* of zeros */
+} mcol;
+
+static void pack_client(const mcol *cols, int n, unsigned char **out, size_t *len)
+{
+    msgpack_sbuffer outer, inner;
+    msgpack_sbuffer_init(&outer);
+    msgpack_packer po, pi;
+    msgpack_packer_init(&po, &outer, msgpack_sbuffer_write);
+    msgpack_pack_map(&po, (size_t)n);
+    void *zeros = calloc(1, 4096);
+    for (int k = 0; k < n; k++) {
+        msgpack_sbuffer_init(&inner);
+        msgpack_packer_init(&pi, &inner, msgpack_sbuffer_write);
+        msgpack_pack_array(&pi, 3);
+        msgpack_pack_array(&pi, (size_t)cols[k].rank);
+        for (int j = 0; j < cols[k].rank; j++)
+            msgpack_pack_uint64(&pi, (uint64_t)cols[k].dims[j]);
+        msgpack_pack_str_with_body(&pi, cols[k].dtype, strlen(cols[k].dtype));
+        msgpack_pack_bin_with_body(&pi, zeros, cols[k].bytes);
+        msgpack_pack_str_with_body(&po, cols[k].name, strlen(cols[k].name));
+        msgpack_pack_ext_with_body(&po, inner.data, inner.size, (int8_t)cols[k].ext);
+        msgpack_sbuffer_destroy(&inner);
+    }
+    free(zeros);
+    zlib_blob(outer.data, outer.size, out, len);
+    msgpack_sbuffer_destroy(&outer);
+}
+
+/* A file of two clients: 'good' (x: float32 [2,3]) and 'bad' with the given
+ * compressed blob (or raw when rawlen is set); reading 'bad' must fail with
+ * code and mention the file, the client and want (when not NULL). */
+static void check_bad_client(const char *name, const void *blob, size_t len, int64_t count, fvm_status code,
+                             const char *want)
+{
+    char path[256];
+    tmp(name, path);
+    const mcol good[1] = {{"x", 1, "float32", 2, {2, 3}, 24}};
+    unsigned char *g;
+    size_t glen;
+    pack_client(good, 1, &g, &glen);
+    const char *ids[2] = {"good", "bad"};
+    const void *blobs[2] = {g, blob};
+    size_t lens[2] = {glen, len};
+    int64_t counts[2] = {2, count};
+    fedjax_file(path, 2, ids, blobs, lens, counts);
+    free(g);
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    fvm_value *v = NULL;
+    assert_int_equal(fvm_dataset_read(ds, 0, &v, &d), FVM_OK);
+    fvm_value_release(v);
+    v = NULL;
+    assert_int_equal(fvm_dataset_read(ds, 1, &v, &d), code);
+    assert_null(v);
+    expect_error(&d, code, path, "'bad' (index 1)", want, NULL);
+    fvm_dataset_close(ds);
+}
+
+static void check_bad_map(const char *name, const mcol *cols, int n, int64_t count, fvm_status code,
+                          const char *want)
+{
+    unsigned char *blob;
+    size_t len;
+    pack_client(cols, n, &blob, &len);
+    check_bad_client(name, blob, len, count, code, want);
+    free(blob);
+}
+
+static void test_corrupt_fedjax(void **state)
+{
+    (void)state;
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    char path[256];
+
+    /* not a SQLite file */
+    tmp("text.sqlite", path);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    for (int i = 0; i < 100; i++)
+        fputs("this is plain text, not a database\n", f);
+    fclose(f);
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, path, "not a SQLite database", NULL);
+    char **splits;
+    int nsplits;
+    assert_int_equal(fvm_dataset_splits(path, &splits, &nsplits, &d), FVM_ERR_FORMAT);
+    fvm_diag_clear(&d);
+
+    /* missing file, directory */
+    tmp("missing.sqlite", path);
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_IO);
+    expect_error(&d, FVM_ERR_IO, path, "cannot open", NULL);
+    assert_int_equal(fvm_dataset_open(tmpdir, NULL, &ds, &d), FVM_ERR_IO);
+    expect_error(&d, FVM_ERR_IO, "directory", NULL);
+
+    /* a SQLite file without the tables */
+    tmp("other.sqlite", path);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, "CREATE TABLE people (name TEXT)");
+    sqlite3_close(db);
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, path, "federated_data", "client_metadata", NULL);
+    /* a table with the wrong columns */
+    tmp("columns.sqlite", path);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, "CREATE TABLE federated_data (client_id BLOB, payload BLOB)");
+    sqlite3_close(db);
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, path, "data", "num_examples", NULL);
+
+    /* truncated zlib */
+    const mcol ok1[1] = {{"x", 1, "float32", 2, {2, 3}, 24}};
+    unsigned char *blob;
+    size_t len;
+    pack_client(ok1, 1, &blob, &len);
+    check_bad_client("trunc.sqlite", blob, len / 2, 2, FVM_ERR_FORMAT, "truncated");
+    /* not zlib at all */
+    check_bad_client("nozlib.sqlite", "garbage!", 8, 2, FVM_ERR_FORMAT, "zlib");
+    free(blob);
+    /* garbage msgpack, and a header claiming 2^32 - 1 entries */
+    const unsigned char junk[] = {0xc1, 0x00, 0x17}, huge[] = {0xdf, 0xff, 0xff, 0xff, 0xff, 0xa1, 0x78};
+    zlib_blob(junk, sizeof junk, &blob, &len);
+    check_bad_client("junk.sqlite", blob, len, 2, FVM_ERR_FORMAT, "msgpack");
+    free(blob);
+    zlib_blob(huge, sizeof huge, &blob, &len);
+    check_bad_client("huge.sqlite", blob, len, 2, FVM_ERR_FORMAT, "msgpack");
+    free(blob);
+    /* wrong ext type */
+    const mcol ext2[1] = {{"x", 2, "float32", 2, {2, 3}, 24}};
+    check_bad_map("ext2.sqlite", ext2, 1, 2, FVM_ERR_FORMAT, "ext type 2");
+    /* shape and bytes disagree */
+    const mcol short1[1] = {{"x", 1, "float32", 2, {2, 3}, 20}};
+    check_bad_map("short.sqlite", short1, 1, 2, FVM_ERR_FORMAT, "needs 24 bytes");
+    /* unknown dtype */
+    const mcol f16[1] = {{"x", 1, "float16", 2, {2, 3}, 12}};
+    check_bad_map("f16.sqlite", f16, 1, 2, FVM_ERR_TYPE, "'float16'");
+    /* the schema: another dtype, another shape, a missing and an extra column */
+    const mcol i32[1] = {{"x", 1, "int32", 2, {2, 3}, 24}};
+    check_bad_map("dtype.sqlite", i32, 1, 2, FVM_ERR_TYPE, "column 'x'");
+    const mcol wide[1] = {{"x", 1, "float32", 2, {2, 4}, 32}};
+    check_bad_map("shape.sqlite", wide, 1, 2, FVM_ERR_TYPE, "f32[3]");
+    const mcol other[1] = {{"y", 1, "float32", 2, {2, 3}, 24}};
+    check_bad_map("renamed.sqlite", other, 1, 2, FVM_ERR_TYPE, "'y'");
+    const mcol extra[2] = {{"x", 1, "float32", 2, {2, 3}, 24}, {"z", 1, "int32", 1, {2}, 8}};
+    check_bad_map("extra.sqlite", extra, 2, 2, FVM_ERR_TYPE, "'z'");
+    /* rows that disagree with num_examples */
+    check_bad_map("count.sqlite", ok1, 1, 5, FVM_ERR_FORMAT, "num_examples is 5");
+    /* the same column twice */
+    const mcol twice[2] = {{"x", 1, "float32", 2, {2, 3}, 24}, {"x", 1, "float32", 2, {2, 3}, 24}};
+    check_bad_map("twice.sqlite", twice, 2, 2, FVM_ERR_FORMAT, "twice");
+
+    /* a corrupt first client: the schema cannot be read, open fails */
+    tmp("first.sqlite", path);
+    const char *ids[1] = {"first"};
+    const void *blobs[1] = {"zz"};
+    size_t lens[1] = {2};
+    int64_t counts[1] = {1};
+    fedjax_file(path, 1, ids, blobs, lens, counts);
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, path, "'first' (index 0)", NULL);
+}
+
+static void test_fedjax_byte_strings(void **state)
+{
+    (void)state;
+    /* 'S<n>' arrays (numpy names them bytes<8n>) and ext-4 arrays of bytes objects */
+    char path[256];
+    tmp("strings.sqlite", path);
+    msgpack_sbuffer outer, inner;
+    unsigned char *blobs[2];
+    size_t lens[2];
+    for (int c = 0; c < 2; c++) {
+        msgpack_sbuffer_init(&outer);
+        msgpack_packer po, pi;
+        msgpack_packer_init(&po, &outer, msgpack_sbuffer_write);
+        msgpack_pack_map(&po, 2);
+        /* date: S10 [2] ; text: object [2] */
+        msgpack_sbuffer_init(&inner);
+        msgpack_packer_init(&pi, &inner, msgpack_sbuffer_write);
+        msgpack_pack_array(&pi, 3);
+        msgpack_pack_array(&pi, 1);
+        msgpack_pack_uint64(&pi, 2);
+        const char *dt = c ? "bytes32" : "bytes80";
+        msgpack_pack_str_with_body(&pi, dt, strlen(dt));
+        msgpack_pack_bin_with_body(&pi, c ? "abcdefgh" : "2021-04-201970-01-01", c ? 8 : 20);
+        msgpack_pack_str_with_body(&po, "date", 4);
+        msgpack_pack_ext_with_body(&po, inner.data, inner.size, 1);
+        msgpack_sbuffer_destroy(&inner);
+        msgpack_sbuffer_init(&inner);
+        msgpack_packer_init(&pi, &inner, msgpack_sbuffer_write);
+        msgpack_pack_array(&pi, 2);
+        msgpack_pack_array(&pi, 1);
+        msgpack_pack_uint64(&pi, 2);
+        msgpack_pack_array(&pi, 2);
+        msgpack_pack_bin_with_body(&pi, "hello", 5);
+        msgpack_pack_bin_with_body(&pi, c ? "world" : "hi there", c ? 5 : 8);
+        msgpack_pack_str_with_body(&po, "text", 4);
+        msgpack_pack_ext_with_body(&po, inner.data, inner.size, 4);
+        msgpack_sbuffer_destroy(&inner);
+        zlib_blob(outer.data, outer.size, &blobs[c], &lens[c]);
+        msgpack_sbuffer_destroy(&outer);
+    }
+    const char *ids[2] = {"a", "b"};
+    const void *bl[2] = {blobs[0], blobs[1]};
+    int64_t counts[2] = {2, 2};
+    fedjax_file(path, 2, ids, bl, lens, counts);
+    free(blobs[0]);
+    free(blobs[1]);
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    const fvm_column *cols;
+    assert_int_equal(fvm_dataset_columns(ds, &cols), 2);
+    assert_string_equal(cols[0].name, "date");
+    assert_int_equal(cols[0].dtype, FVM_DTYPE_U8);
+    assert_int_equal(cols[0].shape.rank, 1);
+    assert_int_equal(cols[0].shape.d[0], -1); /* the width differs between clients */
+    assert_int_equal(cols[1].shape.d[0], -1);
+    fvm_value *seq;
+    /* client a: texts of different lengths, so a list of examples */
+    ok(fvm_dataset_read(ds, 0, &seq, &d), &d);
+    assert_null(seq->cols);
+    assert_int_equal(seq->n, 2);
+    const fvm_tensor *date = &seq->items[1]->items[0]->t, *text = &seq->items[1]->items[1]->t;
+    assert_int_equal(date->shape.d[0], 10);
+    assert_memory_equal(fvm_tensor_data(date), "1970-01-01", 10);
+    assert_int_equal(text->shape.d[0], 8);
+    assert_memory_equal(fvm_tensor_data(text), "hi there", 8);
+    fvm_value_release(seq);
+    /* client b: equal lengths, so columns */
+    ok(fvm_dataset_read(ds, 1, &seq, &d), &d);
+    assert_non_null(seq->cols);
+    assert_int_equal(seq->cols->items[0]->t.shape.d[1], 4);
+    assert_memory_equal(fvm_tensor_data(&seq->cols->items[1]->t), "helloworld", 10);
+    fvm_value_release(seq);
+    fvm_dataset_close(ds);
+}
+
+static void test_fedjax_sparse_rowids(void **state)
+{
+    (void)state;
+    /* rows deleted: the index keeps rowids, clients stay in rowid order */
+    char path[256];
+    tmp("sparse.sqlite", path);
+    const mcol one[1] = {{"x", 1, "int32", 1, {1}, 4}};
+    unsigned char *b;
+    size_t len;
+    pack_client(one, 1, &b, &len);
+    const char *ids[4] = {"k0", "k1", "k2", "k3"};
+    const void *blobs[4] = {b, b, b, b};
+    size_t lens[4] = {len, len, len, len};
+    int64_t counts[4] = {1, 1, 1, 1};
+    fedjax_file(path, 4, ids, blobs, lens, counts);
+    free(b);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, "DELETE FROM federated_data WHERE client_id = CAST('k1' AS BLOB)");
+    sqlite3_close(db);
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_int_equal(fvm_dataset_clients(ds), 3);
+    assert_int_equal(fvm_dataset_find(ds, "k2", 2), 1);
+    assert_int_equal(fvm_dataset_find(ds, "k3", 2), 2);
+    assert_int_equal(fvm_dataset_find(ds, "k1", 2), -1);
+    const void *id;
+    size_t idlen;
+    int64_t count;
+    ok(fvm_dataset_client(ds, 2, &id, &idlen, &count, &d), &d);
+    assert_memory_equal(id, "k3", 2);
+    fvm_dataset_close(ds);
+}
+
+/* UTF-8 without control characters (a simple check: lead bytes and their
+ * continuation bytes). */
+static bool valid_text(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = *p < 0x20 ? -1 : *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : (*p & 0xf8) == 0xf0 ? 3 : -1;
+        if (n < 0)
+            return false;
+        p++;
+        for (int k = 0; k < n; k++, p++)
+            if ((*p & 0xc0) != 0x80)
+                return false;
+    }
+    return true;
+}
+
+/* Hundreds of clients whose msgpack has random bytes changed or is cut
+ * short: each read succeeds or fails with an error naming the file and the
+ * client, never crashes (the sanitizer run checks memory). */
+static void test_mutated_clients(void **state)
+{
+    (void)state;
+    enum { N = 600 };
+    msgpack_sbuffer sb, inner;
+    msgpack_sbuffer_init(&sb);
+    msgpack_packer pk, pi;
+    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_pack_map(&pk, 3);
+    const float xs[6] = {1, 2, 3, 4, 5, 6};
+    msgpack_sbuffer_init(&inner);
+    msgpack_packer_init(&pi, &inner, msgpack_sbuffer_write);
+    msgpack_pack_array(&pi, 3);
+    msgpack_pack_array(&pi, 2);
+    msgpack_pack_uint64(&pi, 3);
+    msgpack_pack_uint64(&pi, 2);
+    msgpack_pack_str_with_body(&pi, "float32", 7);
+    msgpack_pack_bin_with_body(&pi, xs, sizeof xs);
+    msgpack_pack_str_with_body(&pk, "x", 1);
+    msgpack_pack_ext_with_body(&pk, inner.data, inner.size, 1);
+    msgpack_sbuffer_clear(&inner);
+    msgpack_pack_array(&pi, 2);
+    msgpack_pack_array(&pi, 1);
+    msgpack_pack_uint64(&pi, 3);
+    msgpack_pack_array(&pi, 3);
+    msgpack_pack_bin_with_body(&pi, "a", 1);
+    msgpack_pack_bin_with_body(&pi, "bc", 2);
+    msgpack_pack_bin_with_body(&pi, "", 0);
+    msgpack_pack_str_with_body(&pk, "s", 1);
+    msgpack_pack_ext_with_body(&pk, inner.data, inner.size, 4);
+    msgpack_sbuffer_clear(&inner);
+    msgpack_pack_array(&pi, 3);
+    msgpack_pack_array(&pi, 1);
+    msgpack_pack_uint64(&pi, 3);
+    msgpack_pack_str_with_body(&pi, "bytes16", 7);
+    msgpack_pack_bin_with_body(&pi, "abcdef", 6);
+    msgpack_pack_str_with_body(&pk, "w", 1);
+    msgpack_pack_ext_with_body(&pk, inner.data, inner.size, 1);
+    msgpack_sbuffer_destroy(&inner);
+
+    static char idbuf[N][16];
+    const char *ids[N];
+    const void *blobs[N];
+    size_t lens[N];
+    int64_t counts[N];
+    unsigned char *owned[N];
+    uint32_t x = 88172645u;
+    for (int i = 0; i < N; i++) {
+        unsigned char *m = malloc(sb.size);
+        memcpy(m, sb.data, sb.size);
+        size_t len = sb.size;
+        if (i > 0) {
+            x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+            if (x % 5 == 0) {
+                len = x % sb.size; /* cut short */
+            } else {
+                for (uint32_t k = 0; k <= x % 3; k++) {
+                    x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+                    m[x % sb.size] = (unsigned char)(x >> 8);
+                }
+            }
+        }
+        zlib_blob(m, len, &owned[i], &lens[i]);
+        free(m);
+        snprintf(idbuf[i], sizeof idbuf[i], "c%03d", i);
+        ids[i] = idbuf[i];
+        blobs[i] = owned[i];
+        counts[i] = 3;
+    }
+    msgpack_sbuffer_destroy(&sb);
+    char path[256];
+    tmp("mutated.sqlite", path);
+    fedjax_file(path, N, ids, blobs, lens, counts);
+    for (int i = 0; i < N; i++)
+        free(owned[i]);
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    int failed = 0;
+    for (int i = 0; i < N; i++) {
+        fvm_value *v = NULL;
+        fvm_status st = fvm_dataset_read(ds, i, &v, &d);
+        if (st == FVM_OK) {
+            assert_non_null(v);
+            assert_int_equal(v->n, 3);
+            fvm_value_release(v);
+            continue;
+        }
+        failed++;
+        assert_null(v);
+        char who[16];
+        snprintf(who, sizeof who, "'c%03d'", i);
+        assert_true(valid_text(d.errs[0].msg));
+        expect_error(&d, st, path, who, NULL);
+    }
+    assert_true(failed > N / 2);
+    fvm_dataset_close(ds);
+}
+
+/* ---- TFF files --------------------------------------------------------------------------- */
+
+/* A serialized Example with features label (int64), x (float, n values), tag (bytes). */
+static size_t tff_example(int64_t label, int n, const char *tag, unsigned char **out)
+{
+    Tensorflow__Int64List il = TENSORFLOW__INT64_LIST__INIT;
+    Tensorflow__FloatList fl = TENSORFLOW__FLOAT_LIST__INIT;
+    Tensorflow__BytesList bl = TENSORFLOW__BYTES_LIST__INIT;
+    il.n_value = 1;
+    il.value = &label;
+    float xs[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    fl.n_value = (size_t)n;
+    fl.value = xs;
+    ProtobufCBinaryData bytes = {strlen(tag), (uint8_t *)(uintptr_t)tag};
+    bl.n_value = 1;
+    bl.value = &bytes;
+    Tensorflow__Feature f[3] = {TENSORFLOW__FEATURE__INIT, TENSORFLOW__FEATURE__INIT, TENSORFLOW__FEATURE__INIT};
+    f[0].kind_case = TENSORFLOW__FEATURE__KIND_INT64_LIST;
+    f[0].int64_list = &il;
+    f[1].kind_case = TENSORFLOW__FEATURE__KIND_FLOAT_LIST;
+    f[1].float_list = &fl;
+    f[2].kind_case = TENSORFLOW__FEATURE__KIND_BYTES_LIST;
+    f[2].bytes_list = &bl;
+    Tensorflow__Features__FeatureEntry e[3] = {TENSORFLOW__FEATURES__FEATURE_ENTRY__INIT,
+                                               TENSORFLOW__FEATURES__FEATURE_ENTRY__INIT,
+                                               TENSORFLOW__FEATURES__FEATURE_ENTRY__INIT};
+    char k0[] = "label", k1[] = "x", k2[] = "tag";
+    e[0].key = k0;
+    e[0].value = &f[0];
+    e[1].key = k1;
+    e[1].value = &f[1];
+    e[2].key = k2;
+    e[2].value = &f[2];
+    Tensorflow__Features__FeatureEntry *ep[3] = {&e[2], &e[0], &e[1]};
+    Tensorflow__Features fs = TENSORFLOW__FEATURES__INIT;
+    fs.n_feature = 3;
+    fs.feature = ep;
+    Tensorflow__Example ex = TENSORFLOW__EXAMPLE__INIT;
+    ex.features = &fs;
+    size_t len = tensorflow__example__get_packed_size(&ex);
+    *out = malloc(len ? len : 1);
+    assert_non_null(*out);
+    tensorflow__example__pack(&ex, *out);
+    return len;
+}
+
+static void tff_file(const char *path, bool corrupt_second, int second_len)
+{
+    unlink(path);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, "CREATE TABLE examples (split_name TEXT NOT NULL, client_id TEXT NOT NULL, "
+            "serialized_example_proto BLOB NOT NULL);"
+            "CREATE TABLE client_metadata (client_id TEXT NOT NULL, split_name TEXT NOT NULL, "
+            "num_examples INTEGER NOT NULL);"
+            "INSERT INTO client_metadata VALUES ('zed', 'train', 2), ('amy', 'train', 1)");
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO examples VALUES ('train', ?, ?)", -1, &st, NULL), SQLITE_OK);
+    struct {
+        const char *id;
+        int n;
+        const char *tag;
+    } rows[3] = {{"zed", second_len, "first"}, {"amy", 3, "only"}, {"zed", 3, "second"}};
+    for (int i = 0; i < 3; i++) {
+        unsigned char *p;
+        size_t len = tff_example(10 + i, rows[i].n, rows[i].tag, &p);
+        sqlite3_bind_text(st, 1, rows[i].id, -1, SQLITE_STATIC);
+        if (corrupt_second && i == 2)
+            sqlite3_bind_blob(st, 2, "\x0a\xff\xff\xff\x0f", 5, SQLITE_STATIC);
+        else
+            sqlite3_bind_blob(st, 2, p, (int)len, SQLITE_STATIC);
+        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+        sqlite3_reset(st);
+        free(p);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+static void test_tff_small(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("tff.sqlite", path);
+    tff_file(path, false, 3);
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d); /* the only split */
+    assert_int_equal(fvm_dataset_clients(ds), 2);
+    const void *id;
+    size_t len;
+    int64_t count;
+    ok(fvm_dataset_client(ds, 0, &id, &len, &count, &d), &d);
+    assert_memory_equal(id, "amy", 3); /* sorted, not in insertion order */
+    assert_int_equal(count, 1);
+    assert_int_equal(fvm_dataset_find(ds, "zed", 3), 1);
+    assert_int_equal(fvm_dataset_find(ds, "bob", 3), -1);
+    const fvm_column *cols;
+    assert_int_equal(fvm_dataset_columns(ds, &cols), 3);
+    assert_string_equal(cols[2].name, "x");
+    assert_int_equal(cols[2].shape.d[0], 3);
+    fvm_value *seq;
+    ok(fvm_dataset_read(ds, 1, &seq, &d), &d);
+    assert_int_equal(seq->n, 2);
+    assert_null(seq->cols); /* tags 'first' and 'second' differ in length */
+    const fvm_tensor *tag = &seq->items[1]->items[1]->t;
+    assert_memory_equal(fvm_tensor_data(tag), "second", 6);
+    assert_int_equal(fvm_tensor_get_i64(&seq->items[0]->items[0]->t, 0), 10); /* rowid order */
+    fvm_value_release(seq);
+    fvm_dataset_close(ds);
+
+    /* a corrupt protobuf in client 'zed' */
+    tff_file(path, true, 3);
+    ok(fvm_dataset_open(path, "train", &ds, &d), &d);
+    assert_int_equal(fvm_dataset_read(ds, 1, &seq, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, path, "'zed' (index 1)", "example 1", "tf.train.Example", NULL);
+    fvm_dataset_close(ds);
+
+    /* a float list of another length than the schema's */
+    tff_file(path, false, 5);
+    ok(fvm_dataset_open(path, "train", &ds, &d), &d);
+    assert_int_equal(fvm_dataset_read(ds, 1, &seq, &d), FVM_ERR_TYPE);
+    expect_error(&d, FVM_ERR_TYPE, path, "'zed' (index 1)", "column 'x'", NULL);
+    fvm_dataset_close(ds);
+
+    /* client_metadata disagreeing with examples */
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, "UPDATE client_metadata SET num_examples = 4 WHERE client_id = 'zed'");
+    sqlite3_close(db);
+    ok(fvm_dataset_open(path, "train", &ds, &d), &d);
+    assert_int_equal(fvm_dataset_read(ds, 1, &seq, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, "says 4 examples", NULL);
+    fvm_dataset_close(ds);
+
+    /* only one of the two tables */
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, "DROP TABLE client_metadata");
+    sqlite3_close(db);
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, path, "only one of the two", NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fedjax_fixture),
+        cmocka_unit_test(test_tff_fixture),
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_writer_refusals),
+        cmocka_unit_test(test_corrupt_fedjax),
+        cmocka_unit_test(test_fedjax_byte_strings),
+        cmocka_unit_test(test_fedjax_sparse_rowids),
+        cmocka_unit_test(test_mutated_clients),
+        cmocka_unit_test(test_tff_small),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

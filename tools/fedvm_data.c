@@ -1,0 +1,757 @@
+/* fedvm_data.c - 'fedvm data': import Fashion-MNIST, generate synthetic datasets, inspect dataset files. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../format/dataset.h"
+#include "../format/idx.h"
+#include "../vm/fedvm.h"
+#include "../vm/partition.h"
+#include "../vm/synthetic.h"
+#include "cli.h"
+
+static const char *const usage_data =
+    "usage: fedvm data COMMAND [options]\n"
+    "\n"
+    "Federated datasets: FedJAX SQLite files (read and written) and TFF SQLite\n"
+    "files (read). A dataset is a list of clients, each a sequence of examples.\n"
+    "\n"
+    "commands:\n"
+    "  import fashion-mnist [options]        partition Fashion-MNIST over clients into a FedJAX file\n"
+    "  synthetic --kind fedprox|leaf -o FILE  generate a synthetic federated classification dataset\n"
+    "  info FILE [--split S] [--verify]      format, splits, clients, examples, columns, client sizes\n"
+    "  head FILE [CLIENT] [--split S] [-n K] the first K examples of a client as JSON\n"
+    "\n"
+    "Every command takes --help. The file formats are described in format/DATASETS.md.\n"
+    "exit status: 0 success, 1 invalid data or failed command, 2 usage error\n";
+
+static const char *const usage_import =
+    "usage: fedvm data import fashion-mnist [--clients N] [--partition P] [--min-size M] [--seed S]\n"
+    "                                       [-o FILE] [--source DIR]\n"
+    "\n"
+    "Reads Fashion-MNIST's IDX files, partitions the 60,000 training images over N\n"
+    "clients and writes a FedJAX SQLite file with columns pixels (u8[28,28], raw\n"
+    "values 0..255) and label (i32[], 0..9). The 10,000 test images are kept as\n"
+    "split 'test', one client 'test'. Client ids are f_00000, f_00001, ...\n"
+    "\n"
+    "  --clients N      number of clients (default 100)\n"
+    "  --partition P    iid: a random permutation cut into N parts of equal size (default)\n"
+    "                   shards:K: sorted by label, cut into K*N shards, K at random per client\n"
+    "                     (McMahan et al. use shards:2)\n"
+    "                   dirichlet:ALPHA: each label spread over the clients in proportions\n"
+    "                     drawn from Dirichlet(ALPHA); smaller ALPHA, more skew\n"
+    "  --min-size M     dirichlet: redraw until every client has at least M examples (default 10)\n"
+    "  --seed S         seed of the partition (default 0); same arguments, same file\n"
+    "  -o FILE          output file, replaced atomically (default fashion_mnist.sqlite)\n"
+    "  --source DIR     directory of the IDX files (default /usr/share/datasets/fashion-mnist)\n";
+
+static const char *const usage_synthetic =
+    "usage: fedvm data synthetic --kind fedprox|leaf [--alpha A --beta B] [--iid] [--clients N]\n"
+    "                            [--dim D] [--classes C] [--clusters K] [--min-examples M]\n"
+    "                            [--max-examples X] [--test-fraction F] [--seed S] -o FILE\n"
+    "\n"
+    "Generates a synthetic federated classification dataset as a FedJAX SQLite file\n"
+    "with columns x (f32[D]) and y (i32[], 0..C-1), clients f_00000, f_00001, ...;\n"
+    "each client's last fraction F of examples forms split 'test'.\n"
+    "\n"
+    "  --kind fedprox   FedProx's Synthetic(A,B) (Li et al.): per client u ~ N(0,A), B_k ~ N(0,B),\n"
+    "                   W, b ~ N(u,1), v ~ N(B_k,1), x ~ N(v, diag(j^-1.2)), y = argmax(xW+b);\n"
+    "                   sizes floor(lognormal(4,2)) + M\n"
+    "  --kind leaf      LEAF's synthetic generator: clustered linear models, sizes\n"
+    "                   min(floor(lognormal(3,2)) + M, X)\n"
+    "  --alpha A, --beta B  fedprox: model and data heterogeneity (default 1 and 1)\n"
+    "  --iid            fedprox: one model and x ~ N(0, diag(j^-1.2)) for every client\n"
+    "  --clients N      number of clients (default 30)\n"
+    "  --dim D          features per example (default 60)\n"
+    "  --classes C      number of labels (default 10)\n"
+    "  --clusters K     leaf: clusters of client models (default 1, as LEAF)\n"
+    "  --min-examples M the constant added to each size (default 50 fedprox, 5 leaf)\n"
+    "  --max-examples X cap on a client's examples, 0 for none (default: none for fedprox,\n"
+    "                   1000 for leaf); bound sizes for many clients: --kind leaf --clients\n"
+    "                   100000 --min-examples 5 --max-examples 20 writes about 420 MB\n"
+    "  --test-fraction F  fraction of each client's examples in split 'test' (default 0.1;\n"
+    "                   0 for none)\n"
+    "  --seed S         seed (default 0); same arguments, byte-identical file\n"
+    "  -o FILE          output file, replaced atomically (required)\n";
+
+static const char *const usage_info =
+    "usage: fedvm data info FILE [--split S] [--verify]\n"
+    "\n"
+    "Prints the file's format and splits and, for each split (or only S): clients,\n"
+    "examples, columns with dtypes and per-example shapes ('?' where the length\n"
+    "varies), and examples per client (min, 10th, 50th and 90th percentiles by\n"
+    "nearest rank, max). Only the client index is read, not the data.\n"
+    "\n"
+    "  --split S   only split S\n"
+    "  --verify    also decode every client and check it against the columns;\n"
+    "              exit status 1 if any fails\n";
+
+static const char *const usage_head =
+    "usage: fedvm data head FILE [CLIENT] [--split S] [-n K]\n"
+    "\n"
+    "Prints the first K examples of a client as JSON: {\"split\", \"client\", \"index\",\n"
+    "\"examples\", \"head\": [example, ...]}, each example an object of its columns.\n"
+    "\n"
+    "  CLIENT     a client id, or else an index (default 0, the first client)\n"
+    "  --split S  the split (default: the default split of a FedJAX file, the only\n"
+    "             split of a TFF file)\n"
+    "  -n K       examples to print (default 3)\n";
+
+/* ---- helpers ---------------------------------------------------------------- */
+
+/* Progress on stderr for long work, only when stderr is a terminal. */
+static void progress(const char *what, int64_t done, int64_t total)
+{
+    static int tty = -1;
+    if (tty < 0)
+        tty = isatty(2);
+    if (!tty || total <= 0)
+        return;
+    int64_t step = total / 100 > 0 ? total / 100 : 1;
+    if (done % step == 0 || done == total)
+        fprintf(stderr, "\r%s: %lld/%lld clients%s", what, (long long)done, (long long)total,
+                done == total ? "\n" : "");
+}
+
+/* Client ids f_00000, f_00001, ...: zero-padded so that their order is the index order. */
+static void client_id(int64_t k, int64_t n, char buf[32])
+{
+    int width = 5;
+    for (int64_t m = n - 1; m >= 100000; m /= 10)
+        width++;
+    char num[24];
+    int len = snprintf(num, sizeof num, "%lld", (long long)k), pad = width > len ? width - len : 0;
+    memcpy(buf, "f_", 2);
+    memset(buf + 2, '0', (size_t)pad);
+    memcpy(buf + 2 + pad, num, (size_t)len + 1);
+}
+
+/* Rows [lo, hi) of t, borrowed (no reference taken). */
+static fvm_tensor rows_view(const fvm_tensor *t, int64_t lo, int64_t hi)
+{
+    fvm_tensor v = *t;
+    size_t row = t->shape.d[0] ? fvm_tensor_bytes(t) / (size_t)t->shape.d[0] : 0;
+    v.shape.d[0] = hi - lo;
+    v.offset += (size_t)lo * row;
+    return v;
+}
+
+static int fail(fvm_diag *d)
+{
+    cli_print_errors(d);
+    fvm_diag_clear(d);
+    return EXIT_INVALID;
+}
+
+/* ---- import fashion-mnist --------------------------------------------------------- */
+
+/* DIR/NAME.gz, or DIR/NAME when only the uncompressed file exists. */
+static fvm_status read_idx(const char *dir, const char *name, fvm_tensor *out, fvm_diag *d)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s.gz", dir, name);
+    if (access(path, F_OK) != 0) {
+        char plain[PATH_MAX];
+        snprintf(plain, sizeof plain, "%s/%s", dir, name);
+        if (access(plain, F_OK) == 0)
+            return fvm_idx_read(plain, out, d);
+    }
+    return fvm_idx_read(path, out, d);
+}
+
+/* Images u8[n,28,28] and labels u8[n] as i32 labels. */
+static fvm_status read_pair(const char *dir, const char *images, const char *labels, fvm_tensor *x, fvm_tensor *y,
+                            fvm_diag *d)
+{
+    fvm_tensor raw = {0};
+    fvm_status s = read_idx(dir, images, x, d);
+    if (s == FVM_OK)
+        s = read_idx(dir, labels, &raw, d);
+    if (s == FVM_OK && (x->dtype != FVM_DTYPE_U8 || x->shape.rank != 3 || x->shape.d[1] != 28 ||
+                        x->shape.d[2] != 28 || raw.dtype != FVM_DTYPE_U8 || raw.shape.rank != 1 ||
+                        raw.shape.d[0] != x->shape.d[0]))
+        s = fvm_diag_add(d, FVM_ERR_FORMAT, NULL, "%s/%s and %s: expected u8 images [n,28,28] and u8 labels [n]",
+                         dir, images, labels);
+    fvm_dims shape = raw.shape;
+    if (s == FVM_OK)
+        s = fvm_tensor_alloc(y, FVM_DTYPE_I32, &shape, d);
+    if (s == FVM_OK) {
+        const unsigned char *src = fvm_tensor_data(&raw);
+        int32_t *dst = fvm_tensor_data(y);
+        for (int64_t i = 0; i < shape.d[0]; i++)
+            dst[i] = src[i];
+    }
+    fvm_tensor_release(&raw);
+    if (s) {
+        fvm_tensor_release(x);
+        fvm_tensor_release(y);
+    }
+    return s;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    const char *what = NULL, *out = "fashion_mnist.sqlite", *src = "/usr/share/datasets/fashion-mnist";
+    const char *part = "iid";
+    long long clients = 100, seed = 0, min_size = FVM_PARTITION_MIN_SIZE;
+    bool min_given = false;
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage_import, stdout);
+            return 0;
+        } else if ((v = cli_opt(argc, argv, &i, "--clients"))) {
+            if (!cli_int(v, 1, 60000, &clients))
+                return cli_usage_error(usage_import, "--clients needs a number from 1 to 60000, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--partition"))) {
+            part = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--min-size"))) {
+            if (!cli_int(v, 0, 60000, &min_size))
+                return cli_usage_error(usage_import, "--min-size needs a number from 0 to 60000, found '%s'", v);
+            min_given = true;
+        } else if ((v = cli_opt(argc, argv, &i, "--seed"))) {
+            if (!cli_int(v, LLONG_MIN, LLONG_MAX, &seed))
+                return cli_usage_error(usage_import, "--seed needs an integer, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "-o"))) {
+            if (!*v)
+                return cli_usage_error(usage_import, "%s", "-o needs a file name");
+            out = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--source"))) {
+            if (!*v)
+                return cli_usage_error(usage_import, "%s", "--source needs a directory");
+            src = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error(usage_import, "unknown option '%s'", argv[i]);
+        } else if (what) {
+            return cli_usage_error(usage_import, "unexpected '%s'", argv[i]);
+        } else {
+            what = argv[i];
+        }
+    }
+    if (!what)
+        return cli_usage_error(usage_import, "%s", "import needs a dataset name: fashion-mnist");
+    if (strcmp(what, "fashion-mnist"))
+        return cli_usage_error(usage_import, "unknown dataset '%s'; fedvm imports fashion-mnist", what);
+    fvm_diag d = {0};
+    fvm_partition_spec spec;
+    if (fvm_partition_parse(part, &spec, &d)) {
+        int rc = cli_usage_error(usage_import, "%s", d.errs[0].msg);
+        fvm_diag_clear(&d);
+        return rc;
+    }
+    if (min_given && spec.kind != FVM_PARTITION_DIRICHLET)
+        return cli_usage_error(usage_import, "%s", "--min-size applies to --partition dirichlet:ALPHA only");
+    spec.min_size = min_size;
+
+    fvm_tensor x = {0}, y = {0}, tx = {0}, ty = {0};
+    fvm_partition p = {0};
+    fvm_dataset_writer *w = NULL;
+    int rc = EXIT_INVALID;
+    if (read_pair(src, "train-images-idx3-ubyte", "train-labels-idx1-ubyte", &x, &y, &d) ||
+        read_pair(src, "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte", &tx, &ty, &d))
+        goto done;
+    int64_t n = x.shape.d[0];
+    if (fvm_partition_make(&spec, fvm_tensor_data(&y), n, clients, (uint64_t)seed, &p, &d) ||
+        fvm_dataset_create(out, &w, &d))
+        goto done;
+    const char *const names[2] = {"pixels", "label"};
+    const unsigned char *px = fvm_tensor_data(&x);
+    const int32_t *py = fvm_tensor_data(&y);
+    for (int64_t k = 0; k < clients; k++) {
+        int64_t lo = p.offsets[k], m = p.offsets[k + 1] - lo;
+        fvm_tensor cols[2] = {{0}, {0}};
+        fvm_dims xs = {.rank = 3, .d = {m, 28, 28}}, ys = {.rank = 1, .d = {m}};
+        if (fvm_tensor_alloc(&cols[0], FVM_DTYPE_U8, &xs, &d) || fvm_tensor_alloc(&cols[1], FVM_DTYPE_I32, &ys, &d)) {
+            fvm_tensor_release(&cols[0]);
+            goto done;
+        }
+        unsigned char *cx = fvm_tensor_data(&cols[0]);
+        int32_t *cy = fvm_tensor_data(&cols[1]);
+        for (int64_t j = 0; j < m; j++) {
+            int64_t e = p.index[lo + j];
+            memcpy(cx + j * 784, px + e * 784, 784);
+            cy[j] = py[e];
+        }
+        char id[32];
+        client_id(k, clients, id);
+        fvm_status s = fvm_dataset_add(w, NULL, id, strlen(id), 2, names, cols, &d);
+        fvm_tensor_release(&cols[0]);
+        fvm_tensor_release(&cols[1]);
+        if (s)
+            goto done;
+        progress("import", k + 1, clients);
+    }
+    const fvm_tensor test[2] = {tx, ty};
+    if (fvm_dataset_add(w, "test", "test", 4, 2, names, test, &d))
+        goto done;
+    fvm_status s = fvm_dataset_finish(w, &d);
+    w = NULL;
+    if (s)
+        goto done;
+    fprintf(stderr, "%s: %lld clients, %lld training examples (partition %s, seed %lld); split test: 1 client, "
+            "%lld examples\n", out, clients, (long long)n, part, seed, (long long)tx.shape.d[0]);
+    rc = 0;
+done:
+    fvm_dataset_abort(w);
+    fvm_partition_free(&p);
+    fvm_tensor_release(&x);
+    fvm_tensor_release(&y);
+    fvm_tensor_release(&tx);
+    fvm_tensor_release(&ty);
+    if (rc)
+        cli_print_errors(&d);
+    fvm_diag_clear(&d);
+    return rc;
+}
+
+/* ---- synthetic ------------------------------------------------------------------- */
+
+static bool parse_real(const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (!*s || *end || !(v >= lo && v <= hi))
+        return false;
+    *out = v;
+    return true;
+}
+
+static int cmd_synthetic(int argc, char **argv)
+{
+    const char *kind = NULL, *out = NULL;
+    fvm_synth_config c;
+    fvm_synth_defaults(FVM_SYNTH_FEDPROX, &c);
+    long long clients = -1, dim = -1, classes = -1, clusters = -1, minex = -1, maxex = -1, seed = 0;
+    double alpha = -1, beta = -1, test_fraction = 0.1;
+    bool iid = false;
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage_synthetic, stdout);
+            return 0;
+        } else if ((v = cli_opt(argc, argv, &i, "--kind"))) {
+            if (strcmp(v, "fedprox") && strcmp(v, "leaf"))
+                return cli_usage_error(usage_synthetic, "--kind must be fedprox or leaf, found '%s'", v);
+            kind = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--alpha"))) {
+            if (!parse_real(v, 0, 1e6, &alpha))
+                return cli_usage_error(usage_synthetic, "--alpha needs a number >= 0, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--beta"))) {
+            if (!parse_real(v, 0, 1e6, &beta))
+                return cli_usage_error(usage_synthetic, "--beta needs a number >= 0, found '%s'", v);
+        } else if (!strcmp(argv[i], "--iid")) {
+            iid = true;
+        } else if ((v = cli_opt(argc, argv, &i, "--clients"))) {
+            if (!cli_int(v, 1, FVM_MAX_CLIENTS, &clients))
+                return cli_usage_error(usage_synthetic, "--clients needs a number from 1 to 100000000, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--dim"))) {
+            if (!cli_int(v, 1, 1000000, &dim))
+                return cli_usage_error(usage_synthetic, "--dim needs a number from 1 to 1000000, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--classes"))) {
+            if (!cli_int(v, 2, 1000000, &classes))
+                return cli_usage_error(usage_synthetic, "--classes needs a number from 2 to 1000000, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--clusters"))) {
+            if (!cli_int(v, 1, 1000, &clusters))
+                return cli_usage_error(usage_synthetic, "--clusters needs a number from 1 to 1000, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--min-examples"))) {
+            if (!cli_int(v, 1, 1000000000, &minex))
+                return cli_usage_error(usage_synthetic, "--min-examples needs a number >= 1, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--max-examples"))) {
+            if (!cli_int(v, 0, 1000000000, &maxex))
+                return cli_usage_error(usage_synthetic, "--max-examples needs a number >= 0, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--test-fraction"))) {
+            if (!parse_real(v, 0, 0.999999, &test_fraction))
+                return cli_usage_error(usage_synthetic, "--test-fraction needs a number in [0, 1), found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--seed"))) {
+            if (!cli_int(v, LLONG_MIN, LLONG_MAX, &seed))
+                return cli_usage_error(usage_synthetic, "--seed needs an integer, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "-o"))) {
+            if (!*v)
+                return cli_usage_error(usage_synthetic, "%s", "-o needs a file name");
+            out = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error(usage_synthetic, "unknown option '%s'", argv[i]);
+        } else {
+            return cli_usage_error(usage_synthetic, "unexpected '%s'", argv[i]);
+        }
+    }
+    if (!kind)
+        return cli_usage_error(usage_synthetic, "%s", "synthetic needs --kind fedprox or --kind leaf");
+    if (!out)
+        return cli_usage_error(usage_synthetic, "%s", "synthetic needs an output file: -o FILE");
+    bool leaf = !strcmp(kind, "leaf");
+    if (leaf && (alpha >= 0 || beta >= 0 || iid))
+        return cli_usage_error(usage_synthetic, "%s", "--alpha, --beta and --iid apply to --kind fedprox only");
+    if (!leaf && clusters >= 0)
+        return cli_usage_error(usage_synthetic, "%s", "--clusters applies to --kind leaf only");
+    if (iid && (alpha >= 0 || beta >= 0))
+        return cli_usage_error(usage_synthetic, "%s", "--iid has one model for all clients: no --alpha or --beta");
+    fvm_synth_defaults(leaf ? FVM_SYNTH_LEAF : FVM_SYNTH_FEDPROX, &c);
+    c.iid = iid;
+    c.seed = (uint64_t)seed;
+    if (clients >= 0) c.clients = clients;
+    if (dim >= 0) c.dim = dim;
+    if (classes >= 0) c.classes = classes;
+    if (clusters >= 0) c.clusters = clusters;
+    if (minex >= 0) c.min_examples = minex;
+    if (maxex >= 0) c.max_examples = maxex;
+    if (alpha >= 0) c.alpha = alpha;
+    if (beta >= 0) c.beta = beta;
+    if (c.max_examples && c.max_examples < c.min_examples)
+        return cli_usage_error(usage_synthetic, "%s", "--max-examples must be 0 (none) or at least --min-examples");
+
+    fvm_diag d = {0};
+    fvm_synth *g = NULL;
+    fvm_dataset_writer *w = NULL;
+    int rc = EXIT_INVALID;
+    int64_t train = 0, test = 0;
+    if (fvm_synth_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
+        goto done;
+    const char *const names[2] = {"x", "y"};
+    for (int64_t k = 0; k < c.clients; k++) {
+        fvm_tensor x, y;
+        if (fvm_synth_client(g, k, &x, &y, &d))
+            goto done;
+        int64_t n = x.shape.d[0], ntrain = (int64_t)floor((double)n * (1.0 - test_fraction));
+        char id[32];
+        client_id(k, c.clients, id);
+        fvm_tensor cols[2] = {rows_view(&x, 0, ntrain), rows_view(&y, 0, ntrain)};
+        fvm_status s = fvm_dataset_add(w, NULL, id, strlen(id), 2, names, cols, &d);
+        if (s == FVM_OK && test_fraction > 0) {
+            fvm_tensor tcols[2] = {rows_view(&x, ntrain, n), rows_view(&y, ntrain, n)};
+            s = fvm_dataset_add(w, "test", id, strlen(id), 2, names, tcols, &d);
+        }
+        fvm_tensor_release(&x);
+        fvm_tensor_release(&y);
+        if (s)
+            goto done;
+        train += ntrain;
+        test += n - ntrain;
+        progress("synthetic", k + 1, c.clients);
+    }
+    fvm_status s = fvm_dataset_finish(w, &d);
+    w = NULL;
+    if (s)
+        goto done;
+    fprintf(stderr, "%s: %s, %lld clients, %lld training examples", out, kind, (long long)c.clients, (long long)train);
+    if (test_fraction > 0)
+        fprintf(stderr, ", %lld in split test", (long long)test);
+    fprintf(stderr, " (seed %lld)\n", seed);
+    rc = 0;
+done:
+    fvm_dataset_abort(w);
+    fvm_synth_free(g);
+    if (rc)
+        cli_print_errors(&d);
+    fvm_diag_clear(&d);
+    return rc;
+}
+
+/* ---- info ----------------------------------------------------------------------- */
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void print_columns(const fvm_dataset *ds)
+{
+    const fvm_column *cols;
+    int n = fvm_dataset_columns(ds, &cols);
+    printf("  columns:");
+    for (int k = 0; k < n; k++) {
+        char dims[FVM_DIMS_STR];
+        fvm_dims_format(&cols[k].shape, dims);
+        printf("%s %s %s%s", k ? "," : "", cols[k].name, fvm_dtype_name(cols[k].dtype), dims);
+    }
+    printf("%s\n", n ? "" : " (none)");
+}
+
+/* One split's summary; with verify, decodes every client. 0, or EXIT_INVALID. */
+static int info_split(const char *file, const char *split, bool verify)
+{
+    fvm_diag d = {0};
+    fvm_dataset *ds = NULL;
+    if (fvm_dataset_open(file, split, &ds, &d))
+        return fail(&d);
+    int64_t n = fvm_dataset_clients(ds), total = 0;
+    int64_t *sizes = malloc((size_t)(n ? n : 1) * sizeof *sizes);
+    if (!sizes) {
+        fvm_dataset_close(ds);
+        fprintf(stderr, "fedvm: out of memory\n");
+        return EXIT_INVALID;
+    }
+    int rc = 0;
+    for (int64_t i = 0; i < n && rc == 0; i++) {
+        const void *id;
+        size_t len;
+        if (fvm_dataset_client(ds, i, &id, &len, &sizes[i], &d))
+            rc = fail(&d);
+        total += sizes[i];
+    }
+    if (rc == 0) {
+        printf("split %s: %lld client%s, %lld examples\n", split, (long long)n, n == 1 ? "" : "s", (long long)total);
+        print_columns(ds);
+        if (n) {
+            qsort(sizes, (size_t)n, sizeof *sizes, cmp_i64);
+            /* nearest rank: the smallest size with at least p% of the clients at or below it */
+            int64_t p[3];
+            const int pct[3] = {10, 50, 90};
+            for (int k = 0; k < 3; k++) {
+                int64_t r = (pct[k] * n + 99) / 100;
+                p[k] = sizes[r > 0 ? r - 1 : 0];
+            }
+            printf("  examples per client: min %lld, p10 %lld, p50 %lld, p90 %lld, max %lld\n", (long long)sizes[0],
+                   (long long)p[0], (long long)p[1], (long long)p[2], (long long)sizes[n - 1]);
+        }
+        fflush(stdout);
+    }
+    if (rc == 0 && verify) {
+        int64_t bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+            fvm_value *v = NULL;
+            if (fvm_dataset_read(ds, i, &v, &d)) {
+                bad++;
+                cli_print_errors(&d);
+                fvm_diag_clear(&d);
+            }
+            fvm_value_release(v);
+            progress("verify", i + 1, n);
+        }
+        if (bad) {
+            printf("  verify: %lld of %lld clients failed\n", (long long)bad, (long long)n);
+            rc = EXIT_INVALID;
+        } else {
+            printf("  verify: %s %lld client%s decode%s and match%s the columns\n", n == 1 ? "the" : "all", (long long)n,
+                   n == 1 ? "" : "s", n == 1 ? "s" : "", n == 1 ? "es" : "");
+        }
+    }
+    free(sizes);
+    fvm_dataset_close(ds);
+    fvm_diag_clear(&d);
+    return rc;
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    const char *file = NULL, *split = NULL;
+    bool verify = false;
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage_info, stdout);
+            return 0;
+        } else if ((v = cli_opt(argc, argv, &i, "--split"))) {
+            if (!*v)
+                return cli_usage_error(usage_info, "%s", "--split needs a split name");
+            split = v;
+        } else if (!strcmp(argv[i], "--verify")) {
+            verify = true;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error(usage_info, "unknown option '%s'", argv[i]);
+        } else if (file) {
+            return cli_usage_error(usage_info, "one file at a time; unexpected '%s'", argv[i]);
+        } else {
+            file = argv[i];
+        }
+    }
+    if (!file)
+        return cli_usage_error(usage_info, "%s", "info needs a dataset FILE");
+    fvm_diag d = {0};
+    char **splits = NULL;
+    int nsplits = 0;
+    if (fvm_dataset_splits(file, &splits, &nsplits, &d))
+        return fail(&d);
+    fvm_dataset *probe = NULL;
+    /* The format, from a handle on any split. */
+    if (fvm_dataset_open(file, split ? split : nsplits ? splits[0] : NULL, &probe, &d)) {
+        fvm_dataset_free_splits(splits, nsplits);
+        return fail(&d);
+    }
+    printf("%s: %s SQLite, splits:", file, !strcmp(fvm_dataset_format(probe), "fedjax") ? "FedJAX" : "TFF");
+    for (int i = 0; i < nsplits; i++)
+        printf("%s %s", i ? "," : "", splits[i]);
+    printf("\n");
+    fvm_dataset_close(probe);
+    int rc = 0;
+    for (int i = 0; i < nsplits; i++)
+        if (!split || !strcmp(split, splits[i])) {
+            int r = info_split(file, splits[i], verify);
+            rc = rc ? rc : r;
+        }
+    fvm_dataset_free_splits(splits, nsplits);
+    return rc;
+}
+
+/* ---- head ----------------------------------------------------------------------- */
+
+/* The id as a JSON string: itself when printable ASCII, else hex "0x...". */
+static fvm_doc *id_doc(fvm_arena *a, const void *id, size_t len)
+{
+    const unsigned char *p = id;
+    bool text = true;
+    for (size_t k = 0; k < len && text; k++)
+        text = p[k] >= 0x20 && p[k] < 0x7f;
+    char *s = fvm_arena_alloc(a, 2 * len + 3);
+    if (!s)
+        return NULL;
+    if (text) {
+        memcpy(s, id, len);
+        s[len] = 0;
+    } else {
+        strcpy(s, "0x");
+        for (size_t k = 0; k < len; k++)
+            sprintf(s + 2 + 2 * k, "%02x", p[k]);
+    }
+    return fvm_doc_string(a, s);
+}
+
+static int cmd_head(int argc, char **argv)
+{
+    const char *file = NULL, *client = NULL, *split = NULL;
+    long long k = 3;
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage_head, stdout);
+            return 0;
+        } else if ((v = cli_opt(argc, argv, &i, "--split"))) {
+            if (!*v)
+                return cli_usage_error(usage_head, "%s", "--split needs a split name");
+            split = v;
+        } else if ((v = cli_opt(argc, argv, &i, "-n"))) {
+            if (!cli_int(v, 0, 1000000000, &k))
+                return cli_usage_error(usage_head, "-n needs a number >= 0, found '%s'", v);
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error(usage_head, "unknown option '%s'", argv[i]);
+        } else if (!file) {
+            file = argv[i];
+        } else if (!client) {
+            client = argv[i];
+        } else {
+            return cli_usage_error(usage_head, "unexpected '%s'", argv[i]);
+        }
+    }
+    if (!file)
+        return cli_usage_error(usage_head, "%s", "head needs a dataset FILE");
+    fvm_diag d = {0};
+    fvm_dataset *ds = NULL;
+    if (fvm_dataset_open(file, split, &ds, &d))
+        return fail(&d);
+    int64_t n = fvm_dataset_clients(ds), idx = client ? fvm_dataset_find(ds, client, strlen(client)) : 0;
+    long long asint;
+    if (idx < 0 && client && cli_int(client, 0, LLONG_MAX, &asint) && asint < n)
+        idx = asint;
+    if (idx < 0 || idx >= n) {
+        if (n == 0)
+            fprintf(stderr, "fedvm: %s: the split has no clients\n", file);
+        else
+            fprintf(stderr, "fedvm: %s: no client '%s' (give a client id, or an index from 0 to %lld)\n", file,
+                    client ? client : "0", (long long)n - 1);
+        fvm_dataset_close(ds);
+        return EXIT_INVALID;
+    }
+    fvm_value *seq = NULL;
+    fvm_arena a = {0};
+    int rc = EXIT_INVALID;
+    const void *id;
+    size_t id_len;
+    int64_t examples;
+    if (fvm_dataset_client(ds, idx, &id, &id_len, &examples, &d) != FVM_OK)
+        goto done;
+    /* The split's name as fvm_dataset_splits lists it. */
+    char split_name[256] = "";
+    if (split || !strcmp(fvm_dataset_format(ds), "fedjax")) {
+        snprintf(split_name, sizeof split_name, "%s", split ? split : "default");
+    } else { /* a TFF file opened without a split has exactly one */
+        char **splits = NULL;
+        int nsplits = 0;
+        if (fvm_dataset_splits(file, &splits, &nsplits, &d))
+            goto done;
+        snprintf(split_name, sizeof split_name, "%s", nsplits ? splits[0] : "");
+        fvm_dataset_free_splits(splits, nsplits);
+    }
+    fvm_doc *top = fvm_doc_new(&a, FVM_DOC_OBJECT), *head = fvm_doc_new(&a, FVM_DOC_ARRAY);
+    if (!top || !head || fvm_doc_set(&a, top, "split", fvm_doc_string(&a, split_name)) ||
+        fvm_doc_set(&a, top, "client", id_doc(&a, id, id_len)) || fvm_doc_set(&a, top, "index", fvm_doc_int(&a, idx)) ||
+        fvm_doc_set(&a, top, "examples", fvm_doc_int(&a, examples)) || fvm_doc_set(&a, top, "head", head) ||
+        fvm_dataset_read(ds, idx, &seq, &d))
+        goto done;
+    /* Each example's type: a struct of the columns. */
+    const fvm_column *cols;
+    int ncols = fvm_dataset_columns(ds, &cols);
+    const char **names = fvm_arena_array(&a, (size_t)ncols + 1, sizeof *names);
+    const fvm_type **types = fvm_arena_array(&a, (size_t)ncols + 1, sizeof *types);
+    if (!names || !types)
+        goto done;
+    for (int c = 0; c < ncols; c++) {
+        names[c] = cols[c].name;
+        if (!(types[c] = fvm_type_tensor(&a, cols[c].dtype, &cols[c].shape)))
+            goto done;
+    }
+    const fvm_type *ex_type = fvm_type_struct(&a, ncols, names, types);
+    if (!ex_type)
+        goto done;
+    for (int64_t i = 0; i < seq->n && i < k; i++) {
+        fvm_value *ex = NULL;
+        if (fvm_seq_get(seq, i, &ex, &d))
+            goto done;
+        fvm_status s = fvm_doc_push(&a, head, fvm_value_to_doc(&a, ex, ex_type));
+        fvm_value_release(ex);
+        if (s)
+            goto done;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (fvm_json_write(top, &text, &len, &d) == FVM_OK) {
+        fwrite(text, 1, len, stdout);
+        rc = 0;
+    }
+    free(text);
+done:
+    if (rc) {
+        cli_print_errors(&d);
+        if (!d.n)
+            fprintf(stderr, "fedvm: out of memory\n");
+    }
+    fvm_diag_clear(&d);
+    fvm_value_release(seq);
+    fvm_arena_free(&a);
+    fvm_dataset_close(ds);
+    return rc;
+}
+
+/* ---- dispatch --------------------------------------------------------------------- */
+
+int fvm_cmd_data(int argc, char **argv)
+{
+    if (argc < 1) {
+        fputs(usage_data, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[0];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        const char *topic = argc > 1 ? argv[1] : "";
+        fputs(!strcmp(topic, "import")      ? usage_import
+              : !strcmp(topic, "synthetic") ? usage_synthetic
+              : !strcmp(topic, "info")      ? usage_info
+              : !strcmp(topic, "head")      ? usage_head
+                                            : usage_data,
+              stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "import"))
+        return cmd_import(argc - 1, argv + 1);
+    if (!strcmp(cmd, "synthetic"))
+        return cmd_synthetic(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info"))
+        return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(cmd, "head"))
+        return cmd_head(argc - 1, argv + 1);
+    fprintf(stderr, "fedvm: unknown data command '%s'\n\n%s", cmd, usage_data);
+    return EXIT_USAGE;
+}
