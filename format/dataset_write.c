@@ -13,6 +13,7 @@
 #include <sqlite3.h>
 #include <zlib.h>
 
+#include "atomic.h"
 #include "dataset_impl.h"
 
 /* One split's table and the columns its first client fixed. */
@@ -158,31 +159,21 @@ fvm_status fvm_dataset_create(const char *path, fvm_dataset_writer **out, fvm_di
     *out = NULL;
     fvm_loc loc = {.file = path};
     fvm_dataset_writer *w = calloc(1, sizeof *w);
-    size_t n = strlen(path) + 16;
-    if (!w || !(w->path = strdup(path)) || !(w->tmp = malloc(n))) {
-        if (w)
-            free(w->path);
+    if (!w || !(w->path = strdup(path))) {
         free(w);
         return fvm_diag_add(d, FVM_ERR_NOMEM, &loc, "out of memory");
     }
     msgpack_sbuffer_init(&w->outer);
     msgpack_sbuffer_init(&w->inner);
-    snprintf(w->tmp, n, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(w->tmp);
-    if (fd < 0) {
-        fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot write: %s", strerror(errno));
-        free(w->tmp);
-        w->tmp = NULL;
+    int fd;
+    fvm_status s = fvm_atomic_open(path, &w->tmp, &fd, d);
+    if (s) {
         writer_free(w);
-        return FVM_ERR_IO;
+        return s;
     }
-    /* mkstemp makes the file private; give it the usual permissions. */
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
     close(fd);
     int rc = sqlite3_open_v2(w->tmp, &w->db, SQLITE_OPEN_READWRITE, NULL);
-    fvm_status s = rc ? sql_fail(w, d, rc, "cannot write") : FVM_OK;
+    s = rc ? sql_fail(w, d, rc, "cannot write") : FVM_OK;
     /* No journal: a failed write is discarded as a whole (the file is
      * temporary until fvm_dataset_finish renames it). */
     wsplit *dflt;
@@ -332,17 +323,6 @@ fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void 
     return sql_fail(w, d, rc, "writing a client");
 }
 
-/* fsync of a file or directory by name; 0 or -1. */
-static int sync_path(const char *path, int flags)
-{
-    int fd = open(path, flags);
-    if (fd < 0)
-        return -1;
-    int rc = fsync(fd);
-    close(fd);
-    return rc;
-}
-
 fvm_status fvm_dataset_finish(fvm_dataset_writer *w, fvm_diag *d)
 {
     fvm_status s = exec(w, "COMMIT", d);
@@ -357,18 +337,12 @@ fvm_status fvm_dataset_finish(fvm_dataset_writer *w, fvm_diag *d)
         else
             w->db = NULL;
     }
-    if (s == FVM_OK && sync_path(w->tmp, O_RDONLY) != 0)
-        s = werr(w, d, FVM_ERR_IO, "cannot write: %s", strerror(errno));
-    if (s == FVM_OK && rename(w->tmp, w->path) != 0)
-        s = werr(w, d, FVM_ERR_IO, "cannot write: %s", strerror(errno));
+    if (s == FVM_OK)
+        s = fvm_atomic_commit(w->tmp, w->path, d);
     if (s) {
         fvm_dataset_abort(w);
         return s;
     }
-    char *dir = strdup(w->path);
-    if (dir)
-        sync_path(dirname(dir), O_RDONLY | O_DIRECTORY); /* best effort: the rename itself is done */
-    free(dir);
     free(w->tmp);
     w->tmp = NULL;
     writer_free(w);

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "../format/atomic.h"
 #include "cli.h"
 
 int cli_usage_error(const char *usage, const char *fmt, const char *arg)
@@ -55,37 +55,13 @@ bool cli_int(const char *s, long long lo, long long hi, long long *out)
     return true;
 }
 
-/* Replaces path with data: temporary file in the same directory, fsync, rename. */
+/* Replaces path with data atomically; prints the error. */
 int cli_write_atomic(const char *path, const char *data, size_t len)
 {
-    size_t n = strlen(path) + 16;
-    char *tmp = malloc(n);
-    if (!tmp)
-        return EXIT_INVALID;
-    snprintf(tmp, n, "%s.tmpXXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        fprintf(stderr, "fedvm: cannot write %s: %s\n", path, strerror(errno));
-        free(tmp);
-        return EXIT_INVALID;
-    }
-    bool ok = true;
-    for (size_t off = 0; ok && off < len;) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        ok = w > 0;
-        off += w > 0 ? (size_t)w : 0;
-    }
-    ok = ok && fsync(fd) == 0;
-    ok = (close(fd) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        fprintf(stderr, "fedvm: cannot write %s: %s\n", path, strerror(errno));
-        unlink(tmp);
-        free(tmp);
-        return EXIT_INVALID;
-    }
-    free(tmp);
-    return 0;
+    fvm_diag d = {0};
+    int rc = fvm_atomic_write(path, data, len, &d) ? EXIT_INVALID : 0;
+    cli_print_errors(&d);
+    fvm_diag_clear(&d);
+    return rc;
 }
 
