@@ -64,7 +64,7 @@ def mask(text, ids, where):
 
 
 def read_ops(path, attr_ids):
-    """[dict(id, name, group, min, max, flags, attrs, required)] in ops.def order."""
+    """[dict(id, name, group, min, max, flags, attrs, required, vjp)] in ops.def order."""
     ops, group = [], None
     with open(path, encoding="utf-8") as f:
         for line in f:
@@ -86,6 +86,7 @@ def read_ops(path, attr_ids):
                 "flags": [x.strip() for x in m.group(5).split("|") if x.strip() != "0"],
                 "attrs": mask(m.group(6), attr_ids, where),
                 "required": mask(m.group(7), attr_ids, where),
+                "vjp": m.group(10),
             })
     if not ops:
         raise SystemExit(f"gen_schema: no FVM_OP entries in {path}")

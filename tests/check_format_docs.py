@@ -14,7 +14,10 @@ Checks, from the repository root:
       and under the group headings (`## Ops: <group>`) of ops.def, no op
       heading for an op that does not exist, a row of its attribute table for
       every attribute of vm/attrs.def, and in each op's section a mention of
-      each attribute the op takes;
+      each attribute the op takes and one paragraph starting "**Gradient.**"
+      that agrees with the op's vjp column: "None" first for vjp_none,
+      "Not differentiable" first for vjp_unsupported, and neither for an op
+      with a rule of its own;
   (e) every ```json (and ```yaml) block of SPEC.md that is a complete program
       (has "fedvm") passes `fedvm check`, or fails it when the block is marked
       <!-- expect-error -->; a block marked <!-- file: PATH --> is written
@@ -315,6 +318,12 @@ def check_spec_ops(lines, ops, attrs):
         if not o["attr_names"] and "no attributes" not in text:
             fail("d", f"SPEC.md:{a}: the section of '{o['name']}' should say it takes no attributes")
 
+    # Each op's section has one "**Gradient.**" paragraph that says what its
+    # vjp column of ops.def says.
+    for o in ops:
+        if o["name"] in spans:
+            check_gradient(lines, o, *spans[o["name"]])
+
     # The attribute table: one row per attribute of attrs.def, and no others.
     attr_names = [a[1] for a in attrs]
     rows = {}
@@ -336,6 +345,51 @@ def check_spec_ops(lines, ops, attrs):
     for a, n in rows.items():
         if a not in attr_names:
             fail("d", f"SPEC.md:{n}: the attribute table lists `{a}`, which vm/attrs.def does not define")
+
+
+GRADIENT = "**Gradient.**"
+NO_GRADIENT = {"vjp_none": "None", "vjp_unsupported": "Not differentiable"}
+
+
+def check_gradient(lines, op, a, b):
+    """The "**Gradient.**" paragraph of op's section (lines a..b) agrees with ops.def's vjp column."""
+    paras, fence, cur = [], None, None
+    for n in range(a, b + 1):
+        line = lines[n - 1]
+        m = FENCE_RE.match(line)
+        if m:
+            if fence is None:
+                fence = m.group(1)
+            elif m.group(1).startswith(fence[0]) and len(m.group(1)) >= len(fence):
+                fence = None
+            cur = None
+            continue
+        if fence is not None:
+            continue
+        if not line.strip():
+            cur = None
+        elif cur is not None:
+            cur[1].append(line.strip())
+        elif line.startswith(GRADIENT):
+            cur = (n, [line.strip()])
+            paras.append(cur)
+    name, vjp = op["name"], op["vjp"]
+    if not paras:
+        fail("d", f"SPEC.md:{a}: the section of '{name}' has no paragraph starting with '{GRADIENT}' "
+                  f"(its vjp rule in vm/ops.def is {vjp})")
+        return
+    if len(paras) > 1:
+        fail("d", f"SPEC.md:{paras[1][0]}: the section of '{name}' has {len(paras)} '{GRADIENT}' paragraphs")
+    n, text = paras[0][0], " ".join(paras[0][1])[len(GRADIENT):].strip()
+    want = NO_GRADIENT.get(vjp)
+    if want and not text.startswith(want):
+        fail("d", f"SPEC.md:{n}: '{name}' has the vjp rule {vjp} in vm/ops.def, so its gradient paragraph "
+                  f"should start with '{GRADIENT} {want}'")
+    if not want:
+        for other in NO_GRADIENT.values():
+            if text.startswith(other) or (other != "None" and other in text):
+                fail("d", f"SPEC.md:{n}: '{name}' has its own vjp rule ({vjp}) in vm/ops.def, but its gradient "
+                          f"paragraph says '{other}'")
 
 
 # ---- (e) examples in SPEC.md are real ----------------------------------------------
