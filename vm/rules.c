@@ -318,9 +318,9 @@ fvm_status rule_iota(fvm_rctx *c, const fvm_type **out)
     if (static_shape(c, &a->shape, dt, &dims))
         return FVM_ERR_TYPE;
     if (dt == FVM_DTYPE_BOOL)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "iota needs a numeric dtype");
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "needs a numeric dtype");
     if (dims.rank == 0)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "iota needs a shape of rank >= 1");
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "needs a shape of rank >= 1");
     if (a->axis < -dims.rank || a->axis >= dims.rank)
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "axis %lld is out of range for rank %d",
                         (long long)a->axis, dims.rank);

@@ -108,7 +108,7 @@ fvm_status rule_conv2d(fvm_rctx *c, const fvm_type **out)
         return FVM_ERR_TYPE;
     const fvm_dims *x = &c->args[0]->u.tensor.dims, *w = &c->args[1]->u.tensor.dims;
     if (x->rank != 4 || w->rank != 4)
-        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "conv2d takes x [N,H,W,C] and w [KH,KW,C,O], found %s "
+        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "takes x [N,H,W,C] and w [KH,KW,C,O], found %s "
                         "and %s", fvm_rtype(c, c->args[0]), fvm_rtype(c, c->args[1]));
     if (!agree(x->d[3], w->d[2]))
         return fvm_rerr(c, 1, FVM_ERR_TYPE, "the filter has %lld input channels, the images %lld",
@@ -256,7 +256,7 @@ fvm_status rule_lstm_cell(fvm_rctx *c, const fvm_type **out)
          agree(wx->u.tensor.dims.d[0], x->d[1]) && agree(wx->u.tensor.dims.d[1], 4 * H) &&
          agree(wh->u.tensor.dims.d[0], H) && agree(wh->u.tensor.dims.d[1], 4 * H) && agree(b->u.tensor.dims.d[0], 4 * H);
     if (!ok)
-        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "lstm_cell takes x [B,I], h [B,H], c [B,H] (H known) and "
+        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "takes x [B,I], h [B,H], c [B,H] (H known) and "
                         "<wx=[I,4H], wh=[H,4H], b=[4H]> of one float dtype; found %s, %s, %s, %s",
                         fvm_rtype(c, c->args[0]), fvm_rtype(c, c->args[1]), fvm_rtype(c, c->args[2]), fvm_rtype(c, p));
     const char *names[2] = {"h", "c"};
