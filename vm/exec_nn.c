@@ -1,6 +1,7 @@
 /* exec_nn.c - runtime of the neural-network ops: kernels of kernels_nn.h, and the layer norm, LSTM
  * cell and global norms, computed here in fixed order. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "exec.h"
@@ -32,6 +33,18 @@ fvm_status exec_softmax(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args,
     const fvm_tensor *t = &args[0]->t;
     INTO(t->dtype, &t->shape,
          fvm_k_softmax(t, axis_of(in, t->shape.rank, -1), in->op == FVM_OP_LOG_SOFTMAX, o, x->d));
+}
+
+/* A runtime error for an operand whose shape is not the one the op needs:
+ * "OP: the shape of WHAT is [..], expected [..] (WHY)". */
+static fvm_status bad_shape(fvm_ctx *x, const fvm_instr *in, const char *what, const fvm_dims *got,
+                            const fvm_dims *want, const char *why)
+{
+    char g[FVM_DIMS_STR], w[FVM_DIMS_STR];
+    fvm_dims_format(got, g);
+    fvm_dims_format(want, w);
+    return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "%s: the shape of %s is %s, expected %s (%s)",
+                        fvm_op_table[in->op].name, what, g, w, why);
 }
 
 fvm_status exec_softmax_xent(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -80,15 +93,33 @@ fvm_status exec_conv2d(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
 
 fvm_status exec_conv2d_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
+    /* (dy, w, like_x) or (x, dy, like_w): the type rule compared the shapes
+     * it knew; the '?' ones are compared here, before the kernel runs */
+    bool input = in->op == FVM_OP_CONV2D_GRAD_INPUT;
+    const fvm_tensor *xi = &args[input ? 2 : 0]->t, *w = &args[input ? 1 : 2]->t, *dy = &args[input ? 0 : 1]->t;
     const fvm_tensor *like = &args[2]->t;
-    if (in->op == FVM_OP_CONV2D_GRAD_INPUT) { /* (dy, w, like_x) */
-        const fvm_tensor *w = &args[1]->t;
-        fvm_window win = window_of(in, w->shape.d[0], w->shape.d[1], false);
-        INTO(like->dtype, &like->shape, fvm_k_conv2d_grad_input(&args[0]->t, w, &win, o, x->d));
+    if (xi->shape.d[3] != w->shape.d[2]) {
+        char xs[FVM_DIMS_STR], ws[FVM_DIMS_STR];
+        fvm_dims_format(&xi->shape, xs);
+        fvm_dims_format(&w->shape, ws);
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "%s: the filter %s expects %lld input channels, the images %s have %lld",
+                            fvm_op_table[in->op].name, ws, (long long)w->shape.d[2], xs, (long long)xi->shape.d[3]);
     }
-    /* (x, dy, like_w) */
-    fvm_window win = window_of(in, like->shape.d[0], like->shape.d[1], false);
-    INTO(like->dtype, &like->shape, fvm_k_conv2d_grad_filter(&args[0]->t, &args[1]->t, &win, o, x->d));
+    fvm_window win = window_of(in, w->shape.d[0], w->shape.d[1], false);
+    fvm_dims od;
+    fvm_status s = windowed(x, &xi->shape, &win, w->shape.d[3], &od);
+    if (s)
+        return s;
+    if (!fvm_dims_equal(&dy->shape, &od)) {
+        char xs[FVM_DIMS_STR], ws[FVM_DIMS_STR], why[2 * FVM_DIMS_STR + 64];
+        fvm_dims_format(&xi->shape, xs);
+        fvm_dims_format(&w->shape, ws);
+        snprintf(why, sizeof why, "conv2d's result for the images %s and the filter %s", xs, ws);
+        return bad_shape(x, in, "dy", &dy->shape, &od, why);
+    }
+    if (input)
+        INTO(like->dtype, &like->shape, fvm_k_conv2d_grad_input(dy, w, &win, o, x->d));
+    INTO(like->dtype, &like->shape, fvm_k_conv2d_grad_filter(xi, dy, &win, o, x->d));
 }
 
 static fvm_pool pool_kind(fvm_op op)
@@ -109,9 +140,21 @@ fvm_status exec_pool(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fv
 
 fvm_status exec_pool_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
-    const fvm_tensor *xi = &args[0]->t;
+    /* dy must have the pooling's result shape for x (checked where the types knew it) */
+    const fvm_tensor *xi = &args[0]->t, *dy = &args[1]->t;
     fvm_window win = window_of(in, in->a.window.v[0], in->a.window.v[1], true);
-    INTO(xi->dtype, &xi->shape, fvm_k_pool_grad(pool_kind(in->op), xi, &args[1]->t, &win, o, x->d));
+    fvm_dims od;
+    fvm_status s = windowed(x, &xi->shape, &win, xi->shape.d[3], &od);
+    if (s)
+        return s;
+    if (!fvm_dims_equal(&dy->shape, &od)) {
+        char xs[FVM_DIMS_STR], why[FVM_DIMS_STR + 48];
+        fvm_dims_format(&xi->shape, xs);
+        snprintf(why, sizeof why, "%s's result for x %s", in->op == FVM_OP_MAX_POOL_GRAD ? "max_pool" : "avg_pool",
+                 xs);
+        return bad_shape(x, in, "dy", &dy->shape, &od, why);
+    }
+    INTO(xi->dtype, &xi->shape, fvm_k_pool_grad(pool_kind(in->op), xi, dy, &win, o, x->d));
 }
 
 fvm_status exec_embedding(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
