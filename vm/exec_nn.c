@@ -49,7 +49,18 @@ static fvm_status bad_shape(fvm_ctx *x, const fvm_instr *in, const char *what, c
 
 fvm_status exec_softmax_xent(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
-    INTO(args[0]->t.dtype, &args[1]->t.shape, fvm_k_softmax_xent(&args[0]->t, &args[1]->t, o, x->d));
+    /* '?' dims were compared where known: the labels are the logits' shape without the class axis */
+    const fvm_tensor *l = &args[0]->t, *y = &args[1]->t;
+    fvm_dims want = l->shape;
+    want.rank--;
+    if (!fvm_dims_equal(&y->shape, &want)) {
+        char ls[FVM_DIMS_STR];
+        fvm_dims_format(&l->shape, ls);
+        char why[FVM_DIMS_STR + 48];
+        snprintf(why, sizeof why, "the logits %s without the class axis", ls);
+        return bad_shape(x, in, "the labels", &y->shape, &want, why);
+    }
+    INTO(l->dtype, &y->shape, fvm_k_softmax_xent(l, y, o, x->d));
 }
 
 /* The window of a conv/pool instruction for actual shapes. */
@@ -169,10 +180,21 @@ fvm_status exec_embedding(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
 
 fvm_status exec_scatter_add(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
-    const fvm_tensor *like = &args[0]->t;
-    int r = like->shape.rank;
-    int ax = (int)(in->a.axis < 0 ? in->a.axis + r : in->a.axis);
-    INTO(like->dtype, &like->shape, fvm_k_scatter_add(&args[1]->t, &args[2]->t, ax, o, x->d));
+    /* the updates must have the gather's shape (checked where the types knew it) */
+    const fvm_tensor *like = &args[0]->t, *idx = &args[1]->t, *u = &args[2]->t;
+    fvm_dims want;
+    int ax;
+    fvm_status s = fvm_shape_gather(&like->shape, &idx->shape, in->a.axis, &want, &ax, x->d);
+    if (s)
+        return s;
+    if (!fvm_dims_equal(&u->shape, &want)) {
+        char ls[FVM_DIMS_STR], is[FVM_DIMS_STR], why[2 * FVM_DIMS_STR + 64];
+        fvm_dims_format(&like->shape, ls);
+        fvm_dims_format(&idx->shape, is);
+        snprintf(why, sizeof why, "the gather of %s at indices %s along axis %d", ls, is, ax);
+        return bad_shape(x, in, "the updates", &u->shape, &want, why);
+    }
+    INTO(like->dtype, &like->shape, fvm_k_scatter_add(idx, u, ax, o, x->d));
 }
 
 fvm_status exec_dropout(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
