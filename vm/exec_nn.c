@@ -242,9 +242,15 @@ fvm_status exec_layer_norm(fvm_ctx *x, const fvm_instr *in, fvm_value *const *ar
 {
     const fvm_tensor *xt = &args[0]->t, *g = &args[1]->t, *b = &args[2]->t;
     int64_t d = xt->shape.d[xt->shape.rank - 1];
-    if (g->shape.d[0] != d || b->shape.d[0] != d)
-        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "gamma and beta must have x's last dimension %lld",
-                            (long long)d);
+    if (g->shape.d[0] != d || b->shape.d[0] != d) {
+        char xs[FVM_DIMS_STR], gs[FVM_DIMS_STR], bs[FVM_DIMS_STR];
+        fvm_dims_format(&xt->shape, xs);
+        fvm_dims_format(&g->shape, gs);
+        fvm_dims_format(&b->shape, bs);
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL,
+                            "layer_norm: gamma %s and beta %s must be [%lld], the last dimension of x %s", gs, bs,
+                            (long long)d, xs);
+    }
     INTO(xt->dtype, &xt->shape, layer_norm(xt, g, b, epsilon_of(in), o));
 }
 
@@ -265,8 +271,16 @@ fvm_status exec_lstm_cell(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
     const fvm_tensor *xt = &args[0]->t, *h = &args[1]->t, *c = &args[2]->t;
     int64_t B = h->shape.d[0], H = h->shape.d[1];
     if (xt->shape.d[0] != B || c->shape.d[0] != B || c->shape.d[1] != H || wx->shape.d[0] != xt->shape.d[1] ||
-        wx->shape.d[1] != 4 * H || wh->shape.d[0] != H || wh->shape.d[1] != 4 * H || bias->shape.d[0] != 4 * H)
-        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "lstm_cell: inconsistent shapes");
+        wx->shape.d[1] != 4 * H || wh->shape.d[0] != H || wh->shape.d[1] != 4 * H || bias->shape.d[0] != 4 * H) {
+        const fvm_tensor *ts[6] = {xt, h, c, wx, wh, bias};
+        char sh[6][FVM_DIMS_STR];
+        for (int i = 0; i < 6; i++)
+            fvm_dims_format(&ts[i]->shape, sh[i]);
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL,
+                            "lstm_cell: x %s, h %s, c %s, wx %s, wh %s, b %s do not fit x [B,I], h [B,H], c [B,H], "
+                            "wx [I,4H], wh [H,4H], b [4H]",
+                            sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]);
+    }
     fvm_dims zd = {.rank = 2, .d = {B, 4 * H}};
     fvm_tensor zx = {0}, zh = {0};
     fvm_status s;
