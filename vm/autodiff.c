@@ -623,6 +623,36 @@ static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb)
     }
 }
 
+/* The derived pullback must give each chosen parameter a cotangent of type
+ * ct(T) (dims may be more or less known): the rules' contract, checked so a
+ * broken rule is reported where it shows, not as a wrong value at run time. */
+static bool grads_match(fvm_ad *ad, const fvm_func *f, uint64_t mask, const fvm_func *pb)
+{
+    const fvm_type *r = pb->result_type, *gs = r && r->kind == FVM_T_STRUCT && r->u.strct.n == 2
+                                                    ? r->u.strct.elems[1] : NULL;
+    int k = 0;
+    for (int i = 0; i < f->nparams; i++) {
+        if (!(mask >> i & 1))
+            continue;
+        const fvm_type *want = fvm_ad_ct_type(ad->a, f->param_types[i]);
+        const fvm_type *got = gs && gs->kind == FVM_T_STRUCT && k < gs->u.strct.n ? gs->u.strct.elems[k] : NULL;
+        k++;
+        if (!want)
+            return nomem(ad), false;
+        if (got && fvm_type_compatible(got, want))
+            continue;
+        char tw[256], tg[256];
+        fvm_diag_add(ad->env->d, FVM_ERR_TYPE, ad->env->where,
+                     "internal error: the derived function '%s' gives the cotangent of '%s' the type %s, "
+                     "expected %s", pb->name, f->param_names[i],
+                     got ? fvm_type_format(got, false, tg, sizeof tg) : "(none)",
+                     fvm_type_format(want, false, tw, sizeof tw));
+        ad->failed = true;
+        return false;
+    }
+    return true;
+}
+
 static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
 {
     flat fl = {.nparams = f->nparams};
@@ -745,7 +775,8 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             goto oom;
         arr->flow = true;
         const char *res = FVM_AD(ad, FVM_OP_STRUCT, o, value_name(&fl, pb, result), grads);
-        pb = fvm_ad_end(ad, res);
+        if ((pb = fvm_ad_end(ad, res)) && !grads_match(ad, f, mask, pb))
+            pb = NULL;
     } else {
         ad->b = ad->b->outer;
         pb = NULL;
