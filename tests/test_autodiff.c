@@ -460,6 +460,19 @@ static const gcase ops[] = {
      "[['y', 'clip_by_global_norm', 'm', 'k'], ['p', 'mul', 'y', 'r'], ['pw', 'field', {'index': 0}, 'p'], "
      "['pb', 'field', {'index': 1}, 'p'], ['sw', 'sum', 'pw'], ['sb', 'sum', 'pb'], ['s', 'add', 'sw', 'sb']]",
      "m", ANY, "{'k': 100.0}"},
+    /* mixed f32/f64 structs: each leaf's cotangent keeps its leaf's dtype */
+#define MIXED_SUM "['pa', 'field', {'name': 'a'}, 'p'], ['pb', 'field', {'name': 'b'}, 'p'], " \
+                  "['sa', 'sum', 'pa'], ['sb', 'sum', 'pb'], ['ca', 'cast', {'dtype': 'f64'}, 'sa'], " \
+                  "['cb', 'cast', {'dtype': 'f64'}, 'sb'], ['s', 'add', 'ca', 'cb']"
+    {"cast of a mixed struct to f64", "{'x': '<a=f32[2],b=f64[3]>', 'r': '<a=f64[2],b=f64[3]>'}",
+     "[['y', 'cast', {'dtype': 'f64'}, 'x'], ['p', 'mul', 'y', 'r'], " MIXED_SUM "]", "x", ANY, NULL},
+    {"cast of a mixed struct to f32", "{'x': '<a=f32[2],b=f64[3]>', 'r': '<a=f32[2],b=f32[3]>'}",
+     "[['y', 'cast', {'dtype': 'f32'}, 'x'], ['q', 'mul', 'y', 'y'], ['p', 'mul', 'q', 'r'], " MIXED_SUM "]", "x",
+     ANY, NULL},
+    {"cast of a struct with an integer leaf", "{'x': '<a=f32[2],n=i32[],b=f64[]>', 'r': 'f64[2]'}",
+     "[['y', 'cast', {'dtype': 'f64'}, 'x'], ['a', 'field', {'name': 'a'}, 'y'], ['n', 'field', {'name': 'n'}, 'y'], "
+     "['b', 'field', {'name': 'b'}, 'y'], ['u', 'mul', 'a', 'r'], ['v', 'mul', 'u', 'n'], ['w', 'mul', 'v', 'b'], "
+     "['s', 'sum', 'w']]", "x", ANY, "{'x': {'a': [0.5, -0.25], 'n': 3, 'b': 1.5}}"},
     {"struct build and read", "{'a': 'f64[2]', 'b': 'f64[2]'}",
      "[['t', 'struct', {'names': ['u', 'v']}, 'a', 'b'], ['u', 'field', {'index': 0}, 't'], "
      "['v', 'field', {'name': 'v'}, 't'], ['p', 'mul', 'u', 'v'], ['s', 'sum', 'p']]",

@@ -351,9 +351,8 @@ const fvm_type *fvm_ad_ct_type(fvm_arena *a, const fvm_type *t)
 
 /* ---- generated helpers ---------------------------------------------------------------- */
 
-static fvm_doc *names_attr(fvm_ad *ad, const fvm_type *st)
+fvm_doc *fvm_ad_names(fvm_ad *ad, const fvm_type *st)
 {
-    /* A struct's names as a 'names' attribute (NULL for a positional struct). */
     bool named = st->u.strct.n > 0;
     for (int i = 0; i < st->u.strct.n; i++)
         named = named && st->u.strct.names[i];
@@ -385,6 +384,29 @@ static const char *fn_attr_op(fvm_ad *ad, fvm_op op, const fvm_func *fn, int nar
     fvm_doc *o = fvm_ad_attrs(ad);
     fvm_ad_set_str(ad, o, "fn", fn->name);
     return fvm_ad_op(ad, op, o, nargs, args);
+}
+
+static bool one_float_dtype(const fvm_type *t, fvm_dtype *dt)
+{
+    if (t->kind == FVM_T_TENSOR) {
+        bool first = *dt == FVM_DTYPE_COUNT;
+        if (!fvm_dtype_is_float(t->u.tensor.dtype) || (!first && t->u.tensor.dtype != *dt))
+            return false;
+        *dt = t->u.tensor.dtype;
+        return true;
+    }
+    if (t->kind != FVM_T_STRUCT)
+        return false;
+    for (int i = 0; i < t->u.strct.n; i++)
+        if (!one_float_dtype(t->u.strct.elems[i], dt))
+            return false;
+    return true;
+}
+
+bool fvm_ad_one_float_dtype(const fvm_type *t, fvm_dtype *dt)
+{
+    *dt = FVM_DTYPE_COUNT;
+    return one_float_dtype(t, dt) && *dt != FVM_DTYPE_COUNT;
 }
 
 static fvm_dtype first_dtype(const fvm_type *t)
@@ -470,7 +492,7 @@ const char *fvm_ad_zeros(fvm_ad *ad, const char *like, const fvm_type *t)
         return nomem(ad), NULL;
     for (int i = 0; i < n; i++)
         zs[i] = fvm_ad_zeros(ad, field_at(ad, like, i), t->u.strct.elems[i]);
-    return fvm_ad_op(ad, FVM_OP_STRUCT, names_attr(ad, t), n, zs);
+    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, zs);
 }
 
 const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type *t)
@@ -489,7 +511,7 @@ const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type 
         return nomem(ad), NULL;
     for (int i = 0; i < n; i++)
         ss[i] = fvm_ad_add(ad, field_at(ad, a, i), field_at(ad, b, i), t->u.strct.elems[i]);
-    return fvm_ad_op(ad, FVM_OP_STRUCT, names_attr(ad, t), n, ss);
+    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, ss);
 }
 
 /* ---- flattening: calls inlined ----------------------------------------------------------- */

@@ -46,6 +46,9 @@ fvm_status fvm_ad_pullback(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fv
 const fvm_type *fvm_ad_ct_type(fvm_arena *a, const fvm_type *t);
 /* Does t hold any float tensor? (Only those carry gradients.) */
 bool fvm_ad_has_floats(const fvm_type *t);
+/* Is t a tensor, or a struct tree of tensors, whose leaves are all floats of
+ * one dtype (then *dt)? False for a tree without leaves. */
+bool fvm_ad_one_float_dtype(const fvm_type *t, fvm_dtype *dt);
 
 /* ---- for the VJP rules (vjp.c) ------------------------------------------- */
 
@@ -82,6 +85,10 @@ void fvm_ad_set_bool(fvm_ad *ad, fvm_doc *o, const char *key, bool v);
 /* Copies the attributes of the forward instruction (for ops whose VJP
  * reuses them, as slice -> unslice). */
 fvm_doc *fvm_ad_copy_attrs(fvm_ad *ad, const fvm_instr *in, const char *const *keys);
+
+/* A struct type's field names as a 'names' attribute, or NULL for a struct
+ * whose fields are not all named (it is built positionally). */
+fvm_doc *fvm_ad_names(fvm_ad *ad, const fvm_type *st);
 
 /* Zeros shaped as the value 'like' of type t (placed values through
  * federated_map/apply); and a + b for values of type t. */
