@@ -561,6 +561,35 @@ static const pcase programs[] = {
      "[['z', 'const', {'value': 0.0, 'dtype': 'f64'}], ['s0', 'struct', {'names': ['h', 'c', 'l']}, 'h0', 'h0', 'z'], "
      "['sf', 'fori', {'fn': 'step', 'n': 4}, 's0', 'm', 'x'], ['s', 'field', {'name': 'l'}, 'sf']]",
      "m", ANY, "{'x': [[1, 4, 0, 2], [3, 3, 1, 0]], 'h0': [[0, 0, 0], [0, 0, 0]]}"},
+    /* a model of mixed f32/f64 leaves through the federated aggregations */
+#define MIXED_FNS "'cl': {'params': {'m': '<a=f32[2],b=f64[]>', 'x': 'f64[2]'}, 'body': " \
+                  "[['a', 'field', {'name': 'a'}, 'm'], ['b', 'field', {'name': 'b'}, 'm'], " \
+                  "['x32', 'cast', {'dtype': 'f32'}, 'x'], ['ua', 'mul', 'a', 'x32'], ['sx', 'sum', 'x'], " \
+                  "['ub', 'mul', 'b', 'sx'], ['y', 'struct', {'names': ['a', 'b']}, 'ua', 'ub']], 'result': 'y'}, " \
+                  "'sq': {'params': {'u': '<a=f32[2],b=f64[]>'}, 'body': " \
+                  "[['a', 'field', {'name': 'a'}, 'u'], ['b', 'field', {'name': 'b'}, 'u'], " \
+                  "['a64', 'cast', {'dtype': 'f64'}, 'a'], ['qa', 'mul', 'a64', 'a64'], ['sa', 'sum', 'qa'], " \
+                  "['qb', 'mul', 'b', 'b'], ['y', 'add', 'sa', 'qb']], 'result': 'y'}"
+    {"federated_mean of a mixed struct", "{" MIXED_FNS "}",
+     "{'m': '<a=f32[2],b=f64[]>@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['mc', 'federated_broadcast', 'm'], ['u', 'federated_map', {'fn': 'cl'}, 'mc', 'x'], "
+     "['v', 'federated_mean', 'u'], ['s', 'federated_apply', {'fn': 'sq'}, 'v']]", "m", ANY, NULL},
+    {"federated_sum of a mixed struct", "{" MIXED_FNS "}",
+     "{'m': '<a=f32[2],b=f64[]>@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['mc', 'federated_broadcast', 'm'], ['u', 'federated_map', {'fn': 'cl'}, 'mc', 'x'], "
+     "['v', 'federated_sum', 'u'], ['s', 'federated_apply', {'fn': 'sq'}, 'v']]", "m", ANY, NULL},
+    {"federated_weighted_mean of a mixed struct", "{" MIXED_FNS "}",
+     "{'m': '<a=f32[2],b=f64[]>@SERVER', 'x': '{f64[2]}@CLIENTS', 'n': '{f32[]}@CLIENTS'}",
+     "[['mc', 'federated_broadcast', 'm'], ['u', 'federated_map', {'fn': 'cl'}, 'mc', 'x'], "
+     "['v', 'federated_weighted_mean', 'u', 'n'], ['s', 'federated_apply', {'fn': 'sq'}, 'v']]", "m", POS, NULL},
+    {"a mixed-precision linear model (f32 weights, f64 bias)",
+     "{'loss': {'params': {'m': '<w=f32[2],b=f64[]>', 'x': 'f64[2]', 'y': 'f64[]'}, 'body': "
+     "[['w', 'field', {'name': 'w'}, 'm'], ['b', 'field', {'name': 'b'}, 'm'], ['x32', 'cast', {'dtype': 'f32'}, 'x'], "
+     "['z', 'matmul', 'x32', 'w'], ['z64', 'cast', {'dtype': 'f64'}, 'z'], ['p', 'add', 'z64', 'b'], "
+     "['e', 'sub', 'p', 'y'], ['l', 'mul', 'e', 'e']], 'result': 'l'}}",
+     "{'m': '<w=f32[2],b=f64[]>@SERVER', 'x': '{f64[2]}@CLIENTS', 'y': '{f64[]}@CLIENTS'}",
+     "[['mc', 'federated_broadcast', 'm'], ['l', 'federated_map', {'fn': 'loss'}, 'mc', 'x', 'y'], "
+     "['s', 'federated_mean', 'l']]", "m", ANY, NULL},
     {"zip and apply", "{'cl': {'params': {'w': 'f64[2]', 'x': 'f64[2]'}, 'body': [['y', 'mul', 'w', 'x']], "
      "'result': 'y'}, 'dot': {'params': {'p': '<f64[2],f64[2]>'}, 'body': [['a', 'field', {'index': 0}, 'p'], "
      "['b', 'field', {'index': 1}, 'p'], ['y', 'matmul', 'a', 'b']], 'result': 'y'}}",

@@ -409,11 +409,31 @@ bool fvm_ad_one_float_dtype(const fvm_type *t, fvm_dtype *dt)
     return one_float_dtype(t, dt) && *dt != FVM_DTYPE_COUNT;
 }
 
-static fvm_dtype first_dtype(const fvm_type *t)
+/* a op b for a tree a of type t and a float scalar b of dtype bt, leaf by
+ * leaf: b is cast to each float leaf's dtype (once per dtype, cast[] holds
+ * the casts made so far); integer leaves, which hold zero cotangents, pass
+ * unchanged. */
+static const char *scale_tree(fvm_ad *ad, fvm_op op, const char *a, const fvm_type *t, const char *b, fvm_dtype bt,
+                              const char *cast[FVM_DTYPE_COUNT])
 {
-    while (t->kind == FVM_T_STRUCT && t->u.strct.n)
-        t = t->u.strct.elems[0];
-    return t->kind == FVM_T_TENSOR ? t->u.tensor.dtype : FVM_DTYPE_F32;
+    if (t->kind == FVM_T_TENSOR) {
+        fvm_dtype dt = t->u.tensor.dtype;
+        if (!fvm_dtype_is_float(dt))
+            return a;
+        if (dt != bt && !cast[dt]) {
+            fvm_doc *o = fvm_ad_attrs(ad);
+            fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(dt));
+            cast[dt] = FVM_AD(ad, FVM_OP_CAST, o, b);
+        }
+        return fvm_ad_op(ad, op, NULL, 2, (const char *[]){a, dt == bt ? b : cast[dt]});
+    }
+    int n = t->u.strct.n;
+    const char **fs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *fs);
+    if (!fs)
+        return nomem(ad), NULL;
+    for (int i = 0; i < n; i++)
+        fs[i] = scale_tree(ad, op, field_at(ad, a, i), t->u.strct.elems[i], b, bt, cast);
+    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, fs);
 }
 
 fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, const fvm_type *t2, int index)
@@ -448,14 +468,13 @@ fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, co
         break;
     case FVM_AD_DIV:
     case FVM_AD_MUL: {
-        /* b is a float scalar: converted to a's dtype first if it differs. */
-        fvm_dtype dt = first_dtype(t);
-        if (t2->kind == FVM_T_TENSOR && t2->u.tensor.dtype != dt) {
-            fvm_doc *o = fvm_ad_attrs(ad);
-            fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(dt));
-            b = FVM_AD(ad, FVM_OP_CAST, o, b);
-        }
-        r = FVM_AD(ad, kind == FVM_AD_DIV ? FVM_OP_DIV : FVM_OP_MUL, NULL, a, b);
+        /* b is a float scalar, converted to each leaf's dtype where it differs;
+         * when a has one dtype, b is cast at most once and the op lifted over a */
+        fvm_op op = kind == FVM_AD_DIV ? FVM_OP_DIV : FVM_OP_MUL;
+        fvm_dtype bt = t2->u.tensor.dtype, dt;
+        const char *cast[FVM_DTYPE_COUNT] = {0};
+        const fvm_type *ta = fvm_ad_one_float_dtype(t, &dt) ? fvm_type_scalar(ad->a, dt) : t;
+        r = ta ? scale_tree(ad, op, a, ta, b, bt, cast) : (nomem(ad), NULL);
         break;
     }
     case FVM_AD_TIE: {

@@ -102,7 +102,7 @@ typedef enum fvm_ad_helper {
     FVM_AD_PICK2, /* (a: T, b: T2) -> b */
     FVM_AD_ADD,   /* (a: T, b: T) -> a + b */
     FVM_AD_ZEROS, /* (a: T) -> zeros like a */
-    FVM_AD_DIV,   /* (a: T, n: float scalar T2) -> a / n (n cast to a's dtype) */
+    FVM_AD_DIV,   /* (a: T, n: float scalar T2) -> a / n, leaf by leaf (n cast to each leaf's dtype) */
     FVM_AD_MUL,   /* (a: T, w: float scalar T2) -> a * w (likewise) */
     FVM_AD_TIE    /* (x: T, y: T, c: T) -> c where x == y, else 0 */
 } fvm_ad_helper;
