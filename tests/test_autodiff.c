@@ -794,8 +794,7 @@ static void test_every_rule_is_checked(void **state)
     for (size_t i = 0; i < sizeof op_rules / sizeof *op_rules; i++) {
         const char *v = op_rules[i].vjp;
         /* no gradient, not differentiable, inlined, or an error by design */
-        if (!strcmp(v, "vjp_none") || !strcmp(v, "vjp_unsupported") || !strcmp(v, "vjp_call") ||
-            !strcmp(v, "vjp_federated_value"))
+        if (!strcmp(v, "vjp_none") || !strcmp(v, "vjp_unsupported") || !strcmp(v, "vjp_call"))
             continue;
         if (!used_in_cases(op_rules[i].name)) {
             print_error("op %s (%s) has no gradient check\n", op_rules[i].name, v);

@@ -771,8 +771,9 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             continue;
         if (vjp_table[in->op] == vjp_unsupported) {
             fvm_vjp v = {.ad = ad, .in = in};
-            fvm_ad_error(&v, "%s does not pass gradients (a gradient was asked through '%s')",
-                         fvm_op_table[in->op].name, in->name);
+            const char *why = fvm_vjp_unsupported_why(in->op);
+            fvm_ad_error(&v, "it does not pass gradients (a gradient was asked through '%s')%s%s", in->name,
+                         why ? "; " : "", why ? why : "");
             break;
         }
         int n = in->nargs;

@@ -121,6 +121,10 @@ fvm_func *fvm_ad_end(fvm_ad *ad, const char *result);
 /* The name of parameter i of the function being built. */
 const char *fvm_ad_param(fvm_ad *ad, int i);
 
+/* Why an op whose rule is vjp_unsupported passes no gradient and what to
+ * write instead, for its error; NULL when there is nothing to add. */
+const char *fvm_vjp_unsupported_why(fvm_op op);
+
 /* Reports an error at the forward instruction; returns FVM_ERR_TYPE. */
 fvm_status fvm_ad_error(fvm_vjp *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 fvm_arena *fvm_ad_arena(fvm_ad *ad);

@@ -85,9 +85,26 @@ fvm_status vjp_none(fvm_vjp *v)
     return FVM_OK;
 }
 
+const char *fvm_vjp_unsupported_why(fvm_op op)
+{
+    switch (op) {
+    case FVM_OP_FEDERATED_VALUE:
+        return "its argument is unplaced, and no intrinsic brings a placed cotangent back to an unplaced value; "
+               "differentiate with respect to a placed parameter instead (a T@SERVER value, broadcast with "
+               "federated_broadcast)";
+    case FVM_OP_WHILE:
+        return "its number of iterations is known only at run time; write a fori";
+    case FVM_OP_FEDERATED_AGGREGATE:
+        return "write federated_map and federated_sum or federated_mean";
+    default:
+        return NULL;
+    }
+}
+
 fvm_status vjp_unsupported(fvm_vjp *v)
 {
-    return fvm_ad_error(v, "%s does not pass gradients", fvm_op_table[v->in->op].name);
+    const char *why = fvm_vjp_unsupported_why(v->in->op);
+    return fvm_ad_error(v, "it does not pass gradients%s%s", why ? "; " : "", why ? why : "");
 }
 
 fvm_status vjp_call(fvm_vjp *v)
@@ -873,12 +890,6 @@ fvm_status vjp_federated_minmax(fvm_vjp *v)
     const char *args[3] = {v->x[0], OP(FEDERATED_BROADCAST, NULL, v->y), OP(FEDERATED_BROADCAST, NULL, v->ct)};
     set(v, 0, placed_op(v, true, tie, 3, args));
     return FVM_OK;
-}
-
-fvm_status vjp_federated_value(fvm_vjp *v)
-{
-    return fvm_ad_error(v, "the argument is unplaced, and no intrinsic brings a placed cotangent back to an "
-                           "unplaced value; differentiate with respect to a placed parameter instead");
 }
 
 fvm_status vjp_federated_zip(fvm_vjp *v)
