@@ -333,6 +333,39 @@ bool fvm_ad_has_floats(const fvm_type *t)
     return false;
 }
 
+static bool has_seq(const fvm_type *t)
+{
+    switch (t->kind) {
+    case FVM_T_SEQ:
+        return true;
+    case FVM_T_STRUCT:
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (has_seq(t->u.strct.elems[i]))
+                return true;
+        return false;
+    case FVM_T_FED:
+        return has_seq(t->u.fed.member);
+    default:
+        return false;
+    }
+}
+
+fvm_status fvm_ad_check_wrt(const fvm_func *f, int k, fvm_diag *d, const fvm_loc *loc)
+{
+    const fvm_type *t = f->param_types[k];
+    char ts[256];
+    if (!fvm_ad_has_floats(t))
+        return fvm_diag_add(d, FVM_ERR_TYPE, loc, "parameter '%s' (%s) holds no float: no gradient flows through "
+                            "integers", f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
+    /* A cotangent of a sequence would need sums and zeros of sequences, and
+     * sequence_map and sequence_reduce pass none to their sequence: only
+     * sequence_sum would, so it is refused everywhere alike. */
+    if (has_seq(t))
+        return fvm_diag_add(d, FVM_ERR_TYPE, loc, "differentiating with respect to a sequence ('%s', %s) is not "
+                            "supported", f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
+    return FVM_OK;
+}
+
 const fvm_type *fvm_ad_ct_type(fvm_arena *a, const fvm_type *t)
 {
     if (t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS && t->u.fed.all_equal)
