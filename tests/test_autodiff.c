@@ -765,6 +765,59 @@ static void test_fedsgd_is_pooled_gradient(void **state)
     fvm_arena_free(&a);
 }
 
+/* Inlined values are named after their call: two calls of sq give a/y and
+ * b/y (and nested calls c/a/y), never sq/y#2#2. */
+static void test_inlined_names_follow_calls(void **state)
+{
+    (void)state;
+    const char *text =
+        "{\"fedvm\": 1, \"functions\": {"
+        "\"sq\": {\"params\": {\"v\": \"f64[]\"}, \"body\": [[\"y\", \"mul\", \"v\", \"v\"]], \"result\": \"y\"}, "
+        "\"fourth\": {\"params\": {\"x\": \"f64[]\"}, \"body\": [[\"a\", \"call\", {\"fn\": \"sq\"}, \"x\"], "
+        "[\"b\", \"call\", {\"fn\": \"sq\"}, \"a\"]], \"result\": \"b\"}, "
+        "\"f\": {\"params\": {\"x\": \"f64[]\"}, \"body\": [[\"c\", \"call\", {\"fn\": \"fourth\"}, \"x\"], "
+        "[\"d\", \"call\", {\"fn\": \"sq\"}, \"c\"]], \"result\": \"d\"}}}";
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    fvm_func *pb = NULL;
+    assert_int_equal(fvm_program_load_text("names.json", text, strlen(text), &p, &d), FVM_OK);
+    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_check_derive(p, "f", "x", &pb, &d), FVM_OK);
+    const char *want[] = {"c/a/y", "c/b/y", "d/y", "d.d/y", "d.c/b/y", "d.c/a/y"};
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++) {
+        bool found = false;
+        for (int k = 0; k < pb->ninstrs && !found; k++)
+            found = !strcmp(pb->instrs[k].name, want[w]);
+        if (!found)
+            fail_msg("no value named %s in %s", want[w], pb->name);
+    }
+    for (int k = 0; k < pb->ninstrs; k++) {
+        const char *n = pb->instrs[k].name, *h = strchr(n, '#');
+        assert_null(strstr(n, "sq/"));
+        assert_true(!h || !strchr(h + 1, '#')); /* at most one '#k' suffix */
+    }
+    /* d/dx x^8 = 8 x^7 */
+    fvm_vm *vm = NULL;
+    assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
+    fvm_tensor t[2];
+    fvm_dims none = {0};
+    fvm_value *args[2];
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(fvm_tensor_alloc(&t[i], FVM_DTYPE_F64, &none, NULL), FVM_OK);
+        fvm_tensor_set_f64(&t[i], 0, i ? 1.0 : 1.5);
+        args[i] = fvm_value_tensor_take(&t[i]);
+    }
+    fvm_value *r = NULL;
+    assert_int_equal(fvm_vm_call(vm, pb, args, &r, &d), FVM_OK);
+    assert_true(fabs(scalar_of(r->items[1]->items[0]) - 8 * pow(1.5, 7)) < 1e-9);
+    fvm_value_release(r);
+    for (int i = 0; i < 2; i++)
+        fvm_value_release(args[i]);
+    fvm_vm_free(vm);
+    fvm_program_free(p);
+    fvm_diag_clear(&d);
+}
+
 /* Every op with a VJP rule of its own appears in some gradient check above. */
 static const struct {
     const char *name, *vjp;
@@ -823,6 +876,7 @@ int main(void)
         cmocka_unit_test(test_drjax_published_numbers),
         cmocka_unit_test(test_fedsgd_is_pooled_gradient),
         cmocka_unit_test(test_every_rule_is_checked),
+        cmocka_unit_test(test_inlined_names_follow_calls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

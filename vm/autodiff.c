@@ -598,7 +598,8 @@ static bool flatten(fvm_ad *ad, flat *fl, const fvm_func *f, const int *argvals,
         for (int j = 0; j < in->nargs; j++)
             args[j] = slot[in->args[j]];
         if (in->op == FVM_OP_CALL) {
-            const char *pre = fvm_arena_printf(&fl->scratch, "%s%s/", prefix, in->a.fn->name);
+            /* named after the call site: unique where one function is called twice */
+            const char *pre = fvm_arena_printf(&fl->scratch, "%s%s/", prefix, in->name);
             if (!pre || !flatten(ad, fl, in->a.fn, args, pre, &slot[in->slot]))
                 return false;
             continue;
