@@ -72,3 +72,29 @@ def permutation(k, n):
         j = s.below(i + 1)
         p[i], p[j] = p[j], p[i]
     return p
+
+
+def round_key(seed, r):
+    return fold_in(key(seed), r)
+
+
+def client_key(seed, r, c):
+    return fold_in(round_key(seed, r), c)
+
+
+def sample_clients(seed, r, n, k):
+    """k of n clients for round r: a partial Fisher-Yates shuffle of [0, n)
+    over the stream of fold_in(fold_in(key(seed), 0xffffffff), r), sorted."""
+    s, moved = Stream(fold_in(fold_in(key(seed), M32), r)), {}
+    for i in range(k):
+        j = i + s.below(n - i)
+        moved[i], moved[j] = moved.get(j, j), moved.get(i, i)
+    return sorted(moved[i] for i in range(k))
+
+
+if __name__ == "__main__":
+    # Values quoted by tests/test_sample.c.
+    print("sample(seed=0, round=1, n=100, k=10):", sample_clients(0, 1, 100, 10))
+    print("sample(seed=7, round=3, n=1000000, k=5):", sample_clients(7, 3, 1000000, 5))
+    print("sample(seed=-1, round=2, n=5, k=5):", sample_clients(-1, 2, 5, 5))
+    print("client_key(seed=0, round=1, client=42):", ["0x%08x" % w for w in client_key(0, 1, 42)])
