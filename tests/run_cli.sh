@@ -130,7 +130,7 @@ cat > "$T/counter.json" <<'J'
   "next": {"params": {"state": "i32[]@SERVER"}, "body": [["n", "federated_apply", {"fn": "bump"}, "state"],
     ["r", "struct", {"names": ["state", "metrics"]}, "n", "n"]], "result": "r"}}}
 J
-expect 0 "rounds without client data" -- "$BIN" run "$T/counter.json" --rounds 3 && has "$T/out" '{"round": 3, "metrics": 3}' "counter rounds"
+expect 0 "rounds without client data" -- "$BIN" run "$T/counter.json" --rounds 3 && has "$T/out" '{"round": 3, "train": 3}' "counter rounds"
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -2,6 +2,7 @@
 #include "sample.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "prng.h"
 #include "rand.h"
@@ -20,6 +21,40 @@ void fvm_client_key(uint64_t seed, int64_t round, int64_t client, uint32_t out[2
     uint32_t r[2];
     fvm_round_key(seed, round, r);
     fvm_prng_fold_in(r, (uint32_t)client, out);
+}
+
+fvm_status fvm_key_value(const uint32_t key[2], fvm_value **out, fvm_diag *d)
+{
+    fvm_dims dims = {.rank = 1, .d = {2}};
+    fvm_tensor t;
+    fvm_status s = fvm_tensor_alloc(&t, FVM_DTYPE_U32, &dims, d);
+    if (s)
+        return s;
+    memcpy(fvm_tensor_data(&t), key, 2 * sizeof *key);
+    if (!(*out = fvm_value_tensor_take(&t))) {
+        fvm_tensor_release(&t);
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    }
+    return FVM_OK;
+}
+
+fvm_status fvm_client_keys_value(const uint32_t key[2], const int64_t *idx, int64_t n, fvm_value **out,
+                                 fvm_diag *d)
+{
+    fvm_value *l = fvm_value_list(FVM_V_CLIENTS, n);
+    if (!l)
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t k[2];
+        fvm_prng_fold_in(key, (uint32_t)(idx ? idx[j] : j), k);
+        fvm_status s = fvm_key_value(k, &l->items[j], d);
+        if (s) {
+            fvm_value_release(l);
+            return s;
+        }
+    }
+    *out = l;
+    return FVM_OK;
 }
 
 /* The positions a partial Fisher-Yates shuffle has moved: an open-addressing

@@ -17,9 +17,17 @@
 #include <stdint.h>
 
 #include "status.h"
+#include "value.h"
 
 void fvm_round_key(uint64_t seed, int64_t round, uint32_t out[2]);
 void fvm_client_key(uint64_t seed, int64_t round, int64_t client, uint32_t out[2]);
+
+/* A key as a u32[2] value (a new reference). */
+fvm_status fvm_key_value(const uint32_t key[2], fvm_value **out, fvm_diag *d);
+/* The {u32[2]}@CLIENTS value of n client keys: member j is
+ * fvm_prng_fold_in(key, idx[j]) (idx NULL: j). */
+fvm_status fvm_client_keys_value(const uint32_t key[2], const int64_t *idx, int64_t n, fvm_value **out,
+                                 fvm_diag *d);
 
 /* k distinct clients of 0..n-1 for round 'round', uniform without
  * replacement, in increasing order, into out[0..k). A partial Fisher-Yates
