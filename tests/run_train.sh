@@ -25,6 +25,60 @@ check "the NumPy reference agrees" -- "$PY" tests/train/reference.py "$D" 4 5 3 
 check "4 JSON lines" -- test "$(wc -l <"$T/run1")" -eq 4
 has "$T/run1" '"eval": {"loss"' "eval after the last round"
 
+# -- checkpoints: the state after every round, read back by the reference
+expect 0 "checkpoints" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 3 --checkpoint-dir "$T/ck" &&
+    check "a checkpoint per round" -- test "$(ls "$T/ck" | tr '\n' ' ')" = "round-000001.safetensors round-000002.safetensors round-000003.safetensors round-000004.safetensors "
+check "the checkpoint holds the reference model" -- "$PY" tests/train/reference.py "$D" 4 5 3 "$T/out" "$T/ck/round-000004.safetensors"
+expect 0 "checkpoint every 3" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --checkpoint-dir "$T/ck3" --checkpoint-every 3 &&
+    check "rounds 3 and 4 (the last)" -- test "$(ls "$T/ck3" | wc -l)" -eq 2
+
+# -- resume: the same bits as a run never stopped, also after SIGKILL in the middle of a round
+R="--rounds 120 --clients-per-round 5 --seed 9"
+expect 0 "uninterrupted run" -- "$BIN" run $P $TRAIN $R --checkpoint-dir "$T/full" --checkpoint-every 40 && cp "$T/out" "$T/full.out"
+"$BIN" run $P $TRAIN $R --checkpoint-dir "$T/killed" --metrics "$T/killed.jsonl" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 200); do [ -e "$T/killed/round-000003.safetensors" ] && break; sleep 0.05; done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+done_rounds=$(ls "$T/killed" | grep -c '^round-.*safetensors$')
+if [ "$done_rounds" -ge 3 ] && [ "$done_rounds" -lt 120 ]; then ok; else bad "killed run left $done_rounds checkpoints"; fi
+expect 0 "resume after SIGKILL" -- "$BIN" run $P $TRAIN $R --resume "$T/killed" --metrics "$T/killed.jsonl" &&
+    has "$T/err" "resuming after round" "resume note"
+same "$T/full/round-000120.safetensors" "$T/killed/round-000120.safetensors" "final state after SIGKILL and resume"
+check "metrics: each round once, in order" -- "$PY" -c '
+import json, sys
+rounds = [json.loads(l)["round"] for l in open(sys.argv[1])]
+assert rounds == list(range(1, 121)), rounds[:10]' "$T/killed.jsonl"
+expect 0 "resume when done" -- "$BIN" run $P $TRAIN $R --resume "$T/killed" && check "nothing to run" -- test ! -s "$T/out"
+expect 1 "resume with another seed" -- "$BIN" run $P $TRAIN --rounds 130 --clients-per-round 5 --seed 10 --resume "$T/killed" &&
+    has "$T/err" "made with --seed 9, this run has 10" "seed mismatch"
+expect 1 "resume with other clients per round" -- "$BIN" run $P $TRAIN --rounds 130 --clients-per-round 6 --seed 9 --resume "$T/killed" &&
+    has "$T/err" "clients per round 5, this run has 6" "per-round mismatch"
+mkdir -p "$T/empty"
+expect 1 "resume from an empty directory" -- "$BIN" run $P $TRAIN --resume "$T/empty" && has "$T/err" "no checkpoint" "empty dir"
+
+# -- --init: weights from a safetensors file written by an independent writer
+"$PY" - "$T/init.safetensors" <<'PY'
+import json, struct, sys
+import numpy as np
+w = np.full((60, 10), 0.01, np.float32); b = np.arange(10, dtype=np.float32)
+header = {"w": {"dtype": "F32", "shape": [60, 10], "data_offsets": [0, w.nbytes]},
+          "b": {"dtype": "F32", "shape": [10], "data_offsets": [w.nbytes, w.nbytes + b.nbytes]}}
+h = json.dumps(header).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + w.tobytes() + b.tobytes())
+PY
+expect 0 "--init" -- "$BIN" run $P $TRAIN --rounds 0 --init "$T/init.safetensors" --checkpoint-dir "$T/ckinit" &&
+    has "$T/err" "2 tensors of the initial state" "init count"
+expect 0 "--init then a round" -- "$BIN" run $P $TRAIN --rounds 1 --clients-per-round 2 --init "$T/init.safetensors" --checkpoint-dir "$T/ckinit"
+check "the run started from the file" -- "$PY" -c '
+import json, sys
+sys.path.insert(0, "tests/train")
+from reference import read_safetensors
+t, meta = read_safetensors(sys.argv[1])
+assert abs(float(t["b"][9]) - 9.0) < 0.5, t["b"]' "$T/ckinit/round-000001.safetensors"
+printf 'garbage' >"$T/bad.safetensors"
+expect 1 "--init from a bad file" -- "$BIN" run $P $TRAIN --init "$T/bad.safetensors" && has "$T/err" "bad.safetensors" "bad init"
+expect 2 "--init and --resume" -- "$BIN" run $P $TRAIN --init "$T/init.safetensors" --resume "$T/ck"
+
 # -- the metrics file: one object per round, with the sampled clients as the reference draws them
 check "metrics file rounds, clients, seconds" -- "$PY" - "$T/m.jsonl" <<'PY'
 import json, sys

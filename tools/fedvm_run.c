@@ -9,7 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../format/atomic.h"
+#include "../format/checkpoint.h"
 #include "../format/data_bind.h"
+#include "../format/safetensors.h"
 #include "../format/dataset.h"
 #include "../vm/rounds.h"
 #include "cli.h"
@@ -18,6 +21,7 @@ const char *const fvm_usage_run =
     "usage: fedvm run FILE [--fn NAME] [--arg NAME=VALUE|@FILE]... [--data NAME=FILE[:SPLIT]]...\n"
     "                 [--clients N] [--seed S] [--rounds R] [--clients-per-round K]\n"
     "                 [--client-ids ID,...|@FILE] [--eval-every E] [--metrics FILE.jsonl]\n"
+    "                 [--checkpoint-dir D [--checkpoint-every N]] [--resume D] [--init FILE]\n"
     "\n"
     "Checks FILE, then runs a function and prints its result as JSON on stdout; or,\n"
     "for an iterative process (initialize, next, optional evaluate) without main,\n"
@@ -45,6 +49,14 @@ const char *const fvm_usage_run =
     "  --eval-every E     run evaluate after every E-th round (default: after the last\n"
     "                     round only); evaluate's data comes from --data/--arg too\n"
     "  --metrics FILE     append one JSON object per round to FILE (JSON lines)\n"
+    "  --checkpoint-dir D save the server state as D/round-N.safetensors\n"
+    "  --checkpoint-every N\n"
+    "                     every N rounds (default 1) and after the last\n"
+    "  --resume D         continue from the last checkpoint in D (same program, seed\n"
+    "                     and clients per round), to --rounds; checkpoints go on in D\n"
+    "  --init FILE        start from the weights in a safetensors file (tensors named\n"
+    "                     by their path in the state, e.g. model.w1, or below one\n"
+    "                     field of it, e.g. w1)\n"
     "\n"
     "Each round prints one JSON line {\"round\", \"train\", \"eval\"} on stdout; on a terminal\n"
     "a progress bar (round, loss, accuracy, rounds/s, ETA) replaces the lines.\n";
@@ -52,10 +64,10 @@ const char *const fvm_usage_run =
 #define MAX_ARGS 256
 
 typedef struct run_opts {
-    const char *file, *fn, *client_ids, *metrics;
+    const char *file, *fn, *client_ids, *metrics, *checkpoint_dir, *resume, *init;
     fvm_named_text args[MAX_ARGS];
     int nargs;
-    long long clients, seed, rounds, per_round, eval_every;
+    long long clients, seed, rounds, per_round, eval_every, checkpoint_every;
 } run_opts;
 
 static int parse_opts(int argc, char **argv, run_opts *o)
@@ -106,6 +118,22 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             if (!cli_int(v, 1, 1000000000, &n))
                 return cli_usage_error(fvm_usage_run, "--eval-every needs a number >= 1, found '%s'", v);
             o->eval_every = n;
+        } else if ((v = cli_opt(argc, argv, &i, "--checkpoint-dir"))) {
+            if (!*v)
+                return cli_usage_error(fvm_usage_run, "%s", "--checkpoint-dir needs a directory");
+            o->checkpoint_dir = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--checkpoint-every"))) {
+            if (!cli_int(v, 1, 1000000000, &n))
+                return cli_usage_error(fvm_usage_run, "--checkpoint-every needs a number >= 1, found '%s'", v);
+            o->checkpoint_every = n;
+        } else if ((v = cli_opt(argc, argv, &i, "--resume"))) {
+            if (!*v)
+                return cli_usage_error(fvm_usage_run, "%s", "--resume needs a checkpoint directory");
+            o->resume = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--init"))) {
+            if (!*v)
+                return cli_usage_error(fvm_usage_run, "%s", "--init needs a safetensors FILE");
+            o->init = v;
         } else if ((v = cli_opt(argc, argv, &i, "--metrics"))) {
             if (!*v)
                 return cli_usage_error(fvm_usage_run, "%s", "--metrics needs a FILE");
@@ -120,6 +148,14 @@ static int parse_opts(int argc, char **argv, run_opts *o)
     }
     if (!o->file)
         return cli_usage_error(fvm_usage_run, "%s", "run needs a program FILE");
+    if (o->resume && o->init)
+        return cli_usage_error(fvm_usage_run, "%s", "--resume continues a run; --init starts one: give one of them");
+    if (o->checkpoint_every && !o->checkpoint_dir && !o->resume)
+        return cli_usage_error(fvm_usage_run, "%s", "--checkpoint-every needs --checkpoint-dir (or --resume)");
+    if (o->resume && !o->checkpoint_dir)
+        o->checkpoint_dir = o->resume;
+    if (!o->checkpoint_every)
+        o->checkpoint_every = 1;
     return 0;
 }
 
@@ -151,6 +187,8 @@ typedef struct train {
     int64_t first;          /* the first round of this process */
     double loss, accuracy;  /* the latest values shown (NAN: none yet) */
     bool have_eval;
+    const fvm_type *state_type;
+    fvm_run_info info;      /* what checkpoints record */
 } train;
 
 static double now(void)
@@ -250,6 +288,8 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
             s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot print round %lld", (long long)r->round);
         fflush(stdout);
     }
+    if (s == FVM_OK && t->o->checkpoint_dir && (r->round % t->o->checkpoint_every == 0 || r->round == r->last))
+        s = fvm_checkpoint_save(t->o->checkpoint_dir, r->round, r->state, t->state_type, &t->info, d);
     if (s == FVM_OK && t->metrics) {
         fvm_doc *rec = record(&a, r, true, t->sampled);
         char *text = NULL;
@@ -342,6 +382,35 @@ static fvm_status fixed_clients(const run_opts *o, const char *data_spec, int64_
     return FVM_OK;
 }
 
+/* Drops the lines of a metrics file after round 'last' (a resumed run
+ * writes those rounds again); rewrites the file atomically. */
+static fvm_status keep_rounds(const char *path, int64_t last, fvm_diag *d)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return errno == ENOENT ? FVM_OK : fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot read %s: %s", path, strerror(errno));
+    fclose(f);
+    fvm_status s = fvm_read_file(path, &text, &len, d);
+    if (s)
+        return s;
+    size_t keep = 0;
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - text) + 1 : len;
+        long long r = -1;
+        if (sscanf(text + at, "{\"round\": %lld", &r) == 1 && r > last)
+            break;
+        keep = end;
+        at = end;
+    }
+    if (keep < len)
+        s = fvm_atomic_write(path, text, keep, d);
+    free(text);
+    return s;
+}
+
 /* Is every parameter of f after the state given (or a key)? Sets *any when
  * some argument names one of them. */
 static bool all_given(const fvm_func *f, const run_opts *o, bool *any)
@@ -416,17 +485,43 @@ static int run_training(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm
                      (long long)per_round, (long long)population);
         goto done;
     }
-    /* initialize, with the run's key when it takes one */
-    fvm_value **init_args = NULL;
-    int64_t none = -1;
-    if (fvm_bind_args(init, 0, NULL, (uint64_t)o->seed, &none, &init_args, d) ||
-        fvm_vm_call(vm, init, init_args, &state, d)) {
-        fvm_values_free(init_args, init->nparams);
-        goto done;
-    }
-    fvm_values_free(init_args, init->nparams);
     train t = {.o = o, .bar = isatty(1), .sampled = !fixed && per_round < population, .start = now(), .first = 1,
-               .loss = NAN, .accuracy = NAN};
+               .loss = NAN, .accuracy = NAN, .state_type = init->result_type};
+    const char *base = strrchr(o->file, '/');
+    t.info = (fvm_run_info){(uint64_t)o->seed, population < 0 ? -1 : per_round, base ? base + 1 : o->file};
+    if (o->resume) {
+        int64_t done_rounds = 0;
+        if (fvm_checkpoint_last(o->resume, init->result_type, &t.info, &done_rounds, &state, d))
+            goto done;
+        t.first = done_rounds + 1;
+        if (o->metrics && keep_rounds(o->metrics, done_rounds, d))
+            goto done;
+        fprintf(stderr, "fedvm: resuming after round %lld from %s\n", (long long)done_rounds, o->resume);
+    } else {
+        /* initialize, with the run's key when it takes one */
+        fvm_value **init_args = NULL;
+        int64_t none = -1;
+        if (fvm_bind_args(init, 0, NULL, (uint64_t)o->seed, &none, &init_args, d) ||
+            fvm_vm_call(vm, init, init_args, &state, d)) {
+            fvm_values_free(init_args, init->nparams);
+            goto done;
+        }
+        fvm_values_free(init_args, init->nparams);
+    }
+    if (o->init) {
+        fvm_safetensors *f = NULL;
+        fvm_value *v = NULL;
+        int replaced = 0;
+        fvm_status st = fvm_safetensors_load(o->init, &f, d);
+        if (!st)
+            st = fvm_safetensors_overlay(f, state, init->result_type, &v, &replaced, d);
+        fvm_safetensors_free(f);
+        if (st)
+            goto done;
+        fvm_value_release(state);
+        state = v;
+        fprintf(stderr, "fedvm: %d tensors of the initial state from %s\n", replaced, o->init);
+    }
     if (o->metrics && !(t.metrics = fopen(o->metrics, "a"))) {
         fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot open the metrics file %s: %s", o->metrics, strerror(errno));
         goto done;
@@ -442,7 +537,7 @@ static int run_training(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm
         .per_round = per_round,
         .fixed = fixed,
         .seed = (uint64_t)o->seed,
-        .first = 1,
+        .first = t.first,
         .last = o->rounds,
         .eval_every = o->eval_every,
         .report = report_round,
@@ -454,7 +549,8 @@ static int run_training(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm
     if (s)
         goto done;
     double secs = now() - t.start;
-    fprintf(stderr, "fedvm: %lld rounds in %.1f s", (long long)o->rounds, secs);
+    fprintf(stderr, "fedvm: %lld rounds in %.1f s", (long long)(o->rounds >= t.first ? o->rounds - t.first + 1 : 0),
+            secs);
     if (t.have_eval && !isnan(t.accuracy))
         fprintf(stderr, "; final evaluation: accuracy %.4f", t.accuracy);
     if (t.have_eval && !isnan(t.loss))
@@ -500,10 +596,11 @@ int fvm_cmd_run(int argc, char **argv)
         fprintf(stderr, "\n");
         goto done;
     }
-    bool training_opts = o.per_round || o.client_ids || o.eval_every || o.metrics;
+    bool training_opts = o.per_round || o.client_ids || o.eval_every || o.metrics || o.checkpoint_dir || o.init;
     if (training_opts) {
-        fprintf(stderr, "fedvm: --clients-per-round, --client-ids, --eval-every and --metrics are for training "
-                        "runs (a program with initialize and next, without main or --fn)\n");
+        fprintf(stderr, "fedvm: --clients-per-round, --client-ids, --eval-every, --metrics, --checkpoint-dir, "
+                        "--resume and --init are for training runs (a program with initialize and next, without "
+                        "main or --fn)\n");
         rc = EXIT_USAGE;
         goto done;
     }

@@ -12,7 +12,12 @@ evaluation after the last. Reads the FedJAX file with sqlite3, zlib and
 msgpack as FedJAX does. Compares with fedvm's JSON lines (given as a file) to
 a relative tolerance: float32 sums in another order differ in the last bits.
 
-usage: reference.py DATA.sqlite ROUNDS K SEED FEDVM_OUTPUT.jsonl
+usage: reference.py DATA.sqlite ROUNDS K SEED FEDVM_OUTPUT.jsonl [CHECKPOINT.safetensors]
+
+With a checkpoint (fedvm's state after the last round), its tensors "w" and
+"b" are read with json and NumPy from the safetensors layout (8-byte
+little-endian header length, JSON header, data) and compared with the
+reference model.
 """
 import json
 import os
@@ -61,6 +66,22 @@ def accuracy(w, b, x, y):
     return float(loss), float(((x @ w + b).argmax(axis=1) == y).mean())
 
 
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        blob = f.read()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    data = blob[8 + n:]
+    kinds = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "U32": np.uint32, "U8": np.uint8}
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = e["data_offsets"]
+        out[name] = np.frombuffer(data[lo:hi], dtype=np.dtype(kinds[e["dtype"]]).newbyteorder("<")).reshape(e["shape"])
+    return out, header.get("__metadata__", {})
+
+
 def main():
     path, rounds, k, seed, fedvm_out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     train, test = read(path, "federated_data"), read(path, "federated_data_test")
@@ -102,6 +123,17 @@ def main():
                 gv = g.get(part, {}).get(key)
                 if gv is None or abs(gv - v) > 2e-4 * max(1.0, abs(v)):
                     print("reference: round %d %s.%s: fedvm %r, reference %r" % (e["round"], part, key, gv, v))
+                    bad += 1
+    if len(sys.argv) > 6:
+        tensors, meta = read_safetensors(sys.argv[6])
+        if sorted(tensors) != ["b", "w"] or meta.get("fedvm.round") != str(rounds) or meta.get("fedvm.seed") != str(seed):
+            print("reference: checkpoint holds %s, metadata %r" % (sorted(tensors), meta))
+            bad += 1
+        else:
+            for name, ref in (("w", w), ("b", b)):
+                err = np.abs(tensors[name] - ref).max()
+                if tensors[name].shape != ref.shape or err > 2e-4 * max(1.0, np.abs(ref).max()):
+                    print("reference: checkpoint tensor %s differs from the reference by %g" % (name, err))
                     bad += 1
     print("training reference: %d rounds of %d clients agree%s" % (rounds, k, "" if not bad else " except %d values" % bad))
     return 1 if bad else 0
