@@ -35,7 +35,7 @@ VERSION  := 0.1.0
 DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
-                python3-msgpack dataset-fashion-mnist
+                python3-msgpack python3-numpy dataset-fashion-mnist
 
 # ---- sources ---------------------------------------------------------------
 LIB_SRC   := $(wildcard vm/*.c format/*.c)
@@ -90,14 +90,17 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 
 # ---- tests -----------------------------------------------------------------
 # Each cmocka binary runs from the repository root; tests/run_invalid.sh
-# checks every invalid input's error through the fedvm command, and
-# tests/run_data.sh the 'fedvm data' commands and the files they write.
+# checks every invalid input's error through the fedvm command,
+# tests/run_data.sh the 'fedvm data' commands and the files they write, and
+# tests/run_train.sh training runs over datasets.
 test: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_cli.sh $(BIN)/fedvm
 	@tests/run_data.sh $(BIN)/fedvm
+	@tests/run_train.sh $(BIN)/fedvm
 	@$(PYTHON) tests/golden/reference.py --check
+	@d=$$(mktemp -d) && { FVM_SAFETENSORS_OUT=$$d $(BUILD)/tests/test_safetensors >$$d/log 2>&1 || { cat $$d/log; false; }; } && /usr/bin/python3 tests/check_safetensors.py $$d; rc=$$?; rm -rf $$d; exit $$rc
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
 	@if [ "$(BUILD)" = build ]; then tests/run_install.sh; fi
 	@echo "all tests passed"

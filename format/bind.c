@@ -6,37 +6,60 @@
 #include <string.h>
 
 #include "../vm/prng.h"
+#include "../vm/sample.h"
 #include "../vm/suggest.h"
+#include "data_bind.h"
 #include "doc.h"
 #include "value_doc.h"
 
-static bool is_key_param(const fvm_func *f, int i)
+static bool is_key_tensor(const fvm_type *t)
 {
-    const fvm_type *t = f->param_types[i];
-    if (t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_SERVER)
-        t = t->u.fed.member;
-    return !strcmp(f->param_names[i], "key") && t->kind == FVM_T_TENSOR && t->u.tensor.dtype == FVM_DTYPE_U32 &&
-           t->u.tensor.dims.rank == 1 && t->u.tensor.dims.d[0] == 2;
+    return t->kind == FVM_T_TENSOR && t->u.tensor.dtype == FVM_DTYPE_U32 && t->u.tensor.dims.rank == 1 &&
+           t->u.tensor.dims.d[0] == 2;
 }
 
-static fvm_status key_value(uint64_t seed, fvm_value **out, fvm_diag *d)
+bool fvm_bind_is_key(const fvm_type *t)
 {
-    fvm_dims dims = {.rank = 1, .d = {2}};
-    fvm_tensor t;
-    fvm_status s = fvm_tensor_alloc(&t, FVM_DTYPE_U32, &dims, d);
-    if (s)
-        return s;
-    fvm_prng_key(seed, fvm_tensor_data(&t));
-    if (!(*out = fvm_value_tensor_take(&t))) {
-        fvm_tensor_release(&t);
-        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    if (t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_SERVER)
+        t = t->u.fed.member;
+    return is_key_tensor(t);
+}
+
+bool fvm_bind_is_client_keys(const fvm_type *t)
+{
+    return t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS && !t->u.fed.all_equal &&
+           is_key_tensor(t->u.fed.member);
+}
+
+/* Binds a dataset; {T}@CLIENTS data sets or must agree with *nclients. */
+static fvm_status data_one(const fvm_func *f, int i, const fvm_named_text *arg, int64_t *nclients, fvm_value **out,
+                           fvm_diag *d)
+{
+    char *file, *split;
+    fvm_status s = fvm_data_spec(arg->text, &file, &split, d);
+    if (s == FVM_OK)
+        s = fvm_data_bind(file, split, f->param_names[i], f->param_types[i], out, d);
+    if (s == FVM_OK && (*out)->kind == FVM_V_CLIENTS) {
+        if (*nclients >= 0 && (*out)->n != *nclients) {
+            fvm_loc loc = {.file = file};
+            s = fvm_diag_add(d, FVM_ERR_TYPE, &loc, "parameter '%s': the dataset has %lld clients, other data %lld",
+                             arg->name, (long long)(*out)->n, (long long)*nclients);
+            fvm_value_release(*out);
+            *out = NULL;
+        } else {
+            *nclients = (*out)->n;
+        }
     }
-    return FVM_OK;
+    free(file);
+    free(split);
+    return s;
 }
 
 static fvm_status parse_one(const fvm_func *f, int i, const fvm_named_text *arg, int64_t *nclients, fvm_value **out,
                             fvm_diag *d)
 {
+    if (arg->kind == FVM_ARG_DATA)
+        return data_one(f, i, arg, nclients, out, d);
     fvm_arena a = {0};
     char *owned = NULL;
     size_t len;
@@ -72,8 +95,8 @@ void fvm_values_free(fvm_value **values, int n)
     free(values);
 }
 
-fvm_status fvm_bind_args(const fvm_func *f, int nargs, const fvm_named_text *args, uint64_t seed, int64_t *nclients,
-                         fvm_value ***out_values, fvm_diag *d)
+fvm_status fvm_bind_params(const fvm_func *f, int nargs, const fvm_named_text *args, const fvm_bind_opts *o,
+                           int64_t *nclients, fvm_value ***out_values, fvm_diag *d)
 {
     *out_values = NULL;
     fvm_value **vals = calloc((size_t)f->nparams + 1, sizeof *vals);
@@ -81,14 +104,16 @@ fvm_status fvm_bind_args(const fvm_func *f, int nargs, const fvm_named_text *arg
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     fvm_status first = FVM_OK;
     for (int k = 0; k < nargs; k++) {
-        int i = 0;
+        int i = o->first;
         while (i < f->nparams && strcmp(f->param_names[i], args[k].name))
             i++;
         fvm_status s;
-        if (i == f->nparams) {
+        if (i == f->nparams && o->used) {
+            continue;
+        } else if (i == f->nparams) {
             fvm_suggest sg;
             fvm_suggest_init(&sg, args[k].name);
-            for (int j = 0; j < f->nparams; j++)
+            for (int j = o->first; j < f->nparams; j++)
                 fvm_suggest_add(&sg, f->param_names[j]);
             s = sg.best ? fvm_diag_add(d, FVM_ERR_USAGE, NULL, "'%s' has no parameter '%s'; did you mean '%s'?",
                                        f->name, args[k].name, sg.best)
@@ -97,30 +122,56 @@ fvm_status fvm_bind_args(const fvm_func *f, int nargs, const fvm_named_text *arg
             s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "parameter '%s' is given twice", args[k].name);
         } else {
             s = parse_one(f, i, &args[k], nclients, &vals[i], d);
+            if (o->used)
+                o->used[k] = true;
         }
         if (s && !first)
             first = s;
     }
-    for (int i = 0; i < f->nparams; i++) {
-        if (vals[i])
-            continue;
-        fvm_status s;
-        if (is_key_param(f, i)) {
-            s = key_value(seed, &vals[i], d);
-        } else if (!first) {
-            char buf[256];
-            s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "missing --arg %s=VALUE (parameter of type %s)",
-                             f->param_names[i], fvm_type_format(f->param_types[i], true, buf, sizeof buf));
-        } else {
-            continue;
+    uint32_t key[2];
+    fvm_prng_key(o->seed, key);
+    /* client_keys last: the number of clients comes from the data */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = o->first; i < f->nparams; i++) {
+            if (vals[i])
+                continue;
+            const fvm_type *t = f->param_types[i];
+            bool is_key = !strcmp(f->param_names[i], "key") && fvm_bind_is_key(t);
+            bool is_ckeys = !strcmp(f->param_names[i], "client_keys") && fvm_bind_is_client_keys(t);
+            if ((is_key || is_ckeys) && o->leave_keys)
+                continue;
+            fvm_status s = FVM_OK;
+            if (pass == 0 && is_key) {
+                s = fvm_key_value(key, &vals[i], d);
+            } else if (pass == 1 && is_ckeys) {
+                s = *nclients >= 0 ? fvm_client_keys_value(key, NULL, *nclients, &vals[i], d)
+                                   : fvm_diag_add(d, FVM_ERR_USAGE, NULL,
+                                                  "parameter 'client_keys' needs the number of clients: bind client "
+                                                  "data or give --clients N");
+            } else if (pass == 1 && !is_key && !is_ckeys && !first) {
+                char buf[256];
+                const fvm_type *m = t->kind == FVM_T_FED ? t->u.fed.member : t;
+                s = m->kind == FVM_T_SEQ
+                        ? fvm_diag_add(d, FVM_ERR_USAGE, NULL,
+                                       "missing --arg %s=VALUE or --data %s=FILE[:SPLIT] (parameter of type %s)",
+                                       f->param_names[i], f->param_names[i], fvm_type_format(t, true, buf, sizeof buf))
+                        : fvm_diag_add(d, FVM_ERR_USAGE, NULL, "missing --arg %s=VALUE (parameter of type %s)",
+                                       f->param_names[i], fvm_type_format(t, true, buf, sizeof buf));
+            }
+            if (s && !first)
+                first = s;
         }
-        if (s && !first)
-            first = s;
-    }
     if (first) {
         fvm_values_free(vals, f->nparams);
         return first;
     }
     *out_values = vals;
     return FVM_OK;
+}
+
+fvm_status fvm_bind_args(const fvm_func *f, int nargs, const fvm_named_text *args, uint64_t seed, int64_t *nclients,
+                         fvm_value ***out_values, fvm_diag *d)
+{
+    fvm_bind_opts o = {.seed = seed};
+    return fvm_bind_params(f, nargs, args, &o, nclients, out_values, d);
 }

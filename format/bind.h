@@ -5,18 +5,40 @@
 #include "../vm/ir.h"
 #include "../vm/value.h"
 
-/* One NAME=VALUE argument: text is JSON, or "@path" to read a .json/.yaml file. */
+/* One NAME=VALUE argument. FVM_ARG_JSON: text is JSON, or "@path" to read a
+ * .json/.yaml file (--arg); FVM_ARG_DATA: text is FILE[:SPLIT], a dataset
+ * (--data, see data_bind.h). */
+typedef enum fvm_arg_kind { FVM_ARG_JSON, FVM_ARG_DATA } fvm_arg_kind;
 typedef struct fvm_named_text {
     const char *name;
     const char *text;
+    fvm_arg_kind kind;
 } fvm_named_text;
 
+/* Parameters that get a value without being given:
+ * - "key", of type u32[2] (unplaced or @SERVER): the key fvm_prng_key(seed);
+ * - "client_keys", of type {u32[2]}@CLIENTS: client c's key is
+ *   fvm_prng_fold_in(fvm_prng_key(seed), c). */
+bool fvm_bind_is_key(const fvm_type *t);
+bool fvm_bind_is_client_keys(const fvm_type *t);
+
+typedef struct fvm_bind_opts {
+    int first;        /* bind parameters first.. (values[i < first] stay NULL) */
+    uint64_t seed;    /* for "key" and "client_keys" */
+    bool leave_keys;  /* leave "key" and "client_keys" NULL (a round driver sets them) */
+    bool *used;       /* NULL: an argument naming no parameter is an error; else
+                         such arguments are skipped and used[k] is set for the others */
+} fvm_bind_opts;
+
 /* Builds one value per parameter of f (values[i] owned by the caller, release
- * each; the array is malloc'd). Parameters not given are an error, except a
- * parameter named "key" of type u32[2] (unplaced or @SERVER), which gets the
- * random key of 'seed'. *nclients is set from {T}@CLIENTS data (or checked
- * against it when already >= 0). Every problem is reported; errors in a value
- * point into its text or file. */
+ * each; the array is malloc'd). Parameters not given are an error, except the
+ * keys above. *nclients is set from {T}@CLIENTS data (or checked against it
+ * when already >= 0). Every problem is reported; errors in a value point into
+ * its text or file. */
+fvm_status fvm_bind_params(const fvm_func *f, int nargs, const fvm_named_text *args, const fvm_bind_opts *o,
+                           int64_t *nclients, fvm_value ***out_values, fvm_diag *d);
+
+/* fvm_bind_params with every parameter bound and no argument left over. */
 fvm_status fvm_bind_args(const fvm_func *f, int nargs, const fvm_named_text *args, uint64_t seed, int64_t *nclients,
                          fvm_value ***out_values, fvm_diag *d);
 

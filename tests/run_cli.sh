@@ -3,28 +3,7 @@
 set -u
 BIN=${1:?usage: tests/run_cli.sh path/to/fedvm}
 PY=${PYTHON:-python3}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-# expect RC DESCRIPTION -- CMD...: runs CMD, stdout to $T/out, stderr to $T/err.
-expect() {
-    local want=$1 what=$2; shift 3
-    "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    if [ "$rc" -ne "$want" ]; then bad "$what: exit $rc, expected $want"; sed 's/^/  | /' "$T/err" | head -5; return 1; fi
-    if grep -qE "AddressSanitizer|LeakSanitizer|runtime error:" "$T/err"; then bad "$what: sanitizer report"; return 1; fi
-    ok
-}
-has() { # has FILE TEXT DESCRIPTION
-    if grep -qF -- "$2" "$1"; then ok; else bad "$3: '$2' not in output"; sed 's/^/  | /' "$1" | head -5; fi
-}
-same() { # same A B DESCRIPTION
-    if cmp -s "$1" "$2"; then ok; else bad "$3: outputs differ"; diff "$1" "$2" | head -5; fi
-}
+. "$(dirname "$0")/lib.sh"
 
 SENSOR="programs/sensor_threshold.json --arg readings=@programs/data/readings_0_99.json --arg threshold=24"
 
@@ -136,7 +115,7 @@ cat > "$T/counter.json" <<'J'
   "next": {"params": {"state": "i32[]@SERVER"}, "body": [["n", "federated_apply", {"fn": "bump"}, "state"],
     ["r", "struct", {"names": ["state", "metrics"]}, "n", "n"]], "result": "r"}}}
 J
-expect 0 "rounds without client data" -- "$BIN" run "$T/counter.json" --rounds 3 && has "$T/out" '{"round": 3, "metrics": 3}' "counter rounds"
+expect 0 "rounds without client data" -- "$BIN" run "$T/counter.json" --rounds 3 && has "$T/out" '{"round": 3, "train": 3}' "counter rounds"
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -5,12 +5,7 @@ set -u
 BIN=${1:?usage: tests/run_data.sh path/to/fedvm}
 FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 FIXTURES=${FVM_FIXTURES:-../shared/fixtures}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-pass=0 fail=0
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/lib.sh"
 
 # A Python with msgpack (Debian's python3-msgpack): $PYTHON, else the system's.
 PY=
@@ -23,22 +18,6 @@ if [ "$("$PY" -c 'import zlib; print(zlib.ZLIB_RUNTIME_VERSION)')" = "$(pkg-conf
     SAME_ZLIB=--same-zlib
 fi
 
-# expect RC DESCRIPTION -- CMD...: runs CMD, stdout to $T/out, stderr to $T/err.
-expect() {
-    local want=$1 what=$2; shift 3
-    "$@" >"$T/out" 2>"$T/err"
-    local rc=$?
-    if [ "$rc" -ne "$want" ]; then bad "$what: exit $rc, expected $want"; sed 's/^/  | /' "$T/err" | head -5; return 1; fi
-    if grep -qE "AddressSanitizer|LeakSanitizer|runtime error:" "$T/err"; then bad "$what: sanitizer report"; return 1; fi
-    ok
-}
-has() { # has FILE TEXT DESCRIPTION
-    if grep -qF -- "$2" "$1"; then ok; else bad "$3: '$2' not in output"; sed 's/^/  | /' "$1" | head -8; fi
-}
-check() { # check DESCRIPTION -- CMD...: CMD must succeed
-    local what=$1; shift 2
-    if "$@" >"$T/check" 2>&1; then ok; else bad "$what"; sed 's/^/  | /' "$T/check" | head -8; fi
-}
 FACTS_COLS='"columns": {"pixels": ["uint8", [28, 28]], "label": ["int32", []]}, "label": "label", "label_range": [0, 9]'
 
 # -- help

@@ -82,7 +82,8 @@ static fvm_doc *run_case(fvm_arena *a, const fvm_doc *c, fvm_diag *d)
         const fvm_func *f = fvm_program_func(p, "main");
         fvm_value **vals = NULL, *res = NULL;
         assert_int_equal(fvm_bind_args(f, nargs, args, 0, &nclients, &vals, d), FVM_OK);
-        assert_int_equal(fvm_vm_set_clients(vm, nclients, d), FVM_OK);
+        if (nclients >= 0) /* a program without client data */
+            assert_int_equal(fvm_vm_set_clients(vm, nclients, d), FVM_OK);
         assert_int_equal(fvm_vm_call(vm, f, vals, &res, d), FVM_OK);
         result = fvm_value_to_doc(a, res, f->result_type);
         fvm_value_release(res);

@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#include "../vm/status.h"
+#include "../vm/fedvm.h"
 
 enum { EXIT_INVALID = 1, EXIT_USAGE = 2 };
 
@@ -19,6 +19,17 @@ const char *cli_opt(int argc, char **argv, int *i, const char *name);
 bool cli_int(const char *s, long long lo, long long hi, long long *out);
 /* Replaces path with data atomically (temporary file, fsync, rename). 0 or EXIT_INVALID (message printed). */
 int cli_write_atomic(const char *path, const char *data, size_t len);
+
+/* Loads and checks a program, reporting every error of both stages; *p is NULL on error. */
+fvm_status cli_load_checked(const char *path, fvm_program **p, fvm_diag *d);
+/* Prints a document as JSON (a message on stderr on failure). 0 or EXIT_INVALID. */
+int cli_print_doc(const fvm_doc *doc, FILE *out);
+/* Prints a value of type t as JSON. 0 or EXIT_INVALID. */
+int cli_print_value(const fvm_value *v, const fvm_type *t, FILE *out);
+
+/* fedvm run ... (tools/fedvm_run.c) */
+extern const char *const fvm_usage_run;
+int fvm_cmd_run(int argc, char **argv);
 
 /* fedvm data ... (tools/fedvm_data.c, dispatched from main) */
 int fvm_cmd_data(int argc, char **argv);

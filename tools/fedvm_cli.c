@@ -65,3 +65,44 @@ int cli_write_atomic(const char *path, const char *data, size_t len)
     return rc;
 }
 
+/* Loads and checks, reporting every error of both stages. */
+fvm_status cli_load_checked(const char *path, fvm_program **p, fvm_diag *d)
+{
+    fvm_status s = fvm_program_load(path, p, d);
+    if (*p) {
+        fvm_status c = fvm_check(*p, d);
+        if (s == FVM_OK)
+            s = c;
+    }
+    if (s && *p) {
+        fvm_program_free(*p);
+        *p = NULL;
+    }
+    return s;
+}
+
+int cli_print_doc(const fvm_doc *doc, FILE *out)
+{
+    char *text = NULL;
+    size_t len = 0;
+    fvm_diag d = {0};
+    int rc = 0;
+    if (!doc || fvm_json_write(doc, &text, &len, &d)) {
+        cli_print_errors(&d);
+        fprintf(stderr, "fedvm: cannot print the result\n");
+        rc = EXIT_INVALID;
+    } else {
+        fwrite(text, 1, len, out);
+    }
+    free(text);
+    fvm_diag_clear(&d);
+    return rc;
+}
+
+int cli_print_value(const fvm_value *v, const fvm_type *t, FILE *out)
+{
+    fvm_arena a = {0};
+    int rc = cli_print_doc(fvm_value_to_doc(&a, v, t), out);
+    fvm_arena_free(&a);
+    return rc;
+}

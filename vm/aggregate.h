@@ -32,4 +32,19 @@ fvm_status fvm_tree_block(fvm_ctx *x, const fvm_reducer *r, int64_t lo, int64_t 
 /* The merge stage over k block partials (consumed: every parts[i] is released). */
 fvm_status fvm_tree_merge(fvm_ctx *x, const fvm_reducer *r, fvm_value **parts, int64_t k, fvm_value **out);
 
+/* The arithmetic of one aggregation instruction (exec_federated.c), for
+ * running it instruction-at-a-time or fused with the per-client work that
+ * feeds it (phases.h). All values are borrowed unless stated.
+ *
+ * step folds one client into acc (NULL: the first client of a block):
+ * vals[k] is the client's member of argument k when that argument is a
+ * {T}@CLIENTS list, the argument itself otherwise; *out is the new partial. */
+fvm_status fvm_agg_step(fvm_ctx *x, const fvm_instr *in, fvm_value *const *vals, fvm_value *acc, fvm_value **out);
+/* Merges two partials. */
+fvm_status fvm_agg_merge(fvm_ctx *x, const fvm_instr *in, fvm_value *a, fvm_value *b, fvm_value **out);
+/* The result from the partial of all n >= 1 clients (acc is consumed). */
+fvm_status fvm_agg_finish(fvm_ctx *x, const fvm_instr *in, int64_t n, fvm_value *acc, fvm_value **out);
+/* The result over zero clients (args: the instruction's arguments). */
+fvm_status fvm_agg_empty(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out);
+
 #endif

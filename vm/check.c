@@ -576,10 +576,14 @@ static void check_conventions(checker *C)
     }
     if (!init->ok || !next->ok || (eval && !eval->ok))
         return;
-    const fvm_type *s = init->result_type;
-    if (init->nparams != 0 || s->kind != FVM_T_FED || s->u.fed.pl != FVM_PL_SERVER) {
-        cerr(C, FVM_ERR_TYPE, &init->loc, "initialize must take no parameters and return the server state S@SERVER; "
-             "it is (%d parameters) -> %s", init->nparams, tstr(C, s));
+    const fvm_type *s = init->result_type, *k = init->nparams == 1 ? init->param_types[0] : NULL;
+    if (k && k->kind == FVM_T_FED && k->u.fed.pl == FVM_PL_SERVER)
+        k = k->u.fed.member;
+    bool key_only = k && !strcmp(init->param_names[0], "key") && k->kind == FVM_T_TENSOR &&
+                    k->u.tensor.dtype == FVM_DTYPE_U32 && k->u.tensor.dims.rank == 1 && k->u.tensor.dims.d[0] == 2;
+    if ((init->nparams != 0 && !key_only) || s->kind != FVM_T_FED || s->u.fed.pl != FVM_PL_SERVER) {
+        cerr(C, FVM_ERR_TYPE, &init->loc, "initialize must take no parameters (or only 'key': u32[2]) and return the "
+             "server state S@SERVER; it is (%d parameters) -> %s", init->nparams, tstr(C, s));
         return;
     }
     if (next->nparams < 1 || !fvm_type_compatible(s, next->param_types[0])) {

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "rand.h"
 
 fvm_status exec_struct(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
@@ -465,6 +466,99 @@ fvm_status exec_sequence_reverse(fvm_ctx *x, const fvm_instr *in, fvm_value *con
     }
     *out = res;
     return FVM_OK;
+}
+
+/* Rows idx[0..m) of a column-stored tree (rows may repeat), copied into new
+ * contiguous tensors with a leading dimension m. */
+static fvm_status take_rows(fvm_ctx *x, const fvm_value *cols, const int64_t *idx, int64_t m, fvm_value **out)
+{
+    if (cols->kind == FVM_V_STRUCT) {
+        fvm_value *r = fvm_value_list(FVM_V_STRUCT, cols->n);
+        if (!r)
+            return fvm_nomem(x);
+        for (int64_t k = 0; k < cols->n; k++) {
+            fvm_status s = take_rows(x, cols->items[k], idx, m, &r->items[k]);
+            if (s) {
+                fvm_value_release(r);
+                return s;
+            }
+        }
+        *out = r;
+        return FVM_OK;
+    }
+    fvm_dims d = cols->t.shape;
+    d.d[0] = m;
+    fvm_status s = fvm_new_tensor(x, cols->t.dtype, &d, out);
+    if (s)
+        return s;
+    size_t row = cols->t.shape.d[0] ? fvm_tensor_bytes(&cols->t) / (size_t)cols->t.shape.d[0] : 0;
+    if (row) {
+        const unsigned char *src = fvm_tensor_data(&cols->t);
+        unsigned char *dst = fvm_tensor_data(&(*out)->t);
+        for (int64_t i = 0; i < m; i++)
+            memcpy(dst + (size_t)i * row, src + (size_t)idx[i] * row, row);
+    }
+    return FVM_OK;
+}
+
+/* The elements idx[0..m) of seq, as a new sequence of the same layout. */
+static fvm_status take_elements(fvm_ctx *x, const fvm_value *seq, const int64_t *idx, int64_t m, fvm_value **out)
+{
+    if (seq->cols) {
+        fvm_value *cols = NULL;
+        fvm_status s = take_rows(x, seq->cols, idx, m, &cols);
+        if (s)
+            return s;
+        if (!(*out = fvm_value_seq_cols_take(m, cols))) {
+            fvm_value_release(cols);
+            return fvm_nomem(x);
+        }
+        return FVM_OK;
+    }
+    fvm_value *res = fvm_value_list(FVM_V_SEQ, m);
+    if (!res)
+        return fvm_nomem(x);
+    for (int64_t i = 0; i < m; i++)
+        res->items[i] = fvm_value_retain(seq->items[idx[i]]);
+    *out = res;
+    return FVM_OK;
+}
+
+fvm_status exec_sequence_shuffle(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_value *seq = args[0], *key = args[1];
+    if (fvm_tensor_count(&key->t) != 2)
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "sequence_shuffle: the key has %lld words, expected 2",
+                            (long long)fvm_tensor_count(&key->t));
+    int64_t n = seq->n;
+    int64_t *perm = malloc((size_t)(n ? n : 1) * sizeof *perm);
+    if (!perm)
+        return fvm_nomem(x);
+    fvm_rand r;
+    fvm_rand_init(&r, fvm_tensor_data(&key->t));
+    fvm_rand_permutation(&r, n, perm);
+    fvm_status s = take_elements(x, seq, perm, n, out);
+    free(perm);
+    return s;
+}
+
+fvm_status exec_sequence_repeat(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_value *seq = args[0];
+    int64_t n = seq->n, count = in->a.count;
+    if (n && count > FVM_MAX_SEQ_LEN / n)
+        return fvm_diag_add(x->d, FVM_ERR_LIMIT, NULL,
+                            "sequence_repeat: %lld copies of %lld elements exceed %lld elements", (long long)count,
+                            (long long)n, (long long)FVM_MAX_SEQ_LEN);
+    int64_t m = n * count;
+    int64_t *idx = malloc((size_t)(m ? m : 1) * sizeof *idx);
+    if (!idx)
+        return fvm_nomem(x);
+    for (int64_t i = 0; i < m; i++)
+        idx[i] = i % n;
+    fvm_status s = take_elements(x, seq, idx, m, out);
+    free(idx);
+    return s;
 }
 
 /* ---- automatic differentiation -------------------------------------------------------- */

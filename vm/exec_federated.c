@@ -229,59 +229,6 @@ fvm_status exec_federated_zip(fvm_ctx *x, const fvm_instr *in, fvm_value *const 
 
 /* ---- aggregations ---------------------------------------------------------------- */
 
-typedef struct agg {
-    const fvm_instr *in;
-    fvm_value *const *args;
-} agg;
-
-/* Argument k's member for client i (a new reference). */
-static fvm_status member(fvm_ctx *x, const agg *g, int k, int64_t i, fvm_value **out)
-{
-    return fvm_client_get(x, g->args[k], g->in->arg_types[k], i, out);
-}
-
-static fvm_status merge_add(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
-{
-    return fvm_lift_binary(x, FVM_BIN_ADD, a, b, true, out);
-}
-
-static fvm_status step_add(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
-{
-    fvm_value *v = NULL;
-    fvm_status s = member(x, u, 0, i, &v);
-    if (s || !acc) {
-        *out = v;
-        return s;
-    }
-    s = fvm_lift_binary(x, FVM_BIN_ADD, acc, v, true, out);
-    fvm_value_release(v);
-    return s;
-}
-
-static fvm_status merge_min(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
-{
-    return fvm_lift_binary(x, FVM_BIN_MINIMUM, a, b, true, out);
-}
-
-static fvm_status merge_max(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
-{
-    return fvm_lift_binary(x, FVM_BIN_MAXIMUM, a, b, true, out);
-}
-
-static fvm_status step_minmax(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
-{
-    const agg *g = u;
-    fvm_value *v = NULL;
-    fvm_status s = member(x, g, 0, i, &v);
-    if (s || !acc) {
-        *out = v;
-        return s;
-    }
-    s = g->in->op == FVM_OP_FEDERATED_MIN ? merge_min(x, u, acc, v, out) : merge_max(x, u, acc, v, out);
-    fvm_value_release(v);
-    return s;
-}
-
 /* Applies fn(leaf tensor, scalar converted to the leaf's dtype) over a tree. */
 static fvm_status scale_tree(fvm_ctx *x, fvm_binary op, const fvm_value *v, double scalar, fvm_value **out)
 {
@@ -307,35 +254,6 @@ static fvm_status scale_tree(fvm_ctx *x, fvm_binary op, const fvm_value *v, doub
         }
     }
     *out = r;
-    return FVM_OK;
-}
-
-/* Weighted mean partials are <sum of w*x, sum of w>. */
-static fvm_status step_wmean(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
-{
-    fvm_value *v = NULL, *w = NULL, *p = NULL;
-    fvm_status s = member(x, u, 0, i, &v);
-    if (s == FVM_OK)
-        s = member(x, u, 1, i, &w);
-    if (s == FVM_OK && !(p = fvm_value_list(FVM_V_STRUCT, 2)))
-        s = fvm_nomem(x);
-    if (s == FVM_OK)
-        s = scale_tree(x, FVM_BIN_MUL, v, fvm_tensor_get_f64(&w->t, 0), &p->items[0]);
-    if (s == FVM_OK)
-        p->items[1] = fvm_value_retain(w);
-    fvm_value_release(v);
-    fvm_value_release(w);
-    if (s == FVM_OK && acc) {
-        fvm_value *sum = NULL;
-        s = fvm_lift_binary(x, FVM_BIN_ADD, acc, p, true, &sum);
-        fvm_value_release(p);
-        p = sum;
-    }
-    if (s) {
-        fvm_value_release(p);
-        return s;
-    }
-    *out = p;
     return FVM_OK;
 }
 
@@ -371,119 +289,158 @@ static fvm_status modsum(fvm_ctx *x, const fvm_value *a, const fvm_value *b, uin
     return FVM_OK;
 }
 
-static uint64_t bit_mask(const agg *g)
+static uint64_t bit_mask(const fvm_instr *in)
 {
-    return (UINT64_C(1) << g->in->a.bitwidth) - 1;
+    return (UINT64_C(1) << in->a.bitwidth) - 1;
 }
 
-static fvm_status step_secure(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
+fvm_status fvm_agg_step(fvm_ctx *x, const fvm_instr *in, fvm_value *const *vals, fvm_value *acc, fvm_value **out)
 {
-    fvm_value *v = NULL, *r = NULL;
-    fvm_status s = member(x, u, 0, i, &v);
-    if (s)
+    fvm_value *v = vals[0], *p = NULL;
+    fvm_status s;
+    switch (in->op) {
+    case FVM_OP_FEDERATED_SUM:
+    case FVM_OP_FEDERATED_MEAN:
+        if (!acc) {
+            *out = fvm_value_retain(v);
+            return FVM_OK;
+        }
+        return fvm_lift_binary(x, FVM_BIN_ADD, acc, v, true, out);
+    case FVM_OP_FEDERATED_MIN:
+    case FVM_OP_FEDERATED_MAX:
+        if (!acc) {
+            *out = fvm_value_retain(v);
+            return FVM_OK;
+        }
+        return fvm_lift_binary(x, in->op == FVM_OP_FEDERATED_MIN ? FVM_BIN_MINIMUM : FVM_BIN_MAXIMUM, acc, v, true,
+                               out);
+    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
+        /* partials are <sum of w*x, sum of w> */
+        if (!(p = fvm_value_list(FVM_V_STRUCT, 2)))
+            return fvm_nomem(x);
+        s = scale_tree(x, FVM_BIN_MUL, v, fvm_tensor_get_f64(&vals[1]->t, 0), &p->items[0]);
+        if (s == FVM_OK)
+            p->items[1] = fvm_value_retain(vals[1]);
+        if (s == FVM_OK && acc) {
+            fvm_value *sum = NULL;
+            s = fvm_lift_binary(x, FVM_BIN_ADD, acc, p, true, &sum);
+            fvm_value_release(p);
+            p = sum;
+        }
+        if (s) {
+            fvm_value_release(p);
+            return s;
+        }
+        *out = p;
+        return FVM_OK;
+    case FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH:
+        /* every summand reduced modulo 2^bitwidth first */
+        s = modsum(x, v, NULL, bit_mask(in), acc ? &p : out);
+        if (s || !acc)
+            return s;
+        s = modsum(x, acc, p, bit_mask(in), out);
+        fvm_value_release(p);
         return s;
-    s = modsum(x, v, NULL, bit_mask(u), acc ? &r : out);
-    fvm_value_release(v);
-    if (s || !acc)
-        return s;
-    s = modsum(x, acc, r, bit_mask(u), out);
-    fvm_value_release(r);
+    default: { /* FEDERATED_AGGREGATE: user functions; a block starts from the zero */
+        fvm_value *argv[2] = {acc ? acc : vals[1], v};
+        return fvm_exec_call(x, in->a.accumulate, argv, out);
+    }
+    }
+}
+
+fvm_status fvm_agg_merge(fvm_ctx *x, const fvm_instr *in, fvm_value *a, fvm_value *b, fvm_value **out)
+{
+    switch (in->op) {
+    case FVM_OP_FEDERATED_MIN:
+        return fvm_lift_binary(x, FVM_BIN_MINIMUM, a, b, true, out);
+    case FVM_OP_FEDERATED_MAX:
+        return fvm_lift_binary(x, FVM_BIN_MAXIMUM, a, b, true, out);
+    case FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH:
+        return modsum(x, a, b, bit_mask(in), out);
+    case FVM_OP_FEDERATED_AGGREGATE: {
+        fvm_value *argv[2] = {a, b};
+        return fvm_exec_call(x, in->a.merge, argv, out);
+    }
+    default: /* sums, means, weighted means */
+        return fvm_lift_binary(x, FVM_BIN_ADD, a, b, true, out);
+    }
+}
+
+fvm_status fvm_agg_finish(fvm_ctx *x, const fvm_instr *in, int64_t n, fvm_value *acc, fvm_value **out)
+{
+    fvm_status s;
+    switch (in->op) {
+    case FVM_OP_FEDERATED_MEAN:
+        s = scale_tree(x, FVM_BIN_DIV, acc, (double)n, out);
+        break;
+    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
+        s = scale_tree(x, FVM_BIN_DIV, acc->items[0], fvm_tensor_get_f64(&acc->items[1]->t, 0), out);
+        break;
+    case FVM_OP_FEDERATED_AGGREGATE:
+        if (in->a.report) {
+            s = fvm_exec_call(x, in->a.report, &acc, out);
+            break;
+        }
+        /* fall through */
+    default:
+        *out = acc;
+        return FVM_OK;
+    }
+    fvm_value_release(acc);
     return s;
 }
 
-static fvm_status merge_secure(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
+fvm_status fvm_agg_empty(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
-    return modsum(x, a, b, bit_mask(u), out);
+    switch (in->op) {
+    case FVM_OP_FEDERATED_AGGREGATE:
+        return fvm_agg_finish(x, in, 0, fvm_value_retain(args[1]), out);
+    case FVM_OP_FEDERATED_SUM:
+    case FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH:
+        return fvm_zeros_of_type(x, in->type->u.fed.member, out);
+    default:
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "%s over zero clients is undefined",
+                            fvm_op_table[in->op].name);
+    }
 }
 
-/* federated_aggregate: user functions; a block starts from the zero. */
-static fvm_status step_user(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
+/* Instruction-at-a-time aggregation: client i's values fetched from the arguments. */
+typedef struct agg {
+    const fvm_instr *in;
+    fvm_value *const *args;
+} agg;
+
+static fvm_status agg_step_at(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fvm_value **out)
 {
     const agg *g = u;
-    fvm_value *v = NULL;
-    fvm_status s = member(x, g, 0, i, &v);
-    if (s)
-        return s;
-    fvm_value *argv[2] = {acc ? acc : g->args[1], v};
-    s = fvm_exec_call(x, g->in->a.accumulate, argv, out);
-    fvm_value_release(v);
+    fvm_value *vals[2] = {NULL, NULL};
+    fvm_status s = FVM_OK;
+    for (int k = 0; k < g->in->nargs && s == FVM_OK; k++)
+        s = fvm_client_get(x, g->args[k], g->in->arg_types[k], i, &vals[k]);
+    if (s == FVM_OK)
+        s = fvm_agg_step(x, g->in, vals, acc, out);
+    fvm_value_release(vals[0]);
+    fvm_value_release(vals[1]);
     return s;
 }
 
-static fvm_status merge_user(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
+static fvm_status agg_merge(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
 {
-    const agg *g = u;
-    fvm_value *argv[2] = {a, b};
-    return fvm_exec_call(x, g->in->a.merge, argv, out);
+    return fvm_agg_merge(x, ((const agg *)u)->in, a, b, out);
 }
 
 fvm_status exec_federated_reduce(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     agg g = {in, args};
-    fvm_reducer r = {.u = &g};
+    fvm_reducer r = {.step = agg_step_at, .merge = agg_merge, .u = &g};
     int64_t n;
     fvm_status s = list_count(x, in, args, &n);
     if (s)
         return s;
-    const fvm_type *m = in->type->u.fed.member;
-    switch (in->op) {
-    case FVM_OP_FEDERATED_SUM:
-    case FVM_OP_FEDERATED_MEAN:
-        r.step = step_add;
-        r.merge = merge_add;
-        break;
-    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
-        r.step = step_wmean;
-        r.merge = merge_add;
-        break;
-    case FVM_OP_FEDERATED_MIN:
-        r.step = step_minmax;
-        r.merge = merge_min;
-        break;
-    case FVM_OP_FEDERATED_MAX:
-        r.step = step_minmax;
-        r.merge = merge_max;
-        break;
-    case FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH:
-        r.step = step_secure;
-        r.merge = merge_secure;
-        break;
-    default: /* FEDERATED_AGGREGATE */
-        r.step = step_user;
-        r.merge = merge_user;
-        break;
-    }
+    if (n == 0)
+        return fvm_agg_empty(x, in, args, out);
     fvm_value *acc = NULL;
-    if (n == 0) {
-        if (in->op == FVM_OP_FEDERATED_AGGREGATE)
-            acc = fvm_value_retain(args[1]);
-        else if (in->op == FVM_OP_FEDERATED_SUM || in->op == FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH)
-            return fvm_zeros_of_type(x, m, out);
-        else
-            return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "%s over zero clients is undefined",
-                                fvm_op_table[in->op].name);
-    } else if ((s = fvm_tree_reduce(x, &r, n, &acc))) {
+    if ((s = fvm_tree_reduce(x, &r, n, &acc)))
         return s;
-    }
-    switch (in->op) {
-    case FVM_OP_FEDERATED_MEAN:
-        s = scale_tree(x, FVM_BIN_DIV, acc, (double)n, out);
-        fvm_value_release(acc);
-        return s;
-    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
-        s = scale_tree(x, FVM_BIN_DIV, acc->items[0], fvm_tensor_get_f64(&acc->items[1]->t, 0), out);
-        fvm_value_release(acc);
-        return s;
-    case FVM_OP_FEDERATED_AGGREGATE:
-        if (in->a.report) {
-            s = fvm_exec_call(x, in->a.report, &acc, out);
-            fvm_value_release(acc);
-            return s;
-        }
-        break;
-    default:
-        break;
-    }
-    *out = acc;
-    return FVM_OK;
+    return fvm_agg_finish(x, in, n, acc, out);
 }

@@ -67,6 +67,11 @@ fvm_status fvm_vm_set_clients(fvm_vm *vm, int64_t n, fvm_diag *d)
     return FVM_OK;
 }
 
+void fvm_vm_forget_clients(fvm_vm *vm)
+{
+    vm->nclients = -1;
+}
+
 /* Does a value have the shape of a type? (Guards the library's entry point:
  * values built elsewhere must match what the checker assumed.) */
 static bool conforms(const fvm_vm *vm, const fvm_value *v, const fvm_type *t, int depth)

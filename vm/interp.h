@@ -27,6 +27,9 @@ void fvm_vm_free(fvm_vm *vm);
  * sets it; a later value with another count is an error. */
 int64_t fvm_vm_clients(const fvm_vm *vm);
 fvm_status fvm_vm_set_clients(fvm_vm *vm, int64_t n, fvm_diag *d);
+/* Forgets the number of clients, for a call over other clients (a round
+ * driver runs next over a round's clients and evaluate over all of them). */
+void fvm_vm_forget_clients(fvm_vm *vm);
 
 /* Calls f with args (borrowed; one per parameter, of compatible types) and
  * returns its result in *out (owned by the caller). Runtime errors (a bad

@@ -1158,6 +1158,27 @@ fvm_status rule_sequence_reverse(fvm_rctx *c, const fvm_type **out)
     return FVM_OK;
 }
 
+fvm_status rule_sequence_shuffle(fvm_rctx *c, const fvm_type **out)
+{
+    if (want_seq(c, 0))
+        return FVM_ERR_TYPE;
+    if (fvm_rule_want_key(c, 1))
+        return FVM_ERR_TYPE;
+    *out = c->args[0];
+    return FVM_OK;
+}
+
+fvm_status rule_sequence_repeat(fvm_rctx *c, const fvm_type **out)
+{
+    if (want_seq(c, 0))
+        return FVM_ERR_TYPE;
+    if (c->in->a.count < 0)
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "count must be >= 0, found %lld",
+                        (long long)c->in->a.count);
+    *out = c->args[0];
+    return FVM_OK;
+}
+
 /* ---- automatic differentiation --------------------------------------------------------- */
 
 static bool is_float_scalar(const fvm_type *t)

@@ -87,6 +87,7 @@ typedef void (*fvm_log_fn)(void *user, fvm_log_level level, const char *msg);
 #define FVM_MAX_DEPTH 512                  /* nesting of documents and types */
 #define FVM_MAX_DOC_NODES 10000000         /* nodes in a document after YAML alias expansion */
 #define FVM_MAX_CLIENTS 100000000          /* clients in one federated value */
+#define FVM_MAX_SEQ_LEN 2147483647LL       /* elements of a sequence made by sequence_repeat */
 #define FVM_MAX_CALL_DEPTH 256             /* functions on one call chain */
 
 #endif

@@ -71,6 +71,61 @@ fvm_status fvm_clients_get(const fvm_value *v, int64_t i, fvm_value **out, fvm_d
     return FVM_OK;
 }
 
+/* Members picked from a value read on demand: member j is member idx[j] of v. */
+typedef struct pick_source {
+    fvm_source base;
+    fvm_value *v; /* owned reference */
+    int64_t *idx;
+} pick_source;
+
+static fvm_status pick_get(fvm_source *src, int64_t j, fvm_value **out, fvm_diag *d)
+{
+    pick_source *p = (pick_source *)src;
+    return fvm_clients_get(p->v, p->idx[j], out, d);
+}
+
+static void pick_free(fvm_source *src)
+{
+    pick_source *p = (pick_source *)src;
+    fvm_value_release(p->v);
+    free(p->idx);
+    free(p);
+}
+
+static const struct fvm_source_i pick_iface = {.get = pick_get, .free = pick_free};
+
+fvm_status fvm_clients_pick(fvm_value *v, const int64_t *idx, int64_t k, fvm_value **out, fvm_diag *d)
+{
+    *out = NULL;
+    for (int64_t j = 0; j < k; j++)
+        if (idx[j] < 0 || idx[j] >= v->n)
+            return fvm_diag_add(d, FVM_ERR_RUNTIME, NULL, "client %lld out of range [0, %lld)", (long long)idx[j],
+                                (long long)v->n);
+    if (!v->src) {
+        fvm_value *l = fvm_value_list(FVM_V_CLIENTS, k);
+        if (!l)
+            return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+        for (int64_t j = 0; j < k; j++)
+            l->items[j] = fvm_value_retain(v->items[idx[j]]);
+        *out = l;
+        return FVM_OK;
+    }
+    pick_source *p = calloc(1, sizeof *p);
+    if (p) {
+        p->base.iface = &pick_iface;
+        p->idx = malloc((size_t)(k ? k : 1) * sizeof *p->idx);
+    }
+    if (!p || !p->idx || !(*out = fvm_value_clients_source_take(k, &p->base))) {
+        if (p)
+            free(p->idx);
+        free(p);
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    }
+    p->v = fvm_value_retain(v);
+    memcpy(p->idx, idx, (size_t)k * sizeof *idx);
+    return FVM_OK;
+}
+
 fvm_value *fvm_value_retain(fvm_value *v)
 {
     if (v)

@@ -56,6 +56,10 @@ fvm_value *fvm_value_retain(fvm_value *v);
 /* Drops one reference; NULL is a no-op. Thread-safe. */
 void fvm_value_release(fvm_value *v);
 
+/* The members idx[0..k) of a CLIENTS value, as a new CLIENTS value of k
+ * members (held members are shared; a value read on demand stays so). */
+fvm_status fvm_clients_pick(fvm_value *v, const int64_t *idx, int64_t k, fvm_value **out, fvm_diag *d);
+
 /* Member i of a CLIENTS value (a new reference): held, or read from its source. */
 fvm_status fvm_clients_get(const fvm_value *v, int64_t i, fvm_value **out, fvm_diag *d);
 

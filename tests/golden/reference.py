@@ -12,6 +12,8 @@ import math
 import os
 import sys
 
+import ref_random
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CASES = os.path.dirname(os.path.abspath(__file__))
 
@@ -100,6 +102,13 @@ def drjax_mean_loss(w, xs):
     return {"loss": loss(w), "grad": g, "loss_after_step": loss(w2)}
 
 
+def shuffle_repeat(xs, rows, key):
+    """sequence_shuffle is Fisher-Yates over the key's Threefry stream; sequence_repeat concatenates copies."""
+    s = [xs[i] for i in ref_random.permutation(key, len(xs))]
+    return {"shuffled": s, "repeated": s * 3, "rows": [rows[i] for i in ref_random.permutation(key, len(rows))],
+            "empty": 0}
+
+
 def expectation(case):
     """The expected result of one case, from its program's meaning."""
     prog = os.path.basename(case["program"])
@@ -125,6 +134,8 @@ def expectation(case):
         return drjax_mean_loss(arg("w"), arg("x"))
     if prog == "fedsgd_linear.json":
         return fedsgd_linear(arg("data"), case["rounds"])
+    if prog == "shuffle_repeat.json":
+        return shuffle_repeat(arg("xs"), arg("rows"), arg("key"))
     raise SystemExit("reference.py: no reference for " + prog)
 
 

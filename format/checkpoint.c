@@ -1,0 +1,99 @@
+/* checkpoint.c - training-run checkpoints as safetensors files (see checkpoint.h). */
+#include "checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "safetensors.h"
+
+static void file_name(const char *dir, int64_t round, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/round-%06lld.safetensors", dir, (long long)round);
+}
+
+fvm_status fvm_checkpoint_save(const char *dir, int64_t round, const fvm_value *state, const fvm_type *t,
+                               const fvm_run_info *run, fvm_diag *d)
+{
+    fvm_loc loc = {.file = dir};
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot create the checkpoint directory: %s", strerror(errno));
+    char path[4096], r[32], seed[32], per[32], type[1024];
+    file_name(dir, round, path, sizeof path);
+    snprintf(r, sizeof r, "%lld", (long long)round);
+    snprintf(seed, sizeof seed, "%" PRIu64, run->seed);
+    snprintf(per, sizeof per, "%lld", (long long)run->clients_per_round);
+    fvm_type_format(t, false, type, sizeof type);
+    const char *meta[] = {"fedvm.round", r, "fedvm.seed", seed, "fedvm.clients_per_round", per,
+                          "fedvm.program", run->program, "fedvm.state", type};
+    return fvm_safetensors_save(path, state, t, 5, meta, d);
+}
+
+/* The round of a checkpoint file name, or -1. */
+static int64_t round_of(const char *name)
+{
+    const char *pre = "round-", *suf = ".safetensors";
+    size_t n = strlen(name), np = strlen(pre), ns = strlen(suf);
+    if (n <= np + ns || strncmp(name, pre, np) || strcmp(name + n - ns, suf))
+        return -1;
+    int64_t r = 0;
+    for (size_t i = np; i < n - ns; i++) {
+        if (name[i] < '0' || name[i] > '9' || r > INT64_MAX / 10 - 9)
+            return -1;
+        r = r * 10 + (name[i] - '0');
+    }
+    return r;
+}
+
+/* The checkpoint's metadata value must equal want. */
+static fvm_status agree(const fvm_safetensors *f, const char *path, const char *key, const char *want,
+                        const char *what, fvm_diag *d)
+{
+    const char *got = fvm_safetensors_meta(f, key);
+    if (got && !strcmp(got, want))
+        return FVM_OK;
+    fvm_loc loc = {.file = path};
+    return fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                        "this checkpoint was made with %s %s, this run has %s; resume with the same settings",
+                        what, got ? got : "(not recorded)", want);
+}
+
+fvm_status fvm_checkpoint_last(const char *dir, const fvm_type *t, const fvm_run_info *run, int64_t *round,
+                               fvm_value **state, fvm_diag *d)
+{
+    *state = NULL;
+    fvm_loc loc = {.file = dir};
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot read the checkpoint directory: %s", strerror(errno));
+    int64_t best = -1;
+    for (struct dirent *e; (e = readdir(dh));) {
+        int64_t r = round_of(e->d_name);
+        if (r > best)
+            best = r;
+    }
+    closedir(dh);
+    if (best < 0)
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "no checkpoint (round-N.safetensors) to resume from");
+    char path[4096], seed[32], per[32], type[1024];
+    file_name(dir, best, path, sizeof path);
+    fvm_safetensors *f = NULL;
+    fvm_status s = fvm_safetensors_load(path, &f, d);
+    if (s)
+        return s;
+    snprintf(seed, sizeof seed, "%" PRIu64, run->seed);
+    snprintf(per, sizeof per, "%lld", (long long)run->clients_per_round);
+    fvm_type_format(t, false, type, sizeof type);
+    if (!(s = agree(f, path, "fedvm.seed", seed, "--seed", d)) &&
+        !(s = agree(f, path, "fedvm.clients_per_round", per, "clients per round", d)) &&
+        !(s = agree(f, path, "fedvm.state", type, "the state type", d)))
+        s = fvm_safetensors_value(f, t, state, d);
+    fvm_safetensors_free(f);
+    if (s == FVM_OK)
+        *round = best;
+    return s;
+}

@@ -1,0 +1,33 @@
+/* checkpoint.h - a training run's server state saved after a round, and found again to resume.
+ *
+ * A checkpoint is DIR/round-NNNNNN.safetensors (the round zero-padded to at
+ * least 6 digits), the state as safetensors tensors named by their paths
+ * (safetensors.h), with string metadata fedvm.round, fedvm.seed,
+ * fedvm.clients_per_round, fedvm.program and fedvm.state (the state's type),
+ * written atomically. Every checkpoint is kept. */
+#ifndef FVM_CHECKPOINT_H
+#define FVM_CHECKPOINT_H
+
+#include "../vm/types.h"
+#include "../vm/value.h"
+
+/* What a run's checkpoints must agree on to be resumed. */
+typedef struct fvm_run_info {
+    uint64_t seed;
+    int64_t clients_per_round; /* -1: no client data */
+    const char *program;       /* the program file's base name */
+} fvm_run_info;
+
+/* Saves the state after 'round' (creating dir when missing). */
+fvm_status fvm_checkpoint_save(const char *dir, int64_t round, const fvm_value *state, const fvm_type *t,
+                               const fvm_run_info *run, fvm_diag *d);
+
+/* The last checkpoint of dir (the highest round): its state, of type t (a
+ * new value), and its round. The checkpoint's seed, clients per round and
+ * state type must be run's (an error explaining the difference otherwise:
+ * resuming with other settings would not continue the same run). A
+ * directory without checkpoints is FVM_ERR_IO. */
+fvm_status fvm_checkpoint_last(const char *dir, const fvm_type *t, const fvm_run_info *run, int64_t *round,
+                               fvm_value **state, fvm_diag *d);
+
+#endif

@@ -1,0 +1,30 @@
+/* data_bind.h - binding a dataset split to a parameter: NAME=FILE[:SPLIT] on the command line. */
+#ifndef FVM_DATA_BIND_H
+#define FVM_DATA_BIND_H
+
+#include "../vm/types.h"
+#include "../vm/value.h"
+
+/* Splits "FILE[:SPLIT]" at its last ':' when what follows is a split name
+ * (letters, digits, '_', '-'); *file and *split are malloc'd (*split NULL:
+ * the default split). */
+fvm_status fvm_data_spec(const char *text, char **file, char **split, fvm_diag *d);
+
+/* The value of dataset file 'path' (split 'split', NULL: the default) for a
+ * parameter 'param' of type t:
+ *   {T*}@CLIENTS        one member per client of the split, in the file's
+ *                       client order, read and decoded when the run uses it
+ *                       and released after (memory stays flat in the number
+ *                       of clients; reads may come from several threads);
+ *   T*, T*@SERVER       every client's examples, in client order, as one
+ *                       sequence in memory (a centralized test split).
+ * T must be a struct with named fields. Each field names a column of the
+ * file with the same dtype and per-example shape (a '?' dim accepts any
+ * size; a column whose size varies between examples needs '?'); columns T
+ * does not name are not used. A mismatch is a type error naming the
+ * parameter, the file, the field and both types, and listing the file's
+ * columns. *out (owned by the caller) is NULL on error. */
+fvm_status fvm_data_bind(const char *path, const char *split, const char *param, const fvm_type *t,
+                         fvm_value **out, fvm_diag *d);
+
+#endif

@@ -1,0 +1,31 @@
+# lib.sh - what the tests/run_*.sh scripts share: a scratch directory $T and pass/fail accounting.
+# Source it after setting BIN; it creates $T (removed on exit) and counts in $pass and $fail.
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+pass=0 fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# expect RC DESCRIPTION -- CMD...: runs CMD, stdout to $T/out, stderr to $T/err.
+expect() {
+    local want=$1 what=$2; shift 3
+    "$@" >"$T/out" 2>"$T/err"
+    local rc=$?
+    if [ "$rc" -ne "$want" ]; then bad "$what: exit $rc, expected $want"; sed 's/^/  | /' "$T/err" | head -5; return 1; fi
+    if grep -qE "AddressSanitizer|LeakSanitizer|runtime error:" "$T/err"; then bad "$what: sanitizer report"; return 1; fi
+    ok
+}
+has() { # has FILE TEXT DESCRIPTION
+    if grep -qF -- "$2" "$1"; then ok; else bad "$3: '$2' not in output"; sed 's/^/  | /' "$1" | head -8; fi
+}
+lacks() { # lacks FILE TEXT DESCRIPTION
+    if grep -qF -- "$2" "$1"; then bad "$3: '$2' in output"; else ok; fi
+}
+same() { # same A B DESCRIPTION
+    if cmp -s "$1" "$2"; then ok; else bad "$3: outputs differ"; diff "$1" "$2" | head -5; fi
+}
+check() { # check DESCRIPTION -- CMD...: CMD must succeed
+    local what=$1; shift 2
+    if "$@" >"$T/check" 2>&1; then ok; else bad "$what"; sed 's/^/  | /' "$T/check" | head -8; fi
+}

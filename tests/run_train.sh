@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# run_train.sh BIN - training runs: datasets bound with --data, client sampling, client keys,
+# evaluation, metrics files, determinism, and the errors of each option; one run checked
+# value by value against an independent NumPy reference.
+set -u
+BIN=${1:?usage: tests/run_train.sh path/to/fedvm}
+. "$(dirname "$0")/lib.sh"
+
+# A Python with NumPy and msgpack (Debian's python3-numpy, python3-msgpack).
+PY=
+for p in "${PYTHON:-python3}" /usr/bin/python3; do
+    if "$p" -c 'import numpy, msgpack' 2>/dev/null; then PY=$p; break; fi
+done
+if [ -z "$PY" ]; then echo "run_train: no python3 with numpy and msgpack (make deps)"; exit 1; fi
+
+P=tests/train/softmax.json
+D="$T/syn.sqlite"
+"$BIN" data synthetic --kind fedprox --alpha 1 --beta 1 --seed 5 -o "$D" >/dev/null 2>&1 || { echo "run_train: cannot make data"; exit 1; }
+TRAIN="--data train=$D --data test=$D:test"
+
+# -- a run, against the reference
+expect 0 "train 4 rounds of 5 clients" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 3 --metrics "$T/m.jsonl" &&
+    cp "$T/out" "$T/run1" && has "$T/err" "final evaluation: accuracy" "summary line"
+check "the NumPy reference agrees" -- "$PY" tests/train/reference.py "$D" 4 5 3 "$T/run1"
+check "4 JSON lines" -- test "$(wc -l <"$T/run1")" -eq 4
+has "$T/run1" '"eval": {"loss"' "eval after the last round"
+
+# -- checkpoints: the state after every round, read back by the reference
+expect 0 "checkpoints" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 3 --checkpoint-dir "$T/ck" &&
+    check "a checkpoint per round" -- test "$(ls "$T/ck" | tr '\n' ' ')" = "round-000001.safetensors round-000002.safetensors round-000003.safetensors round-000004.safetensors "
+check "the checkpoint holds the reference model" -- "$PY" tests/train/reference.py "$D" 4 5 3 "$T/out" "$T/ck/round-000004.safetensors"
+expect 0 "checkpoint every 3" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --checkpoint-dir "$T/ck3" --checkpoint-every 3 &&
+    check "rounds 3 and 4 (the last)" -- test "$(ls "$T/ck3" | wc -l)" -eq 2
+
+# -- resume: the same bits as a run never stopped, also after SIGKILL in the middle of a round
+R="--rounds 120 --clients-per-round 5 --seed 9"
+expect 0 "uninterrupted run" -- "$BIN" run $P $TRAIN $R --checkpoint-dir "$T/full" --checkpoint-every 40 && cp "$T/out" "$T/full.out"
+"$BIN" run $P $TRAIN $R --checkpoint-dir "$T/killed" --metrics "$T/killed.jsonl" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 200); do [ -e "$T/killed/round-000003.safetensors" ] && break; sleep 0.05; done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+done_rounds=$(ls "$T/killed" | grep -c '^round-.*safetensors$')
+if [ "$done_rounds" -ge 3 ] && [ "$done_rounds" -lt 120 ]; then ok; else bad "killed run left $done_rounds checkpoints"; fi
+expect 0 "resume after SIGKILL" -- "$BIN" run $P $TRAIN $R --resume "$T/killed" --metrics "$T/killed.jsonl" &&
+    has "$T/err" "resuming after round" "resume note"
+same "$T/full/round-000120.safetensors" "$T/killed/round-000120.safetensors" "final state after SIGKILL and resume"
+check "metrics: each round once, in order" -- "$PY" -c '
+import json, sys
+rounds = [json.loads(l)["round"] for l in open(sys.argv[1])]
+assert rounds == list(range(1, 121)), rounds[:10]' "$T/killed.jsonl"
+expect 0 "resume when done" -- "$BIN" run $P $TRAIN $R --resume "$T/killed" && check "nothing to run" -- test ! -s "$T/out"
+expect 1 "resume with another seed" -- "$BIN" run $P $TRAIN --rounds 130 --clients-per-round 5 --seed 10 --resume "$T/killed" &&
+    has "$T/err" "made with --seed 9, this run has 10" "seed mismatch"
+expect 1 "resume with other clients per round" -- "$BIN" run $P $TRAIN --rounds 130 --clients-per-round 6 --seed 9 --resume "$T/killed" &&
+    has "$T/err" "clients per round 5, this run has 6" "per-round mismatch"
+mkdir -p "$T/empty"
+expect 1 "resume from an empty directory" -- "$BIN" run $P $TRAIN --resume "$T/empty" && has "$T/err" "no checkpoint" "empty dir"
+
+# -- --init: weights from a safetensors file written by an independent writer
+"$PY" - "$T/init.safetensors" <<'PY'
+import json, struct, sys
+import numpy as np
+w = np.full((60, 10), 0.01, np.float32); b = np.arange(10, dtype=np.float32)
+header = {"w": {"dtype": "F32", "shape": [60, 10], "data_offsets": [0, w.nbytes]},
+          "b": {"dtype": "F32", "shape": [10], "data_offsets": [w.nbytes, w.nbytes + b.nbytes]}}
+h = json.dumps(header).encode(); h += b" " * (-len(h) % 8)
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(h)) + h + w.tobytes() + b.tobytes())
+PY
+expect 0 "--init" -- "$BIN" run $P $TRAIN --rounds 0 --init "$T/init.safetensors" --checkpoint-dir "$T/ckinit" &&
+    has "$T/err" "2 tensors of the initial state" "init count"
+expect 0 "--init then a round" -- "$BIN" run $P $TRAIN --rounds 1 --clients-per-round 2 --init "$T/init.safetensors" --checkpoint-dir "$T/ckinit"
+check "the run started from the file" -- "$PY" -c '
+import json, sys
+sys.path.insert(0, "tests/train")
+from reference import read_safetensors
+t, meta = read_safetensors(sys.argv[1])
+assert abs(float(t["b"][9]) - 9.0) < 0.5, t["b"]' "$T/ckinit/round-000001.safetensors"
+printf 'garbage' >"$T/bad.safetensors"
+expect 1 "--init from a bad file" -- "$BIN" run $P $TRAIN --init "$T/bad.safetensors" && has "$T/err" "bad.safetensors" "bad init"
+expect 2 "--init and --resume" -- "$BIN" run $P $TRAIN --init "$T/init.safetensors" --resume "$T/ck"
+
+# -- the metrics file: one object per round, with the sampled clients as the reference draws them
+check "metrics file rounds, clients, seconds" -- "$PY" - "$T/m.jsonl" <<'PY'
+import json, sys
+sys.path.insert(0, "tests/golden")
+import ref_random
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert [l["round"] for l in lines] == [1, 2, 3, 4], lines
+for l in lines:
+    assert l["clients"] == 5 and l["seconds"] >= 0, l
+    assert l["sampled"] == ref_random.sample_clients(3, l["round"], 30, 5), l
+assert "eval" in lines[-1] and "eval" not in lines[0]
+PY
+expect 0 "metrics appends" -- "$BIN" run $P $TRAIN --rounds 1 --clients-per-round 5 --seed 3 --metrics "$T/m.jsonl"
+check "metrics appended" -- test "$(wc -l <"$T/m.jsonl")" -eq 5
+
+# -- determinism
+expect 0 "same seed" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 3 && same "$T/run1" "$T/out" "rerun"
+expect 0 "another seed" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 4 &&
+    if cmp -s "$T/run1" "$T/out"; then bad "seeds 3 and 4 gave the same run"; else ok; fi
+
+# -- participation: every client, a fixed list, evaluation cadence
+expect 0 "every client" -- "$BIN" run $P $TRAIN --rounds 1 --metrics "$T/all.jsonl" && has "$T/all.jsonl" '"clients": 30' "all clients"
+lacks "$T/all.jsonl" '"sampled"' "no sample listed for full participation"
+expect 0 "fixed client ids" -- "$BIN" run $P $TRAIN --rounds 2 --client-ids f_00007,f_00002 --metrics "$T/ids.jsonl" &&
+    has "$T/ids.jsonl" '"clients": 2' "fixed ids"
+printf 'f_00002\nf_00007\n' >"$T/ids.txt"
+expect 0 "fixed client ids from a file" -- "$BIN" run $P $TRAIN --rounds 2 --client-ids "@$T/ids.txt" &&
+    cp "$T/out" "$T/ids_file" && expect 0 "ids again" -- "$BIN" run $P $TRAIN --rounds 2 --client-ids f_00002,f_00007 &&
+    same "$T/ids_file" "$T/out" "ids from a file or the command line, in any order"
+expect 0 "eval every 2" -- "$BIN" run $P $TRAIN --rounds 5 --clients-per-round 3 --eval-every 2 &&
+    check "eval in rounds 2, 4, 5" -- test "$(grep -c '"eval"' "$T/out")" -eq 3
+expect 0 "training without evaluation data" -- "$BIN" run $P --data train="$D" --rounds 1 --clients-per-round 2 &&
+    lacks "$T/out" '"eval"' "no eval without test data"
+expect 0 "zero rounds" -- "$BIN" run $P $TRAIN --rounds 0 && check "no lines" -- test ! -s "$T/out"
+
+# -- clients given with --arg (held in memory) are sampled the same way
+expect 0 "sampling clients given as JSON" -- "$BIN" run programs/fedsgd_linear.json --arg data=@programs/data/linear_clients.json \
+    --rounds 2 --clients-per-round 2 --metrics "$T/lin.jsonl" && has "$T/lin.jsonl" '"clients": 2, "sampled": [' "JSON clients sampled"
+
+# -- --data binding errors: the message names the parameter, the field and the column
+cat >"$T/wrong.json" <<'J'
+{"fedvm": 1, "functions": {
+  "initialize": {"params": {}, "body": [["z", "const", {"value": 0.0}], ["s", "federated_value", {"placement": "SERVER"}, "z"]], "result": "s"},
+  "n": {"params": {"d": "<x=f64[60],y=i32[]>*"}, "body": [["c", "sequence_length", "d"], ["f", "cast", {"dtype": "f32"}, "c"]], "result": "f"},
+  "next": {"params": {"state": "f32[]@SERVER", "train": "{<x=f64[60],y=i32[]>*}@CLIENTS"}, "body": [
+    ["c", "federated_map", {"fn": "n"}, "train"], ["s", "federated_sum", "c"], ["r", "struct", {"names": ["state", "metrics"]}, "s", "s"]], "result": "r"}}}
+J
+expect 1 "column of another dtype" -- "$BIN" run "$T/wrong.json" --data train="$D" &&
+    has "$T/err" "parameter 'train': field 'x' is f64[60], but column 'x' holds f32[60] per example" "dtype mismatch"
+sed 's/<x=f64\[60\],y=i32\[\]>/<z=f32[60],y=i32[]>/g' "$T/wrong.json" >"$T/nocol.json"
+expect 1 "missing column" -- "$BIN" run "$T/nocol.json" --data train="$D" &&
+    has "$T/err" "the file has no column 'z' (it has x f32[60], y i32[])" "missing column"
+sed 's/<x=f64\[60\],y=i32\[\]>/<y=i32[]>/g' "$T/wrong.json" >"$T/subset.json"
+expect 0 "a subset of the columns" -- "$BIN" run "$T/subset.json" --data train="$D" &&
+    check "subset: every example counted" -- grep -qE '^\{"round": 1, "train": [1-9][0-9]*\.0\}$' "$T/out"
+sed 's/<x=f64\[60\],y=i32\[\]>/f32[60]/g' "$T/wrong.json" >"$T/nostruct.json"
+expect 1 "examples not a struct" -- "$BIN" run "$T/nostruct.json" --data train="$D" &&
+    has "$T/err" "the examples must be a struct of named fields" "not a struct"
+expect 1 "unknown split" -- "$BIN" run $P --data train="$D:validation" && has "$T/err" "validation" "unknown split"
+expect 1 "no such file" -- "$BIN" run $P --data train="$T/none.sqlite" && has "$T/err" "none.sqlite" "no file"
+printf 'not a database, just text\n' >"$T/text.sqlite"
+expect 1 "not a dataset" -- "$BIN" run $P --data train="$T/text.sqlite" && has "$T/err" "text.sqlite" "not a dataset"
+expect 1 "data for a tensor parameter" -- "$BIN" run programs/sensor_threshold.json --data threshold="$D" \
+    --arg readings=@programs/data/readings_0_19.json &&
+    has "$T/err" "a dataset binds {T*}@CLIENTS" "tensor parameter"
+
+# -- option errors
+expect 2 "--data without =" -- "$BIN" run $P --data "$D" && has "$T/err" "--data needs NAME=FILE[:SPLIT]" "--data syntax"
+expect 1 "more clients per round than clients" -- "$BIN" run $P $TRAIN --clients-per-round 31 &&
+    has "$T/err" "the data has 30 clients" "too many per round"
+expect 2 "--clients-per-round 0" -- "$BIN" run $P $TRAIN --clients-per-round 0
+expect 1 "unknown client id" -- "$BIN" run $P $TRAIN --client-ids f_00002,nobody && has "$T/err" "no client 'nobody'" "unknown id"
+expect 1 "client id twice" -- "$BIN" run $P $TRAIN --client-ids f_00002,f_00002 && has "$T/err" "given twice" "duplicate id"
+expect 1 "an argument no function takes" -- "$BIN" run $P $TRAIN --arg bogus=1 &&
+    has "$T/err" "neither next nor evaluate has a parameter 'bogus'" "unused arg"
+expect 2 "training options for a function" -- "$BIN" run programs/histogram.json --arg values=[1] --clients-per-round 1
+expect 2 "--eval-every without evaluation data" -- "$BIN" run $P --data train="$D" --eval-every 2 &&
+    has "$T/err" "evaluate needs" "eval without data"
+
+echo "train: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,616 @@
+/* fedvm_run.c - fedvm run: a function once, or a training run of an iterative process
+ * (rounds over sampled clients, evaluation, progress, metrics, checkpoints). */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../format/atomic.h"
+#include "../format/checkpoint.h"
+#include "../format/data_bind.h"
+#include "../format/safetensors.h"
+#include "../format/dataset.h"
+#include "../vm/rounds.h"
+#include "cli.h"
+
+const char *const fvm_usage_run =
+    "usage: fedvm run FILE [--fn NAME] [--arg NAME=VALUE|@FILE]... [--data NAME=FILE[:SPLIT]]...\n"
+    "                 [--clients N] [--seed S] [--rounds R] [--clients-per-round K]\n"
+    "                 [--client-ids ID,...|@FILE] [--eval-every E] [--metrics FILE.jsonl]\n"
+    "                 [--checkpoint-dir D [--checkpoint-every N]] [--resume D] [--init FILE]\n"
+    "\n"
+    "Checks FILE, then runs a function and prints its result as JSON on stdout; or,\n"
+    "for an iterative process (initialize, next, optional evaluate) without main,\n"
+    "runs training rounds.\n"
+    "\n"
+    "  --fn NAME          the function to run (default: main; without main, the rounds\n"
+    "                     of initialize and next)\n"
+    "  --arg NAME=VALUE   a parameter's value as JSON text, or @FILE (.json, .yaml);\n"
+    "                     {T}@CLIENTS takes an array with one member per client\n"
+    "  --data NAME=FILE[:SPLIT]\n"
+    "                     a dataset split (FedJAX or TFF SQLite) for a parameter of type\n"
+    "                     {T*}@CLIENTS (clients read as used) or T* (the split in memory);\n"
+    "                     T's fields name the columns\n"
+    "  --clients N        the number of clients when no client data is given\n"
+    "  --seed S           the run's seed (default 0): a parameter 'key' (u32[2]) gets\n"
+    "                     random_key(S), 'client_keys' ({u32[2]}@CLIENTS) one key per client\n"
+    "\n"
+    "training runs (next's parameters bound by name; see format/SPEC.md):\n"
+    "  --rounds R         rounds to run (default 1)\n"
+    "  --clients-per-round K\n"
+    "                     clients sampled uniformly without replacement each round, from\n"
+    "                     the seed and the round number (default: every client)\n"
+    "  --client-ids LIST  the same clients every round: ids (or indices) separated by\n"
+    "                     commas, or @FILE with one per line\n"
+    "  --eval-every E     run evaluate after every E-th round (default: after the last\n"
+    "                     round only); evaluate's data comes from --data/--arg too\n"
+    "  --metrics FILE     append one JSON object per round to FILE (JSON lines)\n"
+    "  --checkpoint-dir D save the server state as D/round-N.safetensors\n"
+    "  --checkpoint-every N\n"
+    "                     every N rounds (default 1) and after the last\n"
+    "  --resume D         continue from the last checkpoint in D (same program, seed\n"
+    "                     and clients per round), to --rounds; checkpoints go on in D\n"
+    "  --init FILE        start from the weights in a safetensors file (tensors named\n"
+    "                     by their path in the state, e.g. model.w1, or below one\n"
+    "                     field of it, e.g. w1)\n"
+    "\n"
+    "Each round prints one JSON line {\"round\", \"train\", \"eval\"} on stdout; on a terminal\n"
+    "a progress bar (round, loss, accuracy, rounds/s, ETA) replaces the lines.\n";
+
+#define MAX_ARGS 256
+
+typedef struct run_opts {
+    const char *file, *fn, *client_ids, *metrics, *checkpoint_dir, *resume, *init;
+    fvm_named_text args[MAX_ARGS];
+    int nargs;
+    long long clients, seed, rounds, per_round, eval_every, checkpoint_every;
+} run_opts;
+
+static int parse_opts(int argc, char **argv, run_opts *o)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        long long n;
+        fvm_arg_kind kind = FVM_ARG_JSON;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(fvm_usage_run, stdout);
+            return -1;
+        } else if ((v = cli_opt(argc, argv, &i, "--fn"))) {
+            o->fn = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--arg")) || ((v = cli_opt(argc, argv, &i, "--data")) &&
+                                                               (kind = FVM_ARG_DATA))) {
+            const char *eq = strchr(v, '=');
+            const char *opt = kind == FVM_ARG_DATA ? "--data" : "--arg";
+            if (!eq || eq == v)
+                return cli_usage_error(fvm_usage_run,
+                                       kind == FVM_ARG_DATA ? "--data needs NAME=FILE[:SPLIT], found '%s'"
+                                                            : "--arg needs NAME=VALUE, found '%s'",
+                                       v);
+            if (o->nargs == MAX_ARGS)
+                return cli_usage_error(fvm_usage_run, "at most 256 %s and --data options", opt);
+            char *name = strndup(v, (size_t)(eq - v));
+            if (!name)
+                return EXIT_INVALID;
+            o->args[o->nargs++] = (fvm_named_text){name, eq + 1, kind};
+        } else if ((v = cli_opt(argc, argv, &i, "--clients-per-round"))) {
+            if (!cli_int(v, 1, FVM_MAX_CLIENTS, &n))
+                return cli_usage_error(fvm_usage_run, "--clients-per-round needs a number >= 1, found '%s'", v);
+            o->per_round = n;
+        } else if ((v = cli_opt(argc, argv, &i, "--client-ids"))) {
+            o->client_ids = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--clients"))) {
+            if (!cli_int(v, 0, FVM_MAX_CLIENTS, &n))
+                return cli_usage_error(fvm_usage_run, "--clients needs a number of clients, found '%s'", v);
+            o->clients = n;
+        } else if ((v = cli_opt(argc, argv, &i, "--seed"))) {
+            if (!cli_int(v, LLONG_MIN, LLONG_MAX, &n))
+                return cli_usage_error(fvm_usage_run, "--seed needs an integer, found '%s'", v);
+            o->seed = n;
+        } else if ((v = cli_opt(argc, argv, &i, "--rounds"))) {
+            if (!cli_int(v, 0, 1000000000, &n))
+                return cli_usage_error(fvm_usage_run, "--rounds needs a number >= 0, found '%s'", v);
+            o->rounds = n;
+        } else if ((v = cli_opt(argc, argv, &i, "--eval-every"))) {
+            if (!cli_int(v, 1, 1000000000, &n))
+                return cli_usage_error(fvm_usage_run, "--eval-every needs a number >= 1, found '%s'", v);
+            o->eval_every = n;
+        } else if ((v = cli_opt(argc, argv, &i, "--checkpoint-dir"))) {
+            if (!*v)
+                return cli_usage_error(fvm_usage_run, "%s", "--checkpoint-dir needs a directory");
+            o->checkpoint_dir = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--checkpoint-every"))) {
+            if (!cli_int(v, 1, 1000000000, &n))
+                return cli_usage_error(fvm_usage_run, "--checkpoint-every needs a number >= 1, found '%s'", v);
+            o->checkpoint_every = n;
+        } else if ((v = cli_opt(argc, argv, &i, "--resume"))) {
+            if (!*v)
+                return cli_usage_error(fvm_usage_run, "%s", "--resume needs a checkpoint directory");
+            o->resume = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--init"))) {
+            if (!*v)
+                return cli_usage_error(fvm_usage_run, "%s", "--init needs a safetensors FILE");
+            o->init = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--metrics"))) {
+            if (!*v)
+                return cli_usage_error(fvm_usage_run, "%s", "--metrics needs a FILE");
+            o->metrics = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error(fvm_usage_run, "unknown option '%s'", argv[i]);
+        } else if (o->file) {
+            return cli_usage_error(fvm_usage_run, "one program at a time; unexpected '%s'", argv[i]);
+        } else {
+            o->file = argv[i];
+        }
+    }
+    if (!o->file)
+        return cli_usage_error(fvm_usage_run, "%s", "run needs a program FILE");
+    if (o->resume && o->init)
+        return cli_usage_error(fvm_usage_run, "%s", "--resume continues a run; --init starts one: give one of them");
+    if (o->checkpoint_every && !o->checkpoint_dir && !o->resume)
+        return cli_usage_error(fvm_usage_run, "%s", "--checkpoint-every needs --checkpoint-dir (or --resume)");
+    if (o->resume && !o->checkpoint_dir)
+        o->checkpoint_dir = o->resume;
+    if (!o->checkpoint_every)
+        o->checkpoint_every = 1;
+    return 0;
+}
+
+/* ---- one function ------------------------------------------------------------- */
+
+static int run_once(fvm_vm *vm, const fvm_func *f, const run_opts *o, fvm_diag *d)
+{
+    int64_t nclients = o->clients;
+    fvm_value **vals = NULL, *res = NULL;
+    int rc = EXIT_INVALID;
+    if (fvm_bind_args(f, o->nargs, o->args, (uint64_t)o->seed, &nclients, &vals, d) == FVM_OK &&
+        (nclients < 0 || fvm_vm_set_clients(vm, nclients, d) == FVM_OK) &&
+        fvm_vm_call(vm, f, vals, &res, d) == FVM_OK)
+        rc = cli_print_value(res, f->result_type, stdout);
+    fvm_value_release(res);
+    fvm_values_free(vals, f->nparams);
+    return rc;
+}
+
+/* ---- training runs ------------------------------------------------------------- */
+
+/* What the per-round report needs. */
+typedef struct train {
+    const run_opts *o;
+    FILE *metrics;          /* --metrics, or NULL */
+    bool bar;               /* a progress bar on stdout (a terminal) instead of JSON lines */
+    bool sampled;           /* clients are sampled (the metrics file lists them) */
+    double start;           /* wall clock at the first round */
+    int64_t first;          /* the first round of this process */
+    double loss, accuracy;  /* the latest values shown (NAN: none yet) */
+    bool have_eval;
+    const fvm_type *state_type;
+    fvm_run_info info;      /* what checkpoints record */
+} train;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A scalar field 'name' of a struct of metrics (placed or not), or NAN. */
+static double metric(const fvm_value *v, const fvm_type *t, const char *name)
+{
+    if (!v || !t)
+        return NAN;
+    if (t->kind == FVM_T_FED)
+        t = t->u.fed.member;
+    if (t->kind != FVM_T_STRUCT || v->kind != FVM_V_STRUCT)
+        return NAN;
+    int i = fvm_type_field_index(t, name);
+    if (i < 0 || v->items[i]->kind != FVM_V_TENSOR || fvm_tensor_count(&v->items[i]->t) != 1)
+        return NAN;
+    return fvm_tensor_get_f64(&v->items[i]->t, 0);
+}
+
+/* The round's record: {"round", "train", "eval"?, and for the metrics file
+ * "seconds", "clients", "sampled"?}. */
+static fvm_doc *record(fvm_arena *a, const fvm_round_report *r, bool full, bool sampled)
+{
+    fvm_doc *doc = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!doc || fvm_doc_set(a, doc, "round", fvm_doc_int(a, r->round)) ||
+        fvm_doc_set(a, doc, "train", fvm_value_to_doc(a, r->metrics, r->metrics_type)))
+        return NULL;
+    if (r->eval && fvm_doc_set(a, doc, "eval", fvm_value_to_doc(a, r->eval, r->eval_type)))
+        return NULL;
+    if (full) {
+        if (fvm_doc_set(a, doc, "seconds", fvm_doc_real(a, round(r->seconds * 1e6) / 1e6)) ||
+            fvm_doc_set(a, doc, "clients", fvm_doc_int(a, r->nclients)))
+            return NULL;
+        if (sampled) {
+            fvm_doc *ids = fvm_doc_new(a, FVM_DOC_ARRAY);
+            if (!ids || fvm_doc_set(a, doc, "sampled", ids))
+                return NULL;
+            ids->flow = true;
+            for (int64_t j = 0; j < r->nclients; j++)
+                if (fvm_doc_push(a, ids, fvm_doc_int(a, r->clients[j])))
+                    return NULL;
+        }
+    }
+    doc->flow = true;
+    return doc;
+}
+
+static void draw_bar(train *t, const fvm_round_report *r)
+{
+    double elapsed = now() - t->start;
+    double done = (double)(r->round - t->first + 1), left = (double)(r->last - r->round);
+    double rate = elapsed > 0 ? done / elapsed : 0;
+    enum { WIDTH = 24 };
+    int filled = r->last > 0 ? (int)(WIDTH * r->round / r->last) : WIDTH;
+    char bar[WIDTH + 1];
+    for (int i = 0; i < WIDTH; i++)
+        bar[i] = i < filled ? '#' : '.';
+    bar[WIDTH] = 0;
+    printf("\rround %lld/%lld [%s]%s", (long long)r->round, (long long)r->last, bar, t->have_eval ? " eval" : "");
+    if (!isnan(t->loss))
+        printf(" loss %.4f", t->loss);
+    if (!isnan(t->accuracy))
+        printf(" accuracy %.4f", t->accuracy);
+    if (rate > 0) {
+        long eta = (long)(left / rate + 0.5);
+        printf(" %.2f rounds/s ETA %ld:%02ld", rate, eta / 60, eta % 60);
+    }
+    printf("\033[K");
+    if (r->round == r->last)
+        printf("\n");
+    fflush(stdout);
+}
+
+static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *d)
+{
+    train *t = user;
+    /* Shown: evaluation figures when there are any, else training ones. */
+    const fvm_value *src = r->eval ? r->eval : t->have_eval ? NULL : r->metrics;
+    const fvm_type *st = r->eval ? r->eval_type : r->metrics_type;
+    if (src) {
+        t->loss = metric(src, st, "loss");
+        t->accuracy = metric(src, st, "accuracy");
+    }
+    t->have_eval = t->have_eval || r->eval;
+    fvm_arena a = {0};
+    fvm_status s = FVM_OK;
+    if (t->bar) {
+        draw_bar(t, r);
+    } else {
+        fvm_doc *line = record(&a, r, false, false);
+        if (!line || cli_print_doc(line, stdout))
+            s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot print round %lld", (long long)r->round);
+        fflush(stdout);
+    }
+    if (s == FVM_OK && t->o->checkpoint_dir && (r->round % t->o->checkpoint_every == 0 || r->round == r->last))
+        s = fvm_checkpoint_save(t->o->checkpoint_dir, r->round, r->state, t->state_type, &t->info, d);
+    if (s == FVM_OK && t->metrics) {
+        fvm_doc *rec = record(&a, r, true, t->sampled);
+        char *text = NULL;
+        size_t len = 0;
+        if (!rec || fvm_json_write(rec, &text, &len, d) || fwrite(text, 1, len, t->metrics) != len ||
+            fflush(t->metrics) != 0)
+            s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot write the metrics file %s: %s", t->o->metrics,
+                             strerror(errno));
+        free(text);
+    }
+    fvm_arena_free(&a);
+    return s;
+}
+
+/* The clients of --client-ids: ids of the dataset bound to next's client
+ * data (else indices), increasing and distinct. *out malloc'd. */
+static fvm_status fixed_clients(const run_opts *o, const char *data_spec, int64_t population, int64_t **out,
+                                int64_t *k, fvm_diag *d)
+{
+    char *text = NULL;
+    size_t len;
+    if (o->client_ids[0] == '@') {
+        fvm_status s = fvm_read_file(o->client_ids + 1, &text, &len, d);
+        if (s)
+            return s;
+    } else if (!(text = strdup(o->client_ids))) {
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    }
+    fvm_dataset *ds = NULL;
+    char *file = NULL, *split = NULL;
+    fvm_status s = FVM_OK;
+    if (data_spec && !(s = fvm_data_spec(data_spec, &file, &split, d)))
+        s = fvm_dataset_open(file, split, &ds, d);
+    int64_t n = 0, cap = 16;
+    int64_t *ids = malloc((size_t)cap * sizeof *ids);
+    if (!ids && !s)
+        s = fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    for (char *tok = strtok(s ? NULL : text, ",\n\r"); tok && !s; tok = strtok(NULL, ",\n\r")) {
+        while (*tok == ' ' || *tok == '\t')
+            tok++;
+        size_t tl = strlen(tok);
+        while (tl && (tok[tl - 1] == ' ' || tok[tl - 1] == '\t'))
+            tok[--tl] = 0;
+        if (!tl)
+            continue;
+        long long idx = -1;
+        if (ds)
+            idx = fvm_dataset_find(ds, tok, tl);
+        else if (!cli_int(tok, 0, population - 1, &idx))
+            idx = -1;
+        if (idx < 0) {
+            s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--client-ids: no client '%s' in %s", tok,
+                             ds ? file : "the data (give indices 0..N-1)");
+            break;
+        }
+        if (n == cap) {
+            int64_t *p = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
+            if (!p) {
+                s = fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+                break;
+            }
+            ids = p;
+        }
+        ids[n++] = idx;
+    }
+    /* increasing, distinct */
+    for (int64_t i = 1; i < n && !s; i++)
+        for (int64_t j = i; j > 0 && ids[j - 1] >= ids[j]; j--) {
+            if (ids[j - 1] == ids[j]) {
+                s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--client-ids: client index %lld is given twice",
+                                 (long long)ids[j]);
+                break;
+            }
+            int64_t tmp = ids[j];
+            ids[j] = ids[j - 1];
+            ids[j - 1] = tmp;
+        }
+    if (!s && n == 0)
+        s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--client-ids lists no client");
+    fvm_dataset_close(ds);
+    free(file);
+    free(split);
+    free(text);
+    if (s) {
+        free(ids);
+        return s;
+    }
+    *out = ids;
+    *k = n;
+    return FVM_OK;
+}
+
+/* Drops the lines of a metrics file after round 'last' (a resumed run
+ * writes those rounds again); rewrites the file atomically. */
+static fvm_status keep_rounds(const char *path, int64_t last, fvm_diag *d)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return errno == ENOENT ? FVM_OK : fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot read %s: %s", path, strerror(errno));
+    fclose(f);
+    fvm_status s = fvm_read_file(path, &text, &len, d);
+    if (s)
+        return s;
+    size_t keep = 0;
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        size_t end = nl ? (size_t)(nl - text) + 1 : len;
+        long long r = -1;
+        if (sscanf(text + at, "{\"round\": %lld", &r) == 1 && r > last)
+            break;
+        keep = end;
+        at = end;
+    }
+    if (keep < len)
+        s = fvm_atomic_write(path, text, keep, d);
+    free(text);
+    return s;
+}
+
+/* Is every parameter of f after the state given (or a key)? Sets *any when
+ * some argument names one of them. */
+static bool all_given(const fvm_func *f, const run_opts *o, bool *any)
+{
+    bool all = true;
+    *any = false;
+    for (int i = 1; i < f->nparams; i++) {
+        bool given = false;
+        for (int k = 0; k < o->nargs; k++)
+            given = given || !strcmp(o->args[k].name, f->param_names[i]);
+        bool key = (!strcmp(f->param_names[i], "key") && fvm_bind_is_key(f->param_types[i])) ||
+                   (!strcmp(f->param_names[i], "client_keys") && fvm_bind_is_client_keys(f->param_types[i]));
+        *any = *any || given;
+        all = all && (given || key);
+    }
+    return all;
+}
+
+static int run_training(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm_diag *d)
+{
+    const fvm_func *init = fvm_program_func(p, "initialize"), *next = fvm_program_func(p, "next");
+    const fvm_func *eval = fvm_program_func(p, "evaluate");
+    bool used[MAX_ARGS] = {0}, any_eval = false;
+    if (eval && !all_given(eval, o, &any_eval)) {
+        if (any_eval || o->eval_every) {
+            fprintf(stderr, "fedvm: evaluate needs every one of its parameters after the state; give");
+            for (int i = 1; i < eval->nparams; i++)
+                fprintf(stderr, " --data/--arg %s=...", eval->param_names[i]);
+            fprintf(stderr, "\n");
+            return EXIT_USAGE;
+        }
+        eval = NULL; /* no evaluation data: training only */
+    } else if (!eval && o->eval_every) {
+        fprintf(stderr, "fedvm: --eval-every: %s has no function 'evaluate'\n", o->file);
+        return EXIT_USAGE;
+    }
+    int64_t population = o->clients, eval_clients = -1;
+    fvm_value **next_args = NULL, **eval_args = NULL, *state = NULL, *final = NULL;
+    int64_t *fixed = NULL, nfixed = 0;
+    int rc = EXIT_INVALID;
+    fvm_bind_opts bo = {.first = 1, .seed = (uint64_t)o->seed, .leave_keys = true, .used = used};
+    if (fvm_bind_params(next, o->nargs, o->args, &bo, &population, &next_args, d))
+        goto done;
+    if (eval) {
+        fvm_bind_opts be = {.first = 1, .seed = (uint64_t)o->seed, .used = used};
+        if (fvm_bind_params(eval, o->nargs, o->args, &be, &eval_clients, &eval_args, d))
+            goto done;
+    }
+    for (int k = 0; k < o->nargs; k++)
+        if (!used[k]) {
+            fvm_diag_add(d, FVM_ERR_USAGE, NULL, "neither next nor evaluate has a parameter '%s'", o->args[k].name);
+            goto done;
+        }
+    if (population < 0 && (o->per_round || o->client_ids)) {
+        fvm_diag_add(d, FVM_ERR_USAGE, NULL, "the number of clients is not known: bind client data "
+                                             "(--data/--arg) or give --clients N");
+        goto done;
+    }
+    if (o->client_ids) {
+        /* ids of the dataset bound to next's first client-data parameter */
+        const char *spec = NULL;
+        for (int k = 0; k < o->nargs && !spec; k++)
+            for (int i = 1; i < next->nparams && !spec; i++)
+                if (o->args[k].kind == FVM_ARG_DATA && !strcmp(o->args[k].name, next->param_names[i]))
+                    spec = o->args[k].text;
+        if (fixed_clients(o, spec, population, &fixed, &nfixed, d))
+            goto done;
+    }
+    int64_t per_round = fixed ? nfixed : o->per_round ? o->per_round : population;
+    if (per_round > population) {
+        fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--clients-per-round %lld: the data has %lld clients",
+                     (long long)per_round, (long long)population);
+        goto done;
+    }
+    train t = {.o = o, .bar = isatty(1), .sampled = !fixed && per_round < population, .start = now(), .first = 1,
+               .loss = NAN, .accuracy = NAN, .state_type = init->result_type};
+    const char *base = strrchr(o->file, '/');
+    t.info = (fvm_run_info){(uint64_t)o->seed, population < 0 ? -1 : per_round, base ? base + 1 : o->file};
+    if (o->resume) {
+        int64_t done_rounds = 0;
+        if (fvm_checkpoint_last(o->resume, init->result_type, &t.info, &done_rounds, &state, d))
+            goto done;
+        t.first = done_rounds + 1;
+        if (o->metrics && keep_rounds(o->metrics, done_rounds, d))
+            goto done;
+        fprintf(stderr, "fedvm: resuming after round %lld from %s\n", (long long)done_rounds, o->resume);
+    } else {
+        /* initialize, with the run's key when it takes one */
+        fvm_value **init_args = NULL;
+        int64_t none = -1;
+        if (fvm_bind_args(init, 0, NULL, (uint64_t)o->seed, &none, &init_args, d) ||
+            fvm_vm_call(vm, init, init_args, &state, d)) {
+            fvm_values_free(init_args, init->nparams);
+            goto done;
+        }
+        fvm_values_free(init_args, init->nparams);
+    }
+    if (o->init) {
+        fvm_safetensors *f = NULL;
+        fvm_value *v = NULL;
+        int replaced = 0;
+        fvm_status st = fvm_safetensors_load(o->init, &f, d);
+        if (!st)
+            st = fvm_safetensors_overlay(f, state, init->result_type, &v, &replaced, d);
+        fvm_safetensors_free(f);
+        if (st)
+            goto done;
+        fvm_value_release(state);
+        state = v;
+        fprintf(stderr, "fedvm: %d tensors of the initial state from %s\n", replaced, o->init);
+    }
+    if (o->metrics && !(t.metrics = fopen(o->metrics, "a"))) {
+        fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot open the metrics file %s: %s", o->metrics, strerror(errno));
+        goto done;
+    }
+    fvm_rounds r = {
+        .vm = vm,
+        .next = next,
+        .evaluate = eval,
+        .next_args = next_args,
+        .eval_args = eval_args,
+        .eval_population = eval_clients,
+        .population = population,
+        .per_round = per_round,
+        .fixed = fixed,
+        .seed = (uint64_t)o->seed,
+        .first = t.first,
+        .last = o->rounds,
+        .eval_every = o->eval_every,
+        .report = report_round,
+        .user = &t,
+    };
+    fvm_status s = fvm_rounds_run(&r, state, &final, d);
+    if (t.metrics && fclose(t.metrics) != 0 && !s)
+        s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot write the metrics file %s: %s", o->metrics, strerror(errno));
+    if (s)
+        goto done;
+    double secs = now() - t.start;
+    fprintf(stderr, "fedvm: %lld rounds in %.1f s", (long long)(o->rounds >= t.first ? o->rounds - t.first + 1 : 0),
+            secs);
+    if (t.have_eval && !isnan(t.accuracy))
+        fprintf(stderr, "; final evaluation: accuracy %.4f", t.accuracy);
+    if (t.have_eval && !isnan(t.loss))
+        fprintf(stderr, "%s loss %.4f", isnan(t.accuracy) ? "; final evaluation:" : ",", t.loss);
+    fprintf(stderr, "\n");
+    rc = 0;
+done:
+    fvm_value_release(final);
+    fvm_value_release(state);
+    fvm_values_free(next_args, next->nparams);
+    if (eval)
+        fvm_values_free(eval_args, eval->nparams);
+    free(fixed);
+    return rc;
+}
+
+int fvm_cmd_run(int argc, char **argv)
+{
+    run_opts o = {.clients = -1, .rounds = 1};
+    int rc = parse_opts(argc, argv, &o);
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    fvm_vm *vm = NULL;
+    if (rc) {
+        rc = rc < 0 ? 0 : rc;
+        goto done;
+    }
+    rc = EXIT_INVALID;
+    if (cli_load_checked(o.file, &p, &d))
+        goto done;
+    fvm_vm_config cfg = {.nclients = -1};
+    if (fvm_vm_new(p, &cfg, &vm, &d))
+        goto done;
+    const fvm_func *f = fvm_program_func(p, o.fn ? o.fn : "main");
+    if (!f && !o.fn && fvm_program_func(p, "next")) {
+        rc = run_training(vm, p, &o, &d);
+        goto done;
+    }
+    if (!f) {
+        fprintf(stderr, "fedvm: %s has no function '%s'; functions:", o.file, o.fn ? o.fn : "main");
+        for (int i = 0; i < p->nfuncs; i++)
+            fprintf(stderr, " %s", p->funcs[i]->name);
+        fprintf(stderr, "\n");
+        goto done;
+    }
+    bool training_opts = o.per_round || o.client_ids || o.eval_every || o.metrics || o.checkpoint_dir || o.init;
+    if (training_opts) {
+        fprintf(stderr, "fedvm: --clients-per-round, --client-ids, --eval-every, --metrics, --checkpoint-dir, "
+                        "--resume and --init are for training runs (a program with initialize and next, without "
+                        "main or --fn)\n");
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    rc = run_once(vm, f, &o, &d);
+done:
+    cli_print_errors(&d);
+    fvm_diag_clear(&d);
+    fvm_vm_free(vm);
+    fvm_program_free(p);
+    for (int i = 0; i < o.nargs; i++)
+        free((char *)o.args[i].name);
+    return rc;
+}

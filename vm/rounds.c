@@ -1,0 +1,135 @@
+/* rounds.c - the round driver (see rounds.h). */
+#include "rounds.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sample.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static bool is_clients_list(const fvm_type *t)
+{
+    return t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS && !t->u.fed.all_equal;
+}
+
+/* next's arguments for one round: the state, the round's members of client
+ * data, and the keys. args[i] are new references. */
+static fvm_status round_args(const fvm_rounds *r, int64_t round, const int64_t *picked, fvm_value *state,
+                             fvm_value **args, fvm_diag *d)
+{
+    const fvm_func *f = r->next;
+    uint32_t key[2];
+    fvm_round_key(r->seed, round, key);
+    args[0] = fvm_value_retain(state);
+    for (int i = 1; i < f->nparams; i++) {
+        fvm_value *v = r->next_args[i];
+        fvm_status s;
+        if (v && is_clients_list(f->param_types[i]) && v->kind == FVM_V_CLIENTS)
+            s = fvm_clients_pick(v, picked, r->per_round, &args[i], d);
+        else if (v)
+            s = (args[i] = fvm_value_retain(v)) ? FVM_OK : FVM_ERR_NOMEM;
+        else if (is_clients_list(f->param_types[i])) /* client_keys */
+            s = fvm_client_keys_value(key, picked, r->per_round, &args[i], d);
+        else /* key */
+            s = fvm_key_value(key, &args[i], d);
+        if (s)
+            return s;
+    }
+    return FVM_OK;
+}
+
+static fvm_status evaluate(const fvm_rounds *r, fvm_value *state, fvm_value **out, fvm_diag *d)
+{
+    const fvm_func *f = r->evaluate;
+    fvm_value **args = calloc((size_t)f->nparams, sizeof *args);
+    if (!args)
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    args[0] = state;
+    for (int i = 1; i < f->nparams; i++)
+        args[i] = r->eval_args[i];
+    fvm_vm_forget_clients(r->vm);
+    fvm_status s = r->eval_population >= 0 ? fvm_vm_set_clients(r->vm, r->eval_population, d) : FVM_OK;
+    if (s == FVM_OK)
+        s = fvm_vm_call(r->vm, f, args, out, d);
+    free(args);
+    return s;
+}
+
+fvm_status fvm_rounds_run(const fvm_rounds *r, fvm_value *state, fvm_value **out, fvm_diag *d)
+{
+    *out = NULL;
+    if (r->population >= 0 && (r->per_round < 0 || r->per_round > r->population))
+        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "cannot run %lld clients per round: the data has %lld clients",
+                            (long long)r->per_round, (long long)r->population);
+    fvm_status s = FVM_OK;
+    int np = r->next->nparams;
+    int64_t *picked = malloc((size_t)(r->per_round > 0 ? r->per_round : 1) * sizeof *picked);
+    fvm_value **args = calloc((size_t)np, sizeof *args);
+    if (s == FVM_OK && (!picked || !args))
+        s = fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    fvm_value *cur = fvm_value_retain(state);
+    const fvm_type *mt = r->next->result_type->u.strct.elems[1];
+    for (int64_t round = r->first; s == FVM_OK && round <= r->last; round++) {
+        double t0 = now();
+        if (r->population < 0)
+            ; /* no client data and no client count: nothing to pick */
+        else if (r->fixed)
+            memcpy(picked, r->fixed, (size_t)r->per_round * sizeof *picked);
+        else if (r->per_round == r->population)
+            for (int64_t j = 0; j < r->per_round; j++)
+                picked[j] = j;
+        else
+            s = fvm_sample_clients(r->seed, round, r->population, r->per_round, picked, d);
+        fvm_value *res = NULL, *ev = NULL;
+        fvm_vm_forget_clients(r->vm);
+        if (s == FVM_OK && r->population >= 0)
+            s = fvm_vm_set_clients(r->vm, r->per_round, d);
+        if (s == FVM_OK)
+            s = round_args(r, round, picked, cur, args, d);
+        if (s == FVM_OK)
+            s = fvm_vm_call(r->vm, r->next, args, &res, d);
+        for (int i = 0; i < np; i++) {
+            fvm_value_release(args[i]);
+            args[i] = NULL;
+        }
+        if (s)
+            break;
+        fvm_value_release(cur);
+        cur = fvm_value_retain(res->items[0]);
+        bool eval_now = r->evaluate && (round == r->last || (r->eval_every > 0 && round % r->eval_every == 0));
+        if (eval_now)
+            s = evaluate(r, cur, &ev, d);
+        if (s == FVM_OK && r->report) {
+            fvm_round_report rep = {
+                .round = round,
+                .last = r->last,
+                .clients = picked,
+                .nclients = r->per_round,
+                .seconds = now() - t0,
+                .state = cur,
+                .metrics = res->items[1],
+                .metrics_type = mt,
+                .eval = ev,
+                .eval_type = r->evaluate ? r->evaluate->result_type : NULL,
+            };
+            s = r->report(r->user, &rep, d);
+        }
+        fvm_value_release(ev);
+        fvm_value_release(res);
+    }
+    free(picked);
+    free(args);
+    if (s) {
+        fvm_value_release(cur);
+        return s;
+    }
+    *out = cur;
+    return FVM_OK;
+}
