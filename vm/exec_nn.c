@@ -113,7 +113,8 @@ fvm_status exec_conv2d_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *a
         char xs[FVM_DIMS_STR], ws[FVM_DIMS_STR];
         fvm_dims_format(&xi->shape, xs);
         fvm_dims_format(&w->shape, ws);
-        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "%s: the filter %s expects %lld input channels, the images %s have %lld",
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL,
+                            "%s: the filter %s expects %lld input channels, the images %s have %lld",
                             fvm_op_table[in->op].name, ws, (long long)w->shape.d[2], xs, (long long)xi->shape.d[3]);
     }
     fvm_window win = window_of(in, w->shape.d[0], w->shape.d[1], false);
