@@ -1,0 +1,243 @@
+/* test_algorithms.c - the optimizers of programs/lib/optim.json against hand-computed steps, and the
+ * federated algorithms of programs/ learning on synthetic data through the library, driven as the
+ * round driver drives them (initialize, then next with the round's clients and their keys). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../vm/fedvm.h"
+#include "../vm/synthetic.h"
+
+/* ---- programs --------------------------------------------------------------------- */
+
+static void print_errors(const fvm_diag *d)
+{
+    for (int i = 0; i < d->n; i++) {
+        char *m = fvm_error_format(&d->errs[i]);
+        print_error("  %s\n", m ? m : d->errs[i].msg);
+        free(m);
+    }
+}
+
+typedef struct algo {
+    fvm_program *p;
+    fvm_vm *vm;
+    fvm_diag d;
+} algo;
+
+static void algo_open(algo *a, const char *path)
+{
+    memset(a, 0, sizeof *a);
+    if (fvm_program_load(path, &a->p, &a->d) || fvm_check(a->p, &a->d)) {
+        print_errors(&a->d);
+        fail_msg("%s does not check", path);
+    }
+    assert_int_equal(fvm_vm_new(a->p, NULL, &a->vm, &a->d), FVM_OK);
+}
+
+static void algo_close(algo *a)
+{
+    fvm_vm_free(a->vm);
+    fvm_program_free(a->p);
+    fvm_diag_clear(&a->d);
+}
+
+static const fvm_func *func(const algo *a, const char *name)
+{
+    const fvm_func *f = fvm_program_func(a->p, name);
+    if (!f)
+        fail_msg("no function '%s'", name);
+    return f;
+}
+
+static fvm_value *call(algo *a, const fvm_func *f, fvm_value *const *args)
+{
+    fvm_value *r = NULL;
+    if (fvm_vm_call(a->vm, f, args, &r, &a->d)) {
+        print_errors(&a->d);
+        fail_msg("%s failed", f->name);
+    }
+    return r;
+}
+
+/* ---- values ----------------------------------------------------------------------- */
+
+static fvm_value *tensor_of(fvm_dtype dt, int rank, const int64_t *dims, const double *v)
+{
+    fvm_dims d = {.rank = rank};
+    for (int i = 0; i < rank; i++)
+        d.d[i] = dims[i];
+    fvm_tensor t;
+    assert_int_equal(fvm_tensor_alloc(&t, dt, &d, NULL), FVM_OK);
+    for (int64_t i = 0; i < fvm_tensor_count(&t); i++)
+        fvm_tensor_set_f64(&t, i, v ? v[i] : 0.0);
+    return fvm_value_tensor_take(&t);
+}
+
+static fvm_value *scalar(double v)
+{
+    return tensor_of(FVM_DTYPE_F32, 0, NULL, &v);
+}
+
+static fvm_value *vector(int64_t n, const double *v)
+{
+    return tensor_of(FVM_DTYPE_F32, 1, &n, v);
+}
+
+/* A struct value's field by name, through the static type. */
+static fvm_value *field(const fvm_value *v, const fvm_type *t, const char *name)
+{
+    assert_int_equal(t->kind, FVM_T_STRUCT);
+    for (int i = 0; i < t->u.strct.n; i++)
+        if (t->u.strct.names[i] && !strcmp(t->u.strct.names[i], name))
+            return v->items[i];
+    fail_msg("no field '%s'", name);
+    return NULL;
+}
+
+/* ---- optimizers against hand-computed steps ------------------------------------------ */
+
+/* Two steps of each optimizer of programs/lib/optim.json from x = [1, -2, 0.5] with the
+ * gradients [0.1, -0.3, 0.4] and then [0.4, 0.1, 0.01]. The expected values are the
+ * papers' formulas in double precision on the inputs and hyperparameters rounded to f32
+ * (f(a) = struct.unpack("f", struct.pack("f", a))[0], applied to every gradient entry and
+ * every hyperparameter first; sign(a) = (a > 0) - (a < 0)), by this Python:
+ *
+ *   x0 = [1.0, -2.0, 0.5]; gs = [[0.1, -0.3, 0.4], [0.4, 0.1, 0.01]]
+ *   def adam(lr=0.1, b1=0.9, b2=0.999, eps=1e-8):
+ *       x = x0[:]; m = [0.0]*3; v = [0.0]*3; t = 0
+ *       for g in gs:
+ *           t += 1
+ *           m = [b1*mi + (1-b1)*gi for mi, gi in zip(m, g)]
+ *           v = [b2*vi + (1-b2)*gi*gi for vi, gi in zip(v, g)]
+ *           x = [xi - lr*(mi/(1-b1**t))/(sqrt(vi/(1-b2**t)) + eps) for xi, mi, vi in zip(x, m, v)]
+ *       return x, m + v + [t]
+ *   def yogi(lr=0.1, b1=0.9, b2=0.999, eps=1e-3, v0=1e-6):       # Zaheer et al., Algorithm 2
+ *       ... m as adam; v = [vi - (1-b2)*gi*gi*sign(vi - gi*gi) ...]; x = [xi - lr*mi/(sqrt(vi) + eps) ...]
+ *   def adagrad(lr=0.1, eps=1e-7, init=0.1):
+ *       ... G = [Gi + gi*gi ...]; x = [xi - lr*gi/(sqrt(Gi) + eps) ...]
+ *   def fedopt(kind, lr=0.1, b1=0.9, b2=0.99, tau=1e-3):         # Reddi et al., Algorithm 2
+ *       x = x0[:]; m = [0.0]*3; v = [tau*tau]*3
+ *       for g in gs:
+ *           m = [b1*mi + (1-b1)*gi ...]
+ *           v = adagrad: v + g*g | yogi: v - (1-b2)*g*g*sign(v - g*g) | adam: b2*v + (1-b2)*g*g
+ *           x = [xi - lr*mi/(sqrt(vi) + tau) ...]
+ *   sgd (lr 0.1): x - lr*g; momentum (lr 0.1, beta 0.9): v = beta*v + g, x -= lr*v;
+ *   nesterov: v = beta*v + g, x -= lr*(g + beta*v).
+ *
+ * The third coordinate's second gradient is small (g*g < v): Yogi's sign is then +1 and
+ * its v falls by (1 - beta2) g*g, where Adam's falls by (1 - beta2) (v - g*g). */
+typedef struct opt_case {
+    const char *init, *update;
+    int ninit, nhyper;
+    double init_args[2], hyper[4];
+    double x[3];
+    int nstate;
+    double state[7]; /* the state's leaves in order */
+} opt_case;
+
+static const opt_case opt_cases[] = {
+    {"sgd_init", "sgd_update", 0, 1, {0}, {0.1},
+     {0.949999999, -1.98, 0.458999999}, 0, {0}},
+    {"momentum_init", "momentum_update", 0, 2, {0}, {0.1, 0.9},
+     {0.940999998, -1.953, 0.422999999}, 3, {0.490000005, -0.170000002, 0.369999996}},
+    {"nesterov_init", "nesterov_update", 0, 2, {0}, {0.1, 0.9},
+     {0.896899999, -1.9377, 0.389699999}, 3, {0.490000005, -0.170000002, 0.369999996}},
+    {"adam_init", "adam_update", 0, 4, {0}, {0.1, 0.9, 0.999, 1e-8},
+     {0.81156236, -1.85997815, 0.331154438}, 7, {0.0490000122, -0.0170000043, 0.0370000084, 0.000169987817, 9.99087223e-05, 0.000159937948, 2}},
+    {"yogi_init", "yogi_update", 1, 4, {1e-6}, {0.1, 0.9, 0.999, 1e-3},
+     {0.420241241, -1.56150307, -0.06259411}, 6, {0.0490000122, -0.0170000043, 0.0370000084, 0.000170997816, 0.00010099872, 0.000160897946}},
+    {"adagrad_init", "adagrad_update", 1, 2, {0.1}, {0.1, 1e-7},
+     {0.892868852, -1.95353597, 0.419592776}, 3, {0.270000007, 0.200000009, 0.260100006}},
+    {"fedopt_init", "fedadagrad_update", 1, 3, {1e-3}, {0.1, 0.9, 1e-3},
+     {0.978244038, -1.98467438, 0.480800935}, 6, {0.0490000122, -0.0170000043, 0.0370000084, 0.170001005, 0.100001007, 0.160101005}},
+    {"fedopt_init", "fedyogi_update", 1, 4, {1e-3}, {0.1, 0.9, 0.99, 1e-3},
+     {0.793506048, -1.8511921, 0.31222472}, 6, {0.0490000122, -0.0170000043, 0.0370000084, 0.00170099843, 0.00100099912, 0.00159999852}},
+    {"fedopt_init", "fedadam_update", 1, 4, {1e-3}, {0.1, 0.9, 0.99, 1e-3},
+     {0.793468006, -1.85096258, 0.311836176}, 6, {0.0490000122, -0.0170000043, 0.0370000084, 0.00169997853, 0.000991979237, 0.00158597865}},
+};
+
+/* Appends the leaves of a tensor tree to out[*n...]. */
+static void leaves(const fvm_value *v, double *out, int *n, int cap)
+{
+    if (v->kind == FVM_V_STRUCT) {
+        for (int64_t i = 0; i < v->n; i++)
+            leaves(v->items[i], out, n, cap);
+        return;
+    }
+    for (int64_t i = 0; i < fvm_tensor_count(&v->t); i++) {
+        assert_true(*n < cap);
+        out[(*n)++] = fvm_tensor_get_f64(&v->t, i);
+    }
+}
+
+static void expect_close(const char *what, int i, double got, double want)
+{
+    /* f32 arithmetic against the double-precision formulas */
+    if (!(fabs(got - want) <= 2e-6 * fabs(want) + 1e-10))
+        fail_msg("%s[%d]: got %.9g, expected %.9g", what, i, got, want);
+}
+
+static void test_optimizers(void **unused)
+{
+    (void)unused;
+    algo a;
+    algo_open(&a, "programs/lib/optim.json");
+    static const double x0[3] = {1.0, -2.0, 0.5}, gs[2][3] = {{0.1, -0.3, 0.4}, {0.4, 0.1, 0.01}};
+    for (size_t c = 0; c < sizeof opt_cases / sizeof *opt_cases; c++) {
+        const opt_case *oc = &opt_cases[c];
+        fvm_value *args[8] = {vector(3, x0)};
+        for (int i = 0; i < oc->ninit; i++)
+            args[1 + i] = scalar(oc->init_args[i]);
+        fvm_value *state = call(&a, func(&a, oc->init), args);
+        for (int i = 0; i < oc->ninit; i++)
+            fvm_value_release(args[1 + i]);
+        fvm_value *x = args[0];
+        const fvm_func *up = func(&a, oc->update);
+        assert_int_equal(up->nparams, 3 + oc->nhyper);
+        for (int step = 0; step < 2; step++) {
+            fvm_value *uargs[8] = {x, vector(3, gs[step]), state};
+            for (int i = 0; i < oc->nhyper; i++)
+                uargs[3 + i] = scalar(oc->hyper[i]);
+            fvm_value *r = call(&a, up, uargs);
+            for (int i = 1; i < 3 + oc->nhyper; i++)
+                if (i != 2)
+                    fvm_value_release(uargs[i]);
+            fvm_value_release(x);
+            fvm_value_release(state);
+            x = fvm_value_retain(field(r, up->result_type, "params"));
+            state = fvm_value_retain(field(r, up->result_type, "state"));
+            fvm_value_release(r);
+        }
+        double got[8];
+        int n = 0;
+        leaves(x, got, &n, 8);
+        assert_int_equal(n, 3);
+        for (int i = 0; i < 3; i++)
+            expect_close(oc->update, i, got[i], oc->x[i]);
+        n = 0;
+        leaves(state, got, &n, 8);
+        assert_int_equal(n, oc->nstate);
+        for (int i = 0; i < n; i++)
+            expect_close(oc->init, i, got[i], oc->state[i]);
+        print_message("%s: ok\n", oc->update);
+        fvm_value_release(x);
+        fvm_value_release(state);
+    }
+    algo_close(&a);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_optimizers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
