@@ -234,10 +234,242 @@ static void test_optimizers(void **unused)
     algo_close(&a);
 }
 
+/* ---- federated data ----------------------------------------------------------------- */
+
+/* A client's examples <x, y> stored by columns, as a dataset file gives them. */
+static fvm_value *client_seq(fvm_tensor *x, fvm_tensor *y)
+{
+    int64_t n = x->shape.d[0];
+    fvm_value *cols = fvm_value_list(FVM_V_STRUCT, 2);
+    assert_non_null(cols);
+    cols->items[0] = fvm_value_tensor_take(x);
+    cols->items[1] = fvm_value_tensor_take(y);
+    fvm_value *s = fvm_value_seq_cols_take(n, cols);
+    assert_non_null(s);
+    return s;
+}
+
+/* n clients of FedProx's Synthetic(alpha, beta) with 20 to 60
+ * examples each: all but the last 'held' examples of every client as
+ * {<x=f32[60],y=i32[]>*}@CLIENTS, and the held-out examples of all clients
+ * together as the centralized test sequence. */
+typedef struct fed_data {
+    fvm_value *train, *test;
+    int64_t clients, examples;
+} fed_data;
+
+static void synthetic_data(fed_data *fd, int64_t n, double alpha, double beta, uint64_t seed)
+{
+    enum { held = 6 };
+    fvm_synth_config c;
+    fvm_synth_defaults(FVM_SYNTH_FEDPROX, &c);
+    c.clients = n;
+    c.alpha = alpha;
+    c.beta = beta;
+    c.min_examples = 20;
+    c.max_examples = 60;
+    c.seed = seed;
+    fvm_synth *s = NULL;
+    fvm_diag d = {0};
+    assert_int_equal(fvm_synth_new(&c, &s, &d), FVM_OK);
+    fd->clients = n;
+    fd->examples = 0;
+    fd->train = fvm_value_list(FVM_V_CLIENTS, n);
+    assert_non_null(fd->train);
+    fvm_tensor tx, ty;
+    fvm_dims xd = {.rank = 2, .d = {n * held, 60}}, yd = {.rank = 1, .d = {n * held}};
+    assert_int_equal(fvm_tensor_alloc(&tx, FVM_DTYPE_F32, &xd, NULL), FVM_OK);
+    assert_int_equal(fvm_tensor_alloc(&ty, FVM_DTYPE_I32, &yd, NULL), FVM_OK);
+    for (int64_t k = 0; k < n; k++) {
+        fvm_tensor x, y, cx, cy;
+        assert_int_equal(fvm_synth_client(s, k, &x, &y, &d), FVM_OK);
+        int64_t m = x.shape.d[0] - held;
+        fvm_dims cxd = {.rank = 2, .d = {m, 60}}, cyd = {.rank = 1, .d = {m}};
+        assert_int_equal(fvm_tensor_alloc(&cx, FVM_DTYPE_F32, &cxd, NULL), FVM_OK);
+        assert_int_equal(fvm_tensor_alloc(&cy, FVM_DTYPE_I32, &cyd, NULL), FVM_OK);
+        const float *xs = fvm_tensor_data(&x);
+        const int32_t *ys = fvm_tensor_data(&y);
+        memcpy(fvm_tensor_data(&cx), xs, sizeof(float) * (size_t)(m * 60));
+        memcpy(fvm_tensor_data(&cy), ys, sizeof(int32_t) * (size_t)m);
+        memcpy((float *)fvm_tensor_data(&tx) + k * held * 60, xs + m * 60, sizeof(float) * held * 60);
+        memcpy((int32_t *)fvm_tensor_data(&ty) + k * held, ys + m, sizeof(int32_t) * held);
+        fvm_tensor_release(&x);
+        fvm_tensor_release(&y);
+        fd->examples += m;
+        fd->train->items[k] = client_seq(&cx, &cy);
+    }
+    fd->test = client_seq(&tx, &ty);
+    fvm_synth_free(s);
+    fvm_diag_clear(&d);
+}
+
+static void fed_data_free(fed_data *fd)
+{
+    fvm_value_release(fd->train);
+    fvm_value_release(fd->test);
+}
+
+static fvm_value *key_value(const uint32_t k[2])
+{
+    fvm_tensor t;
+    fvm_dims d = {.rank = 1, .d = {2}};
+    assert_int_equal(fvm_tensor_alloc(&t, FVM_DTYPE_U32, &d, NULL), FVM_OK);
+    memcpy(fvm_tensor_data(&t), k, 2 * sizeof *k);
+    return fvm_value_tensor_take(&t);
+}
+
+/* The keys of the round driver's convention: the round key is
+ * random_fold_in(random_key(seed), round), rounds numbered from 1, and client
+ * i's key random_fold_in(round key, i), i its index in the dataset. */
+static void round_key(uint64_t seed, int64_t round, uint32_t out[2])
+{
+    uint32_t base[2];
+    fvm_prng_key(seed, base);
+    fvm_prng_fold_in(base, (uint32_t)round, out);
+}
+
+static fvm_value *client_keys(uint64_t seed, int64_t round, int64_t n)
+{
+    uint32_t rk[2], k[2];
+    round_key(seed, round, rk);
+    fvm_value *keys = fvm_value_list(FVM_V_CLIENTS, n);
+    assert_non_null(keys);
+    for (int64_t i = 0; i < n; i++) {
+        fvm_prng_fold_in(rk, (uint32_t)i, k);
+        keys->items[i] = key_value(k);
+    }
+    return keys;
+}
+
+/* ---- rounds ------------------------------------------------------------------------- */
+
+static double num(const fvm_value *v)
+{
+    assert_int_equal(v->kind, FVM_V_TENSOR);
+    return fvm_tensor_get_f64(&v->t, 0);
+}
+
+typedef struct metrics {
+    double loss, accuracy, examples;
+} metrics;
+
+static metrics metrics_of(const fvm_value *m, const fvm_type *t)
+{
+    if (t->kind == FVM_T_FED)
+        t = t->u.fed.member;
+    metrics r = {num(field(m, t, "loss")), num(field(m, t, "accuracy")), num(field(m, t, "examples"))};
+    return r;
+}
+
+/* Binds next's parameters by name as the round driver does: the state first,
+ * then 'train', 'client_keys' and 'key'. */
+static fvm_value *next_round(algo *a, fvm_value *state, const fed_data *fd, uint64_t seed, int64_t round,
+                             metrics *m)
+{
+    const fvm_func *next = func(a, "next");
+    fvm_value *args[8] = {state};
+    assert_true(next->nparams <= 8);
+    for (int i = 1; i < next->nparams; i++) {
+        const char *name = next->param_names[i];
+        if (!strcmp(name, "train"))
+            args[i] = fvm_value_retain(fd->train);
+        else if (!strcmp(name, "client_keys"))
+            args[i] = client_keys(seed, round, fd->clients);
+        else if (!strcmp(name, "key")) {
+            uint32_t k[2];
+            round_key(seed, round, k);
+            args[i] = key_value(k);
+        } else
+            fail_msg("next has an unknown parameter '%s'", name);
+    }
+    fvm_value *res = call(a, next, args);
+    for (int i = 1; i < next->nparams; i++)
+        fvm_value_release(args[i]);
+    *m = metrics_of(res->items[1], next->result_type->u.strct.elems[1]);
+    fvm_value *s = fvm_value_retain(res->items[0]);
+    fvm_value_release(res);
+    return s;
+}
+
+static metrics evaluate(algo *a, fvm_value *state, const fed_data *fd)
+{
+    const fvm_func *ev = func(a, "evaluate");
+    fvm_value *args[2] = {state, fd->test};
+    fvm_value *res = call(a, ev, args);
+    metrics m = metrics_of(res, ev->result_type);
+    fvm_value_release(res);
+    return m;
+}
+
+/* Runs initialize and 'rounds' rounds; m[r] are round r+1's metrics (of the
+ * model before that round's update), and *test the test metrics at the end.
+ * Returns the final state. */
+static fvm_value *train(algo *a, const fed_data *fd, int rounds, uint64_t seed, metrics *m, metrics *test)
+{
+    fvm_value *state = call(a, func(a, "initialize"), NULL);
+    for (int r = 0; r < rounds; r++) {
+        fvm_value *s = next_round(a, state, fd, seed, r + 1, &m[r]);
+        fvm_value_release(state);
+        state = s;
+        assert_true(m[r].examples == (double)fd->examples);
+    }
+    if (test)
+        *test = evaluate(a, state, fd);
+    return state;
+}
+
+/* ---- the algorithms learn ------------------------------------------------------------- */
+
+/* Ten clients of Synthetic(1, 1) (FedProx's heterogeneous setting: every client its own
+ * softmax model and feature distribution), all in every round. */
+static void synthetic_clients(fed_data *fd)
+{
+    synthetic_data(fd, 10, 1.0, 1.0, 3);
+}
+
+/* Runs 'rounds' rounds from initialize and asks that the loss (of the model each
+ * round starts from, on the clients' training examples) falls every round and
+ * ends below 'ratio' times the first, that the accuracy rises by 'gain', and
+ * that the final model does well on the held-out examples. */
+static void learns(const char *path, int rounds, double ratio, double gain, double test_accuracy)
+{
+    algo a;
+    algo_open(&a, path);
+    fed_data fd;
+    synthetic_clients(&fd);
+    metrics m[16], t;
+    assert_true(rounds <= 16);
+    fvm_value *state = train(&a, &fd, rounds, 0, m, &t);
+    char line[512];
+    int len = snprintf(line, sizeof line, "%s: loss/accuracy by round", path);
+    for (int r = 0; r < rounds && len < (int)sizeof line; r++)
+        len += snprintf(line + len, sizeof line - (size_t)len, " %.3f/%.3f", m[r].loss, m[r].accuracy);
+    print_message("%s; test %.3f/%.3f\n", line, t.loss, t.accuracy);
+    /* the zero model: a uniform guess */
+    assert_true(fabs(m[0].loss - log(10.0)) < 1e-5);
+    for (int r = 1; r < rounds; r++)
+        if (!(m[r].loss < m[r - 1].loss))
+            fail_msg("%s: the loss rose in round %d: %g -> %g", path, r + 1, m[r - 1].loss, m[r].loss);
+    assert_true(m[rounds - 1].loss < ratio * m[0].loss);
+    assert_true(m[rounds - 1].accuracy > m[0].accuracy + gain);
+    assert_true(t.loss < 0.65 * log(10.0));
+    assert_true(t.accuracy > test_accuracy);
+    fvm_value_release(state);
+    fed_data_free(&fd);
+    algo_close(&a);
+}
+
+static void test_fedavg(void **unused)
+{
+    (void)unused;
+    learns("programs/fedavg.json", 6, 0.6, 0.3, 0.5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_optimizers),
+        cmocka_unit_test(test_fedavg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
