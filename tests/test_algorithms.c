@@ -465,11 +465,39 @@ static void test_fedavg(void **unused)
     learns("programs/fedavg.json", 6, 0.6, 0.3, 0.5);
 }
 
+static void test_fedavgm(void **unused)
+{
+    (void)unused;
+    learns("programs/fedavgm.json", 6, 0.6, 0.3, 0.5);
+}
+
+static void test_fedadam(void **unused)
+{
+    (void)unused;
+    learns("programs/fedadam.json", 6, 0.6, 0.3, 0.5);
+}
+
+static void test_fedyogi(void **unused)
+{
+    (void)unused;
+    learns("programs/fedyogi.json", 6, 0.6, 0.3, 0.5);
+}
+
+static void test_fedadagrad(void **unused)
+{
+    (void)unused;
+    learns("programs/fedadagrad.json", 6, 0.6, 0.3, 0.5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_optimizers),
         cmocka_unit_test(test_fedavg),
+        cmocka_unit_test(test_fedavgm),
+        cmocka_unit_test(test_fedadam),
+        cmocka_unit_test(test_fedyogi),
+        cmocka_unit_test(test_fedadagrad),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
