@@ -459,6 +459,12 @@ static void learns(const char *path, int rounds, double ratio, double gain, doub
     algo_close(&a);
 }
 
+static void test_fedsgd(void **unused)
+{
+    (void)unused;
+    learns("programs/fedsgd.json", 6, 0.6, 0.3, 0.5);
+}
+
 static void test_fedavg(void **unused)
 {
     (void)unused;
@@ -493,6 +499,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_optimizers),
+        cmocka_unit_test(test_fedsgd),
         cmocka_unit_test(test_fedavg),
         cmocka_unit_test(test_fedavgm),
         cmocka_unit_test(test_fedadam),
