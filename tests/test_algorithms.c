@@ -477,6 +477,12 @@ static void test_fedavgm(void **unused)
     learns("programs/fedavgm.json", 6, 0.6, 0.3, 0.5);
 }
 
+static void test_fedprox(void **unused)
+{
+    (void)unused;
+    learns("programs/fedprox.json", 6, 0.6, 0.3, 0.5);
+}
+
 static void test_fedadam(void **unused)
 {
     (void)unused;
@@ -495,6 +501,50 @@ static void test_fedadagrad(void **unused)
     learns("programs/fedadagrad.json", 6, 0.6, 0.3, 0.5);
 }
 
+/* FedProx with mu = 0 is FedAvg: fedprox_round(state, train, keys, 0) gives bit for bit
+ * the states and metrics of fedavg.json's next, round after round; with fedprox.json's
+ * own mu = 1 the model differs. */
+static void test_fedprox_mu0_is_fedavg(void **unused)
+{
+    (void)unused;
+    algo avg, prox;
+    algo_open(&avg, "programs/fedavg.json");
+    algo_open(&prox, "programs/fedprox.json");
+    fed_data fd;
+    synthetic_clients(&fd);
+    fvm_value *sa = call(&avg, func(&avg, "initialize"), NULL);
+    fvm_value *sp = call(&prox, func(&prox, "initialize"), NULL);
+    assert_true(fvm_value_identical(sa, sp));
+    const fvm_func *round = func(&prox, "fedprox_round");
+    fvm_value *zero = scalar(0.0);
+    for (int r = 1; r <= 3; r++) {
+        metrics ma;
+        fvm_value *na = next_round(&avg, sa, &fd, 0, r, &ma);
+        fvm_value *args[4] = {sp, fd.train, client_keys(0, r, fd.clients), zero};
+        fvm_value *res = call(&prox, round, args);
+        fvm_value_release(args[2]);
+        metrics mp = metrics_of(res->items[1], round->result_type->u.strct.elems[1]);
+        assert_true(fvm_value_identical(na, res->items[0]));
+        assert_memory_equal(&ma, &mp, sizeof ma);
+        fvm_value_release(sa);
+        fvm_value_release(sp);
+        sa = na;
+        sp = fvm_value_retain(res->items[0]);
+        fvm_value_release(res);
+    }
+    metrics m1;
+    fvm_value *with_mu = next_round(&prox, sp, &fd, 0, 4, &m1), *plain = next_round(&avg, sa, &fd, 0, 4, &m1);
+    assert_false(fvm_value_identical(with_mu, plain));
+    fvm_value_release(with_mu);
+    fvm_value_release(plain);
+    fvm_value_release(zero);
+    fvm_value_release(sa);
+    fvm_value_release(sp);
+    fed_data_free(&fd);
+    algo_close(&avg);
+    algo_close(&prox);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -502,9 +552,11 @@ int main(void)
         cmocka_unit_test(test_fedsgd),
         cmocka_unit_test(test_fedavg),
         cmocka_unit_test(test_fedavgm),
+        cmocka_unit_test(test_fedprox),
         cmocka_unit_test(test_fedadam),
         cmocka_unit_test(test_fedyogi),
         cmocka_unit_test(test_fedadagrad),
+        cmocka_unit_test(test_fedprox_mu0_is_fedavg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
