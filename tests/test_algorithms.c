@@ -545,6 +545,113 @@ static void test_fedprox_mu0_is_fedavg(void **unused)
     algo_close(&prox);
 }
 
+/* The example-weighted loss and accuracy of a softmax-regression model <w=f32[60,10],b=f32[10]>
+ * over the clients' examples, computed here in double precision. */
+static void reference_metrics(const fvm_value *model, const fvm_value *clients, metrics *out)
+{
+    const fvm_tensor *w = &model->items[0]->t, *b = &model->items[1]->t;
+    double loss = 0, right = 0, n = 0;
+    for (int64_t k = 0; k < clients->n; k++) {
+        const fvm_value *cols = clients->items[k]->cols;
+        const fvm_tensor *x = &cols->items[0]->t, *y = &cols->items[1]->t;
+        for (int64_t i = 0; i < x->shape.d[0]; i++) {
+            double logits[10], top = -INFINITY, sum = 0;
+            int best = 0;
+            for (int c = 0; c < 10; c++) {
+                logits[c] = fvm_tensor_get_f64(b, c);
+                for (int j = 0; j < 60; j++)
+                    logits[c] += fvm_tensor_get_f64(x, i * 60 + j) * fvm_tensor_get_f64(w, j * 10 + c);
+                if (logits[c] > top) {
+                    top = logits[c];
+                    best = c;
+                }
+            }
+            for (int c = 0; c < 10; c++)
+                sum += exp(logits[c] - top);
+            int64_t label = fvm_tensor_get_i64(y, i);
+            loss += log(sum) - (logits[label] - top);
+            right += best == label;
+            n += 1;
+        }
+    }
+    out->loss = loss / n;
+    out->accuracy = right / n;
+    out->examples = n;
+}
+
+/* federated_evaluation.json: the metrics of a model over every client's examples, as
+ * computed directly; a client without examples changes nothing; the state comes back
+ * unchanged; a model trained by fedavg.json does better than the zero model; and on one
+ * client holding the test examples it agrees bit for bit with fedavg.json's evaluate. */
+static void test_federated_evaluation(void **unused)
+{
+    (void)unused;
+    algo avg, ev;
+    algo_open(&avg, "programs/fedavg.json");
+    algo_open(&ev, "programs/federated_evaluation.json");
+    fed_data fd;
+    synthetic_clients(&fd);
+    metrics m[3], test;
+    fvm_value *state = train(&avg, &fd, 3, 0, m, &test);
+    fvm_value *model = state->items[0];
+
+    /* the clients and one more without examples */
+    fvm_value *clients = fvm_value_list(FVM_V_CLIENTS, fd.clients + 1);
+    for (int64_t k = 0; k < fd.clients; k++)
+        clients->items[k] = fvm_value_retain(fd.train->items[k]);
+    fvm_tensor x0, y0;
+    fvm_dims xd = {.rank = 2, .d = {0, 60}}, yd = {.rank = 1, .d = {0}};
+    assert_int_equal(fvm_tensor_alloc(&x0, FVM_DTYPE_F32, &xd, NULL), FVM_OK);
+    assert_int_equal(fvm_tensor_alloc(&y0, FVM_DTYPE_I32, &yd, NULL), FVM_OK);
+    clients->items[fd.clients] = client_seq(&x0, &y0);
+
+    const fvm_func *next = func(&ev, "next");
+    const fvm_type *mt = next->result_type->u.strct.elems[1];
+    fvm_value *args[2] = {model, clients};
+    fvm_value *res = call(&ev, next, args);
+    assert_true(fvm_value_identical(res->items[0], model));
+    metrics got = metrics_of(res->items[1], mt), want;
+    fvm_value_release(res);
+    reference_metrics(model, fd.train, &want);
+    print_message("federated evaluation of the model after 3 rounds of FedAvg: loss %.6f (reference %.6f), "
+                  "accuracy %.4f (%.4f), %g examples\n",
+                  got.loss, want.loss, got.accuracy, want.accuracy, got.examples);
+    assert_true(got.examples == want.examples && got.examples == (double)fd.examples);
+    assert_true(fabs(got.loss - want.loss) < 1e-5 * want.loss);
+    assert_true(fabs(got.accuracy - want.accuracy) <= 1.0 / want.examples + 1e-9);
+
+    /* the zero model from initialize */
+    fvm_value *zero = call(&ev, func(&ev, "initialize"), NULL);
+    args[0] = zero;
+    res = call(&ev, next, args);
+    metrics z = metrics_of(res->items[1], mt);
+    fvm_value_release(res);
+    assert_true(fabs(z.loss - log(10.0)) < 1e-5);
+    assert_true(got.loss < 0.7 * z.loss && got.accuracy > z.accuracy + 0.3);
+
+    /* one client holding the test examples = fedavg.json's evaluate (a VM keeps the
+     * number of clients it first saw, so this runs in a VM of its own) */
+    algo ev1;
+    algo_open(&ev1, "programs/federated_evaluation.json");
+    fvm_value *one = fvm_value_list(FVM_V_CLIENTS, 1);
+    one->items[0] = fvm_value_retain(fd.test);
+    args[0] = model;
+    args[1] = one;
+    res = call(&ev1, func(&ev1, "next"), args);
+    metrics t = metrics_of(res->items[1], mt);
+    fvm_value_release(res);
+    assert_memory_equal(&t, &test, sizeof t);
+    algo_close(&ev1);
+
+    fvm_value_release(one);
+    fvm_value_release(zero);
+    fvm_value_release(clients);
+    fvm_value_release(state);
+    fed_data_free(&fd);
+    algo_close(&avg);
+    algo_close(&ev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -557,6 +664,7 @@ int main(void)
         cmocka_unit_test(test_fedyogi),
         cmocka_unit_test(test_fedadagrad),
         cmocka_unit_test(test_fedprox_mu0_is_fedavg),
+        cmocka_unit_test(test_federated_evaluation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
