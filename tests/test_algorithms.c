@@ -401,12 +401,27 @@ static metrics evaluate(algo *a, fvm_value *state, const fed_data *fd)
     return m;
 }
 
+/* initialize, given the run's key random_key(seed) when it takes 'key'. */
+static fvm_value *initial_state(algo *a, uint64_t seed)
+{
+    const fvm_func *init = func(a, "initialize");
+    if (init->nparams == 0)
+        return call(a, init, NULL);
+    assert_int_equal(init->nparams, 1);
+    assert_string_equal(init->param_names[0], "key");
+    uint32_t k[2];
+    fvm_prng_key(seed, k);
+    fvm_value *key = key_value(k), *state = call(a, init, &key);
+    fvm_value_release(key);
+    return state;
+}
+
 /* Runs initialize and 'rounds' rounds; m[r] are round r+1's metrics (of the
  * model before that round's update), and *test the test metrics at the end.
  * Returns the final state. */
 static fvm_value *train(algo *a, const fed_data *fd, int rounds, uint64_t seed, metrics *m, metrics *test)
 {
-    fvm_value *state = call(a, func(a, "initialize"), NULL);
+    fvm_value *state = initial_state(a, seed);
     for (int r = 0; r < rounds; r++) {
         fvm_value *s = next_round(a, state, fd, seed, r + 1, &m[r]);
         fvm_value_release(state);
@@ -629,19 +644,16 @@ static void test_federated_evaluation(void **unused)
     assert_true(fabs(z.loss - log(10.0)) < 1e-5);
     assert_true(got.loss < 0.7 * z.loss && got.accuracy > z.accuracy + 0.3);
 
-    /* one client holding the test examples = fedavg.json's evaluate (a VM keeps the
-     * number of clients it first saw, so this runs in a VM of its own) */
-    algo ev1;
-    algo_open(&ev1, "programs/federated_evaluation.json");
+    /* one client holding the test examples = fedavg.json's evaluate */
+    fvm_vm_forget_clients(ev.vm);
     fvm_value *one = fvm_value_list(FVM_V_CLIENTS, 1);
     one->items[0] = fvm_value_retain(fd.test);
     args[0] = model;
     args[1] = one;
-    res = call(&ev1, func(&ev1, "next"), args);
+    res = call(&ev, next, args);
     metrics t = metrics_of(res->items[1], mt);
     fvm_value_release(res);
     assert_memory_equal(&t, &test, sizeof t);
-    algo_close(&ev1);
 
     fvm_value_release(one);
     fvm_value_release(zero);
@@ -696,7 +708,7 @@ static void test_fedavg_2nn(void **unused)
     for (int k = 0; k < 5; k++)
         fd.train->items[k] = image_seq(60);
     fd.test = image_seq(200);
-    fvm_value *state = call(&a, func(&a, "initialize"), NULL);
+    fvm_value *state = initial_state(&a, 0);
     metrics before = evaluate(&a, state, &fd), m[4], after;
     fvm_value_release(state);
     state = train(&a, &fd, 4, 0, m, &after);
