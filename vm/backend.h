@@ -34,6 +34,9 @@ struct fvm_backend_i {
 struct fvm_backend {
     const struct fvm_backend_i *iface;
     void *impl;
+    int workers; /* tasks it runs at once (1 for seq): the interpreter cuts work finer when
+                    there are fewer natural tasks than workers */
+    bool distributed; /* tasks run in other processes: keep tasks coarse */
 };
 
 /* The sequential reference backend: tasks in order, on the calling thread.

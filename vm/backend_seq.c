@@ -31,7 +31,9 @@ static const struct fvm_backend_i seq_iface = {
 fvm_backend *fvm_backend_seq(void)
 {
     fvm_backend *b = calloc(1, sizeof *b);
-    if (b)
+    if (b) {
         b->iface = &seq_iface;
+        b->workers = 1;
+    }
     return b;
 }

@@ -116,5 +116,6 @@ fvm_backend *fvm_backend_threads(int threads)
     p->threads = threads;
     b->iface = &threads_iface;
     b->impl = p;
+    b->workers = threads;
     return b;
 }

@@ -18,8 +18,10 @@ typedef struct seg_run {
     int *pos;             /* per instruction of f: its position in sg, or -1 */
     int *aggs;            /* positions in sg of the aggregations, in order */
     int nagg;
+    bool *read_by_agg;    /* per position: a map or zip whose members an aggregation reads */
     fvm_value **slots;    /* the function's values (borrowed, read only) */
     int64_t n;            /* clients */
+    int64_t chunk_lo;     /* by_clients: the chunk's first client */
 } seg_run;
 
 /* Argument k of instruction in, for client i: the client's member made in
@@ -42,13 +44,17 @@ static fvm_status arg_for(fvm_ctx *x, const seg_run *r, const fvm_instr *in, int
     return FVM_OK;
 }
 
-/* Client i: its members of the segment's maps and zips (into mv) and its
- * step of every aggregation (into part). */
+/* Client i's members of the segment's maps and zips (into mv) and, when
+ * part is set, its step of every aggregation (into part); without part,
+ * the members no aggregation reads are released. */
 static fvm_status one_client(fvm_ctx *x, const seg_run *r, int64_t i, fvm_value **mv, fvm_value **part)
 {
     fvm_status s = FVM_OK;
     for (int j = 0; j < r->sg->n && s == FVM_OK; j++) {
         const fvm_instr *in = &r->f->instrs[r->sg->instrs[j]];
+        bool agg = r->pos[r->sg->instrs[j]] < 0;
+        if (agg && !part)
+            continue;
         fvm_argv av;
         fvm_value **argv = fvm_argv_init(&av, in->nargs);
         bool local[8] = {false}, *owned = in->nargs <= 8 ? local : calloc((size_t)in->nargs, sizeof *owned);
@@ -89,6 +95,40 @@ static fvm_status one_client(fvm_ctx *x, const seg_run *r, int64_t i, fvm_value 
             free(owned);
         fvm_argv_free(&av);
     }
+    if (s == FVM_OK && !part)
+        for (int j = 0; j < r->sg->n; j++)
+            if (mv[j] && !r->read_by_agg[j]) {
+                fvm_value_release(mv[j]);
+                mv[j] = NULL;
+            }
+    return s;
+}
+
+/* The aggregations' steps for client i, whose members are in mv. */
+static fvm_status step_client(fvm_ctx *x, const seg_run *r, int64_t i, fvm_value **mv, fvm_value **part)
+{
+    fvm_status s = FVM_OK;
+    for (int a = 0; a < r->nagg && s == FVM_OK; a++) {
+        int j = r->aggs[a];
+        const fvm_instr *in = &r->f->instrs[r->sg->instrs[j]];
+        fvm_value *vals[2] = {NULL, NULL}, *next = NULL;
+        bool owned[2] = {false, false};
+        for (int k = 0; k < in->nargs && s == FVM_OK; k++)
+            s = arg_for(x, r, in, k, i, mv, &vals[k], &owned[k]);
+        if (s == FVM_OK)
+            s = fvm_agg_step(x, in, vals, part[j], &next);
+        if (s) {
+            fvm_diag_place_last(x->d, &in->loc, fvm_op_table[in->op].name, s == FVM_ERR_TYPE ? FVM_ERR_RUNTIME : s);
+            fvm_diag_add(x->d, s, &in->loc, "%s: the error above is client %lld's (counting from 0)",
+                         fvm_op_table[in->op].name, (long long)i);
+        } else {
+            fvm_value_release(part[j]);
+            part[j] = next;
+        }
+        for (int k = 0; k < 2; k++)
+            if (owned[k])
+                fvm_value_release(vals[k]);
+    }
     return s;
 }
 
@@ -123,6 +163,64 @@ static fvm_status block_task(fvm_ctx *x, void *u, int64_t b, fvm_value **out)
     }
     *out = res;
     return FVM_OK;
+}
+
+/* Task i (fewer blocks than workers): client chunk_lo + i's members that
+ * the aggregations read, as a struct of the segment's positions. */
+static fvm_status client_task(fvm_ctx *x, void *u, int64_t i, fvm_value **out)
+{
+    const seg_run *r = u;
+    fvm_value *mv = fvm_value_list(FVM_V_STRUCT, r->sg->n);
+    if (!mv)
+        return fvm_nomem(x);
+    fvm_status s = one_client(x, r, r->chunk_lo + i, mv->items, NULL);
+    if (s) {
+        fvm_value_release(mv);
+        return s;
+    }
+    *out = mv;
+    return FVM_OK;
+}
+
+/* Block partials when there are fewer blocks than workers: clients run in
+ * parallel a chunk at a time, then their steps follow in client order, so
+ * every block's partial is what block_task computes. */
+static fvm_status by_clients(fvm_ctx *x, seg_run *r, int64_t nb, fvm_value **blocks)
+{
+    int64_t chunk = (int64_t)FVM_AGG_BLOCK * x->vm->backend->workers;
+    fvm_value **mvs = calloc((size_t)chunk, sizeof *mvs), **part = calloc((size_t)r->sg->n, sizeof *part);
+    fvm_status s = mvs && part ? FVM_OK : fvm_nomem(x);
+    for (r->chunk_lo = 0; s == FVM_OK && r->chunk_lo < r->n; r->chunk_lo += chunk) {
+        int64_t m = r->n - r->chunk_lo < chunk ? r->n - r->chunk_lo : chunk;
+        s = x->vm->backend->iface->run(x->vm->backend, x, m, client_task, r, mvs);
+        for (int64_t k = 0; k < m && s == FVM_OK; k++) {
+            int64_t i = r->chunk_lo + k;
+            s = step_client(x, r, i, mvs[k]->items, part);
+            if (s == FVM_OK && ((i + 1) % FVM_AGG_BLOCK == 0 || i + 1 == r->n)) {
+                int64_t b = i / FVM_AGG_BLOCK;
+                if (!(blocks[b] = fvm_value_list(FVM_V_STRUCT, r->nagg)))
+                    s = fvm_nomem(x);
+                for (int a = 0; s == FVM_OK && a < r->nagg; a++) {
+                    blocks[b]->items[a] = part[r->aggs[a]];
+                    part[r->aggs[a]] = NULL;
+                }
+            }
+        }
+        for (int64_t k = 0; k < m; k++) {
+            fvm_value_release(mvs[k]);
+            mvs[k] = NULL;
+        }
+    }
+    for (int j = 0; part && j < r->sg->n; j++)
+        fvm_value_release(part[j]);
+    free(part);
+    free(mvs);
+    if (s)
+        for (int64_t b = 0; b < nb; b++) {
+            fvm_value_release(blocks[b]);
+            blocks[b] = NULL;
+        }
+    return s;
 }
 
 static fvm_status merge_partials(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
@@ -173,9 +271,11 @@ fvm_status fvm_exec_segment(fvm_ctx *x, const fvm_func *f, int sgi, fvm_value **
     seg_run r = {.f = f, .sg = sg, .slots = slots};
     r.pos = malloc((size_t)f->ninstrs * sizeof *r.pos);
     r.aggs = malloc((size_t)sg->n * sizeof *r.aggs);
-    if (!r.pos || !r.aggs) {
+    r.read_by_agg = calloc((size_t)sg->n, sizeof *r.read_by_agg);
+    if (!r.pos || !r.aggs || !r.read_by_agg) {
         free(r.pos);
         free(r.aggs);
+        free(r.read_by_agg);
         return fvm_nomem(x);
     }
     for (int i = 0; i < f->ninstrs; i++)
@@ -187,6 +287,14 @@ fvm_status fvm_exec_segment(fvm_ctx *x, const fvm_func *f, int sgi, fvm_value **
         else
             r.pos[sg->instrs[j]] = j; /* a map or zip: its members live in mv */
     }
+    for (int a = 0; a < r.nagg; a++) {
+        const fvm_instr *in = &f->instrs[sg->instrs[r.aggs[a]]];
+        for (int k = 0; k < in->nargs; k++) {
+            int def = in->args[k] - f->nparams;
+            if (def >= 0 && r.pos[def] >= 0)
+                r.read_by_agg[r.pos[def]] = true;
+        }
+    }
     fvm_status s = count(x, &r, &r.n);
     int64_t nb = r.n > 0 ? (r.n + FVM_AGG_BLOCK - 1) / FVM_AGG_BLOCK : 0;
     fvm_value **blocks = s ? NULL : calloc((size_t)(nb ? nb : 1), sizeof *blocks);
@@ -195,8 +303,10 @@ fvm_status fvm_exec_segment(fvm_ctx *x, const fvm_func *f, int sgi, fvm_value **
         s = fvm_nomem(x);
     if (s == FVM_OK && r.n == 0)
         s = empty(x, &r);
-    else if (s == FVM_OK)
+    else if (s == FVM_OK && (nb >= x->vm->backend->workers || x->vm->backend->distributed))
         s = x->vm->backend->iface->run(x->vm->backend, x, nb, block_task, &r, blocks);
+    else if (s == FVM_OK)
+        s = by_clients(x, &r, nb, blocks);
     for (int a = 0; s == FVM_OK && r.n > 0 && a < r.nagg; a++) {
         const fvm_instr *in = &f->instrs[sg->instrs[r.aggs[a]]];
         for (int64_t b = 0; b < nb; b++)
@@ -215,5 +325,6 @@ fvm_status fvm_exec_segment(fvm_ctx *x, const fvm_func *f, int sgi, fvm_value **
     free(parts);
     free(r.pos);
     free(r.aggs);
+    free(r.read_by_agg);
     return s;
 }
