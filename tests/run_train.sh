@@ -99,6 +99,15 @@ expect 0 "same seed" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --
 expect 0 "another seed" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 4 &&
     if cmp -s "$T/run1" "$T/out"; then bad "seeds 3 and 4 gave the same run"; else ok; fi
 
+# -- backends: the same bits sequentially and on 1, 2 and 3 threads, fused or not
+for b in "--backend seq" "--threads 1" "--threads 2" "--threads 3"; do
+    expect 0 "backend $b" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 3 $b && same "$T/run1" "$T/out" "$b"
+done
+expect 0 "all 30 clients on 3 threads" -- "$BIN" run $P $TRAIN --rounds 2 --threads 3 && cp "$T/out" "$T/all3"
+expect 0 "all 30 clients in sequence" -- "$BIN" run $P $TRAIN --rounds 2 --backend seq && same "$T/all3" "$T/out" "30 clients"
+expect 2 "unknown backend" -- "$BIN" run $P $TRAIN --backend gpu && has "$T/err" "--backend is seq or threads" "backend name"
+expect 2 "--threads with seq" -- "$BIN" run $P $TRAIN --backend seq --threads 2
+
 # -- participation: every client, a fixed list, evaluation cadence
 expect 0 "every client" -- "$BIN" run $P $TRAIN --rounds 1 --metrics "$T/all.jsonl" && has "$T/all.jsonl" '"clients": 30' "all clients"
 lacks "$T/all.jsonl" '"sampled"' "no sample listed for full participation"

@@ -64,8 +64,8 @@ static fvm_named_text *case_args(const fvm_doc *args, int *n)
     return t;
 }
 
-/* Runs one case; the result as a document in arena a. */
-static fvm_doc *run_case(fvm_arena *a, const fvm_doc *c, fvm_diag *d)
+/* Runs one case on a VM made with cfg; the result as a document in arena a. */
+static fvm_doc *run_case(fvm_arena *a, const fvm_doc *c, const fvm_vm_config *cfg, fvm_diag *d)
 {
     const char *path = fvm_doc_get(c, "program")->u.str.s;
     const fvm_doc *rounds = fvm_doc_get(c, "rounds");
@@ -76,7 +76,7 @@ static fvm_doc *run_case(fvm_arena *a, const fvm_doc *c, fvm_diag *d)
     fvm_doc *result = NULL;
     assert_int_equal(fvm_program_load(path, &p, d), FVM_OK);
     assert_int_equal(fvm_check(p, d), FVM_OK);
-    assert_int_equal(fvm_vm_new(p, NULL, &vm, d), FVM_OK);
+    assert_int_equal(fvm_vm_new(p, cfg, &vm, d), FVM_OK);
     int64_t nclients = -1;
     if (!rounds) {
         const fvm_func *f = fvm_program_func(p, "main");
@@ -143,10 +143,20 @@ static void test_golden_cases(void **state)
         fvm_doc_src src = {path, text, n};
         fvm_doc *c = NULL;
         assert_int_equal(fvm_json_parse(&a, &src, &c, &d), FVM_OK);
-        fvm_doc *got = run_case(&a, c, &d);
+        fvm_vm_config seq = {.nclients = -1};
+        fvm_doc *got = run_case(&a, c, &seq, &d);
         for (int i = 0; i < d.n; i++)
             print_error("%s: %s\n", path, d.errs[i].msg);
         assert_non_null(got);
+        /* The same bits one instruction at a time, and on 1, 2 and 4 threads. */
+        for (int k = 0; k < 4; k++) {
+            fvm_backend *b = k ? fvm_backend_threads(1 << (k - 1)) : NULL;
+            fvm_vm_config cfg = {.nclients = -1, .unfused = k == 0, .backend = b};
+            fvm_doc *other = run_case(&a, c, &cfg, &d);
+            if (!other || !fvm_doc_equal(got, other))
+                fail_msg("%s: differs %s", path, k == 0 ? "when run unfused" : "on threads");
+            fvm_backend_free(b);
+        }
         const fvm_doc *tol = fvm_doc_get(c, "tolerance");
         double t = tol ? (tol->kind == FVM_DOC_INT ? (double)tol->u.i : tol->u.r) : 0;
         char why[256] = "";

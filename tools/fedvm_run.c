@@ -19,7 +19,8 @@
 
 const char *const fvm_usage_run =
     "usage: fedvm run FILE [--fn NAME] [--arg NAME=VALUE|@FILE]... [--data NAME=FILE[:SPLIT]]...\n"
-    "                 [--clients N] [--seed S] [--rounds R] [--clients-per-round K]\n"
+    "                 [--clients N] [--seed S] [--backend seq|threads] [--threads N]\n"
+    "                 [--rounds R] [--clients-per-round K]\n"
     "                 [--client-ids ID,...|@FILE] [--eval-every E] [--metrics FILE.jsonl]\n"
     "                 [--checkpoint-dir D [--checkpoint-every N]] [--resume D] [--init FILE]\n"
     "\n"
@@ -38,6 +39,9 @@ const char *const fvm_usage_run =
     "  --clients N        the number of clients when no client data is given\n"
     "  --seed S           the run's seed (default 0): a parameter 'key' (u32[2]) gets\n"
     "                     random_key(S), 'client_keys' ({u32[2]}@CLIENTS) one key per client\n"
+    "  --backend NAME     where client work runs: threads (default) or seq; results are\n"
+    "                     bit-identical on every backend and thread count\n"
+    "  --threads N        worker threads of the threads backend (default: one per core)\n"
     "\n"
     "training runs (next's parameters bound by name; see format/SPEC.md):\n"
     "  --rounds R         rounds to run (default 1)\n"
@@ -64,10 +68,10 @@ const char *const fvm_usage_run =
 #define MAX_ARGS 256
 
 typedef struct run_opts {
-    const char *file, *fn, *client_ids, *metrics, *checkpoint_dir, *resume, *init;
+    const char *file, *fn, *client_ids, *metrics, *checkpoint_dir, *resume, *init, *backend;
     fvm_named_text args[MAX_ARGS];
     int nargs;
-    long long clients, seed, rounds, per_round, eval_every, checkpoint_every;
+    long long clients, seed, rounds, per_round, eval_every, checkpoint_every, threads;
 } run_opts;
 
 static int parse_opts(int argc, char **argv, run_opts *o)
@@ -118,6 +122,14 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             if (!cli_int(v, 1, 1000000000, &n))
                 return cli_usage_error(fvm_usage_run, "--eval-every needs a number >= 1, found '%s'", v);
             o->eval_every = n;
+        } else if ((v = cli_opt(argc, argv, &i, "--backend"))) {
+            if (strcmp(v, "seq") && strcmp(v, "threads"))
+                return cli_usage_error(fvm_usage_run, "--backend is seq or threads, found '%s'", v);
+            o->backend = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--threads"))) {
+            if (!cli_int(v, 1, 1024, &n))
+                return cli_usage_error(fvm_usage_run, "--threads needs a number from 1 to 1024, found '%s'", v);
+            o->threads = n;
         } else if ((v = cli_opt(argc, argv, &i, "--checkpoint-dir"))) {
             if (!*v)
                 return cli_usage_error(fvm_usage_run, "%s", "--checkpoint-dir needs a directory");
@@ -148,6 +160,8 @@ static int parse_opts(int argc, char **argv, run_opts *o)
     }
     if (!o->file)
         return cli_usage_error(fvm_usage_run, "%s", "run needs a program FILE");
+    if (o->threads && o->backend && strcmp(o->backend, "threads"))
+        return cli_usage_error(fvm_usage_run, "%s", "--threads is for --backend threads");
     if (o->resume && o->init)
         return cli_usage_error(fvm_usage_run, "%s", "--resume continues a run; --init starts one: give one of them");
     if (o->checkpoint_every && !o->checkpoint_dir && !o->resume)
@@ -574,6 +588,7 @@ int fvm_cmd_run(int argc, char **argv)
     fvm_diag d = {0};
     fvm_program *p = NULL;
     fvm_vm *vm = NULL;
+    fvm_backend *backend = NULL;
     if (rc) {
         rc = rc < 0 ? 0 : rc;
         goto done;
@@ -581,7 +596,12 @@ int fvm_cmd_run(int argc, char **argv)
     rc = EXIT_INVALID;
     if (cli_load_checked(o.file, &p, &d))
         goto done;
-    fvm_vm_config cfg = {.nclients = -1};
+    backend = o.backend && !strcmp(o.backend, "seq") ? fvm_backend_seq() : fvm_backend_threads((int)o.threads);
+    if (!backend) {
+        fprintf(stderr, "fedvm: out of memory\n");
+        goto done;
+    }
+    fvm_vm_config cfg = {.nclients = -1, .backend = backend};
     if (fvm_vm_new(p, &cfg, &vm, &d))
         goto done;
     const fvm_func *f = fvm_program_func(p, o.fn ? o.fn : "main");
@@ -609,6 +629,7 @@ done:
     cli_print_errors(&d);
     fvm_diag_clear(&d);
     fvm_vm_free(vm);
+    fvm_backend_free(backend);
     fvm_program_free(p);
     for (int i = 0; i < o.nargs; i++)
         free((char *)o.args[i].name);

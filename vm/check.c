@@ -8,6 +8,7 @@
 
 #include "../format/doc.h"
 #include "autodiff.h"
+#include "phases.h"
 #include "rules.h"
 #include "suggest.h"
 
@@ -548,8 +549,10 @@ static void check_func(checker *C, fvm_func *f)
             f->result_type = slot_types[s];
         }
     }
-    if (C->errors == errors_before && params_ok)
+    if (C->errors == errors_before && params_ok) {
         liveness(C, f);
+        f->phases = fvm_phases_plan(C->a, f);
+    }
 done:
     f->ok = C->errors == errors_before && params_ok && f->result_type && !C->p->load_errors;
     if (f->ok && fvm_type_is_placed(f->result_type))

@@ -12,6 +12,7 @@ struct fvm_vm {
     fvm_backend *backend;
     fvm_backend *own_backend; /* when the VM made it */
     int64_t nclients;
+    bool unfused;
     fvm_log_fn log;
     void *log_user;
 };
@@ -23,6 +24,10 @@ struct fvm_ctx {
     fvm_diag *d;
     int depth; /* nested calls, bounded */
 };
+
+/* Runs segment sg of f's phases with the function's slots (phases.h): its
+ * aggregations' results are stored in their slots (exec_segment.c). */
+fvm_status fvm_exec_segment(fvm_ctx *x, const fvm_func *f, int sg, fvm_value **slots);
 
 /* Runs f; args borrowed, *out owned. */
 fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, fvm_value **out);

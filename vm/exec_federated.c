@@ -102,23 +102,45 @@ fvm_status exec_federated_eval(fvm_ctx *x, const fvm_instr *in, fvm_value *const
     return s;
 }
 
+/* One client of a federated_map: fn over the client's members. */
+typedef struct map_job {
+    const fvm_instr *in;
+    fvm_value *const *args;
+} map_job;
+
+static fvm_status map_task(fvm_ctx *x, void *u, int64_t i, fvm_value **out)
+{
+    const map_job *m = u;
+    const fvm_instr *in = m->in;
+    fvm_argv av;
+    fvm_value **argv = fvm_argv_init(&av, in->nargs);
+    if (!argv)
+        return fvm_nomem(x);
+    fvm_status s = FVM_OK;
+    for (int k = 0; k < in->nargs && s == FVM_OK; k++)
+        s = fvm_client_get(x, m->args[k], in->arg_types[k], i, &argv[k]);
+    if (s == FVM_OK)
+        s = fvm_exec_call(x, in->a.fn, argv, out);
+    if (s)
+        fvm_diag_add(x->d, s, &in->loc, "federated_map: the error above is client %lld's (counting from 0)",
+                     (long long)i);
+    for (int k = 0; k < in->nargs; k++)
+        fvm_value_release(argv[k]);
+    fvm_argv_free(&av);
+    return s;
+}
+
 fvm_status exec_federated_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
-    bool local[8];
-    bool *per = in->nargs <= 8 ? local : malloc((size_t)in->nargs * sizeof *per);
-    if (!per)
-        return fvm_nomem(x);
-    for (int k = 0; k < in->nargs; k++)
-        per[k] = is_list(in->arg_types[k]);
     int64_t n;
     fvm_status s = list_count(x, in, args, &n);
-    fvm_value *res = s ? NULL : fvm_value_list(FVM_V_CLIENTS, n);
-    if (s == FVM_OK && !res)
-        s = fvm_nomem(x);
-    if (s == FVM_OK)
-        s = x->vm->backend->iface->map(x->vm->backend, x, in->a.fn, in->nargs, args, per, n, res->items);
-    if (per != local)
-        free(per);
+    if (s)
+        return s;
+    fvm_value *res = fvm_value_list(FVM_V_CLIENTS, n);
+    if (!res)
+        return fvm_nomem(x);
+    map_job m = {in, args};
+    s = x->vm->backend->iface->run(x->vm->backend, x, n, map_task, &m, res->items);
     if (s) {
         fvm_value_release(res);
         return s;

@@ -2,6 +2,7 @@
 #include <cblas.h>
 
 #include "exec.h"
+#include "phases.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ fvm_status fvm_vm_new(const fvm_program *p, const fvm_vm_config *cfg, fvm_vm **o
     vm->nclients = cfg ? cfg->nclients : -1;
     vm->backend = cfg ? cfg->backend : NULL;
     if (cfg) {
+        vm->unfused = cfg->unfused;
         vm->log = cfg->log;
         vm->log_user = cfg->log_user;
     }
@@ -136,6 +138,29 @@ static const char *describe_value(const fvm_value *v, char buf[FVM_DIMS_STR + 16
     return buf;
 }
 
+/* Runs one instruction; its result goes to its slot. */
+static fvm_status run_instr(fvm_ctx *x, const fvm_instr *in, fvm_value **slots)
+{
+    fvm_argv av;
+    fvm_value **argv = fvm_argv_init(&av, in->nargs);
+    if (!argv)
+        return fvm_nomem(x);
+    for (int k = 0; k < in->nargs; k++)
+        argv[k] = slots[in->args[k]];
+    fvm_value *res = NULL;
+    fvm_status s = exec_table[in->op](x, in, argv, &res);
+    fvm_argv_free(&av);
+    if (s) {
+        /* A kernel's or shape rule's error: place it at the instruction.
+         * At run time a shape mismatch is a runtime error, not a type error. */
+        s = s == FVM_ERR_TYPE ? FVM_ERR_RUNTIME : s;
+        fvm_diag_place_last(x->d, &in->loc, fvm_op_table[in->op].name, s);
+        return s;
+    }
+    slots[in->slot] = res;
+    return FVM_OK;
+}
+
 fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, fvm_value **out)
 {
     *out = NULL;
@@ -164,30 +189,21 @@ fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, 
         fvm_value_release(slots[f->param_release[i]]);
         slots[f->param_release[i]] = NULL;
     }
-    for (int i = 0; i < f->ninstrs; i++) {
-        const fvm_instr *in = &f->instrs[i];
-        fvm_argv av;
-        fvm_value **argv = fvm_argv_init(&av, in->nargs);
-        if (!argv) {
-            s = fvm_nomem(x);
+    const fvm_phases *ph = x->vm->unfused ? NULL : f->phases;
+    int nsteps = ph ? ph->nsteps : f->ninstrs;
+    for (int t = 0; t < nsteps && s == FVM_OK; t++) {
+        const fvm_step *st = ph ? &ph->steps[t] : NULL;
+        if (st && st->segment >= 0)
+            s = fvm_exec_segment(x, f, st->segment, slots);
+        else
+            s = run_instr(x, &f->instrs[st ? st->instr : t], slots);
+        if (s)
             break;
-        }
-        for (int k = 0; k < in->nargs; k++)
-            argv[k] = slots[in->args[k]];
-        fvm_value *res = NULL;
-        s = exec_table[in->op](x, in, argv, &res);
-        fvm_argv_free(&av);
-        if (s) {
-            /* A kernel's or shape rule's error: place it at the instruction.
-             * At run time a shape mismatch is a runtime error, not a type error. */
-            s = s == FVM_ERR_TYPE ? FVM_ERR_RUNTIME : s;
-            fvm_diag_place_last(x->d, &in->loc, fvm_op_table[in->op].name, s);
-            break;
-        }
-        slots[in->slot] = res;
-        for (int k = 0; k < in->nrelease; k++) {
-            fvm_value_release(slots[in->release[k]]);
-            slots[in->release[k]] = NULL;
+        int nrel = st ? st->nrelease : f->instrs[t].nrelease;
+        const int *rel = st ? st->release : f->instrs[t].release;
+        for (int k = 0; k < nrel; k++) {
+            fvm_value_release(slots[rel[k]]);
+            slots[rel[k]] = NULL;
         }
     }
     if (s == FVM_OK) {

@@ -60,6 +60,7 @@ struct fvm_func {
     int *param_release;
     bool federated;      /* uses placed values or intrinsics (directly or through calls) */
     bool entry_check;    /* some caller passes a less specific type (a '?' dim): check arguments at entry */
+    const struct fvm_phases *phases; /* client work fused with its aggregations (phases.h), or NULL */
     int state;           /* checker bookkeeping */
     int height;          /* functions on its longest call chain, itself included */
     bool ok;             /* checked without errors */

@@ -82,6 +82,14 @@ fvm_status fvm_diag_add(fvm_diag *d, fvm_status code, const fvm_loc *loc, const 
     return code;
 }
 
+void fvm_diag_append(fvm_diag *dst, const fvm_diag *src)
+{
+    for (int i = 0; src && i < src->n; i++)
+        fvm_diag_add(dst, src->errs[i].code, &src->errs[i].loc, "%s", src->errs[i].msg);
+    if (dst && src)
+        dst->dropped += src->dropped;
+}
+
 void fvm_diag_locate_last(fvm_diag *d, const fvm_loc *loc)
 {
     if (!d || d->n == 0 || !loc)

@@ -70,6 +70,9 @@ void fvm_diag_locate_last(fvm_diag *d, const fvm_loc *loc);
  * location yet is changed. */
 void fvm_diag_place_last(fvm_diag *d, const fvm_loc *loc, const char *what, fvm_status code);
 
+/* Appends copies of src's errors to dst (a worker's errors to its caller's). */
+void fvm_diag_append(fvm_diag *dst, const fvm_diag *src);
+
 /* Free all errors; the diag is empty and reusable afterwards. */
 void fvm_diag_clear(fvm_diag *d);
 
