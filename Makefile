@@ -54,7 +54,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h format/yaml_core.h format/dataset_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps test asan fuzz bench demo install uninstall clean
+.PHONY: all deps test asan tsan fuzz bench demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -109,6 +109,16 @@ asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin LIBD=build-asan/lib \
 	  CFLAGS="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
+
+# The threads backend under ThreadSanitizer: the tests that run clients on
+# several threads (fused and unfused segments, golden cases on 1-4 threads,
+# training runs on 1-3 threads).
+tsan:
+	$(MAKE) BUILD=build-tsan BIN=build-tsan/bin LIBD=build-tsan/lib \
+	  CFLAGS="-O1 -g -fsanitize=thread -fno-omit-frame-pointer" all build-tsan/tests/test_phases build-tsan/tests/test_golden
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_phases
+	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_golden
+	TSAN_OPTIONS=halt_on_error=1 tests/run_train.sh build-tsan/bin/fedvm
 
 # libFuzzer over the loader, checker and writer (needs clang and its runtime,
 # libclang-rt-14-dev); not part of 'make test'. Run: build-fuzz/fuzz_load CORPUS_DIR

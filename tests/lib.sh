@@ -13,7 +13,7 @@ expect() {
     "$@" >"$T/out" 2>"$T/err"
     local rc=$?
     if [ "$rc" -ne "$want" ]; then bad "$what: exit $rc, expected $want"; sed 's/^/  | /' "$T/err" | head -5; return 1; fi
-    if grep -qE "AddressSanitizer|LeakSanitizer|runtime error:" "$T/err"; then bad "$what: sanitizer report"; return 1; fi
+    if grep -qE "AddressSanitizer|LeakSanitizer|ThreadSanitizer|runtime error:" "$T/err"; then bad "$what: sanitizer report"; return 1; fi
     ok
 }
 has() { # has FILE TEXT DESCRIPTION
