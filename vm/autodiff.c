@@ -627,36 +627,70 @@ static bool flatten(fvm_ad *ad, flat *fl, const fvm_func *f, const int *argvals,
 
 /* ---- the derivation ---------------------------------------------------------------------- */
 
+/* A value's cotangent contributions: whole cotangents (field -1), or, from
+ * the field instructions that read a struct, the cotangent of one field.
+ * Field contributions are summed field by field and assembled into one
+ * struct, instead of one struct per field read with zeros elsewhere (which
+ * costs a pass over the whole struct per field: a model's weights, say). */
 typedef struct cts {
     const char **v;
+    int *field;
     int n, cap;
 } cts;
 
-static bool ct_push(cts *c, const char *name)
+static bool ct_push(cts *c, const char *name, int field)
 {
     if (c->n == c->cap) {
         int cap = c->cap ? c->cap * 2 : 2;
         const char **v = realloc(c->v, (size_t)cap * sizeof *v);
-        if (!v)
+        if (v)
+            c->v = v;
+        int *fl = realloc(c->field, (size_t)cap * sizeof *fl);
+        if (fl)
+            c->field = fl;
+        if (!v || !fl)
             return false;
-        c->v = v;
         c->cap = cap;
     }
+    c->field[c->n] = field;
     c->v[c->n++] = name;
     return true;
 }
 
-/* The sum of a value's cotangent contributions (NULL when it has none). */
-static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t)
+/* The sum of a value's cotangent contributions (NULL when it has none); like
+ * names the value itself (zeros for fields nothing read are shaped as it). */
+static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t, const char *like)
 {
     if (!c->n)
         return NULL;
     const fvm_type *ct = fvm_ad_ct_type(ad->a, t);
-    const char *sum = c->v[0];
-    for (int i = 1; i < c->n && ct; i++)
-        sum = fvm_ad_add(ad, sum, c->v[i], ct);
+    if (!ct)
+        return nomem(ad), NULL;
+    const char *sum = NULL;
+    bool fields = false;
+    for (int i = 0; i < c->n; i++)
+        fields = fields || c->field[i] >= 0;
+    if (fields) {
+        int nf = ct->u.strct.n;
+        const char **fs = fvm_arena_array(ad->a, (size_t)nf + 1, sizeof *fs);
+        if (!fs)
+            return nomem(ad), NULL;
+        for (int j = 0; j < nf; j++) {
+            fs[j] = NULL;
+            for (int i = 0; i < c->n; i++)
+                if (c->field[i] == j)
+                    fs[j] = fs[j] ? fvm_ad_add(ad, fs[j], c->v[i], ct->u.strct.elems[j]) : c->v[i];
+            if (!fs[j])
+                fs[j] = fvm_ad_zeros(ad, field_at(ad, like, j), t->u.strct.elems[j]);
+        }
+        sum = fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, ct), nf, fs);
+    }
+    for (int i = 0; i < c->n; i++)
+        if (c->field[i] < 0)
+            sum = sum ? fvm_ad_add(ad, sum, c->v[i], ct) : c->v[i];
     c->n = 1;
     c->v[0] = sum;
+    c->field[0] = -1;
     return sum;
 }
 
@@ -791,7 +825,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
     /* Backward: each active instruction, last first, turns the cotangent of
      * its result into contributions to its arguments' cotangents. */
     ct = calloc((size_t)nvals + 1, sizeof *ct);
-    if (!ct || !ct_push(&ct[result], pb->param_names[f->nparams]))
+    if (!ct || !ct_push(&ct[result], pb->param_names[f->nparams], -1))
         goto oom;
     for (int i = fl.n - 1; i >= 0 && !ad->failed; i--) {
         node *nd = &fl.nodes[i];
@@ -800,7 +834,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
         const fvm_instr *in = nd->in;
         ad->b->loc = &in->loc;
         ad->b->hint = fvm_arena_printf(ad->a, "d.%s", nd->name);
-        const char *c = ct_total(ad, &ct[fl.nparams + i], in->type);
+        const char *c = ct_total(ad, &ct[fl.nparams + i], in->type, nd->name);
         if (!c)
             continue;
         if (vjp_table[in->op] == vjp_unsupported) {
@@ -809,6 +843,14 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             fvm_ad_error(&v, "it does not pass gradients (a gradient was asked through '%s')%s%s", in->name,
                          why ? "; " : "", why ? why : "");
             break;
+        }
+        if (in->op == FVM_OP_FIELD && in->arg_types[0]->kind == FVM_T_STRUCT) {
+            /* the struct's cotangent, one field at a time (see cts) */
+            int a = nd->args[0];
+            bool wanted = a < fl.nparams ? (mask >> a & 1) : fl.nodes[a - fl.nparams].varied;
+            if (wanted && !ct_push(&ct[a], c, (int)in->a.index))
+                goto oom;
+            continue;
         }
         int n = in->nargs;
         bool *want = calloc((size_t)n + 1, sizeof *want);
@@ -825,7 +867,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
         fvm_vjp v = {.ad = ad, .in = in, .x = x, .y = nd->name, .aux = nd->aux, .ct = c, .want = want, .dx = dx};
         bool ok = vjp_table[in->op](&v) == FVM_OK;
         for (int k = 0; ok && k < n; k++)
-            if (want[k] && dx[k] && !ct_push(&ct[nd->args[k]], dx[k]))
+            if (want[k] && dx[k] && !ct_push(&ct[nd->args[k]], dx[k], -1))
                 ok = false;
         free(want), free(x), free(dx);
         if (!ok && !ad->failed)
@@ -841,7 +883,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
         for (int i = 0; i < f->nparams; i++) {
             if (!(mask >> i & 1))
                 continue;
-            const char *g = ct_total(ad, &ct[i], f->param_types[i]);
+            const char *g = ct_total(ad, &ct[i], f->param_types[i], pb->param_names[i]);
             gs[ng++] = g ? g : fvm_ad_zeros(ad, pb->param_names[i], f->param_types[i]);
         }
         const char *grads = fvm_ad_op(ad, FVM_OP_STRUCT, NULL, ng, gs);
@@ -865,7 +907,7 @@ oom:
     pb = NULL;
 done:
     for (int i = 0; ct && i < nvals; i++)
-        free(ct[i].v);
+        free(ct[i].v), free(ct[i].field);
     free(ct);
     free(fl.nodes);
     fvm_arena_free(&fl.scratch);
