@@ -28,6 +28,10 @@ ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
 LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -lmsgpackc -lprotobuf-c) \
            $(BLAS_LIBS) -lm -lpthread
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+# cairo (with fontconfig for its fonts) draws 'fedvm plot' pictures; only the
+# fedvm command links them, not the library.
+PLOT_CFLAGS := $(shell pkg-config --cflags cairo fontconfig 2>/dev/null)
+PLOT_LIBS   := $(shell pkg-config --libs cairo fontconfig 2>/dev/null || echo -lcairo -lfontconfig)
 PYTHON   ?= python3
 VERSION  := 0.1.0
 
@@ -35,7 +39,8 @@ VERSION  := 0.1.0
 DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
-                python3-msgpack python3-numpy dataset-fashion-mnist
+                python3-msgpack python3-numpy dataset-fashion-mnist \
+                libcairo2-dev libfontconfig-dev fonts-dejavu-core
 
 # ---- sources ---------------------------------------------------------------
 LIB_SRC   := $(wildcard vm/*.c format/*.c)
@@ -81,9 +86,11 @@ $(LIBD)/libfedvm.so: $(LIB_OBJ)
 	@mkdir -p $(LIBD)
 	$(CC) -shared -Wl,-soname,libfedvm.so.0 -o $@ $^ $(LIBS)
 
+$(BUILD)/tools/fedvm_plot.o: ALL_CFLAGS += $(PLOT_CFLAGS)
+
 $(BIN)/fedvm: $(FEDVM_OBJ) $(LIBD)/libfedvm.a
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $(FEDVM_OBJ) $(LIBD)/libfedvm.a $(LIBS)
+	$(CC) $(CFLAGS) -o $@ $(FEDVM_OBJ) $(LIBD)/libfedvm.a $(LIBS) $(PLOT_LIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(TEST_LIBS) $(LIBS)
@@ -92,13 +99,15 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # Each cmocka binary runs from the repository root; tests/run_invalid.sh
 # checks every invalid input's error through the fedvm command,
 # tests/run_data.sh the 'fedvm data' commands and the files they write, and
-# tests/run_train.sh training runs over datasets.
+# tests/run_train.sh training runs over datasets, and tests/run_plot.sh the
+# pictures 'fedvm plot' draws of them.
 test: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_cli.sh $(BIN)/fedvm
 	@tests/run_data.sh $(BIN)/fedvm
 	@tests/run_train.sh $(BIN)/fedvm
+	@tests/run_plot.sh $(BIN)/fedvm
 	@$(PYTHON) tests/golden/reference.py --check
 	@d=$$(mktemp -d) && { FVM_SAFETENSORS_OUT=$$d $(BUILD)/tests/test_safetensors >$$d/log 2>&1 || { cat $$d/log; false; }; } && /usr/bin/python3 tests/check_safetensors.py $$d; rc=$$?; rm -rf $$d; exit $$rc
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
