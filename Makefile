@@ -20,8 +20,21 @@ WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wwrite-strings -Wno-unused-parameter -Wvla
 CSTD     := -std=c11 -D_GNU_SOURCE
 PKGS     := jansson yaml-0.1 sqlite3 zlib msgpack libprotobuf-c
+# OpenBLAS's pthread build (Debian's default): it is safe to call from
+# several threads at once, which fedvm's threads backend does (each call on
+# one thread; see fvm_vm_new). The serial build is not: concurrent calls
+# share its buffers and give wrong results.
+# The binaries find that build by its own directory (rpath), whatever the
+# system's libopenblas.so.0 alternative points to.
+MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
+BLAS_PTHREAD := /usr/lib/$(MULTIARCH)/openblas-pthread
+ifneq ($(wildcard $(BLAS_PTHREAD)/libopenblas.so),)
+BLAS_CFLAGS := -I/usr/include/$(MULTIARCH)/openblas-pthread
+BLAS_LIBS   := -L$(BLAS_PTHREAD) -Wl,-rpath,$(BLAS_PTHREAD) -lopenblas
+else
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+endif
 CFLAGS   ?= $(OPT)
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) -I$(BUILD)/gen
@@ -37,7 +50,7 @@ VERSION  := 0.1.0
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
-                libopenblas-dev libcmocka-dev python3 python3-jsonschema \
+                libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
                 python3-msgpack python3-numpy dataset-fashion-mnist \
                 libcairo2-dev libfontconfig-dev fonts-dejavu-core
@@ -162,7 +175,8 @@ demo: deps all
 	  --seed 0 --metrics $(DEMO)/fedavg_2nn.jsonl
 	@tail -n 1 $(DEMO)/fedavg_2nn.jsonl | sed -n 's/.*"eval": {[^}]*"accuracy": \([0-9.e-]*\).*/\1/p' | \
 	  awk '{ ok = ($$1 >= 0.80); printf "final test accuracy %.4f (target 0.80): %s\n", $$1, ok ? "met" : "NOT MET"; exit (ok ? 0 : 1) }'
-	@echo "metrics: $(DEMO)/fedavg_2nn.jsonl"
+	$(BIN)/fedvm plot $(DEMO)/fedavg_2nn.jsonl --label "FedAvg 2NN, Fashion-MNIST" -o $(DEMO)/fedavg_2nn.svg
+	@echo "metrics: $(DEMO)/fedavg_2nn.jsonl, curves: $(DEMO)/fedavg_2nn.svg"
 
 # ---- dependencies ----------------------------------------------------------
 deps:
