@@ -87,7 +87,7 @@ class Report:
         self.test_acc = None
         print("# %s: %s" % (name, json.dumps({k: v for k, v in vars(args).items()})), file=sys.stderr)
 
-    def round(self, rnd, train_loss, examples, seconds, test=None, eval_s=None):
+    def round(self, rnd, train_loss, examples, seconds, cpu_s, test=None, eval_s=None):
         self.round_s.append(seconds)
         self.examples += examples
         line = {"round": rnd, "train_loss": round(train_loss, 6)}
@@ -96,6 +96,7 @@ class Report:
             line["test_acc"] = round(test[0], 4)
             line["test_loss"] = round(test[1], 6)
         line["seconds"] = round(seconds, 4)
+        line["cpu_seconds"] = round(cpu_s, 4)
         if eval_s is not None:
             line["eval_seconds"] = round(eval_s, 4)
         print(json.dumps(line), file=self.out, flush=True)
@@ -112,3 +113,8 @@ def evaluates(args, rnd):
 
 def timer():
     return time.perf_counter()
+
+
+def cpu_timer():
+    """CPU time of the process, all threads: beside wall time, it shows when other load slowed a round."""
+    return time.process_time()

@@ -12,7 +12,8 @@ the client models weighted by their example counts.
 Prints one JSON line per round: round, train_loss (the example-weighted mean
 over the sampled clients of each client's mean minibatch loss), test_acc and
 test_loss when evaluated, seconds (the round's sampling, client updates and
-aggregation; not the evaluation, which is eval_seconds), then
+aggregation; not the evaluation, which is eval_seconds), cpu_seconds (the
+process's CPU time in the round, all threads), then
 'median_round_s=... examples_per_s=... test_acc=...', where examples_per_s is
 the examples processed (E times the sampled clients' examples) over the
 rounds' total seconds.
@@ -128,16 +129,16 @@ def run(args, clients, test, report=None):
     """FedAvg for args.rounds rounds; returns the final model ([in, out] weights)."""
     server = ref_common.initial_model(args)
     for rnd in range(1, args.rounds + 1):
-        t0 = ref_common.timer()
+        t0, c0 = ref_common.timer(), ref_common.cpu_timer()
         server, train_loss, examples = fedavg_round(server, clients, rnd, args)
-        seconds = ref_common.timer() - t0
+        seconds, cpu_s = ref_common.timer() - t0, ref_common.cpu_timer() - c0
         result, eval_s = None, None
         if report is not None and ref_common.evaluates(args, rnd):
             t1 = ref_common.timer()
             result = evaluate(server, *test)
             eval_s = ref_common.timer() - t1
         if report is not None:
-            report.round(rnd, train_loss, examples, seconds, result, eval_s)
+            report.round(rnd, train_loss, examples, seconds, cpu_s, result, eval_s)
     return server
 
 

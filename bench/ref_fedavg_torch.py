@@ -96,16 +96,16 @@ def run(args, clients, test, report=None):
     net = make_net()
     server = to_torch(ref_common.initial_model(args))
     for rnd in range(1, args.rounds + 1):
-        t0 = ref_common.timer()
+        t0, c0 = ref_common.timer(), ref_common.cpu_timer()
         server, train_loss, examples = fedavg_round(net, server, clients, rnd, args)
-        seconds = ref_common.timer() - t0
+        seconds, cpu_s = ref_common.timer() - t0, ref_common.cpu_timer() - c0
         result, eval_s = None, None
         if report is not None and ref_common.evaluates(args, rnd):
             t1 = ref_common.timer()
             result = evaluate(net, server, *test)
             eval_s = ref_common.timer() - t1
         if report is not None:
-            report.round(rnd, train_loss, examples, seconds, result, eval_s)
+            report.round(rnd, train_loss, examples, seconds, cpu_s, result, eval_s)
     return to_numpy(server)
 
 
