@@ -2,7 +2,7 @@
 #
 # make deps     install missing Debian packages (apt-get; run as root)
 # make          build bin/fedvm, lib/libfedvm.a and lib/libfedvm.so
-# make test     unit, golden and invalid-input tests
+# make test     unit, golden, invalid-input, command-line and fidelity tests
 # make asan     the whole test suite under AddressSanitizer + UBSan
 # make bench    benchmarks (bench/bench_*.c): GFLOP/s against BLAS
 # make demo     the main job on a built-in default
@@ -112,8 +112,11 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # Each cmocka binary runs from the repository root; tests/run_invalid.sh
 # checks every invalid input's error through the fedvm command,
 # tests/run_data.sh the 'fedvm data' commands and the files they write, and
-# tests/run_train.sh training runs over datasets, and tests/run_plot.sh the
-# pictures 'fedvm plot' draws of them.
+# tests/run_train.sh training runs over datasets, tests/run_plot.sh the
+# pictures 'fedvm plot' draws of them, and tests/run_fidelity.sh what
+# training must reproduce (the demo's accuracy against the NumPy FedAvg of
+# bench/, FedProx's stability on Synthetic(1,1); about a minute on two cores,
+# so in the plain build only, not under the sanitizers).
 test: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@tests/run_invalid.sh $(BIN)/fedvm
@@ -121,6 +124,8 @@ test: all $(TEST_BIN)
 	@tests/run_data.sh $(BIN)/fedvm
 	@tests/run_train.sh $(BIN)/fedvm
 	@tests/run_plot.sh $(BIN)/fedvm
+	@if [ "$(BUILD)" = build ]; then tests/run_fidelity.sh $(BIN)/fedvm; \
+	  else echo "run_fidelity: skipped in $(BUILD) (run it with 'make test')"; fi
 	@$(PYTHON) tests/golden/reference.py --check
 	@d=$$(mktemp -d) && { FVM_SAFETENSORS_OUT=$$d $(BUILD)/tests/test_safetensors >$$d/log 2>&1 || { cat $$d/log; false; }; } && /usr/bin/python3 tests/check_safetensors.py $$d; rc=$$?; rm -rf $$d; exit $$rc
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm

@@ -1,4 +1,5 @@
-# lib.sh - what the tests/run_*.sh scripts share: a scratch directory $T and pass/fail accounting.
+# lib.sh - what the tests/run_*.sh scripts share: a scratch directory $T, pass/fail accounting and
+# finding a Python with the modules a check needs.
 # Source it after setting BIN; it creates $T (removed on exit) and counts in $pass and $fail.
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -28,4 +29,15 @@ same() { # same A B DESCRIPTION
 check() { # check DESCRIPTION -- CMD...: CMD must succeed
     local what=$1; shift 2
     if "$@" >"$T/check" 2>&1; then ok; else bad "$what"; sed 's/^/  | /' "$T/check" | head -8; fi
+}
+# python_with MODULE...: prints the first Python that imports every MODULE, $PYTHON (else
+# python3 on PATH) before the system's /usr/bin/python3 (Debian's python3-numpy and
+# python3-msgpack install there); prints nothing and fails when neither does.
+python_with() {
+    local p mods
+    mods=$(IFS=,; echo "$*")
+    for p in "${PYTHON:-python3}" /usr/bin/python3; do
+        if "$p" -c "import $mods" 2>/dev/null; then echo "$p"; return 0; fi
+    done
+    return 1
 }

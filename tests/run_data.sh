@@ -8,10 +8,7 @@ FIXTURES=${FVM_FIXTURES:-../shared/fixtures}
 . "$(dirname "$0")/lib.sh"
 
 # A Python with msgpack (Debian's python3-msgpack): $PYTHON, else the system's.
-PY=
-for p in "${PYTHON:-python3}" /usr/bin/python3; do
-    if "$p" -c 'import msgpack' 2>/dev/null; then PY=$p; break; fi
-done
+PY=$(python_with msgpack)
 if [ -z "$PY" ]; then echo "run_data: no python3 with msgpack (install python3-msgpack)"; exit 1; fi
 SAME_ZLIB=
 if [ "$("$PY" -c 'import zlib; print(zlib.ZLIB_RUNTIME_VERSION)')" = "$(pkg-config --modversion zlib 2>/dev/null)" ]; then

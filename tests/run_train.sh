@@ -7,10 +7,7 @@ BIN=${1:?usage: tests/run_train.sh path/to/fedvm}
 . "$(dirname "$0")/lib.sh"
 
 # A Python with NumPy and msgpack (Debian's python3-numpy, python3-msgpack).
-PY=
-for p in "${PYTHON:-python3}" /usr/bin/python3; do
-    if "$p" -c 'import numpy, msgpack' 2>/dev/null; then PY=$p; break; fi
-done
+PY=$(python_with numpy msgpack)
 if [ -z "$PY" ]; then echo "run_train: no python3 with numpy and msgpack (make deps)"; exit 1; fi
 
 P=tests/train/softmax.json
