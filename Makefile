@@ -20,22 +20,40 @@ WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wwrite-strings -Wno-unused-parameter -Wvla
 CSTD     := -std=c11 -D_GNU_SOURCE
 PKGS     := jansson yaml-0.1 sqlite3 zlib msgpack libprotobuf-c
+# OpenBLAS's pthread build (Debian's default): it is safe to call from
+# several threads at once, which fedvm's threads backend does (each call on
+# one thread; see fvm_vm_new). The serial build is not: concurrent calls
+# share its buffers and give wrong results.
+# The binaries find that build by its own directory (rpath), whatever the
+# system's libopenblas.so.0 alternative points to.
+MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
+BLAS_PTHREAD := /usr/lib/$(MULTIARCH)/openblas-pthread
+ifneq ($(wildcard $(BLAS_PTHREAD)/libopenblas.so),)
+BLAS_CFLAGS := -I/usr/include/$(MULTIARCH)/openblas-pthread
+BLAS_LIBS   := -L$(BLAS_PTHREAD) -Wl,-rpath,$(BLAS_PTHREAD) -lopenblas
+else
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+endif
 CFLAGS   ?= $(OPT)
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) -I$(BUILD)/gen
 LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -lmsgpackc -lprotobuf-c) \
            $(BLAS_LIBS) -lm -lpthread
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+# cairo (with fontconfig for its fonts) draws 'fedvm plot' pictures; only the
+# fedvm command links them, not the library.
+PLOT_CFLAGS := $(shell pkg-config --cflags cairo fontconfig 2>/dev/null)
+PLOT_LIBS   := $(shell pkg-config --libs cairo fontconfig 2>/dev/null || echo -lcairo -lfontconfig)
 PYTHON   ?= python3
 VERSION  := 0.1.0
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
-                libopenblas-dev libcmocka-dev python3 python3-jsonschema \
+                libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
-                python3-msgpack python3-numpy dataset-fashion-mnist graphviz
+                python3-msgpack python3-numpy dataset-fashion-mnist \
+                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz
 
 # ---- sources ---------------------------------------------------------------
 LIB_SRC   := $(wildcard vm/*.c format/*.c)
@@ -83,9 +101,11 @@ $(LIBD)/libfedvm.so: $(LIB_OBJ)
 	@mkdir -p $(LIBD)
 	$(CC) -shared -Wl,-soname,libfedvm.so.0 -o $@ $^ $(LIBS)
 
+$(BUILD)/tools/fedvm_plot.o: ALL_CFLAGS += $(PLOT_CFLAGS)
+
 $(BIN)/fedvm: $(FEDVM_OBJ) $(LIBD)/libfedvm.a
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $(FEDVM_OBJ) $(LIBD)/libfedvm.a $(LIBS)
+	$(CC) $(CFLAGS) -o $@ $(FEDVM_OBJ) $(LIBD)/libfedvm.a $(LIBS) $(PLOT_LIBS)
 
 $(BIN)/fedplan: $(FEDPLAN_OBJ) $(LIBD)/libfedvm.a
 	@mkdir -p $(BIN)
@@ -98,14 +118,16 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # Each cmocka binary runs from the repository root; tests/run_invalid.sh
 # checks every invalid input's error through the fedvm command,
 # tests/run_data.sh the 'fedvm data' commands and the files they write, and
-# tests/run_train.sh training runs over datasets, and tests/run_plan.sh the
-# fedplan command and its plans (the pictures through Graphviz's dot).
+# tests/run_train.sh training runs over datasets, tests/run_plot.sh the
+# pictures 'fedvm plot' draws of them, and tests/run_plan.sh the fedplan
+# command and its plans (the pictures through Graphviz's dot).
 test: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_cli.sh $(BIN)/fedvm
 	@tests/run_data.sh $(BIN)/fedvm
 	@tests/run_train.sh $(BIN)/fedvm
+	@tests/run_plot.sh $(BIN)/fedvm
 	@tests/run_plan.sh $(BIN)/fedplan
 	@$(PYTHON) tests/golden/reference.py --check
 	@d=$$(mktemp -d) && { FVM_SAFETENSORS_OUT=$$d $(BUILD)/tests/test_safetensors >$$d/log 2>&1 || { cat $$d/log; false; }; } && /usr/bin/python3 tests/check_safetensors.py $$d; rc=$$?; rm -rf $$d; exit $$rc
@@ -161,7 +183,8 @@ demo: deps all
 	  --seed 0 --metrics $(DEMO)/fedavg_2nn.jsonl
 	@tail -n 1 $(DEMO)/fedavg_2nn.jsonl | sed -n 's/.*"eval": {[^}]*"accuracy": \([0-9.e-]*\).*/\1/p' | \
 	  awk '{ ok = ($$1 >= 0.80); printf "final test accuracy %.4f (target 0.80): %s\n", $$1, ok ? "met" : "NOT MET"; exit (ok ? 0 : 1) }'
-	@echo "metrics: $(DEMO)/fedavg_2nn.jsonl"
+	$(BIN)/fedvm plot $(DEMO)/fedavg_2nn.jsonl --label "FedAvg 2NN, Fashion-MNIST" -o $(DEMO)/fedavg_2nn.svg
+	@echo "metrics: $(DEMO)/fedavg_2nn.jsonl, curves: $(DEMO)/fedavg_2nn.svg"
 
 # ---- dependencies ----------------------------------------------------------
 deps:

@@ -93,6 +93,12 @@ expect 0 "grad --to yaml" -- "$BIN" grad programs/drjax_mean_loss.json loss --to
 expect 1 "grad of an unknown function" -- "$BIN" grad programs/drjax_mean_loss.json nope && has "$T/err" "no function 'nope'" "grad unknown fn"
 expect 1 "grad with respect to an integer" -- "$BIN" grad programs/histogram.json bump --wrt value && has "$T/err" "holds no float" "grad of int"
 expect 2 "grad without a function" -- "$BIN" grad programs/drjax_mean_loss.json
+# with respect to a sequence: rejected as the grad op rejects it (tests/invalid/grad_wrt_sequence.json)
+for g in "total" "scaled --wrt xs"; do
+    expect 1 "grad $g with respect to a sequence" -- "$BIN" grad tests/ad/sequence_param.json $g &&
+        has "$T/err" "differentiating with respect to a sequence ('xs', f32[]*) is not supported" "grad $g wrt a sequence"
+done
+expect 0 "grad scaled --wrt w (beside a sequence)" -- "$BIN" grad tests/ad/sequence_param.json scaled --wrt w
 
 # -- regressions: tests/regress/NAME.json runs (with the arguments in NAME.args, if any) and prints NAME.expect
 for p in tests/regress/*.json; do

@@ -108,6 +108,20 @@ expect 0 "all 30 clients in sequence" -- "$BIN" run $P $TRAIN --rounds 2 --backe
 expect 2 "unknown backend" -- "$BIN" run $P $TRAIN --backend gpu && has "$T/err" "--backend is seq or threads" "backend name"
 expect 2 "--threads with seq" -- "$BIN" run $P $TRAIN --backend seq --threads 2
 
+# -- a model with real matmuls (the demo's 2NN on Fashion-MNIST): BLAS is called from every
+# worker thread at once, and the bits must not change
+FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+if [ -d "$FASHION" ]; then
+    "$BIN" data import fashion-mnist --clients 40 --partition iid -o "$T/fm.sqlite" >/dev/null 2>&1
+    FM="programs/fedavg_2nn.json --data train=$T/fm.sqlite --rounds 2 --clients-per-round 4"
+    expect 0 "2NN in sequence" -- "$BIN" run $FM --backend seq && cp "$T/out" "$T/fm_seq"
+    for b in "--threads 2" "--threads 4"; do
+        expect 0 "2NN $b" -- "$BIN" run $FM $b && same "$T/fm_seq" "$T/out" "2NN $b"
+    done
+else
+    echo "run_train: $FASHION missing (make deps installs dataset-fashion-mnist); 2NN checks skipped"
+fi
+
 # -- participation: every client, a fixed list, evaluation cadence
 expect 0 "every client" -- "$BIN" run $P $TRAIN --rounds 1 --metrics "$T/all.jsonl" && has "$T/all.jsonl" '"clients": 30' "all clients"
 lacks "$T/all.jsonl" '"sampled"' "no sample listed for full participation"

@@ -37,4 +37,8 @@ int fvm_cmd_run(int argc, char **argv);
 /* fedvm data ... (tools/fedvm_data.c, dispatched from main) */
 int fvm_cmd_data(int argc, char **argv);
 
+/* fedvm plot ... (tools/fedvm_plot.c) */
+extern const char *const fvm_usage_plot;
+int fvm_cmd_plot(int argc, char **argv);
+
 #endif

@@ -21,6 +21,7 @@ static const char *const usage_main =
     "  fmt FILE        print a program in canonical form (JSON or YAML)\n"
     "  grad FILE FN    print the derivative of a function as IR (a complete program)\n"
     "  data COMMAND    federated datasets: import, synthetic, info, head ('fedvm data --help')\n"
+    "  plot FILE...    draw training curves from 'run --metrics' files as SVG or PNG\n"
     "  help [COMMAND]  show help\n"
     "\n"
     "options: --help, --version\n"
@@ -311,6 +312,7 @@ int main(int argc, char **argv)
               : !strcmp(topic, "check") ? usage_check
               : !strcmp(topic, "fmt")   ? usage_fmt
               : !strcmp(topic, "grad")  ? usage_grad
+              : !strcmp(topic, "plot")  ? fvm_usage_plot
                                         : usage_main,
               stdout);
         return 0;
@@ -325,6 +327,8 @@ int main(int argc, char **argv)
         return cmd_grad(argc - 2, argv + 2);
     if (!strcmp(cmd, "data"))
         return fvm_cmd_data(argc - 2, argv + 2);
+    if (!strcmp(cmd, "plot"))
+        return fvm_cmd_plot(argc - 2, argv + 2);
     if (cmd[0] != '-' && (strchr(cmd, '.') || strchr(cmd, '/')))
         return fvm_cmd_run(argc - 1, argv + 1); /* fedvm program.json ... */
     fprintf(stderr, "fedvm: unknown command '%s'\n\n%s", cmd, usage_main);

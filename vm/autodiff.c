@@ -333,6 +333,39 @@ bool fvm_ad_has_floats(const fvm_type *t)
     return false;
 }
 
+static bool has_seq(const fvm_type *t)
+{
+    switch (t->kind) {
+    case FVM_T_SEQ:
+        return true;
+    case FVM_T_STRUCT:
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (has_seq(t->u.strct.elems[i]))
+                return true;
+        return false;
+    case FVM_T_FED:
+        return has_seq(t->u.fed.member);
+    default:
+        return false;
+    }
+}
+
+fvm_status fvm_ad_check_wrt(const fvm_func *f, int k, fvm_diag *d, const fvm_loc *loc)
+{
+    const fvm_type *t = f->param_types[k];
+    char ts[256];
+    if (!fvm_ad_has_floats(t))
+        return fvm_diag_add(d, FVM_ERR_TYPE, loc, "parameter '%s' (%s) holds no float: no gradient flows through "
+                            "integers", f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
+    /* A cotangent of a sequence would need sums and zeros of sequences, and
+     * sequence_map and sequence_reduce pass none to their sequence: only
+     * sequence_sum would, so it is refused everywhere alike. */
+    if (has_seq(t))
+        return fvm_diag_add(d, FVM_ERR_TYPE, loc, "differentiating with respect to a sequence ('%s', %s) is not "
+                            "supported", f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
+    return FVM_OK;
+}
+
 const fvm_type *fvm_ad_ct_type(fvm_arena *a, const fvm_type *t)
 {
     if (t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS && t->u.fed.all_equal)
@@ -351,9 +384,8 @@ const fvm_type *fvm_ad_ct_type(fvm_arena *a, const fvm_type *t)
 
 /* ---- generated helpers ---------------------------------------------------------------- */
 
-static fvm_doc *names_attr(fvm_ad *ad, const fvm_type *st)
+fvm_doc *fvm_ad_names(fvm_ad *ad, const fvm_type *st)
 {
-    /* A struct's names as a 'names' attribute (NULL for a positional struct). */
     bool named = st->u.strct.n > 0;
     for (int i = 0; i < st->u.strct.n; i++)
         named = named && st->u.strct.names[i];
@@ -387,11 +419,54 @@ static const char *fn_attr_op(fvm_ad *ad, fvm_op op, const fvm_func *fn, int nar
     return fvm_ad_op(ad, op, o, nargs, args);
 }
 
-static fvm_dtype first_dtype(const fvm_type *t)
+static bool one_float_dtype(const fvm_type *t, fvm_dtype *dt)
 {
-    while (t->kind == FVM_T_STRUCT && t->u.strct.n)
-        t = t->u.strct.elems[0];
-    return t->kind == FVM_T_TENSOR ? t->u.tensor.dtype : FVM_DTYPE_F32;
+    if (t->kind == FVM_T_TENSOR) {
+        bool first = *dt == FVM_DTYPE_COUNT;
+        if (!fvm_dtype_is_float(t->u.tensor.dtype) || (!first && t->u.tensor.dtype != *dt))
+            return false;
+        *dt = t->u.tensor.dtype;
+        return true;
+    }
+    if (t->kind != FVM_T_STRUCT)
+        return false;
+    for (int i = 0; i < t->u.strct.n; i++)
+        if (!one_float_dtype(t->u.strct.elems[i], dt))
+            return false;
+    return true;
+}
+
+bool fvm_ad_one_float_dtype(const fvm_type *t, fvm_dtype *dt)
+{
+    *dt = FVM_DTYPE_COUNT;
+    return one_float_dtype(t, dt) && *dt != FVM_DTYPE_COUNT;
+}
+
+/* a op b for a tree a of type t and a float scalar b of dtype bt, leaf by
+ * leaf: b is cast to each float leaf's dtype (once per dtype, cast[] holds
+ * the casts made so far); integer leaves, which hold zero cotangents, pass
+ * unchanged. */
+static const char *scale_tree(fvm_ad *ad, fvm_op op, const char *a, const fvm_type *t, const char *b, fvm_dtype bt,
+                              const char *cast[FVM_DTYPE_COUNT])
+{
+    if (t->kind == FVM_T_TENSOR) {
+        fvm_dtype dt = t->u.tensor.dtype;
+        if (!fvm_dtype_is_float(dt))
+            return a;
+        if (dt != bt && !cast[dt]) {
+            fvm_doc *o = fvm_ad_attrs(ad);
+            fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(dt));
+            cast[dt] = FVM_AD(ad, FVM_OP_CAST, o, b);
+        }
+        return fvm_ad_op(ad, op, NULL, 2, (const char *[]){a, dt == bt ? b : cast[dt]});
+    }
+    int n = t->u.strct.n;
+    const char **fs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *fs);
+    if (!fs)
+        return nomem(ad), NULL;
+    for (int i = 0; i < n; i++)
+        fs[i] = scale_tree(ad, op, field_at(ad, a, i), t->u.strct.elems[i], b, bt, cast);
+    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, fs);
 }
 
 fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, const fvm_type *t2, int index)
@@ -426,14 +501,13 @@ fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, co
         break;
     case FVM_AD_DIV:
     case FVM_AD_MUL: {
-        /* b is a float scalar: converted to a's dtype first if it differs. */
-        fvm_dtype dt = first_dtype(t);
-        if (t2->kind == FVM_T_TENSOR && t2->u.tensor.dtype != dt) {
-            fvm_doc *o = fvm_ad_attrs(ad);
-            fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(dt));
-            b = FVM_AD(ad, FVM_OP_CAST, o, b);
-        }
-        r = FVM_AD(ad, kind == FVM_AD_DIV ? FVM_OP_DIV : FVM_OP_MUL, NULL, a, b);
+        /* b is a float scalar, converted to each leaf's dtype where it differs;
+         * when a has one dtype, b is cast at most once and the op lifted over a */
+        fvm_op op = kind == FVM_AD_DIV ? FVM_OP_DIV : FVM_OP_MUL;
+        fvm_dtype bt = t2->u.tensor.dtype, dt;
+        const char *cast[FVM_DTYPE_COUNT] = {0};
+        const fvm_type *ta = fvm_ad_one_float_dtype(t, &dt) ? fvm_type_scalar(ad->a, dt) : t;
+        r = ta ? scale_tree(ad, op, a, ta, b, bt, cast) : (nomem(ad), NULL);
         break;
     }
     case FVM_AD_TIE: {
@@ -470,7 +544,7 @@ const char *fvm_ad_zeros(fvm_ad *ad, const char *like, const fvm_type *t)
         return nomem(ad), NULL;
     for (int i = 0; i < n; i++)
         zs[i] = fvm_ad_zeros(ad, field_at(ad, like, i), t->u.strct.elems[i]);
-    return fvm_ad_op(ad, FVM_OP_STRUCT, names_attr(ad, t), n, zs);
+    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, zs);
 }
 
 const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type *t)
@@ -489,7 +563,7 @@ const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type 
         return nomem(ad), NULL;
     for (int i = 0; i < n; i++)
         ss[i] = fvm_ad_add(ad, field_at(ad, a, i), field_at(ad, b, i), t->u.strct.elems[i]);
-    return fvm_ad_op(ad, FVM_OP_STRUCT, names_attr(ad, t), n, ss);
+    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, ss);
 }
 
 /* ---- flattening: calls inlined ----------------------------------------------------------- */
@@ -524,7 +598,8 @@ static bool flatten(fvm_ad *ad, flat *fl, const fvm_func *f, const int *argvals,
         for (int j = 0; j < in->nargs; j++)
             args[j] = slot[in->args[j]];
         if (in->op == FVM_OP_CALL) {
-            const char *pre = fvm_arena_printf(&fl->scratch, "%s%s/", prefix, in->a.fn->name);
+            /* named after the call site: unique where one function is called twice */
+            const char *pre = fvm_arena_printf(&fl->scratch, "%s%s/", prefix, in->name);
             if (!pre || !flatten(ad, fl, in->a.fn, args, pre, &slot[in->slot]))
                 return false;
             continue;
@@ -552,36 +627,70 @@ static bool flatten(fvm_ad *ad, flat *fl, const fvm_func *f, const int *argvals,
 
 /* ---- the derivation ---------------------------------------------------------------------- */
 
+/* A value's cotangent contributions: whole cotangents (field -1), or, from
+ * the field instructions that read a struct, the cotangent of one field.
+ * Field contributions are summed field by field and assembled into one
+ * struct, instead of one struct per field read with zeros elsewhere (which
+ * costs a pass over the whole struct per field: a model's weights, say). */
 typedef struct cts {
     const char **v;
+    int *field;
     int n, cap;
 } cts;
 
-static bool ct_push(cts *c, const char *name)
+static bool ct_push(cts *c, const char *name, int field)
 {
     if (c->n == c->cap) {
         int cap = c->cap ? c->cap * 2 : 2;
         const char **v = realloc(c->v, (size_t)cap * sizeof *v);
-        if (!v)
+        if (v)
+            c->v = v;
+        int *fl = realloc(c->field, (size_t)cap * sizeof *fl);
+        if (fl)
+            c->field = fl;
+        if (!v || !fl)
             return false;
-        c->v = v;
         c->cap = cap;
     }
+    c->field[c->n] = field;
     c->v[c->n++] = name;
     return true;
 }
 
-/* The sum of a value's cotangent contributions (NULL when it has none). */
-static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t)
+/* The sum of a value's cotangent contributions (NULL when it has none); like
+ * names the value itself (zeros for fields nothing read are shaped as it). */
+static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t, const char *like)
 {
     if (!c->n)
         return NULL;
     const fvm_type *ct = fvm_ad_ct_type(ad->a, t);
-    const char *sum = c->v[0];
-    for (int i = 1; i < c->n && ct; i++)
-        sum = fvm_ad_add(ad, sum, c->v[i], ct);
+    if (!ct)
+        return nomem(ad), NULL;
+    const char *sum = NULL;
+    bool fields = false;
+    for (int i = 0; i < c->n; i++)
+        fields = fields || c->field[i] >= 0;
+    if (fields) {
+        int nf = ct->u.strct.n;
+        const char **fs = fvm_arena_array(ad->a, (size_t)nf + 1, sizeof *fs);
+        if (!fs)
+            return nomem(ad), NULL;
+        for (int j = 0; j < nf; j++) {
+            fs[j] = NULL;
+            for (int i = 0; i < c->n; i++)
+                if (c->field[i] == j)
+                    fs[j] = fs[j] ? fvm_ad_add(ad, fs[j], c->v[i], ct->u.strct.elems[j]) : c->v[i];
+            if (!fs[j])
+                fs[j] = fvm_ad_zeros(ad, field_at(ad, like, j), t->u.strct.elems[j]);
+        }
+        sum = fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, ct), nf, fs);
+    }
+    for (int i = 0; i < c->n; i++)
+        if (c->field[i] < 0)
+            sum = sum ? fvm_ad_add(ad, sum, c->v[i], ct) : c->v[i];
     c->n = 1;
     c->v[0] = sum;
+    c->field[0] = -1;
     return sum;
 }
 
@@ -621,6 +730,36 @@ static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb)
         nd->aux = emit_named(ad, claim(ad, fvm_arena_printf(ad->a, "%s.states", nd->base)), FVM_OP_FIELD, o2, 1,
                              &scan);
     }
+}
+
+/* The derived pullback must give each chosen parameter a cotangent of type
+ * ct(T) (dims may be more or less known): the rules' contract, checked so a
+ * broken rule is reported where it shows, not as a wrong value at run time. */
+static bool grads_match(fvm_ad *ad, const fvm_func *f, uint64_t mask, const fvm_func *pb)
+{
+    const fvm_type *r = pb->result_type, *gs = r && r->kind == FVM_T_STRUCT && r->u.strct.n == 2
+                                                    ? r->u.strct.elems[1] : NULL;
+    int k = 0;
+    for (int i = 0; i < f->nparams; i++) {
+        if (!(mask >> i & 1))
+            continue;
+        const fvm_type *want = fvm_ad_ct_type(ad->a, f->param_types[i]);
+        const fvm_type *got = gs && gs->kind == FVM_T_STRUCT && k < gs->u.strct.n ? gs->u.strct.elems[k] : NULL;
+        k++;
+        if (!want)
+            return nomem(ad), false;
+        if (got && fvm_type_compatible(got, want))
+            continue;
+        char tw[256], tg[256];
+        fvm_diag_add(ad->env->d, FVM_ERR_TYPE, ad->env->where,
+                     "internal error: the derived function '%s' gives the cotangent of '%s' the type %s, "
+                     "expected %s", pb->name, f->param_names[i],
+                     got ? fvm_type_format(got, false, tg, sizeof tg) : "(none)",
+                     fvm_type_format(want, false, tw, sizeof tw));
+        ad->failed = true;
+        return false;
+    }
+    return true;
 }
 
 static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
@@ -686,7 +825,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
     /* Backward: each active instruction, last first, turns the cotangent of
      * its result into contributions to its arguments' cotangents. */
     ct = calloc((size_t)nvals + 1, sizeof *ct);
-    if (!ct || !ct_push(&ct[result], pb->param_names[f->nparams]))
+    if (!ct || !ct_push(&ct[result], pb->param_names[f->nparams], -1))
         goto oom;
     for (int i = fl.n - 1; i >= 0 && !ad->failed; i--) {
         node *nd = &fl.nodes[i];
@@ -695,14 +834,23 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
         const fvm_instr *in = nd->in;
         ad->b->loc = &in->loc;
         ad->b->hint = fvm_arena_printf(ad->a, "d.%s", nd->name);
-        const char *c = ct_total(ad, &ct[fl.nparams + i], in->type);
+        const char *c = ct_total(ad, &ct[fl.nparams + i], in->type, nd->name);
         if (!c)
             continue;
         if (vjp_table[in->op] == vjp_unsupported) {
             fvm_vjp v = {.ad = ad, .in = in};
-            fvm_ad_error(&v, "%s does not pass gradients (a gradient was asked through '%s')",
-                         fvm_op_table[in->op].name, in->name);
+            const char *why = fvm_vjp_unsupported_why(in->op);
+            fvm_ad_error(&v, "it does not pass gradients (a gradient was asked through '%s')%s%s", in->name,
+                         why ? "; " : "", why ? why : "");
             break;
+        }
+        if (in->op == FVM_OP_FIELD && in->arg_types[0]->kind == FVM_T_STRUCT) {
+            /* the struct's cotangent, one field at a time (see cts) */
+            int a = nd->args[0];
+            bool wanted = a < fl.nparams ? (mask >> a & 1) : fl.nodes[a - fl.nparams].varied;
+            if (wanted && !ct_push(&ct[a], c, (int)in->a.index))
+                goto oom;
+            continue;
         }
         int n = in->nargs;
         bool *want = calloc((size_t)n + 1, sizeof *want);
@@ -719,7 +867,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
         fvm_vjp v = {.ad = ad, .in = in, .x = x, .y = nd->name, .aux = nd->aux, .ct = c, .want = want, .dx = dx};
         bool ok = vjp_table[in->op](&v) == FVM_OK;
         for (int k = 0; ok && k < n; k++)
-            if (want[k] && dx[k] && !ct_push(&ct[nd->args[k]], dx[k]))
+            if (want[k] && dx[k] && !ct_push(&ct[nd->args[k]], dx[k], -1))
                 ok = false;
         free(want), free(x), free(dx);
         if (!ok && !ad->failed)
@@ -735,7 +883,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
         for (int i = 0; i < f->nparams; i++) {
             if (!(mask >> i & 1))
                 continue;
-            const char *g = ct_total(ad, &ct[i], f->param_types[i]);
+            const char *g = ct_total(ad, &ct[i], f->param_types[i], pb->param_names[i]);
             gs[ng++] = g ? g : fvm_ad_zeros(ad, pb->param_names[i], f->param_types[i]);
         }
         const char *grads = fvm_ad_op(ad, FVM_OP_STRUCT, NULL, ng, gs);
@@ -745,7 +893,8 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             goto oom;
         arr->flow = true;
         const char *res = FVM_AD(ad, FVM_OP_STRUCT, o, value_name(&fl, pb, result), grads);
-        pb = fvm_ad_end(ad, res);
+        if ((pb = fvm_ad_end(ad, res)) && !grads_match(ad, f, mask, pb))
+            pb = NULL;
     } else {
         ad->b = ad->b->outer;
         pb = NULL;
@@ -758,7 +907,7 @@ oom:
     pb = NULL;
 done:
     for (int i = 0; ct && i < nvals; i++)
-        free(ct[i].v);
+        free(ct[i].v), free(ct[i].field);
     free(ct);
     free(fl.nodes);
     fvm_arena_free(&fl.scratch);

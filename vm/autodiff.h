@@ -42,10 +42,19 @@ typedef struct fvm_ad_env {
  * are reported in env->d at the instruction at fault. */
 fvm_status fvm_ad_pullback(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out);
 
+/* Can f be differentiated with respect to its parameter k? Its type must
+ * hold a float and no sequence; else an error in d at loc (which may be
+ * NULL), FVM_ERR_TYPE. The one check of the grad ops and of
+ * fvm_check_derive (fedvm grad). */
+fvm_status fvm_ad_check_wrt(const fvm_func *f, int k, fvm_diag *d, const fvm_loc *loc);
+
 /* ct(T) (see above), in arena a. */
 const fvm_type *fvm_ad_ct_type(fvm_arena *a, const fvm_type *t);
 /* Does t hold any float tensor? (Only those carry gradients.) */
 bool fvm_ad_has_floats(const fvm_type *t);
+/* Is t a tensor, or a struct tree of tensors, whose leaves are all floats of
+ * one dtype (then *dt)? False for a tree without leaves. */
+bool fvm_ad_one_float_dtype(const fvm_type *t, fvm_dtype *dt);
 
 /* ---- for the VJP rules (vjp.c) ------------------------------------------- */
 
@@ -83,6 +92,10 @@ void fvm_ad_set_bool(fvm_ad *ad, fvm_doc *o, const char *key, bool v);
  * reuses them, as slice -> unslice). */
 fvm_doc *fvm_ad_copy_attrs(fvm_ad *ad, const fvm_instr *in, const char *const *keys);
 
+/* A struct type's field names as a 'names' attribute, or NULL for a struct
+ * whose fields are not all named (it is built positionally). */
+fvm_doc *fvm_ad_names(fvm_ad *ad, const fvm_type *st);
+
 /* Zeros shaped as the value 'like' of type t (placed values through
  * federated_map/apply); and a + b for values of type t. */
 const char *fvm_ad_zeros(fvm_ad *ad, const char *like, const fvm_type *t);
@@ -95,7 +108,7 @@ typedef enum fvm_ad_helper {
     FVM_AD_PICK2, /* (a: T, b: T2) -> b */
     FVM_AD_ADD,   /* (a: T, b: T) -> a + b */
     FVM_AD_ZEROS, /* (a: T) -> zeros like a */
-    FVM_AD_DIV,   /* (a: T, n: float scalar T2) -> a / n (n cast to a's dtype) */
+    FVM_AD_DIV,   /* (a: T, n: float scalar T2) -> a / n, leaf by leaf (n cast to each leaf's dtype) */
     FVM_AD_MUL,   /* (a: T, w: float scalar T2) -> a * w (likewise) */
     FVM_AD_TIE    /* (x: T, y: T, c: T) -> c where x == y, else 0 */
 } fvm_ad_helper;
@@ -113,6 +126,10 @@ fvm_status fvm_ad_begin(fvm_ad *ad, const char *base, int nparams, const char *c
 fvm_func *fvm_ad_end(fvm_ad *ad, const char *result);
 /* The name of parameter i of the function being built. */
 const char *fvm_ad_param(fvm_ad *ad, int i);
+
+/* Why an op whose rule is vjp_unsupported passes no gradient and what to
+ * write instead, for its error; NULL when there is nothing to add. */
+const char *fvm_vjp_unsupported_why(fvm_op op);
 
 /* Reports an error at the forward instruction; returns FVM_ERR_TYPE. */
 fvm_status fvm_ad_error(fvm_vjp *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -633,9 +633,8 @@ fvm_status fvm_check_derive(fvm_program *p, const char *fn, const char *wrt, fvm
     if (k >= f->nparams || k >= 64)
         return fvm_diag_add(d, FVM_ERR_NAME, &f->loc, wrt ? "function '%s' has no parameter '%s'"
                                                           : "function '%s' has no parameter", fn, wrt);
-    if (!fvm_ad_has_floats(f->param_types[k]))
-        return fvm_diag_add(d, FVM_ERR_TYPE, &f->param_locs[k], "parameter '%s' holds no float: no gradient flows "
-                            "through integers", f->param_names[k]);
+    if (fvm_ad_check_wrt(f, k, d, &f->param_locs[k]))
+        return FVM_ERR_TYPE;
     checker C = {.p = p, .a = &p->arena, .d = d};
     fvm_ad_env env = {.p = p, .d = d, .check = check_new, .ctx = &C, .where = &f->loc};
     return fvm_ad_pullback(&env, f, UINT64_C(1) << k, out);

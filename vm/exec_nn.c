@@ -1,6 +1,7 @@
 /* exec_nn.c - runtime of the neural-network ops: kernels of kernels_nn.h, and the layer norm, LSTM
  * cell and global norms, computed here in fixed order. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "exec.h"
@@ -34,9 +35,32 @@ fvm_status exec_softmax(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args,
          fvm_k_softmax(t, axis_of(in, t->shape.rank, -1), in->op == FVM_OP_LOG_SOFTMAX, o, x->d));
 }
 
+/* A runtime error for an operand whose shape is not the one the op needs:
+ * "OP: the shape of WHAT is [..], expected [..] (WHY)". */
+static fvm_status bad_shape(fvm_ctx *x, const fvm_instr *in, const char *what, const fvm_dims *got,
+                            const fvm_dims *want, const char *why)
+{
+    char g[FVM_DIMS_STR], w[FVM_DIMS_STR];
+    fvm_dims_format(got, g);
+    fvm_dims_format(want, w);
+    return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "%s: the shape of %s is %s, expected %s (%s)",
+                        fvm_op_table[in->op].name, what, g, w, why);
+}
+
 fvm_status exec_softmax_xent(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
-    INTO(args[0]->t.dtype, &args[1]->t.shape, fvm_k_softmax_xent(&args[0]->t, &args[1]->t, o, x->d));
+    /* '?' dims were compared where known: the labels are the logits' shape without the class axis */
+    const fvm_tensor *l = &args[0]->t, *y = &args[1]->t;
+    fvm_dims want = l->shape;
+    want.rank--;
+    if (!fvm_dims_equal(&y->shape, &want)) {
+        char ls[FVM_DIMS_STR];
+        fvm_dims_format(&l->shape, ls);
+        char why[FVM_DIMS_STR + 48];
+        snprintf(why, sizeof why, "the logits %s without the class axis", ls);
+        return bad_shape(x, in, "the labels", &y->shape, &want, why);
+    }
+    INTO(l->dtype, &y->shape, fvm_k_softmax_xent(l, y, o, x->d));
 }
 
 /* The window of a conv/pool instruction for actual shapes. */
@@ -80,15 +104,34 @@ fvm_status exec_conv2d(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
 
 fvm_status exec_conv2d_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
+    /* (dy, w, like_x) or (x, dy, like_w): the type rule compared the shapes
+     * it knew; the '?' ones are compared here, before the kernel runs */
+    bool input = in->op == FVM_OP_CONV2D_GRAD_INPUT;
+    const fvm_tensor *xi = &args[input ? 2 : 0]->t, *w = &args[input ? 1 : 2]->t, *dy = &args[input ? 0 : 1]->t;
     const fvm_tensor *like = &args[2]->t;
-    if (in->op == FVM_OP_CONV2D_GRAD_INPUT) { /* (dy, w, like_x) */
-        const fvm_tensor *w = &args[1]->t;
-        fvm_window win = window_of(in, w->shape.d[0], w->shape.d[1], false);
-        INTO(like->dtype, &like->shape, fvm_k_conv2d_grad_input(&args[0]->t, w, &win, o, x->d));
+    if (xi->shape.d[3] != w->shape.d[2]) {
+        char xs[FVM_DIMS_STR], ws[FVM_DIMS_STR];
+        fvm_dims_format(&xi->shape, xs);
+        fvm_dims_format(&w->shape, ws);
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL,
+                            "%s: the filter %s expects %lld input channels, the images %s have %lld",
+                            fvm_op_table[in->op].name, ws, (long long)w->shape.d[2], xs, (long long)xi->shape.d[3]);
     }
-    /* (x, dy, like_w) */
-    fvm_window win = window_of(in, like->shape.d[0], like->shape.d[1], false);
-    INTO(like->dtype, &like->shape, fvm_k_conv2d_grad_filter(&args[0]->t, &args[1]->t, &win, o, x->d));
+    fvm_window win = window_of(in, w->shape.d[0], w->shape.d[1], false);
+    fvm_dims od;
+    fvm_status s = windowed(x, &xi->shape, &win, w->shape.d[3], &od);
+    if (s)
+        return s;
+    if (!fvm_dims_equal(&dy->shape, &od)) {
+        char xs[FVM_DIMS_STR], ws[FVM_DIMS_STR], why[2 * FVM_DIMS_STR + 64];
+        fvm_dims_format(&xi->shape, xs);
+        fvm_dims_format(&w->shape, ws);
+        snprintf(why, sizeof why, "conv2d's result for the images %s and the filter %s", xs, ws);
+        return bad_shape(x, in, "dy", &dy->shape, &od, why);
+    }
+    if (input)
+        INTO(like->dtype, &like->shape, fvm_k_conv2d_grad_input(dy, w, &win, o, x->d));
+    INTO(like->dtype, &like->shape, fvm_k_conv2d_grad_filter(xi, dy, &win, o, x->d));
 }
 
 static fvm_pool pool_kind(fvm_op op)
@@ -109,9 +152,21 @@ fvm_status exec_pool(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fv
 
 fvm_status exec_pool_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
-    const fvm_tensor *xi = &args[0]->t;
+    /* dy must have the pooling's result shape for x (checked where the types knew it) */
+    const fvm_tensor *xi = &args[0]->t, *dy = &args[1]->t;
     fvm_window win = window_of(in, in->a.window.v[0], in->a.window.v[1], true);
-    INTO(xi->dtype, &xi->shape, fvm_k_pool_grad(pool_kind(in->op), xi, &args[1]->t, &win, o, x->d));
+    fvm_dims od;
+    fvm_status s = windowed(x, &xi->shape, &win, xi->shape.d[3], &od);
+    if (s)
+        return s;
+    if (!fvm_dims_equal(&dy->shape, &od)) {
+        char xs[FVM_DIMS_STR], why[FVM_DIMS_STR + 48];
+        fvm_dims_format(&xi->shape, xs);
+        snprintf(why, sizeof why, "%s's result for x %s", in->op == FVM_OP_MAX_POOL_GRAD ? "max_pool" : "avg_pool",
+                 xs);
+        return bad_shape(x, in, "dy", &dy->shape, &od, why);
+    }
+    INTO(xi->dtype, &xi->shape, fvm_k_pool_grad(pool_kind(in->op), xi, dy, &win, o, x->d));
 }
 
 fvm_status exec_embedding(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -126,10 +181,21 @@ fvm_status exec_embedding(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
 
 fvm_status exec_scatter_add(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
-    const fvm_tensor *like = &args[0]->t;
-    int r = like->shape.rank;
-    int ax = (int)(in->a.axis < 0 ? in->a.axis + r : in->a.axis);
-    INTO(like->dtype, &like->shape, fvm_k_scatter_add(&args[1]->t, &args[2]->t, ax, o, x->d));
+    /* the updates must have the gather's shape (checked where the types knew it) */
+    const fvm_tensor *like = &args[0]->t, *idx = &args[1]->t, *u = &args[2]->t;
+    fvm_dims want;
+    int ax;
+    fvm_status s = fvm_shape_gather(&like->shape, &idx->shape, in->a.axis, &want, &ax, x->d);
+    if (s)
+        return s;
+    if (!fvm_dims_equal(&u->shape, &want)) {
+        char ls[FVM_DIMS_STR], is[FVM_DIMS_STR], why[2 * FVM_DIMS_STR + 64];
+        fvm_dims_format(&like->shape, ls);
+        fvm_dims_format(&idx->shape, is);
+        snprintf(why, sizeof why, "the gather of %s at indices %s along axis %d", ls, is, ax);
+        return bad_shape(x, in, "the updates", &u->shape, &want, why);
+    }
+    INTO(like->dtype, &like->shape, fvm_k_scatter_add(idx, u, ax, o, x->d));
 }
 
 fvm_status exec_dropout(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -177,9 +243,15 @@ fvm_status exec_layer_norm(fvm_ctx *x, const fvm_instr *in, fvm_value *const *ar
 {
     const fvm_tensor *xt = &args[0]->t, *g = &args[1]->t, *b = &args[2]->t;
     int64_t d = xt->shape.d[xt->shape.rank - 1];
-    if (g->shape.d[0] != d || b->shape.d[0] != d)
-        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "gamma and beta must have x's last dimension %lld",
-                            (long long)d);
+    if (g->shape.d[0] != d || b->shape.d[0] != d) {
+        char xs[FVM_DIMS_STR], gs[FVM_DIMS_STR], bs[FVM_DIMS_STR];
+        fvm_dims_format(&xt->shape, xs);
+        fvm_dims_format(&g->shape, gs);
+        fvm_dims_format(&b->shape, bs);
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL,
+                            "layer_norm: gamma %s and beta %s must be [%lld], the last dimension of x %s", gs, bs,
+                            (long long)d, xs);
+    }
     INTO(xt->dtype, &xt->shape, layer_norm(xt, g, b, epsilon_of(in), o));
 }
 
@@ -200,8 +272,16 @@ fvm_status exec_lstm_cell(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
     const fvm_tensor *xt = &args[0]->t, *h = &args[1]->t, *c = &args[2]->t;
     int64_t B = h->shape.d[0], H = h->shape.d[1];
     if (xt->shape.d[0] != B || c->shape.d[0] != B || c->shape.d[1] != H || wx->shape.d[0] != xt->shape.d[1] ||
-        wx->shape.d[1] != 4 * H || wh->shape.d[0] != H || wh->shape.d[1] != 4 * H || bias->shape.d[0] != 4 * H)
-        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "lstm_cell: inconsistent shapes");
+        wx->shape.d[1] != 4 * H || wh->shape.d[0] != H || wh->shape.d[1] != 4 * H || bias->shape.d[0] != 4 * H) {
+        const fvm_tensor *ts[6] = {xt, h, c, wx, wh, bias};
+        char sh[6][FVM_DIMS_STR];
+        for (int i = 0; i < 6; i++)
+            fvm_dims_format(&ts[i]->shape, sh[i]);
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL,
+                            "lstm_cell: x %s, h %s, c %s, wx %s, wh %s, b %s do not fit x [B,I], h [B,H], c [B,H], "
+                            "wx [I,4H], wh [H,4H], b [4H]",
+                            sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]);
+    }
     fvm_dims zd = {.rank = 2, .d = {B, 4 * H}};
     fvm_tensor zx = {0}, zh = {0};
     fvm_status s;

@@ -318,9 +318,9 @@ fvm_status rule_iota(fvm_rctx *c, const fvm_type **out)
     if (static_shape(c, &a->shape, dt, &dims))
         return FVM_ERR_TYPE;
     if (dt == FVM_DTYPE_BOOL)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "iota needs a numeric dtype");
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "needs a numeric dtype");
     if (dims.rank == 0)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "iota needs a shape of rank >= 1");
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "needs a shape of rank >= 1");
     if (a->axis < -dims.rank || a->axis >= dims.rank)
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "axis %lld is out of range for rank %d",
                         (long long)a->axis, dims.rank);
@@ -1188,23 +1188,6 @@ static bool is_float_scalar(const fvm_type *t)
     return t->kind == FVM_T_TENSOR && t->u.tensor.dims.rank == 0 && fvm_dtype_is_float(t->u.tensor.dtype);
 }
 
-static bool has_seq(const fvm_type *t)
-{
-    switch (t->kind) {
-    case FVM_T_SEQ:
-        return true;
-    case FVM_T_STRUCT:
-        for (int i = 0; i < t->u.strct.n; i++)
-            if (has_seq(t->u.strct.elems[i]))
-                return true;
-        return false;
-    case FVM_T_FED:
-        return has_seq(t->u.fed.member);
-    default:
-        return false;
-    }
-}
-
 /* grad / value_and_grad / vjp: derive fn's pullback for the parameter wrt. */
 fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
 {
@@ -1231,12 +1214,8 @@ fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
     if (want_fn(c, "fn", fn, fn->nparams, c->args, false))
         return FVM_ERR_TYPE;
     const fvm_type *wt = fn->param_types[wrt];
-    if (!fvm_ad_has_floats(wt))
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "parameter '%s' (%s) holds no float: no gradient flows "
-                        "through integers", fn->param_names[wrt], fvm_rtype(c, wt));
-    if (has_seq(wt))
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "differentiating with respect to a sequence ('%s', %s) "
-                        "is not supported", fn->param_names[wrt], fvm_rtype(c, wt));
+    if (fvm_ad_check_wrt(fn, wrt, c->d, NULL))
+        return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
     if (op == FVM_OP_VJP) {
         const fvm_type *ct = fvm_ad_ct_type(c->a, fn->result_type);
         if (!ct || !fvm_type_compatible(c->args[n - 1], ct))

@@ -90,15 +90,42 @@ static fvm_status window_of(fvm_rctx *c, int64_t kh, int64_t kw, const int64_t f
     return FVM_OK;
 }
 
-/* [N, OH, OW, channels] of an NHWC input under a window. */
-static fvm_status windowed(fvm_rctx *c, const fvm_dims *x, const fvm_window *w, int64_t channels, fvm_dims *out)
+/* [N, OH, OW, channels] of the NHWC input argument xi under a window; a
+ * window of unknown size (kh or kw -1, a filter's '?') gives unknown OH, OW. */
+static fvm_status windowed(fvm_rctx *c, int xi, const fvm_window *w, int64_t channels, fvm_dims *out)
 {
-    int64_t oh, ow;
-    if (fvm_window_out(x->d[1], w->kh, w->sh, w->same, &oh, NULL, c->d) ||
-        fvm_window_out(x->d[2], w->kw, w->sw, w->same, &ow, NULL, c->d))
-        return fvm_rule_located(c, FVM_ERR_TYPE, 0);
+    const fvm_dims *x = &c->args[xi]->u.tensor.dims;
+    int64_t oh = -1, ow = -1;
+    if ((w->kh >= 0 && fvm_window_out(x->d[1], w->kh, w->sh, w->same, &oh, NULL, c->d)) ||
+        (w->kw >= 0 && fvm_window_out(x->d[2], w->kw, w->sw, w->same, &ow, NULL, c->d)))
+        return fvm_rule_located(c, FVM_ERR_TYPE, xi);
     *out = (fvm_dims){.rank = 4, .d = {x->d[0], oh, ow, channels}};
     return FVM_OK;
+}
+
+/* A float tensor of rank 4 (an image batch or a filter) as argument i. */
+static fvm_status want_rank4(fvm_rctx *c, int i, const char *what)
+{
+    const fvm_type *t = c->args[i];
+    if (is_float_tensor(t) && t->u.tensor.dims.rank == 4)
+        return FVM_OK;
+    return fvm_rerr(c, i, FVM_ERR_TYPE, "expected %s (a float tensor of rank 4), found %s", what, fvm_rtype(c, t));
+}
+
+/* Argument i (a tensor) must have the shape want, as far as both are known. */
+static fvm_status want_shape(fvm_rctx *c, int i, const fvm_dims *want, const char *what)
+{
+    const fvm_type *t = c->args[i];
+    const fvm_dims *got = &t->u.tensor.dims;
+    bool ok = got->rank == want->rank;
+    for (int k = 0; ok && k < got->rank; k++)
+        ok = agree(got->d[k], want->d[k]);
+    if (ok)
+        return FVM_OK;
+    const fvm_type *w = fvm_rule_tensor(c, t->u.tensor.dtype, want);
+    if (!w)
+        return FVM_ERR_NOMEM;
+    return fvm_rerr(c, i, FVM_ERR_TYPE, "%s: expected %s, found %s", what, fvm_rtype(c, w), fvm_rtype(c, t));
 }
 
 fvm_status rule_conv2d(fvm_rctx *c, const fvm_type **out)
@@ -108,7 +135,7 @@ fvm_status rule_conv2d(fvm_rctx *c, const fvm_type **out)
         return FVM_ERR_TYPE;
     const fvm_dims *x = &c->args[0]->u.tensor.dims, *w = &c->args[1]->u.tensor.dims;
     if (x->rank != 4 || w->rank != 4)
-        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "conv2d takes x [N,H,W,C] and w [KH,KW,C,O], found %s "
+        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "takes x [N,H,W,C] and w [KH,KW,C,O], found %s "
                         "and %s", fvm_rtype(c, c->args[0]), fvm_rtype(c, c->args[1]));
     if (!agree(x->d[3], w->d[2]))
         return fvm_rerr(c, 1, FVM_ERR_TYPE, "the filter has %lld input channels, the images %lld",
@@ -118,18 +145,37 @@ fvm_status rule_conv2d(fvm_rctx *c, const fvm_type **out)
     fvm_window win;
     static const int64_t one[2] = {1, 1};
     fvm_dims o;
-    if (window_of(c, w->d[0], w->d[1], one, true, &win) || windowed(c, x, &win, w->d[3], &o))
+    if (window_of(c, w->d[0], w->d[1], one, true, &win) || windowed(c, 0, &win, w->d[3], &o))
         return FVM_ERR_TYPE;
     *out = fvm_rule_tensor(c, c->args[0]->u.tensor.dtype, &o);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
-/* conv2d_grad_input(dy, w, like_x) and conv2d_grad_filter(x, dy, like_w): the type of the third argument. */
+/* conv2d_grad_input(dy, w, like_x) and conv2d_grad_filter(x, dy, like_w):
+ * the type of the third argument. dy must have the shape conv2d gives for
+ * the images and the filter, as far as the types tell. */
 fvm_status rule_conv2d_grad(fvm_rctx *c, const fvm_type **out)
 {
-    for (int i = 0; i < 3; i++)
-        if (want_float(c, i, 4, "a rank-4 tensor") || same_dtype(c, 0, i))
+    bool input = c->in->op == FVM_OP_CONV2D_GRAD_INPUT;
+    int xi = input ? 2 : 0, wi = input ? 1 : 2, dyi = input ? 0 : 1;
+    if (want_rank4(c, xi, input ? "like, the images [N,H,W,C]" : "the images x [N,H,W,C]") ||
+        want_rank4(c, wi, input ? "the filter w [KH,KW,C,O]" : "like, the filter [KH,KW,C,O]") ||
+        want_rank4(c, dyi, "the cotangent dy [N,OH,OW,O]"))
+        return FVM_ERR_TYPE;
+    for (int i = 1; i < 3; i++)
+        if (same_dtype(c, 0, i))
             return FVM_ERR_TYPE;
+    const fvm_dims *x = &c->args[xi]->u.tensor.dims, *w = &c->args[wi]->u.tensor.dims;
+    if (!agree(x->d[3], w->d[2]))
+        return fvm_rerr(c, wi, FVM_ERR_TYPE, "the filter %s expects %lld input channels, the images %s have %lld",
+                        fvm_rtype(c, c->args[wi]), (long long)w->d[2], fvm_rtype(c, c->args[xi]),
+                        (long long)x->d[3]);
+    fvm_window win;
+    static const int64_t one[2] = {1, 1};
+    fvm_dims o;
+    if (window_of(c, w->d[0], w->d[1], one, true, &win) || windowed(c, xi, &win, w->d[3], &o) ||
+        want_shape(c, dyi, &o, "dy must have the shape conv2d gives for the images and the filter"))
+        return FVM_ERR_TYPE;
     *out = c->args[2];
     return FVM_OK;
 }
@@ -152,17 +198,26 @@ fvm_status rule_pool(fvm_rctx *c, const fvm_type **out)
         return fvm_rerr(c, 0, FVM_ERR_TYPE, "expected x [N,H,W,C], found %s", fvm_rtype(c, c->args[0]));
     fvm_window win;
     fvm_dims o;
-    if (pool_window(c, &win) || windowed(c, x, &win, x->d[3], &o))
+    if (pool_window(c, &win) || windowed(c, 0, &win, x->d[3], &o))
         return FVM_ERR_TYPE;
     *out = fvm_rule_tensor(c, c->args[0]->u.tensor.dtype, &o);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
+/* max_pool_grad / avg_pool_grad (x, dy): dy must have the pooling's result
+ * shape for x, as far as the types tell. */
 fvm_status rule_pool_grad(fvm_rctx *c, const fvm_type **out)
 {
     fvm_window win;
-    if (want_float(c, 0, 4, "x [N,H,W,C]") || want_float(c, 1, 4, "dy") || same_dtype(c, 0, 1) ||
-        pool_window(c, &win))
+    fvm_dims o;
+    if (want_rank4(c, 0, "an image batch x [N,H,W,C]") || want_rank4(c, 1, "the cotangent dy [N,OH,OW,C]") ||
+        same_dtype(c, 0, 1) || pool_window(c, &win))
+        return FVM_ERR_TYPE;
+    const fvm_dims *x = &c->args[0]->u.tensor.dims;
+    if (windowed(c, 0, &win, x->d[3], &o) ||
+        want_shape(c, 1, &o,
+                   c->in->op == FVM_OP_MAX_POOL_GRAD ? "dy must have the shape max_pool gives for x"
+                                                      : "dy must have the shape avg_pool gives for x"))
         return FVM_ERR_TYPE;
     *out = c->args[0];
     return FVM_OK;
@@ -256,7 +311,7 @@ fvm_status rule_lstm_cell(fvm_rctx *c, const fvm_type **out)
          agree(wx->u.tensor.dims.d[0], x->d[1]) && agree(wx->u.tensor.dims.d[1], 4 * H) &&
          agree(wh->u.tensor.dims.d[0], H) && agree(wh->u.tensor.dims.d[1], 4 * H) && agree(b->u.tensor.dims.d[0], 4 * H);
     if (!ok)
-        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "lstm_cell takes x [B,I], h [B,H], c [B,H] (H known) and "
+        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "takes x [B,I], h [B,H], c [B,H] (H known) and "
                         "<wx=[I,4H], wh=[H,4H], b=[4H]> of one float dtype; found %s, %s, %s, %s",
                         fvm_rtype(c, c->args[0]), fvm_rtype(c, c->args[1]), fvm_rtype(c, c->args[2]), fvm_rtype(c, p));
     const char *names[2] = {"h", "c"};

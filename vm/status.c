@@ -103,6 +103,23 @@ void fvm_diag_locate_last(fvm_diag *d, const fvm_loc *loc)
     e->loc.ptr = dup_or_null(loc->ptr);
 }
 
+static bool label_char(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+}
+
+/* The length of a leading "label: " by which a kernel or a shape rule names
+ * itself ("gather: index 5 ..."), 0 when the message has none. */
+static size_t label_len(const char *m)
+{
+    size_t n = 0;
+    if (!(m[0] >= 'a' && m[0] <= 'z'))
+        return 0;
+    while (label_char(m[n]))
+        n++;
+    return m[n] == ':' && m[n + 1] == ' ' ? n : 0;
+}
+
 void fvm_diag_place_last(fvm_diag *d, const fvm_loc *loc, const char *what, fvm_status code)
 {
     if (!d || d->n == 0)
@@ -110,11 +127,16 @@ void fvm_diag_place_last(fvm_diag *d, const fvm_loc *loc, const char *what, fvm_
     fvm_error *e = &d->errs[d->n - 1];
     if (e->loc.file || e->loc.ptr || e->loc.line)
         return;
-    if (what && strncmp(e->msg, what, strlen(what)) != 0) {
-        size_t n = strlen(e->msg) + strlen(what) + 3;
+    size_t wn = what ? strlen(what) : 0;
+    if (what && !(strncmp(e->msg, what, wn) == 0 && !label_char(e->msg[wn]))) {
+        /* "what: message", dropping the label of whoever reported it (the
+         * kernel of an op may have another name: softmax_xent, pool, gather) */
+        size_t ln = label_len(e->msg);
+        const char *rest = e->msg + (ln ? ln + 2 : 0);
+        size_t n = strlen(rest) + wn + 3;
         char *m = malloc(n);
         if (m) {
-            snprintf(m, n, "%s: %s", what, e->msg);
+            snprintf(m, n, "%s: %s", what, rest);
             free(e->msg);
             e->msg = m;
         }

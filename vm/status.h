@@ -62,9 +62,12 @@ fvm_status fvm_diag_vadd(fvm_diag *d, fvm_status code, const fvm_loc *loc, const
 /* Give the last error a location if it has none (used when a kernel reports an
  * error and the interpreter knows which instruction ran it). */
 void fvm_diag_locate_last(fvm_diag *d, const fvm_loc *loc);
-/* The same, also prefixing its message with "what: " (unless it starts with
- * what already) and, when code is not FVM_OK, replacing its code. Only an
- * error that has no location yet is changed. */
+/* The same, also making its message say "what: " first, once: a message
+ * that starts with the word what is kept; one that starts with another
+ * label ("gather: index 5 ...", from a kernel or helper that what used) gets
+ * what in place of that label; any other gets "what: " in front. When code
+ * is not FVM_OK it replaces the error's code. Only an error that has no
+ * location yet is changed. */
 void fvm_diag_place_last(fvm_diag *d, const fvm_loc *loc, const char *what, fvm_status code);
 
 /* Appends copies of src's errors to dst (a worker's errors to its caller's). */

@@ -85,9 +85,26 @@ fvm_status vjp_none(fvm_vjp *v)
     return FVM_OK;
 }
 
+const char *fvm_vjp_unsupported_why(fvm_op op)
+{
+    switch (op) {
+    case FVM_OP_FEDERATED_VALUE:
+        return "its argument is unplaced, and no intrinsic brings a placed cotangent back to an unplaced value; "
+               "differentiate with respect to a placed parameter instead (a T@SERVER value, broadcast with "
+               "federated_broadcast)";
+    case FVM_OP_WHILE:
+        return "its number of iterations is known only at run time; write a fori";
+    case FVM_OP_FEDERATED_AGGREGATE:
+        return "write federated_map and federated_sum or federated_mean";
+    default:
+        return NULL;
+    }
+}
+
 fvm_status vjp_unsupported(fvm_vjp *v)
 {
-    return fvm_ad_error(v, "%s does not pass gradients", fvm_op_table[v->in->op].name);
+    const char *why = fvm_vjp_unsupported_why(v->in->op);
+    return fvm_ad_error(v, "it does not pass gradients%s%s", why ? "; " : "", why ? why : "");
 }
 
 fvm_status vjp_call(fvm_vjp *v)
@@ -152,14 +169,42 @@ fvm_status vjp_relu(fvm_vjp *v)
     return FVM_OK;
 }
 
+/* The cotangent of cast's argument x of type t from ct (the same tree, of
+ * the result's dtype): each float leaf cast back to its own dtype, and zeros
+ * for the integer leaves (no gradient flows into integers). */
+static const char *cast_back(fvm_vjp *v, const char *ct, const char *x, const fvm_type *t)
+{
+    if (t->kind == FVM_T_TENSOR) {
+        if (!fvm_dtype_is_float(t->u.tensor.dtype))
+            return OP(ZEROS_LIKE, NULL, x);
+        fvm_doc *o = attrs(v);
+        fvm_ad_set_str(v->ad, o, "dtype", fvm_dtype_name(t->u.tensor.dtype));
+        return OP(CAST, o, ct);
+    }
+    int n = t->u.strct.n;
+    const char **fs = fvm_arena_array(fvm_ad_arena(v->ad), (size_t)n + 1, sizeof *fs);
+    if (!fs)
+        return NULL;
+    for (int i = 0; i < n; i++)
+        fs[i] = cast_back(v, field_index(v, ct, i), field_index(v, x, i), t->u.strct.elems[i]);
+    return fvm_ad_op(v->ad, FVM_OP_STRUCT, fvm_ad_names(v->ad, t), n, fs);
+}
+
 fvm_status vjp_cast(fvm_vjp *v)
 {
-    /* Between float dtypes the cotangent is cast back; from integers nothing flows. */
-    fvm_dtype from = leaf_dtype(v->in->arg_types[0]);
-    if (!fvm_dtype_is_float(from))
+    /* Between float dtypes the cotangent is cast back to the argument's
+     * dtype, leaf by leaf where the leaves differ; from integers nothing
+     * flows. */
+    const fvm_type *t = v->in->arg_types[0];
+    fvm_dtype dt;
+    if (!fvm_ad_has_floats(t))
         return FVM_OK;
+    if (!fvm_ad_one_float_dtype(t, &dt)) {
+        set(v, 0, cast_back(v, v->ct, v->x[0], t));
+        return FVM_OK;
+    }
     fvm_doc *o = attrs(v);
-    fvm_ad_set_str(v->ad, o, "dtype", fvm_dtype_name(from));
+    fvm_ad_set_str(v->ad, o, "dtype", fvm_dtype_name(dt));
     set(v, 0, OP(CAST, o, v->ct));
     return FVM_OK;
 }
@@ -845,12 +890,6 @@ fvm_status vjp_federated_minmax(fvm_vjp *v)
     const char *args[3] = {v->x[0], OP(FEDERATED_BROADCAST, NULL, v->y), OP(FEDERATED_BROADCAST, NULL, v->ct)};
     set(v, 0, placed_op(v, true, tie, 3, args));
     return FVM_OK;
-}
-
-fvm_status vjp_federated_value(fvm_vjp *v)
-{
-    return fvm_ad_error(v, "the argument is unplaced, and no intrinsic brings a placed cotangent back to an "
-                           "unplaced value; differentiate with respect to a placed parameter instead");
 }
 
 fvm_status vjp_federated_zip(fvm_vjp *v)

@@ -1,0 +1,278 @@
+/* test_metrics.c - metrics files (JSON lines of rounds) read into series: names, values, order, errors with lines. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../format/metrics.h"
+
+/* Per-test state, freed by the teardown even when an assertion fails. */
+typedef struct fx {
+    fvm_metrics *m;
+    fvm_diag d;
+} fx;
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    *state = f;
+    return f ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    fvm_metrics_free(f->m);
+    fvm_diag_clear(&f->d);
+    free(f);
+    return 0;
+}
+
+static fvm_status parse(fx *f, const char *text)
+{
+    fvm_metrics_free(f->m);
+    f->m = NULL;
+    fvm_diag_clear(&f->d);
+    return fvm_metrics_parse("m.jsonl", text, strlen(text), &f->m, &f->d);
+}
+
+/* The series called name, which must exist with n points. */
+static const fvm_series *series(fx *f, const char *name, size_t n)
+{
+    const fvm_series *s = fvm_metrics_get(f->m, name);
+    if (!s)
+        fail_msg("no series '%s'", name);
+    assert_int_equal(s->n, n);
+    return s;
+}
+
+/* The one error: its code, line, column (0: any) and a piece of its message. */
+static void expect_error(fx *f, fvm_status code, int line, int col, const char *text)
+{
+    assert_int_equal(f->d.n, 1);
+    const fvm_error *e = &f->d.errs[0];
+    assert_int_equal(e->code, code);
+    assert_string_equal(e->loc.file, "m.jsonl");
+    assert_int_equal(e->loc.line, line);
+    if (col)
+        assert_int_equal(e->loc.col, col);
+    if (!strstr(e->msg, text))
+        fail_msg("'%s' not in '%s'", text, e->msg);
+    assert_null(f->m);
+}
+
+static void test_what_fedvm_run_writes(void **state)
+{
+    fx *f = *state;
+    assert_int_equal(parse(f, "{\"round\": 1, \"train\": {\"loss\": 2.5, \"examples\": 100.0}, \"seconds\": 0.5, "
+                              "\"clients\": 10, \"sampled\": [1, 4, 7]}\n"
+                              "{\"round\": 2, \"train\": {\"loss\": 1.5, \"examples\": 90.0}, \"eval\": {\"loss\": 1.25, "
+                              "\"accuracy\": 0.5}, \"seconds\": 0.25, \"clients\": 10, \"sampled\": [0, 2, 3]}\n"),
+                     FVM_OK);
+    assert_string_equal(f->m->file, "m.jsonl");
+    assert_int_equal(f->m->rounds, 2);
+    /* in order of first appearance; the sampled clients are no series */
+    static const char *const names[] = {"train.loss", "train.examples", "seconds", "clients", "eval.loss",
+                                        "eval.accuracy"};
+    assert_int_equal(f->m->nseries, 6);
+    for (int i = 0; i < 6; i++)
+        assert_string_equal(f->m->series[i].name, names[i]);
+    const fvm_series *loss = series(f, "train.loss", 2);
+    assert_int_equal(loss->rounds[0], 1);
+    assert_int_equal(loss->rounds[1], 2);
+    assert_true(loss->values[0] == 2.5 && loss->values[1] == 1.5);
+    const fvm_series *acc = series(f, "eval.accuracy", 1);
+    assert_int_equal(acc->rounds[0], 2);
+    assert_true(acc->values[0] == 0.5);
+    assert_true(series(f, "clients", 2)->values[1] == 10);
+    assert_null(fvm_metrics_get(f->m, "sampled"));
+    assert_null(fvm_metrics_get(f->m, "round"));
+    assert_int_equal(f->m->restart_line, 0);
+    assert_int_equal(f->m->replaced, 0);
+    assert_int_equal(f->m->partial_line, 0);
+}
+
+static void test_names_and_leaves(void **state)
+{
+    fx *f = *state;
+    /* a bare scalar, nested objects, the writer's non-finite strings; other leaves skipped */
+    assert_int_equal(parse(f, "{\"round\": 0, \"train\": 3, \"eval\": {\"per_class\": {\"a\": 1, \"b\": 2}}, "
+                              "\"x\": \"nan\", \"y\": \"inf\", \"z\": \"-inf\", \"s\": \"text\", \"b\": true, "
+                              "\"n\": null, \"arr\": [1, 2]}\n"),
+                     FVM_OK);
+    assert_true(series(f, "train", 1)->values[0] == 3);
+    assert_true(series(f, "eval.per_class.a", 1)->values[0] == 1);
+    assert_true(series(f, "eval.per_class.b", 1)->values[0] == 2);
+    assert_true(isnan(series(f, "x", 1)->values[0]));
+    assert_true(series(f, "y", 1)->values[0] == INFINITY);
+    assert_true(series(f, "z", 1)->values[0] == -INFINITY);
+    assert_int_equal(f->m->nseries, 6);
+    /* "round" inside an object is a metric like any other */
+    assert_int_equal(parse(f, "{\"round\": 4, \"train\": {\"round\": 7}}\n"), FVM_OK);
+    assert_true(series(f, "train.round", 1)->values[0] == 7);
+    assert_int_equal(series(f, "train.round", 1)->rounds[0], 4);
+}
+
+static void test_blank_lines_and_crlf(void **state)
+{
+    fx *f = *state;
+    assert_int_equal(parse(f, "\n{\"round\": 1, \"v\": 1}\r\n   \n\t\n{\"round\": 2, \"v\": 2}"), FVM_OK);
+    assert_int_equal(series(f, "v", 2)->rounds[1], 2);
+    assert_int_equal(f->m->partial_line, 0); /* a valid last line without its newline is kept */
+    /* lines are counted through blank ones */
+    assert_int_equal(parse(f, "\n\n{\"round\": 1, \"v\": 1}\n\n{\"round\": 2, \"v\": }\n"), FVM_ERR_SYNTAX);
+    expect_error(f, FVM_ERR_SYNTAX, 5, 19, "invalid JSON");
+}
+
+static void test_line_errors(void **state)
+{
+    fx *f = *state;
+    const char *ok = "{\"round\": 1, \"v\": 1}\n";
+    char text[256];
+    snprintf(text, sizeof text, "%s{\"round\": 2, \"v\": 1\n%s", ok, ok);
+    assert_int_equal(parse(f, text), FVM_ERR_SYNTAX);
+    expect_error(f, FVM_ERR_SYNTAX, 2, 0, "end of line"); /* not "end of file": the line ended */
+    snprintf(text, sizeof text, "%s[1, 2]\n", ok);
+    assert_int_equal(parse(f, text), FVM_ERR_FORMAT);
+    expect_error(f, FVM_ERR_FORMAT, 2, 1, "must be a JSON object");
+    snprintf(text, sizeof text, "%s%s{\"v\": 1}\n", ok, ok);
+    assert_int_equal(parse(f, text), FVM_ERR_FORMAT);
+    expect_error(f, FVM_ERR_FORMAT, 3, 1, "no \"round\"");
+    assert_int_equal(parse(f, "{\"v\": 1, \"round\": 1.5}\n"), FVM_ERR_FORMAT);
+    expect_error(f, FVM_ERR_FORMAT, 1, 19, "\"round\" must be an integer >= 0");
+    assert_int_equal(parse(f, "{\"round\": -1, \"v\": 1}\n"), FVM_ERR_FORMAT);
+    expect_error(f, FVM_ERR_FORMAT, 1, 11, "must be an integer");
+    assert_int_equal(parse(f, "{\"round\": \"3\", \"v\": 1}\n"), FVM_ERR_FORMAT);
+    expect_error(f, FVM_ERR_FORMAT, 1, 11, "must be an integer");
+    assert_int_equal(parse(f, "{\"round\": 1, \"v\": 1, \"v\": 2}\n"), FVM_ERR_SYNTAX);
+    expect_error(f, FVM_ERR_SYNTAX, 1, 0, "duplicate");
+}
+
+static void test_no_usable_rows(void **state)
+{
+    fx *f = *state;
+    assert_int_equal(parse(f, ""), FVM_ERR_FORMAT);
+    expect_error(f, FVM_ERR_FORMAT, 0, 0, "no rounds: the file is empty");
+    assert_int_equal(parse(f, "\n  \n"), FVM_ERR_FORMAT);
+    expect_error(f, FVM_ERR_FORMAT, 0, 0, "the file is empty");
+    assert_int_equal(parse(f, "{\"round\": 1, \"tr"), FVM_ERR_FORMAT);
+    expect_error(f, FVM_ERR_FORMAT, 0, 0, "its only line is incomplete");
+    assert_int_equal(parse(f, "{\"round\": 1, \"sampled\": [1]}\n{\"round\": 2, \"name\": \"x\"}\n"), FVM_ERR_FORMAT);
+    expect_error(f, FVM_ERR_FORMAT, 0, 0, "no metrics: its 2 lines hold a round but no numbers");
+}
+
+static void test_incomplete_last_line(void **state)
+{
+    fx *f = *state;
+    /* a process stopped while writing its last line */
+    assert_int_equal(parse(f, "{\"round\": 1, \"v\": 1}\n{\"round\": 2, \"v\": 2}\n{\"round\": 3, \"v\""), FVM_OK);
+    assert_int_equal(f->m->partial_line, 3);
+    assert_int_equal(series(f, "v", 2)->rounds[1], 2);
+    /* with its newline written it is an error like any other */
+    assert_int_equal(parse(f, "{\"round\": 1, \"v\": 1}\n{\"round\": 3, \"v\"\n"), FVM_ERR_SYNTAX);
+    expect_error(f, FVM_ERR_SYNTAX, 2, 0, "invalid JSON");
+    /* and so is a bad line that is not the last */
+    assert_int_equal(parse(f, "{\"round\": 1, \"v\": 1}\n{\"round\": 3, \"v\"\n{\"round\": 4, \"v\""), FVM_ERR_SYNTAX);
+    expect_error(f, FVM_ERR_SYNTAX, 2, 0, "invalid JSON");
+    /* an unterminated last line that is JSON but not a round is no excuse */
+    assert_int_equal(parse(f, "{\"round\": 1, \"v\": 1}\n[1]"), FVM_ERR_FORMAT);
+    expect_error(f, FVM_ERR_FORMAT, 2, 1, "must be a JSON object");
+}
+
+static void test_appended_runs(void **state)
+{
+    fx *f = *state;
+    /* a second run appended to the file: each round from its last line, whole */
+    assert_int_equal(parse(f, "{\"round\": 1, \"train\": {\"loss\": 9}}\n"
+                              "{\"round\": 2, \"train\": {\"loss\": 8}, \"eval\": {\"loss\": 7}}\n"
+                              "{\"round\": 1, \"train\": {\"loss\": 3}}\n"
+                              "{\"round\": 2, \"train\": {\"loss\": 2}}\n"
+                              "{\"round\": 3, \"train\": {\"loss\": 1}, \"eval\": {\"loss\": 0.5}}\n"),
+                     FVM_OK);
+    assert_int_equal(f->m->restart_line, 3);
+    assert_int_equal(f->m->replaced, 2);
+    assert_int_equal(f->m->rounds, 3);
+    const fvm_series *loss = series(f, "train.loss", 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(loss->rounds[i], i + 1);
+        assert_true(loss->values[i] == 3 - i);
+    }
+    /* round 2's evaluation was in the replaced line */
+    const fvm_series *ev = series(f, "eval.loss", 1);
+    assert_int_equal(ev->rounds[0], 3);
+    assert_true(ev->values[0] == 0.5);
+    /* lines out of order are sorted */
+    assert_int_equal(parse(f, "{\"round\": 5, \"v\": 5}\n{\"round\": 2, \"v\": 2}\n{\"round\": 9, \"v\": 9}\n"), FVM_OK);
+    const fvm_series *v = series(f, "v", 3);
+    assert_int_equal(v->rounds[0], 2);
+    assert_int_equal(v->rounds[1], 5);
+    assert_int_equal(v->rounds[2], 9);
+    assert_int_equal(f->m->restart_line, 2);
+    assert_int_equal(f->m->replaced, 0);
+}
+
+static void test_many_rounds(void **state)
+{
+    fx *f = *state;
+    /* rounds whose keys come in different orders, and metrics that come and go */
+    size_t cap = 1 << 20, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    for (int r = 1; r <= 5000; r++) {
+        if (r % 2)
+            len += (size_t)snprintf(text + len, cap - len, "{\"round\": %d, \"a\": %d, \"b\": %d.5}\n", r, r, r);
+        else
+            len += (size_t)snprintf(text + len, cap - len, "{\"b\": %d.5, \"round\": %d, \"c\": {\"d\": 1}}\n", r, r);
+    }
+    fvm_status s = fvm_metrics_parse("m.jsonl", text, len, &f->m, &f->d);
+    free(text);
+    assert_int_equal(s, FVM_OK);
+    assert_int_equal(series(f, "a", 2500)->rounds[2499], 4999);
+    const fvm_series *b = series(f, "b", 5000);
+    for (size_t i = 0; i < 5000; i++)
+        assert_true(b->rounds[i] == (int64_t)i + 1 && b->values[i] == (double)i + 1.5);
+    assert_int_equal(series(f, "c.d", 2500)->rounds[0], 2);
+}
+
+static void test_files(void **state)
+{
+    fx *f = *state;
+    assert_int_equal(fvm_metrics_read("/nonexistent/m.jsonl", &f->m, &f->d), FVM_ERR_IO);
+    assert_null(f->m);
+    assert_int_equal(f->d.n, 1);
+    char path[] = "/tmp/fvm_test_metrics_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *fp = fdopen(fd, "w");
+    fputs("{\"round\": 1, \"v\": 1}\n{\"round\": 2, \"v\": \n", fp);
+    fclose(fp);
+    fvm_diag_clear(&f->d);
+    fvm_status s = fvm_metrics_read(path, &f->m, &f->d);
+    remove(path);
+    assert_int_equal(s, FVM_ERR_SYNTAX);
+    assert_string_equal(f->d.errs[0].loc.file, path);
+    assert_int_equal(f->d.errs[0].loc.line, 2);
+    fvm_metrics_free(NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_what_fedvm_run_writes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_names_and_leaves, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_blank_lines_and_crlf, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_line_errors, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_usable_rows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_incomplete_last_line, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_appended_runs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_rounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
