@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# run_plan.sh BIN - the fedplan command: help, usage errors, formats not yet available, invalid
-# programs, -o; the dot plan of every program in programs/ through Graphviz (dot -Tsvg and
-# dot -Tjson), node and cluster counts of three programs against counts made by hand, and names
-# that would break DOT if they were not escaped.
+# run_plan.sh BIN - the fedplan command: help, exact usage errors and located program errors,
+# formats not yet available, -o; the dot plan of every program in programs/ through Graphviz (dot
+# -Tsvg and dot -Tjson) and compared with the program read independently (check_plan_dot.py
+# verify), node and cluster counts of three programs against counts made by hand, and names that
+# would break DOT if they were not escaped.
 set -u
 BIN=${1:?usage: tests/run_plan.sh path/to/fedplan}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN") # absolute: one test runs it elsewhere
@@ -224,8 +225,12 @@ check "-o: the old file stays" -- test "$(cat "$T/keep.dot")" = old
 expect 2 "-o with a format not available" -- "$BIN" programs/fedavg.json --to beam -o "$T/keep.dot"
 check "-o: the old file stays (format)" -- test "$(cat "$T/keep.dot")" = old
 check "-o: no temporary files left" -- test -z "$(ls "$T" | grep '\.tmp')"
+if [ -w /dev/full ]; then
+    "$BIN" programs/sensor_threshold.json --to dot >/dev/full 2>"$T/err"
+    is "$? $(cat "$T/err")" "1 fedplan: cannot write the plan to standard output" "a full standard output"
+fi
 expect 1 "-o into a missing directory" -- "$BIN" programs/sensor_threshold.json --to dot -o "$T/no/such/dir/p.dot" &&
-    has "$T/err" "$T/no/such/dir/p.dot" "-o error names the file"
+    is "$(cat "$T/err")" "$T/no/such/dir/p.dot: cannot write: No such file or directory" "-o error names the file"
 
 # -- format/PLANS.md: a section per format, marked while it is not available; its example is today's output
 DOC=format/PLANS.md

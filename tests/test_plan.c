@@ -14,26 +14,12 @@
 #include "../format/plan.h"
 #include "../format/plan_dot.h"
 #include "../vm/fedvm.h"
+#include "test_util.h"
 
-/* Programs are written with single quotes; this makes them JSON. */
+/* The program src (single quotes for double) as "dir/test.json", loaded and (when checked) checked. */
 static fvm_program *load(const char *src, bool checked)
 {
-    char *s = strdup(src);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    fvm_program *p = NULL;
-    fvm_diag d = {0};
-    fvm_status st = fvm_program_load_text("dir/test.json", s, strlen(s), &p, &d);
-    if (st == FVM_OK && checked)
-        st = fvm_check(p, &d);
-    for (int i = 0; i < d.n; i++)
-        print_error("%s\n", d.errs[i].msg);
-    assert_int_equal(st, FVM_OK);
-    fvm_diag_clear(&d);
-    free(s);
-    return p;
+    return test_load("dir/test.json", src, checked);
 }
 
 /* fvm_plan_dot_escape(s) as a string (malloc'd). */

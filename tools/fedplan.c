@@ -36,13 +36,19 @@ static void make_usage(void)
     assert(n < sizeof usage); /* the help text fits */
 }
 
-/* The formats' names, comma-separated; only those with a writer when 'available'. */
-static void format_names(FILE *out, bool available)
+/* "fedplan: <what>; formats: dot, ..." on stderr (with 'available', only the
+ * formats that have a writer); returns EXIT_USAGE. */
+static int format_error(const char *what, const char *name, bool available)
 {
+    fprintf(stderr, "%s: ", cli_prog);
+    fprintf(stderr, what, name);
+    fputs(available ? "; available: " : "; formats: ", stderr);
     int n = 0;
     for (int i = 0; i < fvm_plan_nformats; i++)
         if (!available || fvm_plan_formats[i].write)
-            fprintf(out, "%s%s", n++ ? ", " : "", fvm_plan_formats[i].name);
+            fprintf(stderr, "%s%s", n++ ? ", " : "", fvm_plan_formats[i].name);
+    fputc('\n', stderr);
+    return EXIT_USAGE;
 }
 
 int main(int argc, char **argv)
@@ -80,25 +86,13 @@ int main(int argc, char **argv)
     }
     if (!file)
         return cli_usage_error(usage, "%s", "no PROGRAM given");
-    if (!to) {
-        fprintf(stderr, "%s: --to FORMAT is required; formats: ", cli_prog);
-        format_names(stderr, false);
-        fputs("\n", stderr);
-        return EXIT_USAGE;
-    }
+    if (!to)
+        return format_error("%s", "--to FORMAT is required", false);
     const fvm_plan_format *pf = fvm_plan_format_lookup(to);
-    if (!pf) {
-        fprintf(stderr, "%s: unknown format '%s'; formats: ", cli_prog, to);
-        format_names(stderr, false);
-        fputs("\n", stderr);
-        return EXIT_USAGE;
-    }
-    if (!pf->write) {
-        fprintf(stderr, "%s: format '%s' is not available in this version; available: ", cli_prog, pf->name);
-        format_names(stderr, true);
-        fputs("\n", stderr);
-        return EXIT_USAGE;
-    }
+    if (!pf)
+        return format_error("unknown format '%s'", to, false);
+    if (!pf->write)
+        return format_error("format '%s' is not available in this version", pf->name, true);
 
     fvm_diag d = {0};
     fvm_program *p = NULL;
