@@ -119,8 +119,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # checks every invalid input's error through the fedvm command,
 # tests/run_data.sh the 'fedvm data' commands and the files they write, and
 # tests/run_train.sh training runs over datasets, tests/run_plot.sh the
-# pictures 'fedvm plot' draws of them, and tests/run_plan.sh the fedplan
-# command and its plans (the pictures through Graphviz's dot).
+# pictures 'fedvm plot' draws of them, tests/run_plan.sh the fedplan
+# command and its plans (the pictures through Graphviz's dot), and
+# tests/run_forms.sh the round forms, run against their sources.
 test: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@tests/run_invalid.sh $(BIN)/fedvm
@@ -129,6 +130,7 @@ test: all $(TEST_BIN)
 	@tests/run_train.sh $(BIN)/fedvm
 	@tests/run_plot.sh $(BIN)/fedvm
 	@tests/run_plan.sh $(BIN)/fedplan
+	@tests/run_forms.sh $(BIN)
 	@$(PYTHON) tests/golden/reference.py --check
 	@d=$$(mktemp -d) && { FVM_SAFETENSORS_OUT=$$d $(BUILD)/tests/test_safetensors >$$d/log 2>&1 || { cat $$d/log; false; }; } && /usr/bin/python3 tests/check_safetensors.py $$d; rc=$$?; rm -rf $$d; exit $$rc
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm

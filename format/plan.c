@@ -7,12 +7,14 @@
 #include "doc.h"
 #include "plan.h"
 #include "plan_dot.h"
+#include "plan_form.h"
 
 /* The one list of formats (PLANS.md describes each). */
 const fvm_plan_format fvm_plan_formats[] = {
     {"dot", "a Graphviz picture of a function's dataflow", fvm_plan_dot},
-    {"mapreduce", "TFF's MapReduceForm", NULL},
-    {"distribute-aggregate", "TFF's DistributeAggregateForm", NULL},
+    {"mapreduce", "TFF's MapReduce form, as a fedvm program", fvm_plan_mapreduce},
+    {"distribute-aggregate", "TFF's Distribute-Aggregate form, as a fedvm program",
+     fvm_plan_distribute_aggregate},
     {"cross-device", "a client phase and a server phase, for devices", NULL},
     {"beam", "an Apache Beam pipeline", NULL},
 };

@@ -359,15 +359,19 @@ static fvm_doc *form_doc(da *m, const char *source)
     return o;
 }
 
-fvm_status fvm_plan_distribute_aggregate(const fvm_program *p, const fvm_func *f, char **out, size_t *len,
+fvm_status fvm_plan_distribute_aggregate(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len,
                                          fvm_diag *d)
 {
     *out = NULL;
+    const fvm_func *f;
+    fvm_status s = fvm_form_entry(p, o, &f, d);
+    if (s)
+        return s;
     fvm_arena a = {0};
     fvm_flow fl;
     da m = {.a = &a, .fl = &fl, .d = d};
     da_types t = {0};
-    fvm_status s = fvm_flow_build(&a, p, f, &fl, d);
+    s = fvm_flow_build(&a, p, f, &fl, d);
     if (s == FVM_OK)
         s = classify(&m);
     if (s == FVM_OK && !(m.funcs = fvm_doc_new(&a, FVM_DOC_OBJECT)))

@@ -216,6 +216,17 @@ static fvm_status check_result(flat *F, int i)
     return FVM_OK;
 }
 
+fvm_status fvm_form_entry(const fvm_program *p, const fvm_plan_opts *o, const fvm_func **f, fvm_diag *d)
+{
+    fvm_status s = fvm_plan_entry(p, o ? o->fn : NULL, f, d);
+    if (s == FVM_OK && !(*f)->federated)
+        s = fvm_diag_add(d, FVM_ERR_PLACEMENT, &(*f)->loc,
+                         "'%s' is not a federated function (it places no value and calls no intrinsic), so it has "
+                         "no round to put in a form; name a federated one with --fn",
+                         (*f)->name);
+    return s;
+}
+
 fvm_status fvm_flow_build(fvm_arena *a, const fvm_program *p, const fvm_func *f, fvm_flow *out, fvm_diag *d)
 {
     memset(out, 0, sizeof *out);

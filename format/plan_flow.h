@@ -21,6 +21,7 @@
 
 #include "../vm/ir.h"
 #include "doc.h"
+#include "plan.h"
 
 enum { FVM_STAGE_LOCAL, FVM_STAGE_SERVER, FVM_STAGE_CLIENTS, FVM_STAGE_AFTER };
 
@@ -43,6 +44,9 @@ typedef struct fvm_flow {
     fvm_fnode *nodes;      /* in an order where arguments come first */
     int result;
 } fvm_flow;
+
+/* The function a form is made of: fvm_plan_entry's, which must be federated. */
+fvm_status fvm_form_entry(const fvm_program *p, const fvm_plan_opts *o, const fvm_func **f, fvm_diag *d);
 
 /* Flattens checked federated function f of p. Errors (an op the forms do
  * not handle, a second exchange, a result at the clients) name the

@@ -13,17 +13,21 @@
 #include <stddef.h>
 
 #include "../vm/ir.h"
+#include "plan.h"
 
-/* MapReduce form: prepare, work, zero, accumulate, merge, report, update
- * (local functions) and the secure sums' bit widths. *out: the JSON text
- * (malloc'd; the caller frees it). */
-fvm_status fvm_plan_mapreduce(const fvm_program *p, const fvm_func *f, char **out, size_t *len, fvm_diag *d);
+/* The fvm_plan_writers of the two forms, for the function
+ * fvm_plan_entry(p, o->fn) picks (o may be NULL), which must be federated.
+ * *out: the JSON text (malloc'd; the caller frees it). p must be checked.
+ *
+ * MapReduce form: prepare, work, zero, accumulate, merge, report, update
+ * (local functions) and the secure sums' bit widths. */
+fvm_status fvm_plan_mapreduce(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len, fvm_diag *d);
 
 /* Distribute-Aggregate form: server_prepare, server_to_client_broadcast,
  * client_work, client_to_server_aggregation, server_result (federated
  * functions, each at one placement; the broadcast and aggregation stages
  * only intrinsics). */
-fvm_status fvm_plan_distribute_aggregate(const fvm_program *p, const fvm_func *f, char **out, size_t *len,
+fvm_status fvm_plan_distribute_aggregate(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len,
                                          fvm_diag *d);
 
 #endif

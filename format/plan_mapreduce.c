@@ -818,13 +818,17 @@ static fvm_doc *form_doc(mr *m, const char *source)
     return o;
 }
 
-fvm_status fvm_plan_mapreduce(const fvm_program *p, const fvm_func *f, char **out, size_t *len, fvm_diag *d)
+fvm_status fvm_plan_mapreduce(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len, fvm_diag *d)
 {
     *out = NULL;
+    const fvm_func *f;
+    fvm_status s = fvm_form_entry(p, o, &f, d);
+    if (s)
+        return s;
     fvm_arena a = {0};
     fvm_flow fl;
     mr m = {.a = &a, .fl = &fl, .d = d};
-    fvm_status s = fvm_flow_build(&a, p, f, &fl, d);
+    s = fvm_flow_build(&a, p, f, &fl, d);
     if (s == FVM_OK)
         s = classify(&m);
     mr_types t = {0};
