@@ -122,6 +122,94 @@ static bool has_placed_arg(const fvm_instr *in)
     return false;
 }
 
+static fvm_status flatten(flat *F, const fvm_func *f, const char *prefix, const int *params, int *result, int depth);
+
+/* A node for an instruction the flattening makes up: op of type t at in's
+ * location, with attributes attrs. */
+static int made_up(flat *F, const fvm_instr *at, const char *name, fvm_op op, fvm_doc *attrs, fvm_placement pl,
+                   const fvm_type *t, int nargs, int *args)
+{
+    fvm_instr *in = fvm_arena_alloc(F->a, sizeof *in);
+    if (!in || !name)
+        return -1;
+    memset(in, 0, sizeof *in);
+    in->name = name;
+    in->op = op;
+    in->attrs = attrs;
+    in->a.placement = pl;
+    in->loc = at->loc;
+    in->type = t;
+    fvm_fnode n = {.name = name, .in = in, .param = -1, .nargs = nargs, .args = args, .type = t, .agg = -1};
+    int i = add_node(F, &n);
+    return i < 0 || stage(F, i) ? -1 : i;
+}
+
+/* grad, value_and_grad or vjp of a federated function: its pullback (the
+ * checker derived it: fn'(params..., ct) -> <value, grads=<g>>) inlined
+ * like a call, with the cotangent 1 made up for grad and value_and_grad. */
+static fvm_status inline_derivative(flat *F, const fvm_instr *in, const char *name, int *args, int *out, int depth)
+{
+    const fvm_func *fn = in->a.fn, *pb = in->derived;
+    int n = fn->nparams, *pargs = fvm_arena_array(F->a, (size_t)n + 2, sizeof *pargs);
+    if (!pargs)
+        return nomem(F->d);
+    memcpy(pargs, args, (size_t)n * sizeof *pargs);
+    if (in->op == FVM_OP_VJP) {
+        pargs[n] = args[n];
+    } else {
+        const fvm_type *t = pb->param_types[n], *m = fvm_flow_unplaced(t);
+        fvm_doc *attrs = fvm_doc_new(F->a, FVM_DOC_OBJECT), *shape = fvm_doc_new(F->a, FVM_DOC_ARRAY);
+        if (!attrs || !shape || m->kind != FVM_T_TENSOR)
+            return nomem(F->d);
+        for (int k = 0; k < m->u.tensor.dims.rank; k++)
+            if (fvm_doc_push(F->a, shape, fvm_doc_int(F->a, m->u.tensor.dims.d[k])))
+                return nomem(F->d);
+        attrs->flow = shape->flow = true;
+        if (fvm_doc_set(F->a, attrs, "value", fvm_doc_real(F->a, 1.0)) ||
+            fvm_doc_set(F->a, attrs, "dtype", fvm_doc_string(F->a, fvm_dtype_name(m->u.tensor.dtype))) ||
+            fvm_doc_set(F->a, attrs, "shape", shape))
+            return nomem(F->d);
+        int one = made_up(F, in, fvm_arena_printf(F->a, "%s/one", name), FVM_OP_CONST, attrs, FVM_PL_SERVER, m, 0,
+                          NULL);
+        if (one >= 0 && t->kind == FVM_T_FED) {
+            int *a1 = fvm_arena_array(F->a, 1, sizeof *a1);
+            fvm_doc *pa = fvm_attr1(F->a, "placement", t->u.fed.pl == FVM_PL_SERVER ? "SERVER" : "CLIENTS");
+            if (!a1 || !pa)
+                return nomem(F->d);
+            a1[0] = one;
+            one = made_up(F, in, fvm_arena_printf(F->a, "%s/ct", name), FVM_OP_FEDERATED_VALUE, pa, t->u.fed.pl, t,
+                          1, a1);
+        }
+        if (one < 0)
+            return nomem(F->d);
+        pargs[n] = one;
+    }
+    const char *sub = fvm_arena_printf(F->a, "%s/", name);
+    int r;
+    fvm_status s = sub ? flatten(F, pb, sub, pargs, &r, depth + 1) : nomem(F->d);
+    if (s)
+        return s;
+    /* <value, grads=<g>>, built by struct instructions, so views */
+    const fvm_fnode *res = &F->fl->nodes[r];
+    const fvm_fnode *grads = res->view && res->nargs == 2 ? &F->fl->nodes[res->args[1]] : NULL;
+    if (!grads || !grads->view || grads->nargs != 1)
+        return fvm_diag_add(F->d, FVM_ERR_USAGE, &in->loc, "internal: the derivative of '%s' has an unexpected shape",
+                            fn->name);
+    if (in->op != FVM_OP_VALUE_AND_GRAD) {
+        *out = grads->args[0];
+        return FVM_OK;
+    }
+    int *vg = fvm_arena_array(F->a, 2, sizeof *vg);
+    if (!vg)
+        return nomem(F->d);
+    vg[0] = res->args[0];
+    vg[1] = grads->args[0];
+    fvm_fnode v = {.name = name, .view = true, .param = -1, .nargs = 2, .args = vg, .type = in->type, .agg = -1};
+    v.stage = F->fl->nodes[vg[0]].stage > F->fl->nodes[vg[1]].stage ? F->fl->nodes[vg[0]].stage
+                                                                      : F->fl->nodes[vg[1]].stage;
+    return (*out = add_node(F, &v)) < 0 ? nomem(F->d) : FVM_OK;
+}
+
 static fvm_status flatten(flat *F, const fvm_func *f, const char *prefix, const int *params, int *result, int depth)
 {
     if (depth > MAX_INLINE_DEPTH)
@@ -167,12 +255,10 @@ static fvm_status flatten(flat *F, const fvm_func *f, const char *prefix, const 
             }
         } else if ((in->op == FVM_OP_GRAD || in->op == FVM_OP_VALUE_AND_GRAD || in->op == FVM_OP_VJP) &&
                    in->a.fn->federated) {
-            n.in = in;
-            return fvm_diag_add(F->d, FVM_ERR_PLACEMENT, &in->loc,
-                                "%s differentiates the federated function '%s': the round forms do not take "
-                                "derivatives of federated functions apart yet; call the derived function that "
-                                "'fedvm grad PROGRAM %s' prints instead",
-                                where(F->a, &n, false), in->a.fn->name, in->a.fn->name);
+            fvm_status s = inline_derivative(F, in, name, args, &slot[in->slot], depth);
+            if (s)
+                return s;
+            continue;
         } else if (!(fvm_op_table[in->op].flags & OPF_FED) && in->op != FVM_OP_CALL && in->op != FVM_OP_FIELD &&
                    (has_placed_arg(in) || fvm_type_is_placed(in->type) ||
                     (in->a.fn && in->a.fn->federated))) {
@@ -454,15 +540,12 @@ fvm_status fvm_form_write(fvm_arena *a, const fvm_flow *fl, const char *doc, fvm
         if (!s && !strcmp(key, doc ? "doc" : "fedvm"))
             s = fvm_doc_set(a, root, "form", form);
     }
-    /* the functions of the program's files (not those the checker derived,
-     * which loading the form derives again), the planned one left out */
+    /* every function, the derived ones too (inlined derivatives call
+     * them), the planned one left out */
     const fvm_doc *written = fvm_doc_get(all, "functions");
-    for (int m = 0; m < p->nmodules && !s; m++)
-        for (int k = 0; k < p->modules[m]->nfuncs && !s; k++) {
-            const char *name = p->modules[m]->funcs[k]->name;
-            if (strcmp(name, fl->f->name))
-                s = fvm_doc_set(a, funcs, name, fvm_doc_get(written, name));
-        }
+    for (size_t i = 0; i < written->u.coll.n && !s; i++)
+        if (strcmp(written->u.coll.keys[i]->u.str.s, fl->f->name))
+            s = fvm_doc_set(a, funcs, written->u.coll.keys[i]->u.str.s, written->u.coll.items[i]);
     for (size_t i = 0; i < generated->u.coll.n && !s; i++)
         s = fvm_doc_set(a, funcs, generated->u.coll.keys[i]->u.str.s, generated->u.coll.items[i]);
     if (!s)

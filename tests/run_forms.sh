@@ -35,8 +35,7 @@ for case in tests/golden/*.json; do
     name=$(basename "$case" .json)
     prog=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["program"])' "$case")
     mapfile -t args < <(args_of "$case")
-    # programs whose round differentiates a federated function are refused (section 3)
-    # (and a program with no federated function, section 4)
+    # programs whose round needs two exchanges, and one with no federated function: section 4
     case $prog in *drjax_mean_loss.json | *fedsgd_logistic.json | *shuffle_repeat.json) continue ;; esac
     expect 0 "$name: fedvm run" -- "$FEDVM" run "$prog" "${args[@]}" || continue
     cp "$T/out" "$T/want"
@@ -161,7 +160,10 @@ refused() { # refused PROGRAM MESSAGE: every form refuses it with exactly this m
 refused tests/forms/two_exchanges.json "tests/forms/two_exchanges.json:14:9: /functions/main/body/1: 'mean_at_clients' (federated_broadcast) sends a value to the clients that depends on the aggregation 'mean' (federated_mean at tests/forms/two_exchanges.json:13:9, /functions/main/body/0): a round has one exchange (broadcast, client work, aggregation), and this is a second one; write each exchange as its own function (its own round)"
 refused tests/forms/result_at_clients.json "tests/forms/result_at_clients.json:9:17: /functions/main/result: the result of 'main' holds 'y', a value at the clients; a round's results are at the server (aggregate it first)"
 refused tests/forms/no_aggregation.json "tests/forms/no_aggregation.json:6:13: /functions/main: 'main' aggregates nothing from the clients, so it has no round to put in a form"
-refused programs/drjax_mean_loss.json "programs/drjax_mean_loss.json:39:9: /functions/main/body/0: 'value_grad' (value_and_grad) differentiates the federated function 'loss': the round forms do not take derivatives of federated functions apart yet; call the derived function that 'fedvm grad PROGRAM loss' prints instead"
+# derivatives of federated functions are inlined; these two need a second exchange (the backward pass
+# broadcasts a cotangent computed from the forward aggregate: 1/n of the mean), so both are refused
+refused programs/drjax_mean_loss.json "programs/drjax_mean_loss.json:22:9: /functions/loss/body/2: 'value_grad/d.mean_loss#4' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/d.mean_loss#2' (federated_sum at programs/drjax_mean_loss.json:22:9, /functions/loss/body/2): a round has one exchange"
+refused programs/fedsgd_logistic.json "programs/fedsgd_logistic.json:69:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:69:9, /functions/loss/body/2): a round has one exchange"
 refused tests/golden/programs/shuffle_repeat.json "tests/golden/programs/shuffle_repeat.json:5:13: /functions/main: 'main' is not a federated function (it places no value and calls no intrinsic), so it has no round to put in a form; name a federated one with --fn"
 # a form whose aggregation cannot start from zeros (a '?' dimension) says so
 refused_mr_only() {
@@ -174,7 +176,20 @@ cat >"$T/unknown_dim.json" <<'EOF'
 EOF
 refused_mr_only "$T/unknown_dim.json" "an aggregation over f32[?] needs an accumulator that starts from zeros, and this type has an unknown dimension ('?'); give the aggregated values fixed shapes"
 
-# -- 5. names with quotes, backslashes, backticks and \${...} survive both forms
+# -- 5. a derivative inlined: FedSGD through value_and_grad of a summed loss (one exchange); by hand:
+# w = [0.5, -1], clients x = [1,2], [3,-4], [-7,6], [0.25,0.5]: losses (w.x - 1)^2 = 6.25, 20.25,
+# 110.25, 1.890625, sum 138.640625; gradient sum 2(w.x - 1)x = [168.3125, -173.375]
+GA=(--arg 'w=[0.5,-1]' --arg 'x=[[1,2],[3,-4],[-7,6],[0.25,0.5]]')
+expect 0 "grad_of_sum: run" -- "$FEDVM" run tests/forms/grad_of_sum.json "${GA[@]}" && cp "$T/out" "$T/grad.want"
+has "$T/grad.want" '"loss": 138.64062' "grad_of_sum: loss by hand"
+has "$T/grad.want" '"grad": [168.3125, -173.375]' "grad_of_sum: gradient by hand"
+for f in $FORMS; do
+    expect 0 "grad_of_sum: --to $f" -- "$PLAN" tests/forms/grad_of_sum.json --to "$f" -o "$T/grad.$f.json" &&
+        expect 0 "grad_of_sum: run $f" -- "$FEDVM" run "$T/grad.$f.json" "${GA[@]}" &&
+        same "$T/grad.want" "$T/out" "grad_of_sum: $f"
+done
+
+# -- 6. names with quotes, backslashes, backticks and \${...} survive both forms
 for f in $FORMS; do
     expect 0 "quotes: --to $f" -- "$PLAN" tests/forms/quotes.json --to "$f" -o "$T/quotes.$f.json" &&
         expect 0 "quotes: run $f" -- "$FEDVM" run "$T/quotes.$f.json" --arg 'x\n=[1,-2,3,0.5]' &&
