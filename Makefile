@@ -1,7 +1,7 @@
 # fedvm - federated computations as a portable IR, checked and run by a small VM.
 #
 # make deps     install missing Debian packages (apt-get; run as root)
-# make          build bin/fedvm, lib/libfedvm.a and lib/libfedvm.so
+# make          build bin/fedvm, bin/fedplan, lib/libfedvm.a and lib/libfedvm.so
 # make test     unit, golden, invalid-input, command-line and fidelity tests
 # make asan     the whole test suite under AddressSanitizer + UBSan
 # make bench    benchmarks (bench/bench_*.c): GFLOP/s against BLAS
@@ -53,7 +53,7 @@ DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
                 python3-msgpack python3-numpy dataset-fashion-mnist \
-                libcairo2-dev libfontconfig-dev fonts-dejavu-core
+                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz
 
 # ---- sources ---------------------------------------------------------------
 LIB_SRC   := $(wildcard vm/*.c format/*.c)
@@ -62,10 +62,12 @@ PROTO     := $(wildcard format/proto/*.proto)
 PROTO_C   := $(PROTO:format/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
 PROTO_H   := $(PROTO_C:.c=.h)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(PROTO_C:.c=.o)
-TOOLS     := fedvm
+TOOLS     := fedvm fedplan
 TOOL_BIN  := $(TOOLS:%=$(BIN)/%)
 # The fedvm command: tools/fedvm.c and its subcommands tools/fedvm_*.c.
 FEDVM_OBJ := $(patsubst %.c,$(BUILD)/%.o,tools/fedvm.c $(wildcard tools/fedvm_*.c))
+# The fedplan command: tools/fedplan.c and the helpers it shares with fedvm.
+FEDPLAN_OBJ := $(BUILD)/tools/fedplan.o $(BUILD)/tools/fedvm_cli.o
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Installed headers: everything but the internal ones.
@@ -105,6 +107,10 @@ $(BIN)/fedvm: $(FEDVM_OBJ) $(LIBD)/libfedvm.a
 	@mkdir -p $(BIN)
 	$(CC) $(CFLAGS) -o $@ $(FEDVM_OBJ) $(LIBD)/libfedvm.a $(LIBS) $(PLOT_LIBS)
 
+$(BIN)/fedplan: $(FEDPLAN_OBJ) $(LIBD)/libfedvm.a
+	@mkdir -p $(BIN)
+	$(CC) $(CFLAGS) -o $@ $(FEDPLAN_OBJ) $(LIBD)/libfedvm.a $(LIBS)
+
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(TEST_LIBS) $(LIBS)
 
@@ -113,10 +119,13 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # checks every invalid input's error through the fedvm command,
 # tests/run_data.sh the 'fedvm data' commands and the files they write, and
 # tests/run_train.sh training runs over datasets, tests/run_plot.sh the
-# pictures 'fedvm plot' draws of them, and tests/run_fidelity.sh what
-# training must reproduce (the demo's accuracy against the NumPy FedAvg of
-# bench/, FedProx's stability on Synthetic(1,1); about a minute on two cores,
-# so in the plain build only, not under the sanitizers).
+# pictures 'fedvm plot' draws of them, tests/run_plan.sh the fedplan
+# command and its plans (the pictures through Graphviz's dot),
+# tests/run_forms.sh the round forms, run against their sources, and
+# tests/run_fidelity.sh what training must reproduce (the demo's accuracy
+# against the NumPy FedAvg of bench/, FedProx's stability on
+# Synthetic(1,1); about a minute on two cores, so in the plain build only,
+# not under the sanitizers).
 test: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@tests/run_invalid.sh $(BIN)/fedvm
@@ -124,6 +133,8 @@ test: all $(TEST_BIN)
 	@tests/run_data.sh $(BIN)/fedvm
 	@tests/run_train.sh $(BIN)/fedvm
 	@tests/run_plot.sh $(BIN)/fedvm
+	@tests/run_plan.sh $(BIN)/fedplan
+	@tests/run_forms.sh $(BIN)
 	@if [ "$(BUILD)" = build ]; then tests/run_fidelity.sh $(BIN)/fedvm; \
 	  else echo "run_fidelity: skipped in $(BUILD) (run it with 'make test')"; fi
 	@$(PYTHON) tests/golden/reference.py --check
@@ -216,4 +227,4 @@ uninstall:
 clean:
 	rm -rf build build-asan build-fuzz bin lib
 
--include $(LIB_OBJ:.o=.d) $(FEDVM_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(FEDVM_OBJ:.o=.d) $(FEDPLAN_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(BENCH_BIN:%=%.d)

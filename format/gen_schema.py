@@ -167,6 +167,12 @@ def build(ops, attrs):
         "properties": {
             "fedvm": {"const": 1, "description": "the format version"},
             "doc": {"type": "string"},
+            "form": {
+                "type": "object",
+                "required": ["kind"],
+                "properties": {"kind": {"enum": ["mapreduce", "distribute-aggregate"]}},
+                "description": "what fedplan wrote this program as: the round form and its parts (format/PLANS.md)",
+            },
             "include": {
                 "type": "array",
                 "items": {"type": "string", "minLength": 1},

@@ -317,7 +317,7 @@ static const char *include_path(loader *L, const fvm_module *m, const char *inc)
 
 static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
 {
-    static const char *const allowed[] = {"fedvm", "doc", "include", "types", "functions", NULL};
+    static const char *const allowed[] = {"fedvm", "doc", "form", "include", "types", "functions", NULL};
     fvm_arena *a = &L->p->arena;
     if (!expect_kind(L, m, root, "", FVM_DOC_OBJECT, "a fedvm program (an object with \"fedvm\": 1)"))
         return;
@@ -344,6 +344,9 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
             unknown_key(L, m, k, pk, allowed, "the program");
         else if (!strcmp(k->u.str.s, "doc") && expect_kind(L, m, v, pk, FVM_DOC_STRING, "a string"))
             m->doc = v->u.str.s;
+        else if (!strcmp(k->u.str.s, "form") &&
+                 expect_kind(L, m, v, pk, FVM_DOC_OBJECT, "an object (written by fedplan; see format/PLANS.md)"))
+            m->form = v;
         else if (!strcmp(k->u.str.s, "include"))
             includes = v;
         else if (!strcmp(k->u.str.s, "types"))

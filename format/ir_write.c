@@ -91,6 +91,8 @@ fvm_doc *fvm_module_to_doc(fvm_arena *a, const fvm_module *m)
     TRY(fvm_doc_set(a, root, "fedvm", fvm_doc_int(a, 1)));
     if (m->doc)
         TRY(fvm_doc_set(a, root, "doc", fvm_doc_string(a, m->doc)));
+    if (m->form)
+        TRY(fvm_doc_set(a, root, "form", (fvm_doc *)m->form));
     if (m->nincludes) {
         fvm_doc *inc = fvm_doc_new(a, FVM_DOC_ARRAY);
         if (!inc)

@@ -5,7 +5,7 @@
 #include "../vm/ir.h"
 #include "doc.h"
 
-/* The canonical document of a module: top-level keys in the order fedvm, doc,
+/* The canonical document of a module: top-level keys in the order fedvm, doc, form,
  * include, types, functions; function keys doc, params, body, result; type
  * strings in canonical notation (aliases by name); each instruction on one
  * line as [name, op, {attributes}?, args...] with attributes in the order of

@@ -6,7 +6,7 @@ T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 make -s install DESTDIR="$T" PREFIX=/usr >/dev/null
 root="$T/usr"
-for f in bin/fedvm lib/libfedvm.a lib/libfedvm.so lib/libfedvm.so.0 lib/pkgconfig/fedvm.pc include/fedvm/vm/fedvm.h; do
+for f in bin/fedvm bin/fedplan lib/libfedvm.a lib/libfedvm.so lib/libfedvm.so.0 lib/pkgconfig/fedvm.pc include/fedvm/vm/fedvm.h; do
     [ -e "$root/$f" ] || { echo "install: missing $f"; exit 1; }
 done
 for f in include/fedvm/vm/exec.h include/fedvm/vm/kernels_impl.h; do

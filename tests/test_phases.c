@@ -12,26 +12,12 @@
 
 #include "../vm/fedvm.h"
 #include "../vm/phases.h"
+#include "test_util.h"
 
-/* Programs are written with single quotes; this makes them JSON. */
+/* The program src (single quotes for double), loaded and checked. */
 static fvm_program *load(const char *src)
 {
-    char *s = strdup(src);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    fvm_program *p = NULL;
-    fvm_diag d = {0};
-    fvm_status st = fvm_program_load_text("test.json", s, strlen(s), &p, &d);
-    if (st == FVM_OK)
-        st = fvm_check(p, &d);
-    for (int i = 0; i < d.n; i++)
-        print_error("%s\n", d.errs[i].msg);
-    assert_int_equal(st, FVM_OK);
-    fvm_diag_clear(&d);
-    free(s);
-    return p;
+    return test_load("test.json", src, true);
 }
 
 #define SQUARE "'sq': {'params': {'x': 'f32[]'}, 'body': [['y', 'mul', 'x', 'x']], 'result': 'y'}, "

@@ -63,6 +63,10 @@ static void test_dims_count_equal_format(void **state)
     assert_int_equal(fvm_dims_count(&u), -1);
     assert_int_equal(fvm_dims_count(&s), 1);
     assert_int_equal(fvm_dims_count(&z), 0);
+    /* huge dims: a zero dim after them still gives 0; no zero saturates */
+    fvm_dims hz = D3(INT64_C(1) << 40, INT64_C(1) << 40, 0), h = D2(INT64_C(1) << 40, INT64_C(1) << 40);
+    assert_int_equal(fvm_dims_count(&hz), 0);
+    assert_true(fvm_dims_count(&h) == INT64_MAX);
     fvm_dims b = D2(784, 10), c = D1(7840);
     assert_true(fvm_dims_equal(&a, &b));
     assert_false(fvm_dims_equal(&a, &c));

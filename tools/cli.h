@@ -1,4 +1,4 @@
-/* cli.h - what the fedvm command's source files share: exit codes, option parsing, error printing. */
+/* cli.h - what the fedvm and fedplan commands' source files share: exit codes, option parsing, error printing. */
 #ifndef FVM_CLI_H
 #define FVM_CLI_H
 
@@ -9,9 +9,12 @@
 
 enum { EXIT_INVALID = 1, EXIT_USAGE = 2 };
 
+/* The command's name for messages ("fedvm" unless its main sets another). */
+extern const char *cli_prog;
+
 /* Prints every error of d on stderr (file:line:col: pointer: message). */
 void cli_print_errors(const fvm_diag *d);
-/* "fedvm: <fmt with arg>" and the usage text on stderr; returns EXIT_USAGE. */
+/* "<cli_prog>: <fmt with arg>" and the usage text on stderr; returns EXIT_USAGE. */
 int cli_usage_error(const char *usage, const char *fmt, const char *arg);
 /* "--name value" or "--name=value" at argv[*i]: the value (advancing *i), "" when the value is missing, NULL when argv[*i] is another option. */
 const char *cli_opt(int argc, char **argv, int *i, const char *name);

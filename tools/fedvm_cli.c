@@ -7,9 +7,11 @@
 #include "../format/atomic.h"
 #include "cli.h"
 
+const char *cli_prog = "fedvm";
+
 int cli_usage_error(const char *usage, const char *fmt, const char *arg)
 {
-    fprintf(stderr, "fedvm: ");
+    fprintf(stderr, "%s: ", cli_prog);
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n\n%s", usage);
     return EXIT_USAGE;
@@ -20,13 +22,13 @@ void cli_print_errors(const fvm_diag *d)
     for (int i = 0; i < d->n; i++) {
         char *s = fvm_error_format(&d->errs[i]);
         if (!d->errs[i].loc.file && !d->errs[i].loc.ptr)
-            fprintf(stderr, "fedvm: %s\n", s ? s : d->errs[i].msg);
+            fprintf(stderr, "%s: %s\n", cli_prog, s ? s : d->errs[i].msg);
         else
             fprintf(stderr, "%s\n", s ? s : d->errs[i].msg);
         free(s);
     }
     if (d->dropped)
-        fprintf(stderr, "fedvm: %d more errors not shown\n", d->dropped);
+        fprintf(stderr, "%s: %d more errors not shown\n", cli_prog, d->dropped);
 }
 
 /* "--name value" or "--name=value": returns the value and advances *i. */
@@ -89,7 +91,7 @@ int cli_print_doc(const fvm_doc *doc, FILE *out)
     int rc = 0;
     if (!doc || fvm_json_write(doc, &text, &len, &d)) {
         cli_print_errors(&d);
-        fprintf(stderr, "fedvm: cannot print the result\n");
+        fprintf(stderr, "%s: cannot print the result\n", cli_prog);
         rc = EXIT_INVALID;
     } else {
         fwrite(text, 1, len, out);

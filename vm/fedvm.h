@@ -6,6 +6,7 @@
 #include "../format/doc.h"
 #include "../format/ir_read.h"
 #include "../format/ir_write.h"
+#include "../format/plan.h"
 #include "../format/value_doc.h"
 #include "check.h"
 #include "interp.h"

@@ -83,6 +83,7 @@ struct fvm_module {
     const char *path;    /* as given (display name) */
     const char *real;    /* canonical path, identifies the file */
     const char *doc;
+    const struct fvm_doc *form; /* "form": what fedplan wrote this program as (format/PLANS.md), or NULL */
     int version;
     int nincludes;
     const char **includes;

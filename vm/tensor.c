@@ -53,12 +53,15 @@ bool fvm_dtype_is_int(fvm_dtype t)
 int64_t fvm_dims_count(const fvm_dims *s)
 {
     int64_t n = 1;
+    bool zero = false, big = false; /* big: the product passed INT64_MAX */
     for (int i = 0; i < s->rank; i++) {
         if (s->d[i] < 0)
             return -1;
-        n *= s->d[i];
+        zero = zero || s->d[i] == 0;
+        if (!big && __builtin_mul_overflow(n, s->d[i], &n))
+            big = true;
     }
-    return n;
+    return zero ? 0 : big ? INT64_MAX : n;
 }
 
 bool fvm_dims_equal(const fvm_dims *a, const fvm_dims *b)

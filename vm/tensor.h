@@ -31,7 +31,9 @@ typedef struct fvm_dims {
     int64_t d[FVM_MAX_RANK];
 } fvm_dims;
 
-/* Number of elements, or -1 if a dim is unknown. Assumes dims within limits. */
+/* Number of elements, or -1 if a dim is unknown; 0 if a dim is 0 whatever
+ * the others; INT64_MAX when the product does not fit (fvm_dims_check_size
+ * rejects such shapes before anything is allocated). */
 int64_t fvm_dims_count(const fvm_dims *s);
 bool fvm_dims_equal(const fvm_dims *a, const fvm_dims *b);
 /* Checks that the elements of dtype t fit FVM_MAX_TENSOR_BYTES (unknown dims
