@@ -718,7 +718,7 @@ static void test_drjax_published_numbers(void **state)
 {
     (void)state;
     fvm_arena a = {0};
-    fvm_named_text args[2] = {{"w", "[2, -1]"}, {"x", "[[1, 2], [3, -4], [-7, 6]]"}};
+    fvm_named_text args[2] = {{"w", "[2, -1]", FVM_ARG_JSON}, {"x", "[[1, 2], [3, -4], [-7, 6]]", FVM_ARG_JSON}};
     fvm_doc *r = run_file(&a, "programs/drjax_mean_loss.json", "main", 2, args);
     const fvm_doc *g = fvm_doc_get(r, "grad");
     assert_true(fabs(num(fvm_doc_get(r, "loss")) - 87.16667) < 1e-5);
@@ -735,7 +735,8 @@ static void test_fedsgd_is_pooled_gradient(void **state)
     (void)state;
     fvm_arena a = {0};
     const char *model = "{\"w\": [0.3, -0.2], \"b\": 0.1}";
-    fvm_named_text fed[2] = {{"model", model}, {"data", "@programs/data/logistic_clients.json"}};
+    fvm_named_text fed[2] = {{"model", model, FVM_ARG_JSON},
+                             {"data", "@programs/data/logistic_clients.json", FVM_ARG_JSON}};
     fvm_doc *gf = run_file(&a, "tests/ad/pooled_logistic.json", "federated_grad", 2, fed);
     /* the same examples in one sequence */
     char *text;
@@ -752,7 +753,7 @@ static void test_fedsgd_is_pooled_gradient(void **state)
     char *ptext;
     size_t plen;
     assert_int_equal(fvm_json_write(pooled, &ptext, &plen, &d), FVM_OK);
-    fvm_named_text pool[2] = {{"model", model}, {"data", ptext}};
+    fvm_named_text pool[2] = {{"model", model, FVM_ARG_JSON}, {"data", ptext, FVM_ARG_JSON}};
     fvm_doc *gp = run_file(&a, "tests/ad/pooled_logistic.json", "pooled_grad", 2, pool);
     const fvm_doc *wf = fvm_doc_get(gf, "w"), *wp = fvm_doc_get(gp, "w");
     for (int i = 0; i < 2; i++)

@@ -576,7 +576,7 @@ static void run_main(const char *text, double out[2])
     const fvm_func *f = fvm_program_func(p, "main");
     fvm_vm *vm = NULL;
     assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
-    fvm_named_text args[] = {{"x", "[1, 2]"}, {"y", "7"}};
+    fvm_named_text args[] = {{"x", "[1, 2]", FVM_ARG_JSON}, {"y", "7", FVM_ARG_JSON}};
     fvm_value **vals = NULL, *res = NULL;
     int64_t nc = -1;
     assert_int_equal(fvm_bind_args(f, 2, args, 0, &nc, &vals, &d), FVM_OK);
@@ -670,7 +670,7 @@ static void test_liveness_shapes(void **state)
         const fvm_func *f = fvm_program_func(p, "main");
         fvm_vm *vm = NULL;
         assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
-        fvm_named_text args[] = {{"x", "[1, 2]"}, {"y", "3"}};
+        fvm_named_text args[] = {{"x", "[1, 2]", FVM_ARG_JSON}, {"y", "3", FVM_ARG_JSON}};
         fvm_value **vals = NULL, *res = NULL;
         int64_t nc = -1;
         assert_int_equal(fvm_bind_args(f, 2, args, 0, &nc, &vals, &d), FVM_OK);

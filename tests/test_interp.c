@@ -1022,7 +1022,7 @@ static void test_bind_args(void **state)
     fvm_vm *vm = NULL;
     assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
     /* the key parameter, not given, is the key of the seed: {0, 42} */
-    fvm_named_text args[] = {{"x", "[1.5, 2, 3]"}};
+    fvm_named_text args[] = {{"x", "[1.5, 2, 3]", FVM_ARG_JSON}};
     fvm_value **vals = NULL, *res = NULL;
     int64_t nc = -1;
     assert_int_equal(fvm_bind_args(f, 1, args, 42, &nc, &vals, &d), FVM_OK);
@@ -1036,13 +1036,13 @@ static void test_bind_args(void **state)
     fvm_value_release(res);
     fvm_values_free(vals, f->nparams);
     /* a client count other than the run's is refused */
-    fvm_named_text four[] = {{"x", "[1, 2, 3, 4]"}};
+    fvm_named_text four[] = {{"x", "[1, 2, 3, 4]", FVM_ARG_JSON}};
     nc = 3;
     assert_int_not_equal(fvm_bind_args(f, 1, four, 42, &nc, &vals, &d), FVM_OK);
     assert_null(vals);
     /* a missing argument and an unknown one are both reported */
     fvm_diag_clear(&d);
-    fvm_named_text wrong[] = {{"y", "[1]"}};
+    fvm_named_text wrong[] = {{"y", "[1]", FVM_ARG_JSON}};
     nc = -1;
     assert_int_equal(fvm_bind_args(f, 1, wrong, 42, &nc, &vals, &d), FVM_ERR_USAGE);
     assert_true(d.n >= 1);
