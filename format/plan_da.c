@@ -113,15 +113,6 @@ static fvm_status classify(da *m)
     return FVM_OK;
 }
 
-static const char **names_of(da *m, int n, const char *fmt)
-{
-    const char **names = fvm_arena_array(m->a, (size_t)n + 1, sizeof *names);
-    for (int k = 0; names && k < n; k++)
-        if (!(names[k] = str(m, fmt, k)))
-            return NULL;
-    return names;
-}
-
 static const fvm_type *struct_of(da *m, int n, const char *const *names, const int *nodes, bool args0)
 {
     const fvm_type **elems = fvm_arena_array(m->a, (size_t)n + 1, sizeof *elems);
@@ -158,10 +149,10 @@ typedef struct da_types {
 
 static fvm_status types_of(da *m, da_types *t)
 {
-    t->broadcast = struct_of(m, m->nbcast, names_of(m, m->nbcast, "b%d"), m->bcast, true);
-    t->context = struct_of(m, m->nbcast, names_of(m, m->nbcast, "c%d"), m->bcast, false);
-    t->inter = struct_of(m, m->ninter, names_of(m, m->ninter, "i%d"), m->inter, false);
-    t->aggregates = struct_of(m, m->nagg, names_of(m, m->nagg, "r%d"), m->agg, false);
+    t->broadcast = struct_of(m, m->nbcast, fvm_flow_names(m->a, m->nbcast, "b%d"), m->bcast, true);
+    t->context = struct_of(m, m->nbcast, fvm_flow_names(m->a, m->nbcast, "c%d"), m->bcast, false);
+    t->inter = struct_of(m, m->ninter, fvm_flow_names(m->a, m->ninter, "i%d"), m->inter, false);
+    t->aggregates = struct_of(m, m->nagg, fvm_flow_names(m->a, m->nagg, "r%d"), m->agg, false);
     int *un = fvm_arena_array(m->a, 2 * (size_t)m->nagg + 1, sizeof *un);
     if (!un)
         return nomem(m->d);
@@ -195,8 +186,8 @@ static fvm_status write_prepare(da *m, const da_types *t)
         TRY(fvm_fwriter_node(&w, m->fl->nodes[m->bcast[j]].args[0], &b[j]));
     for (int k = 0; k < m->ninter; k++)
         TRY(fvm_fwriter_node(&w, m->inter[k], &in[k]));
-    TRY(fvm_fwriter_struct(&w, "@broadcast", m->nbcast, names_of(m, m->nbcast, "b%d"), b));
-    TRY(fvm_fwriter_struct(&w, "@intermediate", m->ninter, names_of(m, m->ninter, "i%d"), in));
+    TRY(fvm_fwriter_struct(&w, "@broadcast", m->nbcast, fvm_flow_names(m->a, m->nbcast, "b%d"), b));
+    TRY(fvm_fwriter_struct(&w, "@intermediate", m->ninter, fvm_flow_names(m->a, m->ninter, "i%d"), in));
     const char *names[2] = {"broadcast", "intermediate"}, *args[2] = {"@broadcast", "@intermediate"};
     TRY(fvm_fwriter_struct(&w, "@prepared", 2, names, args));
     (void)t;
@@ -221,7 +212,7 @@ static fvm_status write_broadcast(da *m, const da_types *t)
         c[j] = n->name;
         TRY(fvm_fwriter_instr(&w, n->name, fvm_op_table[n->in->op].name, (fvm_doc *)n->in->attrs, 1, &in));
     }
-    TRY(fvm_fwriter_struct(&w, "@context", m->nbcast, names_of(m, m->nbcast, "c%d"), c));
+    TRY(fvm_fwriter_struct(&w, "@context", m->nbcast, fvm_flow_names(m->a, m->nbcast, "c%d"), c));
     return add_func(m, BROADCAST, &w,
                     "Distribute-Aggregate form: server_to_client_broadcast. The round's broadcasts, as written.",
                     "@context");
@@ -284,7 +275,7 @@ static fvm_status write_aggregate(da *m, const da_types *t)
         r[i] = g->name;
         TRY(fvm_fwriter_instr(&w, g->name, fvm_op_table[g->in->op].name, (fvm_doc *)g->in->attrs, nargs, args));
     }
-    TRY(fvm_fwriter_struct(&w, "@aggregates", m->nagg, names_of(m, m->nagg, "r%d"), r));
+    TRY(fvm_fwriter_struct(&w, "@aggregates", m->nagg, fvm_flow_names(m->a, m->nagg, "r%d"), r));
     return add_func(m, AGGREGATE, &w,
                     "Distribute-Aggregate form: client_to_server_aggregation. The round's aggregations, as written.",
                     "@aggregates");

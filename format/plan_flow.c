@@ -335,6 +335,15 @@ fvm_status fvm_flow_build(fvm_arena *a, const fvm_program *p, const fvm_func *f,
 
 /* ---- writing generated functions ------------------------------------------ */
 
+const char **fvm_flow_names(fvm_arena *a, int n, const char *fmt)
+{
+    const char **names = fvm_arena_array(a, (size_t)n + 1, sizeof *names);
+    for (int k = 0; names && k < n; k++)
+        if (!(names[k] = fvm_arena_printf(a, fmt, k)))
+            return NULL;
+    return names;
+}
+
 fvm_doc *fvm_attr1(fvm_arena *a, const char *key, const char *value)
 {
     fvm_doc *o = fvm_doc_new(a, FVM_DOC_OBJECT);

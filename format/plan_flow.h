@@ -100,6 +100,9 @@ fvm_status fvm_fwriter_zeros(fvm_fwriter *w, const char *name, const fvm_type *t
 /* The function object {doc, params, body, result}. */
 fvm_doc *fvm_fwriter_finish(fvm_fwriter *w, const char *doc, const char *result);
 
+/* n field names from a pattern with one %d: "b0", "b1", ... (NULL when out of memory). */
+const char **fvm_flow_names(fvm_arena *a, int n, const char *fmt);
+
 /* An attribute object with one string member (e.g. {"fn": "f"}). */
 fvm_doc *fvm_attr1(fvm_arena *a, const char *key, const char *value);
 

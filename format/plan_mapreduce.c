@@ -368,15 +368,6 @@ static const fvm_type *struct_of(mr *m, int n, const char *fmt, const fvm_type *
     return fvm_type_struct(m->a, n, names, elems);
 }
 
-static const char **names_of(mr *m, int n, const char *fmt)
-{
-    const char **names = fvm_arena_array(m->a, (size_t)n + 1, sizeof *names);
-    for (int k = 0; names && k < n; k++)
-        if (!(names[k] = str(m, fmt, k)))
-            return NULL;
-    return names;
-}
-
 static fvm_status add_func(mr *m, const char *name, fvm_fwriter *w, const char *doc, const char *result)
 {
     fvm_doc *fn = fvm_fwriter_finish(w, doc, result);
@@ -442,7 +433,7 @@ static fvm_status write_prepare(mr *m, const mr_types *t)
         return nomem(m->d);
     for (int j = 0; j < m->nbcast; j++)
         TRY(fvm_fwriter_node(&w, m->fl->nodes[m->bcast[j]].args[0], &args[j]));
-    TRY(fvm_fwriter_struct(&w, "@broadcast", m->nbcast, names_of(m, m->nbcast, "b%d"), args));
+    TRY(fvm_fwriter_struct(&w, "@broadcast", m->nbcast, fvm_flow_names(m->a, m->nbcast, "b%d"), args));
     (void)t;
     return add_func(m, m->part[PREPARE], &w,
                     "MapReduce form: prepare. From the server's inputs, what the server broadcasts to every "
@@ -481,8 +472,8 @@ static fvm_status write_work(mr *m, const mr_types *t)
     }
     for (int j = 0; j < m->nsec; j++)
         TRY(fvm_fwriter_node(&w, m->fl->nodes[m->sec[j]].args[0], &s[j]));
-    TRY(fvm_fwriter_struct(&w, "@updates", m->nagg, names_of(m, m->nagg, "u%d"), u));
-    TRY(fvm_fwriter_struct(&w, "@secure", m->nsec, names_of(m, m->nsec, "s%d"), s));
+    TRY(fvm_fwriter_struct(&w, "@updates", m->nagg, fvm_flow_names(m->a, m->nagg, "u%d"), u));
+    TRY(fvm_fwriter_struct(&w, "@secure", m->nsec, fvm_flow_names(m->a, m->nsec, "s%d"), s));
     TRY(struct2(&w, "@work", "updates", "@updates", "secure", "@secure"));
     return add_func(m, m->part[WORK], &w,
                     "MapReduce form: work. One client's part of the round, from its data and the broadcast: "
@@ -499,7 +490,7 @@ static fvm_status write_zero(mr *m)
         return nomem(m->d);
     for (int i = 0; i < m->nagg; i++)
         TRY(zero_of(m, &w, m->agg[i], &a[i]));
-    TRY(fvm_fwriter_struct(&w, "@zero", m->nagg, names_of(m, m->nagg, "a%d"), a));
+    TRY(fvm_fwriter_struct(&w, "@zero", m->nagg, fvm_flow_names(m->a, m->nagg, "a%d"), a));
     return add_func(m, m->part[ZERO], &w, "MapReduce form: zero. The accumulator every block of clients starts from.",
                     "@zero");
 }
@@ -523,7 +514,7 @@ static fvm_status write_fold(mr *m, const mr_types *t, bool two)
         TRY(fvm_fwriter_field(&w, y, str(m, two ? "a%d" : "u%d", i), p1));
         TRY(two ? merge_one(m, &w, g, x, y, out[i]) : accumulate_one(m, &w, g, x, y, out[i]));
     }
-    TRY(fvm_fwriter_struct(&w, "@result", m->nagg, names_of(m, m->nagg, "a%d"), out));
+    TRY(fvm_fwriter_struct(&w, "@result", m->nagg, fvm_flow_names(m->a, m->nagg, "a%d"), out));
     return add_func(m, m->part[two ? MERGE : ACCUMULATE], &w,
                     two ? "MapReduce form: merge. Two partial accumulators (of consecutive blocks of clients) "
                           "combined."
@@ -544,7 +535,7 @@ static fvm_status write_report(mr *m, const mr_types *t)
         TRY(fvm_fwriter_field(&w, x, str(m, "a%d", i), "@acc"));
         TRY(report_one(m, &w, m->agg[i], x, &r[i]));
     }
-    TRY(fvm_fwriter_struct(&w, "@report", m->nagg, names_of(m, m->nagg, "r%d"), r));
+    TRY(fvm_fwriter_struct(&w, "@report", m->nagg, fvm_flow_names(m->a, m->nagg, "r%d"), r));
     return add_func(m, m->part[REPORT], &w,
                     "MapReduce form: report. The aggregations' results from the final accumulator.", "@report");
 }
