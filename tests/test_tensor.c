@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "../vm/bufcache.h"
 #include "../vm/tensor.h"
 
 static fvm_dims dims(int rank, ...)
@@ -434,6 +435,78 @@ static void test_atomic_refcount(void **state)
     fvm_tensor_release(&t);
 }
 
+/* A released buffer is the next one of its size on the same thread; zeros
+ * are zeroed even then; other sizes do not take it. */
+static void test_buffers_recycled(void **state)
+{
+    (void)state;
+    fvm_bufcache_trim();
+    fvm_tensor t, u, z;
+    fvm_dims s = D2(100, 10), other = D1(2000);
+    assert_int_equal(fvm_tensor_alloc(&t, FVM_DTYPE_F32, &s, NULL), FVM_OK);
+    fvm_buf *b = t.buf;
+    for (int i = 0; i < 1000; i++)
+        fvm_tensor_set_f64(&t, i, 7.0);
+    fvm_tensor_release(&t);
+    assert_int_equal(fvm_tensor_alloc(&u, FVM_DTYPE_F32, &other, NULL), FVM_OK);
+    assert_ptr_not_equal(u.buf, b);
+    assert_int_equal(fvm_tensor_zeros(&z, FVM_DTYPE_I32, &s, NULL), FVM_OK); /* same bytes, other dtype */
+    assert_ptr_equal(z.buf, b);
+    assert_int_equal(z.buf->refs, 1);
+    assert_int_equal(z.buf->bytes, 4000);
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(fvm_tensor_get_i64(&z, i), 0);
+    fvm_tensor_release(&z);
+    fvm_tensor_release(&u);
+    /* more buffers than the cache keeps: the oldest are freed, the newest kept */
+    enum { N = FVM_BUFCACHE_SLOTS + 8 };
+    static fvm_tensor many[N];
+    static fvm_buf *bufs[N];
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(fvm_tensor_alloc(&many[i], FVM_DTYPE_U8, &s, NULL), FVM_OK);
+        bufs[i] = many[i].buf;
+    }
+    for (int i = 0; i < N; i++)
+        fvm_tensor_release(&many[i]);
+    assert_int_equal(fvm_tensor_alloc(&t, FVM_DTYPE_U8, &s, NULL), FVM_OK);
+    assert_ptr_equal(t.buf, bufs[N - 1]);
+    fvm_tensor_release(&t);
+    fvm_bufcache_trim();
+}
+
+/* A thread's cache is freed when it exits (AddressSanitizer reports a leak
+ * otherwise); a buffer released on another thread goes to that one's cache. */
+static void *alloc_and_exit(void *arg)
+{
+    fvm_tensor *keep = arg, t;
+    fvm_dims s = D1(4096);
+    for (int i = 0; i < 8; i++) {
+        if (fvm_tensor_alloc(&t, FVM_DTYPE_F64, &s, NULL) != FVM_OK)
+            return NULL;
+        fvm_tensor_release(&t);
+    }
+    fvm_tensor_alloc(keep, FVM_DTYPE_F64, &s, NULL);
+    return NULL;
+}
+
+static void test_buffer_cache_threads(void **state)
+{
+    (void)state;
+    fvm_bufcache_trim();
+    fvm_tensor kept = {0}, again;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, alloc_and_exit, &kept), 0);
+    pthread_join(th, NULL);
+    assert_non_null(kept.buf);
+    fvm_buf *b = kept.buf;
+    fvm_dims s = D1(4096);
+    fvm_tensor_release(&kept);
+    assert_int_equal(fvm_tensor_alloc(&again, FVM_DTYPE_F64, &s, NULL), FVM_OK);
+    assert_ptr_equal(again.buf, b);
+    fvm_tensor_release(&again);
+    fvm_bufcache_trim();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -448,6 +521,8 @@ int main(void)
         cmocka_unit_test(test_get_set),
         cmocka_unit_test(test_identical),
         cmocka_unit_test(test_atomic_refcount),
+        cmocka_unit_test(test_buffers_recycled),
+        cmocka_unit_test(test_buffer_cache_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* tensor.c - dtypes, shape helpers and refcounted tensor buffers. */
 #include "tensor.h"
+#include "bufcache.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,8 +161,6 @@ void fvm_dims_format(const fvm_dims *s, char buf[FVM_DIMS_STR])
 
 /* ---- buffers and tensors ------------------------------------------------- */
 
-enum { BUF_ALIGN = 64 };
-
 static fvm_status tensor_new(fvm_tensor *t, fvm_dtype dtype, const fvm_dims *shape, bool zero, fvm_diag *d)
 {
     memset(t, 0, sizeof *t);
@@ -178,14 +177,11 @@ static fvm_status tensor_new(fvm_tensor *t, fvm_dtype dtype, const fvm_dims *sha
     t->shape = *shape;
     if (bytes == 0)
         return FVM_OK; /* empty tensors own no buffer */
-    size_t total = (sizeof(fvm_buf) + bytes + BUF_ALIGN - 1) & ~(size_t)(BUF_ALIGN - 1);
-    fvm_buf *b = aligned_alloc(BUF_ALIGN, total);
+    fvm_buf *b = fvm_buf_alloc(bytes);
     if (!b) {
         memset(t, 0, sizeof *t);
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory allocating %zu bytes for a tensor", bytes);
     }
-    __atomic_store_n(&b->refs, 1, __ATOMIC_RELAXED);
-    b->bytes = bytes;
     if (zero)
         memset(b->data, 0, bytes);
     t->buf = b;
@@ -214,7 +210,7 @@ void fvm_tensor_release(fvm_tensor *t)
         return;
     /* acq_rel: every write through other references happens before the free */
     if (t->buf && __atomic_sub_fetch(&t->buf->refs, 1, __ATOMIC_ACQ_REL) == 0)
-        free(t->buf);
+        fvm_buf_free(t->buf);
     memset(t, 0, sizeof *t);
 }
 

@@ -72,7 +72,8 @@ typedef struct fvm_tensor {
  * than FVM_MAX_TENSOR_BYTES (checked before allocating), FVM_ERR_NOMEM if
  * malloc fails, FVM_ERR_USAGE for an unknown dim, all recorded in d; *t is
  * zeroed on failure. Data is 64-byte aligned; a zero-element tensor gets no
- * buffer (buf == NULL). */
+ * buffer (buf == NULL). Buffers come from and go back to a per-thread cache
+ * of freed ones (bufcache.h). */
 fvm_status fvm_tensor_alloc(fvm_tensor *t, fvm_dtype dtype, const fvm_dims *shape, fvm_diag *d);
 fvm_status fvm_tensor_zeros(fvm_tensor *t, fvm_dtype dtype, const fvm_dims *shape, fvm_diag *d);
 void fvm_tensor_retain(const fvm_tensor *t);
