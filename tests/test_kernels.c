@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "../vm/kernels.h"
+#include "../vm/kernels_impl.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -756,6 +757,55 @@ static void check_matmul(fvm_dtype dt, int64_t m, int64_t k, int64_t n, bool ta,
     rel(&a, &b, &o);
 }
 
+/* f32 products of matrices that fvm_gemm_f32 takes: every element is the
+ * chain acc = fmaf(A(i,l), B(l,j), acc) over l in order from 0, bit for bit,
+ * with every implementation this CPU runs (random operands, so the rounding
+ * of each step shows), across the tile, panel and k-block edges. */
+static void test_gemm_f32(void **state)
+{
+    (void)state;
+    static const int64_t shapes[][3] = {{1, 1, 1},    {3, 5, 2},    {10, 784, 200}, {12, 17, 33}, {13, 600, 31},
+                                        {25, 10, 16}, {200, 10, 10}, {31, 257, 47}, {10, 200, 10}, {7, 256, 65}};
+    unsigned seed = 1;
+    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
+        for (int t = 0; t < 4; t++) {
+            int64_t m = shapes[c][0], k = shapes[c][1], n = shapes[c][2];
+            bool ta = t & 1, tb = t & 2;
+            fvm_tensor a = junk(FVM_DTYPE_F32, ta ? D2(k, m) : D2(m, k)), b = junk(FVM_DTYPE_F32, tb ? D2(n, k) : D2(k, n));
+            fvm_tensor o = junk(FVM_DTYPE_F32, D2(m, n));
+            float *pa = fvm_tensor_data(&a), *pb = fvm_tensor_data(&b), *po = fvm_tensor_data(&o);
+            for (int64_t i = 0; i < m * k; i++)
+                pa[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / (1 << 23) - 1.0f;
+            for (int64_t i = 0; i < k * n; i++)
+                pb[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / (1 << 23) - 1.0f;
+            mm_shape s = {.m = m, .n = n, .k = k, .a_si = ta ? 1 : k, .a_sk = ta ? m : 1, .b_sk = tb ? 1 : n,
+                          .b_sj = tb ? k : 1};
+            assert_true(fvm_gemm_f32_fits(&s));
+            for (int isa = FVM_GEMM_GENERIC; isa <= FVM_GEMM_AVX512 + 1; isa++) {
+                if (isa <= FVM_GEMM_AVX512 && !fvm_gemm_f32_isa((fvm_gemm_isa)isa))
+                    continue;
+                assert_int_equal(fvm_k_fill(NAN, &o, NULL), FVM_OK);
+                if (isa <= FVM_GEMM_AVX512)
+                    fvm_gemm_f32_with((fvm_gemm_isa)isa, &s, pa, pb, po);
+                else /* the dispatch of fvm_k_matmul */
+                    assert_int_equal(fvm_k_matmul(&a, &b, ta, tb, &o, NULL), FVM_OK);
+                for (int64_t i = 0; i < m; i++)
+                    for (int64_t j = 0; j < n; j++) {
+                        float want = 0.0f;
+                        for (int64_t l = 0; l < k; l++)
+                            want = fmaf(pa[ta ? l * m + i : i * k + l], pb[tb ? j * k + l : l * n + j], want);
+                        if (memcmp(&po[i * n + j], &want, sizeof want) != 0)
+                            fail_msg("implementation %d, m=%lld k=%lld n=%lld ta=%d tb=%d: out[%lld,%lld] = %a, "
+                                     "expected %a", isa, (long long)m, (long long)k, (long long)n, ta, tb,
+                                     (long long)i, (long long)j, po[i * n + j], want);
+                    }
+            }
+            rel(&a, &b, &o);
+        }
+    mm_shape big = {.m = 1024, .n = 1024, .k = 1024}; /* 2^30 multiply-adds: BLAS's */
+    assert_false(fvm_gemm_f32_fits(&big));
+}
+
 static void test_matmul(void **state)
 {
     (void)state;
@@ -1181,6 +1231,7 @@ int main(void)
         cmocka_unit_test(test_cast),
         cmocka_unit_test(test_fill_and_iota),
         cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_gemm_f32),
         cmocka_unit_test(test_reduce),
         cmocka_unit_test(test_argmax),
         cmocka_unit_test(test_transpose),

@@ -91,13 +91,17 @@ fvm_status fvm_k_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tens
 fvm_status fvm_k_cast(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d);
 
 /* Matrix product of rank-1 or rank-2 tensors of one dtype, op(a) @ op(b) where
- * op transposes a rank-2 operand when its flag is set (never copied: f32/f64
- * go to cblas_sgemm/dgemm/gemv with the transpose flags). Shapes as NumPy's
+ * op transposes a rank-2 operand when its flag is set (never copied: the
+ * kernels read through strides, BLAS gets the flags). Shapes as NumPy's
  * matmul for rank <= 2 (a vector is a row on the left, a column on the right).
  * Integers use a plain loop with wrapping arithmetic. The flag of a rank-1
  * operand is ignored; an inner dim of 0 gives zeros. bool is a type error.
- * Float results are those of the BLAS library (its blocking and threading may
- * order the sums differently from a naive loop). */
+ * Two f32 matrices of at most 2^27 multiply-adds go to fedvm's own kernel
+ * (kernels_gemm.c): every element is the chain acc = fmaf(A(i,l), B(l,j),
+ * acc) over l in order, the same bits on every CPU. Other float products go
+ * to cblas_sgemm/dgemm/gemv/dot; their results are those of the BLAS library
+ * (its blocking and threading may order the sums differently from a naive
+ * loop). */
 fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, fvm_tensor *out, fvm_diag *d);
 
 /* Reduction over the axes whose bit is set in axes_mask (bit i = axis i).

@@ -92,4 +92,27 @@ static inline void kernel_strides(const fvm_dims *s, int64_t *stride)
     }
 }
 
+/* A matrix product's operands as op(a) [M,K] and op(b) [K,N] read through
+ * element strides: A(i,k) = a[i*a_si + k*a_sk], B(k,j) = b[k*b_sk + j*b_sj].
+ * A vector on the left is a 1-row matrix, a vector on the right a 1-column
+ * one. The output is [M,N], row-major. */
+typedef struct mm_shape {
+    int64_t m, n, k;
+    int64_t a_si, a_sk, b_sk, b_sj;
+} mm_shape;
+
+/* f32 products of two matrices (kernels_gemm.c), for those that fit
+ * fvm_gemm_f32_fits (larger ones go to BLAS): c = op(a) op(b), every element
+ * the chain acc = fmaf(A(i,k), B(k,j), acc) over k = 0, 1, ... from 0, so
+ * the bits do not depend on the CPU or on which implementation runs. */
+#define FVM_GEMM_MAX_DIM ((int64_t)1 << 20)
+#define FVM_GEMM_MAX_MACS ((int64_t)1 << 27)
+typedef enum fvm_gemm_isa { FVM_GEMM_GENERIC, FVM_GEMM_AVX2, FVM_GEMM_AVX512 } fvm_gemm_isa;
+bool fvm_gemm_f32_fits(const mm_shape *s);
+/* With the fastest implementation the CPU has. */
+void fvm_gemm_f32(const mm_shape *s, const float *a, const float *b, float *c);
+/* With a given one (tests compare them): only if fvm_gemm_f32_isa(isa). */
+bool fvm_gemm_f32_isa(fvm_gemm_isa isa);
+void fvm_gemm_f32_with(fvm_gemm_isa isa, const mm_shape *s, const float *a, const float *b, float *c);
+
 #endif

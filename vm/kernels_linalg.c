@@ -1,17 +1,9 @@
-/* kernels_linalg.c - matrix products: OpenBLAS for floats, wrapping loops for integers. */
+/* kernels_linalg.c - matrix products: fvm_gemm_f32 or OpenBLAS for floats, wrapping loops for integers. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdint.h>
 
 #include "kernels_impl.h"
-
-/* The operands as op(a) [M,K] and op(b) [K,N] read through element strides:
- * A(i,k) = a[i*a_si + k*a_sk], B(k,j) = b[k*b_sk + j*b_sj]. A vector on the
- * left is a 1-row matrix, a vector on the right a 1-column one. */
-typedef struct mm_shape {
-    int64_t m, n, k;
-    int64_t a_si, a_sk, b_sk, b_sj;
-} mm_shape;
 
 /* Integer products wrap: all arithmetic happens in the unsigned type. When b
  * is read along rows (b_sj == 1) the inner loop runs over a row of out and a
@@ -133,7 +125,9 @@ fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool 
         for (int i = 0; i < rb; i++)
             if (bd[i] > INT_MAX)
                 return fvm_diag_add(d, FVM_ERR_LIMIT, NULL, "matmul: dim %lld is too large for BLAS", (long long)bd[i]);
-        if (a->dtype == FVM_DTYPE_F32)
+        if (a->dtype == FVM_DTYPE_F32 && ra == 2 && rb == 2 && fvm_gemm_f32_fits(&s))
+            fvm_gemm_f32(&s, (const float *)kernel_bytes(a), (const float *)kernel_bytes(b), (float *)kernel_bytes(out));
+        else if (a->dtype == FVM_DTYPE_F32)
             matmul_f32(a, b, ta, tb, out, &s);
         else
             matmul_f64(a, b, ta, tb, out, &s);
