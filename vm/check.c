@@ -8,6 +8,7 @@
 
 #include "../format/doc.h"
 #include "autodiff.h"
+#include "fuse.h"
 #include "phases.h"
 #include "rules.h"
 #include "suggest.h"
@@ -552,6 +553,7 @@ static void check_func(checker *C, fvm_func *f)
     if (C->errors == errors_before && params_ok) {
         liveness(C, f);
         f->phases = fvm_phases_plan(C->a, f);
+        f->fusion = fvm_fusion_plan(C->a, f);
     }
 done:
     f->ok = C->errors == errors_before && params_ok && f->result_type && !C->p->load_errors;

@@ -68,7 +68,7 @@ static fvm_status lift(fvm_ctx *x, const fvm_instr *in, const fvm_value *const *
     return FVM_OK;
 }
 
-static fvm_unary unary_of(fvm_op op)
+fvm_unary fvm_unary_of(fvm_op op)
 {
     switch (op) {
     case FVM_OP_NEG:
@@ -92,7 +92,7 @@ static fvm_unary unary_of(fvm_op op)
     }
 }
 
-static fvm_binary binary_of(fvm_op op)
+fvm_binary fvm_binary_of(fvm_op op)
 {
     switch (op) {
     case FVM_OP_ADD:
@@ -138,7 +138,7 @@ static fvm_status leaf_unary(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *
     fvm_status s = fvm_new_tensor(x, ts[0]->dtype, &ts[0]->shape, out);
     if (s)
         return s;
-    if ((s = fvm_k_unary(unary_of(in->op), ts[0], &(*out)->t, x->d))) {
+    if ((s = fvm_k_unary(fvm_unary_of(in->op), ts[0], &(*out)->t, x->d))) {
         fvm_value_release(*out);
         *out = NULL;
     }
@@ -175,7 +175,7 @@ static fvm_status binary_tensor(fvm_ctx *x, fvm_binary op, const fvm_tensor *a, 
 
 static fvm_status leaf_binary(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n, fvm_value **out)
 {
-    return binary_tensor(x, binary_of(in->op), ts[0], ts[1], out);
+    return binary_tensor(x, fvm_binary_of(in->op), ts[0], ts[1], out);
 }
 
 static fvm_status leaf_select(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n, fvm_value **out)

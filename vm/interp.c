@@ -2,6 +2,7 @@
 #include <cblas.h>
 
 #include "exec.h"
+#include "fuse.h"
 #include "phases.h"
 
 #include <stdio.h>
@@ -138,8 +139,7 @@ static const char *describe_value(const fvm_value *v, char buf[FVM_DIMS_STR + 16
     return buf;
 }
 
-/* Runs one instruction; its result goes to its slot. */
-static fvm_status run_instr(fvm_ctx *x, const fvm_instr *in, fvm_value **slots)
+fvm_status fvm_exec_instr(fvm_ctx *x, const fvm_instr *in, fvm_value **slots)
 {
     fvm_argv av;
     fvm_value **argv = fvm_argv_init(&av, in->nargs);
@@ -190,17 +190,23 @@ fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, 
         slots[f->param_release[i]] = NULL;
     }
     const fvm_phases *ph = x->vm->unfused ? NULL : f->phases;
+    const fvm_fusion *fu = x->vm->unfused || ph ? NULL : f->fusion;
     int nsteps = ph ? ph->nsteps : f->ninstrs;
     for (int t = 0; t < nsteps && s == FVM_OK; t++) {
         const fvm_step *st = ph ? &ph->steps[t] : NULL;
+        const fvm_fused *chain = fu ? fu->chain_at[t] : NULL;
+        if (fu && fu->deferred[t])
+            continue; /* its chain's root computes it */
         if (st && st->segment >= 0)
             s = fvm_exec_segment(x, f, st->segment, slots);
+        else if (chain)
+            s = fvm_exec_fused(x, f, chain, slots);
         else
-            s = run_instr(x, &f->instrs[st ? st->instr : t], slots);
+            s = fvm_exec_instr(x, &f->instrs[st ? st->instr : t], slots);
         if (s)
             break;
-        int nrel = st ? st->nrelease : f->instrs[t].nrelease;
-        const int *rel = st ? st->release : f->instrs[t].release;
+        int nrel = st ? st->nrelease : chain ? chain->nrelease : f->instrs[t].nrelease;
+        const int *rel = st ? st->release : chain ? chain->release : f->instrs[t].release;
         for (int k = 0; k < nrel; k++) {
             fvm_value_release(slots[rel[k]]);
             slots[rel[k]] = NULL;

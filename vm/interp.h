@@ -11,8 +11,9 @@ typedef struct fvm_vm fvm_vm;
 typedef struct fvm_vm_config {
     int64_t nclients;      /* clients in {T}@CLIENTS values; -1: not known yet (taken from bound data) */
     fvm_backend *backend;  /* borrowed; NULL: the sequential backend */
-    bool unfused;          /* run federated functions one instruction at a time, every
-                              {T}@CLIENTS list held whole (tests compare the two ways) */
+    bool unfused;          /* run every function one instruction at a time: federated
+                              ones with every {T}@CLIENTS list held whole, elementwise
+                              chains (fuse.h) one op at a time (tests compare the two ways) */
     fvm_log_fn log;        /* optional */
     void *log_user;
 } fvm_vm_config;

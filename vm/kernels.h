@@ -143,4 +143,42 @@ fvm_status fvm_k_iota(int axis, fvm_tensor *out, fvm_diag *d);
  * f64 (truncating and saturating for integers, NaN gives 0). */
 fvm_status fvm_k_fill(double v, fvm_tensor *out, fvm_diag *d);
 
+/* A chain of elementwise steps computed in one pass over the output, block
+ * by block, so that no intermediate tensor is made: each step is a unary,
+ * binary, select or cast kernel above, or a fill, with the same arithmetic
+ * per element, so the result is exactly that of the steps run one by one.
+ * Step s's operands arg[j] are inputs (arg >= 0) or earlier steps (arg = -t-1
+ * for step t); the last step is the result. Inputs broadcast together to
+ * out's shape (every intermediate has it too). */
+typedef enum fvm_fstep_kind {
+    FVM_FS_UNARY,  /* op: an fvm_unary; one operand */
+    FVM_FS_BINARY, /* op: an fvm_binary; two operands */
+    FVM_FS_SELECT, /* three operands: predicate, then, else */
+    FVM_FS_CAST,   /* to dtype; one operand */
+    FVM_FS_FILL,   /* value in the operand's dtype, as fvm_k_fill converts it; the operand is not read */
+} fvm_fstep_kind;
+
+typedef struct fvm_fstep {
+    fvm_fstep_kind kind;
+    int op;
+    fvm_dtype dtype;
+    double value;
+    int arg[3];
+} fvm_fstep;
+
+#define FVM_FUSED_MAX_IN 6
+#define FVM_FUSED_MAX_STEPS 16
+
+/* The chain's result dtype for inputs of these dtypes (their data is not
+ * read); false when a step is not defined for its operands' dtypes, for an
+ * integer division (whose divisor must be checked), or past the limits
+ * above: run the steps one by one instead. */
+bool fvm_k_fused_dtype(const fvm_fstep *steps, int nsteps, const fvm_tensor *const *in, int nin, fvm_dtype *out);
+
+/* out: the broadcast shape of the inputs and the chain's dtype. out may be
+ * exactly one of the inputs of its shape and dtype (in-place), as the
+ * elementwise kernels allow. */
+fvm_status fvm_k_fused(const fvm_fstep *steps, int nsteps, const fvm_tensor *const *in, int nin, fvm_tensor *out,
+                       fvm_diag *d);
+
 #endif

@@ -1,4 +1,4 @@
-/* kernels_elementwise.c - elementwise kernels: unary, binary and select with broadcasting, cast, fill, iota. */
+/* kernels_elementwise.c - elementwise kernels: unary, binary and select with broadcasting, cast, fill, iota, fused chains. */
 #include <math.h>
 #include <stdint.h>
 
@@ -10,7 +10,7 @@
 
 /* ---- broadcasting -------------------------------------------------------- */
 
-enum { BC_MAX_IN = 3 };
+enum { BC_MAX_IN = FVM_FUSED_MAX_IN };
 
 /* One contiguous run of n output elements. in[k] points at the first element
  * of input k; when bit k of scalar is set that element is repeated (stride 0),
@@ -87,7 +87,7 @@ static void bcast_run(const bcast *it, run_fn f, const void *ctx, const unsigned
         rows *= it->shape[i];
     int64_t idx[FVM_MAX_RANK] = {0};
     int64_t off[BC_MAX_IN] = {0};
-    const void *p[BC_MAX_IN] = {NULL, NULL, NULL};
+    const void *p[BC_MAX_IN] = {NULL};
     for (int64_t row = 0; row < rows; row++) {
         for (int k = 0; k < it->nin; k++)
             p[k] = in[k] + (size_t)off[k] * esize[k];
@@ -165,14 +165,23 @@ static inline uint32_t from_i_u32(int64_t v) { return (uint32_t)(uint64_t)v; }
 static inline uint8_t from_i_u8(int64_t v) { return (uint8_t)(uint64_t)v; }
 static inline float from_i_f32(int64_t v) { return (float)v; }
 static inline double from_i_f64(int64_t v) { return (double)v; }
+/* From a dtype whose values fit int32 (bool, u8, i32): the same results as
+ * from int64, in conversions the compiler vectorises. */
+static inline uint8_t from_s_b(int32_t v) { return v != 0; }
+static inline int32_t from_s_i32(int32_t v) { return v; }
+static inline int64_t from_s_i64(int32_t v) { return v; }
+static inline uint32_t from_s_u32(int32_t v) { return (uint32_t)v; }
+static inline uint8_t from_s_u8(int32_t v) { return (uint8_t)(uint32_t)v; }
+static inline float from_s_f32(int32_t v) { return (float)v; }
+static inline double from_s_f64(int32_t v) { return (double)v; }
 
-/* name, C type, conversion family (f: via double, i: via int64), enum */
+/* name, C type, conversion family (f: via double, i: via int64, s: via int32), enum */
 #define FVM_K_DTYPES(X)              \
-    X(b, uint8_t, i, BOOL)           \
-    X(i32, int32_t, i, I32)          \
+    X(b, uint8_t, s, BOOL)           \
+    X(i32, int32_t, s, I32)          \
     X(i64, int64_t, i, I64)          \
     X(u32, uint32_t, i, U32)         \
-    X(u8, uint8_t, i, U8)            \
+    X(u8, uint8_t, s, U8)            \
     X(f32, float, f, F32)            \
     X(f64, double, f, F64)
 
@@ -485,7 +494,7 @@ fvm_status fvm_k_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tens
         KERNEL_FOR(i, n, o[i] = CONV(x[i]););                 \
     }
 
-/* Every source/destination pair; integers convert through int64, floats
+/* Every source/destination pair; integers convert through int64 (int32 when they fit), floats
  * through double (both exact), then the destination's conversion rounds once. */
 #define CAST_FROM(S, ST, K, E)                                   \
     CAST_FN(cast_##S##_b, ST, uint8_t, from_##K##_b)             \
@@ -577,5 +586,197 @@ fvm_status fvm_k_iota(int axis, fvm_tensor *out, fvm_diag *d)
     default:
         break;
     }
+    return FVM_OK;
+}
+
+/* ---- fused chains -------------------------------------------------------- */
+
+/* Steps run on blocks of at most FUSED_BLOCK elements of one broadcast run;
+ * a block of every intermediate (at most 8 bytes an element) stays in L1. */
+enum { FUSED_BLOCK = 256 };
+
+typedef struct fused_ctx {
+    const fvm_fstep *steps;
+    int nsteps;
+    fvm_dtype dt[FVM_FUSED_MAX_STEPS];  /* each step's dtype */
+    bool scalar[FVM_FUSED_MAX_STEPS];   /* a step whose operands are all scalars in a run (fills) */
+    fvm_dtype in_dt[FVM_FUSED_MAX_IN];
+    /* per step and operand: its dtype and element size */
+    fvm_dtype op_dt[FVM_FUSED_MAX_STEPS][3];
+    size_t op_size[FVM_FUSED_MAX_STEPS][3];
+    /* each fill's value, in its dtype */
+    _Alignas(8) unsigned char fill[FVM_FUSED_MAX_STEPS][8];
+} fused_ctx;
+
+/* The dtype of step k's operand j. */
+static fvm_dtype operand_dtype(const fused_ctx *c, const fvm_fstep *st, int j)
+{
+    int a = st->arg[j];
+    return a >= 0 ? c->in_dt[a] : c->dt[-a - 1];
+}
+
+static int step_arity(const fvm_fstep *st)
+{
+    switch (st->kind) {
+    case FVM_FS_BINARY: return 2;
+    case FVM_FS_SELECT: return 3;
+    default: return 1;
+    }
+}
+
+/* Fills in c's dtypes and fill values; false when a step is not defined
+ * for its operands' dtypes (the caller runs the steps one by one, whose
+ * kernels report it) or is an integer division (which checks its divisor). */
+static bool fused_plan(fused_ctx *c, const fvm_fstep *steps, int nsteps, const fvm_tensor *const *in, int nin)
+{
+    if (nsteps < 1 || nsteps > FVM_FUSED_MAX_STEPS || nin < 1 || nin > FVM_FUSED_MAX_IN)
+        return false;
+    c->steps = steps;
+    c->nsteps = nsteps;
+    for (int k = 0; k < nin; k++)
+        c->in_dt[k] = in[k]->dtype;
+    for (int s = 0; s < nsteps; s++) {
+        const fvm_fstep *st = &steps[s];
+        int n = step_arity(st);
+        for (int j = 0; j < n; j++) {
+            if (st->arg[j] >= nin || st->arg[j] < -s)
+                return false;
+            c->op_dt[s][j] = operand_dtype(c, st, j);
+            c->op_size[s][j] = fvm_dtype_size(c->op_dt[s][j]);
+        }
+        fvm_dtype a = operand_dtype(c, st, 0);
+        switch (st->kind) {
+        case FVM_FS_UNARY:
+            if ((unsigned)st->op >= FVM_UN_COUNT || !unary_table[st->op][a])
+                return false;
+            c->dt[s] = a;
+            break;
+        case FVM_FS_BINARY:
+            if ((unsigned)st->op >= FVM_BIN_COUNT || !binary_table[st->op][a] || operand_dtype(c, st, 1) != a ||
+                (st->op == FVM_BIN_DIV && fvm_dtype_is_int(a)))
+                return false;
+            c->dt[s] = st->op >= FVM_BIN_EQ && st->op <= FVM_BIN_GE ? FVM_DTYPE_BOOL : a;
+            break;
+        case FVM_FS_SELECT:
+            if (a != FVM_DTYPE_BOOL || operand_dtype(c, st, 1) != operand_dtype(c, st, 2))
+                return false;
+            c->dt[s] = operand_dtype(c, st, 1);
+            break;
+        case FVM_FS_CAST:
+            if ((unsigned)st->dtype >= FVM_DTYPE_COUNT)
+                return false;
+            c->dt[s] = st->dtype;
+            break;
+        case FVM_FS_FILL:
+            c->dt[s] = a;
+            switch (a) {
+#define FILL_VALUE(S, T, K, E)                        \
+    case FVM_DTYPE_##E: {                             \
+        T x = from_f_##S(st->value);                  \
+        memcpy(c->fill[s], &x, sizeof x);             \
+        break;                                        \
+    }
+                FVM_K_DTYPES(FILL_VALUE)
+#undef FILL_VALUE
+            default:
+                return false;
+            }
+            break;
+        default:
+            return false;
+        }
+    }
+    return true;
+}
+
+/* One broadcast run of n output elements: in[k] and bit k of sc as in
+ * run_fn. Block by block, every step writes its block (or its single
+ * element, when all its operands are scalars) to a scratch buffer, the last
+ * one to out. */
+static void fused_run(const void *const in[BC_MAX_IN], unsigned sc, void *po, int64_t n, const void *pc)
+{
+    const fused_ctx *c = pc;
+    _Alignas(64) unsigned char tmp[FVM_FUSED_MAX_STEPS][FUSED_BLOCK * 8];
+    bool scalar[FVM_FUSED_MAX_STEPS];
+    int last = c->nsteps - 1;
+    size_t osize = fvm_dtype_size(c->dt[last]);
+    for (int64_t b = 0; b < n; b += FUSED_BLOCK) {
+        int64_t m = n - b < FUSED_BLOCK ? n - b : FUSED_BLOCK;
+        for (int s = 0; s <= last; s++) {
+            const fvm_fstep *st = &c->steps[s];
+            const void *ops[BC_MAX_IN] = {NULL};
+            unsigned osc = 0;
+            bool all = true;
+            for (int j = 0; j < step_arity(st); j++) {
+                int a = st->arg[j];
+                bool one = a >= 0 ? (sc >> a) & 1 : scalar[-a - 1];
+                ops[j] = a >= 0 ? (const unsigned char *)in[a] + (one ? 0 : (size_t)b * c->op_size[s][j]) : tmp[-a - 1];
+                osc |= (unsigned)one << j;
+                all = all && one;
+            }
+            all = all || st->kind == FVM_FS_FILL;
+            scalar[s] = all;
+            void *dst = s == last && !all ? (unsigned char *)po + (size_t)b * osize : tmp[s];
+            int64_t len = all ? 1 : m;
+            switch (st->kind) {
+            case FVM_FS_UNARY:
+                unary_table[st->op][c->op_dt[s][0]](ops[0], dst, len);
+                break;
+            case FVM_FS_BINARY:
+                binary_table[st->op][c->op_dt[s][0]](ops, osc, dst, len, NULL);
+                break;
+            case FVM_FS_SELECT: {
+                size_t es = c->op_size[s][1];
+                (es == 1 ? select_1 : es == 4 ? select_4 : select_8)(ops, osc, dst, len, NULL);
+                break;
+            }
+            case FVM_FS_CAST:
+                if (c->op_dt[s][0] == c->dt[s])
+                    memmove(dst, ops[0], (size_t)len * c->op_size[s][0]);
+                else
+                    cast_table[c->op_dt[s][0]][c->dt[s]](ops[0], dst, len);
+                break;
+            case FVM_FS_FILL:
+                memcpy(dst, c->fill[s], fvm_dtype_size(c->dt[s]));
+                break;
+            }
+        }
+        if (scalar[last]) /* every operand a scalar: the output repeats one value */
+            for (int64_t i = 0; i < m; i++)
+                memcpy((unsigned char *)po + (size_t)(b + i) * osize, tmp[last], osize);
+    }
+}
+
+bool fvm_k_fused_dtype(const fvm_fstep *steps, int nsteps, const fvm_tensor *const *in, int nin, fvm_dtype *out)
+{
+    fused_ctx c;
+    if (!fused_plan(&c, steps, nsteps, in, nin))
+        return false;
+    *out = c.dt[nsteps - 1];
+    return true;
+}
+
+fvm_status fvm_k_fused(const fvm_fstep *steps, int nsteps, const fvm_tensor *const *in, int nin, fvm_tensor *out,
+                       fvm_diag *d)
+{
+    for (int k = 0; k < nin && k < FVM_FUSED_MAX_IN; k++)
+        KREQUIRE_TENSOR(d, in[k], "fused: input");
+    KREQUIRE_TENSOR(d, out, "fused: out");
+    fused_ctx c;
+    KREQUIRE(d, fused_plan(&c, steps, nsteps, in, nin), "fused: a step is not defined for its operands");
+    KREQUIRE(d, out->dtype == c.dt[nsteps - 1] && bcast_matches(in, nin, &out->shape),
+             "fused: out must have the broadcast shape and the chain's dtype");
+    if (fvm_tensor_count(out) == 0)
+        return FVM_OK;
+    bcast it;
+    bcast_init(&it, &out->shape, in, nin);
+    const unsigned char *ptr[BC_MAX_IN];
+    size_t es[BC_MAX_IN];
+    for (int k = 0; k < nin; k++) {
+        /* an input without elements never reaches a non-empty output */
+        ptr[k] = kernel_bytes(in[k]);
+        es[k] = fvm_dtype_size(in[k]->dtype);
+    }
+    bcast_run(&it, fused_run, &c, ptr, es, kernel_bytes(out), fvm_dtype_size(out->dtype));
     return FVM_OK;
 }

@@ -1,0 +1,374 @@
+/* test_fuse.c - elementwise chains (vm/fuse.c, fvm_k_fused): the fused kernel against its steps run one by one,
+ * which instructions the planner fuses, and fused runs against unfused ones, bit for bit. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "../vm/fedvm.h"
+#include "../vm/fuse.h"
+#include "test_util.h"
+
+/* ---- the kernel -------------------------------------------------------------------- */
+
+static unsigned seed = 1;
+
+static fvm_tensor rnd(fvm_dtype dt, fvm_dims s)
+{
+    fvm_tensor t;
+    assert_int_equal(fvm_tensor_alloc(&t, dt, &s, NULL), FVM_OK);
+    for (int64_t i = 0; i < fvm_tensor_count(&t); i++) {
+        seed = seed * 1664525u + 1013904223u;
+        double v = (double)(seed >> 8) / (1 << 22) - 2.0; /* [-2, 2): both signs, some zeros for ints */
+        fvm_tensor_set_f64(&t, i, dt == FVM_DTYPE_F32 || dt == FVM_DTYPE_F64 ? v : floor(v * 50));
+    }
+    return t;
+}
+
+static fvm_dims dims2(int64_t a, int64_t b)
+{
+    return (fvm_dims){.rank = 2, .d = {a, b}};
+}
+
+static fvm_dims dims1(int64_t a)
+{
+    return (fvm_dims){.rank = 1, .d = {a}};
+}
+
+/* Step s of the chain run alone by its own kernel into a new tensor. */
+static fvm_tensor one_step(const fvm_fstep *st, const fvm_tensor *const *in, const fvm_tensor *done)
+{
+    const fvm_tensor *op[3];
+    for (int j = 0; j < 3; j++)
+        op[j] = st->arg[j] >= 0 ? in[st->arg[j]] : &done[-st->arg[j] - 1];
+    fvm_dims shape = op[0]->shape;
+    int arity = st->kind == FVM_FS_BINARY ? 2 : st->kind == FVM_FS_SELECT ? 3 : 1;
+    for (int j = 1; j < arity; j++)
+        assert_int_equal(fvm_dims_broadcast(&shape, &op[j]->shape, &shape, NULL), FVM_OK);
+    fvm_dtype dt = st->kind == FVM_FS_CAST                                        ? st->dtype
+                   : st->kind == FVM_FS_SELECT                                    ? op[1]->dtype
+                   : st->kind == FVM_FS_BINARY && st->op >= FVM_BIN_EQ && st->op <= FVM_BIN_GE ? FVM_DTYPE_BOOL
+                                                                                  : op[0]->dtype;
+    fvm_tensor o;
+    assert_int_equal(fvm_tensor_alloc(&o, dt, &shape, NULL), FVM_OK);
+    switch (st->kind) {
+    case FVM_FS_UNARY: assert_int_equal(fvm_k_unary((fvm_unary)st->op, op[0], &o, NULL), FVM_OK); break;
+    case FVM_FS_BINARY: assert_int_equal(fvm_k_binary((fvm_binary)st->op, op[0], op[1], &o, NULL), FVM_OK); break;
+    case FVM_FS_SELECT: assert_int_equal(fvm_k_select(op[0], op[1], op[2], &o, NULL), FVM_OK); break;
+    case FVM_FS_CAST: assert_int_equal(fvm_k_cast(op[0], &o, NULL), FVM_OK); break;
+    case FVM_FS_FILL: assert_int_equal(fvm_k_fill(st->value, &o, NULL), FVM_OK); break;
+    }
+    return o;
+}
+
+/* The chain fused, into a new tensor and in place in input 'inplace' (if
+ * >= 0), against its steps one by one (whose last intermediate has the
+ * output's shape: fills take their operand's). */
+static void check_chain(const char *what, const fvm_fstep *steps, int n, fvm_tensor *in, int nin, int inplace)
+{
+    const fvm_tensor *ins[FVM_FUSED_MAX_IN];
+    for (int k = 0; k < nin; k++)
+        ins[k] = &in[k];
+    fvm_tensor done[FVM_FUSED_MAX_STEPS];
+    for (int s = 0; s < n; s++)
+        done[s] = one_step(&steps[s], ins, done);
+    const fvm_tensor *want = &done[n - 1];
+    fvm_dtype dt;
+    assert_true(fvm_k_fused_dtype(steps, n, ins, nin, &dt));
+    assert_int_equal(dt, want->dtype);
+    fvm_tensor got;
+    assert_int_equal(fvm_tensor_alloc(&got, dt, &want->shape, NULL), FVM_OK);
+    assert_int_equal(fvm_k_fused(steps, n, ins, nin, &got, NULL), FVM_OK);
+    if (!fvm_tensor_identical(&got, want))
+        fail_msg("%s: the fused chain differs from its steps", what);
+    if (inplace >= 0) {
+        assert_int_equal(fvm_k_fused(steps, n, ins, nin, &in[inplace], NULL), FVM_OK);
+        if (!fvm_tensor_identical(&in[inplace], want))
+            fail_msg("%s: the chain computed in place differs", what);
+    }
+    fvm_tensor_release(&got);
+    for (int s = 0; s < n; s++)
+        fvm_tensor_release(&done[s]);
+}
+
+#define UN(op, a) {FVM_FS_UNARY, (int)(op), 0, 0, {a, 0, 0}}
+#define BIN(op, a, b) {FVM_FS_BINARY, (int)(op), 0, 0, {a, b, 0}}
+#define SEL(p, a, b) {FVM_FS_SELECT, 0, 0, 0, {p, a, b}}
+#define CAST(dt, a) {FVM_FS_CAST, 0, dt, 0, {a, 0, 0}}
+#define FILL(v, a) {FVM_FS_FILL, 0, 0, v, {a, 0, 0}}
+
+static void test_kernel_chains(void **state)
+{
+    (void)state;
+    /* the SGD step x - lr * g, over more than one block, in place in g */
+    {
+        fvm_tensor in[3] = {rnd(FVM_DTYPE_F32, dims1(1000)), rnd(FVM_DTYPE_F32, (fvm_dims){0}),
+                            rnd(FVM_DTYPE_F32, dims1(1000))};
+        const fvm_fstep st[] = {BIN(FVM_BIN_MUL, 1, 2), BIN(FVM_BIN_SUB, 0, -1)};
+        check_chain("sgd", st, 2, in, 3, 2);
+        for (int k = 0; k < 3; k++)
+            fvm_tensor_release(&in[k]);
+    }
+    /* a bias add and its ReLU: [10,200] + [200], in place */
+    {
+        fvm_tensor in[2] = {rnd(FVM_DTYPE_F32, dims2(10, 200)), rnd(FVM_DTYPE_F32, dims1(200))};
+        const fvm_fstep st[] = {BIN(FVM_BIN_ADD, 0, 1), UN(FVM_UN_RELU, -1)};
+        check_chain("bias relu", st, 2, in, 2, 0);
+        fvm_tensor_release(&in[0]);
+        fvm_tensor_release(&in[1]);
+    }
+    /* a ReLU's mask on a cotangent: select(gt(a, zeros_like(a)), c, zeros_like(c)) */
+    {
+        fvm_tensor in[2] = {rnd(FVM_DTYPE_F32, dims2(7, 300)), rnd(FVM_DTYPE_F32, dims2(7, 300))};
+        const fvm_fstep st[] = {FILL(0.0, 0), BIN(FVM_BIN_GT, 0, -1), FILL(0.0, 1), SEL(-2, 1, -3)};
+        check_chain("relu mask", st, 4, in, 2, 1);
+        fvm_tensor_release(&in[0]);
+        fvm_tensor_release(&in[1]);
+    }
+    /* pixels: cast(u8 -> f32) / 255 */
+    {
+        fvm_tensor in[2] = {rnd(FVM_DTYPE_U8, dims2(3, 784)), rnd(FVM_DTYPE_F32, (fvm_dims){0})};
+        const fvm_fstep st[] = {CAST(FVM_DTYPE_F32, 0), BIN(FVM_BIN_DIV, -1, 1)};
+        check_chain("pixels", st, 2, in, 2, -1);
+        fvm_tensor_release(&in[0]);
+        fvm_tensor_release(&in[1]);
+    }
+    /* four inputs broadcast three ways: (cast(iota[10] == y[10,1]) - p[10,10]) * s[10,1] */
+    {
+        fvm_tensor in[4] = {rnd(FVM_DTYPE_I32, dims1(10)), rnd(FVM_DTYPE_I32, dims2(10, 1)),
+                            rnd(FVM_DTYPE_F32, dims2(10, 10)), rnd(FVM_DTYPE_F32, dims2(10, 1))};
+        const fvm_fstep st[] = {BIN(FVM_BIN_EQ, 0, 1), CAST(FVM_DTYPE_F32, -1), BIN(FVM_BIN_SUB, 2, -2),
+                                BIN(FVM_BIN_MUL, 3, -3)};
+        check_chain("cross-entropy pullback", st, 4, in, 4, 2);
+        for (int k = 0; k < 4; k++)
+            fvm_tensor_release(&in[k]);
+    }
+    /* integers wrap; scalars only; unary chains of every float function */
+    {
+        fvm_tensor in[2] = {rnd(FVM_DTYPE_I32, dims1(300)), rnd(FVM_DTYPE_I32, dims1(300))};
+        const fvm_fstep st[] = {BIN(FVM_BIN_MUL, 0, 1), UN(FVM_UN_NEG, -1), BIN(FVM_BIN_MAXIMUM, -2, 0)};
+        check_chain("ints", st, 3, in, 2, 0);
+        fvm_tensor_release(&in[0]);
+        fvm_tensor_release(&in[1]);
+        fvm_tensor s[2] = {rnd(FVM_DTYPE_F64, (fvm_dims){0}), rnd(FVM_DTYPE_F64, dims2(1, 1))};
+        const fvm_fstep st2[] = {UN(FVM_UN_EXP, 0), BIN(FVM_BIN_ADD, -1, 1), UN(FVM_UN_TANH, -2)};
+        check_chain("scalars", st2, 3, s, 2, -1);
+        fvm_tensor_release(&s[0]);
+        fvm_tensor_release(&s[1]);
+        fvm_tensor x[1] = {rnd(FVM_DTYPE_F32, dims2(5, 77))};
+        const fvm_fstep st3[] = {UN(FVM_UN_ABS, 0), UN(FVM_UN_SQRT, -1), UN(FVM_UN_LOG, -2), UN(FVM_UN_SIGMOID, -3),
+                                 FILL(1.0, -4), BIN(FVM_BIN_POW, -4, -5), BIN(FVM_BIN_MINIMUM, -6, 0)};
+        check_chain("unary functions", st3, 7, x, 1, 0);
+        fvm_tensor_release(&x[0]);
+    }
+    /* not for the fused kernel: an integer division (its divisor is checked), mixed operand dtypes */
+    {
+        fvm_tensor in[2] = {rnd(FVM_DTYPE_I32, dims1(4)), rnd(FVM_DTYPE_F32, dims1(4))};
+        const fvm_tensor *ins[2] = {&in[0], &in[1]};
+        fvm_dtype dt;
+        const fvm_fstep div[] = {BIN(FVM_BIN_DIV, 0, 0), UN(FVM_UN_NEG, -1)};
+        assert_false(fvm_k_fused_dtype(div, 2, ins, 2, &dt));
+        const fvm_fstep mixed[] = {BIN(FVM_BIN_ADD, 0, 1), UN(FVM_UN_NEG, -1)};
+        assert_false(fvm_k_fused_dtype(mixed, 2, ins, 2, &dt));
+        fvm_tensor_release(&in[0]);
+        fvm_tensor_release(&in[1]);
+    }
+}
+
+/* ---- the planner ----------------------------------------------------------------- */
+
+/* "root: member member" for every chain of f, in written order, '; '-separated. */
+static void chains_of(const fvm_func *f, char *buf, size_t n)
+{
+    buf[0] = 0;
+    for (int i = 0; f->fusion && i < f->ninstrs; i++) {
+        const fvm_fused *c = f->fusion->chain_at[i];
+        if (!c)
+            continue;
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s:", buf[0] ? "; " : "", f->instrs[c->root].name);
+        for (int m = 0; m < c->nmembers; m++)
+            snprintf(buf + strlen(buf), n - strlen(buf), " %s", f->instrs[c->members[m]].name);
+    }
+}
+
+static const char *const PLAN =
+    "{'fedvm': 1, 'functions': {"
+    "'sgd': {'params': {'w': '<a=f32[3],b=f32[2]>', 'g': '<a=f32[3],b=f32[2]>', 'lr': 'f32[]'}, 'body': ["
+    "  ['step', 'mul', 'lr', 'g'], ['next', 'sub', 'w', 'step']], 'result': 'next'},"
+    /* m is used twice: it stays; relu(m) and the select chain fuse */
+    "'twice': {'params': {'x': 'f32[4]', 'y': 'f32[4]'}, 'body': ["
+    "  ['m', 'mul', 'x', 'y'], ['h', 'relu', 'm'], ['z', 'zeros_like', 'm'], ['p', 'gt', 'm', 'z'],"
+    "  ['zy', 'zeros_like', 'y'], ['r', 'select', 'p', 'h', 'zy']], 'result': 'r'},"
+    /* x dies at 's' (a sum) between 'm' and its user 'r': m cannot be put off to r */
+    "'released': {'params': {'x': 'f32[4]', 'y': 'f32[4]'}, 'body': ["
+    "  ['m', 'mul', 'x', 'y'], ['s', 'sum', 'x'], ['r', 'add', 'm', 's']], 'result': 'r'},"
+    /* but a non-elementwise op in between that releases nothing of the chain is no obstacle */
+    "'between': {'params': {'x': 'f32[4]', 'y': 'f32[4]'}, 'body': ["
+    "  ['m', 'mul', 'x', 'y'], ['s', 'sum', 'x'], ['r', 'add', 'm', 's'], ['e', 'exp', 'x'],"
+    "  ['out', 'struct', 'r', 'e']], 'result': 'out'},"
+    /* the result itself is never a member */
+    "'result': {'params': {'x': 'f32[4]'}, 'body': [['a', 'neg', 'x'], ['b', 'exp', 'a']], 'result': 'a'},"
+    "'main': {'params': {}, 'body': [['r', 'const', {'value': 1.0}]], 'result': 'r'}}}";
+
+static void test_plan(void **state)
+{
+    (void)state;
+    fvm_program *p = test_load("test.json", PLAN, true);
+    char buf[256];
+    chains_of(fvm_program_func(p, "sgd"), buf, sizeof buf);
+    assert_string_equal(buf, "next: step");
+    const fvm_fused *c = fvm_program_func(p, "sgd")->fusion->chain_at[1];
+    assert_int_equal(c->nin, 3); /* lr, g, w */
+    chains_of(fvm_program_func(p, "twice"), buf, sizeof buf);
+    assert_string_equal(buf, "r: h z p zy");
+    chains_of(fvm_program_func(p, "released"), buf, sizeof buf);
+    assert_string_equal(buf, "");
+    chains_of(fvm_program_func(p, "between"), buf, sizeof buf);
+    assert_string_equal(buf, "r: m");
+    chains_of(fvm_program_func(p, "result"), buf, sizeof buf);
+    assert_string_equal(buf, "");
+    fvm_program_free(p);
+}
+
+/* ---- running -------------------------------------------------------------------- */
+
+/* fn(args) on a VM with cfg; the result (the args are the caller's). */
+static fvm_value *call(const fvm_program *p, const char *fn, fvm_value *const *args, bool unfused)
+{
+    fvm_vm *vm = NULL;
+    fvm_diag d = {0};
+    fvm_vm_config cfg = {.nclients = -1, .unfused = unfused};
+    assert_int_equal(fvm_vm_new(p, &cfg, &vm, &d), FVM_OK);
+    fvm_value *res = NULL;
+    fvm_status s = fvm_vm_call(vm, fvm_program_func(p, fn), args, &res, &d);
+    for (int i = 0; i < d.n; i++)
+        print_error("%s\n", d.errs[i].msg);
+    assert_int_equal(s, FVM_OK);
+    fvm_vm_free(vm);
+    fvm_diag_clear(&d);
+    return res;
+}
+
+static fvm_value *tensor_value(fvm_dtype dt, fvm_dims s)
+{
+    fvm_tensor t = rnd(dt, s);
+    fvm_value *v = fvm_value_tensor_take(&t);
+    assert_non_null(v);
+    return v;
+}
+
+static fvm_value *pair(fvm_value *a, fvm_value *b)
+{
+    fvm_value *s = fvm_value_list(FVM_V_STRUCT, 2);
+    assert_non_null(s);
+    s->items[0] = a;
+    s->items[1] = b;
+    return s;
+}
+
+static fvm_value *copy_of(const fvm_value *v)
+{
+    if (v->kind == FVM_V_STRUCT) {
+        fvm_value *s = fvm_value_list(FVM_V_STRUCT, v->n);
+        for (int64_t i = 0; i < v->n; i++)
+            s->items[i] = copy_of(v->items[i]);
+        return s;
+    }
+    fvm_tensor t;
+    assert_int_equal(fvm_tensor_alloc(&t, v->t.dtype, &v->t.shape, NULL), FVM_OK);
+    memcpy(fvm_tensor_data(&t), fvm_tensor_data(&v->t), fvm_tensor_bytes(&t));
+    return fvm_value_tensor_take(&t);
+}
+
+/* Fused runs give the unfused bits, and never write into a value the
+ * caller holds (an argument is never the chain's own to overwrite). */
+static void test_runs_match_unfused(void **state)
+{
+    (void)state;
+    fvm_program *p = test_load("test.json", PLAN, true);
+    fvm_value *w = pair(tensor_value(FVM_DTYPE_F32, dims1(3)), tensor_value(FVM_DTYPE_F32, dims1(2)));
+    fvm_value *g = pair(tensor_value(FVM_DTYPE_F32, dims1(3)), tensor_value(FVM_DTYPE_F32, dims1(2)));
+    fvm_value *lr = tensor_value(FVM_DTYPE_F32, (fvm_dims){0});
+    fvm_value *x = tensor_value(FVM_DTYPE_F32, dims1(4)), *y = tensor_value(FVM_DTYPE_F32, dims1(4));
+    struct {
+        const char *fn;
+        fvm_value *args[3];
+    } cases[] = {{"sgd", {w, g, lr}}, {"twice", {x, y}}, {"released", {x, y}}, {"between", {x, y}},
+                 {"result", {x}}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        fvm_value *before[3] = {NULL, NULL, NULL};
+        for (int k = 0; k < 3 && cases[c].args[k]; k++)
+            before[k] = copy_of(cases[c].args[k]);
+        fvm_value *fused = call(p, cases[c].fn, cases[c].args, false);
+        fvm_value *unfused = call(p, cases[c].fn, cases[c].args, true);
+        if (!fvm_value_identical(fused, unfused))
+            fail_msg("%s: the fused run differs from the unfused one", cases[c].fn);
+        for (int k = 0; k < 3 && before[k]; k++) {
+            if (!fvm_value_identical(before[k], cases[c].args[k]))
+                fail_msg("%s: argument %d was overwritten", cases[c].fn, k);
+            fvm_value_release(before[k]);
+        }
+        fvm_value_release(fused);
+        fvm_value_release(unfused);
+    }
+    fvm_value_release(w);
+    fvm_value_release(g);
+    fvm_value_release(lr);
+    fvm_value_release(x);
+    fvm_value_release(y);
+    fvm_program_free(p);
+}
+
+/* A chain writes its result into an input's buffer only when the input
+ * dies with it and nothing else holds it: a product used again after the
+ * chain, or reachable through a struct, keeps its values. */
+static void test_shared_inputs_kept(void **state)
+{
+    (void)state;
+    fvm_program *p = test_load("test.json",
+                               "{'fedvm': 1, 'functions': {"
+                               "'later': {'params': {'x': 'f32[3,4]', 'w': 'f32[4,5]', 'b': 'f32[5]'}, 'body': ["
+                               "  ['m', 'matmul', 'x', 'w'], ['a', 'add', 'm', 'b'], ['r', 'relu', 'a'],"
+                               "  ['out', 'struct', 'r', 'm']], 'result': 'out'},"
+                               "'aliased': {'params': {'x': 'f32[3,4]', 'w': 'f32[4,5]', 'b': 'f32[5]'}, 'body': ["
+                               "  ['m', 'matmul', 'x', 'w'], ['s', 'struct', 'm'], ['f', 'field', {'index': 0}, 's'],"
+                               "  ['a', 'add', 'f', 'b'], ['r', 'relu', 'a'], ['out', 'struct', 'r', 's']],"
+                               "  'result': 'out'},"
+                               "'dies': {'params': {'x': 'f32[3,4]', 'w': 'f32[4,5]', 'b': 'f32[5]'}, 'body': ["
+                               "  ['m', 'matmul', 'x', 'w'], ['a', 'add', 'm', 'b'], ['r', 'relu', 'a']],"
+                               "  'result': 'r'}}}",
+                               true);
+    fvm_value *args[3] = {tensor_value(FVM_DTYPE_F32, dims2(3, 4)), tensor_value(FVM_DTYPE_F32, dims2(4, 5)),
+                          tensor_value(FVM_DTYPE_F32, dims1(5))};
+    const char *fns[] = {"later", "aliased", "dies"};
+    for (int i = 0; i < 3; i++) {
+        char buf[64];
+        chains_of(fvm_program_func(p, fns[i]), buf, sizeof buf);
+        assert_string_equal(buf, "r: a");
+        fvm_value *fused = call(p, fns[i], args, false), *unfused = call(p, fns[i], args, true);
+        if (!fvm_value_identical(fused, unfused))
+            fail_msg("%s: the fused run differs from the unfused one", fns[i]);
+        fvm_value_release(fused);
+        fvm_value_release(unfused);
+    }
+    for (int k = 0; k < 3; k++)
+        fvm_value_release(args[k]);
+    fvm_program_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_kernel_chains),
+        cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_runs_match_unfused),
+        cmocka_unit_test(test_shared_inputs_kept),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
