@@ -475,7 +475,9 @@ static void test_buffers_recycled(void **state)
 }
 
 /* A thread's cache is freed when it exits (AddressSanitizer reports a leak
- * otherwise); a buffer released on another thread goes to that one's cache. */
+ * otherwise); a buffer released on another thread than the one that
+ * allocated it goes to the shared reserve, where the next allocation of its
+ * size finds it. */
 static void *alloc_and_exit(void *arg)
 {
     fvm_tensor *keep = arg, t;

@@ -5,10 +5,6 @@
 
 #include "exec.h"
 
-typedef struct pool {
-    int threads;
-} pool;
-
 /* One run: shared by its workers. */
 typedef struct job {
     fvm_ctx *caller;
@@ -22,12 +18,30 @@ typedef struct job {
     fvm_diag errors;   /* that task's errors */
 } job;
 
-/* Set on the pool's workers: a run started from inside a task runs inline. */
+/* The workers live as long as the backend, so that what they keep between
+ * runs (their caches of tensor buffers, bufcache.h) stays warm from one run
+ * to the next. The calling thread works on every run too. */
+typedef struct pool {
+    int threads;             /* the caller and the workers */
+    int nworkers;            /* workers started */
+    pthread_t *tids;
+    pthread_mutex_t run_lock; /* one run at a time */
+    pthread_mutex_t lock;     /* the fields below */
+    pthread_cond_t posted;    /* a job was posted, or stop was set */
+    pthread_cond_t finished;  /* the last worker left the job */
+    job *job;                 /* the current job */
+    unsigned long generation; /* jobs posted so far: a worker joins each once */
+    int busy;                 /* workers still on the current job */
+    bool stop;
+} pool;
+
+/* Set on the pool's threads and on a caller while it works: a run started
+ * from inside a task runs inline. */
 static _Thread_local bool in_worker;
 
-static void *work(void *arg)
+/* Takes tasks of j until none is left. */
+static void work(job *j)
 {
-    job *j = arg;
     bool was = in_worker;
     in_worker = true;
     fvm_diag d = {0};
@@ -53,6 +67,28 @@ static void *work(void *arg)
         fvm_diag_clear(&d);
     }
     in_worker = was;
+}
+
+static void *worker(void *arg)
+{
+    pool *p = arg;
+    unsigned long seen = 0;
+    in_worker = true; /* for the thread's life */
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->stop && p->generation == seen)
+            pthread_cond_wait(&p->posted, &p->lock);
+        if (p->stop)
+            break;
+        seen = p->generation;
+        job *j = p->job;
+        pthread_mutex_unlock(&p->lock);
+        work(j);
+        pthread_mutex_lock(&p->lock);
+        if (--p->busy == 0)
+            pthread_cond_signal(&p->finished);
+    }
+    pthread_mutex_unlock(&p->lock);
     return NULL;
 }
 
@@ -60,18 +96,25 @@ static fvm_status threads_run(fvm_backend *b, fvm_ctx *x, int64_t n, fvm_task_fn
 {
     pool *p = b->impl;
     job j = {.caller = x, .n = n, .task = task, .u = u, .out = out, .failed = n};
-    int extra = in_worker || n < 2 ? 0 : (int)(p->threads - 1 < n - 1 ? p->threads - 1 : n - 1);
-    pthread_t *tids = extra ? malloc((size_t)extra * sizeof *tids) : NULL;
-    if (extra && !tids)
-        return fvm_nomem(x);
     pthread_mutex_init(&j.lock, NULL);
-    int started = 0;
-    while (started < extra && pthread_create(&tids[started], NULL, work, &j) == 0)
-        started++;
-    work(&j); /* the calling thread works too */
-    for (int k = 0; k < started; k++)
-        pthread_join(tids[k], NULL);
-    free(tids);
+    if (in_worker || n < 2 || p->nworkers == 0) {
+        work(&j);
+    } else {
+        pthread_mutex_lock(&p->run_lock);
+        pthread_mutex_lock(&p->lock);
+        p->job = &j;
+        p->busy = p->nworkers;
+        p->generation++;
+        pthread_cond_broadcast(&p->posted);
+        pthread_mutex_unlock(&p->lock);
+        work(&j);
+        pthread_mutex_lock(&p->lock);
+        while (p->busy > 0)
+            pthread_cond_wait(&p->finished, &p->lock);
+        p->job = NULL;
+        pthread_mutex_unlock(&p->lock);
+        pthread_mutex_unlock(&p->run_lock);
+    }
     pthread_mutex_destroy(&j.lock);
     if (j.failed == n)
         return FVM_OK;
@@ -89,8 +132,23 @@ static fvm_status threads_run(fvm_backend *b, fvm_ctx *x, int64_t n, fvm_task_fn
 
 static void threads_free(fvm_backend *b)
 {
-    if (b)
-        free(b->impl);
+    if (!b)
+        return;
+    pool *p = b->impl;
+    if (p) {
+        pthread_mutex_lock(&p->lock);
+        p->stop = true;
+        pthread_cond_broadcast(&p->posted);
+        pthread_mutex_unlock(&p->lock);
+        for (int k = 0; k < p->nworkers; k++)
+            pthread_join(p->tids[k], NULL);
+        pthread_cond_destroy(&p->posted);
+        pthread_cond_destroy(&p->finished);
+        pthread_mutex_destroy(&p->lock);
+        pthread_mutex_destroy(&p->run_lock);
+        free(p->tids);
+        free(p);
+    }
     free(b);
 }
 
@@ -108,12 +166,21 @@ fvm_backend *fvm_backend_threads(int threads)
     }
     fvm_backend *b = calloc(1, sizeof *b);
     pool *p = calloc(1, sizeof *p);
-    if (!b || !p) {
+    pthread_t *tids = threads > 1 ? calloc((size_t)threads - 1, sizeof *tids) : NULL;
+    if (!b || !p || (threads > 1 && !tids)) {
         free(b);
         free(p);
+        free(tids);
         return NULL;
     }
     p->threads = threads;
+    p->tids = tids;
+    pthread_mutex_init(&p->run_lock, NULL);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->posted, NULL);
+    pthread_cond_init(&p->finished, NULL);
+    while (p->nworkers < threads - 1 && pthread_create(&tids[p->nworkers], NULL, worker, p) == 0)
+        p->nworkers++;
     b->iface = &threads_iface;
     b->impl = p;
     b->workers = threads;

@@ -54,6 +54,7 @@ void fvm_dims_format(const fvm_dims *s, char buf[FVM_DIMS_STR]);
 typedef struct fvm_buf {
     int refs;
     size_t bytes;
+    const void *home; /* the thread that allocated it (bufcache.c) */
     _Alignas(64) unsigned char data[];
 } fvm_buf;
 
