@@ -190,7 +190,7 @@ static inline double from_s_f64(int32_t v) { return (double)v; }
 typedef void (*map_fn)(const void *x, void *out, int64_t n);
 
 #define UN_FN(name, T, EXPR)                                  \
-    static void name(const void *px, void *po, int64_t n)     \
+    KERNEL_CLONES static void name(const void *px, void *po, int64_t n) \
     {                                                         \
         const T *xs = px;                                     \
         T *o = po;                                            \
@@ -278,7 +278,7 @@ fvm_status fvm_k_unary(fvm_unary op, const fvm_tensor *x, fvm_tensor *out, fvm_d
 /* One run of a binary op in the four stride patterns (bit 0: a repeats,
  * bit 1: b repeats). */
 #define BIN_FN(name, T, TO, EXPR)                                                       \
-    static void name(const void *const in[BC_MAX_IN], unsigned sc, void *po, int64_t n, \
+    KERNEL_CLONES static void name(const void *const in[BC_MAX_IN], unsigned sc, void *po, int64_t n, \
                      const void *ctx)                                                   \
     {                                                                                   \
         const T *as = in[0], *bs = in[1];                                               \
@@ -487,7 +487,7 @@ fvm_status fvm_k_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tens
 /* ---- cast ---------------------------------------------------------------- */
 
 #define CAST_FN(name, ST, DT, CONV)                           \
-    static void name(const void *px, void *po, int64_t n)     \
+    KERNEL_CLONES static void name(const void *px, void *po, int64_t n) \
     {                                                         \
         const ST *x = px;                                     \
         DT *o = po;                                           \

@@ -17,6 +17,17 @@
 #define KERNEL_IVDEP
 #endif
 
+/* Compiles an elementwise loop function once for AVX-512, once for AVX2 and
+ * once for the baseline, the copy for the CPU at hand chosen when the
+ * program loads (GCC's target_clones, through ifunc). Each element is the
+ * same C expression in its dtype whatever the vector width (no fused
+ * multiply-add: ISO C's -ffp-contract=off), so all copies give the same bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define KERNEL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KERNEL_CLONES
+#endif
+
 /* for (int64_t i = 0; i < n; i++) { body }, run as blocks of 32 iterations
  * plus a scalar tail: GCC's -O2 cost model vectorises only loops whose trip
  * count is a known multiple of the vector length. The body must not depend on
