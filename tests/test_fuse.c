@@ -106,10 +106,10 @@ static void check_chain(const char *what, const fvm_fstep *steps, int n, fvm_ten
 static void test_kernel_chains(void **state)
 {
     (void)state;
-    /* the SGD step x - lr * g, over more than one block, in place in g */
+    /* the SGD step x - lr * g, over several blocks (the last one short), in place in g */
     {
-        fvm_tensor in[3] = {rnd(FVM_DTYPE_F32, dims1(1000)), rnd(FVM_DTYPE_F32, (fvm_dims){0}),
-                            rnd(FVM_DTYPE_F32, dims1(1000))};
+        fvm_tensor in[3] = {rnd(FVM_DTYPE_F32, dims1(5000)), rnd(FVM_DTYPE_F32, (fvm_dims){0}),
+                            rnd(FVM_DTYPE_F32, dims1(5000))};
         const fvm_fstep st[] = {BIN(FVM_BIN_MUL, 1, 2), BIN(FVM_BIN_SUB, 0, -1)};
         check_chain("sgd", st, 2, in, 3, 2);
         for (int k = 0; k < 3; k++)

@@ -439,23 +439,36 @@ fvm_status fvm_k_binary(fvm_binary op, const fvm_tensor *a, const fvm_tensor *b,
 /* ---- select -------------------------------------------------------------- */
 
 /* Element copies go through fixed-size memcpy, which compiles to plain loads
- * and stores without type punning. */
-#define SEL_FN(name, ES)                                                                        \
-    static void name(const void *const in[BC_MAX_IN], unsigned sc, void *po, int64_t n,         \
-                     const void *ctx)                                                           \
-    {                                                                                           \
-        const uint8_t *p = in[0];                                                               \
-        const unsigned char *a = in[1], *b = in[2];                                             \
-        unsigned char *o = po;                                                                  \
-        int64_t sp = !(sc & 1), sa = !(sc & 2), sb = !(sc & 4);                                 \
-        (void)ctx;                                                                              \
-        for (int64_t i = 0; i < n; i++)                                                         \
-            memcpy(o + (size_t)i * ES, p[i * sp] ? a + (size_t)(i * sa) * ES : b + (size_t)(i * sb) * ES, ES); \
+ * and stores without type punning. The usual patterns (nothing repeats, or
+ * one branch does: a ReLU's mask against zeros) are loops the compiler
+ * vectorises; the others go element by element. */
+#define SEL_FN(name, T)                                                                          \
+    KERNEL_CLONES static void name(const void *const in[BC_MAX_IN], unsigned sc, void *po, int64_t n, \
+                                   const void *ctx)                                              \
+    {                                                                                            \
+        const uint8_t *p = in[0];                                                                \
+        const unsigned char *a = in[1], *b = in[2];                                              \
+        unsigned char *o = po;                                                                   \
+        const size_t es = sizeof(T);                                                             \
+        T x, y, r;                                                                               \
+        (void)ctx;                                                                               \
+        if (sc == 0) {                                                                           \
+            KERNEL_FOR(i, n, memcpy(&x, a + (size_t)i * es, es); memcpy(&y, b + (size_t)i * es, es); \
+                       r = p[i] ? x : y; memcpy(o + (size_t)i * es, &r, es););                    \
+        } else if (sc == 4) {                                                                    \
+            memcpy(&y, b, es);                                                                   \
+            KERNEL_FOR(i, n, memcpy(&x, a + (size_t)i * es, es); r = p[i] ? x : y;               \
+                       memcpy(o + (size_t)i * es, &r, es););                                     \
+        } else {                                                                                 \
+            int64_t sp = !(sc & 1), sa = !(sc & 2), sb = !(sc & 4);                              \
+            for (int64_t i = 0; i < n; i++)                                                      \
+                memcpy(o + (size_t)i * es, p[i * sp] ? a + (size_t)(i * sa) * es : b + (size_t)(i * sb) * es, es); \
+        }                                                                                        \
     }
 
-SEL_FN(select_1, 1)
-SEL_FN(select_4, 4)
-SEL_FN(select_8, 8)
+SEL_FN(select_1, uint8_t)
+SEL_FN(select_4, uint32_t)
+SEL_FN(select_8, uint64_t)
 
 fvm_status fvm_k_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tensor *b, fvm_tensor *out, fvm_diag *d)
 {
@@ -591,9 +604,11 @@ fvm_status fvm_k_iota(int axis, fvm_tensor *out, fvm_diag *d)
 
 /* ---- fused chains -------------------------------------------------------- */
 
-/* Steps run on blocks of at most FUSED_BLOCK elements of one broadcast run;
- * a block of every intermediate (at most 8 bytes an element) stays in L1. */
-enum { FUSED_BLOCK = 256 };
+/* Steps run on blocks of one broadcast run: every step's block (at most
+ * FUSED_BLOCK elements) is in a scratch area of FUSED_SCRATCH bytes that
+ * stays in the L1 cache; a chain of many or wide steps takes shorter
+ * blocks. */
+enum { FUSED_BLOCK = 1024, FUSED_SCRATCH = 32768 };
 
 typedef struct fused_ctx {
     const fvm_fstep *steps;
@@ -606,6 +621,8 @@ typedef struct fused_ctx {
     size_t op_size[FVM_FUSED_MAX_STEPS][3];
     /* each fill's value, in its dtype */
     _Alignas(8) unsigned char fill[FVM_FUSED_MAX_STEPS][8];
+    int64_t block;                         /* elements a block */
+    size_t tmp_off[FVM_FUSED_MAX_STEPS];   /* each step's block in the scratch area */
 } fused_ctx;
 
 /* The dtype of step k's operand j. */
@@ -686,6 +703,17 @@ static bool fused_plan(fused_ctx *c, const fvm_fstep *steps, int nsteps, const f
             return false;
         }
     }
+    size_t per = 0; /* scratch bytes per element, each step's block 64-byte aligned */
+    for (int s = 0; s < nsteps; s++)
+        per += fvm_dtype_size(c->dt[s]);
+    c->block = (FUSED_SCRATCH - 64 * nsteps) / (int64_t)per & ~(int64_t)63; /* >= 192 for 16 steps of 8 bytes */
+    if (c->block > FUSED_BLOCK)
+        c->block = FUSED_BLOCK;
+    size_t off = 0;
+    for (int s = 0; s < nsteps; s++) {
+        c->tmp_off[s] = off;
+        off += ((size_t)c->block * fvm_dtype_size(c->dt[s]) + 63) & ~(size_t)63;
+    }
     return true;
 }
 
@@ -696,12 +724,15 @@ static bool fused_plan(fused_ctx *c, const fvm_fstep *steps, int nsteps, const f
 static void fused_run(const void *const in[BC_MAX_IN], unsigned sc, void *po, int64_t n, const void *pc)
 {
     const fused_ctx *c = pc;
-    _Alignas(64) unsigned char tmp[FVM_FUSED_MAX_STEPS][FUSED_BLOCK * 8];
+    _Alignas(64) unsigned char scratch[FUSED_SCRATCH];
+    unsigned char *tmp[FVM_FUSED_MAX_STEPS];
     bool scalar[FVM_FUSED_MAX_STEPS];
     int last = c->nsteps - 1;
     size_t osize = fvm_dtype_size(c->dt[last]);
-    for (int64_t b = 0; b < n; b += FUSED_BLOCK) {
-        int64_t m = n - b < FUSED_BLOCK ? n - b : FUSED_BLOCK;
+    for (int s = 0; s <= last; s++)
+        tmp[s] = scratch + c->tmp_off[s];
+    for (int64_t b = 0; b < n; b += c->block) {
+        int64_t m = n - b < c->block ? n - b : c->block;
         for (int s = 0; s <= last; s++) {
             const fvm_fstep *st = &c->steps[s];
             const void *ops[BC_MAX_IN] = {NULL};
