@@ -44,6 +44,7 @@ typedef struct gemm_args {
 #define GEMM_MASK bool
 #define GEMM_MASKN(n) ((n) > 0)
 #define GEMM_LOADM(p, m) ((m) ? *(p) : 0.0f)
+#define GEMM_STOREM(p, v, m) ((m) ? (void)(*(p) = (v)) : (void)0)
 #include "kernels_gemm_tile.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -65,6 +66,7 @@ typedef struct gemm_args {
 #define GEMM_MASK __m256i
 #define GEMM_MASKN(n) _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
 #define GEMM_LOADM(p, m) _mm256_maskload_ps((p), (m))
+#define GEMM_STOREM(p, v, m) _mm256_maskstore_ps((p), (m), (v))
 #include "kernels_gemm_tile.h"
 
 /* 32 registers of 16 floats: 12 x 2 accumulators, 2 of V, 1 broadcast. */
@@ -82,6 +84,7 @@ typedef struct gemm_args {
 #define GEMM_MASK __mmask16
 #define GEMM_MASKN(n) ((__mmask16)((1u << (n)) - 1))
 #define GEMM_LOADM(p, m) _mm512_maskz_loadu_ps((m), (p))
+#define GEMM_STOREM(p, v, m) _mm512_mask_storeu_ps((p), (m), (v))
 #include "kernels_gemm_tile.h"
 #endif
 

@@ -9,19 +9,19 @@
  *   GEMM_ZERO(), GEMM_SET1(x), GEMM_LOAD(p), GEMM_STORE(p, v), GEMM_FMA(a, b, c)
  *                  all-zero, broadcast, unaligned load and store, and a*b+c
  *                  rounded once, lane by lane
- *   GEMM_MASK, GEMM_MASKN(n), GEMM_LOADM(p, m)
+ *   GEMM_MASK, GEMM_MASKN(n), GEMM_LOADM(p, m), GEMM_STOREM(p, v, m)
  *                  a lane mask, the mask of the first n lanes (0 <= n <=
- *                  GEMM_VW), and a load of those lanes (the others 0; the
- *                  memory past them is not touched)
+ *                  GEMM_VW), a load of those lanes (the others 0) and a
+ *                  store of them (the memory past them is not touched)
  * GEMM_MR * GEMM_NV accumulators, GEMM_NV vectors of V and one broadcast
  * must fit the target's vector registers. A tile is GEMM_NR lanes wide. */
 #define GEMM_NR (GEMM_NV * GEMM_VW)
 
 /* o(r, l) = o[r * o_r + l] for rows [0, mr) and lanes [0, nv * GEMM_VW) of
  * one tile, over kn steps of k: acc starts at 0 (first) or at o, then
- * acc = fmaf(S(r,k), V(k,l), acc) for k in order. V's rows are read whole,
- * or through the lane masks m when masked (lanes past the matrix's edge
- * read as 0 and are never stored to it). mr, nv and masked are constants
+ * acc = fmaf(S(r,k), V(k,l), acc) for k in order. V's and o's rows are read
+ * and written whole, or through the lane masks m when masked (lanes past
+ * the matrix's edge are never touched). mr, nv and masked are constants
  * after inlining, so acc lives in registers. */
 static inline __attribute__((always_inline)) GEMM_ATTR void
 GEMM_NAME(tile)(const int mr, const int nv, const bool masked, const GEMM_MASK *m, int64_t kn, bool first,
@@ -30,7 +30,9 @@ GEMM_NAME(tile)(const int mr, const int nv, const bool masked, const GEMM_MASK *
     GEMM_VEC acc[GEMM_MR][GEMM_NV];
     GEMM_UNROLL for (int i = 0; i < mr; i++)
         GEMM_UNROLL for (int j = 0; j < nv; j++)
-            acc[i][j] = first ? GEMM_ZERO() : GEMM_LOAD(o + i * o_r + j * GEMM_VW);
+            acc[i][j] = first    ? GEMM_ZERO()
+                        : masked ? GEMM_LOADM(o + i * o_r + j * GEMM_VW, m[j])
+                                 : GEMM_LOAD(o + i * o_r + j * GEMM_VW);
     for (int64_t k = 0; k < kn; k++) {
         const float *vk = v + k * v_k;
         GEMM_VEC vj[GEMM_NV];
@@ -43,8 +45,12 @@ GEMM_NAME(tile)(const int mr, const int nv, const bool masked, const GEMM_MASK *
         }
     }
     GEMM_UNROLL for (int i = 0; i < mr; i++)
-        GEMM_UNROLL for (int j = 0; j < nv; j++)
-            GEMM_STORE(o + i * o_r + j * GEMM_VW, acc[i][j]);
+        GEMM_UNROLL for (int j = 0; j < nv; j++) {
+            if (masked)
+                GEMM_STOREM(o + i * o_r + j * GEMM_VW, acc[i][j], m[j]);
+            else
+                GEMM_STORE(o + i * o_r + j * GEMM_VW, acc[i][j]);
+        }
 }
 
 /* Tiles of mr rows, mr a constant in each case: whole tiles, masked
@@ -60,34 +66,42 @@ GEMM_NAME(tile)(const int mr, const int nv, const bool masked, const GEMM_MASK *
             GEMM_NAME(tile)(n, GEMM_NV, false, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r);   \
         break;
 
-/* The product of g, panel by panel of GEMM_NR lanes. */
+/* The product of g, in tiles of GEMM_MR rows by GEMM_NR lanes (a panel of
+ * lanes) over blocks of GEMM_KB steps of k. With one block of k and V read
+ * in place, row blocks are the outer loop, so out is written row after row
+ * (whole cache lines, in order); otherwise lane panels are, so a panel of V
+ * (packed or not) stays in the L1 cache while every row block uses it. */
 GEMM_ATTR static void GEMM_NAME(gemm)(const gemm_args *g)
 {
     _Alignas(64) float panel[GEMM_KB * GEMM_NR]; /* V's panel when its lanes are not contiguous */
     _Alignas(64) float edge[GEMM_MR * GEMM_NR];  /* a tile of out that is not GEMM_NR contiguous lanes */
-    for (int64_t l0 = 0; l0 < g->lanes; l0 += GEMM_NR) {
-        int nl = g->lanes - l0 < GEMM_NR ? (int)(g->lanes - l0) : GEMM_NR;
-        bool whole = g->o_l == 1 && nl == GEMM_NR;
-        GEMM_MASK m[GEMM_NV];
-        for (int j = 0; j < GEMM_NV; j++)
-            m[j] = GEMM_MASKN(nl <= j * GEMM_VW ? 0 : nl >= (j + 1) * GEMM_VW ? GEMM_VW : nl - j * GEMM_VW);
-        for (int64_t k0 = 0; k0 < g->k; k0 += GEMM_KB) {
-            int64_t kn = g->k - k0 < GEMM_KB ? g->k - k0 : GEMM_KB;
-            const float *vp = g->v + k0 * g->v_k + l0 * g->v_l;
-            int64_t vk = g->v_k;
-            if (g->v_l != 1) {
-                for (int64_t k = 0; k < kn; k++)
-                    for (int l = 0; l < nl; l++)
-                        panel[k * GEMM_NR + l] = vp[k * g->v_k + l * g->v_l];
-                vp = panel;
-                vk = GEMM_NR;
-            }
-            for (int64_t r0 = 0; r0 < g->rows;) {
+    bool rows_outer = g->k <= GEMM_KB && g->v_l == 1;
+    int64_t nrb = (g->rows + GEMM_MR - 1) / GEMM_MR, nlp = (g->lanes + GEMM_NR - 1) / GEMM_NR;
+    for (int64_t a = 0; a < (rows_outer ? nrb : nlp); a++)
+        for (int64_t k0 = 0; k0 < g->k; k0 += GEMM_KB)
+            for (int64_t b = 0; b < (rows_outer ? nlp : nrb); b++) {
+                int64_t r0 = (rows_outer ? a : b) * GEMM_MR, l0 = (rows_outer ? b : a) * GEMM_NR;
                 int mr = g->rows - r0 < GEMM_MR ? (int)(g->rows - r0) : GEMM_MR;
+                int nl = g->lanes - l0 < GEMM_NR ? (int)(g->lanes - l0) : GEMM_NR;
+                bool direct = g->o_l == 1; /* else out's tile is transposed, through edge */
+                GEMM_MASK m[GEMM_NV];
+                for (int j = 0; j < GEMM_NV; j++)
+                    m[j] = GEMM_MASKN(nl <= j * GEMM_VW ? 0 : nl >= (j + 1) * GEMM_VW ? GEMM_VW : nl - j * GEMM_VW);
+                int64_t kn = g->k - k0 < GEMM_KB ? g->k - k0 : GEMM_KB;
+                const float *vp = g->v + k0 * g->v_k + l0 * g->v_l;
+                int64_t vk = g->v_k;
+                if (g->v_l != 1) { /* packed once per panel and block of k (lanes outer) */
+                    if (b == 0)
+                        for (int64_t k = 0; k < kn; k++)
+                            for (int l = 0; l < nl; l++)
+                                panel[k * GEMM_NR + l] = vp[k * g->v_k + l * g->v_l];
+                    vp = panel;
+                    vk = GEMM_NR;
+                }
                 const float *sp = g->s + r0 * g->s_r + k0 * g->s_k;
-                float *op = g->o + r0 * g->o_r + l0 * g->o_l, *o = whole ? op : edge;
-                int64_t o_r = whole ? g->o_r : GEMM_NR;
-                if (!whole && k0 > 0)
+                float *op = g->o + r0 * g->o_r + l0 * g->o_l, *o = direct ? op : edge;
+                int64_t o_r = direct ? g->o_r : GEMM_NR;
+                if (!direct && k0 > 0)
                     for (int i = 0; i < mr; i++)
                         for (int l = 0; l < nl; l++)
                             edge[i * GEMM_NR + l] = op[i * g->o_r + l * g->o_l];
@@ -129,14 +143,11 @@ GEMM_ATTR static void GEMM_NAME(gemm)(const gemm_args *g)
                 default:
                     break;
                 }
-                if (!whole)
+                if (!direct)
                     for (int i = 0; i < mr; i++)
                         for (int l = 0; l < nl; l++)
                             op[i * g->o_r + l * g->o_l] = edge[i * GEMM_NR + l];
-                r0 += mr;
             }
-        }
-    }
 }
 
 #undef GEMM_CASE
@@ -155,3 +166,4 @@ GEMM_ATTR static void GEMM_NAME(gemm)(const gemm_args *g)
 #undef GEMM_MASK
 #undef GEMM_MASKN
 #undef GEMM_LOADM
+#undef GEMM_STOREM
