@@ -19,7 +19,7 @@ OPT      ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wwrite-strings -Wno-unused-parameter -Wvla
 CSTD     := -std=c11 -D_GNU_SOURCE
-PKGS     := jansson yaml-0.1 sqlite3 zlib msgpack libprotobuf-c
+PKGS     := jansson yaml-0.1 sqlite3 zlib libdeflate msgpack libprotobuf-c
 # OpenBLAS's pthread build (Debian's default): it is safe to call from
 # several threads at once, which fedvm's threads backend does (each call on
 # one thread; see fvm_vm_new). The serial build is not: concurrent calls
@@ -38,7 +38,7 @@ endif
 CFLAGS   ?= $(OPT)
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) -I$(BUILD)/gen
-LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -lmsgpackc -lprotobuf-c) \
+LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -ldeflate -lmsgpackc -lprotobuf-c) \
            $(BLAS_LIBS) -lm -lpthread
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 # cairo (with fontconfig for its fonts) draws 'fedvm plot' pictures; only the
@@ -51,7 +51,7 @@ VERSION  := 0.1.0
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
-                libsqlite3-dev zlib1g-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
+                libsqlite3-dev zlib1g-dev libdeflate-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
                 python3-msgpack python3-numpy dataset-fashion-mnist \
                 libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz
 

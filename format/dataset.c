@@ -469,6 +469,8 @@ void fvm_dataset_close(fvm_dataset *ds)
     free(ds->rowids);
     free(ds->id);
     free(ds->buf);
+    if (ds->inflater)
+        libdeflate_free_decompressor(ds->inflater);
     free(ds->split);
     free(ds->table);
     free(ds->path);

@@ -1,8 +1,9 @@
-/* dataset_fedjax.c - reading FedJAX SQLite datasets: the client index, zlib, msgpack arrays (ext 1) and byte-string arrays (ext 4). */
+/* dataset_fedjax.c - reading FedJAX SQLite datasets: the client index, zlib (libdeflate), msgpack arrays (ext 1) and byte-string arrays (ext 4). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <libdeflate.h>
 #include <msgpack.h>
 #include <zlib.h>
 
@@ -162,10 +163,27 @@ int64_t ds_fedjax_find(fvm_dataset *ds, const void *id, size_t id_len)
 
 /* ---- decoding --------------------------------------------------------------------- */
 
-/* Inflates a zlib stream into ds->buf (grown as needed and kept for the next
- * client). Bytes after the end of the stream are ignored, as zlib.decompress
- * does. */
-static fvm_status inflate_blob(fvm_dataset *ds, const void *src, size_t len, size_t *out_len, const char *who,
+/* Grows ds->buf to at least 'want' bytes (doubling), up to the client limit. */
+static fvm_status grow_buf(fvm_dataset *ds, size_t want, const char *who, fvm_diag *d)
+{
+    if (ds->buf_cap >= want)
+        return FVM_OK;
+    if (ds->buf_cap >= MAX_CLIENT_BYTES)
+        return ds_err(ds, d, FVM_ERR_LIMIT, "client %s: data inflates to more than %llu bytes", who,
+                      (unsigned long long)MAX_CLIENT_BYTES);
+    size_t cap = ds->buf_cap ? 2 * ds->buf_cap : want;
+    unsigned char *p = realloc(ds->buf, cap);
+    if (!p)
+        return ds_err(ds, d, FVM_ERR_NOMEM, "client %s: out of memory inflating its data", who);
+    ds->buf = p;
+    ds->buf_cap = cap;
+    return FVM_OK;
+}
+
+/* Inflates a zlib stream into ds->buf with zlib, a piece at a time: what
+ * tells a truncated stream from a corrupt one, when libdeflate refused it.
+ * Bytes after the end of the stream are ignored, as zlib.decompress does. */
+static fvm_status inflate_stream(fvm_dataset *ds, const void *src, size_t len, size_t *out_len, const char *who,
                                fvm_diag *d)
 {
     z_stream zs;
@@ -176,21 +194,8 @@ static fvm_status inflate_blob(fvm_dataset *ds, const void *src, size_t len, siz
     size_t total = 0, left = len;
     fvm_status s = FVM_OK;
     for (;;) {
-        if (total == ds->buf_cap) {
-            size_t cap = ds->buf_cap ? 2 * ds->buf_cap : (len < 16384 ? 65536 : 4 * len);
-            if (ds->buf_cap >= MAX_CLIENT_BYTES) {
-                s = ds_err(ds, d, FVM_ERR_LIMIT, "client %s: data inflates to more than %llu bytes", who,
-                           (unsigned long long)MAX_CLIENT_BYTES);
-                break;
-            }
-            unsigned char *p = realloc(ds->buf, cap);
-            if (!p) {
-                s = ds_err(ds, d, FVM_ERR_NOMEM, "client %s: out of memory inflating its data", who);
-                break;
-            }
-            ds->buf = p;
-            ds->buf_cap = cap;
-        }
+        if (total == ds->buf_cap && (s = grow_buf(ds, total + 1, who, d)))
+            break;
         size_t room = ds->buf_cap - total;
         zs.next_out = ds->buf + total;
         zs.avail_out = room > UINT32_MAX ? UINT32_MAX : (uInt)room;
@@ -219,6 +224,32 @@ static fvm_status inflate_blob(fvm_dataset *ds, const void *src, size_t len, siz
     inflateEnd(&zs);
     *out_len = total;
     return s;
+}
+
+/* Inflates a zlib stream into ds->buf (grown as needed and kept for the next
+ * client). libdeflate inflates a whole stream at once, twice as fast as
+ * zlib, into a buffer that must hold it all: a stream that does not fit is
+ * inflated again into twice the room. A stream libdeflate refuses goes
+ * through zlib, whose errors say what is wrong. Bytes after the end of the
+ * stream are ignored, as zlib.decompress does. */
+static fvm_status inflate_blob(fvm_dataset *ds, const void *src, size_t len, size_t *out_len, const char *who,
+                               fvm_diag *d)
+{
+    if (!ds->inflater && !(ds->inflater = libdeflate_alloc_decompressor()))
+        return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory starting the decompressor");
+    fvm_status s = grow_buf(ds, len < 16384 ? 65536 : 4 * len, who, d);
+    for (;;) {
+        if (s)
+            return s;
+        size_t used = 0;
+        enum libdeflate_result r =
+            libdeflate_zlib_decompress_ex(ds->inflater, src, len, ds->buf, ds->buf_cap, &used, out_len);
+        if (r == LIBDEFLATE_SUCCESS)
+            return FVM_OK;
+        if (r != LIBDEFLATE_INSUFFICIENT_SPACE)
+            return inflate_stream(ds, src, len, out_len, who, d);
+        s = grow_buf(ds, ds->buf_cap + 1, who, d);
+    }
 }
 
 static uint64_t be(const unsigned char *p, int n)

@@ -2,6 +2,7 @@
 #ifndef FVM_DATASET_IMPL_H
 #define FVM_DATASET_IMPL_H
 
+#include <libdeflate.h>
 #include <sqlite3.h>
 
 #include "dataset.h"
@@ -31,6 +32,7 @@ struct fvm_dataset {
     size_t id_len, id_cap;
     unsigned char *buf;        /* scratch: inflated client data, reused */
     size_t buf_cap;
+    struct libdeflate_decompressor *inflater; /* FedJAX: made at the first client */
 };
 
 /* A decoded column of one client: either one tensor with a leading example

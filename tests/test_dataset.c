@@ -444,6 +444,42 @@ static void test_roundtrip(void **state)
             fvm_tensor_release(&extra[c][k]);
 }
 
+/* A client that inflates to far more than its compressed size (zeros
+ * compress 1000 to 1) does not fit the first buffer: it is inflated again
+ * into more room until it fits, then read exactly; the buffer is kept for
+ * the next clients, smaller or not. */
+static void test_compressible_client(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("zeros.sqlite", path);
+    fvm_diag d = {0};
+    const char *names[1] = {"x"};
+    const int64_t rows[3] = {300, 2, 300};
+    fvm_tensor cols[3];
+    fvm_dataset_writer *w;
+    ok(fvm_dataset_create(path, &w, &d), &d);
+    for (int c = 0; c < 3; c++) {
+        fvm_dims s = {.rank = 2, .d = {rows[c], 1000}};
+        assert_int_equal(fvm_tensor_zeros(&cols[c], FVM_DTYPE_F32, &s, NULL), FVM_OK);
+        fvm_tensor_set_f64(&cols[c], fvm_tensor_count(&cols[c]) - 1, (double)c + 1.5); /* not all zeros */
+        char id[8];
+        snprintf(id, sizeof id, "c%d", c);
+        ok(fvm_dataset_add(w, NULL, id, strlen(id), 1, names, &cols[c], &d), &d);
+    }
+    ok(fvm_dataset_finish(w, &d), &d);
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    for (int c = 0; c < 3; c++) {
+        fvm_value *seq;
+        ok(fvm_dataset_read(ds, c, &seq, &d), &d);
+        assert_true(fvm_tensor_identical(&seq->cols->items[0]->t, &cols[c]));
+        fvm_value_release(seq);
+        fvm_tensor_release(&cols[c]);
+    }
+    fvm_dataset_close(ds);
+}
+
 static void test_writer_refusals(void **state)
 {
     (void)state;
@@ -1098,6 +1134,7 @@ int main(void)
         cmocka_unit_test(test_fedjax_fixture),
         cmocka_unit_test(test_tff_fixture),
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_compressible_client),
         cmocka_unit_test(test_writer_refusals),
         cmocka_unit_test(test_corrupt_fedjax),
         cmocka_unit_test(test_fedjax_byte_strings),
