@@ -45,6 +45,20 @@ check "metrics: each round once, in order" -- "$PY" -c '
 import json, sys
 rounds = [json.loads(l)["round"] for l in open(sys.argv[1])]
 assert rounds == list(range(1, 121)), rounds[:10]' "$T/killed.jsonl"
+# A run stopped in the middle of round 3's metrics line, its last checkpoint
+# round 2's: the resumed file has every round once, whole.
+expect 0 "a run to cut short" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 9 --checkpoint-dir "$T/cut" \
+    --checkpoint-every 2 --metrics "$T/cut.jsonl" && rm "$T/cut/round-000004.safetensors"
+"$PY" -c '
+import sys
+lines = open(sys.argv[1]).read().splitlines(True)
+open(sys.argv[1], "w").write("".join(lines[:2]) + lines[2][:5])' "$T/cut.jsonl"
+expect 0 "resume after round 2 with part of a line for 3" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 9 \
+    --resume "$T/cut" --metrics "$T/cut.jsonl"
+check "metrics: rounds 1-4 once each, whole lines" -- "$PY" -c '
+import json, sys
+rounds = [json.loads(l)["round"] for l in open(sys.argv[1])]
+assert rounds == [1, 2, 3, 4], rounds' "$T/cut.jsonl"
 expect 0 "resume when done" -- "$BIN" run $P $TRAIN $R --resume "$T/killed" && check "nothing to run" -- test ! -s "$T/out"
 expect 1 "resume with another seed" -- "$BIN" run $P $TRAIN --rounds 130 --clients-per-round 5 --seed 10 --resume "$T/killed" &&
     has "$T/err" "made with --seed 9, this run has 10" "seed mismatch"
@@ -134,6 +148,32 @@ expect 0 "training without evaluation data" -- "$BIN" run $P --data train="$D" -
     lacks "$T/out" '"eval"' "no eval without test data"
 expect 0 "zero rounds" -- "$BIN" run $P $TRAIN --rounds 0 && check "no lines" -- test ! -s "$T/out"
 
+# -- keys: initialize's is round 0's, random_fold_in(random_key(S), 0), no round's key; the state
+# holds it and, after round r, round r's key (by the independent Threefry of tests/golden)
+cat >"$T/keys.json" <<'J'
+{"fedvm": 1, "functions": {
+  "pair": {"params": {"init": "u32[2]", "round": "u32[2]"}, "body": [
+    ["k", "struct", {"names": ["init", "round"]}, "init", "round"]], "result": "k"},
+  "initialize": {"params": {"key": "u32[2]@SERVER"}, "body": [
+    ["s", "federated_apply", {"fn": "pair"}, "key", "key"]], "result": "s"},
+  "next_state": {"params": {"state": "<init=u32[2],round=u32[2]>", "key": "u32[2]"}, "body": [
+    ["i", "field", {"name": "init"}, "state"], ["k", "call", {"fn": "pair"}, "i", "key"]], "result": "k"},
+  "next": {"params": {"state": "<init=u32[2],round=u32[2]>@SERVER", "key": "u32[2]@SERVER"}, "body": [
+    ["s", "federated_apply", {"fn": "next_state"}, "state", "key"],
+    ["r", "struct", {"names": ["state", "metrics"]}, "s", "key"]], "result": "r"}}}
+J
+expect 0 "keys of initialize and rounds" -- "$BIN" run "$T/keys.json" --rounds 2 --seed 7 --checkpoint-dir "$T/keys"
+check "initialize's key is round 0's, then round r's" -- "$PY" - "$T/keys" <<'PY'
+import sys
+sys.path.insert(0, "tests/golden"); sys.path.insert(0, "tests/train")
+import ref_random
+from reference import read_safetensors
+for r in (1, 2):
+    t, _ = read_safetensors("%s/round-%06d.safetensors" % (sys.argv[1], r))
+    assert [int(v) for v in t["init"]] == list(ref_random.round_key(7, 0)), (t["init"], ref_random.round_key(7, 0))
+    assert [int(v) for v in t["round"]] == list(ref_random.round_key(7, r)), (r, t["round"])
+assert ref_random.round_key(7, 0) not in [ref_random.round_key(7, r) for r in range(1, 1000)]
+PY
 # -- clients given with --arg (held in memory) are sampled the same way
 expect 0 "sampling clients given as JSON" -- "$BIN" run programs/fedsgd_linear.json --arg data=@programs/data/linear_clients.json \
     --rounds 2 --clients-per-round 2 --metrics "$T/lin.jsonl" && has "$T/lin.jsonl" '"clients": 2, "sampled": [' "JSON clients sampled"

@@ -294,6 +294,7 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
     t->have_eval = t->have_eval || r->eval;
     fvm_arena a = {0};
     fvm_status s = FVM_OK;
+    bool checkpoint = t->o->checkpoint_dir && (r->round % t->o->checkpoint_every == 0 || r->round == r->last);
     if (t->bar) {
         draw_bar(t, r);
     } else {
@@ -302,18 +303,21 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
             s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot print round %lld", (long long)r->round);
         fflush(stdout);
     }
-    if (s == FVM_OK && t->o->checkpoint_dir && (r->round % t->o->checkpoint_every == 0 || r->round == r->last))
-        s = fvm_checkpoint_save(t->o->checkpoint_dir, r->round, r->state, t->state_type, &t->info, d);
     if (s == FVM_OK && t->metrics) {
         fvm_doc *rec = record(&a, r, true, t->sampled);
         char *text = NULL;
         size_t len = 0;
         if (!rec || fvm_json_write(rec, &text, &len, d) || fwrite(text, 1, len, t->metrics) != len ||
-            fflush(t->metrics) != 0)
+            fflush(t->metrics) != 0 || (checkpoint && fsync(fileno(t->metrics)) != 0))
             s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot write the metrics file %s: %s", t->o->metrics,
                              strerror(errno));
         free(text);
     }
+    /* The checkpoint after the round's metrics line (synced first): a run
+     * stopped between the two resumes from the previous checkpoint and drops
+     * the later line (keep_rounds), so every round keeps exactly one line. */
+    if (s == FVM_OK && checkpoint)
+        s = fvm_checkpoint_save(t->o->checkpoint_dir, r->round, r->state, t->state_type, &t->info, d);
     fvm_arena_free(&a);
     return s;
 }
@@ -397,7 +401,8 @@ static fvm_status fixed_clients(const run_opts *o, const char *data_spec, int64_
 }
 
 /* Drops the lines of a metrics file after round 'last' (a resumed run
- * writes those rounds again); rewrites the file atomically. */
+ * writes those rounds again) and an incomplete last line; rewrites the file
+ * atomically. */
 static fvm_status keep_rounds(const char *path, int64_t last, fvm_diag *d)
 {
     char *text = NULL;
@@ -412,7 +417,9 @@ static fvm_status keep_rounds(const char *path, int64_t last, fvm_diag *d)
     size_t keep = 0;
     for (size_t at = 0; at < len;) {
         const char *nl = memchr(text + at, '\n', len - at);
-        size_t end = nl ? (size_t)(nl - text) + 1 : len;
+        if (!nl) /* an incomplete last line: the run was stopped while writing it */
+            break;
+        size_t end = (size_t)(nl - text) + 1;
         long long r = -1;
         if (sscanf(text + at, "{\"round\": %lld", &r) == 1 && r > last)
             break;
@@ -512,15 +519,8 @@ static int run_training(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm
             goto done;
         fprintf(stderr, "fedvm: resuming after round %lld from %s\n", (long long)done_rounds, o->resume);
     } else {
-        /* initialize, with the run's key when it takes one */
-        fvm_value **init_args = NULL;
-        int64_t none = -1;
-        if (fvm_bind_args(init, 0, NULL, (uint64_t)o->seed, &none, &init_args, d) ||
-            fvm_vm_call(vm, init, init_args, &state, d)) {
-            fvm_values_free(init_args, init->nparams);
+        if (fvm_rounds_initialize(vm, init, (uint64_t)o->seed, &state, d))
             goto done;
-        }
-        fvm_values_free(init_args, init->nparams);
     }
     if (o->init) {
         fvm_safetensors *f = NULL;

@@ -62,6 +62,21 @@ static fvm_status evaluate(const fvm_rounds *r, fvm_value *state, fvm_value **ou
     return s;
 }
 
+fvm_status fvm_rounds_initialize(fvm_vm *vm, const fvm_func *init, uint64_t seed, fvm_value **out, fvm_diag *d)
+{
+    *out = NULL;
+    if (init->nparams == 0)
+        return fvm_vm_call(vm, init, NULL, out, d);
+    uint32_t k[2];
+    fvm_round_key(seed, 0, k);
+    fvm_value *key = NULL;
+    fvm_status s = fvm_key_value(k, &key, d);
+    if (s == FVM_OK)
+        s = fvm_vm_call(vm, init, &key, out, d);
+    fvm_value_release(key);
+    return s;
+}
+
 fvm_status fvm_rounds_run(const fvm_rounds *r, fvm_value *state, fvm_value **out, fvm_diag *d)
 {
     *out = NULL;

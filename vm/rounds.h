@@ -49,6 +49,11 @@ typedef struct fvm_rounds {
     void *user;
 } fvm_rounds;
 
+/* Runs initialize (no parameters, or one 'key' of type u32[2], unplaced or
+ * @SERVER, which receives the key of round 0, fvm_round_key(seed, 0)); *out
+ * is the initial state (a new reference). */
+fvm_status fvm_rounds_initialize(fvm_vm *vm, const fvm_func *init, uint64_t seed, fvm_value **out, fvm_diag *d);
+
 /* Runs the rounds from state (borrowed); *out is the final state (a new
  * reference; state itself when no round runs). The VM's number of clients
  * is per_round for next, eval_population for evaluate. */

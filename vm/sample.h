@@ -6,7 +6,9 @@
  * resumed from a checkpoint draws exactly what an uninterrupted run draws.
  *
  * With base = fvm_prng_key(seed) (random_key of the seed):
- * - the key of round r (r >= 1) is fold_in(base, r);
+ * - the key of round r (r >= 1) is fold_in(base, r), and initialize's key is
+ *   that of round 0, fold_in(base, 0): keys that initialize derives from its
+ *   own (fold_in(its key, i) for a model's layers) are no round's key;
  * - the key of client c in round r is fold_in(key of round r, c);
  * - the sample of round r is drawn from the word stream (rand.h) of
  *   fold_in(fold_in(base, 0xffffffff), r), a key no round uses (rounds stop
