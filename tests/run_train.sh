@@ -148,6 +148,21 @@ expect 0 "training without evaluation data" -- "$BIN" run $P --data train="$D" -
     lacks "$T/out" '"eval"' "no eval without test data"
 expect 0 "zero rounds" -- "$BIN" run $P $TRAIN --rounds 0 && check "no lines" -- test ! -s "$T/out"
 
+# -- an optimizer of programs/lib/optim.json on the clients: FedAvg with client Adam learns
+# (on IID synthetic data; on Synthetic(1,1) its clients drift apart, as the program's doc says)
+"$BIN" data synthetic --kind fedprox --iid --clients 10 --seed 2 -o "$T/iid.sqlite" >/dev/null 2>&1
+expect 0 "FedAvg with Adam on the clients" -- "$BIN" run tests/train/fedavg_client_adam.json --data train="$T/iid.sqlite" \
+    --data test="$T/iid.sqlite:test" --rounds 5 --metrics "$T/adam.jsonl"
+check "client Adam: the loss falls every round, accuracy above 0.9" -- "$PY" - "$T/adam.jsonl" <<'PY'
+import json, math, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+loss = [l["train"]["loss"] for l in lines]
+assert abs(loss[0] - math.log(10)) < 1e-5, loss  # the zero model
+assert all(b < a for a, b in zip(loss, loss[1:])), loss
+assert loss[-1] < 0.2 * loss[0], loss
+assert lines[-1]["eval"]["accuracy"] > 0.9, lines[-1]
+PY
+
 # -- keys: initialize's is round 0's, random_fold_in(random_key(S), 0), no round's key; the state
 # holds it and, after round r, round r's key (by the independent Threefry of tests/golden)
 cat >"$T/keys.json" <<'J'
