@@ -1,6 +1,5 @@
 /* xdev.c - a cross-device plan read back: its configuration checked against its phases' programs (see xdev.h). */
 #include <errno.h>
-#include <limits.h>
 #include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>

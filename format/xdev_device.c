@@ -1,5 +1,4 @@
 /* xdev_device.c - 'fedvm device': a cross-device plan's client phase run on a device's data (see xdev.h). */
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
