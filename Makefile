@@ -19,7 +19,7 @@ OPT      ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wwrite-strings -Wno-unused-parameter -Wvla
 CSTD     := -std=c11 -D_GNU_SOURCE
-PKGS     := jansson yaml-0.1 sqlite3 zlib msgpack libprotobuf-c
+PKGS     := jansson yaml-0.1 sqlite3 zlib msgpack libprotobuf-c nettle
 # OpenBLAS's pthread build (Debian's default): it is safe to call from
 # several threads at once, which fedvm's threads backend does (each call on
 # one thread; see fvm_vm_new). The serial build is not: concurrent calls
@@ -38,7 +38,7 @@ endif
 CFLAGS   ?= $(OPT)
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) -I$(BUILD)/gen
-LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -lmsgpackc -lprotobuf-c) \
+LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -lmsgpackc -lprotobuf-c -lnettle) \
            $(BLAS_LIBS) -lm -lpthread
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 # cairo (with fontconfig for its fonts) draws 'fedvm plot' pictures; only the
@@ -53,7 +53,7 @@ DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
                 python3-msgpack python3-numpy dataset-fashion-mnist \
-                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz
+                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz nettle-dev
 
 # ---- sources ---------------------------------------------------------------
 LIB_SRC   := $(wildcard vm/*.c format/*.c)
@@ -121,7 +121,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # tests/run_train.sh training runs over datasets, tests/run_plot.sh the
 # pictures 'fedvm plot' draws of them, tests/run_plan.sh the fedplan
 # command and its plans (the pictures through Graphviz's dot),
-# tests/run_forms.sh the round forms, run against their sources, and
+# tests/run_forms.sh the round forms, run against their sources,
+# tests/run_xdev.sh cross-device plans run by fedvm device and fedvm server
+# processes against fedvm run, and
 # tests/run_fidelity.sh what training must reproduce (the demo's accuracy
 # against the NumPy FedAvg of bench/, FedProx's stability on
 # Synthetic(1,1); about a minute on two cores, so in the plain build only,
@@ -135,6 +137,7 @@ test: all $(TEST_BIN)
 	@tests/run_plot.sh $(BIN)/fedvm
 	@tests/run_plan.sh $(BIN)/fedplan
 	@tests/run_forms.sh $(BIN)
+	@tests/run_xdev.sh $(BIN)
 	@if [ "$(BUILD)" = build ]; then tests/run_fidelity.sh $(BIN)/fedvm; \
 	  else echo "run_fidelity: skipped in $(BUILD) (run it with 'make test')"; fi
 	@$(PYTHON) tests/golden/reference.py --check

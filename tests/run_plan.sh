@@ -33,7 +33,7 @@ FORMATS="dot, mapreduce, distribute-aggregate, cross-device, beam"
 expect 0 "--help" -- "$BIN" --help && has "$T/out" "usage: fedplan PROGRAM --to FORMAT [-o OUT] [--fn NAME]" "--help"
 check "--help: nothing on stderr" -- test ! -s "$T/err"
 has "$T/out" "  dot                    a Graphviz picture of a function's dataflow" "--help: dot, available"
-for f in cross-device beam; do
+for f in beam; do
     if grep -qE "^  $f +.*; not available in this version\$" "$T/out"; then ok; else bad "--help: $f not marked unavailable"; fi
 done
 cp "$T/out" "$T/help"
@@ -59,9 +59,9 @@ expect 2 "no --to" -- "$BIN" programs/histogram.json &&
 expect 2 "unknown format" -- "$BIN" programs/histogram.json --to svg &&
     is "$(cat "$T/err")" "fedplan: unknown format 'svg'; formats: $FORMATS" "unknown format"
 check "unknown format: nothing on stdout" -- test ! -s "$T/out"
-for f in cross-device beam; do
+for f in beam; do
     expect 2 "--to $f" -- "$BIN" programs/fedavg.json --to "$f" &&
-        is "$(cat "$T/err")" "fedplan: format '$f' is not available in this version; available: dot, mapreduce, distribute-aggregate" "--to $f"
+        is "$(cat "$T/err")" "fedplan: format '$f' is not available in this version; available: dot, mapreduce, distribute-aggregate, cross-device" "--to $f"
     expect 2 "--to=$f before reading the program" -- "$BIN" /nonexistent.json --to="$f"
 done
 
@@ -235,8 +235,8 @@ expect 1 "-o into a missing directory" -- "$BIN" programs/sensor_threshold.json 
 # -- format/PLANS.md: a section per format, marked while it is not available; its example is today's output
 DOC=format/PLANS.md
 has "$DOC" "## dot" "PLANS.md: dot"
-for f in mapreduce distribute-aggregate; do has "$DOC" "## $f" "PLANS.md: $f"; done
-for f in cross-device beam; do has "$DOC" "## $f (not yet available)" "PLANS.md: $f"; done
+for f in mapreduce distribute-aggregate cross-device; do has "$DOC" "## $f" "PLANS.md: $f"; done
+for f in beam; do has "$DOC" "## $f (not yet available)" "PLANS.md: $f"; done
 "$PY" - "$DOC" "$T/doc" <<'PY'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8").read()

@@ -69,7 +69,7 @@ static void test_formats(void **state)
         assert_non_null(pf);
         assert_ptr_equal(pf, &fvm_plan_formats[i]);
         assert_true(pf->summary && *pf->summary);
-        assert_true((pf->write != NULL) == (i < 3)); /* dot and the two round forms so far */
+        assert_true((pf->write != NULL) == (i < 4)); /* all but beam so far */
     }
     assert_null(fvm_plan_format_lookup("svg"));
     assert_null(fvm_plan_format_lookup(NULL));

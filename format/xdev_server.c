@@ -1,0 +1,418 @@
+/* xdev_server.c - 'fedvm server': a cross-device plan's server phase, the initial state, a round's broadcast and its aggregation (see xdev.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../vm/sample.h"
+#include "xdev_impl.h"
+
+static fvm_status nomem(fvm_diag *d)
+{
+    return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+}
+
+/* ---- states ------------------------------------------------------------------- */
+
+static fvm_status save_state(const fvm_xdev_plan *pl, const char *out, const fvm_value *state, int64_t round,
+                             uint64_t seed, fvm_diag *d)
+{
+    char r[32], s[32];
+    snprintf(r, sizeof r, "%lld", (long long)round);
+    snprintf(s, sizeof s, "%" PRIu64, seed);
+    const char *type = fvm_type_str(&pl->server->arena, pl->state, false);
+    if (!type)
+        return nomem(d);
+    const char *meta[] = {XDEV_KIND, "state", XDEV_PLAN, pl->id, XDEV_ROUND, r, XDEV_SEED, s, XDEV_STATE_TYPE, type};
+    return fvm_safetensors_save(out, state, pl->state, 5, meta, d);
+}
+
+/* The run's seed recorded in a file (written as an unsigned decimal). */
+static fvm_status meta_seed(const fvm_safetensors *f, const char *path, uint64_t *seed, fvm_diag *d)
+{
+    const char *v = fvm_safetensors_meta(f, XDEV_SEED);
+    char *end = NULL;
+    errno = 0;
+    if (v && *v >= '0' && *v <= '9' && (*seed = strtoull(v, &end, 10), !*end && !errno))
+        return FVM_OK;
+    fvm_loc loc = {.file = path};
+    return fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: expected the run's seed (an integer), found %s",
+                        XDEV_SEED, v ? v : "nothing");
+}
+
+/* A state file: its value, round and seed. States are not tied to one plan
+ * file: any state of the plan's state type will do. */
+static fvm_status load_state(const fvm_xdev_plan *pl, const char *path, fvm_value **state, int64_t *round,
+                             uint64_t *seed, fvm_diag *d)
+{
+    fvm_safetensors *f = NULL;
+    fvm_status s = xdev_load(path, "state", NULL, &f, d);
+    if (s == FVM_OK)
+        s = xdev_meta_int(f, path, XDEV_ROUND, 0, UINT32_MAX - 2, round, d);
+    if (s == FVM_OK)
+        s = meta_seed(f, path, seed, d);
+    if (s == FVM_OK)
+        s = fvm_safetensors_value(f, pl->state, state, d);
+    fvm_safetensors_free(f);
+    return s;
+}
+
+/* The server inputs' values for a round: the state and the round key. */
+static fvm_status server_args(const fvm_xdev_plan *pl, fvm_value *state, const uint32_t key[2], fvm_value **args,
+                              fvm_diag *d)
+{
+    for (int i = 0; i < pl->nserver; i++) {
+        if (pl->server_inputs[i] == XDEV_STATE)
+            args[i] = fvm_value_retain(state);
+        else if (fvm_key_value(key, &args[i], d))
+            return FVM_ERR_NOMEM;
+    }
+    return FVM_OK;
+}
+
+fvm_status fvm_xdev_server_init(const fvm_xdev_plan *pl, uint64_t seed, const char *init_weights, const char *out,
+                                int *replaced, fvm_diag *d)
+{
+    *replaced = 0;
+    fvm_vm *vm = NULL;
+    fvm_value **args = NULL, *state = NULL;
+    int64_t none = -1;
+    fvm_status s = xdev_vm(pl->server, &vm, d);
+    if (s == FVM_OK)
+        s = fvm_bind_args(pl->initialize, 0, NULL, seed, &none, &args, d);
+    if (s == FVM_OK)
+        s = fvm_vm_call(vm, pl->initialize, args, &state, d);
+    if (s == FVM_OK && init_weights) {
+        fvm_safetensors *f = NULL;
+        fvm_value *v = NULL;
+        if (!(s = fvm_safetensors_load(init_weights, &f, d)) &&
+            !(s = fvm_safetensors_overlay(f, state, pl->state, &v, replaced, d))) {
+            fvm_value_release(state);
+            state = v;
+        }
+        fvm_safetensors_free(f);
+    }
+    if (s == FVM_OK)
+        s = save_state(pl, out, state, 0, seed, d);
+    fvm_value_release(state);
+    fvm_values_free(args, pl->initialize->nparams);
+    fvm_vm_free(vm);
+    return s;
+}
+
+/* ---- the broadcast ------------------------------------------------------------ */
+
+fvm_status fvm_xdev_server_prepare(const fvm_xdev_plan *pl, const char *state_path, int64_t population,
+                                   int64_t per_round, const char *out, int64_t *round, int64_t **clients,
+                                   int64_t *nclients, fvm_diag *d)
+{
+    *clients = NULL;
+    *nclients = 0;
+    if (population < 1 || per_round < 1 || per_round > population)
+        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "cannot select %lld of %lld clients", (long long)per_round,
+                            (long long)population);
+    fvm_vm *vm = NULL;
+    fvm_value *state = NULL, *bc = NULL, **args = calloc((size_t)pl->nserver + 1, sizeof *args);
+    int64_t *picked = malloc((size_t)per_round * sizeof *picked);
+    uint64_t seed = 0;
+    uint32_t key[2];
+    char *list = NULL;
+    fvm_status s = args && picked ? FVM_OK : nomem(d);
+    if (s == FVM_OK)
+        s = load_state(pl, state_path, &state, round, &seed, d);
+    if (s == FVM_OK) {
+        ++*round;
+        fvm_round_key(seed, *round, key);
+        if (per_round == population)
+            for (int64_t j = 0; j < per_round; j++)
+                picked[j] = j;
+        else
+            s = fvm_sample_clients(seed, *round, population, per_round, picked, d);
+    }
+    if (s == FVM_OK)
+        s = server_args(pl, state, key, args, d);
+    if (s == FVM_OK)
+        s = xdev_vm(pl->server, &vm, d);
+    if (s == FVM_OK)
+        s = fvm_vm_call(vm, pl->prepare, args, &bc, d);
+    if (s == FVM_OK && !(list = xdev_ints_text(picked, per_round)))
+        s = nomem(d);
+    if (s == FVM_OK) {
+        char r[32], sd[32], k[32], pop[32];
+        snprintf(r, sizeof r, "%lld", (long long)*round);
+        snprintf(sd, sizeof sd, "%" PRIu64, seed);
+        snprintf(k, sizeof k, "%" PRIu32 ",%" PRIu32, key[0], key[1]);
+        snprintf(pop, sizeof pop, "%lld", (long long)population);
+        const char *meta[] = {XDEV_KIND, "broadcast", XDEV_PLAN, pl->id, XDEV_ROUND, r,  XDEV_SEED, sd,
+                              XDEV_KEY,  k,           XDEV_POPULATION, pop, XDEV_CLIENTS, list};
+        s = fvm_safetensors_save(out, bc, pl->prepare->result_type, 7, meta, d);
+    }
+    free(list);
+    fvm_value_release(bc);
+    fvm_value_release(state);
+    fvm_values_free(args, pl->nserver);
+    fvm_vm_free(vm);
+    if (s) {
+        free(picked);
+        return s;
+    }
+    *clients = picked;
+    *nclients = per_round;
+    return FVM_OK;
+}
+
+/* ---- the updates ---------------------------------------------------------------- */
+
+/* The updates of a round, read one at a time as the aggregation asks. */
+typedef struct updates {
+    fvm_source base;
+    char **paths; /* per client of the round, in index order */
+    int64_t n;
+    const fvm_type *type;
+} updates;
+
+static fvm_status updates_get(fvm_source *src, int64_t i, fvm_value **out, fvm_diag *d)
+{
+    updates *u = (updates *)src;
+    fvm_safetensors *f = NULL;
+    fvm_status s = fvm_safetensors_load(u->paths[i], &f, d);
+    if (s == FVM_OK)
+        s = fvm_safetensors_value(f, u->type, out, d);
+    fvm_safetensors_free(f);
+    return s;
+}
+
+static void updates_free(fvm_source *src)
+{
+    updates *u = (updates *)src;
+    for (int64_t i = 0; i < u->n; i++)
+        free(u->paths[i]);
+    free(u->paths);
+    free(u);
+}
+
+static const struct fvm_source_i updates_i = {updates_get, updates_free};
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The *.safetensors files of dir, sorted (malloc'd paths). */
+static fvm_status list_dir(const char *dir, char ***out, int64_t *n, fvm_diag *d)
+{
+    fvm_loc loc = {.file = dir};
+    DIR *dh = opendir(dir);
+    if (!dh)
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot read the directory of updates: %s", strerror(errno));
+    char **paths = NULL;
+    int64_t cap = 0;
+    *n = 0;
+    fvm_status s = FVM_OK;
+    for (struct dirent *e; s == FVM_OK && (e = readdir(dh));) {
+        size_t len = strlen(e->d_name), ext = strlen(".safetensors");
+        if (len <= ext || strcmp(e->d_name + len - ext, ".safetensors"))
+            continue;
+        if (*n == cap) {
+            char **p = realloc(paths, (size_t)(cap = cap ? 2 * cap : 16) * sizeof *p);
+            if (!p) {
+                s = nomem(d);
+                break;
+            }
+            paths = p;
+        }
+        if (asprintf(&paths[*n], "%s/%s", dir, e->d_name) < 0)
+            s = nomem(d);
+        else
+            ++*n;
+    }
+    closedir(dh);
+    if (s) {
+        for (int64_t i = 0; i < *n; i++)
+            free(paths[i]);
+        free(paths);
+        return s;
+    }
+    qsort(paths, (size_t)*n, sizeof *paths, by_name);
+    *out = paths;
+    return FVM_OK;
+}
+
+/* The position of client c among the round's (increasing) clients, or -1. */
+static int64_t position(const int64_t *sel, int64_t n, int64_t c)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (sel[mid] < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && sel[lo] == c ? lo : -1;
+}
+
+/* Checks one update file of round 'round': its plan, round, client (one of
+ * sel, not seen before in at[]) and tensors; records it in at[]. */
+static fvm_status check_update(const fvm_xdev_plan *pl, char *path, int64_t round, const int64_t *sel, int64_t n,
+                               char **at, const fvm_type *type, fvm_diag *d)
+{
+    fvm_safetensors *f = NULL;
+    fvm_value *v = NULL;
+    int64_t r = 0, c = 0, pos = -1;
+    fvm_loc loc = {.file = path};
+    fvm_status s = xdev_load(path, "update", pl, &f, d);
+    if (s == FVM_OK)
+        s = xdev_meta_int(f, path, XDEV_ROUND, 1, INT64_MAX, &r, d);
+    if (s == FVM_OK)
+        s = xdev_meta_int(f, path, XDEV_CLIENT, 0, INT64_MAX, &c, d);
+    if (s == FVM_OK && r != round)
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is an update of round %lld, and the round being aggregated is "
+                         "%lld (a %s update)", (long long)r, (long long)round, r < round ? "stale" : "future");
+    if (s == FVM_OK && (pos = position(sel, n, c)) < 0)
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is an update of client %lld, which round %lld did not select",
+                         (long long)c, (long long)round);
+    if (s == FVM_OK && at[pos])
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "a second update of client %lld (the first is %s)", (long long)c,
+                         at[pos]);
+    if (s == FVM_OK)
+        s = fvm_safetensors_value(f, type, &v, d);
+    fvm_value_release(v);
+    fvm_safetensors_free(f);
+    if (s == FVM_OK)
+        at[pos] = path;
+    return s;
+}
+
+/* The round's updates from dir as a {W}@CLIENTS value read on demand, after
+ * every file was checked (all problems reported). */
+static fvm_status read_updates(const fvm_xdev_plan *pl, const char *dir, int64_t round, const int64_t *sel, int64_t n,
+                               fvm_value **out, fvm_diag *d)
+{
+    char **files = NULL;
+    int64_t nfiles = 0;
+    const fvm_type *w = pl->aggregate->param_types[0]->u.fed.member;
+    fvm_status s = list_dir(dir, &files, &nfiles, d), first = FVM_OK;
+    if (s)
+        return s;
+    updates *u = calloc(1, sizeof *u);
+    char **at = calloc((size_t)n, sizeof *at);
+    if (!u || !at || !(u->paths = calloc((size_t)n, sizeof *u->paths)))
+        first = nomem(d);
+    for (int64_t i = 0; i < nfiles && first != FVM_ERR_NOMEM; i++)
+        if ((s = check_update(pl, files[i], round, sel, n, at, w, d)) && !first)
+            first = s;
+    for (int64_t j = 0; j < n && !first; j++)
+        if (!at[j]) {
+            int64_t have = 0;
+            for (int64_t k = 0; k < n; k++)
+                have += at[k] != NULL;
+            fvm_loc loc = {.file = dir};
+            first = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                                 "no update of client %lld: round %lld selected %lld clients and %lld of them have "
+                                 "an update here",
+                                 (long long)sel[j], (long long)round, (long long)n, (long long)have);
+        }
+    for (int64_t j = 0; j < n && !first; j++)
+        if (!(u->paths[j] = strdup(at[j])))
+            first = nomem(d);
+    for (int64_t i = 0; i < nfiles; i++)
+        free(files[i]);
+    free(files);
+    free(at);
+    if (u && !first) {
+        u->base.iface = &updates_i;
+        u->n = n;
+        u->type = w;
+        if (!(*out = fvm_value_clients_source_take(n, &u->base))) {
+            updates_free(&u->base);
+            return nomem(d);
+        }
+        return FVM_OK;
+    }
+    if (u) {
+        u->n = u->paths ? n : 0;
+        updates_free(&u->base);
+    }
+    return first;
+}
+
+/* ---- the aggregation and the result ----------------------------------------------- */
+
+fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *pl, const char *state_path, const char *broadcast,
+                                     const char *dir, const char *out, fvm_xdev_result *res, fvm_diag *d)
+{
+    *res = (fvm_xdev_result){.metrics_type = pl->metrics};
+    fvm_safetensors *bf = NULL;
+    fvm_value *state = NULL, *work = NULL, *agg = NULL, *next = NULL, **args = NULL;
+    fvm_vm *vm = NULL;
+    int64_t round = 0, r = 0;
+    uint64_t seed = 0, bseed = 0;
+    uint32_t key[2];
+    fvm_loc loc = {.file = broadcast};
+    fvm_status s = load_state(pl, state_path, &state, &round, &seed, d);
+    if (s == FVM_OK)
+        s = xdev_load(broadcast, "broadcast", pl, &bf, d);
+    if (s == FVM_OK)
+        s = xdev_meta_int(bf, broadcast, XDEV_ROUND, 1, UINT32_MAX - 1, &r, d);
+    if (s == FVM_OK && r != round + 1)
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is the broadcast of round %lld, but the state %s is of round "
+                         "%lld, whose next round is %lld", (long long)r, state_path, (long long)round,
+                         (long long)round + 1);
+    if (s == FVM_OK)
+        s = meta_seed(bf, broadcast, &bseed, d);
+    if (s == FVM_OK && bseed != seed)
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                         "this broadcast was prepared with seed %" PRIu64 ", and the state %s has seed %" PRIu64,
+                         bseed, state_path, seed);
+    if (s == FVM_OK)
+        s = xdev_meta_ints(bf, broadcast, XDEV_CLIENTS, 0, FVM_MAX_CLIENTS, &res->clients, &res->nclients, d);
+    fvm_safetensors_free(bf);
+    if (s == FVM_OK)
+        s = read_updates(pl, dir, r, res->clients, res->nclients, &work, d);
+    /* aggregate, then result(state, key?, report, secure) */
+    if (s == FVM_OK)
+        s = xdev_vm(pl->server, &vm, d);
+    if (s == FVM_OK)
+        s = fvm_vm_set_clients(vm, res->nclients, d);
+    if (s == FVM_OK)
+        s = fvm_vm_call(vm, pl->aggregate, &work, &agg, d);
+    if (s == FVM_OK && !(args = calloc((size_t)pl->nserver + 2, sizeof *args)))
+        s = nomem(d);
+    if (s == FVM_OK) {
+        fvm_round_key(seed, r, key);
+        s = server_args(pl, state, key, args, d);
+    }
+    if (s == FVM_OK) {
+        args[pl->nserver] = fvm_value_retain(agg->items[0]);
+        args[pl->nserver + 1] = fvm_value_retain(agg->items[1]);
+        fvm_vm_forget_clients(vm);
+        s = fvm_vm_call(vm, pl->result, args, &next, d);
+    }
+    if (s == FVM_OK)
+        s = save_state(pl, out, next->items[0], r, seed, d);
+    if (s == FVM_OK) {
+        res->round = r;
+        res->metrics = fvm_value_retain(next->items[1]);
+    }
+    fvm_value_release(next);
+    fvm_values_free(args, pl->nserver + 2);
+    fvm_value_release(agg);
+    fvm_value_release(work);
+    fvm_value_release(state);
+    fvm_vm_free(vm);
+    if (s)
+        fvm_xdev_result_clear(res);
+    return s;
+}
+
+void fvm_xdev_result_clear(fvm_xdev_result *res)
+{
+    fvm_value_release(res->metrics);
+    free(res->clients);
+    res->metrics = NULL;
+    res->clients = NULL;
+    res->nclients = 0;
+}
