@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../vm/rounds.h"
 #include "../vm/sample.h"
 #include "xdev_impl.h"
 
@@ -77,27 +78,15 @@ fvm_status fvm_xdev_server_init(const fvm_xdev_plan *pl, uint64_t seed, const ch
 {
     *replaced = 0;
     fvm_vm *vm = NULL;
-    fvm_value **args = NULL, *state = NULL;
-    int64_t none = -1;
+    fvm_value *state = NULL;
     fvm_status s = xdev_vm(pl->server, &vm, d);
     if (s == FVM_OK)
-        s = fvm_bind_args(pl->initialize, 0, NULL, seed, &none, &args, d);
-    if (s == FVM_OK)
-        s = fvm_vm_call(vm, pl->initialize, args, &state, d);
-    if (s == FVM_OK && init_weights) {
-        fvm_safetensors *f = NULL;
-        fvm_value *v = NULL;
-        if (!(s = fvm_safetensors_load(init_weights, &f, d)) &&
-            !(s = fvm_safetensors_overlay(f, state, pl->state, &v, replaced, d))) {
-            fvm_value_release(state);
-            state = v;
-        }
-        fvm_safetensors_free(f);
-    }
+        s = fvm_rounds_initialize(vm, pl->initialize, seed, &state, d);
+    if (s == FVM_OK && init_weights)
+        s = fvm_safetensors_overlay_file(init_weights, pl->state, &state, replaced, d);
     if (s == FVM_OK)
         s = save_state(pl, out, state, 0, seed, d);
     fvm_value_release(state);
-    fvm_values_free(args, pl->initialize->nparams);
     fvm_vm_free(vm);
     return s;
 }

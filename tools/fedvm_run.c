@@ -523,17 +523,9 @@ static int run_training(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm
             goto done;
     }
     if (o->init) {
-        fvm_safetensors *f = NULL;
-        fvm_value *v = NULL;
         int replaced = 0;
-        fvm_status st = fvm_safetensors_load(o->init, &f, d);
-        if (!st)
-            st = fvm_safetensors_overlay(f, state, init->result_type, &v, &replaced, d);
-        fvm_safetensors_free(f);
-        if (st)
+        if (fvm_safetensors_overlay_file(o->init, init->result_type, &state, &replaced, d))
             goto done;
-        fvm_value_release(state);
-        state = v;
         fprintf(stderr, "fedvm: %d tensors of the initial state from %s\n", replaced, o->init);
     }
     if (o->metrics && !(t.metrics = fopen(o->metrics, "a"))) {
