@@ -5,6 +5,7 @@
 # make test     unit, golden, invalid-input, command-line and fidelity tests
 # make asan     the whole test suite under AddressSanitizer + UBSan
 # make bench    benchmarks: fedvm against NumPy, PyTorch and the SGEMM peak (BENCHMARKS.md)
+# make bench-doc  the same, its tables written into BENCHMARKS.md
 # make demo     the main job on a built-in default
 # make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
 

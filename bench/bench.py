@@ -87,11 +87,16 @@ def measured(cmd, env=None, limit=None):
     """Runs cmd from the repository root, killed after `limit` seconds if given: (exit code, stdout,
     stderr, peak RSS in MB of it and its waited-for children from getrusage, whether it was killed)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        # its own process group, so that the limit stops fedavg_2nn's fedvm too
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, env=env, start_new_session=True)
         timer = threading.Timer(limit, os.killpg, (proc.pid, signal.SIGKILL)) if limit else None
         if timer:
             timer.start()
-        _, status, usage = os.wait4(proc.pid, 0)
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except KeyboardInterrupt:  # the group does not get the terminal's ^C: pass it on
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise
         killed = bool(timer) and not timer.is_alive()
         if timer:
             timer.cancel()

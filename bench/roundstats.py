@@ -9,7 +9,8 @@ does 2*i*o for each layer of i inputs and o outputs (a [B,i] by [i,o]
 product per batch of B); the backward pass the weights' gradients (the same
 again: h^T.dz) and the gradients of the hidden layers' inputs (dz.w^T, for
 the second and third layers only: the input images need none). Biases,
-ReLU and the softmax are left out (under 0.1% of the count):
+ReLU and the softmax (0.2% more) and the elementwise SGD update are left
+out:
 
   forward  2*(784*200 + 200*200 + 200*10) = 397,600
   backward 397,600 + 2*(200*200 + 200*10)  = 481,600
