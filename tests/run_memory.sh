@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # run_memory.sh BIN - peak memory of a round does not grow with its clients: clients stream
 # through the aggregations, block partials are merged as blocks finish, client keys are made
-# when read, and the programs aggregate their client lists where they make them. Each program runs one round over few and over many clients, and the growth of
-# the peak resident memory between the two must stay under a bound the old behaviour (every
-# block's partial held to the end, a key value per client) exceeds several times over.
-# Under a sanitizer the runs are checked but not their memory (its allocator keeps freed
-# memory for a while).
+# when read, and the programs aggregate their client lists where they make them. Each case
+# runs one round over few and over many clients; the growth of the peak resident memory
+# between the two must stay under a bound that what each fix removed exceeds several times
+# over (every block's partial held to the end, a key value per client, a client list handed
+# to a call). Under a sanitizer the runs are checked but not their memory (its allocator
+# keeps freed memory for a while).
 set -u
 BIN=${1:?usage: tests/run_memory.sh path/to/fedvm}
 . "$(dirname "$0")/lib.sh"
