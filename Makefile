@@ -4,7 +4,8 @@
 # make          build bin/fedvm, bin/fedplan, lib/libfedvm.a and lib/libfedvm.so
 # make test     unit, golden, invalid-input, command-line and fidelity tests
 # make asan     the whole test suite under AddressSanitizer + UBSan
-# make bench    benchmarks (bench/bench_*.c): GFLOP/s against BLAS
+# make bench    benchmarks: fedvm against NumPy, PyTorch and the SGEMM peak (BENCHMARKS.md)
+# make bench-doc  the same, its tables written into BENCHMARKS.md
 # make demo     the main job on a built-in default
 # make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
 
@@ -74,7 +75,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h format/yaml_core.h format/dataset_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps test asan tsan fuzz bench demo install uninstall clean
+.PHONY: all deps bench-deps test asan tsan fuzz bench bench-doc demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -118,7 +119,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # Each cmocka binary runs from the repository root; tests/run_invalid.sh
 # checks every invalid input's error through the fedvm command,
 # tests/run_data.sh the 'fedvm data' commands and the files they write, and
-# tests/run_train.sh training runs over datasets, tests/run_plot.sh the
+# tests/run_train.sh training runs over datasets, tests/run_memory.sh that
+# a round's peak memory does not grow with its clients, tests/run_plot.sh the
 # pictures 'fedvm plot' draws of them, tests/run_plan.sh the fedplan
 # command and its plans (the pictures through Graphviz's dot),
 # tests/run_forms.sh the round forms, run against their sources,
@@ -134,6 +136,7 @@ test: all $(TEST_BIN)
 	@tests/run_cli.sh $(BIN)/fedvm
 	@tests/run_data.sh $(BIN)/fedvm
 	@tests/run_train.sh $(BIN)/fedvm
+	@tests/run_memory.sh $(BIN)/fedvm
 	@tests/run_plot.sh $(BIN)/fedvm
 	@tests/run_plan.sh $(BIN)/fedplan
 	@tests/run_forms.sh $(BIN)
@@ -169,15 +172,34 @@ fuzz:
 	  $(LIB_SRC) tests/fuzz/fuzz_load.c -o build-fuzz/fuzz_load $(LIBS)
 
 # ---- benchmarks ------------------------------------------------------------
-# bench/bench_*.c, each a program measuring the library against a reference.
+# bench/bench_*.c measure kernels against BLAS. bench/bench.py then runs the
+# reference workload (FedAvg with the 2NN on Fashion-MNIST) with fedvm
+# (bench/fedavg_2nn), plain NumPy and plain PyTorch side by side, the SGEMM
+# peak (bench/sgemm_peak.c), a count of the flops fedvm hands to BLAS
+# (bench/flop_count.c, preloaded), backends and threads, and a round's time
+# and memory against its clients; a few minutes on two cores. Its report
+# goes to build/bench/results.md; 'make bench-doc' also writes it into
+# BENCHMARKS.md. PyTorch is large, so it is installed for the benchmarks
+# only (BENCH_PACKAGES).
+BENCH_PACKAGES := python3-torch
+BENCH_PYTHON ?= /usr/bin/python3
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+BENCH_TOOLS := $(BUILD)/bench/sgemm_peak $(BUILD)/bench/flop_count.so
 
-bench: $(BENCH_BIN)
+bench: bench-deps all $(BENCH_BIN) $(BENCH_TOOLS)
 	@set -e; for b in $(BENCH_BIN); do echo "== $$b"; $$b; done
+	$(BENCH_PYTHON) bench/bench.py
+
+bench-doc: bench-deps all $(BENCH_BIN) $(BENCH_TOOLS)
+	$(BENCH_PYTHON) bench/bench.py --doc BENCHMARKS.md
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBD)/libfedvm.a
 	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(LIBS)
+
+$(BUILD)/bench/flop_count.so: bench/flop_count.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -fPIC -shared $(BLAS_CFLAGS) $< -o $@ -ldl -lpthread
 
 # ---- demo ------------------------------------------------------------------
 # The main job on a built-in default: McMahan et al.'s FedAvg with the 2NN on
@@ -198,16 +220,25 @@ demo: deps all
 	@echo "metrics: $(DEMO)/fedavg_2nn.jsonl, curves: $(DEMO)/fedavg_2nn.svg"
 
 # ---- dependencies ----------------------------------------------------------
+# install_missing PACKAGES: apt-get installs those not installed yet (as root,
+# else through sudo).
+define install_missing
+@missing=""; for p in $(1); do \
+  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+done; \
+if [ -n "$$missing" ]; then \
+  echo "installing:$$missing"; \
+  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+  $$SUDO apt-get install -y --no-install-recommends $$missing || \
+  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $$missing; }; \
+else echo "all Debian packages present"; fi
+endef
+
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
-	  $$SUDO apt-get install -y --no-install-recommends $$missing || \
-	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $$missing; }; \
-	else echo "all Debian packages present"; fi
+	$(call install_missing,$(DEB_PACKAGES))
+
+bench-deps:
+	$(call install_missing,$(DEB_PACKAGES) $(BENCH_PACKAGES))
 
 # ---- install ---------------------------------------------------------------
 install: all

@@ -158,13 +158,13 @@ is "$(members sensor_threshold cluster_clients)" "readings threshold_at_clients 
 # (1+1+3+1+1+1+2+1+2+2 instruction arguments and the result); 4 crossing: the broadcast's argument,
 # both arguments of the weighted mean, and the totals into metrics.
 is "$(summary fedavg_2nn)" \
-    "nodes=14 edges=16 cluster_server=7 cluster_clients=7 outside=0 crossing=4 hexagons=2 intrinsics=8" "fedavg_2nn counts"
-is "$(members fedavg_2nn cluster_server)" "state model pseudo_grad metrics new_state result returns " "fedavg_2nn: SERVER"
+    "nodes=15 edges=17 cluster_server=8 cluster_clients=7 outside=0 crossing=4 hexagons=3 intrinsics=10" "fedavg_2nn counts"
+is "$(members fedavg_2nn cluster_server)" "state model pseudo_grad totals_sum metrics new_state result returns " "fedavg_2nn: SERVER"
 is "$(members fedavg_2nn cluster_clients)" "train client_keys model_at_clients outs grads weights totals " "fedavg_2nn: CLIENTS"
 "$PY" "$CHECK" texts "$T/fedavg_2nn.json" >"$T/texts"
 has "$T/texts" "fedavg_2nn.json: next" "title"
 has "$T/texts" "federated_map(client_update)" "the mapped function"
-has "$T/texts" "call(metrics_over_clients)" "the called function"
+has "$T/texts" "federated_apply(metrics_from_totals)" "the applied function"
 has "$T/texts" "{FashionExample*}@CLIENTS" "a type on an edge"
 # mean_variance main: measurements (clients), zero (an unplaced call, outside the clusters),
 # stats (federated_aggregate, server), the result (server).

@@ -98,7 +98,9 @@ import ref_random
 lines = [json.loads(l) for l in open(sys.argv[1])]
 assert [l["round"] for l in lines] == [1, 2, 3, 4], lines
 for l in lines:
-    assert l["clients"] == 5 and l["seconds"] >= 0, l
+    assert l["clients"] == 5 and l["seconds"] >= 0 and l["cpu_seconds"] >= 0, l
+    assert ("eval_seconds" in l) == ("eval" in l), l
+    assert 0 <= l.get("eval_seconds", 0) <= l["seconds"], l
     assert l["sampled"] == ref_random.sample_clients(3, l["round"], 30, 5), l
 assert "eval" in lines[-1] and "eval" not in lines[0]
 PY

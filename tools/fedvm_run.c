@@ -228,7 +228,7 @@ static double metric(const fvm_value *v, const fvm_type *t, const char *name)
 }
 
 /* The round's record: {"round", "train", "eval"?, and for the metrics file
- * "seconds", "clients", "sampled"?}. */
+ * "seconds", "eval_seconds"?, "cpu_seconds", "clients", "sampled"?}. */
 static fvm_doc *record(fvm_arena *a, const fvm_round_report *r, bool full, bool sampled)
 {
     fvm_doc *doc = fvm_doc_new(a, FVM_DOC_OBJECT);
@@ -239,6 +239,8 @@ static fvm_doc *record(fvm_arena *a, const fvm_round_report *r, bool full, bool 
         return NULL;
     if (full) {
         if (fvm_doc_set(a, doc, "seconds", fvm_doc_real(a, round(r->seconds * 1e6) / 1e6)) ||
+            (r->eval && fvm_doc_set(a, doc, "eval_seconds", fvm_doc_real(a, round(r->eval_seconds * 1e6) / 1e6))) ||
+            fvm_doc_set(a, doc, "cpu_seconds", fvm_doc_real(a, round(r->cpu_seconds * 1e6) / 1e6)) ||
             fvm_doc_set(a, doc, "clients", fvm_doc_int(a, r->nclients)))
             return NULL;
         if (sampled) {

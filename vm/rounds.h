@@ -18,6 +18,8 @@ typedef struct fvm_round_report {
     const int64_t *clients; /* the round's clients: indices into the data, increasing */
     int64_t nclients;
     double seconds;         /* wall time of the round (next and evaluate) */
+    double eval_seconds;    /* the part of it in evaluate (0 when it did not run) */
+    double cpu_seconds;     /* CPU time of the process in the round, all its threads */
     fvm_value *state;       /* the state after the round */
     fvm_value *metrics;     /* next's metrics, of type metrics_type */
     const fvm_type *metrics_type;
