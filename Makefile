@@ -45,6 +45,18 @@ TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 # fedvm command links them, not the library.
 PLOT_CFLAGS := $(shell pkg-config --cflags cairo fontconfig 2>/dev/null)
 PLOT_LIBS   := $(shell pkg-config --libs cairo fontconfig 2>/dev/null || echo -lcairo -lfontconfig)
+# Open MPI, for the mpi backend (vm/backend_mpi.c): auto builds it when
+# Open MPI's development files are found (Debian's libopenmpi-dev), yes
+# requires them, no leaves it out; without it '--backend mpi' says so and
+# everything else builds and runs the same.
+MPI      ?= auto
+ifneq ($(MPI),no)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
+endif
+ifeq ($(MPI)$(MPI_LIBS),yes)
+$(error MPI=yes but Open MPI's development files were not found (make deps installs libopenmpi-dev))
+endif
 PYTHON   ?= python3
 VERSION  := 0.1.0
 
@@ -53,7 +65,8 @@ DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
                 python3-msgpack python3-numpy dataset-fashion-mnist \
-                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz
+                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz \
+                libopenmpi-dev openmpi-bin
 
 # ---- sources ---------------------------------------------------------------
 LIB_SRC   := $(wildcard vm/*.c format/*.c)
@@ -102,6 +115,10 @@ $(LIBD)/libfedvm.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libfedvm.so.0 -o $@ $^ $(LIBS)
 
 $(BUILD)/tools/fedvm_plot.o: ALL_CFLAGS += $(PLOT_CFLAGS)
+ifneq ($(MPI_LIBS),)
+$(BUILD)/vm/backend_mpi.o: ALL_CFLAGS += -DFVM_HAVE_MPI $(MPI_CFLAGS)
+LIBS += $(MPI_LIBS)
+endif
 
 $(BIN)/fedvm: $(FEDVM_OBJ) $(LIBD)/libfedvm.a
 	@mkdir -p $(BIN)
@@ -216,7 +233,7 @@ install: all
 	ln -sf libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so
 	install -m 644 $(filter vm/%,$(PUBLIC_H)) vm/ops.def vm/attrs.def $(DESTDIR)$(PREFIX)/include/fedvm/vm/
 	install -m 644 $(filter format/%,$(PUBLIC_H)) $(DESTDIR)$(PREFIX)/include/fedvm/format/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@MPI_LIBS@|$(MPI_LIBS)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
 
 uninstall:
 	rm -f $(TOOLS:%=$(DESTDIR)$(PREFIX)/bin/%)

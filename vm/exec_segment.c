@@ -303,7 +303,7 @@ fvm_status fvm_exec_segment(fvm_ctx *x, const fvm_func *f, int sgi, fvm_value **
         s = fvm_nomem(x);
     if (s == FVM_OK && r.n == 0)
         s = empty(x, &r);
-    else if (s == FVM_OK && (nb >= x->vm->backend->workers || x->vm->backend->distributed))
+    else if (s == FVM_OK && nb >= x->vm->backend->workers)
         s = x->vm->backend->iface->run(x->vm->backend, x, nb, block_task, &r, blocks);
     else if (s == FVM_OK)
         s = by_clients(x, &r, nb, blocks);
