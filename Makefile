@@ -2,11 +2,13 @@
 #
 # make deps     install missing Debian packages (apt-get; run as root)
 # make          build bin/fedvm, bin/fedplan, lib/libfedvm.a and lib/libfedvm.so
-# make test     unit, golden, invalid-input, command-line and fidelity tests
+# make test     unit, golden, invalid-input, command-line, backend-conformance and
+#               fidelity tests (the mpi backend's under mpirun when Open MPI is installed)
 # make asan     the whole test suite under AddressSanitizer + UBSan
 # make bench    benchmarks (bench/bench_*.c): GFLOP/s against BLAS
 # make demo     the main job on a built-in default
 # make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
+# make MPI=no   any of these without Open MPI (the mpi backend then says it is missing)
 
 # ---- settings --------------------------------------------------------------
 CC       ?= cc
@@ -135,7 +137,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # Each cmocka binary runs from the repository root; tests/run_invalid.sh
 # checks every invalid input's error through the fedvm command,
 # tests/run_data.sh the 'fedvm data' commands and the files they write, and
-# tests/run_train.sh training runs over datasets, tests/run_plot.sh the
+# tests/run_train.sh training runs over datasets, tests/run_backends.sh
+# the same bits on every backend (seq, threads, and mpi on 1-3 ranks under
+# mpirun when it is installed), tests/run_plot.sh the
 # pictures 'fedvm plot' draws of them, tests/run_plan.sh the fedplan
 # command and its plans (the pictures through Graphviz's dot),
 # tests/run_forms.sh the round forms, run against their sources, and
@@ -149,6 +153,7 @@ test: all $(TEST_BIN)
 	@tests/run_cli.sh $(BIN)/fedvm
 	@tests/run_data.sh $(BIN)/fedvm
 	@tests/run_train.sh $(BIN)/fedvm
+	@tests/run_backends.sh $(BIN)/fedvm $(BUILD)/tests/test_golden
 	@tests/run_plot.sh $(BIN)/fedvm
 	@tests/run_plan.sh $(BIN)/fedplan
 	@tests/run_forms.sh $(BIN)
