@@ -310,8 +310,9 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
             s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot print round %lld", (long long)r->round);
         fflush(stdout);
     }
-    if (s == FVM_OK && t->o->checkpoint_dir && (r->round % t->o->checkpoint_every == 0 || r->round == r->last))
-        s = fvm_checkpoint_save(t->o->checkpoint_dir, r->round, r->state, t->state_type, &t->info, d);
+    /* the metrics line before the checkpoint: a run stopped between the two
+     * resumes from the previous checkpoint and drops the line, where the
+     * other order would lose the round's line */
     if (s == FVM_OK && t->metrics) {
         fvm_doc *rec = record(&a, r, true, t->sampled);
         char *text = NULL;
@@ -322,6 +323,8 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
                              strerror(errno));
         free(text);
     }
+    if (s == FVM_OK && t->o->checkpoint_dir && (r->round % t->o->checkpoint_every == 0 || r->round == r->last))
+        s = fvm_checkpoint_save(t->o->checkpoint_dir, r->round, r->state, t->state_type, &t->info, d);
     fvm_arena_free(&a);
     return fvm_backend_agree(t->backend, s, d);
 }
@@ -451,14 +454,15 @@ static bool all_given(const fvm_func *f, const run_opts *o, bool *any)
     return all;
 }
 
-/* Everything a training run reads before its first round: next's and
- * evaluate's data, the fixed clients, the state to resume from; fills the
- * arguments, t and *state. */
+/* What a training run starts from (owned; run_training frees it). */
 typedef struct setup {
     fvm_value **next_args, **eval_args, *state;
     int64_t *fixed, nfixed, population, eval_clients, per_round;
 } setup;
 
+/* Everything a training run reads before its first round: next's and
+ * evaluate's data, the fixed clients, the state to resume from (into su,
+ * and t's checkpoint record and first round). */
 static fvm_status read_inputs(const fvm_func *init, const fvm_func *next, const fvm_func *eval, const run_opts *o,
                               setup *su, train *t, fvm_diag *d)
 {
