@@ -107,6 +107,8 @@ if [ -n "$MPI" ]; then
         check "mpi$np: one summary line, from rank 0" -- test "$(grep -c "rounds in" "$T/mpi$np.err")" -eq 1
     done
     train singleton $MPI_ENV -- --backend mpi && compare singleton
+    # mpi is the default under mpirun
+    train default $MPI -np 2 -- && compare default
     # resumed under mpirun after round 2 of a sequential run: the same last checkpoint
     rm -rf "$T/resume.ck"
     expect 0 "2 rounds in sequence" -- "$BIN" run $RUN --rounds 2 --backend seq --checkpoint-dir "$T/resume.ck"

@@ -39,10 +39,11 @@ const char *const fvm_usage_run =
     "  --clients N        the number of clients when no client data is given\n"
     "  --seed S           the run's seed (default 0): a parameter 'key' (u32[2]) gets\n"
     "                     random_key(S), 'client_keys' ({u32[2]}@CLIENTS) one key per client\n"
-    "  --backend NAME     where client work runs: threads (default), seq, or mpi (the\n"
-    "                     ranks of 'mpirun -np P fedvm run ...', clients split among\n"
-    "                     them; rank 0 alone prints and writes files); results are\n"
-    "                     bit-identical on every backend, thread count and rank count\n"
+    "  --backend NAME     where client work runs: threads, seq, or mpi (the ranks of\n"
+    "                     'mpirun -np P fedvm run ...', clients split among them; rank 0\n"
+    "                     alone prints and writes files); default: mpi under mpirun,\n"
+    "                     else threads; results are bit-identical on every backend,\n"
+    "                     thread count and rank count\n"
     "  --threads N        worker threads of the threads backend (default: one per core)\n"
     "\n"
     "training runs (next's parameters bound by name; see format/SPEC.md):\n"
@@ -644,6 +645,10 @@ int fvm_cmd_run(int argc, char **argv)
         goto done;
     }
     rc = EXIT_INVALID;
+    /* under mpirun (Open MPI tells its ranks their number), the ranks share
+     * the work unless told otherwise */
+    if (!o.backend && getenv("OMPI_COMM_WORLD_SIZE") && !o.threads)
+        o.backend = "mpi";
     if (o.backend && !strcmp(o.backend, "mpi")) {
         if (fvm_backend_mpi(&backend, &d))
             goto done;
