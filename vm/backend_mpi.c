@@ -15,7 +15,6 @@ fvm_status fvm_backend_mpi(fvm_backend **out, fvm_diag *d)
 
 #else
 
-#include <limits.h>
 #include <mpi.h>
 
 #include "wire.h"
@@ -33,12 +32,12 @@ static void share(const mpi *m, int r, int64_t n, int64_t *lo, int64_t *hi)
     *hi = n * (r + 1) / m->size;
 }
 
-/* Sends root's bytes b to every rank (into their b, replaced), in pieces
- * of PIECE bytes (MPI counts are ints). A rank that cannot hold them still
- * takes part in every broadcast (the pieces go to a scratch buffer) and
- * returns FVM_ERR_NOMEM, with b empty. */
-enum { PIECE = 1 << 24 };
+enum { PIECE = 1 << 24 }; /* bytes per broadcast (MPI counts are ints) */
 
+/* Sends root's bytes b to every rank (into their b, replaced), PIECE bytes
+ * at a time. A rank that cannot hold them still takes part in every
+ * broadcast (the pieces go to a scratch buffer) and returns FVM_ERR_NOMEM,
+ * with b empty. */
 static fvm_status bcast_bytes(const mpi *m, int root, fvm_bytes *b, fvm_diag *d)
 {
     uint64_t len = b->len;
@@ -71,15 +70,15 @@ static fvm_status bcast_bytes(const mpi *m, int root, fvm_bytes *b, fvm_diag *d)
     return s;
 }
 
-/* The errors of root (in src there) into every other rank's d, in place of
- * theirs, and root's status to all. */
-static fvm_status share_errors(const mpi *m, int root, fvm_status s, const fvm_diag *src, fvm_diag *d)
+/* Root's errors (in its d) into every other rank's d, in place of theirs,
+ * and root's status s to all. */
+static fvm_status share_errors(const mpi *m, int root, fvm_status s, fvm_diag *d)
 {
     int code = (int)s;
     MPI_Bcast(&code, 1, MPI_INT, root, MPI_COMM_WORLD);
     fvm_bytes b = {0};
     fvm_diag scratch = {0};
-    if (m->rank == root && fvm_wire_put_diag(&b, src, &scratch))
+    if (m->rank == root && fvm_wire_put_diag(&b, d, &scratch))
         b.len = 0; /* out of memory: the others get no message */
     fvm_status got = bcast_bytes(m, root, &b, &scratch);
     if (m->rank != root) {
@@ -87,8 +86,6 @@ static fvm_status share_errors(const mpi *m, int root, fvm_status s, const fvm_d
         size_t at = 0;
         if (got || fvm_wire_get_diag(b.data, b.len, &at, d, d))
             fvm_diag_add(d, (fvm_status)code, NULL, "rank %d failed (its errors could not be received)", root);
-    } else if (src != d) {
-        fvm_diag_append(d, src);
     }
     fvm_diag_clear(&scratch);
     fvm_bytes_free(&b);
@@ -100,7 +97,7 @@ static fvm_status mpi_agree(fvm_backend *b, fvm_status s, fvm_diag *d)
     mpi *m = b->impl;
     int mine = s ? m->rank : m->size, first = m->size;
     MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    return first == m->size ? FVM_OK : share_errors(m, first, s, d, d);
+    return first == m->size ? FVM_OK : share_errors(m, first, s, d);
 }
 
 static void release_all(int64_t n, fvm_value **out)
@@ -159,7 +156,7 @@ static fvm_status mpi_run(fvm_backend *b, fvm_ctx *x, int64_t n, fvm_task_fn tas
         fvm_status code = mine.n ? mine.errs[0].code : FVM_ERR_RUNTIME;
         if (m->rank == owner && !mine.n)
             fvm_diag_add(&mine, code, NULL, "task %lld failed", (long long)lowest);
-        s = share_errors(m, owner, code, &mine, &mine);
+        s = share_errors(m, owner, code, &mine);
         fvm_diag_append(x->d, &mine);
     } else {
         /* every rank's results, rank by rank, to every rank */
