@@ -2,12 +2,14 @@
 #
 # make deps     install missing Debian packages (apt-get; run as root)
 # make          build bin/fedvm, bin/fedplan, lib/libfedvm.a and lib/libfedvm.so
-# make test     unit, golden, invalid-input, command-line and fidelity tests
+# make test     unit, golden, invalid-input, command-line, backend-conformance and
+#               fidelity tests (the mpi backend's under mpirun when Open MPI is installed)
 # make asan     the whole test suite under AddressSanitizer + UBSan
 # make bench    benchmarks: fedvm against NumPy, PyTorch and the SGEMM peak (BENCHMARKS.md)
 # make bench-doc  the same, its tables written into BENCHMARKS.md
 # make demo     the main job on a built-in default
 # make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
+# make MPI=no   any of these without Open MPI (the mpi backend then says it is missing)
 
 # ---- settings --------------------------------------------------------------
 CC       ?= cc
@@ -46,6 +48,18 @@ TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 # fedvm command links them, not the library.
 PLOT_CFLAGS := $(shell pkg-config --cflags cairo fontconfig 2>/dev/null)
 PLOT_LIBS   := $(shell pkg-config --libs cairo fontconfig 2>/dev/null || echo -lcairo -lfontconfig)
+# Open MPI, for the mpi backend (vm/backend_mpi.c): auto builds it when
+# Open MPI's development files are found (Debian's libopenmpi-dev), yes
+# requires them, no leaves it out; without it '--backend mpi' says so and
+# everything else builds and runs the same.
+MPI      ?= auto
+ifneq ($(MPI),no)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
+endif
+ifeq ($(MPI)$(MPI_LIBS),yes)
+$(error MPI=yes but Open MPI's development files were not found (make deps installs libopenmpi-dev))
+endif
 PYTHON   ?= python3
 VERSION  := 0.1.0
 
@@ -54,7 +68,8 @@ DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
                 python3-msgpack python3-numpy dataset-fashion-mnist \
-                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz nettle-dev
+                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz nettle-dev \
+                libopenmpi-dev openmpi-bin
 
 # ---- sources ---------------------------------------------------------------
 LIB_SRC   := $(wildcard vm/*.c format/*.c)
@@ -103,6 +118,10 @@ $(LIBD)/libfedvm.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libfedvm.so.0 -o $@ $^ $(LIBS)
 
 $(BUILD)/tools/fedvm_plot.o: ALL_CFLAGS += $(PLOT_CFLAGS)
+ifneq ($(MPI_LIBS),)
+$(BUILD)/vm/backend_mpi.o: ALL_CFLAGS += -DFVM_HAVE_MPI $(MPI_CFLAGS)
+LIBS += $(MPI_LIBS)
+endif
 
 $(BIN)/fedvm: $(FEDVM_OBJ) $(LIBD)/libfedvm.a
 	@mkdir -p $(BIN)
@@ -120,7 +139,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # checks every invalid input's error through the fedvm command,
 # tests/run_data.sh the 'fedvm data' commands and the files they write, and
 # tests/run_train.sh training runs over datasets, tests/run_memory.sh that
-# a round's peak memory does not grow with its clients, tests/run_plot.sh the
+# a round's peak memory does not grow with its clients, tests/run_backends.sh
+# the same bits on every backend (seq, threads, and mpi on 1-3 ranks under
+# mpirun when it is installed), tests/run_plot.sh the
 # pictures 'fedvm plot' draws of them, tests/run_plan.sh the fedplan
 # command and its plans (the pictures through Graphviz's dot),
 # tests/run_forms.sh the round forms, run against their sources,
@@ -137,6 +158,7 @@ test: all $(TEST_BIN)
 	@tests/run_data.sh $(BIN)/fedvm
 	@tests/run_train.sh $(BIN)/fedvm
 	@tests/run_memory.sh $(BIN)/fedvm
+	@tests/run_backends.sh $(BIN)/fedvm $(BUILD)/tests/test_golden
 	@tests/run_plot.sh $(BIN)/fedvm
 	@tests/run_plan.sh $(BIN)/fedplan
 	@tests/run_forms.sh $(BIN)
@@ -250,7 +272,7 @@ install: all
 	ln -sf libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so
 	install -m 644 $(filter vm/%,$(PUBLIC_H)) vm/ops.def vm/attrs.def $(DESTDIR)$(PREFIX)/include/fedvm/vm/
 	install -m 644 $(filter format/%,$(PUBLIC_H)) $(DESTDIR)$(PREFIX)/include/fedvm/format/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@MPI_LIBS@|$(MPI_LIBS)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
 
 uninstall:
 	rm -f $(TOOLS:%=$(DESTDIR)$(PREFIX)/bin/%)

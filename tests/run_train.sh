@@ -118,7 +118,7 @@ for b in "--backend seq" "--threads 1" "--threads 2" "--threads 3"; do
 done
 expect 0 "all 30 clients on 3 threads" -- "$BIN" run $P $TRAIN --rounds 2 --threads 3 && cp "$T/out" "$T/all3"
 expect 0 "all 30 clients in sequence" -- "$BIN" run $P $TRAIN --rounds 2 --backend seq && same "$T/all3" "$T/out" "30 clients"
-expect 2 "unknown backend" -- "$BIN" run $P $TRAIN --backend gpu && has "$T/err" "--backend is seq or threads" "backend name"
+expect 2 "unknown backend" -- "$BIN" run $P $TRAIN --backend gpu && has "$T/err" "--backend is seq, threads or mpi" "backend name"
 expect 2 "--threads with seq" -- "$BIN" run $P $TRAIN --backend seq --threads 2
 
 # -- a model with real matmuls (the demo's 2NN on Fashion-MNIST): BLAS is called from every

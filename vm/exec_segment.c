@@ -337,7 +337,7 @@ fvm_status fvm_exec_segment(fvm_ctx *x, const fvm_func *f, int sgi, fvm_value **
     }
     if (s == FVM_OK && r.n == 0) {
         s = empty(x, &r);
-    } else if (s == FVM_OK && (nb >= be->workers || be->distributed)) {
+    } else if (s == FVM_OK && nb >= be->workers) {
         for (r.block_lo = 0; s == FVM_OK && r.block_lo < nb; r.block_lo += chunk) {
             int64_t m = nb - r.block_lo < chunk ? nb - r.block_lo : chunk;
             s = be->iface->run(be, x, m, block_task, &r, blocks);
