@@ -89,6 +89,17 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: format/proto/%.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c --proto_path=format/proto --c_out=$(BUILD)/gen $<
 
+# The Beam pipeline's driver (format/beam_pipeline.js) as a C string for the
+# beam plan writer: each line a string literal, with \, " and ? escaped
+# (the last so that '??' is never a trigraph).
+$(BUILD)/gen/beam_pipeline.h: format/beam_pipeline.js
+	@mkdir -p $(BUILD)/gen
+	{ echo 'static const char beam_pipeline_js[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; \
+	  echo '    "";'; } >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/format/plan_beam.o: $(BUILD)/gen/beam_pipeline.h
+
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c | $(PROTO_H)
 	$(CC) $(CSTD) $(CFLAGS) -fPIC -MMD -MP -I$(BUILD)/gen $(shell pkg-config --cflags libprotobuf-c) -c $< -o $@
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../vm/aggregate.h"
 #include "../vm/check.h"
 #include "ir_read.h"
 #include "ir_write.h"
@@ -33,7 +34,8 @@ typedef struct xw {
     const fvm_func *f, *init;
     fvm_flow fl;
     fvm_mr m;
-    const char *aggregate;  /* the generated aggregation function's name */
+    const char *aggregate;  /* the generated aggregation functions' names */
+    const char *partial, *combine;
     const char *initialize; /* initialize's name in the server program: "<fn>.initialize" (a program
                                with a function 'initialize' must have 'next' too) */
 } xw;
@@ -270,26 +272,69 @@ static fvm_status outputs(xw *x, fvm_doc *list)
     return FVM_OK;
 }
 
-/* ---- the aggregation function ----------------------------------------------- */
+/* ---- the aggregation functions ----------------------------------------------- */
 
+/* The partial aggregate of a block of clients: <acc=A, secure=SECR> (unplaced). */
+static const fvm_type *partial_type(xw *x)
+{
+    const char *names[2] = {"acc", "secure"};
+    const fvm_type *elems[2] = {x->m.t.A, x->m.t.SECR};
+    return fvm_type_struct(x->a, 2, names, elems);
+}
+
+/* The aggregation of all updates (aggregate), and the same in stages: the
+ * partial of one block of clients (partial: the federated_aggregate without
+ * report, and the secure sums of the block) and the partials' combination
+ * once their accumulators are merged (combine: report, and the secure sums
+ * of the partials' secure sums). */
 static fvm_status write_aggregate(xw *x)
 {
     fvm_mr *m = &x->m;
+    const fvm_type *updates = fvm_type_fed(x->a, m->t.WORK, FVM_PL_CLIENTS, false), *pt = partial_type(x),
+                   *partials = pt ? fvm_type_fed(x->a, pt, FVM_PL_CLIENTS, false) : NULL,
+                   *acc = fvm_type_fed(x->a, m->t.A, FVM_PL_SERVER, false);
+    if (!updates || !partials || !acc)
+        return nomem(x->d);
+    const char *names[2] = {"report", "secure"}, *args[2] = {"@report", "@secure"};
     fvm_fwriter w;
     TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
-    const fvm_type *updates = fvm_type_fed(x->a, m->t.WORK, FVM_PL_CLIENTS, false);
-    if (!updates)
-        return nomem(x->d);
     TRY(fvm_fwriter_param(&w, "@work", updates, -1));
-    TRY(fvm_mr_exchange(m, &w, "@work"));
-    const char *names[2] = {"report", "secure"}, *args[2] = {"@report", "@secure"};
+    TRY(fvm_mr_exchange(m, &w, "@work", true));
     TRY(fvm_fwriter_struct(&w, "@aggregate", 2, names, args));
     fvm_doc *fn = fvm_fwriter_finish(&w,
                                      "Cross-device plan: aggregate. The clients' updates (work's results), in "
                                      "client index order, combined as the round's aggregations: report's results "
                                      "and the secure sums.",
                                      "@aggregate");
-    return put(x, m->funcs, x->aggregate, fn) ? FVM_OK : nomem(x->d);
+    if (!put(x, m->funcs, x->aggregate, fn))
+        return nomem(x->d);
+
+    const char *pnames[2] = {"acc", "secure"}, *pargs[2] = {"@acc", "@secure"};
+    TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
+    TRY(fvm_fwriter_param(&w, "@work", updates, -1));
+    TRY(fvm_mr_exchange(m, &w, "@work", false));
+    TRY(fvm_fwriter_struct(&w, "@partial", 2, pnames, pargs));
+    fn = fvm_fwriter_finish(&w,
+                            "Cross-device plan: partial. The updates of one block of consecutive clients of the "
+                            "round, in client index order, folded from the zero (the accumulator, before "
+                            "report) and their secure sums.",
+                            "@partial");
+    if (!put(x, m->funcs, x->partial, fn))
+        return nomem(x->d);
+
+    TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
+    TRY(fvm_fwriter_param(&w, "@acc", acc, -1));
+    TRY(fvm_fwriter_param(&w, "@partials", partials, -1));
+    const char *a = "@acc";
+    TRY(fvm_fwriter_instr(&w, "@report", "federated_apply", fvm_attr1(x->a, "fn", m->part[FVM_MR_REPORT]), 1, &a));
+    TRY(fvm_mr_secure_sums(m, &w, "@partials", pt, fvm_arena_printf(x->a, "%s.partial.secure", x->f->name)));
+    TRY(fvm_fwriter_struct(&w, "@combine", 2, names, args));
+    fn = fvm_fwriter_finish(&w,
+                            "Cross-device plan: combine. The accumulator of all blocks (their partials merged "
+                            "pairwise in block order) reported, and the secure sums of the blocks' partials, in "
+                            "block order: what aggregate gives.",
+                            "@combine");
+    return put(x, m->funcs, x->combine, fn) ? FVM_OK : nomem(x->d);
 }
 
 /* ---- the two programs -------------------------------------------------------- */
@@ -416,9 +461,15 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
     if (!put(x, state, "type", type_doc(x, st)) || !put(x, metrics, "type", type_doc(x, mt)))
         return nomem(x->d);
     TRY(tensor_list(x, state, "", st, "the server state", &x->init->result_loc));
+    fvm_doc *partial = object(x, false);
+    if (!put(x, partial, "block", fvm_doc_int(x->a, FVM_AGG_BLOCK)) || !put(x, partial, "function", str(x, x->partial)) ||
+        !put(x, partial, "merge", str(x, m->part[FVM_MR_MERGE])) || !put(x, partial, "combine", str(x, x->combine)))
+        return nomem(x->d);
+    TRY(tensor_list(x, partial, "", partial_type(x), "the partial aggregate of a block of clients", &f->loc));
 
     const char *work = m->part[FVM_MR_WORK];
-    const char *server_roots[] = {x->init->name, m->part[FVM_MR_PREPARE], x->aggregate, m->part[FVM_MR_UPDATE]};
+    const char *server_roots[] = {x->init->name, m->part[FVM_MR_PREPARE], x->aggregate, m->part[FVM_MR_UPDATE],
+                                  x->partial, m->part[FVM_MR_MERGE], x->combine};
     fvm_doc *cprog, *sprog;
     TRY(phase_program(x, q, full,
                       fvm_arena_printf(x->a, "The client phase of the cross-device plan of '%s' of %s: work, run by "
@@ -426,8 +477,8 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
                       1, &work, &cprog));
     TRY(phase_program(x, q, full,
                       fvm_arena_printf(x->a, "The server phase of the cross-device plan of '%s' of %s: initialize, "
-                                       "prepare, aggregate and result.", f->name, src),
-                      4, server_roots, &sprog));
+                                       "prepare, aggregate (or partial, merge and combine) and result.", f->name, src),
+                      7, server_roots, &sprog));
     TRY(verify(x, cprog, "client"));
     TRY(verify(x, sprog, "server"));
     const char *doc = fvm_arena_printf(x->a, "'%s' of %s as a cross-device plan (written by fedplan; "
@@ -440,8 +491,8 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
         !put(x, server, "initialize", str(x, x->initialize)) ||
         !put(x, server, "prepare", str(x, m->part[FVM_MR_PREPARE])) ||
         !put(x, server, "aggregate", str(x, x->aggregate)) ||
-        !put(x, server, "result", str(x, m->part[FVM_MR_UPDATE])) || !put(x, server, "inputs", sin) ||
-        !put(x, server, "state", state) || !put(x, server, "metrics", metrics) ||
+        !put(x, server, "result", str(x, m->part[FVM_MR_UPDATE])) || !put(x, server, "partial", partial) ||
+        !put(x, server, "inputs", sin) || !put(x, server, "state", state) || !put(x, server, "metrics", metrics) ||
         !put(x, server, "program", sprog) || !put(x, root, "server", server))
         return nomem(x->d);
     *out = root;
@@ -460,6 +511,8 @@ fvm_status fvm_plan_cross_device(const fvm_program *p, const fvm_plan_opts *o, c
     if (s == FVM_OK)
         s = check_round(&x);
     if (s == FVM_OK && (!(x.aggregate = fvm_arena_printf(&a, "%s.aggregate", x.f->name)) ||
+                        !(x.partial = fvm_arena_printf(&a, "%s.partial", x.f->name)) ||
+                        !(x.combine = fvm_arena_printf(&a, "%s.combine", x.f->name)) ||
                         !(x.initialize = fvm_arena_printf(&a, "%s.initialize", x.f->name))))
         s = nomem(d);
     if (s == FVM_OK)

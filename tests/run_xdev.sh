@@ -167,16 +167,16 @@ head -c 100 "$d/b1.safetensors" >"$T/truncated.safetensors"
 expect 1 "device: a truncated checkpoint" -- dev --checkpoint "$T/truncated.safetensors" --index 2 --out "$T/x.safetensors" &&
     has "$T/err" "$T/truncated.safetensors" "device: truncated checkpoint named"
 check "device: nothing written on errors" -- test ! -e "$T/x.safetensors"
-sed 's/"plan": 1,/"plan": 2,/' "$P" >"$T/v2.json"
-expect 1 "device: a plan of another version" -- "$FEDVM" device "$T/v2.json" --checkpoint "$d/b1.safetensors" --data "$SYN" --index 2 --out "$T/x.safetensors" &&
-    has "$T/err" "$T/v2.json:2:11: /plan: plan format version 2; this fedvm reads version 1 (write the plan again with this version's fedplan)" "device: plan version"
-expect 1 "server: a plan of another version" -- "$FEDVM" server "$T/v2.json" init --out "$T/x.safetensors" && has "$T/err" "/plan: plan format version 2" "server: plan version"
+sed 's/"plan": 2,/"plan": 3,/' "$P" >"$T/v3.json"
+expect 1 "device: a plan of another version" -- "$FEDVM" device "$T/v3.json" --checkpoint "$d/b1.safetensors" --data "$SYN" --index 2 --out "$T/x.safetensors" &&
+    has "$T/err" "$T/v3.json:2:11: /plan: plan format version 3; this fedvm reads version 2 (write the plan again with this version's fedplan)" "device: plan version"
+expect 1 "server: a plan of another version" -- "$FEDVM" server "$T/v3.json" init --out "$T/x.safetensors" && has "$T/err" "/plan: plan format version 3" "server: plan version"
 sed 's/"federated_aggregate"/"federated_agregate"/' "$P" >"$T/typo.json"
 expect 1 "server: a plan whose program does not check" -- "$FEDVM" server "$T/typo.json" init --out "$T/x.safetensors" &&
     has "$T/err" "/server/program/functions/next.aggregate/body/" "server: error located in the server program" &&
     has "$T/err" "unknown op 'federated_agregate'; did you mean 'federated_aggregate'?" "server: the typo named"
 expect 1 "device: not a plan" -- "$FEDVM" device programs/fedavg.json --checkpoint "$d/b1.safetensors" --data "$SYN" --index 2 --out "$T/x.safetensors" &&
-    has "$T/err" "programs/fedavg.json:1:1: /: missing \"plan\": 1 (the plan format version)" "device: a program is not a plan"
+    has "$T/err" "programs/fedavg.json:1:1: /: missing \"plan\": 2 (the plan format version)" "device: a program is not a plan"
 printf '{"plan": 1, "kind": "cross-device", ' >"$T/cut.json"
 expect 1 "server: a plan cut short" -- "$FEDVM" server "$T/cut.json" init --out "$T/x.safetensors" && has "$T/err" "$T/cut.json:1:" "server: syntax error located"
 
@@ -195,7 +195,7 @@ expect 1 "aggregate: an update of another plan" -- agg && has "$T/err" "$T/u/for
 fresh && head -c 300 "$d/u2/$first" >"$T/u/$first"
 expect 1 "aggregate: a truncated update" -- agg && has "$T/err" "$T/u/$first" "aggregate: truncated update named"
 fresh && cp "$d/b2.safetensors" "$T/u/broadcast.safetensors"
-expect 1 "aggregate: a broadcast among the updates" -- agg && has "$T/err" "$T/u/broadcast.safetensors: this is a broadcast file of a cross-device plan, not a update" "aggregate: not an update"
+expect 1 "aggregate: a broadcast among the updates" -- agg && has "$T/err" "$T/u/broadcast.safetensors: this is a broadcast file of a cross-device plan, not an update" "aggregate: not an update"
 fresh
 expect 1 "aggregate: the broadcast of another round" -- "$FEDVM" server "$P" aggregate --state "$d/s0.safetensors" --broadcast "$d/b2.safetensors" "$T/u" --out "$T/x.safetensors" &&
     has "$T/err" "$d/b2.safetensors: this is the broadcast of round 2, but the state $d/s0.safetensors is of round 0, whose next round is 1" "aggregate: round mismatch"
