@@ -3,6 +3,7 @@
 # make deps     install missing Debian packages (apt-get; run as root)
 # make          build bin/fedvm, bin/fedplan, lib/libfedvm.a and lib/libfedvm.so
 # make test     unit, golden, invalid-input, command-line and fidelity tests
+# make test-beam  the Beam pipelines of 'fedplan --to beam' on Beam's direct runner (npm)
 # make asan     the whole test suite under AddressSanitizer + UBSan
 # make bench    benchmarks (bench/bench_*.c): GFLOP/s against BLAS
 # make demo     the main job on a built-in default
@@ -74,7 +75,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h format/yaml_core.h format/dataset_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps test asan tsan fuzz bench demo install uninstall clean
+.PHONY: all deps test test-beam asan tsan fuzz bench demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -156,6 +157,21 @@ test: all $(TEST_BIN)
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
 	+@if [ "$(BUILD)" = build ]; then tests/run_install.sh; fi
 	@echo "all tests passed"
+
+# The pipelines 'fedplan --to beam' writes, run on Beam's direct runner against
+# 'fedvm run' (tests/run_beam.sh, about two minutes): needs node and npm
+# (Debian's nodejs and npm are installed when node is missing) and the npm
+# package apache-beam, installed once into $(BUILD)/beam (from the npm
+# registry), so it is not part of 'make test'.
+BEAM_DEB_PACKAGES := nodejs npm
+test-beam: all
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  echo "installing: $(BEAM_DEB_PACKAGES)"; \
+	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+	  $$SUDO apt-get install -y --no-install-recommends $(BEAM_DEB_PACKAGES) || \
+	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $(BEAM_DEB_PACKAGES); }; \
+	fi
+	@tests/run_beam.sh $(BIN) $(BUILD)/beam
 
 asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

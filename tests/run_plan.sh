@@ -224,6 +224,29 @@ fi
 expect 1 "-o into a missing directory" -- "$BIN" programs/sensor_threshold.json --to dot -o "$T/no/such/dir/p.dot" &&
     is "$(cat "$T/err")" "$T/no/such/dir/p.dot: cannot write: No such file or directory" "-o error names the file"
 
+# -- beam: the program's cross-device plan as one escaped literal, then the driver, nothing else
+# (tests/check_beam_plan.py); refused exactly as cross-device refuses. Running the pipelines on
+# Beam is 'make test-beam' (tests/run_beam.sh).
+for prog in programs/fedavg.json programs/fedsgd_linear.json tests/xdev/secure_counts.json tests/beam/inject.json; do
+    name=$(basename "$prog" .json)
+    expect 0 "$name --to beam" -- "$BIN" "$prog" --to beam -o "$T/$name.beam.js" &&
+        expect 0 "$name --to cross-device" -- "$BIN" "$prog" --to cross-device -o "$T/$name.xdev.json" &&
+        check "$name: the pipeline holds the plan as data, then the driver" -- \
+            "$PY" tests/check_beam_plan.py "$T/$name.beam.js" "$T/$name.xdev.json" format/beam_pipeline.js &&
+        "$PY" tests/check_beam_plan.py "$T/$name.beam.js" "$T/$name.xdev.json" format/beam_pipeline.js >"$T/$name.head"
+    if command -v node >/dev/null; then
+        check "$name: node reads the pipeline" -- node --check "$T/$name.beam.js"
+    fi
+done
+same "$T/fedavg.head" "$T/inject.head" "beam: one header for every program"
+lacks "$T/inject.head" "INJECTED" "beam: no name of the program in the header"
+expect 0 "beam: stdout is -o" -- "$BIN" programs/fedavg.json --to beam && same "$T/out" "$T/fedavg.beam.js" "beam: stdout and -o"
+for prog in programs/histogram.json tests/forms/two_exchanges.json tests/xdev/server_input.json; do
+    "$BIN" "$prog" --to cross-device >/dev/null 2>"$T/want"
+    expect 1 "$prog --to beam: refused" -- "$BIN" "$prog" --to beam && check "$prog --to beam: nothing on stdout" -- test ! -s "$T/out" &&
+        same "$T/want" "$T/err" "$prog --to beam: refused as cross-device refuses"
+done
+
 # -- format/PLANS.md: a section per format; its example is today's output
 DOC=format/PLANS.md
 for f in dot mapreduce distribute-aggregate cross-device beam; do has "$DOC" "## $f" "PLANS.md: $f"; done
