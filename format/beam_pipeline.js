@@ -49,6 +49,10 @@ exit status: 0 success, 1 failed run, 2 usage error
 
 class UsageError extends Error {}
 
+// The options that take a value.
+const OPTIONS = ["--data", "--clients", "--clients-per-round", "--rounds", "--seed", "--init", "--fedvm", "--work-dir",
+                 "--out", "--metrics", "--runner", "--runner-option"];
+
 // A whole number from text (for an option), at least min.
 function count(name, text, min) {
     if (!/^[0-9]+$/.test(text) || Number(text) < min || !Number.isSafeInteger(Number(text)))
@@ -70,9 +74,7 @@ function parseArgs(argv) {
         }
         const eq = arg.indexOf("=");
         const name = arg.startsWith("--") && eq > 0 ? arg.slice(0, eq) : arg;
-        const takes = ["--data", "--clients", "--clients-per-round", "--rounds", "--seed", "--init", "--fedvm",
-                       "--work-dir", "--out", "--metrics", "--runner", "--runner-option"];
-        if (!takes.includes(name))
+        if (!OPTIONS.includes(name))
             throw new UsageError(arg.startsWith("-") ? `unknown option '${arg}'` : `unexpected '${arg}'`);
         let value;
         if (name !== arg)

@@ -5,7 +5,8 @@
  * program holds initialize, prepare, an aggregation function (the form's
  * exchange: one federated_aggregate with zero, accumulate, merge and
  * report, and the secure sums, over the clients' updates) and update, as
- * 'result'. Each is a complete fedvm program, loaded and checked before the
+ * 'result', and the aggregation in stages: a block's partial, merge and
+ * combine. Each is a complete fedvm program, loaded and checked before the
  * plan is written. The configuration beside each program says what the
  * runtimes (xdev.h) bind to which parameter and which tensors the files
  * they exchange hold. */
@@ -34,8 +35,8 @@ typedef struct xw {
     const fvm_func *f, *init;
     fvm_flow fl;
     fvm_mr m;
-    const char *aggregate;  /* the generated aggregation functions' names */
-    const char *partial, *combine;
+    const char *aggregate;  /* the generated aggregation function's name */
+    const char *partial, *combine; /* the same in stages: a block's partial, the partials combined */
     const char *initialize; /* initialize's name in the server program: "<fn>.initialize" (a program
                                with a function 'initialize' must have 'next' too) */
 } xw;
@@ -282,58 +283,54 @@ static const fvm_type *partial_type(xw *x)
     return fvm_type_struct(x->a, 2, names, elems);
 }
 
-/* The aggregation of all updates (aggregate), and the same in stages: the
- * partial of one block of clients (partial: the federated_aggregate without
- * report, and the secure sums of the block) and the partials' combination
- * once their accumulators are merged (combine: report, and the secure sums
- * of the partials' secure sums). */
-static fvm_status write_aggregate(xw *x)
+/* The aggregation of all updates, the round's exchange (report: the
+ * accumulator reported, as "aggregate"), or the same in stages, first: the
+ * partial of one block of clients (!report: the federated_aggregate without
+ * report, and the block's secure sums, as "partial"). */
+static fvm_status write_exchange(xw *x, bool report)
 {
     fvm_mr *m = &x->m;
-    const fvm_type *updates = fvm_type_fed(x->a, m->t.WORK, FVM_PL_CLIENTS, false), *pt = partial_type(x),
-                   *partials = pt ? fvm_type_fed(x->a, pt, FVM_PL_CLIENTS, false) : NULL,
-                   *acc = fvm_type_fed(x->a, m->t.A, FVM_PL_SERVER, false);
-    if (!updates || !partials || !acc)
+    const fvm_type *updates = fvm_type_fed(x->a, m->t.WORK, FVM_PL_CLIENTS, false);
+    if (!updates)
         return nomem(x->d);
-    const char *names[2] = {"report", "secure"}, *args[2] = {"@report", "@secure"};
+    const char *names[2] = {report ? "report" : "acc", "secure"}, *args[2] = {report ? "@report" : "@acc", "@secure"};
+    const char *result = report ? "@aggregate" : "@partial";
     fvm_fwriter w;
     TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
     TRY(fvm_fwriter_param(&w, "@work", updates, -1));
-    TRY(fvm_mr_exchange(m, &w, "@work", true));
-    TRY(fvm_fwriter_struct(&w, "@aggregate", 2, names, args));
-    fvm_doc *fn = fvm_fwriter_finish(&w,
-                                     "Cross-device plan: aggregate. The clients' updates (work's results), in "
-                                     "client index order, combined as the round's aggregations: report's results "
-                                     "and the secure sums.",
-                                     "@aggregate");
-    if (!put(x, m->funcs, x->aggregate, fn))
-        return nomem(x->d);
+    TRY(fvm_mr_exchange(m, &w, "@work", report));
+    TRY(fvm_fwriter_struct(&w, result, 2, names, args));
+    const char *doc = report ? "Cross-device plan: aggregate. The clients' updates (work's results), in client index "
+                               "order, combined as the round's aggregations: report's results and the secure sums."
+                             : "Cross-device plan: partial. The updates of one block of consecutive clients of the "
+                               "round, in client index order, folded from the zero (the accumulator, before report) "
+                               "and their secure sums.";
+    fvm_doc *fn = fvm_fwriter_finish(&w, doc, result);
+    return put(x, m->funcs, report ? x->aggregate : x->partial, fn) ? FVM_OK : nomem(x->d);
+}
 
-    const char *pnames[2] = {"acc", "secure"}, *pargs[2] = {"@acc", "@secure"};
-    TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
-    TRY(fvm_fwriter_param(&w, "@work", updates, -1));
-    TRY(fvm_mr_exchange(m, &w, "@work", false));
-    TRY(fvm_fwriter_struct(&w, "@partial", 2, pnames, pargs));
-    fn = fvm_fwriter_finish(&w,
-                            "Cross-device plan: partial. The updates of one block of consecutive clients of the "
-                            "round, in client index order, folded from the zero (the accumulator, before "
-                            "report) and their secure sums.",
-                            "@partial");
-    if (!put(x, m->funcs, x->partial, fn))
+/* ... then, once the blocks' accumulators are merged: report, and the
+ * secure sums of the blocks' secure sums. */
+static fvm_status write_combine(xw *x)
+{
+    fvm_mr *m = &x->m;
+    const fvm_type *pt = partial_type(x), *partials = pt ? fvm_type_fed(x->a, pt, FVM_PL_CLIENTS, false) : NULL,
+                   *acc = fvm_type_fed(x->a, m->t.A, FVM_PL_SERVER, false);
+    if (!partials || !acc)
         return nomem(x->d);
-
+    const char *names[2] = {"report", "secure"}, *args[2] = {"@report", "@secure"}, *a = "@acc";
+    fvm_fwriter w;
     TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
     TRY(fvm_fwriter_param(&w, "@acc", acc, -1));
     TRY(fvm_fwriter_param(&w, "@partials", partials, -1));
-    const char *a = "@acc";
     TRY(fvm_fwriter_instr(&w, "@report", "federated_apply", fvm_attr1(x->a, "fn", m->part[FVM_MR_REPORT]), 1, &a));
     TRY(fvm_mr_secure_sums(m, &w, "@partials", pt, fvm_arena_printf(x->a, "%s.partial.secure", x->f->name)));
     TRY(fvm_fwriter_struct(&w, "@combine", 2, names, args));
-    fn = fvm_fwriter_finish(&w,
-                            "Cross-device plan: combine. The accumulator of all blocks (their partials merged "
-                            "pairwise in block order) reported, and the secure sums of the blocks' partials, in "
-                            "block order: what aggregate gives.",
-                            "@combine");
+    fvm_doc *fn = fvm_fwriter_finish(&w,
+                                     "Cross-device plan: combine. The accumulator of all blocks (their partials "
+                                     "merged pairwise in block order) reported, and the secure sums of the blocks' "
+                                     "partials: what aggregate gives.",
+                                     "@combine");
     return put(x, m->funcs, x->combine, fn) ? FVM_OK : nomem(x->d);
 }
 
@@ -462,8 +459,9 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
         return nomem(x->d);
     TRY(tensor_list(x, state, "", st, "the server state", &x->init->result_loc));
     fvm_doc *partial = object(x, false);
-    if (!put(x, partial, "block", fvm_doc_int(x->a, FVM_AGG_BLOCK)) || !put(x, partial, "function", str(x, x->partial)) ||
-        !put(x, partial, "merge", str(x, m->part[FVM_MR_MERGE])) || !put(x, partial, "combine", str(x, x->combine)))
+    if (!put(x, partial, "block", fvm_doc_int(x->a, FVM_AGG_BLOCK)) ||
+        !put(x, partial, "function", str(x, x->partial)) || !put(x, partial, "merge", str(x, m->part[FVM_MR_MERGE])) ||
+        !put(x, partial, "combine", str(x, x->combine)))
         return nomem(x->d);
     TRY(tensor_list(x, partial, "", partial_type(x), "the partial aggregate of a block of clients", &f->loc));
 
@@ -518,7 +516,11 @@ fvm_status fvm_plan_cross_device(const fvm_program *p, const fvm_plan_opts *o, c
     if (s == FVM_OK)
         s = fvm_mr_round(&x.m);
     if (s == FVM_OK)
-        s = write_aggregate(&x);
+        s = write_exchange(&x, true);
+    if (s == FVM_OK)
+        s = write_exchange(&x, false);
+    if (s == FVM_OK)
+        s = write_combine(&x);
     /* every part in one program, checked, from which each phase takes what it needs */
     char *text = NULL;
     size_t n = 0;

@@ -340,9 +340,9 @@ static fvm_status check_partial(const fvm_xdev_plan *pl, char *path, int64_t rou
     if (s == FVM_OK && b >= nblocks)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is a partial of block %lld, and round %lld has %lld blocks of "
                          "its %lld clients", (long long)b, (long long)round, (long long)nblocks, (long long)n);
-    const int64_t *want = sel + b * FVM_AGG_BLOCK;
+    const int64_t *want = s == FVM_OK ? sel + b * FVM_AGG_BLOCK : NULL;
     int64_t nwant = b + 1 < nblocks ? FVM_AGG_BLOCK : n - b * FVM_AGG_BLOCK;
-    if (s == FVM_OK && (ncl != nwant || memcmp(cl, want, (size_t)ncl * sizeof *cl))) {
+    if (want && (ncl != nwant || memcmp(cl, want, (size_t)ncl * sizeof *cl))) {
         char *w = xdev_ints_text(want, nwant), *g = xdev_ints_text(cl, ncl);
         s = w && g ? fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this partial of block %lld holds the clients %s, but block "
                                   "%lld of round %lld is the clients %s (a partial of another selection)",
@@ -399,8 +399,7 @@ static fvm_status read_partials(const fvm_xdev_plan *pl, const char *dir, int64_
     free(files);
     free(at);
     if (first) {
-        if (vals)
-            fvm_values_free(vals, nblocks);
+        fvm_values_free(vals, (int)nblocks);
         return first;
     }
     *out = vals;
@@ -464,8 +463,7 @@ static fvm_status finish_round(const fvm_xdev_plan *pl, fvm_vm *vm, fvm_value *s
         res->metrics = fvm_value_retain(next->items[1]);
     }
     fvm_value_release(next);
-    if (args)
-        fvm_values_free(args, pl->nserver + 2);
+    fvm_values_free(args, pl->nserver + 2);
     return s;
 }
 
@@ -554,8 +552,7 @@ fvm_status fvm_xdev_server_merge(const fvm_xdev_plan *pl, const char *state_path
     fvm_value_release(acc);
     fvm_value_release(partials);
     free(accs);
-    if (parts)
-        fvm_values_free(parts, nblocks);
+    fvm_values_free(parts, (int)nblocks);
     fvm_value_release(state);
     fvm_vm_free(vm);
     if (s)

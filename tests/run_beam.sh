@@ -122,6 +122,7 @@ expect 1 "no fedvm" -- node "$P" --fedvm "$T/no/fedvm" --data "train=$SYN" --cli
     has "$T/err" "cannot run $T/no/fedvm server" "no fedvm: said"
 expect 1 "no Beam SDK" -- env NODE_PATH= node "$P" --data "train=$SYN" --clients 50 --work-dir "$T/err.work" &&
     has "$T/err" "cannot load Beam's TypeScript SDK" "no SDK: said"
+expect 1 "an unknown runner" -- beam --data "train=$SYN" --clients 50 --runner nosuch && has "$T/err" "Unknown runner: nosuch" "runner: Beam's message"
 expect 2 "no --clients" -- beam --data "train=$SYN" && has "$T/err" "--clients N is required" "usage: --clients"
 expect 2 "no --data" -- beam --clients 5 && has "$T/err" "--data is required" "usage: --data"
 expect 2 "an unknown option" -- beam --data "train=$SYN" --clients 5 --round 3 && has "$T/err" "unknown option '--round'" "usage: unknown"
