@@ -4,6 +4,7 @@
 # make          build bin/fedvm, bin/fedplan, lib/libfedvm.a and lib/libfedvm.so
 # make test     unit, golden, invalid-input, command-line, backend-conformance and
 #               fidelity tests (the mpi backend's under mpirun when Open MPI is installed)
+# make test-beam  the Beam pipelines of 'fedplan --to beam' on Beam's direct runner (npm)
 # make asan     the whole test suite under AddressSanitizer + UBSan
 # make bench    benchmarks: fedvm against NumPy, PyTorch and the SGEMM peak (BENCHMARKS.md)
 # make bench-doc  the same, its tables written into BENCHMARKS.md
@@ -90,7 +91,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h format/yaml_core.h format/dataset_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps bench-deps test asan tsan fuzz bench bench-doc demo install uninstall clean
+.PHONY: all deps bench-deps test test-beam asan tsan fuzz bench bench-doc demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -104,6 +105,17 @@ $(BUILD)/%.o: %.c | $(PROTO_H)
 $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: format/proto/%.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c --proto_path=format/proto --c_out=$(BUILD)/gen $<
+
+# The Beam pipeline's driver (format/beam_pipeline.js) as a C string for the
+# beam plan writer: each line a string literal, with \, " and ? escaped
+# (the last so that '??' is never a trigraph).
+$(BUILD)/gen/beam_pipeline.h: format/beam_pipeline.js
+	@mkdir -p $(BUILD)/gen
+	{ echo 'static const char beam_pipeline_js[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; \
+	  echo '    "";'; } >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/format/plan_beam.o: $(BUILD)/gen/beam_pipeline.h
 
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c | $(PROTO_H)
 	$(CC) $(CSTD) $(CFLAGS) -fPIC -MMD -MP -I$(BUILD)/gen $(shell pkg-config --cflags libprotobuf-c) -c $< -o $@
@@ -170,6 +182,21 @@ test: all $(TEST_BIN)
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
 	+@if [ "$(BUILD)" = build ]; then tests/run_install.sh; fi
 	@echo "all tests passed"
+
+# The pipelines 'fedplan --to beam' writes, run on Beam's direct runner against
+# 'fedvm run' (tests/run_beam.sh, about two minutes): needs node and npm
+# (Debian's nodejs and npm are installed when node is missing) and the npm
+# package apache-beam, installed once into $(BUILD)/beam (from the npm
+# registry), so it is not part of 'make test'.
+BEAM_DEB_PACKAGES := nodejs npm
+test-beam: all
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  echo "installing: $(BEAM_DEB_PACKAGES)"; \
+	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+	  $$SUDO apt-get install -y --no-install-recommends $(BEAM_DEB_PACKAGES) || \
+	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $(BEAM_DEB_PACKAGES); }; \
+	fi
+	@tests/run_beam.sh $(BIN) $(BUILD)/beam
 
 asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -6,6 +6,7 @@
 #include "../vm/suggest.h"
 #include "doc.h"
 #include "plan.h"
+#include "plan_beam.h"
 #include "plan_dot.h"
 #include "plan_form.h"
 #include "xdev.h"
@@ -18,7 +19,7 @@ const fvm_plan_format fvm_plan_formats[] = {
      fvm_plan_distribute_aggregate},
     {"cross-device", "a client phase and a server phase, for devices (fedvm device, fedvm server)",
      fvm_plan_cross_device},
-    {"beam", "an Apache Beam pipeline", NULL},
+    {"beam", "an Apache Beam pipeline (JavaScript) running the rounds with fedvm", fvm_plan_beam},
 };
 const int fvm_plan_nformats = (int)(sizeof fvm_plan_formats / sizeof fvm_plan_formats[0]);
 

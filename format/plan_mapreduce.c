@@ -655,7 +655,7 @@ static fvm_status placed_server_args(mr *m, fvm_fwriter *w, const char **args)
     return FVM_OK;
 }
 
-fvm_status fvm_mr_exchange(fvm_mr *m, fvm_fwriter *w, const char *work)
+fvm_status fvm_mr_exchange(fvm_mr *m, fvm_fwriter *w, const char *work, bool report)
 {
     const fvm_func *f = m->fl->f;
     const mr_types *t = &m->t;
@@ -668,21 +668,24 @@ fvm_status fvm_mr_exchange(fvm_mr *m, fvm_fwriter *w, const char *work)
     fvm_doc *agg = fvm_doc_new(m->a, FVM_DOC_OBJECT);
     if (!agg || fvm_doc_set(m->a, agg, "accumulate", fvm_doc_string(m->a, m->part[FVM_MR_ACCUMULATE])) ||
         fvm_doc_set(m->a, agg, "merge", fvm_doc_string(m->a, m->part[FVM_MR_MERGE])) ||
-        fvm_doc_set(m->a, agg, "report", fvm_doc_string(m->a, m->part[FVM_MR_REPORT])))
+        (report && fvm_doc_set(m->a, agg, "report", fvm_doc_string(m->a, m->part[FVM_MR_REPORT]))))
         return nomem(m->d);
     agg->flow = true;
     const char *aggargs[2] = {"@updates", "@zero"};
-    TRY(fvm_fwriter_instr(w, "@report", "federated_aggregate", agg, 2, aggargs));
+    TRY(fvm_fwriter_instr(w, report ? "@report" : "@acc", "federated_aggregate", agg, 2, aggargs));
+    return fvm_mr_secure_sums(m, w, work, t->WORK, fvm_arena_printf(m->a, "%s.secure", f->name));
+}
 
-    /* the secure sums, one intrinsic each, with their bit widths */
+fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, const fvm_type *t, const char *getter)
+{
     const char **sums = fvm_arena_array(m->a, (size_t)m->nsec + 1, sizeof *sums);
     if (!sums)
         return nomem(m->d);
     for (int j = 0; j < m->nsec; j++) {
-        const char *get = fvm_arena_printf(m->a, "%s.secure.%d", f->name, j), *in = str(m, "@secure/s%d", j);
+        const char *get = fvm_arena_printf(m->a, "%s.%d", getter, j), *in = str(m, "@secure/s%d", j);
         const char *p2[2] = {"secure", str(m, "s%d", j)};
-        TRY(write_getter(m, get, t->WORK, 2, p2));
-        TRY(fvm_fwriter_instr(w, in, "federated_map", fvm_attr1(m->a, "fn", get), 1, &work));
+        TRY(write_getter(m, get, t, 2, p2));
+        TRY(fvm_fwriter_instr(w, in, "federated_map", fvm_attr1(m->a, "fn", get), 1, &values));
         fvm_doc *bw = fvm_doc_new(m->a, FVM_DOC_OBJECT);
         if (!bw || fvm_doc_set(m->a, bw, "bitwidth", fvm_doc_int(m->a, m->fl->nodes[m->sec[j]].in->a.bitwidth)))
             return nomem(m->d);
@@ -736,7 +739,7 @@ fvm_status fvm_mr_round(fvm_mr *m)
         client[k] = f->param_names[m->fl->nodes[m->client[k]].param];
     client[m->nclient] = "@broadcast/clients";
     TRY(fvm_fwriter_instr(w, "@work", "federated_map", fvm_attr1(m->a, "fn", m->part[FVM_MR_WORK]), m->nclient + 1, client));
-    TRY(fvm_mr_exchange(m, w, "@work"));
+    TRY(fvm_mr_exchange(m, w, "@work", true));
     server[m->nserver] = "@report";
     server[m->nserver + 1] = "@secure";
     TRY(fvm_fwriter_instr(w, "@out", "federated_apply", fvm_attr1(m->a, "fn", m->part[FVM_MR_UPDATE]), m->nserver + 2,

@@ -50,8 +50,16 @@ fvm_status fvm_mr_build(fvm_arena *a, const fvm_program *p, const fvm_func *f, f
  * 'work', a {WORK}@CLIENTS value: one federated_aggregate with zero,
  * accumulate, merge and report, and the secure sums at their bit widths.
  * Binds "@report" (R@SERVER) and "@secure" (SECR@SERVER); the getters it
- * needs are added to m->funcs. */
-fvm_status fvm_mr_exchange(fvm_mr *m, fvm_fwriter *w, const char *work);
+ * needs are added to m->funcs. Without report, the federated_aggregate
+ * stops at the accumulator, bound as "@acc" (A@SERVER): a block's partial. */
+fvm_status fvm_mr_exchange(fvm_mr *m, fvm_fwriter *w, const char *work, bool report);
+
+/* Writes into w the secure sums of 'values', a {T}@CLIENTS value whose
+ * field "secure" holds the inputs <s0=..., ...> (work's result, or partial
+ * sums of clients), each a federated_secure_sum_bitwidth at its bit width;
+ * binds "@secure" (SECR@SERVER). The getters, "<getter>.<j>" of type t,
+ * are added to m->funcs. */
+fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, const fvm_type *t, const char *getter);
 
 /* Adds to m->funcs the planned function rewritten to run the parts with
  * intrinsics only (the MapReduce form's round), under its own name. */

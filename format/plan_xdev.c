@@ -5,13 +5,15 @@
  * program holds initialize, prepare, an aggregation function (the form's
  * exchange: one federated_aggregate with zero, accumulate, merge and
  * report, and the secure sums, over the clients' updates) and update, as
- * 'result'. Each is a complete fedvm program, loaded and checked before the
+ * 'result', and the aggregation in stages: a block's partial, merge and
+ * combine. Each is a complete fedvm program, loaded and checked before the
  * plan is written. The configuration beside each program says what the
  * runtimes (xdev.h) bind to which parameter and which tensors the files
  * they exchange hold. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "../vm/aggregate.h"
 #include "../vm/check.h"
 #include "ir_read.h"
 #include "ir_write.h"
@@ -34,6 +36,7 @@ typedef struct xw {
     fvm_flow fl;
     fvm_mr m;
     const char *aggregate;  /* the generated aggregation function's name */
+    const char *partial, *combine; /* the same in stages: a block's partial, the partials combined */
     const char *initialize; /* initialize's name in the server program: "<fn>.initialize" (a program
                                with a function 'initialize' must have 'next' too) */
 } xw;
@@ -270,26 +273,65 @@ static fvm_status outputs(xw *x, fvm_doc *list)
     return FVM_OK;
 }
 
-/* ---- the aggregation function ----------------------------------------------- */
+/* ---- the aggregation functions ----------------------------------------------- */
 
-static fvm_status write_aggregate(xw *x)
+/* The partial aggregate of a block of clients: <acc=A, secure=SECR> (unplaced). */
+static const fvm_type *partial_type(xw *x)
+{
+    const char *names[2] = {"acc", "secure"};
+    const fvm_type *elems[2] = {x->m.t.A, x->m.t.SECR};
+    return fvm_type_struct(x->a, 2, names, elems);
+}
+
+/* The aggregation of all updates, the round's exchange (report: the
+ * accumulator reported, as "aggregate"), or the same in stages, first: the
+ * partial of one block of clients (!report: the federated_aggregate without
+ * report, and the block's secure sums, as "partial"). */
+static fvm_status write_exchange(xw *x, bool report)
 {
     fvm_mr *m = &x->m;
-    fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
     const fvm_type *updates = fvm_type_fed(x->a, m->t.WORK, FVM_PL_CLIENTS, false);
     if (!updates)
         return nomem(x->d);
+    const char *names[2] = {report ? "report" : "acc", "secure"}, *args[2] = {report ? "@report" : "@acc", "@secure"};
+    const char *result = report ? "@aggregate" : "@partial";
+    fvm_fwriter w;
+    TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
     TRY(fvm_fwriter_param(&w, "@work", updates, -1));
-    TRY(fvm_mr_exchange(m, &w, "@work"));
-    const char *names[2] = {"report", "secure"}, *args[2] = {"@report", "@secure"};
-    TRY(fvm_fwriter_struct(&w, "@aggregate", 2, names, args));
+    TRY(fvm_mr_exchange(m, &w, "@work", report));
+    TRY(fvm_fwriter_struct(&w, result, 2, names, args));
+    const char *doc = report ? "Cross-device plan: aggregate. The clients' updates (work's results), in client index "
+                               "order, combined as the round's aggregations: report's results and the secure sums."
+                             : "Cross-device plan: partial. The updates of one block of consecutive clients of the "
+                               "round, in client index order, folded from the zero (the accumulator, before report) "
+                               "and their secure sums.";
+    fvm_doc *fn = fvm_fwriter_finish(&w, doc, result);
+    return put(x, m->funcs, report ? x->aggregate : x->partial, fn) ? FVM_OK : nomem(x->d);
+}
+
+/* ... then, once the blocks' accumulators are merged: report, and the
+ * secure sums of the blocks' secure sums. */
+static fvm_status write_combine(xw *x)
+{
+    fvm_mr *m = &x->m;
+    const fvm_type *pt = partial_type(x), *partials = pt ? fvm_type_fed(x->a, pt, FVM_PL_CLIENTS, false) : NULL,
+                   *acc = fvm_type_fed(x->a, m->t.A, FVM_PL_SERVER, false);
+    if (!partials || !acc)
+        return nomem(x->d);
+    const char *names[2] = {"report", "secure"}, *args[2] = {"@report", "@secure"}, *a = "@acc";
+    fvm_fwriter w;
+    TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
+    TRY(fvm_fwriter_param(&w, "@acc", acc, -1));
+    TRY(fvm_fwriter_param(&w, "@partials", partials, -1));
+    TRY(fvm_fwriter_instr(&w, "@report", "federated_apply", fvm_attr1(x->a, "fn", m->part[FVM_MR_REPORT]), 1, &a));
+    TRY(fvm_mr_secure_sums(m, &w, "@partials", pt, fvm_arena_printf(x->a, "%s.partial.secure", x->f->name)));
+    TRY(fvm_fwriter_struct(&w, "@combine", 2, names, args));
     fvm_doc *fn = fvm_fwriter_finish(&w,
-                                     "Cross-device plan: aggregate. The clients' updates (work's results), in "
-                                     "client index order, combined as the round's aggregations: report's results "
-                                     "and the secure sums.",
-                                     "@aggregate");
-    return put(x, m->funcs, x->aggregate, fn) ? FVM_OK : nomem(x->d);
+                                     "Cross-device plan: combine. The accumulator of all blocks (their partials "
+                                     "merged pairwise in block order) reported, and the secure sums of the blocks' "
+                                     "partials: what aggregate gives.",
+                                     "@combine");
+    return put(x, m->funcs, x->combine, fn) ? FVM_OK : nomem(x->d);
 }
 
 /* ---- the two programs -------------------------------------------------------- */
@@ -416,9 +458,16 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
     if (!put(x, state, "type", type_doc(x, st)) || !put(x, metrics, "type", type_doc(x, mt)))
         return nomem(x->d);
     TRY(tensor_list(x, state, "", st, "the server state", &x->init->result_loc));
+    fvm_doc *partial = object(x, false);
+    if (!put(x, partial, "block", fvm_doc_int(x->a, FVM_AGG_BLOCK)) ||
+        !put(x, partial, "function", str(x, x->partial)) || !put(x, partial, "merge", str(x, m->part[FVM_MR_MERGE])) ||
+        !put(x, partial, "combine", str(x, x->combine)))
+        return nomem(x->d);
+    TRY(tensor_list(x, partial, "", partial_type(x), "the partial aggregate of a block of clients", &f->loc));
 
     const char *work = m->part[FVM_MR_WORK];
-    const char *server_roots[] = {x->init->name, m->part[FVM_MR_PREPARE], x->aggregate, m->part[FVM_MR_UPDATE]};
+    const char *server_roots[] = {x->init->name, m->part[FVM_MR_PREPARE], x->aggregate, m->part[FVM_MR_UPDATE],
+                                  x->partial, m->part[FVM_MR_MERGE], x->combine};
     fvm_doc *cprog, *sprog;
     TRY(phase_program(x, q, full,
                       fvm_arena_printf(x->a, "The client phase of the cross-device plan of '%s' of %s: work, run by "
@@ -426,8 +475,8 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
                       1, &work, &cprog));
     TRY(phase_program(x, q, full,
                       fvm_arena_printf(x->a, "The server phase of the cross-device plan of '%s' of %s: initialize, "
-                                       "prepare, aggregate and result.", f->name, src),
-                      4, server_roots, &sprog));
+                                       "prepare, aggregate (or partial, merge and combine) and result.", f->name, src),
+                      7, server_roots, &sprog));
     TRY(verify(x, cprog, "client"));
     TRY(verify(x, sprog, "server"));
     const char *doc = fvm_arena_printf(x->a, "'%s' of %s as a cross-device plan (written by fedplan; "
@@ -440,8 +489,8 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
         !put(x, server, "initialize", str(x, x->initialize)) ||
         !put(x, server, "prepare", str(x, m->part[FVM_MR_PREPARE])) ||
         !put(x, server, "aggregate", str(x, x->aggregate)) ||
-        !put(x, server, "result", str(x, m->part[FVM_MR_UPDATE])) || !put(x, server, "inputs", sin) ||
-        !put(x, server, "state", state) || !put(x, server, "metrics", metrics) ||
+        !put(x, server, "result", str(x, m->part[FVM_MR_UPDATE])) || !put(x, server, "partial", partial) ||
+        !put(x, server, "inputs", sin) || !put(x, server, "state", state) || !put(x, server, "metrics", metrics) ||
         !put(x, server, "program", sprog) || !put(x, root, "server", server))
         return nomem(x->d);
     *out = root;
@@ -460,12 +509,18 @@ fvm_status fvm_plan_cross_device(const fvm_program *p, const fvm_plan_opts *o, c
     if (s == FVM_OK)
         s = check_round(&x);
     if (s == FVM_OK && (!(x.aggregate = fvm_arena_printf(&a, "%s.aggregate", x.f->name)) ||
+                        !(x.partial = fvm_arena_printf(&a, "%s.partial", x.f->name)) ||
+                        !(x.combine = fvm_arena_printf(&a, "%s.combine", x.f->name)) ||
                         !(x.initialize = fvm_arena_printf(&a, "%s.initialize", x.f->name))))
         s = nomem(d);
     if (s == FVM_OK)
         s = fvm_mr_round(&x.m);
     if (s == FVM_OK)
-        s = write_aggregate(&x);
+        s = write_exchange(&x, true);
+    if (s == FVM_OK)
+        s = write_exchange(&x, false);
+    if (s == FVM_OK)
+        s = write_combine(&x);
     /* every part in one program, checked, from which each phase takes what it needs */
     char *text = NULL;
     size_t n = 0;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../vm/aggregate.h"
 #include "../vm/check.h"
 #include "doc.h"
 #include "ir_read.h"
@@ -62,7 +63,8 @@ static const fvm_func *phase_func(rd *r, const fvm_program *q, const fvm_doc *ob
     const fvm_func *f = fvm_program_func(q, v->u.str.s);
     if (!f) {
         fvm_loc loc = at(r, v, fvm_pointer_join(&r->pl->arena, ptr, key));
-        fvm_diag_add(r->d, FVM_ERR_NAME, &loc, "no function '%s' in the program of %s", v->u.str.s, ptr + 1);
+        fvm_diag_add(r->d, FVM_ERR_NAME, &loc, "no function '%s' in the program of %s", v->u.str.s,
+                     q == r->pl->client ? "client" : "server");
     }
     return f;
 }
@@ -211,6 +213,41 @@ static fvm_status read_client(rd *r, const fvm_doc *root)
 
 /* ---- the server phase ------------------------------------------------------------ */
 
+/* server.partial: the aggregation in stages, blocks of FVM_AGG_BLOCK
+ * clients folded into partials <acc, secure>, merged and combined. */
+static fvm_status read_partial(rd *r, const fvm_doc *server)
+{
+    fvm_xdev_plan *pl = r->pl;
+    const char *pp = "/server/partial";
+    const fvm_doc *part = member(r, server, "/server", "partial", FVM_DOC_OBJECT, "the aggregation in stages"),
+                  *block = part ? member(r, part, pp, "block", FVM_DOC_INT, "the clients of a block") : NULL;
+    if (!block)
+        return FVM_ERR_FORMAT;
+    pl->partial = phase_func(r, pl->server, part, pp, "function", "a block's partial aggregate");
+    pl->merge = phase_func(r, pl->server, part, pp, "merge", "the merge of two accumulators");
+    pl->combine = phase_func(r, pl->server, part, pp, "combine", "the partials combined");
+    if (!pl->partial || !pl->merge || !pl->combine)
+        return FVM_ERR_NAME;
+    fvm_loc loc = at(r, block, "/server/partial/block");
+    if (block->u.i != FVM_AGG_BLOCK)
+        return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "blocks of %lld clients; fedvm aggregates blocks of %d",
+                            (long long)block->u.i, FVM_AGG_BLOCK);
+    loc = at(r, part, pp);
+    const fvm_type *ps = pl->combine->nparams == 2 ? pl->combine->param_types[1] : NULL, *pt;
+    if (!ps || ps->kind != FVM_T_FED || ps->u.fed.pl != FVM_PL_CLIENTS || (pt = ps->u.fed.member)->kind != FVM_T_STRUCT ||
+        pt->u.strct.n != 2 || fvm_type_field_index(pt, "acc") != 0 || fvm_type_field_index(pt, "secure") != 1 ||
+        pl->partial->nparams != 1 || !fvm_type_equal(pl->partial->param_types[0], pl->aggregate->param_types[0]) ||
+        pl->merge->nparams != 2 || pl->merge->federated ||
+        !fvm_type_equal(pl->combine->result_type, pl->aggregate->result_type))
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                            "the partial aggregate's functions must be: '%s' the updates ({U}@CLIENTS) -> <acc, "
+                            "secure>; '%s' (A, A) -> A; '%s' (A@SERVER, {<acc, secure>}@CLIENTS) -> <report, "
+                            "secure>",
+                            pl->partial->name, pl->merge->name, pl->combine->name);
+    pl->partial_type = pt;
+    return FVM_OK;
+}
+
 static fvm_status read_server(rd *r, const fvm_doc *root)
 {
     fvm_xdev_plan *pl = r->pl;
@@ -252,7 +289,7 @@ static fvm_status read_server(rd *r, const fvm_doc *root)
     const fvm_type *st = pl->initialize->result_type;
     pl->state = st->kind == FVM_T_FED ? st->u.fed.member : st;
     pl->metrics = res->u.strct.elems[1];
-    return FVM_OK;
+    return read_partial(r, server);
 }
 
 /* ---- the plan ------------------------------------------------------------------- */
@@ -345,8 +382,9 @@ const char *fvm_xdev_id(const fvm_xdev_plan *pl)
 
 static const char *writer_of(const char *kind)
 {
-    return !strcmp(kind, "state")       ? "'fedvm server PLAN init' or 'aggregate'"
+    return !strcmp(kind, "state")       ? "'fedvm server PLAN init', 'aggregate' or 'merge'"
            : !strcmp(kind, "broadcast") ? "'fedvm server PLAN prepare'"
+           : !strcmp(kind, "partial")   ? "'fedvm device --partial'"
                                         : "'fedvm device'";
 }
 
@@ -359,9 +397,11 @@ fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *pl
     fvm_loc loc = {.file = path};
     const char *k = fvm_safetensors_meta(*out, XDEV_KIND), *id = fvm_safetensors_meta(*out, XDEV_PLAN);
     if (!k || strcmp(k, kind))
-        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "%s%s%s, not a %s (the file %s writes)",
-                         k ? "this is a " : "not a file of a cross-device plan (no fedvm.kind in its metadata)",
-                         k ? k : "", k ? " file of a cross-device plan" : "", kind, writer_of(kind));
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "%s%s%s, not a%s %s (the file %s writes)",
+                         k ? (*k == 'u' ? "this is an " : "this is a ")
+                           : "not a file of a cross-device plan (no fedvm.kind in its metadata)",
+                         k ? k : "", k ? " file of a cross-device plan" : "", *kind == 'u' ? "n" : "", kind,
+                         writer_of(kind));
     else if (plan && (!id || strcmp(id, plan->id)))
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
                          "this %s belongs to another plan (fedvm.plan %.16s...), not to %s (%.16s...)", kind,
@@ -426,6 +466,19 @@ fvm_status xdev_meta_ints(const fvm_safetensors *f, const char *path, const char
     free(copy);
     *out = vals;
     return FVM_OK;
+}
+
+int64_t xdev_position(const int64_t *sel, int64_t n, int64_t c)
+{
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (sel[mid] < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && sel[lo] == c ? lo : -1;
 }
 
 char *xdev_ints_text(const int64_t *v, int64_t n)

@@ -28,7 +28,7 @@
 #include "plan.h"
 
 /* The plan format version this fedvm writes and reads. */
-#define FVM_XDEV_VERSION 1
+#define FVM_XDEV_VERSION 2
 
 /* fedplan's writer (an fvm_plan_writer): the cross-device plan of the
  * iterative process's next (o->fn may name it; it must be 'next' of a
@@ -87,6 +87,16 @@ fvm_status fvm_xdev_device_client(const fvm_xdev_device *dev, const char *id, in
  * modulo 2^bitwidth first, so the file holds what the device would send. */
 fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const char *out, fvm_diag *d);
 
+/* Runs the client phase for the clients[0..n) (from fvm_xdev_device_client),
+ * which must be one whole block of the round: FVM_AGG_BLOCK consecutive
+ * clients of the round's, in index order (the last block may be shorter),
+ * given in any order. Folds their updates in index order into the block's
+ * partial aggregate with the server phase's 'partial' function (so the plan
+ * must have its server phase loaded too), exactly as the server's
+ * aggregation folds that block, and writes it to out (atomically). */
+fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients, int64_t n, const char *out,
+                                   fvm_diag *d);
+
 /* Frees the device; NULL is a no-op. */
 void fvm_xdev_device_close(fvm_xdev_device *dev);
 
@@ -127,6 +137,16 @@ typedef struct fvm_xdev_result {
  * one at a time. Writes the state of round r to out. */
 fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *plan, const char *state, const char *broadcast,
                                      const char *updates, const char *out, fvm_xdev_result *res, fvm_diag *d);
+
+/* The same aggregation in stages: instead of the updates, the directory
+ * partials holds one partial aggregate per block of the round's clients
+ * (fvm_xdev_device_partial; every *.safetensors file in it, each of this
+ * plan, of round r, of a block of this round's clients, one per block,
+ * every block present). Their accumulators are merged pairwise in block
+ * order, as the aggregation's reduction tree merges its blocks, so the
+ * state and metrics are those fvm_xdev_server_aggregate gives. */
+fvm_status fvm_xdev_server_merge(const fvm_xdev_plan *plan, const char *state, const char *broadcast,
+                                 const char *partials, const char *out, fvm_xdev_result *res, fvm_diag *d);
 
 /* Releases what res holds. */
 void fvm_xdev_result_clear(fvm_xdev_result *res);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../vm/aggregate.h"
 #include "../vm/prng.h"
 #include "../vm/sample.h"
 #include "data_bind.h"
@@ -195,15 +196,7 @@ fvm_status fvm_xdev_device_client(const fvm_xdev_device *dev, const char *id, in
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--index %lld: the data has clients 0 to %lld", (long long)index,
                             (long long)dev->population - 1);
     }
-    int64_t lo = 0, hi = dev->nselected;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (dev->selected[mid] < index)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    if (lo == dev->nselected || dev->selected[lo] != index) {
+    if (xdev_position(dev->selected, dev->nselected, index) < 0) {
         fvm_loc loc = {.file = dev->checkpoint};
         return fvm_diag_add(d, FVM_ERR_USAGE, &loc, "client %lld%s%s%s is not one of the %lld clients round %lld selected",
                             (long long)index, id ? " ('" : "", id ? id : "", id ? "')" : "",
@@ -267,11 +260,12 @@ static fvm_status secure_reduced(const fvm_xdev_plan *pl, fvm_value *res, fvm_va
     return FVM_OK;
 }
 
-fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const char *out, fvm_diag *d)
+/* Client 'index''s update: work's result with its secure-sum inputs reduced (a new value). */
+static fvm_status client_update(fvm_xdev_device *dev, int64_t index, fvm_value **out, fvm_diag *d)
 {
     const fvm_xdev_plan *pl = dev->plan;
     const fvm_func *w = pl->work;
-    fvm_value **args = calloc((size_t)w->nparams, sizeof *args), *res = NULL, *upd = NULL;
+    fvm_value **args = calloc((size_t)w->nparams, sizeof *args), *res = NULL;
     if (!args)
         return nomem(d);
     fvm_status s = FVM_OK;
@@ -289,7 +283,17 @@ fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const cha
     if (!s)
         s = fvm_vm_call(dev->vm, w, args, &res, d);
     if (!s)
-        s = secure_reduced(pl, res, &upd, d);
+        s = secure_reduced(pl, res, out, d);
+    fvm_value_release(res);
+    fvm_values_free(args, w->nparams);
+    return s;
+}
+
+fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const char *out, fvm_diag *d)
+{
+    const fvm_xdev_plan *pl = dev->plan;
+    fvm_value *upd = NULL;
+    fvm_status s = client_update(dev, index, &upd, d);
     char round[32], client[32];
     snprintf(round, sizeof round, "%lld", (long long)dev->round);
     snprintf(client, sizeof client, "%lld", (long long)index);
@@ -303,11 +307,96 @@ fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const cha
     const char *meta[] = {XDEV_KIND, "update", XDEV_PLAN, pl->id, XDEV_ROUND, round, XDEV_CLIENT, client,
                           XDEV_CLIENT_ID, id_text};
     if (!s)
-        s = fvm_safetensors_save(out, upd, w->result_type, id_text ? 5 : 4, meta, d);
+        s = fvm_safetensors_save(out, upd, pl->work->result_type, id_text ? 5 : 4, meta, d);
     free(id_text);
     fvm_value_release(upd);
-    fvm_value_release(res);
-    fvm_values_free(args, w->nparams);
+    return s;
+}
+
+/* ---- a block's partial aggregate ------------------------------------------------ */
+
+/* The block of the round that clients[0..n) (indices the round selected)
+ * make up, all of it and nothing else; an error located at the broadcast
+ * saying which clients are missing or out of place. */
+static fvm_status whole_block(const fvm_xdev_device *dev, const int64_t *clients, int64_t n, int64_t *block,
+                              fvm_diag *d)
+{
+    fvm_loc loc = {.file = dev->checkpoint};
+    int64_t *pos = malloc((size_t)n * sizeof *pos);
+    if (!pos)
+        return nomem(d);
+    fvm_status s = FVM_OK;
+    for (int64_t k = 0; k < n && !s; k++)
+        if ((pos[k] = xdev_position(dev->selected, dev->nselected, clients[k])) < 0)
+            s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "client %lld is not one of the %lld clients round %lld selected",
+                             (long long)clients[k], (long long)dev->nselected, (long long)dev->round);
+    if (s) {
+        free(pos);
+        return s;
+    }
+    int64_t b = pos[0] / FVM_AGG_BLOCK, lo = b * FVM_AGG_BLOCK,
+            hi = lo + FVM_AGG_BLOCK < dev->nselected ? lo + FVM_AGG_BLOCK : dev->nselected;
+    for (int64_t k = 0; k < n && !s; k++) {
+        if (pos[k] / FVM_AGG_BLOCK != b)
+            s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                             "client %lld is in block %lld of round %lld and client %lld in block %lld; a partial "
+                             "aggregate is of one block (%d consecutive clients of the round, in index order)",
+                             (long long)clients[0], (long long)b, (long long)dev->round, (long long)clients[k],
+                             (long long)(pos[k] / FVM_AGG_BLOCK), FVM_AGG_BLOCK);
+        for (int64_t j = 0; j < k && !s; j++)
+            if (pos[j] == pos[k])
+                s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "client %lld is given twice", (long long)clients[k]);
+    }
+    if (!s && n != hi - lo) {
+        char *all = xdev_ints_text(dev->selected + lo, hi - lo);
+        s = all ? fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                               "block %lld of round %lld is the clients %s; %lld of them are given (a partial "
+                               "aggregate is of a whole block)",
+                               (long long)b, (long long)dev->round, all, (long long)n)
+                : nomem(d);
+        free(all);
+    }
+    free(pos);
+    *block = b;
+    return s;
+}
+
+fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients, int64_t n, const char *out,
+                                   fvm_diag *d)
+{
+    const fvm_xdev_plan *pl = dev->plan;
+    if (!pl->server)
+        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "a partial aggregate needs the plan's server phase loaded");
+    int64_t block = 0;
+    fvm_status s = n > 0 ? whole_block(dev, clients, n, &block, d)
+                         : fvm_diag_add(d, FVM_ERR_USAGE, NULL, "a partial aggregate of no clients");
+    if (s)
+        return s;
+    fvm_value *updates = fvm_value_list(FVM_V_CLIENTS, n), *part = NULL;
+    fvm_vm *vm = NULL;
+    s = updates ? FVM_OK : nomem(d);
+    /* the block's clients in index order (the round's order) */
+    for (int64_t k = 0, lo = block * FVM_AGG_BLOCK; k < n && !s; k++)
+        s = client_update(dev, dev->selected[lo + k], &updates->items[k], d);
+    if (!s)
+        s = xdev_vm(pl->server, &vm, d);
+    if (!s)
+        s = fvm_vm_set_clients(vm, n, d);
+    if (!s)
+        s = fvm_vm_call(vm, pl->partial, &updates, &part, d);
+    char round[32], b[32], *list = s ? NULL : xdev_ints_text(dev->selected + block * FVM_AGG_BLOCK, n);
+    if (!s && !list)
+        s = nomem(d);
+    snprintf(round, sizeof round, "%lld", (long long)dev->round);
+    snprintf(b, sizeof b, "%lld", (long long)block);
+    const char *meta[] = {XDEV_KIND, "partial", XDEV_PLAN, pl->id, XDEV_ROUND, round, XDEV_BLOCK, b,
+                          XDEV_CLIENTS, list};
+    if (!s)
+        s = fvm_safetensors_save(out, part, pl->partial_type, 5, meta, d);
+    free(list);
+    fvm_value_release(part);
+    fvm_value_release(updates);
+    fvm_vm_free(vm);
     return s;
 }
 

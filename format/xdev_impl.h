@@ -22,6 +22,8 @@ struct fvm_xdev_plan {
     /* server phase (phases & FVM_XDEV_SERVER) */
     fvm_program *server;
     const fvm_func *initialize, *prepare, *aggregate, *result;
+    const fvm_func *partial, *merge, *combine; /* the aggregation in stages (server.partial) */
+    const fvm_type *partial_type;              /* a block's partial <acc, secure>, unplaced */
     int nserver;               /* prepare's parameters */
     xdev_input_kind *server_inputs; /* [0] XDEV_STATE, then XDEV_ROUND_KEY */
     const fvm_type *state;     /* unplaced */
@@ -39,6 +41,7 @@ struct fvm_xdev_plan {
 #define XDEV_CLIENT "fedvm.client"
 #define XDEV_CLIENT_ID "fedvm.client_id"
 #define XDEV_STATE_TYPE "fedvm.state"
+#define XDEV_BLOCK "fedvm.block"
 
 /* Loads the safetensors file at path, which must be of the given kind
  * ("state", "broadcast", "update") and, unless plan is NULL, of that plan.
@@ -55,6 +58,9 @@ fvm_status xdev_meta_int(const fvm_safetensors *f, const char *path, const char 
  * in [lo, hi]. */
 fvm_status xdev_meta_ints(const fvm_safetensors *f, const char *path, const char *key, int64_t lo, int64_t hi,
                           int64_t **out, int64_t *n, fvm_diag *d);
+
+/* The position of client c among a round's clients sel[0..n) (increasing), or -1. */
+int64_t xdev_position(const int64_t *sel, int64_t n, int64_t c);
 
 /* "1,5,9" of n integers (malloc'd), or NULL when out of memory. */
 char *xdev_ints_text(const int64_t *v, int64_t n);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../vm/aggregate.h"
 #include "../vm/rounds.h"
 #include "../vm/sample.h"
 #include "xdev_impl.h"
@@ -229,20 +230,6 @@ static fvm_status list_dir(const char *dir, char ***out, int64_t *n, fvm_diag *d
     return FVM_OK;
 }
 
-/* The position of client c among the round's (increasing) clients, or -1. */
-static int64_t position(const int64_t *sel, int64_t n, int64_t c)
-{
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (sel[mid] < c)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && sel[lo] == c ? lo : -1;
-}
-
 /* Checks one update file of round 'round': its plan, round, client (one of
  * sel, not seen before in at[]) and tensors; records it in at[]. */
 static fvm_status check_update(const fvm_xdev_plan *pl, char *path, int64_t round, const int64_t *sel, int64_t n,
@@ -260,7 +247,7 @@ static fvm_status check_update(const fvm_xdev_plan *pl, char *path, int64_t roun
     if (s == FVM_OK && r != round)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is an update of round %lld, and the round being aggregated is "
                          "%lld (a %s update)", (long long)r, (long long)round, r < round ? "stale" : "future");
-    if (s == FVM_OK && (pos = position(sel, n, c)) < 0)
+    if (s == FVM_OK && (pos = xdev_position(sel, n, c)) < 0)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is an update of client %lld, which round %lld did not select",
                          (long long)c, (long long)round);
     if (s == FVM_OK && at[pos])
@@ -328,48 +315,137 @@ static fvm_status read_updates(const fvm_xdev_plan *pl, const char *dir, int64_t
     return first;
 }
 
+/* ---- the partials of blocks ------------------------------------------------------ */
+
+/* Checks one partial file of round 'round' (clients sel[0..n)): its plan,
+ * round, block (one of the round's, not seen before in at[]), the block's
+ * clients and its tensors; records the file in at[] and its value in vals[]. */
+static fvm_status check_partial(const fvm_xdev_plan *pl, char *path, int64_t round, const int64_t *sel, int64_t n,
+                                char **at, fvm_value **vals, fvm_diag *d)
+{
+    fvm_safetensors *f = NULL;
+    fvm_value *v = NULL;
+    int64_t r = 0, b = 0, *cl = NULL, ncl = 0, nblocks = (n + FVM_AGG_BLOCK - 1) / FVM_AGG_BLOCK;
+    fvm_loc loc = {.file = path};
+    fvm_status s = xdev_load(path, "partial", pl, &f, d);
+    if (s == FVM_OK)
+        s = xdev_meta_int(f, path, XDEV_ROUND, 1, INT64_MAX, &r, d);
+    if (s == FVM_OK)
+        s = xdev_meta_int(f, path, XDEV_BLOCK, 0, INT64_MAX, &b, d);
+    if (s == FVM_OK)
+        s = xdev_meta_ints(f, path, XDEV_CLIENTS, 0, FVM_MAX_CLIENTS, &cl, &ncl, d);
+    if (s == FVM_OK && r != round)
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is a partial of round %lld, and the round being aggregated is "
+                         "%lld (a %s partial)", (long long)r, (long long)round, r < round ? "stale" : "future");
+    if (s == FVM_OK && b >= nblocks)
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is a partial of block %lld, and round %lld has %lld blocks of "
+                         "its %lld clients", (long long)b, (long long)round, (long long)nblocks, (long long)n);
+    const int64_t *want = s == FVM_OK ? sel + b * FVM_AGG_BLOCK : NULL;
+    int64_t nwant = b + 1 < nblocks ? FVM_AGG_BLOCK : n - b * FVM_AGG_BLOCK;
+    if (want && (ncl != nwant || memcmp(cl, want, (size_t)ncl * sizeof *cl))) {
+        char *w = xdev_ints_text(want, nwant), *g = xdev_ints_text(cl, ncl);
+        s = w && g ? fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this partial of block %lld holds the clients %s, but block "
+                                  "%lld of round %lld is the clients %s (a partial of another selection)",
+                                  (long long)b, g, (long long)b, (long long)round, w)
+                   : nomem(d);
+        free(w);
+        free(g);
+    }
+    if (s == FVM_OK && at[b])
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "a second partial of block %lld (the first is %s)", (long long)b,
+                         at[b]);
+    if (s == FVM_OK)
+        s = fvm_safetensors_value(f, pl->partial_type, &v, d);
+    free(cl);
+    fvm_safetensors_free(f);
+    if (s == FVM_OK) {
+        at[b] = path;
+        vals[b] = v;
+    }
+    return s;
+}
+
+/* The round's partials from dir, one per block in block order (*out:
+ * malloc'd, nblocks values), after every file was checked (all problems
+ * reported). */
+static fvm_status read_partials(const fvm_xdev_plan *pl, const char *dir, int64_t round, const int64_t *sel,
+                                int64_t n, fvm_value ***out, fvm_diag *d)
+{
+    char **files = NULL;
+    int64_t nfiles = 0, nblocks = (n + FVM_AGG_BLOCK - 1) / FVM_AGG_BLOCK;
+    fvm_status s = list_dir(dir, &files, &nfiles, d), first = FVM_OK;
+    if (s)
+        return s;
+    char **at = calloc((size_t)nblocks, sizeof *at);
+    fvm_value **vals = calloc((size_t)nblocks, sizeof *vals);
+    if (!at || !vals)
+        first = nomem(d);
+    for (int64_t i = 0; i < nfiles && first != FVM_ERR_NOMEM; i++)
+        if ((s = check_partial(pl, files[i], round, sel, n, at, vals, d)) && !first)
+            first = s;
+    for (int64_t b = 0; b < nblocks && !first; b++)
+        if (!at[b]) {
+            int64_t have = 0;
+            for (int64_t k = 0; k < nblocks; k++)
+                have += at[k] != NULL;
+            fvm_loc loc = {.file = dir};
+            first = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                                 "no partial of block %lld: round %lld has %lld blocks of its %lld clients and "
+                                 "%lld of them have a partial here",
+                                 (long long)b, (long long)round, (long long)nblocks, (long long)n, (long long)have);
+        }
+    for (int64_t i = 0; i < nfiles; i++)
+        free(files[i]);
+    free(files);
+    free(at);
+    if (first) {
+        fvm_values_free(vals, (int)nblocks);
+        return first;
+    }
+    *out = vals;
+    return FVM_OK;
+}
+
 /* ---- the aggregation and the result ----------------------------------------------- */
 
-fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *pl, const char *state_path, const char *broadcast,
-                                     const char *dir, const char *out, fvm_xdev_result *res, fvm_diag *d)
+/* A round being aggregated: the state of round r - 1 and the broadcast of
+ * round r, which must agree (round and seed). Sets res->clients. */
+static fvm_status open_round(const fvm_xdev_plan *pl, const char *state_path, const char *broadcast,
+                             fvm_value **state, uint64_t *seed, int64_t *r, fvm_xdev_result *res, fvm_diag *d)
 {
-    *res = (fvm_xdev_result){.metrics_type = pl->metrics};
     fvm_safetensors *bf = NULL;
-    fvm_value *state = NULL, *work = NULL, *agg = NULL, *next = NULL, **args = NULL;
-    fvm_vm *vm = NULL;
-    int64_t round = 0, r = 0;
-    uint64_t seed = 0, bseed = 0;
-    uint32_t key[2];
+    int64_t round = 0;
+    uint64_t bseed = 0;
     fvm_loc loc = {.file = broadcast};
-    fvm_status s = load_state(pl, state_path, &state, &round, &seed, d);
+    fvm_status s = load_state(pl, state_path, state, &round, seed, d);
     if (s == FVM_OK)
         s = xdev_load(broadcast, "broadcast", pl, &bf, d);
     if (s == FVM_OK)
-        s = xdev_meta_int(bf, broadcast, XDEV_ROUND, 1, UINT32_MAX - 1, &r, d);
-    if (s == FVM_OK && r != round + 1)
+        s = xdev_meta_int(bf, broadcast, XDEV_ROUND, 1, UINT32_MAX - 1, r, d);
+    if (s == FVM_OK && *r != round + 1)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is the broadcast of round %lld, but the state %s is of round "
-                         "%lld, whose next round is %lld", (long long)r, state_path, (long long)round,
+                         "%lld, whose next round is %lld", (long long)*r, state_path, (long long)round,
                          (long long)round + 1);
     if (s == FVM_OK)
         s = meta_seed(bf, broadcast, &bseed, d);
-    if (s == FVM_OK && bseed != seed)
+    if (s == FVM_OK && bseed != *seed)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
                          "this broadcast was prepared with seed %" PRIu64 ", and the state %s has seed %" PRIu64,
-                         bseed, state_path, seed);
+                         bseed, state_path, *seed);
     if (s == FVM_OK)
         s = xdev_meta_ints(bf, broadcast, XDEV_CLIENTS, 0, FVM_MAX_CLIENTS, &res->clients, &res->nclients, d);
     fvm_safetensors_free(bf);
-    if (s == FVM_OK)
-        s = read_updates(pl, dir, r, res->clients, res->nclients, &work, d);
-    /* aggregate, then result(state, key?, report, secure) */
-    if (s == FVM_OK)
-        s = xdev_vm(pl->server, &vm, d);
-    if (s == FVM_OK)
-        s = fvm_vm_set_clients(vm, res->nclients, d);
-    if (s == FVM_OK)
-        s = fvm_vm_call(vm, pl->aggregate, &work, &agg, d);
-    if (s == FVM_OK && !(args = calloc((size_t)pl->nserver + 2, sizeof *args)))
-        s = nomem(d);
+    return s;
+}
+
+/* The end of round r: result(state, key?, report, secure) with agg =
+ * <report, secure>, the new state written to out, the metrics in res. */
+static fvm_status finish_round(const fvm_xdev_plan *pl, fvm_vm *vm, fvm_value *state, uint64_t seed, int64_t r,
+                               fvm_value *agg, const char *out, fvm_xdev_result *res, fvm_diag *d)
+{
+    fvm_value *next = NULL, **args = calloc((size_t)pl->nserver + 2, sizeof *args);
+    uint32_t key[2];
+    fvm_status s = args ? FVM_OK : nomem(d);
     if (s == FVM_OK) {
         fvm_round_key(seed, r, key);
         s = server_args(pl, state, key, args, d);
@@ -388,8 +464,99 @@ fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *pl, const char *state_
     }
     fvm_value_release(next);
     fvm_values_free(args, pl->nserver + 2);
+    return s;
+}
+
+fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *pl, const char *state_path, const char *broadcast,
+                                     const char *dir, const char *out, fvm_xdev_result *res, fvm_diag *d)
+{
+    *res = (fvm_xdev_result){.metrics_type = pl->metrics};
+    fvm_value *state = NULL, *work = NULL, *agg = NULL;
+    fvm_vm *vm = NULL;
+    int64_t r = 0;
+    uint64_t seed = 0;
+    fvm_status s = open_round(pl, state_path, broadcast, &state, &seed, &r, res, d);
+    if (s == FVM_OK)
+        s = read_updates(pl, dir, r, res->clients, res->nclients, &work, d);
+    if (s == FVM_OK)
+        s = xdev_vm(pl->server, &vm, d);
+    if (s == FVM_OK)
+        s = fvm_vm_set_clients(vm, res->nclients, d);
+    if (s == FVM_OK)
+        s = fvm_vm_call(vm, pl->aggregate, &work, &agg, d);
+    if (s == FVM_OK)
+        s = finish_round(pl, vm, state, seed, r, agg, out, res, d);
     fvm_value_release(agg);
     fvm_value_release(work);
+    fvm_value_release(state);
+    fvm_vm_free(vm);
+    if (s)
+        fvm_xdev_result_clear(res);
+    return s;
+}
+
+/* Merges two accumulators with the plan's merge function: the reduction
+ * tree's merge stage (vm/aggregate.h) over block partials, run through the
+ * VM like every other call, so it needs no execution context of its own. */
+typedef struct merger {
+    fvm_vm *vm;
+    const fvm_func *merge;
+    fvm_diag *d;
+} merger;
+
+static fvm_status merge_two(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
+{
+    const merger *m = u;
+    fvm_value *args[2] = {a, b};
+    return fvm_vm_call(m->vm, m->merge, args, out, m->d);
+}
+
+fvm_status fvm_xdev_server_merge(const fvm_xdev_plan *pl, const char *state_path, const char *broadcast,
+                                 const char *dir, const char *out, fvm_xdev_result *res, fvm_diag *d)
+{
+    *res = (fvm_xdev_result){.metrics_type = pl->metrics};
+    fvm_value *state = NULL, **parts = NULL, *acc = NULL, *partials = NULL, *agg = NULL;
+    fvm_vm *vm = NULL;
+    int64_t r = 0, nblocks = 0;
+    uint64_t seed = 0;
+    fvm_status s = open_round(pl, state_path, broadcast, &state, &seed, &r, res, d);
+    if (s == FVM_OK) {
+        nblocks = (res->nclients + FVM_AGG_BLOCK - 1) / FVM_AGG_BLOCK;
+        s = read_partials(pl, dir, r, res->clients, res->nclients, &parts, d);
+    }
+    if (s == FVM_OK)
+        s = xdev_vm(pl->server, &vm, d);
+    /* the accumulators merged pairwise in block order, as the aggregation's tree merges its blocks */
+    if (s == FVM_OK && !(partials = fvm_value_list(FVM_V_CLIENTS, nblocks)))
+        s = nomem(d);
+    if (s == FVM_OK) {
+        merger m = {vm, pl->merge, d};
+        fvm_reducer red = {.merge = merge_two, .u = &m};
+        fvm_tree_merger tree;
+        fvm_tree_merger_init(&tree, &red);
+        for (int64_t b = 0; b < nblocks; b++) {
+            partials->items[b] = fvm_value_retain(parts[b]);
+            if (s == FVM_OK)
+                s = fvm_tree_push(NULL, &tree, fvm_value_retain(parts[b]->items[0]));
+        }
+        if (s == FVM_OK)
+            s = fvm_tree_finish(NULL, &tree, &acc);
+        else
+            fvm_tree_merger_clear(&tree);
+    }
+    /* report, and the secure sums of the blocks' secure sums */
+    if (s == FVM_OK)
+        s = fvm_vm_set_clients(vm, nblocks, d);
+    if (s == FVM_OK) {
+        fvm_value *args[2] = {acc, partials};
+        s = fvm_vm_call(vm, pl->combine, args, &agg, d);
+    }
+    if (s == FVM_OK)
+        s = finish_round(pl, vm, state, seed, r, agg, out, res, d);
+    fvm_value_release(agg);
+    fvm_value_release(acc);
+    fvm_value_release(partials);
+    fvm_values_free(parts, (int)nblocks);
     fvm_value_release(state);
     fvm_vm_free(vm);
     if (s)

@@ -5,7 +5,9 @@
 # FedAvg over sampled clients, the rounds through the plan end with the checkpoint tensors of
 # 'fedvm run' bit for bit and print the same metrics; programs without a plan are refused with the
 # exact located reason; bad plans, checkpoints and updates are clear errors (exit 1); an update's
-# header is read back by Python alone (tests/check_xdev_update.py).
+# header is read back by Python alone (tests/check_xdev_update.py). The aggregation in stages (one
+# 'fedvm device --partial' per block of 16 clients, 'fedvm server merge') gives the same bits, over
+# several blocks and merge levels, and its bad partials are clear errors too.
 set -u
 BINDIR=${1:?usage: tests/run_xdev.sh BINDIR}
 FEDVM=$BINDIR/fedvm PLAN=$BINDIR/fedplan
@@ -34,9 +36,10 @@ if not a:
 EOF
 }
 
-# rounds PLAN NAME=DATA R N K SEED DIR [batch]: R rounds through the plan, K of N clients a round; one
-# device process per client (with 'batch', one per round for all its clients). Metrics lines go to
-# DIR/metrics, the state after round r to DIR/s<r>.safetensors.
+# rounds PLAN NAME=DATA R N K SEED DIR [batch|staged]: R rounds through the plan, K of N clients a
+# round; one device process per client (with 'batch', one per round for all its clients; with
+# 'staged', one per block of 16 clients writing its partial, merged by 'fedvm server merge').
+# Metrics lines go to DIR/metrics, the state after round r to DIR/s<r>.safetensors.
 rounds() {
     local plan=$1 data=$2 r=$3 n=$4 k=$5 seed=$6 dir=$7 batch=${8:-} round clients c
     mkdir -p "$dir" && : >"$dir/metrics"
@@ -44,7 +47,18 @@ rounds() {
     for round in $(seq 1 "$r"); do
         clients=$("$FEDVM" server "$plan" prepare --state "$dir/s$((round - 1)).safetensors" --clients "$n" \
             --clients-per-round "$k" --out "$dir/b$round.safetensors") || return 1
-        if [ -n "$batch" ]; then
+        if [ "$batch" = staged ]; then
+            mkdir -p "$dir/p$round"
+            echo "$clients" | split -l 16 - "$dir/p$round/block-" || return 1
+            for c in "$dir/p$round"/block-??; do
+                "$FEDVM" device "$plan" --checkpoint "$dir/b$round.safetensors" --data "$data" \
+                    $(printf -- '--index %s ' $(cat "$c")) --partial "$c.safetensors" >/dev/null || return 1
+            done
+            "$FEDVM" server "$plan" merge --state "$dir/s$((round - 1)).safetensors" \
+                --broadcast "$dir/b$round.safetensors" "$dir/p$round" --out "$dir/s$round.safetensors" \
+                >>"$dir/metrics" || return 1
+            continue
+        elif [ -n "$batch" ]; then
             "$FEDVM" device "$plan" --checkpoint "$dir/b$round.safetensors" --data "$data" \
                 $(printf -- '--index %s ' $clients) --out-dir "$dir/u$round" >/dev/null || return 1
         else
@@ -60,11 +74,12 @@ rounds() {
     done
 }
 
-# proven PROGRAM NAME=DATA R N K [batch]: fedvm run and the plan, R rounds of K of N clients, seed 3:
-# the same metrics lines and the same final tensors.
+# proven PROGRAM NAME=DATA R N K [batch|staged]: fedvm run and the plan, R rounds of K of N clients,
+# seed 3: the same metrics lines and the same final tensors.
 proven() {
     local prog=$1 data=$2 r=$3 n=$4 k=$5 batch=${6:-} name dir bind
     name=$(basename "$prog" .json)
+    [ "$batch" = staged ] && name=$name.staged
     dir=$T/$name
     case ${data#*=} in *.json) bind=(--arg "${data%%=*}=@${data#*=}") ;; *) bind=(--data "$data") ;; esac
     mkdir -p "$dir"
@@ -108,6 +123,16 @@ done
 [ "$n" -ge 11 ] && ok || bad "only $n programs with rounds in programs/"
 # a secure sum (bit width 8) over readings with negative and large values, as rounds
 proven tests/xdev/secure_counts.json "data=tests/xdev/counts_data.json" 3 6 4 batch
+# the aggregation in stages: FedAvg over 3 blocks (16, 16, 8: an odd block carried up), then all 50
+# clients (4 blocks, two levels of merges); secure sums and a count over 40 clients of JSON data
+SYN50=$T/synthetic50.sqlite
+"$FEDVM" data synthetic --kind fedprox --alpha 1 --beta 1 --seed 6 --clients 50 -o "$SYN50" >/dev/null 2>&1 || bad "synthetic data (50)"
+proven programs/fedavg.json "train=$SYN50" 3 50 40 staged
+proven programs/fedavgm.json "train=$SYN50" 2 50 50 staged
+"$PY" -c 'import json; print(json.dumps([[[(7 * i + 3 * j) % 601 - 300, (11 * i * j) % 97 - 40] for j in range(i % 4 + 1)] for i in range(40)]))' \
+    >"$T/counts40.json" 2>/dev/null || python3 -c 'import json; print(json.dumps([[[(7 * i + 3 * j) % 601 - 300, (11 * i * j) % 97 - 40] for j in range(i % 4 + 1)] for i in range(40)]))' >"$T/counts40.json"
+proven tests/xdev/secure_counts.json "data=$T/counts40.json" 2 40 37 staged
+
 # one device process for a batch of clients writes what one process per client writes
 d=$T/fedavg
 expect 0 "fedavg: a batch of clients in one device call" -- "$FEDVM" device "$d.plan.json" --checkpoint "$d/b2.safetensors" \
@@ -167,16 +192,16 @@ head -c 100 "$d/b1.safetensors" >"$T/truncated.safetensors"
 expect 1 "device: a truncated checkpoint" -- dev --checkpoint "$T/truncated.safetensors" --index 2 --out "$T/x.safetensors" &&
     has "$T/err" "$T/truncated.safetensors" "device: truncated checkpoint named"
 check "device: nothing written on errors" -- test ! -e "$T/x.safetensors"
-sed 's/"plan": 1,/"plan": 2,/' "$P" >"$T/v2.json"
-expect 1 "device: a plan of another version" -- "$FEDVM" device "$T/v2.json" --checkpoint "$d/b1.safetensors" --data "$SYN" --index 2 --out "$T/x.safetensors" &&
-    has "$T/err" "$T/v2.json:2:11: /plan: plan format version 2; this fedvm reads version 1 (write the plan again with this version's fedplan)" "device: plan version"
-expect 1 "server: a plan of another version" -- "$FEDVM" server "$T/v2.json" init --out "$T/x.safetensors" && has "$T/err" "/plan: plan format version 2" "server: plan version"
+sed 's/"plan": 2,/"plan": 3,/' "$P" >"$T/v3.json"
+expect 1 "device: a plan of another version" -- "$FEDVM" device "$T/v3.json" --checkpoint "$d/b1.safetensors" --data "$SYN" --index 2 --out "$T/x.safetensors" &&
+    has "$T/err" "$T/v3.json:2:11: /plan: plan format version 3; this fedvm reads version 2 (write the plan again with this version's fedplan)" "device: plan version"
+expect 1 "server: a plan of another version" -- "$FEDVM" server "$T/v3.json" init --out "$T/x.safetensors" && has "$T/err" "/plan: plan format version 3" "server: plan version"
 sed 's/"federated_aggregate"/"federated_agregate"/' "$P" >"$T/typo.json"
 expect 1 "server: a plan whose program does not check" -- "$FEDVM" server "$T/typo.json" init --out "$T/x.safetensors" &&
     has "$T/err" "/server/program/functions/next.aggregate/body/" "server: error located in the server program" &&
     has "$T/err" "unknown op 'federated_agregate'; did you mean 'federated_aggregate'?" "server: the typo named"
 expect 1 "device: not a plan" -- "$FEDVM" device programs/fedavg.json --checkpoint "$d/b1.safetensors" --data "$SYN" --index 2 --out "$T/x.safetensors" &&
-    has "$T/err" "programs/fedavg.json:1:1: /: missing \"plan\": 1 (the plan format version)" "device: a program is not a plan"
+    has "$T/err" "programs/fedavg.json:1:1: /: missing \"plan\": 2 (the plan format version)" "device: a program is not a plan"
 printf '{"plan": 1, "kind": "cross-device", ' >"$T/cut.json"
 expect 1 "server: a plan cut short" -- "$FEDVM" server "$T/cut.json" init --out "$T/x.safetensors" && has "$T/err" "$T/cut.json:1:" "server: syntax error located"
 
@@ -195,16 +220,48 @@ expect 1 "aggregate: an update of another plan" -- agg && has "$T/err" "$T/u/for
 fresh && head -c 300 "$d/u2/$first" >"$T/u/$first"
 expect 1 "aggregate: a truncated update" -- agg && has "$T/err" "$T/u/$first" "aggregate: truncated update named"
 fresh && cp "$d/b2.safetensors" "$T/u/broadcast.safetensors"
-expect 1 "aggregate: a broadcast among the updates" -- agg && has "$T/err" "$T/u/broadcast.safetensors: this is a broadcast file of a cross-device plan, not a update" "aggregate: not an update"
+expect 1 "aggregate: a broadcast among the updates" -- agg && has "$T/err" "$T/u/broadcast.safetensors: this is a broadcast file of a cross-device plan, not an update" "aggregate: not an update"
 fresh
 expect 1 "aggregate: the broadcast of another round" -- "$FEDVM" server "$P" aggregate --state "$d/s0.safetensors" --broadcast "$d/b2.safetensors" "$T/u" --out "$T/x.safetensors" &&
     has "$T/err" "$d/b2.safetensors: this is the broadcast of round 2, but the state $d/s0.safetensors is of round 0, whose next round is 1" "aggregate: round mismatch"
 check "aggregate: nothing written on errors" -- test ! -e "$T/x.safetensors"
 expect 0 "aggregate: the untouched updates" -- agg && same "$T/x.safetensors" "$d/s2.safetensors" "aggregate: same state again"
+# the partials of a round, bent one way at a time (FedAvg over 50 clients: blocks 0 to 3)
+d=$T/fedavgm.staged P=$T/fedavgm.staged.plan.json
+mrg() { "$FEDVM" server "$P" merge --state "$d/s1.safetensors" --broadcast "$d/b2.safetensors" "$T/p" --out "$T/m.safetensors"; }
+pfresh() { rm -rf "$T/p" && mkdir "$T/p" && cp "$d"/p2/*.safetensors "$T/p"; }
+pdev() { "$FEDVM" device "$P" --checkpoint "$d/b2.safetensors" --data "$SYN50" "$@"; }
+pfresh && rm "$T/p/block-ab.safetensors"
+expect 1 "merge: a block missing" -- mrg && has "$T/err" "$T/p: no partial of block 1: round 2 has 4 blocks of its 50 clients and 3 of them have a partial here" "merge: missing block"
+pfresh && cp "$T/p/block-aa.safetensors" "$T/p/again.safetensors"
+expect 1 "merge: two partials of one block" -- mrg && has "$T/err" "a second partial of block 0 (the first is" "merge: duplicate"
+pfresh && cp "$d/p1/block-aa.safetensors" "$T/p/stale.safetensors"
+expect 1 "merge: a partial of the round before" -- mrg && has "$T/err" "$T/p/stale.safetensors: this is a partial of round 1, and the round being aggregated is 2 (a stale partial)" "merge: stale"
+pfresh && cp "$T/fedavg/u1/$(ls "$T/fedavg/u1" | head -1)" "$T/p/update.safetensors"
+expect 1 "merge: an update among the partials" -- mrg && has "$T/err" "/p/update.safetensors: this is an update file of a cross-device plan, not a partial (the file 'fedvm device --partial' writes)" "merge: not a partial"
+pfresh && head -c 200 "$d/p2/block-ac.safetensors" >"$T/p/block-ac.safetensors"
+expect 1 "merge: a truncated partial" -- mrg && has "$T/err" "$T/p/block-ac.safetensors" "merge: truncated partial named"
+check "merge: nothing written on errors" -- test ! -e "$T/m.safetensors"
+pfresh
+expect 0 "merge: the untouched partials" -- mrg && same "$T/m.safetensors" "$d/s2.safetensors" "merge: same state again"
+set -- $(cat "$d/p2/block-aa")
+expect 1 "device --partial: clients of two blocks" -- pdev --index "$1" --index "$(head -1 "$d/p2/block-ab")" --partial "$T/q.safetensors" &&
+    has "$T/err" "$d/b2.safetensors: client $1 is in block 0 of round 2 and client $(head -1 "$d/p2/block-ab") in block 1; a partial aggregate is of one block (16 consecutive clients of the round, in index order)" "device --partial: two blocks"
+expect 1 "device --partial: part of a block" -- pdev --index "$1" --index "$2" --partial "$T/q.safetensors" &&
+    has "$T/err" "$d/b2.safetensors: block 0 of round 2 is the clients $(paste -sd, "$d/p2/block-aa"); 2 of them are given (a partial aggregate is of a whole block)" "device --partial: part of a block"
+expect 1 "device --partial: a client twice" -- pdev $(printf -- '--index %s ' "$@") --index "$1" --partial "$T/q.safetensors" &&
+    has "$T/err" "client $1 is given twice" "device --partial: twice"
+check "device --partial: nothing written on errors" -- test ! -e "$T/q.safetensors"
+expect 0 "device --partial: the block's clients in another order" -- pdev $(printf -- '--index %s ' $(tac "$d/p2/block-aa")) --partial "$T/q.safetensors" &&
+    same "$T/q.safetensors" "$d/p2/block-aa.safetensors" "device --partial: the order given does not matter"
+expect 2 "device: --partial and --out-dir" -- pdev --index "$1" --partial "$T/y.safetensors" --out-dir "$T/y"
+
 # usage errors: exit 2
 expect 2 "device: no client" -- "$FEDVM" device "$P" --checkpoint "$d/b1.safetensors" --data "$SYN" --out "$T/x.safetensors"
 expect 2 "device: several clients to one file" -- "$FEDVM" device "$P" --checkpoint "$d/b1.safetensors" --data "$SYN" --index 1 --index 2 --out "$T/y.safetensors"
 expect 2 "server: an unknown step" -- "$FEDVM" server "$P" finish --out "$T/x.safetensors"
+expect 2 "server: merge without partials" -- "$FEDVM" server "$P" merge --state "$d/s0.safetensors" --broadcast "$d/b1.safetensors" --out "$T/x.safetensors" &&
+    has "$T/err" "merge needs --broadcast BROADCAST and PARTIALS_DIR" "merge: usage"
 expect 2 "server: prepare without --clients" -- "$FEDVM" server "$P" prepare --state "$d/s0.safetensors" --out "$T/x.safetensors"
 expect 0 "fedvm help device" -- "$FEDVM" help device && has "$T/out" "usage: fedvm device PLAN" "help device"
 expect 0 "fedvm help server" -- "$FEDVM" help server && has "$T/out" "usage: fedvm server PLAN init" "help server"

@@ -1,5 +1,5 @@
 /* test_xdev.c - cross-device plans read back (format/xdev.c): a plan fedplan wrote opens, each
- * phase alone too, and every way of bending its configuration is an error located in the plan.
+ * phase alone too (with the aggregation in stages, server.partial), and every way of bending its configuration is an error located in the plan.
  * Running the phases is tests/run_xdev.sh's. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,7 +79,7 @@ static void test_open(void **state)
 {
     (void)state;
     fvm_diag d = {0};
-    assert_int_equal(open_bent("\"plan\": 1", "\"plan\": 1", FVM_XDEV_CLIENT | FVM_XDEV_SERVER, &d), FVM_OK);
+    assert_int_equal(open_bent("\"plan\": 2", "\"plan\": 2", FVM_XDEV_CLIENT | FVM_XDEV_SERVER, &d), FVM_OK);
     /* each side reads only its own phase */
     assert_int_equal(open_bent("\"server\": {", "\"servers\": {", FVM_XDEV_CLIENT, &d), FVM_OK);
     assert_int_equal(open_bent("\"client\": {", "\"clients\": {", FVM_XDEV_SERVER, &d), FVM_OK);
@@ -90,7 +90,7 @@ static void test_bent(void **state)
 {
     (void)state;
     const unsigned both = FVM_XDEV_CLIENT | FVM_XDEV_SERVER;
-    refused("\"plan\": 1", "\"plan\": \"1\"", both, "/plan", "the plan format version must be the integer 1, found a string");
+    refused("\"plan\": 2", "\"plan\": \"2\"", both, "/plan", "the plan format version must be the integer 2, found a string");
     refused("\"kind\": \"cross-device\"", "\"kind\": \"beam\"", both, "/kind",
             "expected \"kind\": \"cross-device\", found beam");
     refused("\"server\": {", "\"servers\": {", both, "", "missing \"server\" (the server phase)");
@@ -111,6 +111,16 @@ static void test_bent(void **state)
     refused("\"result\": \"next.update\"", "\"result\": \"next.prepare\"", FVM_XDEV_SERVER, "/server",
             "the server's 'next.prepare' must take the inputs, the report and the secure sums and return "
             "<state, metrics>");
+    refused("\"block\": 16", "\"block\": 8", FVM_XDEV_SERVER, "/server/partial/block",
+            "blocks of 8 clients; fedvm aggregates blocks of 16");
+    refused("\"partial\": {", "\"partials\": {", FVM_XDEV_SERVER, "/server",
+            "missing \"partial\" (the aggregation in stages)");
+    refused("\"merge\": \"next.merge\",\n      \"combine\"", "\"merge\": \"next.report\",\n      \"combine\"",
+            FVM_XDEV_SERVER, "/server/partial",
+            "the partial aggregate's functions must be: 'next.partial' the updates ({U}@CLIENTS) -> <acc, secure>; "
+            "'next.report' (A, A) -> A; 'next.combine' (A@SERVER, {<acc, secure>}@CLIENTS) -> <report, secure>");
+    refused("\"combine\": \"next.combine\"", "\"combine\": \"next.combined\"", FVM_XDEV_SERVER,
+            "/server/partial/combine", "no function 'next.combined' in the program of server");
     refused("[\"@aggregate\", \"struct\"", "[\"@aggregate\", \"strukt\"", FVM_XDEV_SERVER,
             "/server/program/functions/next.aggregate/body/6/1", "unknown op 'strukt'; did you mean 'struct'?");
 }

@@ -12,11 +12,12 @@
 
 const char *const fvm_usage_device =
     "usage: fedvm device PLAN --checkpoint BROADCAST --data [NAME=]FILE[:SPLIT]...\n"
-    "                    (--client ID | --index K)... (--out UPDATE | --out-dir DIR)\n"
+    "                    (--client ID | --index K)... (--out UPDATE | --out-dir DIR | --partial OUT)\n"
     "\n"
     "Runs the client phase of a cross-device plan ('fedplan P --to cross-device') for\n"
     "one client, or for each of several, and writes each client's update as a\n"
-    "safetensors file (atomically) for 'fedvm server PLAN aggregate'.\n"
+    "safetensors file (atomically) for 'fedvm server PLAN aggregate', or the partial\n"
+    "aggregate of a block of clients for 'fedvm server PLAN merge'.\n"
     "\n"
     "  --checkpoint FILE  the round's broadcast, written by 'fedvm server PLAN prepare'\n"
     "  --data [NAME=]FILE[:SPLIT]\n"
@@ -27,8 +28,11 @@ const char *const fvm_usage_device =
     "  --index K          a client by its index in the data; repeat for several\n"
     "  --out UPDATE       the update file (one client)\n"
     "  --out-dir DIR      one update per client, DIR/client-K.safetensors (K: the index)\n"
+    "  --partial OUT      the clients' updates folded into one partial aggregate: the\n"
+    "                     clients must be one whole block of the round (16 consecutive\n"
+    "                     clients of the round's, in index order; the last may be shorter)\n"
     "\n"
-    "Every client must be one the round selected. Prints the path of each update.\n"
+    "Every client must be one the round selected. Prints the path of each file written.\n"
     "exit status: 0 success, 1 invalid plan, file or data, 2 usage error\n";
 
 const char *const fvm_usage_server =
@@ -36,6 +40,8 @@ const char *const fvm_usage_server =
     "       fedvm server PLAN prepare --state STATE --clients N [--clients-per-round K] --out BROADCAST\n"
     "       fedvm server PLAN aggregate --state STATE --broadcast BROADCAST UPDATES_DIR --out STATE\n"
     "                                   [--metrics FILE.jsonl]\n"
+    "       fedvm server PLAN merge --state STATE --broadcast BROADCAST PARTIALS_DIR --out STATE\n"
+    "                               [--metrics FILE.jsonl]\n"
     "\n"
     "Runs the server phase of a cross-device plan ('fedplan P --to cross-device'); every\n"
     "file is safetensors, written atomically.\n"
@@ -52,6 +58,9 @@ const char *const fvm_usage_server =
     "             index order, writes the new state and prints the round's metrics as\n"
     "             'fedvm run' does: {\"round\": R, \"train\": METRICS}. --metrics appends the\n"
     "             line, with the number of clients, to FILE.\n"
+    "  merge      the same from the partial aggregates of the round's blocks of 16\n"
+    "             clients in PARTIALS_DIR ('fedvm device --partial'; one per block, all\n"
+    "             of them), merged pairwise in block order: the same state and metrics.\n"
     "\n"
     "exit status: 0 success, 1 invalid plan or files, 2 usage error\n";
 
@@ -60,7 +69,7 @@ const char *const fvm_usage_server =
 /* ---- device -------------------------------------------------------------------- */
 
 typedef struct device_opts {
-    const char *plan, *checkpoint, *out, *out_dir;
+    const char *plan, *checkpoint, *out, *out_dir, *partial;
     const char *data[MAX_LIST];
     int ndata;
     const char *ids[MAX_LIST]; /* a client id, or NULL for an index */
@@ -98,6 +107,8 @@ static int device_args(int argc, char **argv, device_opts *o)
             o->out = v;
         } else if ((v = cli_opt(argc, argv, &i, "--out-dir"))) {
             o->out_dir = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--partial"))) {
+            o->partial = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_usage_error(fvm_usage_device, "unknown option '%s'", argv[i]);
         } else if (o->plan) {
@@ -114,8 +125,9 @@ static int device_args(int argc, char **argv, device_opts *o)
         return cli_usage_error(fvm_usage_device, "%s", "--data is required");
     if (!o->nclients)
         return cli_usage_error(fvm_usage_device, "%s", "name the client with --client ID or --index K");
-    if ((o->out && *o->out) == (o->out_dir && *o->out_dir))
-        return cli_usage_error(fvm_usage_device, "%s", "give --out UPDATE (one client) or --out-dir DIR");
+    if ((o->out && *o->out) + (o->out_dir && *o->out_dir) + (o->partial && *o->partial) != 1)
+        return cli_usage_error(fvm_usage_device, "%s",
+                               "give --out UPDATE (one client), --out-dir DIR or --partial OUT (a block)");
     if (o->out && o->nclients > 1)
         return cli_usage_error(fvm_usage_device, "%s", "several clients write to --out-dir DIR, one file each");
     return 0;
@@ -132,7 +144,7 @@ int fvm_cmd_device(int argc, char **argv)
     fvm_xdev_device *dev = NULL;
     int64_t idx[MAX_LIST];
     rc = EXIT_INVALID;
-    if (fvm_xdev_open(o.plan, FVM_XDEV_CLIENT, &plan, &d) ||
+    if (fvm_xdev_open(o.plan, FVM_XDEV_CLIENT | (o.partial ? FVM_XDEV_SERVER : 0), &plan, &d) ||
         fvm_xdev_device_open(plan, o.checkpoint, o.ndata, o.data, &dev, &d))
         goto done;
     /* every client is checked before any runs */
@@ -140,11 +152,16 @@ int fvm_cmd_device(int argc, char **argv)
         fvm_xdev_device_client(dev, o.ids[k], o.index[k], &idx[k], &d);
     if (d.n)
         goto done;
+    if (o.partial) {
+        if (fvm_xdev_device_partial(dev, idx, o.nclients, o.partial, &d))
+            goto done;
+        printf("%s\n", o.partial);
+    }
     if (o.out_dir && mkdir(o.out_dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "fedvm: cannot create %s: %s\n", o.out_dir, strerror(errno));
         goto done;
     }
-    for (int k = 0; k < o.nclients; k++) {
+    for (int k = 0; k < o.nclients && !o.partial; k++) {
         char path[PATH_MAX];
         if (o.out_dir)
             snprintf(path, sizeof path, "%s/client-%lld.safetensors", o.out_dir, (long long)idx[k]);
@@ -204,18 +221,19 @@ static int server_args(int argc, char **argv, server_opts *o)
             o->plan = argv[i];
         } else if (!o->step) {
             o->step = argv[i];
-        } else if (!o->updates && o->step && !strcmp(o->step, "aggregate")) {
+        } else if (!o->updates && o->step && (!strcmp(o->step, "aggregate") || !strcmp(o->step, "merge"))) {
             o->updates = argv[i];
         } else {
             return cli_usage_error(fvm_usage_server, "unexpected '%s'", argv[i]);
         }
     }
     if (!o->plan || !o->step)
-        return cli_usage_error(fvm_usage_server, "%s", "server needs a PLAN and a step: init, prepare or aggregate");
+        return cli_usage_error(fvm_usage_server, "%s",
+                               "server needs a PLAN and a step: init, prepare, aggregate or merge");
     bool init = !strcmp(o->step, "init"), prepare = !strcmp(o->step, "prepare"),
-         aggregate = !strcmp(o->step, "aggregate");
+         aggregate = !strcmp(o->step, "aggregate") || !strcmp(o->step, "merge");
     if (!init && !prepare && !aggregate)
-        return cli_usage_error(fvm_usage_server, "unknown step '%s' (init, prepare or aggregate)", o->step);
+        return cli_usage_error(fvm_usage_server, "unknown step '%s' (init, prepare, aggregate or merge)", o->step);
     if (!o->out || !*o->out)
         return cli_usage_error(fvm_usage_server, "%s", "--out FILE is required");
     if (!init && (!o->state || !*o->state))
@@ -228,11 +246,15 @@ static int server_args(int argc, char **argv, server_opts *o)
         return cli_usage_error(fvm_usage_server, "%s",
                                "prepare takes --state, --clients, --clients-per-round and --out (the seed is the "
                                "state's)");
+    bool merge = !strcmp(o->step, "merge");
     if (aggregate && (!o->broadcast || !o->updates))
-        return cli_usage_error(fvm_usage_server, "%s", "aggregate needs --broadcast BROADCAST and UPDATES_DIR");
+        return cli_usage_error(fvm_usage_server, "%s",
+                               merge ? "merge needs --broadcast BROADCAST and PARTIALS_DIR"
+                                     : "aggregate needs --broadcast BROADCAST and UPDATES_DIR");
     if (aggregate && (o->init || o->clients || o->per_round || o->has_seed))
         return cli_usage_error(fvm_usage_server, "%s",
-                               "aggregate takes --state, --broadcast, UPDATES_DIR, --out and --metrics");
+                               merge ? "merge takes --state, --broadcast, PARTIALS_DIR, --out and --metrics"
+                                     : "aggregate takes --state, --broadcast, UPDATES_DIR, --out and --metrics");
     return 0;
 }
 
@@ -279,7 +301,8 @@ int fvm_cmd_server(int argc, char **argv)
         free(clients);
     } else {
         fvm_xdev_result res;
-        if (fvm_xdev_server_aggregate(plan, o.state, o.broadcast, o.updates, o.out, &res, &d))
+        if ((!strcmp(o.step, "merge") ? fvm_xdev_server_merge : fvm_xdev_server_aggregate)(
+                plan, o.state, o.broadcast, o.updates, o.out, &res, &d))
             goto done;
         int bad = print_round(&res, false, stdout);
         if (o.metrics) {
