@@ -2,11 +2,15 @@
 #
 # make deps     install missing Debian packages (apt-get; run as root)
 # make          build bin/fedvm, bin/fedplan, lib/libfedvm.a and lib/libfedvm.so
-# make test     unit, golden, invalid-input, command-line and fidelity tests
+# make test     unit, golden, invalid-input, command-line, backend-conformance and
+#               fidelity tests (the mpi backend's under mpirun when Open MPI is installed)
+# make test-beam  the Beam pipelines of 'fedplan --to beam' on Beam's direct runner (npm)
 # make asan     the whole test suite under AddressSanitizer + UBSan
-# make bench    benchmarks (bench/bench_*.c): GFLOP/s against BLAS
+# make bench    benchmarks: fedvm against NumPy, PyTorch and the SGEMM peak (BENCHMARKS.md)
+# make bench-doc  the same, its tables written into BENCHMARKS.md
 # make demo     the main job on a built-in default
 # make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
+# make MPI=no   any of these without Open MPI (the mpi backend then says it is missing)
 
 # ---- settings --------------------------------------------------------------
 CC       ?= cc
@@ -19,7 +23,7 @@ OPT      ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wwrite-strings -Wno-unused-parameter -Wvla
 CSTD     := -std=c11 -D_GNU_SOURCE
-PKGS     := jansson yaml-0.1 sqlite3 zlib libdeflate msgpack libprotobuf-c
+PKGS     := jansson yaml-0.1 sqlite3 zlib libdeflate msgpack libprotobuf-c nettle
 # OpenBLAS's pthread build (Debian's default): it is safe to call from
 # several threads at once, which fedvm's threads backend does (each call on
 # one thread; see fvm_vm_new). The serial build is not: concurrent calls
@@ -38,13 +42,25 @@ endif
 CFLAGS   ?= $(OPT)
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
              $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) -I$(BUILD)/gen
-LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -ldeflate -lmsgpackc -lprotobuf-c) \
+LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -ldeflate -lmsgpackc -lprotobuf-c -lnettle) \
            $(BLAS_LIBS) -lm -lpthread
 TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
 # cairo (with fontconfig for its fonts) draws 'fedvm plot' pictures; only the
 # fedvm command links them, not the library.
 PLOT_CFLAGS := $(shell pkg-config --cflags cairo fontconfig 2>/dev/null)
 PLOT_LIBS   := $(shell pkg-config --libs cairo fontconfig 2>/dev/null || echo -lcairo -lfontconfig)
+# Open MPI, for the mpi backend (vm/backend_mpi.c): auto builds it when
+# Open MPI's development files are found (Debian's libopenmpi-dev), yes
+# requires them, no leaves it out; without it '--backend mpi' says so and
+# everything else builds and runs the same.
+MPI      ?= auto
+ifneq ($(MPI),no)
+MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
+endif
+ifeq ($(MPI)$(MPI_LIBS),yes)
+$(error MPI=yes but Open MPI's development files were not found (make deps installs libopenmpi-dev))
+endif
 PYTHON   ?= python3
 VERSION  := 0.1.0
 
@@ -53,7 +69,8 @@ DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libdeflate-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
                 python3-msgpack python3-numpy dataset-fashion-mnist \
-                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz
+                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz nettle-dev \
+                libopenmpi-dev openmpi-bin
 
 # ---- sources ---------------------------------------------------------------
 LIB_SRC   := $(wildcard vm/*.c format/*.c)
@@ -75,7 +92,7 @@ PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h vm/kernels_ge
              format/yaml_core.h format/dataset_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps test asan tsan fuzz bench demo install uninstall clean
+.PHONY: all deps bench-deps test test-beam asan tsan fuzz bench bench-doc demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -90,6 +107,17 @@ $(BUILD)/gen/%.pb-c.c $(BUILD)/gen/%.pb-c.h: format/proto/%.proto
 	@mkdir -p $(BUILD)/gen
 	protoc-c --proto_path=format/proto --c_out=$(BUILD)/gen $<
 
+# The Beam pipeline's driver (format/beam_pipeline.js) as a C string for the
+# beam plan writer: each line a string literal, with \, " and ? escaped
+# (the last so that '??' is never a trigraph).
+$(BUILD)/gen/beam_pipeline.h: format/beam_pipeline.js
+	@mkdir -p $(BUILD)/gen
+	{ echo 'static const char beam_pipeline_js[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/?/\\?/g' -e 's/^/    "/' -e 's/$$/\\n"/' $<; \
+	  echo '    "";'; } >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/format/plan_beam.o: $(BUILD)/gen/beam_pipeline.h
+
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c | $(PROTO_H)
 	$(CC) $(CSTD) $(CFLAGS) -fPIC -MMD -MP -I$(BUILD)/gen $(shell pkg-config --cflags libprotobuf-c) -c $< -o $@
 
@@ -103,6 +131,10 @@ $(LIBD)/libfedvm.so: $(LIB_OBJ)
 	$(CC) -shared -Wl,-soname,libfedvm.so.0 -o $@ $^ $(LIBS)
 
 $(BUILD)/tools/fedvm_plot.o: ALL_CFLAGS += $(PLOT_CFLAGS)
+ifneq ($(MPI_LIBS),)
+$(BUILD)/vm/backend_mpi.o: ALL_CFLAGS += -DFVM_HAVE_MPI $(MPI_CFLAGS)
+LIBS += $(MPI_LIBS)
+endif
 
 $(BIN)/fedvm: $(FEDVM_OBJ) $(LIBD)/libfedvm.a
 	@mkdir -p $(BIN)
@@ -119,10 +151,15 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # Each cmocka binary runs from the repository root; tests/run_invalid.sh
 # checks every invalid input's error through the fedvm command,
 # tests/run_data.sh the 'fedvm data' commands and the files they write, and
-# tests/run_train.sh training runs over datasets, tests/run_plot.sh the
+# tests/run_train.sh training runs over datasets, tests/run_memory.sh that
+# a round's peak memory does not grow with its clients, tests/run_backends.sh
+# the same bits on every backend (seq, threads, and mpi on 1-3 ranks under
+# mpirun when it is installed), tests/run_plot.sh the
 # pictures 'fedvm plot' draws of them, tests/run_plan.sh the fedplan
 # command and its plans (the pictures through Graphviz's dot),
-# tests/run_forms.sh the round forms, run against their sources, and
+# tests/run_forms.sh the round forms, run against their sources,
+# tests/run_xdev.sh cross-device plans run by fedvm device and fedvm server
+# processes against fedvm run, and
 # tests/run_fidelity.sh what training must reproduce (the demo's accuracy
 # against the NumPy FedAvg of bench/, FedProx's stability on
 # Synthetic(1,1); about a minute on two cores, so in the plain build only,
@@ -133,9 +170,12 @@ test: all $(TEST_BIN)
 	@tests/run_cli.sh $(BIN)/fedvm
 	@tests/run_data.sh $(BIN)/fedvm
 	@tests/run_train.sh $(BIN)/fedvm
+	@tests/run_memory.sh $(BIN)/fedvm
+	@tests/run_backends.sh $(BIN)/fedvm $(BUILD)/tests/test_golden
 	@tests/run_plot.sh $(BIN)/fedvm
 	@tests/run_plan.sh $(BIN)/fedplan
 	@tests/run_forms.sh $(BIN)
+	@tests/run_xdev.sh $(BIN)
 	@if [ "$(BUILD)" = build ]; then tests/run_fidelity.sh $(BIN)/fedvm; \
 	  else echo "run_fidelity: skipped in $(BUILD) (run it with 'make test')"; fi
 	@$(PYTHON) tests/golden/reference.py --check
@@ -143,6 +183,21 @@ test: all $(TEST_BIN)
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
 	+@if [ "$(BUILD)" = build ]; then tests/run_install.sh; fi
 	@echo "all tests passed"
+
+# The pipelines 'fedplan --to beam' writes, run on Beam's direct runner against
+# 'fedvm run' (tests/run_beam.sh, about two minutes): needs node and npm
+# (Debian's nodejs and npm are installed when node is missing) and the npm
+# package apache-beam, installed once into $(BUILD)/beam (from the npm
+# registry), so it is not part of 'make test'.
+BEAM_DEB_PACKAGES := nodejs npm
+test-beam: all
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  echo "installing: $(BEAM_DEB_PACKAGES)"; \
+	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+	  $$SUDO apt-get install -y --no-install-recommends $(BEAM_DEB_PACKAGES) || \
+	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $(BEAM_DEB_PACKAGES); }; \
+	fi
+	@tests/run_beam.sh $(BIN) $(BUILD)/beam
 
 asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -167,15 +222,34 @@ fuzz:
 	  $(LIB_SRC) tests/fuzz/fuzz_load.c -o build-fuzz/fuzz_load $(LIBS)
 
 # ---- benchmarks ------------------------------------------------------------
-# bench/bench_*.c, each a program measuring the library against a reference.
+# bench/bench_*.c measure kernels against BLAS. bench/bench.py then runs the
+# reference workload (FedAvg with the 2NN on Fashion-MNIST) with fedvm
+# (bench/fedavg_2nn), plain NumPy and plain PyTorch side by side, the SGEMM
+# peak (bench/sgemm_peak.c), a count of the flops fedvm hands to BLAS
+# (bench/flop_count.c, preloaded), backends and threads, and a round's time
+# and memory against its clients; a few minutes on two cores. Its report
+# goes to build/bench/results.md; 'make bench-doc' also writes it into
+# BENCHMARKS.md. PyTorch is large, so it is installed for the benchmarks
+# only (BENCH_PACKAGES).
+BENCH_PACKAGES := python3-torch
+BENCH_PYTHON ?= /usr/bin/python3
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+BENCH_TOOLS := $(BUILD)/bench/sgemm_peak $(BUILD)/bench/flop_count.so
 
-bench: $(BENCH_BIN)
+bench: bench-deps all $(BENCH_BIN) $(BENCH_TOOLS)
 	@set -e; for b in $(BENCH_BIN); do echo "== $$b"; $$b; done
+	$(BENCH_PYTHON) bench/bench.py
+
+bench-doc: bench-deps all $(BENCH_BIN) $(BENCH_TOOLS)
+	$(BENCH_PYTHON) bench/bench.py --doc BENCHMARKS.md
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBD)/libfedvm.a
 	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(LIBS)
+
+$(BUILD)/bench/flop_count.so: bench/flop_count.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) -fPIC -shared $(BLAS_CFLAGS) $< -o $@ -ldl -lpthread
 
 # ---- demo ------------------------------------------------------------------
 # The main job on a built-in default: McMahan et al.'s FedAvg with the 2NN on
@@ -196,16 +270,25 @@ demo: deps all
 	@echo "metrics: $(DEMO)/fedavg_2nn.jsonl, curves: $(DEMO)/fedavg_2nn.svg"
 
 # ---- dependencies ----------------------------------------------------------
+# install_missing PACKAGES: apt-get installs those not installed yet (as root,
+# else through sudo).
+define install_missing
+@missing=""; for p in $(1); do \
+  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+done; \
+if [ -n "$$missing" ]; then \
+  echo "installing:$$missing"; \
+  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+  $$SUDO apt-get install -y --no-install-recommends $$missing || \
+  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $$missing; }; \
+else echo "all Debian packages present"; fi
+endef
+
 deps:
-	@missing=""; for p in $(DEB_PACKAGES); do \
-	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
-	  $$SUDO apt-get install -y --no-install-recommends $$missing || \
-	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $$missing; }; \
-	else echo "all Debian packages present"; fi
+	$(call install_missing,$(DEB_PACKAGES))
+
+bench-deps:
+	$(call install_missing,$(DEB_PACKAGES) $(BENCH_PACKAGES))
 
 # ---- install ---------------------------------------------------------------
 install: all
@@ -217,7 +300,7 @@ install: all
 	ln -sf libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so
 	install -m 644 $(filter vm/%,$(PUBLIC_H)) vm/ops.def vm/attrs.def $(DESTDIR)$(PREFIX)/include/fedvm/vm/
 	install -m 644 $(filter format/%,$(PUBLIC_H)) $(DESTDIR)$(PREFIX)/include/fedvm/format/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@MPI_LIBS@|$(MPI_LIBS)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
 
 uninstall:
 	rm -f $(TOOLS:%=$(DESTDIR)$(PREFIX)/bin/%)

@@ -90,7 +90,7 @@ class Report:
     def round(self, rnd, train_loss, examples, seconds, cpu_s, test=None, eval_s=None):
         self.round_s.append(seconds)
         self.examples += examples
-        line = {"round": rnd, "train_loss": round(train_loss, 6)}
+        line = {"round": rnd, "train_loss": round(train_loss, 6), "examples": examples}
         if test is not None:
             self.test_acc = test[0]
             line["test_acc"] = round(test[0], 4)

@@ -10,7 +10,8 @@ learning rate lr) from the server model; the new server model is the mean of
 the client models weighted by their example counts.
 
 Prints one JSON line per round: round, train_loss (the example-weighted mean
-over the sampled clients of each client's mean minibatch loss), test_acc and
+over the sampled clients of each client's mean minibatch loss), examples (E
+times the sampled clients' examples), test_acc and
 test_loss when evaluated, seconds (the round's sampling, client updates and
 aggregation; not the evaluation, which is eval_seconds), cpu_seconds (the
 process's CPU time in the round, all threads), then

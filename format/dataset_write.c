@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,9 @@ struct fvm_dataset_writer {
     wsplit *splits;
     int nsplits;
     msgpack_sbuffer outer, inner;
+    z_stream zs;  /* reset for each client (compress2 would allocate its
+                     256 KB of state anew for every client) */
+    bool zs_ready;
     unsigned char *z;
     size_t zcap;
 };
@@ -92,6 +96,8 @@ static void writer_free(fvm_dataset_writer *w)
     sqlite3_close(w->db);
     msgpack_sbuffer_destroy(&w->outer);
     msgpack_sbuffer_destroy(&w->inner);
+    if (w->zs_ready)
+        deflateEnd(&w->zs);
     free(w->z);
     free(w->path);
     free(w->tmp);
@@ -165,6 +171,13 @@ fvm_status fvm_dataset_create(const char *path, fvm_dataset_writer **out, fvm_di
     }
     msgpack_sbuffer_init(&w->outer);
     msgpack_sbuffer_init(&w->inner);
+    /* zlib.compress's defaults, as compress2 sets them: level 6
+     * (Z_DEFAULT_COMPRESSION), a zlib header, a 32 KB window. */
+    if (deflateInit(&w->zs, Z_DEFAULT_COMPRESSION) != Z_OK) {
+        writer_free(w);
+        return fvm_diag_add(d, FVM_ERR_NOMEM, &loc, "out of memory");
+    }
+    w->zs_ready = true;
     int fd;
     fvm_status s = fvm_atomic_open(path, &w->tmp, &fd, d);
     if (s) {
@@ -302,10 +315,31 @@ fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void 
         w->z = z;
         w->zcap = bound;
     }
-    uLongf zlen = bound;
-    /* zlib.compress's defaults: level 6 (Z_DEFAULT_COMPRESSION), a zlib header. */
-    if (compress2(w->z, &zlen, (const Bytef *)w->outer.data, (uLong)w->outer.size, Z_DEFAULT_COMPRESSION) != Z_OK)
+    /* compress2's loop (input and output handed over at most 4 GB at a
+     * time) on a stream reset for this client: its bytes, not its mallocs. */
+    z_stream *zs = &w->zs;
+    const unsigned char *in = (const unsigned char *)w->outer.data;
+    uLong in_left = (uLong)w->outer.size, out_left = bound;
+    int zrc = deflateReset(zs);
+    zs->next_out = w->z;
+    zs->avail_out = 0;
+    zs->avail_in = 0;
+    while (zrc == Z_OK) {
+        if (zs->avail_out == 0) {
+            zs->avail_out = out_left > UINT_MAX ? UINT_MAX : (uInt)out_left;
+            out_left -= zs->avail_out;
+        }
+        if (zs->avail_in == 0) {
+            zs->next_in = (Bytef *)in;
+            zs->avail_in = in_left > UINT_MAX ? UINT_MAX : (uInt)in_left;
+            in += zs->avail_in;
+            in_left -= zs->avail_in;
+        }
+        zrc = deflate(zs, in_left ? Z_NO_FLUSH : Z_FINISH);
+    }
+    if (zrc != Z_STREAM_END)
         return werr(w, d, FVM_ERR_NOMEM, "zlib could not compress a client");
+    uLong zlen = zs->total_out;
     sqlite3_stmt *st = sp->insert;
     sqlite3_reset(st);
     sqlite3_bind_blob64(st, 1, id_len ? id : "", id_len, SQLITE_STATIC);

@@ -23,6 +23,7 @@ typedef struct loader {
     int depth;
     fvm_alias *aliases[FVM_MAX_TYPE_DEPTH + 2]; /* aliases being resolved, outermost first */
     int nresolving;
+    const char *member; /* the root program's JSON pointer in its file ("" for the whole file) */
 } loader;
 
 static fvm_loc loc_of(loader *L, const fvm_module *m, const fvm_doc *n, const char *ptr)
@@ -319,27 +320,33 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
 {
     static const char *const allowed[] = {"fedvm", "doc", "form", "include", "types", "functions", NULL};
     fvm_arena *a = &L->p->arena;
-    if (!expect_kind(L, m, root, "", FVM_DOC_OBJECT, "a fedvm program (an object with \"fedvm\": 1)"))
+    const char *base = m->base, *ptypes = fvm_pointer_join(a, base, "types"),
+               *pfuncs = fvm_pointer_join(a, base, "functions"), *pinc = fvm_pointer_join(a, base, "include");
+    if (!ptypes || !pfuncs || !pinc) {
+        err(L, FVM_ERR_NOMEM, m, root, base, "out of memory");
+        return;
+    }
+    if (!expect_kind(L, m, root, base, FVM_DOC_OBJECT, "a fedvm program (an object with \"fedvm\": 1)"))
         return;
     const fvm_doc *ver = fvm_doc_get(root, "fedvm");
     if (!ver) {
-        err(L, FVM_ERR_FORMAT, m, root, "", "missing \"fedvm\": 1 (the format version)");
+        err(L, FVM_ERR_FORMAT, m, root, base, "missing \"fedvm\": 1 (the format version)");
         return;
     }
     if (ver->kind != FVM_DOC_INT || ver->u.i != 1) {
+        const char *pv = fvm_pointer_join(a, base, "fedvm");
         if (ver->kind == FVM_DOC_INT)
-            err(L, FVM_ERR_FORMAT, m, ver, "/fedvm", "unsupported format version %lld; this fedvm reads version 1",
+            err(L, FVM_ERR_FORMAT, m, ver, pv, "unsupported format version %lld; this fedvm reads version 1",
                 (long long)ver->u.i);
         else
-            err(L, FVM_ERR_FORMAT, m, ver, "/fedvm", "the format version must be the integer 1, found %s",
-                kind_name(ver));
+            err(L, FVM_ERR_FORMAT, m, ver, pv, "the format version must be the integer 1, found %s", kind_name(ver));
         return;
     }
     m->version = 1;
     const fvm_doc *includes = NULL, *types = NULL, *funcs = NULL;
     for (size_t i = 0; i < root->u.coll.n; i++) {
         const fvm_doc *k = root->u.coll.keys[i], *v = root->u.coll.items[i];
-        const char *pk = fvm_pointer_join(a, "", k->u.str.s);
+        const char *pk = fvm_pointer_join(a, base, k->u.str.s);
         if (!key_allowed(k->u.str.s, allowed))
             unknown_key(L, m, k, pk, allowed, "the program");
         else if (!strcmp(k->u.str.s, "doc") && expect_kind(L, m, v, pk, FVM_DOC_STRING, "a string"))
@@ -354,13 +361,13 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
         else if (!strcmp(k->u.str.s, "functions"))
             funcs = v;
     }
-    if (types && expect_kind(L, m, types, "/types", FVM_DOC_OBJECT, "an object of alias names to type strings")) {
+    if (types && expect_kind(L, m, types, ptypes, FVM_DOC_OBJECT, "an object of alias names to type strings")) {
         m->aliases = fvm_arena_array(a, types->u.coll.n + 1, sizeof(fvm_alias));
         if (!m->aliases)
             return;
         for (size_t i = 0; i < types->u.coll.n; i++) {
             const fvm_doc *k = types->u.coll.keys[i], *v = types->u.coll.items[i];
-            const char *pk = fvm_pointer_join(a, "/types", k->u.str.s);
+            const char *pk = fvm_pointer_join(a, ptypes, k->u.str.s);
             if (!fvm_is_identifier(k->u.str.s)) {
                 err(L, FVM_ERR_NAME, m, k, pk, "a type alias name must be an identifier ([A-Za-z_][A-Za-z0-9_]*)");
                 continue;
@@ -381,13 +388,13 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
             al->module = m;
         }
     }
-    if (funcs && expect_kind(L, m, funcs, "/functions", FVM_DOC_OBJECT, "an object of function names to functions")) {
+    if (funcs && expect_kind(L, m, funcs, pfuncs, FVM_DOC_OBJECT, "an object of function names to functions")) {
         m->funcs = fvm_arena_array(a, funcs->u.coll.n + 1, sizeof(fvm_func *));
         if (!m->funcs)
             return;
         for (size_t i = 0; i < funcs->u.coll.n; i++) {
             const fvm_doc *k = funcs->u.coll.keys[i];
-            const char *pk = fvm_pointer_join(a, "/functions", k->u.str.s);
+            const char *pk = fvm_pointer_join(a, pfuncs, k->u.str.s);
             if (!check_name(L, m, k, pk, "a function name"))
                 continue;
             fvm_func *f = read_function(L, m, k, funcs->u.coll.items[i], pk);
@@ -398,7 +405,7 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
             m->funcs[m->nfuncs++] = f;
         }
     }
-    if (includes && expect_kind(L, m, includes, "/include", FVM_DOC_ARRAY, "an array of file paths")) {
+    if (includes && expect_kind(L, m, includes, pinc, FVM_DOC_ARRAY, "an array of file paths")) {
         size_t ni = includes->u.coll.n;
         m->includes = fvm_arena_array(a, ni + 1, sizeof(char *));
         m->include_locs = fvm_arena_array(a, ni + 1, sizeof(fvm_loc));
@@ -407,7 +414,7 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
             return;
         for (size_t i = 0; i < ni; i++) {
             const fvm_doc *v = includes->u.coll.items[i];
-            const char *pi = fvm_pointer_index(a, "/include", i);
+            const char *pi = fvm_pointer_index(a, pinc, i);
             if (!expect_kind(L, m, v, pi, FVM_DOC_STRING, "a file path"))
                 continue;
             if (v->u.str.len == 0) {
@@ -420,6 +427,23 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
             load_module(L, include_path(L, m, v->u.str.s), NULL, 0, m, v, pi, &m->included[k]);
         }
     }
+}
+
+/* The node at JSON pointer ptr ("/a/b": object members, without '~' escapes) below root, or NULL. */
+static const fvm_doc *doc_member(const fvm_doc *root, const char *ptr)
+{
+    char key[MAX_NAME + 1];
+    while (root && *ptr == '/') {
+        const char *end = strchr(ptr + 1, '/');
+        size_t n = end ? (size_t)(end - ptr - 1) : strlen(ptr + 1);
+        if (n > MAX_NAME || root->kind != FVM_DOC_OBJECT)
+            return NULL;
+        memcpy(key, ptr + 1, n);
+        key[n] = 0;
+        root = fvm_doc_get(root, key);
+        ptr += n + 1;
+    }
+    return *ptr ? NULL : root;
 }
 
 static fvm_status load_module(loader *L, const char *path, const char *text, size_t len, const fvm_module *from,
@@ -503,11 +527,21 @@ static fvm_status load_module(loader *L, const char *path, const char *text, siz
         L->fatal = true;
         return s;
     }
-    m->root = root;
+    m->base = "";
+    const fvm_doc *prog = root;
+    if (!from && L->member[0]) { /* the program is one member of the file's document */
+        if (!(prog = doc_member(root, L->member))) {
+            err(L, FVM_ERR_FORMAT, m, root, "", "no fedvm program at %s (an object with \"fedvm\": 1)", L->member);
+            L->fatal = true;
+            return FVM_ERR_FORMAT;
+        }
+        m->base = L->member;
+    }
+    m->root = prog;
     L->stack[L->depth] = m->real;
     L->stack_disp[L->depth] = m->path;
     L->depth++;
-    read_module(L, m, root);
+    read_module(L, m, prog);
     L->depth--;
     *out = m;
     return FVM_OK;
@@ -689,7 +723,8 @@ static void resolve_types(loader *L)
     }
 }
 
-static fvm_status load(const char *path, const char *text, size_t len, fvm_program **out, fvm_diag *d)
+static fvm_status load(const char *path, const char *text, size_t len, const char *member, fvm_program **out,
+                       fvm_diag *d)
 {
     *out = NULL;
     fvm_diag local = {0};
@@ -698,7 +733,7 @@ static fvm_status load(const char *path, const char *text, size_t len, fvm_progr
     fvm_program *p = calloc(1, sizeof *p);
     if (!p)
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-    loader L = {.p = p, .d = d};
+    loader L = {.p = p, .d = d, .member = member};
     fvm_module *root = NULL;
     load_module(&L, path, text, len, NULL, NULL, NULL, &root);
     p->root = root;
@@ -721,11 +756,16 @@ static fvm_status load(const char *path, const char *text, size_t len, fvm_progr
 
 fvm_status fvm_program_load(const char *path, fvm_program **out, fvm_diag *d)
 {
-    return load(path, NULL, 0, out, d);
+    return load(path, NULL, 0, "", out, d);
+}
+
+fvm_status fvm_program_load_member(const char *path, const char *member, fvm_program **out, fvm_diag *d)
+{
+    return load(path, NULL, 0, member, out, d);
 }
 
 fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out,
                                  fvm_diag *d)
 {
-    return load(display_name, text, len, out, d);
+    return load(display_name, text, len, "", out, d);
 }

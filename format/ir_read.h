@@ -16,6 +16,14 @@
  * is not valid JSON/YAML, *out is NULL. */
 fvm_status fvm_program_load(const char *path, fvm_program **out, fvm_diag *d);
 
+/* The same for a program that is one member of the document in 'path'
+ * (a file that holds other things too, such as a cross-device plan): member
+ * is a JSON pointer of object keys, "/client/program" ('~' escapes are not
+ * read), whose value is written as a program file is. Errors are located in
+ * path, with JSON pointers that start with member; a missing member is
+ * FVM_ERR_FORMAT and *out NULL. Includes resolve relative to path. */
+fvm_status fvm_program_load_member(const char *path, const char *member, fvm_program **out, fvm_diag *d);
+
 /* The same from text in memory; display_name names it in errors and decides
  * JSON or YAML by its extension; includes are resolved relative to it. */
 fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out,

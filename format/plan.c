@@ -6,8 +6,10 @@
 #include "../vm/suggest.h"
 #include "doc.h"
 #include "plan.h"
+#include "plan_beam.h"
 #include "plan_dot.h"
 #include "plan_form.h"
+#include "xdev.h"
 
 /* The one list of formats (PLANS.md describes each). */
 const fvm_plan_format fvm_plan_formats[] = {
@@ -15,8 +17,9 @@ const fvm_plan_format fvm_plan_formats[] = {
     {"mapreduce", "TFF's MapReduce form, as a fedvm program", fvm_plan_mapreduce},
     {"distribute-aggregate", "TFF's Distribute-Aggregate form, as a fedvm program",
      fvm_plan_distribute_aggregate},
-    {"cross-device", "a client phase and a server phase, for devices", NULL},
-    {"beam", "an Apache Beam pipeline", NULL},
+    {"cross-device", "a client phase and a server phase, for devices (fedvm device, fedvm server)",
+     fvm_plan_cross_device},
+    {"beam", "an Apache Beam pipeline (JavaScript) running the rounds with fedvm", fvm_plan_beam},
 };
 const int fvm_plan_nformats = (int)(sizeof fvm_plan_formats / sizeof fvm_plan_formats[0]);
 

@@ -1,8 +1,8 @@
 /* plan.h - plan writers: a checked program re-emitted for another system, one writer per format (PLANS.md).
  *
- * The formats are listed once, in fvm_plan_formats (plan.c); a format that
- * is named but not written yet has a NULL writer. Adding a format means
- * writing its writer (format/plan_<format>.c) and filling in its entry. */
+ * The formats are listed once, in fvm_plan_formats (plan.c). Adding a
+ * format means writing its writer (format/plan_<format>.c) and adding its
+ * entry. */
 #ifndef FVM_PLAN_H
 #define FVM_PLAN_H
 
@@ -25,7 +25,7 @@ typedef fvm_status (*fvm_plan_writer)(const fvm_program *p, const fvm_plan_opts 
 typedef struct fvm_plan_format {
     const char *name;       /* as given to 'fedplan --to' */
     const char *summary;    /* one line for help texts */
-    fvm_plan_writer write;  /* NULL: not available in this version */
+    fvm_plan_writer write;
 } fvm_plan_format;
 
 /* Every format, in the order help texts list them; fvm_plan_nformats entries. */

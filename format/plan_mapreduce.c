@@ -16,25 +16,19 @@
  * the weight first, the mean divides at the end), and federated_aggregate
  * folds blocks from the zero in the same tree, so the form gives F's bits:
  * the one difference is that a sum starts from +0 where the built-in starts
- * from the first client, so a sum of -0.0 values is +0.0. */
+ * from the first client, so a sum of -0.0 values is +0.0.
+ *
+ * The parts are built by fvm_mr_build (plan_mr.h), which the cross-device
+ * plan (plan_xdev.c) shares. */
 #include <string.h>
 
 #include "plan_form.h"
-#include "plan_flow.h"
+#include "plan_mr.h"
 
-typedef struct mr {
-    fvm_arena *a;
-    const fvm_flow *fl;
-    fvm_diag *d;
-    int nserver, nclient, nbcast, nagg, nsec;
-    int *server, *client, *bcast, *agg, *sec; /* node indices */
-    int *aggidx;                               /* per node: its index in agg */
-    const char *part[7];                       /* generated function names, by role */
-    fvm_doc *funcs;                            /* the generated functions */
-} mr;
+typedef fvm_mr mr;
+typedef fvm_mr_types mr_types;
 
-enum { PREPARE, WORK, ZERO, ACCUMULATE, MERGE, REPORT, UPDATE };
-static const char *const role[] = {"prepare", "work", "zero", "accumulate", "merge", "report", "update"};
+const char *const fvm_mr_roles[FVM_MR_NPARTS] = {"prepare", "work", "zero", "accumulate", "merge", "report", "update"};
 
 #define TRY(x)                   \
     do {                         \
@@ -53,7 +47,7 @@ static const char *str(mr *m, const char *fmt, int i)
     return fvm_arena_printf(m->a, fmt, i);
 }
 
-static const fvm_type *node_type(const mr *m, int i)
+const fvm_type *fvm_mr_node_type(const fvm_mr *m, int i)
 {
     return fvm_flow_unplaced(m->fl->nodes[i].type);
 }
@@ -61,7 +55,7 @@ static const fvm_type *node_type(const mr *m, int i)
 /* The aggregated value's member type and its one float dtype (means). */
 static fvm_status float_dtype(mr *m, int g, fvm_dtype *dt)
 {
-    const fvm_type *t = node_type(m, m->fl->nodes[g].args[0]);
+    const fvm_type *t = fvm_mr_node_type(m, m->fl->nodes[g].args[0]);
     const fvm_type *leaf = t;
     while (leaf->kind == FVM_T_STRUCT && leaf->u.strct.n)
         leaf = leaf->u.strct.elems[0];
@@ -135,7 +129,7 @@ static fvm_status struct2(fvm_fwriter *w, const char *name, const char *n0, cons
 static const fvm_type *acc_type(mr *m, int g)
 {
     const fvm_fnode *n = &m->fl->nodes[g];
-    const fvm_type *t = node_type(m, n->args[0]);
+    const fvm_type *t = fvm_mr_node_type(m, n->args[0]);
     const char *names[2];
     const fvm_type *elems[2] = {t, NULL};
     switch (n->in->op) {
@@ -147,7 +141,7 @@ static const fvm_type *acc_type(mr *m, int g)
         break;
     case FVM_OP_FEDERATED_WEIGHTED_MEAN:
         names[0] = "sum", names[1] = "weight";
-        elems[1] = node_type(m, n->args[1]);
+        elems[1] = fvm_mr_node_type(m, n->args[1]);
         break;
     case FVM_OP_FEDERATED_MIN:
     case FVM_OP_FEDERATED_MAX:
@@ -155,7 +149,7 @@ static const fvm_type *acc_type(mr *m, int g)
         elems[1] = fvm_type_scalar(m->a, FVM_DTYPE_BOOL);
         break;
     default: /* federated_aggregate: the zero's type */
-        return node_type(m, n->args[1]);
+        return fvm_mr_node_type(m, n->args[1]);
     }
     return elems[1] ? fvm_type_struct(m->a, 2, names, elems) : NULL;
 }
@@ -164,11 +158,11 @@ static const fvm_type *acc_type(mr *m, int g)
 static const fvm_type *update_type(mr *m, int g)
 {
     const fvm_fnode *n = &m->fl->nodes[g];
-    const fvm_type *t = node_type(m, n->args[0]);
+    const fvm_type *t = fvm_mr_node_type(m, n->args[0]);
     if (n->in->op != FVM_OP_FEDERATED_WEIGHTED_MEAN)
         return t;
     const char *names[2] = {"value", "weight"};
-    const fvm_type *elems[2] = {t, node_type(m, n->args[1])};
+    const fvm_type *elems[2] = {t, fvm_mr_node_type(m, n->args[1])};
     return fvm_type_struct(m->a, 2, names, elems);
 }
 
@@ -180,18 +174,18 @@ static fvm_status zero_of(mr *m, fvm_fwriter *w, int g, const char **name)
     *name = str(m, "@a%d", m->aggidx[g]);
     switch (n->in->op) {
     case FVM_OP_FEDERATED_SUM:
-        return fvm_fwriter_zeros(w, *name, node_type(m, n->args[0]));
+        return fvm_fwriter_zeros(w, *name, fvm_mr_node_type(m, n->args[0]));
     case FVM_OP_FEDERATED_MEAN:
-        TRY(fvm_fwriter_zeros(w, v, node_type(m, n->args[0])));
+        TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
         TRY(const_scalar(w, x, fvm_doc_int(w->a, 0), "i64"));
         return struct2(w, *name, "sum", v, "count", x);
     case FVM_OP_FEDERATED_WEIGHTED_MEAN:
-        TRY(fvm_fwriter_zeros(w, v, node_type(m, n->args[0])));
-        TRY(fvm_fwriter_zeros(w, x, node_type(m, n->args[1])));
+        TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
+        TRY(fvm_fwriter_zeros(w, x, fvm_mr_node_type(m, n->args[1])));
         return struct2(w, *name, "sum", v, "weight", x);
     case FVM_OP_FEDERATED_MIN:
     case FVM_OP_FEDERATED_MAX:
-        TRY(fvm_fwriter_zeros(w, v, node_type(m, n->args[0])));
+        TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
         TRY(const_scalar(w, x, fvm_doc_bool(w->a, false), "bool"));
         return struct2(w, *name, "value", v, "seen", x);
     default: { /* federated_aggregate: its own zero, built from constants alone */
@@ -222,7 +216,7 @@ static fvm_status accumulate_one(mr *m, fvm_fwriter *w, int g, const char *acc, 
     case FVM_OP_FEDERATED_WEIGHTED_MEAN: {
         fvm_dtype dt;
         TRY(float_dtype(m, g, &dt));
-        const fvm_type *wt = node_type(m, m->fl->nodes[g].args[1]);
+        const fvm_type *wt = fvm_mr_node_type(m, m->fl->nodes[g].args[1]);
         const char *wcast;
         TRY(fvm_fwriter_field(w, t1, "value", u));
         TRY(fvm_fwriter_field(w, t2, "weight", u));
@@ -292,7 +286,7 @@ static fvm_status report_one(mr *m, fvm_fwriter *w, int g, const char *acc, cons
     case FVM_OP_FEDERATED_WEIGHTED_MEAN: {
         TRY(float_dtype(m, g, &dt));
         bool mean = n->in->op == FVM_OP_FEDERATED_MEAN;
-        fvm_dtype from = mean ? FVM_DTYPE_I64 : node_type(m, n->args[1])->u.tensor.dtype;
+        fvm_dtype from = mean ? FVM_DTYPE_I64 : fvm_mr_node_type(m, n->args[1])->u.tensor.dtype;
         const char *den;
         TRY(fvm_fwriter_field(w, t1, "sum", acc));
         TRY(fvm_fwriter_field(w, t2, mean ? "count" : "weight", acc));
@@ -374,11 +368,6 @@ static fvm_status add_func(mr *m, const char *name, fvm_fwriter *w, const char *
     return fn && !fvm_doc_set(m->a, m->funcs, name, fn) ? FVM_OK : nomem(m->d);
 }
 
-/* The types every part shares. */
-typedef struct mr_types {
-    const fvm_type *C, *U, *A, *R, *SEC, *SECR, *WORK;
-} mr_types;
-
 static fvm_status types_of(mr *m, mr_types *t)
 {
     int n = m->fl->n + 1;
@@ -389,17 +378,17 @@ static fvm_status types_of(mr *m, mr_types *t)
     if (!b || !u || !acc || !r || !s || !sr)
         return nomem(m->d);
     for (int j = 0; j < m->nbcast; j++)
-        b[j] = node_type(m, m->fl->nodes[m->bcast[j]].args[0]);
+        b[j] = fvm_mr_node_type(m, m->fl->nodes[m->bcast[j]].args[0]);
     for (int i = 0; i < m->nagg; i++) {
         u[i] = update_type(m, m->agg[i]);
         acc[i] = acc_type(m, m->agg[i]);
-        r[i] = node_type(m, m->agg[i]);
+        r[i] = fvm_mr_node_type(m, m->agg[i]);
         if (!u[i] || !acc[i])
             return nomem(m->d);
     }
     for (int j = 0; j < m->nsec; j++) {
-        s[j] = node_type(m, m->fl->nodes[m->sec[j]].args[0]);
-        sr[j] = node_type(m, m->sec[j]);
+        s[j] = fvm_mr_node_type(m, m->fl->nodes[m->sec[j]].args[0]);
+        sr[j] = fvm_mr_node_type(m, m->sec[j]);
     }
     t->C = struct_of(m, m->nbcast, "b%d", b);
     t->U = struct_of(m, m->nagg, "u%d", u);
@@ -418,7 +407,7 @@ static fvm_status server_params(mr *m, fvm_fwriter *w)
     const fvm_func *f = m->fl->f;
     for (int k = 0; k < m->nserver; k++) {
         int i = m->server[k];
-        TRY(fvm_fwriter_param(w, f->param_names[m->fl->nodes[i].param], node_type(m, i), i));
+        TRY(fvm_fwriter_param(w, f->param_names[m->fl->nodes[i].param], fvm_mr_node_type(m, i), i));
     }
     return FVM_OK;
 }
@@ -435,7 +424,7 @@ static fvm_status write_prepare(mr *m, const mr_types *t)
         TRY(fvm_fwriter_node(&w, m->fl->nodes[m->bcast[j]].args[0], &args[j]));
     TRY(fvm_fwriter_struct(&w, "@broadcast", m->nbcast, fvm_flow_names(m->a, m->nbcast, "b%d"), args));
     (void)t;
-    return add_func(m, m->part[PREPARE], &w,
+    return add_func(m, m->part[FVM_MR_PREPARE], &w,
                     "MapReduce form: prepare. From the server's inputs, what the server broadcasts to every "
                     "client (one field per broadcast of the round).",
                     "@broadcast");
@@ -448,7 +437,7 @@ static fvm_status write_work(mr *m, const mr_types *t)
     const fvm_func *f = m->fl->f;
     for (int k = 0; k < m->nclient; k++) {
         int i = m->client[k];
-        TRY(fvm_fwriter_param(&w, f->param_names[m->fl->nodes[i].param], node_type(m, i), i));
+        TRY(fvm_fwriter_param(&w, f->param_names[m->fl->nodes[i].param], fvm_mr_node_type(m, i), i));
     }
     TRY(fvm_fwriter_param(&w, "@broadcast", t->C, -1));
     for (int j = 0; j < m->nbcast; j++) {
@@ -475,7 +464,7 @@ static fvm_status write_work(mr *m, const mr_types *t)
     TRY(fvm_fwriter_struct(&w, "@updates", m->nagg, fvm_flow_names(m->a, m->nagg, "u%d"), u));
     TRY(fvm_fwriter_struct(&w, "@secure", m->nsec, fvm_flow_names(m->a, m->nsec, "s%d"), s));
     TRY(struct2(&w, "@work", "updates", "@updates", "secure", "@secure"));
-    return add_func(m, m->part[WORK], &w,
+    return add_func(m, m->part[FVM_MR_WORK], &w,
                     "MapReduce form: work. One client's part of the round, from its data and the broadcast: "
                     "its update (one field per aggregation) and its inputs to the secure sums.",
                     "@work");
@@ -491,7 +480,7 @@ static fvm_status write_zero(mr *m)
     for (int i = 0; i < m->nagg; i++)
         TRY(zero_of(m, &w, m->agg[i], &a[i]));
     TRY(fvm_fwriter_struct(&w, "@zero", m->nagg, fvm_flow_names(m->a, m->nagg, "a%d"), a));
-    return add_func(m, m->part[ZERO], &w, "MapReduce form: zero. The accumulator every block of clients starts from.",
+    return add_func(m, m->part[FVM_MR_ZERO], &w, "MapReduce form: zero. The accumulator every block of clients starts from.",
                     "@zero");
 }
 
@@ -515,7 +504,7 @@ static fvm_status write_fold(mr *m, const mr_types *t, bool two)
         TRY(two ? merge_one(m, &w, g, x, y, out[i]) : accumulate_one(m, &w, g, x, y, out[i]));
     }
     TRY(fvm_fwriter_struct(&w, "@result", m->nagg, fvm_flow_names(m->a, m->nagg, "a%d"), out));
-    return add_func(m, m->part[two ? MERGE : ACCUMULATE], &w,
+    return add_func(m, m->part[two ? FVM_MR_MERGE : FVM_MR_ACCUMULATE], &w,
                     two ? "MapReduce form: merge. Two partial accumulators (of consecutive blocks of clients) "
                           "combined."
                         : "MapReduce form: accumulate. One client's update folded into an accumulator.",
@@ -536,7 +525,7 @@ static fvm_status write_report(mr *m, const mr_types *t)
         TRY(report_one(m, &w, m->agg[i], x, &r[i]));
     }
     TRY(fvm_fwriter_struct(&w, "@report", m->nagg, fvm_flow_names(m->a, m->nagg, "r%d"), r));
-    return add_func(m, m->part[REPORT], &w,
+    return add_func(m, m->part[FVM_MR_REPORT], &w,
                     "MapReduce form: report. The aggregations' results from the final accumulator.", "@report");
 }
 
@@ -559,7 +548,7 @@ static fvm_status write_update(mr *m, const mr_types *t)
     }
     const char *result;
     TRY(fvm_fwriter_node(&w, m->fl->result, &result));
-    return add_func(m, m->part[UPDATE], &w,
+    return add_func(m, m->part[FVM_MR_UPDATE], &w,
                     "MapReduce form: update. The round's result (unplaced) from the server's inputs, the "
                     "aggregations' results and the secure sums.",
                     result);
@@ -567,9 +556,11 @@ static fvm_status write_update(mr *m, const mr_types *t)
 
 /* ---- F, rewritten to run the parts ----------------------------------------- */
 
-/* A local function (x: T) -> x.path[0].path[1]..., named name. */
+/* A local function (x: T) -> x.path[0].path[1]..., named name (written once). */
 static fvm_status write_getter(mr *m, const char *name, const fvm_type *t, int depth, const char *const *path)
 {
+    if (fvm_doc_get(m->funcs, name))
+        return FVM_OK;
     fvm_fwriter w;
     TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
     TRY(fvm_fwriter_param(&w, "@x", t, -1));
@@ -664,60 +655,37 @@ static fvm_status placed_server_args(mr *m, fvm_fwriter *w, const char **args)
     return FVM_OK;
 }
 
-static fvm_status write_round(mr *m, const mr_types *t)
+fvm_status fvm_mr_exchange(fvm_mr *m, fvm_fwriter *w, const char *work, bool report)
 {
     const fvm_func *f = m->fl->f;
-    rewrite r = {.m = m};
-    fvm_fwriter *w = &r.w;
-    TRY(fvm_fwriter_init(w, m->a, m->fl, false, m->d));
-    for (int i = 0; i < f->nparams; i++)
-        TRY(fvm_fwriter_param(w, f->param_names[i], f->param_types[i], -1));
-    const char **server = fvm_arena_array(m->a, (size_t)m->nserver + 3, sizeof *server),
-               **client = fvm_arena_array(m->a, (size_t)m->nclient + 2, sizeof *client);
-    if (!server || !client)
-        return nomem(m->d);
-    TRY(placed_server_args(m, w, server));
-    fvm_doc *attrs = fvm_attr1(m->a, "fn", m->part[PREPARE]);
-    if (!attrs)
-        return nomem(m->d);
-    if (m->nserver == 0) {
-        if (fvm_doc_set(m->a, attrs, "placement", fvm_doc_string(m->a, "SERVER")))
-            return nomem(m->d);
-        TRY(fvm_fwriter_instr(w, "@broadcast", "federated_eval", attrs, 0, NULL));
-    } else {
-        TRY(fvm_fwriter_instr(w, "@broadcast", "federated_apply", attrs, m->nserver, server));
-    }
-    const char *bc = "@broadcast";
-    TRY(fvm_fwriter_instr(w, "@broadcast/clients", "federated_broadcast", NULL, 1, &bc));
-    for (int k = 0; k < m->nclient; k++)
-        client[k] = f->param_names[m->fl->nodes[m->client[k]].param];
-    client[m->nclient] = "@broadcast/clients";
-    TRY(fvm_fwriter_instr(w, "@work", "federated_map", fvm_attr1(m->a, "fn", m->part[WORK]), m->nclient + 1, client));
-
+    const mr_types *t = &m->t;
     /* the aggregations, as one federated_aggregate of the updates */
-    const char *work = "@work", *path[2] = {"updates", NULL};
+    const char *path[2] = {"updates", NULL};
     const char *get_updates = fvm_arena_printf(m->a, "%s.updates", f->name);
     TRY(write_getter(m, get_updates, t->WORK, 1, path));
     TRY(fvm_fwriter_instr(w, "@updates", "federated_map", fvm_attr1(m->a, "fn", get_updates), 1, &work));
-    TRY(fvm_fwriter_instr(w, "@zero", "call", fvm_attr1(m->a, "fn", m->part[ZERO]), 0, NULL));
+    TRY(fvm_fwriter_instr(w, "@zero", "call", fvm_attr1(m->a, "fn", m->part[FVM_MR_ZERO]), 0, NULL));
     fvm_doc *agg = fvm_doc_new(m->a, FVM_DOC_OBJECT);
-    if (!agg || fvm_doc_set(m->a, agg, "accumulate", fvm_doc_string(m->a, m->part[ACCUMULATE])) ||
-        fvm_doc_set(m->a, agg, "merge", fvm_doc_string(m->a, m->part[MERGE])) ||
-        fvm_doc_set(m->a, agg, "report", fvm_doc_string(m->a, m->part[REPORT])))
+    if (!agg || fvm_doc_set(m->a, agg, "accumulate", fvm_doc_string(m->a, m->part[FVM_MR_ACCUMULATE])) ||
+        fvm_doc_set(m->a, agg, "merge", fvm_doc_string(m->a, m->part[FVM_MR_MERGE])) ||
+        (report && fvm_doc_set(m->a, agg, "report", fvm_doc_string(m->a, m->part[FVM_MR_REPORT]))))
         return nomem(m->d);
     agg->flow = true;
     const char *aggargs[2] = {"@updates", "@zero"};
-    TRY(fvm_fwriter_instr(w, "@report", "federated_aggregate", agg, 2, aggargs));
+    TRY(fvm_fwriter_instr(w, report ? "@report" : "@acc", "federated_aggregate", agg, 2, aggargs));
+    return fvm_mr_secure_sums(m, w, work, t->WORK, fvm_arena_printf(m->a, "%s.secure", f->name));
+}
 
-    /* the secure sums, one intrinsic each, with their bit widths */
+fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, const fvm_type *t, const char *getter)
+{
     const char **sums = fvm_arena_array(m->a, (size_t)m->nsec + 1, sizeof *sums);
     if (!sums)
         return nomem(m->d);
     for (int j = 0; j < m->nsec; j++) {
-        const char *get = fvm_arena_printf(m->a, "%s.secure.%d", f->name, j), *in = str(m, "@secure/s%d", j);
+        const char *get = fvm_arena_printf(m->a, "%s.%d", getter, j), *in = str(m, "@secure/s%d", j);
         const char *p2[2] = {"secure", str(m, "s%d", j)};
-        TRY(write_getter(m, get, t->WORK, 2, p2));
-        TRY(fvm_fwriter_instr(w, in, "federated_map", fvm_attr1(m->a, "fn", get), 1, &work));
+        TRY(write_getter(m, get, t, 2, p2));
+        TRY(fvm_fwriter_instr(w, in, "federated_map", fvm_attr1(m->a, "fn", get), 1, &values));
         fvm_doc *bw = fvm_doc_new(m->a, FVM_DOC_OBJECT);
         if (!bw || fvm_doc_set(m->a, bw, "bitwidth", fvm_doc_int(m->a, m->fl->nodes[m->sec[j]].in->a.bitwidth)))
             return nomem(m->d);
@@ -739,9 +707,42 @@ static fvm_status write_round(mr *m, const mr_types *t)
         TRY(fvm_fwriter_instr(w, none, "struct", NULL, 0, NULL));
         TRY(fvm_fwriter_instr(w, "@secure", "federated_value", fvm_attr1(m->a, "placement", "SERVER"), 1, &none));
     }
+    return FVM_OK;
+}
+
+fvm_status fvm_mr_round(fvm_mr *m)
+{
+    const fvm_func *f = m->fl->f;
+    rewrite r = {.m = m};
+    fvm_fwriter *w = &r.w;
+    TRY(fvm_fwriter_init(w, m->a, m->fl, false, m->d));
+    for (int i = 0; i < f->nparams; i++)
+        TRY(fvm_fwriter_param(w, f->param_names[i], f->param_types[i], -1));
+    const char **server = fvm_arena_array(m->a, (size_t)m->nserver + 3, sizeof *server),
+               **client = fvm_arena_array(m->a, (size_t)m->nclient + 2, sizeof *client);
+    if (!server || !client)
+        return nomem(m->d);
+    TRY(placed_server_args(m, w, server));
+    fvm_doc *attrs = fvm_attr1(m->a, "fn", m->part[FVM_MR_PREPARE]);
+    if (!attrs)
+        return nomem(m->d);
+    if (m->nserver == 0) {
+        if (fvm_doc_set(m->a, attrs, "placement", fvm_doc_string(m->a, "SERVER")))
+            return nomem(m->d);
+        TRY(fvm_fwriter_instr(w, "@broadcast", "federated_eval", attrs, 0, NULL));
+    } else {
+        TRY(fvm_fwriter_instr(w, "@broadcast", "federated_apply", attrs, m->nserver, server));
+    }
+    const char *bc = "@broadcast";
+    TRY(fvm_fwriter_instr(w, "@broadcast/clients", "federated_broadcast", NULL, 1, &bc));
+    for (int k = 0; k < m->nclient; k++)
+        client[k] = f->param_names[m->fl->nodes[m->client[k]].param];
+    client[m->nclient] = "@broadcast/clients";
+    TRY(fvm_fwriter_instr(w, "@work", "federated_map", fvm_attr1(m->a, "fn", m->part[FVM_MR_WORK]), m->nclient + 1, client));
+    TRY(fvm_mr_exchange(m, w, "@work", true));
     server[m->nserver] = "@report";
     server[m->nserver + 1] = "@secure";
-    TRY(fvm_fwriter_instr(w, "@out", "federated_apply", fvm_attr1(m->a, "fn", m->part[UPDATE]), m->nserver + 2,
+    TRY(fvm_fwriter_instr(w, "@out", "federated_apply", fvm_attr1(m->a, "fn", m->part[FVM_MR_UPDATE]), m->nserver + 2,
                           server));
     if (!(r.out = unplaced_deep(m->a, m->fl->nodes[m->fl->result].type)))
         return nomem(m->d);
@@ -774,8 +775,8 @@ static fvm_doc *form_doc(mr *m, const char *source)
                **cv = fvm_arena_array(a, (size_t)m->nclient + 1, sizeof *cv);
     if (!o || !parts || !aggs || !secs || !sv || !cv)
         return NULL;
-    for (int k = 0; k < 7; k++)
-        if (fvm_doc_set(a, parts, role[k], fvm_doc_string(a, m->part[k])))
+    for (int k = 0; k < FVM_MR_NPARTS; k++)
+        if (fvm_doc_set(a, parts, fvm_mr_roles[k], fvm_doc_string(a, m->part[k])))
             return NULL;
     for (int k = 0; k < m->nserver; k++)
         sv[k] = f->param_names[m->fl->nodes[m->server[k]].param];
@@ -809,6 +810,37 @@ static fvm_doc *form_doc(mr *m, const char *source)
     return o;
 }
 
+fvm_status fvm_mr_build(fvm_arena *a, const fvm_program *p, const fvm_func *f, fvm_flow *fl, fvm_mr *m,
+                        fvm_diag *d)
+{
+    *m = (fvm_mr){.a = a, .fl = fl, .d = d};
+    fvm_status s = fvm_flow_build(a, p, f, fl, d);
+    if (s == FVM_OK)
+        s = classify(m);
+    if (s == FVM_OK && !(m->funcs = fvm_doc_new(a, FVM_DOC_OBJECT)))
+        s = nomem(d);
+    for (int k = 0; k < FVM_MR_NPARTS && s == FVM_OK; k++)
+        if (!(m->part[k] = fvm_arena_printf(a, "%s.%s", f->name, fvm_mr_roles[k])))
+            s = nomem(d);
+    if (s == FVM_OK)
+        s = types_of(m, &m->t);
+    if (s == FVM_OK)
+        s = write_prepare(m, &m->t);
+    if (s == FVM_OK)
+        s = write_work(m, &m->t);
+    if (s == FVM_OK)
+        s = write_zero(m);
+    if (s == FVM_OK)
+        s = write_fold(m, &m->t, false);
+    if (s == FVM_OK)
+        s = write_fold(m, &m->t, true);
+    if (s == FVM_OK)
+        s = write_report(m, &m->t);
+    if (s == FVM_OK)
+        s = write_update(m, &m->t);
+    return s;
+}
+
 fvm_status fvm_plan_mapreduce(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len, fvm_diag *d)
 {
     *out = NULL;
@@ -818,34 +850,10 @@ fvm_status fvm_plan_mapreduce(const fvm_program *p, const fvm_plan_opts *o, char
         return s;
     fvm_arena a = {0};
     fvm_flow fl;
-    mr m = {.a = &a, .fl = &fl, .d = d};
-    s = fvm_flow_build(&a, p, f, &fl, d);
+    mr m;
+    s = fvm_mr_build(&a, p, f, &fl, &m, d);
     if (s == FVM_OK)
-        s = classify(&m);
-    mr_types t = {0};
-    if (s == FVM_OK && !(m.funcs = fvm_doc_new(&a, FVM_DOC_OBJECT)))
-        s = nomem(d);
-    for (int k = 0; k < 7 && s == FVM_OK; k++)
-        if (!(m.part[k] = fvm_arena_printf(&a, "%s.%s", f->name, role[k])))
-            s = nomem(d);
-    if (s == FVM_OK)
-        s = types_of(&m, &t);
-    if (s == FVM_OK)
-        s = write_prepare(&m, &t);
-    if (s == FVM_OK)
-        s = write_work(&m, &t);
-    if (s == FVM_OK)
-        s = write_zero(&m);
-    if (s == FVM_OK)
-        s = write_fold(&m, &t, false);
-    if (s == FVM_OK)
-        s = write_fold(&m, &t, true);
-    if (s == FVM_OK)
-        s = write_report(&m, &t);
-    if (s == FVM_OK)
-        s = write_update(&m, &t);
-    if (s == FVM_OK)
-        s = write_round(&m, &t);
+        s = fvm_mr_round(&m);
     fvm_doc *form = NULL;
     if (s == FVM_OK && !(form = form_doc(&m, f->module->path)))
         s = nomem(d);

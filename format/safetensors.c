@@ -1135,3 +1135,19 @@ done:
     walk_free(&w);
     return s;
 }
+
+fvm_status fvm_safetensors_overlay_file(const char *path, const fvm_type *t, fvm_value **state, int *replaced,
+                                        fvm_diag *d)
+{
+    fvm_safetensors *f = NULL;
+    fvm_value *v = NULL;
+    fvm_status s = fvm_safetensors_load(path, &f, d);
+    if (s == FVM_OK)
+        s = fvm_safetensors_overlay(f, *state, t, &v, replaced, d);
+    fvm_safetensors_free(f);
+    if (s == FVM_OK) {
+        fvm_value_release(*state);
+        *state = v;
+    }
+    return s;
+}

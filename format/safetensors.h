@@ -141,4 +141,10 @@ fvm_status fvm_safetensors_value(const fvm_safetensors *f, const fvm_type *t, fv
 fvm_status fvm_safetensors_overlay(const fvm_safetensors *f, fvm_value *v, const fvm_type *t, fvm_value **out,
                                    int *replaced, fvm_diag *d);
 
+/* fvm_safetensors_overlay from the file at path onto *state (of type t),
+ * which it replaces: the old value is released, *state is the new one (a
+ * new reference). On error *state is left as it was. */
+fvm_status fvm_safetensors_overlay_file(const char *path, const fvm_type *t, fvm_value **state, int *replaced,
+                                        fvm_diag *d);
+
 #endif

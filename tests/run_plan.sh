@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run_plan.sh BIN - the fedplan command: help, exact usage errors and located program errors,
-# formats not yet available, -o; the dot plan of every program in programs/ through Graphviz (dot
+# -o; the dot plan of every program in programs/ through Graphviz (dot
 # -Tsvg and dot -Tjson) and compared with the program read independently (check_plan_dot.py
 # verify), node and cluster counts of three programs against counts made by hand, and names that
 # would break DOT if they were not escaped.
@@ -33,9 +33,6 @@ FORMATS="dot, mapreduce, distribute-aggregate, cross-device, beam"
 expect 0 "--help" -- "$BIN" --help && has "$T/out" "usage: fedplan PROGRAM --to FORMAT [-o OUT] [--fn NAME]" "--help"
 check "--help: nothing on stderr" -- test ! -s "$T/err"
 has "$T/out" "  dot                    a Graphviz picture of a function's dataflow" "--help: dot, available"
-for f in cross-device beam; do
-    if grep -qE "^  $f +.*; not available in this version\$" "$T/out"; then ok; else bad "--help: $f not marked unavailable"; fi
-done
 cp "$T/out" "$T/help"
 expect 0 "-h" -- "$BIN" -h && same "$T/out" "$T/help" "-h is --help"
 expect 0 "--version" -- "$BIN" --version && is "$(cat "$T/out")" "fedplan 0.1.0 (IR format version 1)" "--version"
@@ -59,11 +56,6 @@ expect 2 "no --to" -- "$BIN" programs/histogram.json &&
 expect 2 "unknown format" -- "$BIN" programs/histogram.json --to svg &&
     is "$(cat "$T/err")" "fedplan: unknown format 'svg'; formats: $FORMATS" "unknown format"
 check "unknown format: nothing on stdout" -- test ! -s "$T/out"
-for f in cross-device beam; do
-    expect 2 "--to $f" -- "$BIN" programs/fedavg.json --to "$f" &&
-        is "$(cat "$T/err")" "fedplan: format '$f' is not available in this version; available: dot, mapreduce, distribute-aggregate" "--to $f"
-    expect 2 "--to=$f before reading the program" -- "$BIN" /nonexistent.json --to="$f"
-done
 
 # -- invalid programs and functions (exit 1): every error located, nothing on stdout
 cat >"$T/broken.json" <<'J'
@@ -158,13 +150,13 @@ is "$(members sensor_threshold cluster_clients)" "readings threshold_at_clients 
 # (1+1+3+1+1+1+2+1+2+2 instruction arguments and the result); 4 crossing: the broadcast's argument,
 # both arguments of the weighted mean, and the totals into metrics.
 is "$(summary fedavg_2nn)" \
-    "nodes=14 edges=16 cluster_server=7 cluster_clients=7 outside=0 crossing=4 hexagons=2 intrinsics=8" "fedavg_2nn counts"
-is "$(members fedavg_2nn cluster_server)" "state model pseudo_grad metrics new_state result returns " "fedavg_2nn: SERVER"
+    "nodes=15 edges=17 cluster_server=8 cluster_clients=7 outside=0 crossing=4 hexagons=3 intrinsics=10" "fedavg_2nn counts"
+is "$(members fedavg_2nn cluster_server)" "state model pseudo_grad totals_sum metrics new_state result returns " "fedavg_2nn: SERVER"
 is "$(members fedavg_2nn cluster_clients)" "train client_keys model_at_clients outs grads weights totals " "fedavg_2nn: CLIENTS"
 "$PY" "$CHECK" texts "$T/fedavg_2nn.json" >"$T/texts"
 has "$T/texts" "fedavg_2nn.json: next" "title"
 has "$T/texts" "federated_map(client_update)" "the mapped function"
-has "$T/texts" "call(metrics_over_clients)" "the called function"
+has "$T/texts" "federated_apply(metrics_from_totals)" "the applied function"
 has "$T/texts" "{FashionExample*}@CLIENTS" "a type on an edge"
 # mean_variance main: measurements (clients), zero (an unplaced call, outside the clusters),
 # stats (federated_aggregate, server), the result (server).
@@ -222,7 +214,7 @@ same "$T/keep.dot" "$T/sensor_threshold.dot" "-o replaced"
 echo old >"$T/keep.dot"
 expect 1 "-o with an invalid program" -- "$BIN" "$T/broken.json" --to dot -o "$T/keep.dot"
 check "-o: the old file stays" -- test "$(cat "$T/keep.dot")" = old
-expect 2 "-o with a format not available" -- "$BIN" programs/fedavg.json --to beam -o "$T/keep.dot"
+expect 2 "-o with an unknown format" -- "$BIN" programs/fedavg.json --to svg -o "$T/keep.dot"
 check "-o: the old file stays (format)" -- test "$(cat "$T/keep.dot")" = old
 check "-o: no temporary files left" -- test -z "$(ls "$T" | grep '\.tmp')"
 if [ -w /dev/full ]; then
@@ -232,11 +224,32 @@ fi
 expect 1 "-o into a missing directory" -- "$BIN" programs/sensor_threshold.json --to dot -o "$T/no/such/dir/p.dot" &&
     is "$(cat "$T/err")" "$T/no/such/dir/p.dot: cannot write: No such file or directory" "-o error names the file"
 
-# -- format/PLANS.md: a section per format, marked while it is not available; its example is today's output
+# -- beam: the program's cross-device plan as one escaped literal, then the driver, nothing else
+# (tests/check_beam_plan.py); refused exactly as cross-device refuses. Running the pipelines on
+# Beam is 'make test-beam' (tests/run_beam.sh).
+for prog in programs/fedavg.json programs/fedsgd_linear.json tests/xdev/secure_counts.json tests/beam/inject.json; do
+    name=$(basename "$prog" .json)
+    expect 0 "$name --to beam" -- "$BIN" "$prog" --to beam -o "$T/$name.beam.js" &&
+        expect 0 "$name --to cross-device" -- "$BIN" "$prog" --to cross-device -o "$T/$name.xdev.json" &&
+        check "$name: the pipeline holds the plan as data, then the driver" -- \
+            "$PY" tests/check_beam_plan.py "$T/$name.beam.js" "$T/$name.xdev.json" format/beam_pipeline.js &&
+        "$PY" tests/check_beam_plan.py "$T/$name.beam.js" "$T/$name.xdev.json" format/beam_pipeline.js >"$T/$name.head"
+    if command -v node >/dev/null; then
+        check "$name: node reads the pipeline" -- node --check "$T/$name.beam.js"
+    fi
+done
+same "$T/fedavg.head" "$T/inject.head" "beam: one header for every program"
+lacks "$T/inject.head" "INJECTED" "beam: no name of the program in the header"
+expect 0 "beam: stdout is -o" -- "$BIN" programs/fedavg.json --to beam && same "$T/out" "$T/fedavg.beam.js" "beam: stdout and -o"
+for prog in programs/histogram.json tests/forms/two_exchanges.json tests/xdev/server_input.json; do
+    "$BIN" "$prog" --to cross-device >/dev/null 2>"$T/want"
+    expect 1 "$prog --to beam: refused" -- "$BIN" "$prog" --to beam && check "$prog --to beam: nothing on stdout" -- test ! -s "$T/out" &&
+        same "$T/want" "$T/err" "$prog --to beam: refused as cross-device refuses"
+done
+
+# -- format/PLANS.md: a section per format; its example is today's output
 DOC=format/PLANS.md
-has "$DOC" "## dot" "PLANS.md: dot"
-for f in mapreduce distribute-aggregate; do has "$DOC" "## $f" "PLANS.md: $f"; done
-for f in cross-device beam; do has "$DOC" "## $f (not yet available)" "PLANS.md: $f"; done
+for f in dot mapreduce distribute-aggregate cross-device beam; do has "$DOC" "## $f" "PLANS.md: $f"; done
 "$PY" - "$DOC" "$T/doc" <<'PY'
 import re, sys
 text = open(sys.argv[1], encoding="utf-8").read()

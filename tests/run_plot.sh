@@ -148,7 +148,7 @@ printf '{"round": 1, "x": 1}\n' >"$T/x.jsonl"
 expect 1 "neither loss nor accuracy" -- "$BIN" plot "$T/x.jsonl" -o "$T/x.svg" &&
     has "$T/err" "no file has a loss or an accuracy; choose what to draw with --metric NAME (the file has: x)" "names what there is"
 expect 1 "unknown metric" -- "$BIN" plot "$A" --metric perplexity -o "$T/x.svg" &&
-    has "$T/err" "no file has the metric 'perplexity' (the file has: train.loss, train.examples, seconds, clients, eval.loss, eval.accuracy)" "unknown metric"
+    has "$T/err" "no file has the metric 'perplexity' (the file has: train.loss, train.examples, seconds, cpu_seconds, clients, eval.loss, eval.accuracy, eval_seconds)" "unknown metric"
 printf '{"round": 1, "train": {"loss": "nan"}}\n' >"$T/allnan.jsonl"
 expect 1 "nothing finite" -- "$BIN" plot "$T/allnan.jsonl" -o "$T/x.svg" && has "$T/err" "no finite values" "all NaN"
 expect 2 "unknown extension" -- "$BIN" plot "$A" -o "$T/x.jpg" && has "$T/err" "must end in .svg or .png, found" "extension"

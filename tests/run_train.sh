@@ -45,6 +45,20 @@ check "metrics: each round once, in order" -- "$PY" -c '
 import json, sys
 rounds = [json.loads(l)["round"] for l in open(sys.argv[1])]
 assert rounds == list(range(1, 121)), rounds[:10]' "$T/killed.jsonl"
+# A run stopped in the middle of round 3's metrics line, its last checkpoint
+# round 2's: the resumed file has every round once, whole.
+expect 0 "a run to cut short" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 9 --checkpoint-dir "$T/cut" \
+    --checkpoint-every 2 --metrics "$T/cut.jsonl" && rm "$T/cut/round-000004.safetensors"
+"$PY" -c '
+import sys
+lines = open(sys.argv[1]).read().splitlines(True)
+open(sys.argv[1], "w").write("".join(lines[:2]) + lines[2][:5])' "$T/cut.jsonl"
+expect 0 "resume after round 2 with part of a line for 3" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 9 \
+    --resume "$T/cut" --metrics "$T/cut.jsonl"
+check "metrics: rounds 1-4 once each, whole lines" -- "$PY" -c '
+import json, sys
+rounds = [json.loads(l)["round"] for l in open(sys.argv[1])]
+assert rounds == [1, 2, 3, 4], rounds' "$T/cut.jsonl"
 expect 0 "resume when done" -- "$BIN" run $P $TRAIN $R --resume "$T/killed" && check "nothing to run" -- test ! -s "$T/out"
 expect 1 "resume with another seed" -- "$BIN" run $P $TRAIN --rounds 130 --clients-per-round 5 --seed 10 --resume "$T/killed" &&
     has "$T/err" "made with --seed 9, this run has 10" "seed mismatch"
@@ -84,7 +98,9 @@ import ref_random
 lines = [json.loads(l) for l in open(sys.argv[1])]
 assert [l["round"] for l in lines] == [1, 2, 3, 4], lines
 for l in lines:
-    assert l["clients"] == 5 and l["seconds"] >= 0, l
+    assert l["clients"] == 5 and l["seconds"] >= 0 and l["cpu_seconds"] >= 0, l
+    assert ("eval_seconds" in l) == ("eval" in l), l
+    assert 0 <= l.get("eval_seconds", 0) <= l["seconds"], l
     assert l["sampled"] == ref_random.sample_clients(3, l["round"], 30, 5), l
 assert "eval" in lines[-1] and "eval" not in lines[0]
 PY
@@ -102,7 +118,7 @@ for b in "--backend seq" "--threads 1" "--threads 2" "--threads 3"; do
 done
 expect 0 "all 30 clients on 3 threads" -- "$BIN" run $P $TRAIN --rounds 2 --threads 3 && cp "$T/out" "$T/all3"
 expect 0 "all 30 clients in sequence" -- "$BIN" run $P $TRAIN --rounds 2 --backend seq && same "$T/all3" "$T/out" "30 clients"
-expect 2 "unknown backend" -- "$BIN" run $P $TRAIN --backend gpu && has "$T/err" "--backend is seq or threads" "backend name"
+expect 2 "unknown backend" -- "$BIN" run $P $TRAIN --backend gpu && has "$T/err" "--backend is seq, threads or mpi" "backend name"
 expect 2 "--threads with seq" -- "$BIN" run $P $TRAIN --backend seq --threads 2
 
 # -- a model with real matmuls (the demo's 2NN on Fashion-MNIST): BLAS is called from every
@@ -134,6 +150,47 @@ expect 0 "training without evaluation data" -- "$BIN" run $P --data train="$D" -
     lacks "$T/out" '"eval"' "no eval without test data"
 expect 0 "zero rounds" -- "$BIN" run $P $TRAIN --rounds 0 && check "no lines" -- test ! -s "$T/out"
 
+# -- an optimizer of programs/lib/optim.json on the clients: FedAvg with client Adam learns
+# (on IID synthetic data; on Synthetic(1,1) its clients drift apart, as the program's doc says)
+"$BIN" data synthetic --kind fedprox --iid --clients 10 --seed 2 -o "$T/iid.sqlite" >/dev/null 2>&1
+expect 0 "FedAvg with Adam on the clients" -- "$BIN" run tests/train/fedavg_client_adam.json --data train="$T/iid.sqlite" \
+    --data test="$T/iid.sqlite:test" --rounds 5 --metrics "$T/adam.jsonl"
+check "client Adam: the loss falls every round, accuracy above 0.9" -- "$PY" - "$T/adam.jsonl" <<'PY'
+import json, math, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+loss = [l["train"]["loss"] for l in lines]
+assert abs(loss[0] - math.log(10)) < 1e-5, loss  # the zero model
+assert all(b < a for a, b in zip(loss, loss[1:])), loss
+assert loss[-1] < 0.2 * loss[0], loss
+assert lines[-1]["eval"]["accuracy"] > 0.9, lines[-1]
+PY
+
+# -- keys: initialize's is round 0's, random_fold_in(random_key(S), 0), no round's key; the state
+# holds it and, after round r, round r's key (by the independent Threefry of tests/golden)
+cat >"$T/keys.json" <<'J'
+{"fedvm": 1, "functions": {
+  "pair": {"params": {"init": "u32[2]", "round": "u32[2]"}, "body": [
+    ["k", "struct", {"names": ["init", "round"]}, "init", "round"]], "result": "k"},
+  "initialize": {"params": {"key": "u32[2]@SERVER"}, "body": [
+    ["s", "federated_apply", {"fn": "pair"}, "key", "key"]], "result": "s"},
+  "next_state": {"params": {"state": "<init=u32[2],round=u32[2]>", "key": "u32[2]"}, "body": [
+    ["i", "field", {"name": "init"}, "state"], ["k", "call", {"fn": "pair"}, "i", "key"]], "result": "k"},
+  "next": {"params": {"state": "<init=u32[2],round=u32[2]>@SERVER", "key": "u32[2]@SERVER"}, "body": [
+    ["s", "federated_apply", {"fn": "next_state"}, "state", "key"],
+    ["r", "struct", {"names": ["state", "metrics"]}, "s", "key"]], "result": "r"}}}
+J
+expect 0 "keys of initialize and rounds" -- "$BIN" run "$T/keys.json" --rounds 2 --seed 7 --checkpoint-dir "$T/keys"
+check "initialize's key is round 0's, then round r's" -- "$PY" - "$T/keys" <<'PY'
+import sys
+sys.path.insert(0, "tests/golden"); sys.path.insert(0, "tests/train")
+import ref_random
+from reference import read_safetensors
+for r in (1, 2):
+    t, _ = read_safetensors("%s/round-%06d.safetensors" % (sys.argv[1], r))
+    assert [int(v) for v in t["init"]] == list(ref_random.round_key(7, 0)), (t["init"], ref_random.round_key(7, 0))
+    assert [int(v) for v in t["round"]] == list(ref_random.round_key(7, r)), (r, t["round"])
+assert ref_random.round_key(7, 0) not in [ref_random.round_key(7, r) for r in range(1, 1000)]
+PY
 # -- clients given with --arg (held in memory) are sampled the same way
 expect 0 "sampling clients given as JSON" -- "$BIN" run programs/fedsgd_linear.json --arg data=@programs/data/linear_clients.json \
     --rounds 2 --clients-per-round 2 --metrics "$T/lin.jsonl" && has "$T/lin.jsonl" '"clients": 2, "sampled": [' "JSON clients sampled"

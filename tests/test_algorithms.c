@@ -319,7 +319,8 @@ static fvm_value *key_value(const uint32_t k[2])
 }
 
 /* The keys of the round driver's convention: the round key is
- * random_fold_in(random_key(seed), round), rounds numbered from 1, and client
+ * random_fold_in(random_key(seed), round), rounds numbered from 1 (round 0's
+ * key is initialize's), and client
  * i's key random_fold_in(round key, i), i its index in the dataset. */
 static void round_key(uint64_t seed, int64_t round, uint32_t out[2])
 {
@@ -401,7 +402,8 @@ static metrics evaluate(algo *a, fvm_value *state, const fed_data *fd)
     return m;
 }
 
-/* initialize, given the run's key random_key(seed) when it takes 'key'. */
+/* initialize, given the key of round 0 when it takes 'key' (the round
+ * driver's convention: initialize's key is no round's). */
 static fvm_value *initial_state(algo *a, uint64_t seed)
 {
     const fvm_func *init = func(a, "initialize");
@@ -410,7 +412,7 @@ static fvm_value *initial_state(algo *a, uint64_t seed)
     assert_int_equal(init->nparams, 1);
     assert_string_equal(init->param_names[0], "key");
     uint32_t k[2];
-    fvm_prng_key(seed, k);
+    round_key(seed, 0, k);
     fvm_value *key = key_value(k), *state = call(a, init, &key);
     fvm_value_release(key);
     return state;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -685,6 +686,49 @@ static void test_liveness_shapes(void **state)
     }
 }
 
+/* A program that is one member of a larger document (a cross-device plan's
+ * phase): loaded from its file, errors located in the file with pointers
+ * below the member. */
+static void test_load_member(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/fvm_test_member_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    char *text = json("{'plan': 1,\n 'client': {'program': {'fedvm': 1, 'functions': {\n"
+                      "  'main': {'params': {'x': 'f32[]'}, 'body': [['r', 'ad', 'x', 'x']], 'result': 'r'}}}},\n"
+                      " 'server': {'program': {'fedvm': 1, 'functions': {\n"
+                      "  'main': {'params': {'x': 'f32[]'}, 'body': [['r', 'add', 'x', 'x']], 'result': 'r'}}}}}\n");
+    assert_true(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    free(text);
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    assert_int_equal(fvm_program_load_member(path, "/server/program", &p, &d), FVM_OK);
+    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_non_null(fvm_program_func(p, "main"));
+    assert_string_equal(p->root->base, "/server/program");
+    fvm_program_free(p);
+    /* an error in the client's program points into it */
+    fvm_status s = fvm_program_load_member(path, "/client/program", &p, &d);
+    if (s == FVM_OK)
+        s = fvm_check(p, &d);
+    assert_int_equal(s, FVM_ERR_FORMAT);
+    assert_int_equal(d.n, 1);
+    assert_string_equal(d.errs[0].loc.file, path);
+    assert_int_equal(d.errs[0].loc.line, 3);
+    assert_string_equal(d.errs[0].loc.ptr, "/client/program/functions/main/body/0/1");
+    assert_string_equal(d.errs[0].msg, "unknown op 'ad'; did you mean 'add'?");
+    fvm_program_free(p);
+    fvm_diag_clear(&d);
+    /* no program at that member */
+    assert_int_equal(fvm_program_load_member(path, "/beam/program", &p, &d), FVM_ERR_FORMAT);
+    assert_null(p);
+    assert_string_equal(d.errs[0].msg, "no fedvm program at /beam/program (an object with \"fedvm\": 1)");
+    fvm_diag_clear(&d);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -704,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_recursion),
         cmocka_unit_test(test_liveness),
         cmocka_unit_test(test_liveness_shapes),
+        cmocka_unit_test(test_load_member),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,5 @@
-/* test_golden.c - runs every golden case in tests/golden and compares with the reference expectation. */
+/* test_golden.c - runs every golden case in tests/golden and compares with the reference expectation,
+ * and the bits of every backend with those of seq ('test_golden --mpi' under mpirun: the mpi backend). */
 #include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
@@ -51,6 +52,27 @@ static bool close_docs(const fvm_doc *a, const fvm_doc *b, double tol, char *why
     }
     return true;
 }
+
+/* The same documents, numbers compared bit for bit (0.0 is not -0.0). */
+static bool same_bits(const fvm_doc *a, const fvm_doc *b)
+{
+    if (!a || !b || a->kind != b->kind)
+        return a == b;
+    if (a->kind == FVM_DOC_REAL)
+        return memcmp(&a->u.r, &b->u.r, sizeof a->u.r) == 0;
+    if (a->kind != FVM_DOC_ARRAY && a->kind != FVM_DOC_OBJECT)
+        return fvm_doc_equal(a, b);
+    if (a->u.coll.n != b->u.coll.n)
+        return false;
+    for (size_t i = 0; i < a->u.coll.n; i++)
+        if ((a->kind == FVM_DOC_OBJECT && !fvm_doc_equal(a->u.coll.keys[i], b->u.coll.keys[i])) ||
+            !same_bits(a->u.coll.items[i], b->u.coll.items[i]))
+            return false;
+    return true;
+}
+
+/* Set by --mpi: the cases run on it (fused and unfused) instead of on threads. */
+static fvm_backend *mpi;
 
 static fvm_named_text *case_args(const fvm_doc *args, int *n)
 {
@@ -148,13 +170,15 @@ static void test_golden_cases(void **state)
         for (int i = 0; i < d.n; i++)
             print_error("%s: %s\n", path, d.errs[i].msg);
         assert_non_null(got);
-        /* The same bits one instruction at a time, and on 1, 2 and 4 threads. */
-        for (int k = 0; k < 4; k++) {
-            fvm_backend *b = k ? fvm_backend_threads(1 << (k - 1)) : NULL;
-            fvm_vm_config cfg = {.nclients = -1, .unfused = k == 0, .backend = b};
+        /* The same bits one instruction at a time, and on 1, 2 and 4 threads
+         * (or on mpi's ranks, fused and unfused). */
+        for (int k = 0; k < (mpi ? 2 : 4); k++) {
+            fvm_backend *b = mpi || !k ? NULL : fvm_backend_threads(1 << (k - 1));
+            fvm_vm_config cfg = {.nclients = -1, .unfused = k == 0, .backend = mpi ? mpi : b};
             fvm_doc *other = run_case(&a, c, &cfg, &d);
-            if (!other || !fvm_doc_equal(got, other))
-                fail_msg("%s: differs %s", path, k == 0 ? "when run unfused" : "on threads");
+            if (!other || !same_bits(got, other))
+                fail_msg("%s: differs %s%s", path, k == 0 ? "when run unfused" : "fused",
+                         mpi ? " on mpi" : k ? " on threads" : "");
             fvm_backend_free(b);
         }
         const fvm_doc *tol = fvm_doc_get(c, "tolerance");
@@ -162,7 +186,10 @@ static void test_golden_cases(void **state)
         char why[256] = "";
         if (!close_docs(got, fvm_doc_get(c, "expect"), t, why, sizeof why))
             fail_msg("%s: %s", path, why);
-        print_message("golden %s: ok\n", e->d_name);
+        if (mpi)
+            print_message("golden %s on %d mpi ranks (rank %d): ok\n", e->d_name, mpi->workers, mpi->rank);
+        else
+            print_message("golden %s: ok\n", e->d_name);
         ran++;
         fvm_diag_clear(&d);
         free(text);
@@ -172,10 +199,21 @@ static void test_golden_cases(void **state)
     assert_true(ran >= 6);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    fvm_diag d = {0};
+    if (argc > 1 && strcmp(argv[1], "--mpi") == 0 && fvm_backend_mpi(&mpi, &d)) {
+        fprintf(stderr, "test_golden: %s\n", d.errs[0].msg);
+        fvm_diag_clear(&d);
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_golden_cases),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* A rank that failed leaves without finalising MPI, so that mpirun ends
+     * the ranks still waiting for it instead of letting them hang. */
+    if (!failed)
+        fvm_backend_free(mpi);
+    return failed;
 }

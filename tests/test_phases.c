@@ -113,8 +113,9 @@ static void test_same_bits_every_way(void **state)
                           "  ['lo', 'federated_min', 'p'],"
                           "  ['t', 'federated_sum', 'p'],"
                           "  ['r', 'federated_zip', 's', 'mn', 'w', 'lo', 't']], 'result': 'r'}}}");
-    /* 0, 1, 16 (one block), 17, 100 and 1000 clients */
-    const int counts[] = {1, 16, 17, 100, 1000};
+    /* 1, 16 (one block), 17, 100, 1000 and 2500 clients (157 blocks: the
+     * backends run them a chunk at a time, merged as each chunk ends) */
+    const int counts[] = {1, 16, 17, 100, 1000, 2500};
     for (size_t c = 0; c < sizeof counts / sizeof *counts; c++) {
         fvm_diag d = {0};
         fvm_status st;
@@ -170,12 +171,48 @@ static void test_errors_every_way(void **state)
     fvm_program_free(p);
 }
 
+static void test_late_error_every_way(void **state)
+{
+    (void)state;
+    /* Integer division by zero where trunc(x_i) = 500: clients 1352 to 1354
+     * of 3000 (x_i = 0.37 i), in a later chunk of blocks than the first on
+     * every backend; each reports client 1352, the lowest. */
+    fvm_program *p = load("{'fedvm': 1, 'functions': {"
+                          "'late': {'params': {'x': 'f32[]'}, 'body': ["
+                          "  ['i', 'cast', {'dtype': 'i32'}, 'x'],"
+                          "  ['k', 'const', {'value': 500, 'dtype': 'i32'}],"
+                          "  ['one', 'const', {'value': 1, 'dtype': 'i32'}],"
+                          "  ['z', 'sub', 'i', 'k'],"
+                          "  ['y', 'div', 'one', 'z']], 'result': 'y'},"
+                          "'main': {'params': {'x': '{f32[]}@CLIENTS', 'b': 'f32[]@SERVER'}, 'body': ["
+                          "  ['q', 'federated_map', {'fn': 'late'}, 'x'],"
+                          "  ['s', 'federated_sum', 'q']], 'result': 's'}}}");
+    for (int k = 0; k < 5; k++) {
+        fvm_backend *b = k && k < 4 ? fvm_backend_threads(k == 3 ? 4 : k) : NULL;
+        fvm_diag d = {0};
+        fvm_status st;
+        fvm_value *got = run(p, "main", 3000, 0.0f, (fvm_vm_config){.nclients = -1, .backend = b, .unfused = k == 4},
+                             &st, &d);
+        assert_null(got);
+        assert_int_equal(st, FVM_ERR_RUNTIME);
+        bool named = false;
+        for (int e = 0; e < d.n; e++)
+            named = named || strstr(d.errs[e].msg, "client 1352's");
+        if (!named)
+            fail_msg("configuration %d: no error names client 1352 (first: %s)", k, d.n ? d.errs[0].msg : "none");
+        fvm_diag_clear(&d);
+        fvm_backend_free(b);
+    }
+    fvm_program_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_what_fuses),
         cmocka_unit_test(test_same_bits_every_way),
         cmocka_unit_test(test_errors_every_way),
+        cmocka_unit_test(test_late_error_every_way),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
-/* test_plan.c - plan writers (format/plan.c, format/plan_dot.c): the format list, the choice of
- * function, DOT escaping, where each value is drawn, and errors. Graphviz itself reads the
+/* test_plan.c - plan writers (format/plan.c, format/plan_dot.c, format/plan_beam.c): the format
+ * list, the choice of function, DOT escaping, JavaScript string literals, where each value is drawn,
+ * and errors. Graphviz itself reads the
  * pictures in tests/run_plan.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <cmocka.h>
 
 #include "../format/plan.h"
+#include "../format/plan_beam.h"
 #include "../format/plan_dot.h"
 #include "../vm/fedvm.h"
 #include "test_util.h"
@@ -59,6 +61,41 @@ static void test_escape(void **state)
     }
 }
 
+/* Each expected literal is written by hand from ECMA-262's string literal grammar (and JSON's). */
+static void test_js_string(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        size_t n;
+        const char *out;
+    } cases[] = {
+        {"plain", 5, "\"plain\""},
+        {"", 0, "\"\""},
+        {"q\"uote", 6, "\"q\\\"uote\""},
+        {"back\\slash\\", 11, "\"back\\\\slash\\\\\""},
+        {"`${x}` */ // '", 14, "\"`${x}` */ // '\""}, /* inert inside a double-quoted literal */
+        {"a\nb\r\t\b\f", 7, "\"a\\nb\\r\\t\\b\\f\""},
+        {"nul\0\x1f\x7f", 6, "\"nul\\u0000\\u001f\\u007f\""},
+        {"caf\xc3\xa9", 5, "\"caf\\u00e9\""},                         /* U+00E9 */
+        {"\xe2\x80\xa8\xe2\x80\xa9", 6, "\"\\u2028\\u2029\""},         /* line and paragraph separators */
+        {"\xf0\x9f\x98\x80", 4, "\"\\ud83d\\ude00\""},                 /* U+1F600: a surrogate pair */
+        {"\xef\xbf\xbf\xf4\x8f\xbf\xbf", 7, "\"\\uffff\\udbff\\udfff\""}, /* U+FFFF, U+10FFFF */
+        {"bad\xff", 4, "\"bad\\ufffd\""},                              /* not UTF-8 */
+        {"\xc3(", 2, "\"\\ufffd(\""},                                   /* a cut sequence */
+        {"\xc0\xaf", 2, "\"\\ufffd\\ufffd\""},                           /* overlong '/' */
+        {"\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\""},               /* an encoded surrogate */
+        {"\xf4\x90\x80\x80", 4, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""},     /* past U+10FFFF */
+        {"\xe2\x82", 2, "\"\\ufffd\\ufffd\""},                           /* cut at the end */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *s = fvm_plan_js_string(cases[i].in, cases[i].n);
+        assert_non_null(s);
+        assert_string_equal(s, cases[i].out);
+        free(s);
+    }
+}
+
 static void test_formats(void **state)
 {
     (void)state;
@@ -69,7 +106,7 @@ static void test_formats(void **state)
         assert_non_null(pf);
         assert_ptr_equal(pf, &fvm_plan_formats[i]);
         assert_true(pf->summary && *pf->summary);
-        assert_true((pf->write != NULL) == (i < 3)); /* dot and the two round forms so far */
+        assert_non_null(pf->write);
     }
     assert_null(fvm_plan_format_lookup("svg"));
     assert_null(fvm_plan_format_lookup(NULL));
@@ -226,7 +263,8 @@ static void test_dot_unchecked(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_escape),        cmocka_unit_test(test_formats),
+        cmocka_unit_test(test_escape),        cmocka_unit_test(test_js_string),
+        cmocka_unit_test(test_formats),
         cmocka_unit_test(test_entry),         cmocka_unit_test(test_dot_places),
         cmocka_unit_test(test_dot_mixed_and_attrs), cmocka_unit_test(test_dot_unchecked),
     };

@@ -37,6 +37,11 @@ int fvm_cmd_run(int argc, char **argv);
 /* fedvm data ... (tools/fedvm_data.c, dispatched from main) */
 int fvm_cmd_data(int argc, char **argv);
 
+/* fedvm device ... and fedvm server ... (tools/fedvm_xdev.c): the sides of a cross-device plan */
+extern const char *const fvm_usage_device, *const fvm_usage_server;
+int fvm_cmd_device(int argc, char **argv);
+int fvm_cmd_server(int argc, char **argv);
+
 /* fedvm plot ... (tools/fedvm_plot.c) */
 extern const char *const fvm_usage_plot;
 int fvm_cmd_plot(int argc, char **argv);

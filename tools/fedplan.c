@@ -27,26 +27,23 @@ static void make_usage(void)
         "formats:\n");
     for (int i = 0; i < fvm_plan_nformats; i++) {
         const fvm_plan_format *pf = &fvm_plan_formats[i];
-        ADD("  %-22s %s%s\n", pf->name, pf->summary, pf->write ? "" : "; not available in this version");
+        ADD("  %-22s %s\n", pf->name, pf->summary);
     }
     ADD("\n"
-        "exit status: 0 success, 1 invalid program or unwritable output, 2 usage error or a format not available\n"
+        "exit status: 0 success, 1 invalid program or unwritable output, 2 usage error\n"
         "The formats are described in format/PLANS.md. A picture: fedplan P.json --to dot | dot -Tsvg -o P.svg\n");
 #undef ADD
     assert(n < sizeof usage); /* the help text fits */
 }
 
-/* "fedplan: <what>; formats: dot, ..." on stderr (with 'available', only the
- * formats that have a writer); returns EXIT_USAGE. */
-static int format_error(const char *what, const char *name, bool available)
+/* "fedplan: <what>; formats: dot, ..." on stderr; returns EXIT_USAGE. */
+static int format_error(const char *what, const char *name)
 {
     fprintf(stderr, "%s: ", cli_prog);
     fprintf(stderr, what, name);
-    fputs(available ? "; available: " : "; formats: ", stderr);
-    int n = 0;
+    fputs("; formats: ", stderr);
     for (int i = 0; i < fvm_plan_nformats; i++)
-        if (!available || fvm_plan_formats[i].write)
-            fprintf(stderr, "%s%s", n++ ? ", " : "", fvm_plan_formats[i].name);
+        fprintf(stderr, "%s%s", i ? ", " : "", fvm_plan_formats[i].name);
     fputc('\n', stderr);
     return EXIT_USAGE;
 }
@@ -87,12 +84,10 @@ int main(int argc, char **argv)
     if (!file)
         return cli_usage_error(usage, "%s", "no PROGRAM given");
     if (!to)
-        return format_error("%s", "--to FORMAT is required", false);
+        return format_error("%s", "--to FORMAT is required");
     const fvm_plan_format *pf = fvm_plan_format_lookup(to);
     if (!pf)
-        return format_error("unknown format '%s'", to, false);
-    if (!pf->write)
-        return format_error("format '%s' is not available in this version", pf->name, true);
+        return format_error("unknown format '%s'", to);
 
     fvm_diag d = {0};
     fvm_program *p = NULL;

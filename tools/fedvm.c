@@ -22,6 +22,8 @@ static const char *const usage_main =
     "  grad FILE FN    print the derivative of a function as IR (a complete program)\n"
     "  data COMMAND    federated datasets: import, synthetic, info, head ('fedvm data --help')\n"
     "  plot FILE...    draw training curves from 'run --metrics' files as SVG or PNG\n"
+    "  device PLAN     run a cross-device plan's client phase on a device's data\n"
+    "  server PLAN     run a cross-device plan's server phase: init, prepare, aggregate\n"
     "  help [COMMAND]  show help\n"
     "\n"
     "options: --help, --version\n"
@@ -313,6 +315,8 @@ int main(int argc, char **argv)
               : !strcmp(topic, "fmt")   ? usage_fmt
               : !strcmp(topic, "grad")  ? usage_grad
               : !strcmp(topic, "plot")  ? fvm_usage_plot
+              : !strcmp(topic, "device") ? fvm_usage_device
+              : !strcmp(topic, "server") ? fvm_usage_server
                                         : usage_main,
               stdout);
         return 0;
@@ -329,6 +333,10 @@ int main(int argc, char **argv)
         return fvm_cmd_data(argc - 2, argv + 2);
     if (!strcmp(cmd, "plot"))
         return fvm_cmd_plot(argc - 2, argv + 2);
+    if (!strcmp(cmd, "device"))
+        return fvm_cmd_device(argc - 2, argv + 2);
+    if (!strcmp(cmd, "server"))
+        return fvm_cmd_server(argc - 2, argv + 2);
     if (cmd[0] != '-' && (strchr(cmd, '.') || strchr(cmd, '/')))
         return fvm_cmd_run(argc - 1, argv + 1); /* fedvm program.json ... */
     fprintf(stderr, "fedvm: unknown command '%s'\n\n%s", cmd, usage_main);

@@ -19,7 +19,7 @@
 
 const char *const fvm_usage_run =
     "usage: fedvm run FILE [--fn NAME] [--arg NAME=VALUE|@FILE]... [--data NAME=FILE[:SPLIT]]...\n"
-    "                 [--clients N] [--seed S] [--backend seq|threads] [--threads N]\n"
+    "                 [--clients N] [--seed S] [--backend seq|threads|mpi] [--threads N]\n"
     "                 [--rounds R] [--clients-per-round K]\n"
     "                 [--client-ids ID,...|@FILE] [--eval-every E] [--metrics FILE.jsonl]\n"
     "                 [--checkpoint-dir D [--checkpoint-every N]] [--resume D] [--init FILE]\n"
@@ -39,8 +39,11 @@ const char *const fvm_usage_run =
     "  --clients N        the number of clients when no client data is given\n"
     "  --seed S           the run's seed (default 0): a parameter 'key' (u32[2]) gets\n"
     "                     random_key(S), 'client_keys' ({u32[2]}@CLIENTS) one key per client\n"
-    "  --backend NAME     where client work runs: threads (default) or seq; results are\n"
-    "                     bit-identical on every backend and thread count\n"
+    "  --backend NAME     where client work runs: threads, seq, or mpi (the ranks of\n"
+    "                     'mpirun -np P fedvm run ...', clients split among them; rank 0\n"
+    "                     alone prints and writes files); default: mpi under mpirun,\n"
+    "                     else threads; results are bit-identical on every backend,\n"
+    "                     thread count and rank count\n"
     "  --threads N        worker threads of the threads backend (default: one per core)\n"
     "\n"
     "training runs (next's parameters bound by name; see format/SPEC.md):\n"
@@ -123,8 +126,8 @@ static int parse_opts(int argc, char **argv, run_opts *o)
                 return cli_usage_error(fvm_usage_run, "--eval-every needs a number >= 1, found '%s'", v);
             o->eval_every = n;
         } else if ((v = cli_opt(argc, argv, &i, "--backend"))) {
-            if (strcmp(v, "seq") && strcmp(v, "threads"))
-                return cli_usage_error(fvm_usage_run, "--backend is seq or threads, found '%s'", v);
+            if (strcmp(v, "seq") && strcmp(v, "threads") && strcmp(v, "mpi"))
+                return cli_usage_error(fvm_usage_run, "--backend is seq, threads or mpi, found '%s'", v);
             o->backend = v;
         } else if ((v = cli_opt(argc, argv, &i, "--threads"))) {
             if (!cli_int(v, 1, 1024, &n))
@@ -175,15 +178,18 @@ static int parse_opts(int argc, char **argv, run_opts *o)
 
 /* ---- one function ------------------------------------------------------------- */
 
-static int run_once(fvm_vm *vm, const fvm_func *f, const run_opts *o, fvm_diag *d)
+/* The result is printed by rank 0 of a distributed backend (b) alone. */
+static int run_once(fvm_vm *vm, fvm_backend *b, const fvm_func *f, const run_opts *o, fvm_diag *d)
 {
     int64_t nclients = o->clients;
     fvm_value **vals = NULL, *res = NULL;
     int rc = EXIT_INVALID;
-    if (fvm_bind_args(f, o->nargs, o->args, (uint64_t)o->seed, &nclients, &vals, d) == FVM_OK &&
+    /* binding reads files: every rank must have them */
+    if (fvm_backend_agree(b, fvm_bind_args(f, o->nargs, o->args, (uint64_t)o->seed, &nclients, &vals, d), d) ==
+            FVM_OK &&
         (nclients < 0 || fvm_vm_set_clients(vm, nclients, d) == FVM_OK) &&
         fvm_vm_call(vm, f, vals, &res, d) == FVM_OK)
-        rc = cli_print_value(res, f->result_type, stdout);
+        rc = b->rank ? 0 : cli_print_value(res, f->result_type, stdout);
     fvm_value_release(res);
     fvm_values_free(vals, f->nparams);
     return rc;
@@ -194,6 +200,7 @@ static int run_once(fvm_vm *vm, const fvm_func *f, const run_opts *o, fvm_diag *
 /* What the per-round report needs. */
 typedef struct train {
     const run_opts *o;
+    fvm_backend *backend;   /* only its rank 0 prints and writes files */
     FILE *metrics;          /* --metrics, or NULL */
     bool bar;               /* a progress bar on stdout (a terminal) instead of JSON lines */
     bool sampled;           /* clients are sampled (the metrics file lists them) */
@@ -228,7 +235,7 @@ static double metric(const fvm_value *v, const fvm_type *t, const char *name)
 }
 
 /* The round's record: {"round", "train", "eval"?, and for the metrics file
- * "seconds", "clients", "sampled"?}. */
+ * "seconds", "eval_seconds"?, "cpu_seconds", "clients", "sampled"?}. */
 static fvm_doc *record(fvm_arena *a, const fvm_round_report *r, bool full, bool sampled)
 {
     fvm_doc *doc = fvm_doc_new(a, FVM_DOC_OBJECT);
@@ -239,6 +246,8 @@ static fvm_doc *record(fvm_arena *a, const fvm_round_report *r, bool full, bool 
         return NULL;
     if (full) {
         if (fvm_doc_set(a, doc, "seconds", fvm_doc_real(a, round(r->seconds * 1e6) / 1e6)) ||
+            (r->eval && fvm_doc_set(a, doc, "eval_seconds", fvm_doc_real(a, round(r->eval_seconds * 1e6) / 1e6))) ||
+            fvm_doc_set(a, doc, "cpu_seconds", fvm_doc_real(a, round(r->cpu_seconds * 1e6) / 1e6)) ||
             fvm_doc_set(a, doc, "clients", fvm_doc_int(a, r->nclients)))
             return NULL;
         if (sampled) {
@@ -284,6 +293,8 @@ static void draw_bar(train *t, const fvm_round_report *r)
 static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *d)
 {
     train *t = user;
+    if (t->backend->rank) /* rank 0 writes; every rank learns whether it could */
+        return fvm_backend_agree(t->backend, FVM_OK, d);
     /* Shown: evaluation figures when there are any, else training ones. */
     const fvm_value *src = r->eval ? r->eval : t->have_eval ? NULL : r->metrics;
     const fvm_type *st = r->eval ? r->eval_type : r->metrics_type;
@@ -294,6 +305,7 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
     t->have_eval = t->have_eval || r->eval;
     fvm_arena a = {0};
     fvm_status s = FVM_OK;
+    bool checkpoint = t->o->checkpoint_dir && (r->round % t->o->checkpoint_every == 0 || r->round == r->last);
     if (t->bar) {
         draw_bar(t, r);
     } else {
@@ -302,20 +314,23 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
             s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot print round %lld", (long long)r->round);
         fflush(stdout);
     }
-    if (s == FVM_OK && t->o->checkpoint_dir && (r->round % t->o->checkpoint_every == 0 || r->round == r->last))
-        s = fvm_checkpoint_save(t->o->checkpoint_dir, r->round, r->state, t->state_type, &t->info, d);
     if (s == FVM_OK && t->metrics) {
         fvm_doc *rec = record(&a, r, true, t->sampled);
         char *text = NULL;
         size_t len = 0;
         if (!rec || fvm_json_write(rec, &text, &len, d) || fwrite(text, 1, len, t->metrics) != len ||
-            fflush(t->metrics) != 0)
+            fflush(t->metrics) != 0 || (checkpoint && fsync(fileno(t->metrics)) != 0))
             s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot write the metrics file %s: %s", t->o->metrics,
                              strerror(errno));
         free(text);
     }
+    /* The checkpoint after the round's metrics line (synced first): a run
+     * stopped between the two resumes from the previous checkpoint and drops
+     * the later line (keep_rounds), so every round keeps exactly one line. */
+    if (s == FVM_OK && checkpoint)
+        s = fvm_checkpoint_save(t->o->checkpoint_dir, r->round, r->state, t->state_type, &t->info, d);
     fvm_arena_free(&a);
-    return s;
+    return fvm_backend_agree(t->backend, s, d);
 }
 
 /* The clients of --client-ids: ids of the dataset bound to next's client
@@ -397,7 +412,8 @@ static fvm_status fixed_clients(const run_opts *o, const char *data_spec, int64_
 }
 
 /* Drops the lines of a metrics file after round 'last' (a resumed run
- * writes those rounds again); rewrites the file atomically. */
+ * writes those rounds again) and an incomplete last line; rewrites the file
+ * atomically. */
 static fvm_status keep_rounds(const char *path, int64_t last, fvm_diag *d)
 {
     char *text = NULL;
@@ -412,7 +428,9 @@ static fvm_status keep_rounds(const char *path, int64_t last, fvm_diag *d)
     size_t keep = 0;
     for (size_t at = 0; at < len;) {
         const char *nl = memchr(text + at, '\n', len - at);
-        size_t end = nl ? (size_t)(nl - text) + 1 : len;
+        if (!nl) /* an incomplete last line: the run was stopped while writing it */
+            break;
+        size_t end = (size_t)(nl - text) + 1;
         long long r = -1;
         if (sscanf(text + at, "{\"round\": %lld", &r) == 1 && r > last)
             break;
@@ -443,46 +461,35 @@ static bool all_given(const fvm_func *f, const run_opts *o, bool *any)
     return all;
 }
 
-static int run_training(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm_diag *d)
+/* What a training run starts from (owned; run_training frees it). */
+typedef struct setup {
+    fvm_value **next_args, **eval_args, *state;
+    int64_t *fixed, nfixed, population, eval_clients, per_round;
+} setup;
+
+/* Everything a training run reads before its first round: next's and
+ * evaluate's data, the fixed clients, the state to resume from (into su,
+ * and t's checkpoint record and first round). */
+static fvm_status read_inputs(const fvm_func *init, const fvm_func *next, const fvm_func *eval, const run_opts *o,
+                              setup *su, train *t, fvm_diag *d)
 {
-    const fvm_func *init = fvm_program_func(p, "initialize"), *next = fvm_program_func(p, "next");
-    const fvm_func *eval = fvm_program_func(p, "evaluate");
-    bool used[MAX_ARGS] = {0}, any_eval = false;
-    if (eval && !all_given(eval, o, &any_eval)) {
-        if (any_eval || o->eval_every) {
-            fprintf(stderr, "fedvm: evaluate needs every one of its parameters after the state; give");
-            for (int i = 1; i < eval->nparams; i++)
-                fprintf(stderr, " --data/--arg %s=...", eval->param_names[i]);
-            fprintf(stderr, "\n");
-            return EXIT_USAGE;
-        }
-        eval = NULL; /* no evaluation data: training only */
-    } else if (!eval && o->eval_every) {
-        fprintf(stderr, "fedvm: --eval-every: %s has no function 'evaluate'\n", o->file);
-        return EXIT_USAGE;
-    }
-    int64_t population = o->clients, eval_clients = -1;
-    fvm_value **next_args = NULL, **eval_args = NULL, *state = NULL, *final = NULL;
-    int64_t *fixed = NULL, nfixed = 0;
-    int rc = EXIT_INVALID;
+    bool used[MAX_ARGS] = {0};
     fvm_bind_opts bo = {.first = 1, .seed = (uint64_t)o->seed, .leave_keys = true, .used = used};
-    if (fvm_bind_params(next, o->nargs, o->args, &bo, &population, &next_args, d))
-        goto done;
+    fvm_status s = fvm_bind_params(next, o->nargs, o->args, &bo, &su->population, &su->next_args, d);
+    if (s)
+        return s;
     if (eval) {
         fvm_bind_opts be = {.first = 1, .seed = (uint64_t)o->seed, .used = used};
-        if (fvm_bind_params(eval, o->nargs, o->args, &be, &eval_clients, &eval_args, d))
-            goto done;
+        if ((s = fvm_bind_params(eval, o->nargs, o->args, &be, &su->eval_clients, &su->eval_args, d)))
+            return s;
     }
     for (int k = 0; k < o->nargs; k++)
-        if (!used[k]) {
-            fvm_diag_add(d, FVM_ERR_USAGE, NULL, "neither next nor evaluate has a parameter '%s'", o->args[k].name);
-            goto done;
-        }
-    if (population < 0 && (o->per_round || o->client_ids)) {
-        fvm_diag_add(d, FVM_ERR_USAGE, NULL, "the number of clients is not known: bind client data "
-                                             "(--data/--arg) or give --clients N");
-        goto done;
-    }
+        if (!used[k])
+            return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "neither next nor evaluate has a parameter '%s'",
+                                o->args[k].name);
+    if (su->population < 0 && (o->per_round || o->client_ids))
+        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "the number of clients is not known: bind client data "
+                                                    "(--data/--arg) or give --clients N");
     if (o->client_ids) {
         /* ids of the dataset bound to next's first client-data parameter */
         const char *spec = NULL;
@@ -490,66 +497,97 @@ static int run_training(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm
             for (int i = 1; i < next->nparams && !spec; i++)
                 if (o->args[k].kind == FVM_ARG_DATA && !strcmp(o->args[k].name, next->param_names[i]))
                     spec = o->args[k].text;
-        if (fixed_clients(o, spec, population, &fixed, &nfixed, d))
-            goto done;
+        if ((s = fixed_clients(o, spec, su->population, &su->fixed, &su->nfixed, d)))
+            return s;
     }
-    int64_t per_round = fixed ? nfixed : o->per_round ? o->per_round : population;
-    if (per_round > population) {
-        fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--clients-per-round %lld: the data has %lld clients",
-                     (long long)per_round, (long long)population);
-        goto done;
-    }
-    train t = {.o = o, .bar = isatty(1), .sampled = !fixed && per_round < population, .start = now(), .first = 1,
-               .loss = NAN, .accuracy = NAN, .state_type = init->result_type};
+    su->per_round = su->fixed ? su->nfixed : o->per_round ? o->per_round : su->population;
+    if (su->per_round > su->population)
+        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--clients-per-round %lld: the data has %lld clients",
+                            (long long)su->per_round, (long long)su->population);
     const char *base = strrchr(o->file, '/');
-    t.info = (fvm_run_info){(uint64_t)o->seed, population < 0 ? -1 : per_round, base ? base + 1 : o->file};
+    t->info = (fvm_run_info){(uint64_t)o->seed, su->population < 0 ? -1 : su->per_round, base ? base + 1 : o->file};
     if (o->resume) {
         int64_t done_rounds = 0;
-        if (fvm_checkpoint_last(o->resume, init->result_type, &t.info, &done_rounds, &state, d))
-            goto done;
-        t.first = done_rounds + 1;
-        if (o->metrics && keep_rounds(o->metrics, done_rounds, d))
-            goto done;
-        fprintf(stderr, "fedvm: resuming after round %lld from %s\n", (long long)done_rounds, o->resume);
+        if ((s = fvm_checkpoint_last(o->resume, init->result_type, &t->info, &done_rounds, &su->state, d)))
+            return s;
+        t->first = done_rounds + 1;
+    }
+    return FVM_OK;
+}
+
+/* The start of the run after the inputs: the initial state (initialize, or
+ * the resumed one, and --init's weights), the metrics file (rank 0). */
+static fvm_status start(fvm_vm *vm, const fvm_func *init, const run_opts *o, setup *su, train *t, fvm_diag *d)
+{
+    bool quiet = t->backend->rank != 0;
+    fvm_status s = FVM_OK;
+    if (o->resume) {
+        if (!quiet && o->metrics && (s = keep_rounds(o->metrics, t->first - 1, d)))
+            return s;
+        if (!quiet)
+            fprintf(stderr, "fedvm: resuming after round %lld from %s\n", (long long)(t->first - 1), o->resume);
     } else {
-        /* initialize, with the run's key when it takes one */
-        fvm_value **init_args = NULL;
-        int64_t none = -1;
-        if (fvm_bind_args(init, 0, NULL, (uint64_t)o->seed, &none, &init_args, d) ||
-            fvm_vm_call(vm, init, init_args, &state, d)) {
-            fvm_values_free(init_args, init->nparams);
-            goto done;
-        }
-        fvm_values_free(init_args, init->nparams);
+        if ((s = fvm_rounds_initialize(vm, init, (uint64_t)o->seed, &su->state, d)))
+            return s;
     }
     if (o->init) {
-        fvm_safetensors *f = NULL;
-        fvm_value *v = NULL;
         int replaced = 0;
-        fvm_status st = fvm_safetensors_load(o->init, &f, d);
-        if (!st)
-            st = fvm_safetensors_overlay(f, state, init->result_type, &v, &replaced, d);
-        fvm_safetensors_free(f);
-        if (st)
-            goto done;
-        fvm_value_release(state);
-        state = v;
-        fprintf(stderr, "fedvm: %d tensors of the initial state from %s\n", replaced, o->init);
+        if ((s = fvm_safetensors_overlay_file(o->init, init->result_type, &su->state, &replaced, d)))
+            return s;
+        if (!quiet)
+            fprintf(stderr, "fedvm: %d tensors of the initial state from %s\n", replaced, o->init);
     }
-    if (o->metrics && !(t.metrics = fopen(o->metrics, "a"))) {
-        fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot open the metrics file %s: %s", o->metrics, strerror(errno));
+    if (!quiet && o->metrics && !(t->metrics = fopen(o->metrics, "a")))
+        return fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot open the metrics file %s: %s", o->metrics, strerror(errno));
+    return FVM_OK;
+}
+
+/* A training run. With a distributed backend every rank runs it; rank 0
+ * alone prints and writes files, and the steps that read or write files
+ * end with every rank agreeing whether they failed. */
+static int run_training(fvm_vm *vm, fvm_backend *b, const fvm_program *p, const run_opts *o, fvm_diag *d)
+{
+    const fvm_func *init = fvm_program_func(p, "initialize"), *next = fvm_program_func(p, "next");
+    const fvm_func *eval = fvm_program_func(p, "evaluate");
+    bool any_eval = false, quiet = b->rank != 0;
+    if (eval && !all_given(eval, o, &any_eval)) {
+        if (any_eval || o->eval_every) {
+            if (!quiet) {
+                fprintf(stderr, "fedvm: evaluate needs every one of its parameters after the state; give");
+                for (int i = 1; i < eval->nparams; i++)
+                    fprintf(stderr, " --data/--arg %s=...", eval->param_names[i]);
+                fprintf(stderr, "\n");
+            }
+            return EXIT_USAGE;
+        }
+        eval = NULL; /* no evaluation data: training only */
+    } else if (!eval && o->eval_every) {
+        if (!quiet)
+            fprintf(stderr, "fedvm: --eval-every: %s has no function 'evaluate'\n", o->file);
+        return EXIT_USAGE;
+    }
+    setup su = {.population = o->clients, .eval_clients = -1};
+    fvm_value *final = NULL;
+    int rc = EXIT_INVALID;
+    /* no progress bar under mpirun: it gives each rank a terminal as stdout,
+     * whatever its own stdout is */
+    bool bar = !quiet && isatty(1) && strcmp(b->iface->name, "mpi");
+    train t = {.o = o, .backend = b, .bar = bar, .start = now(), .first = 1, .loss = NAN,
+               .accuracy = NAN, .state_type = init->result_type};
+    if (fvm_backend_agree(b, read_inputs(init, next, eval, o, &su, &t, d), d) ||
+        fvm_backend_agree(b, start(vm, init, o, &su, &t, d), d))
         goto done;
-    }
+    t.sampled = !su.fixed && su.per_round < su.population;
     fvm_rounds r = {
         .vm = vm,
         .next = next,
         .evaluate = eval,
-        .next_args = next_args,
-        .eval_args = eval_args,
-        .eval_population = eval_clients,
-        .population = population,
-        .per_round = per_round,
-        .fixed = fixed,
+        .next_args = su.next_args,
+        .eval_args = su.eval_args,
+        .eval_population = su.eval_clients,
+        .population = su.population,
+        .per_round = su.per_round,
+        .fixed = su.fixed,
         .seed = (uint64_t)o->seed,
         .first = t.first,
         .last = o->rounds,
@@ -557,27 +595,32 @@ static int run_training(fvm_vm *vm, const fvm_program *p, const run_opts *o, fvm
         .report = report_round,
         .user = &t,
     };
-    fvm_status s = fvm_rounds_run(&r, state, &final, d);
+    fvm_status s = fvm_rounds_run(&r, su.state, &final, d);
     if (t.metrics && fclose(t.metrics) != 0 && !s)
         s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot write the metrics file %s: %s", o->metrics, strerror(errno));
+    t.metrics = NULL;
     if (s)
         goto done;
     double secs = now() - t.start;
-    fprintf(stderr, "fedvm: %lld rounds in %.1f s", (long long)(o->rounds >= t.first ? o->rounds - t.first + 1 : 0),
-            secs);
-    if (t.have_eval && !isnan(t.accuracy))
-        fprintf(stderr, "; final evaluation: accuracy %.4f", t.accuracy);
-    if (t.have_eval && !isnan(t.loss))
-        fprintf(stderr, "%s loss %.4f", isnan(t.accuracy) ? "; final evaluation:" : ",", t.loss);
-    fprintf(stderr, "\n");
+    if (!quiet) {
+        fprintf(stderr, "fedvm: %lld rounds in %.1f s",
+                (long long)(o->rounds >= t.first ? o->rounds - t.first + 1 : 0), secs);
+        if (t.have_eval && !isnan(t.accuracy))
+            fprintf(stderr, "; final evaluation: accuracy %.4f", t.accuracy);
+        if (t.have_eval && !isnan(t.loss))
+            fprintf(stderr, "%s loss %.4f", isnan(t.accuracy) ? "; final evaluation:" : ",", t.loss);
+        fprintf(stderr, "\n");
+    }
     rc = 0;
 done:
+    if (t.metrics)
+        fclose(t.metrics);
     fvm_value_release(final);
-    fvm_value_release(state);
-    fvm_values_free(next_args, next->nparams);
+    fvm_value_release(su.state);
+    fvm_values_free(su.next_args, next->nparams);
     if (eval)
-        fvm_values_free(eval_args, eval->nparams);
-    free(fixed);
+        fvm_values_free(su.eval_args, eval->nparams);
+    free(su.fixed);
     return rc;
 }
 
@@ -594,39 +637,53 @@ int fvm_cmd_run(int argc, char **argv)
         goto done;
     }
     rc = EXIT_INVALID;
-    if (cli_load_checked(o.file, &p, &d))
-        goto done;
-    backend = o.backend && !strcmp(o.backend, "seq") ? fvm_backend_seq() : fvm_backend_threads((int)o.threads);
-    if (!backend) {
-        fprintf(stderr, "fedvm: out of memory\n");
-        goto done;
+    /* under mpirun (Open MPI tells its ranks their number), the ranks share
+     * the work unless told otherwise */
+    if (!o.backend && getenv("OMPI_COMM_WORLD_SIZE") && !o.threads)
+        o.backend = "mpi";
+    if (o.backend && !strcmp(o.backend, "mpi")) {
+        if (fvm_backend_mpi(&backend, &d))
+            goto done;
+    } else {
+        backend = o.backend && !strcmp(o.backend, "seq") ? fvm_backend_seq() : fvm_backend_threads((int)o.threads);
+        if (!backend) {
+            fprintf(stderr, "fedvm: out of memory\n");
+            goto done;
+        }
     }
+    bool quiet = backend->rank != 0; /* rank 0 of mpi prints for all */
+    if (fvm_backend_agree(backend, cli_load_checked(o.file, &p, &d), &d))
+        goto done;
     fvm_vm_config cfg = {.nclients = -1, .backend = backend};
     if (fvm_vm_new(p, &cfg, &vm, &d))
         goto done;
     const fvm_func *f = fvm_program_func(p, o.fn ? o.fn : "main");
     if (!f && !o.fn && fvm_program_func(p, "next")) {
-        rc = run_training(vm, p, &o, &d);
+        rc = run_training(vm, backend, p, &o, &d);
         goto done;
     }
     if (!f) {
-        fprintf(stderr, "fedvm: %s has no function '%s'; functions:", o.file, o.fn ? o.fn : "main");
-        for (int i = 0; i < p->nfuncs; i++)
-            fprintf(stderr, " %s", p->funcs[i]->name);
-        fprintf(stderr, "\n");
+        if (!quiet) {
+            fprintf(stderr, "fedvm: %s has no function '%s'; functions:", o.file, o.fn ? o.fn : "main");
+            for (int i = 0; i < p->nfuncs; i++)
+                fprintf(stderr, " %s", p->funcs[i]->name);
+            fprintf(stderr, "\n");
+        }
         goto done;
     }
     bool training_opts = o.per_round || o.client_ids || o.eval_every || o.metrics || o.checkpoint_dir || o.init;
     if (training_opts) {
-        fprintf(stderr, "fedvm: --clients-per-round, --client-ids, --eval-every, --metrics, --checkpoint-dir, "
-                        "--resume and --init are for training runs (a program with initialize and next, without "
-                        "main or --fn)\n");
+        if (!quiet)
+            fprintf(stderr, "fedvm: --clients-per-round, --client-ids, --eval-every, --metrics, --checkpoint-dir, "
+                            "--resume and --init are for training runs (a program with initialize and next, "
+                            "without main or --fn)\n");
         rc = EXIT_USAGE;
         goto done;
     }
-    rc = run_once(vm, f, &o, &d);
+    rc = run_once(vm, backend, f, &o, &d);
 done:
-    cli_print_errors(&d);
+    if (!backend || !backend->rank)
+        cli_print_errors(&d);
     fvm_diag_clear(&d);
     fvm_vm_free(vm);
     fvm_backend_free(backend);

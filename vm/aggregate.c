@@ -1,7 +1,5 @@
-/* aggregate.c - the fixed block-then-pairwise reduction tree over clients. */
+/* aggregate.c - the fixed block-then-pairwise reduction tree over clients, merged as blocks arrive. */
 #include "aggregate.h"
-
-#include <stdlib.h>
 
 fvm_status fvm_tree_block(fvm_ctx *x, const fvm_reducer *r, int64_t lo, int64_t hi, fvm_value **out)
 {
@@ -18,49 +16,70 @@ fvm_status fvm_tree_block(fvm_ctx *x, const fvm_reducer *r, int64_t lo, int64_t 
     return FVM_OK;
 }
 
-fvm_status fvm_tree_merge(fvm_ctx *x, const fvm_reducer *r, fvm_value **parts, int64_t k, fvm_value **out)
+void fvm_tree_merger_init(fvm_tree_merger *m, const fvm_reducer *r)
 {
-    fvm_status s = FVM_OK;
-    while (k > 1 && s == FVM_OK) {
-        int64_t j = 0;
-        for (int64_t i = 0; i + 1 < k; i += 2) {
-            fvm_value *m = NULL;
-            if (s == FVM_OK)
-                s = r->merge(x, r->u, parts[i], parts[i + 1], &m);
-            fvm_value_release(parts[i]);
-            fvm_value_release(parts[i + 1]);
-            parts[j++] = m;
-        }
-        if (k % 2)
-            parts[j++] = parts[k - 1];
-        k = j;
-    }
+    m->r = *r;
+    m->depth = 0;
+}
+
+void fvm_tree_merger_clear(fvm_tree_merger *m)
+{
+    while (m->depth > 0)
+        fvm_value_release(m->part[--m->depth]);
+}
+
+/* Merges the two partials on top into one. */
+static fvm_status merge_top(fvm_ctx *x, fvm_tree_merger *m)
+{
+    fvm_value *a = m->part[m->depth - 2], *b = m->part[m->depth - 1], *ab = NULL;
+    fvm_status s = m->r.merge(x, m->r.u, a, b, &ab);
+    fvm_value_release(a);
+    fvm_value_release(b);
+    m->depth -= 2;
     if (s) {
-        for (int64_t i = 0; i < k; i++)
-            fvm_value_release(parts[i]);
+        fvm_tree_merger_clear(m);
         return s;
     }
-    *out = parts[0];
+    m->blocks[m->depth] += m->blocks[m->depth + 1];
+    m->part[m->depth++] = ab;
+    return FVM_OK;
+}
+
+fvm_status fvm_tree_push(fvm_ctx *x, fvm_tree_merger *m, fvm_value *part)
+{
+    m->part[m->depth] = part;
+    m->blocks[m->depth++] = 1;
+    fvm_status s = FVM_OK;
+    while (s == FVM_OK && m->depth >= 2 && m->blocks[m->depth - 1] == m->blocks[m->depth - 2])
+        s = merge_top(x, m);
+    return s;
+}
+
+fvm_status fvm_tree_finish(fvm_ctx *x, fvm_tree_merger *m, fvm_value **out)
+{
+    fvm_status s = FVM_OK;
+    while (s == FVM_OK && m->depth >= 2)
+        s = merge_top(x, m);
+    if (s)
+        return s;
+    *out = m->part[0];
+    m->depth = 0;
     return FVM_OK;
 }
 
 fvm_status fvm_tree_reduce(fvm_ctx *x, const fvm_reducer *r, int64_t n, fvm_value **out)
 {
-    int64_t k = (n + FVM_AGG_BLOCK - 1) / FVM_AGG_BLOCK;
-    fvm_value **parts = calloc((size_t)k, sizeof *parts);
-    if (!parts)
-        return fvm_nomem(x);
-    for (int64_t b = 0; b < k; b++) {
-        int64_t lo = b * FVM_AGG_BLOCK, hi = lo + FVM_AGG_BLOCK < n ? lo + FVM_AGG_BLOCK : n;
-        fvm_status s = fvm_tree_block(x, r, lo, hi, &parts[b]);
+    fvm_tree_merger m;
+    fvm_tree_merger_init(&m, r);
+    for (int64_t lo = 0; lo < n; lo += FVM_AGG_BLOCK) {
+        fvm_value *part = NULL;
+        fvm_status s = fvm_tree_block(x, r, lo, lo + FVM_AGG_BLOCK < n ? lo + FVM_AGG_BLOCK : n, &part);
+        if (s == FVM_OK)
+            s = fvm_tree_push(x, &m, part);
         if (s) {
-            for (int64_t i = 0; i < b; i++)
-                fvm_value_release(parts[i]);
-            free(parts);
+            fvm_tree_merger_clear(&m);
             return s;
         }
     }
-    fvm_status s = fvm_tree_merge(x, r, parts, k, out);
-    free(parts);
-    return s;
+    return fvm_tree_finish(x, &m, out);
 }

@@ -5,7 +5,13 @@
  * partial). The block partials are then merged pairwise, level by level:
  * (p0,p1), (p2,p3), ..., an odd last partial carried up unchanged, until one
  * remains. The order depends only on n, never on timing or the backend, so
- * floating-point results are bit-identical everywhere. */
+ * floating-point results are bit-identical everywhere.
+ *
+ * The same tree is built as the block partials arrive, in block order (a
+ * binary counter: two subtrees of 2^j blocks merge as soon as both exist,
+ * and what is left at the end merges from the right), so at most
+ * log2(blocks) + 1 partials are held at once, not one per block: memory does
+ * not grow with the number of clients. */
 #ifndef FVM_AGGREGATE_H
 #define FVM_AGGREGATE_H
 
@@ -29,8 +35,23 @@ fvm_status fvm_tree_reduce(fvm_ctx *x, const fvm_reducer *r, int64_t n, fvm_valu
  * compute blocks in parallel). */
 fvm_status fvm_tree_block(fvm_ctx *x, const fvm_reducer *r, int64_t lo, int64_t hi, fvm_value **out);
 
-/* The merge stage over k block partials (consumed: every parts[i] is released). */
-fvm_status fvm_tree_merge(fvm_ctx *x, const fvm_reducer *r, fvm_value **parts, int64_t k, fvm_value **out);
+/* The merge stage, fed one block partial at a time in block order. */
+typedef struct fvm_tree_merger {
+    fvm_reducer r;        /* a copy; only merge is used */
+    int depth;            /* partials held */
+    fvm_value *part[64];  /* part[i] merges blocks[i] consecutive blocks (owned) */
+    int64_t blocks[64];   /* powers of two, decreasing: at most 63 are held */
+} fvm_tree_merger;
+
+/* An empty merger using r's merge (r is copied). */
+void fvm_tree_merger_init(fvm_tree_merger *m, const fvm_reducer *r);
+/* Adds the next block's partial (consumed, even on error). */
+fvm_status fvm_tree_push(fvm_ctx *x, fvm_tree_merger *m, fvm_value *part);
+/* The merge of every partial pushed (at least one) into *out; the merger is
+ * empty afterwards, also on error. */
+fvm_status fvm_tree_finish(fvm_ctx *x, fvm_tree_merger *m, fvm_value **out);
+/* Releases the partials held (after an error elsewhere); the merger is empty. */
+void fvm_tree_merger_clear(fvm_tree_merger *m);
 
 /* The arithmetic of one aggregation instruction (exec_federated.c), for
  * running it instruction-at-a-time or fused with the per-client work that

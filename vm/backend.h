@@ -27,6 +27,15 @@ struct fvm_backend_i {
      * the errors of the lowest-numbered failing task, so the report does not
      * depend on timing either. */
     fvm_status (*run)(fvm_backend *b, fvm_ctx *x, int64_t n, fvm_task_fn task, void *u, fvm_value **out);
+    /* Optional (NULL: s is returned as it is). For a distributed backend,
+     * whose processes all run the same program: every process calls it at
+     * the same point with its own status s and its errors in d, and all of
+     * them return the status of the lowest-numbered failing process, with
+     * that process's errors in d (in place of their own). Callers use it
+     * after work that can fail in one process only (a file only process 0
+     * writes, a file each process reads), so that all stop at the same
+     * point instead of waiting for one another. */
+    fvm_status (*agree)(fvm_backend *b, fvm_status s, fvm_diag *d);
     /* Required. Frees the backend. */
     void (*free)(fvm_backend *b);
 };
@@ -36,7 +45,8 @@ struct fvm_backend {
     void *impl;
     int workers; /* tasks it runs at once (1 for seq): the interpreter cuts work finer when
                     there are fewer natural tasks than workers */
-    bool distributed; /* tasks run in other processes: keep tasks coarse */
+    int rank;    /* this process's number among a distributed backend's processes, 0
+                    otherwise: only process 0 prints and writes files */
 };
 
 /* The sequential reference backend: tasks in order, on the calling thread.
@@ -47,6 +57,28 @@ fvm_backend *fvm_backend_seq(void);
  * handed out in increasing order as workers become free. NULL when out of
  * memory. */
 fvm_backend *fvm_backend_threads(int threads);
+
+/* Open MPI's processes (the ranks of mpirun, or one process started
+ * alone). Every rank runs the whole program: the server part is replicated
+ * (the same values in every rank, as execution is deterministic), and each
+ * run of n tasks is cut into one contiguous range per rank, rank r running
+ * tasks [n*r/P, n*(r+1)/P); each rank reads only its own clients' data.
+ * Every rank then sends its tasks' results to every other (wire.h, MPI
+ * broadcasts), so each holds every result and merges them in the fixed
+ * order of aggregate.h: the bits are those of seq. A failing task makes the
+ * run fail on every rank with the errors of the lowest-numbered failing
+ * task. A run started inside a task runs in its rank alone. workers is the
+ * number of ranks, rank this process's.
+ * MPI is initialised here when it is not yet, and then finalised by
+ * fvm_backend_free (MPI allows that once per process: make one such
+ * backend per process). FVM_ERR_USAGE when this build of fedvm has no MPI. */
+fvm_status fvm_backend_mpi(fvm_backend **out, fvm_diag *d);
+
+/* b's agree, or s when it has none. */
+static inline fvm_status fvm_backend_agree(fvm_backend *b, fvm_status s, fvm_diag *d)
+{
+    return b->iface->agree ? b->iface->agree(b, s, d) : s;
+}
 
 static inline void fvm_backend_free(fvm_backend *b)
 {

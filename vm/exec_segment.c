@@ -6,6 +6,13 @@
 #include "aggregate.h"
 #include "phases.h"
 
+/* Blocks per worker in one run of the backend. A segment's blocks run a
+ * chunk at a time and each chunk's partials are merged before the next, so
+ * memory holds one chunk's partials and the merge tree's log2(blocks), not
+ * one partial per block: O(workers x partial), whatever the number of
+ * clients. Several blocks per worker keep the workers busy to a chunk's end. */
+#define CHUNK_BLOCKS 8
+
 static bool is_list(const fvm_type *t)
 {
     return t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS && !t->u.fed.all_equal;
@@ -21,6 +28,7 @@ typedef struct seg_run {
     bool *read_by_agg;    /* per position: a map or zip whose members an aggregation reads */
     fvm_value **slots;    /* the function's values (borrowed, read only) */
     int64_t n;            /* clients */
+    int64_t block_lo;     /* block_task: the chunk's first block */
     int64_t chunk_lo;     /* by_clients: the chunk's first client */
 } seg_run;
 
@@ -132,12 +140,13 @@ static fvm_status step_client(fvm_ctx *x, const seg_run *r, int64_t i, fvm_value
     return s;
 }
 
-/* Task b: clients [16b, 16b + 16) of the segment; *out is the struct of the
- * block's partial of every aggregation, in order. */
-static fvm_status block_task(fvm_ctx *x, void *u, int64_t b, fvm_value **out)
+/* Task t, block b = block_lo + t: clients [16b, 16b + 16) of the segment;
+ * *out is the struct of the block's partial of every aggregation, in order. */
+static fvm_status block_task(fvm_ctx *x, void *u, int64_t t, fvm_value **out)
 {
     const seg_run *r = u;
     int n = r->sg->n;
+    int64_t b = r->block_lo + t;
     fvm_value **mv = calloc((size_t)n, sizeof *mv), **part = calloc((size_t)n, sizeof *part);
     fvm_value *res = fvm_value_list(FVM_V_STRUCT, r->nagg);
     fvm_status s = mv && part && res ? FVM_OK : fvm_nomem(x);
@@ -228,6 +237,25 @@ static fvm_status merge_partials(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b
     return fvm_agg_merge(x, u, a, b, out);
 }
 
+/* Hands the partials of m consecutive blocks (consumed) to the mergers of
+ * the aggregations, in block order. */
+static fvm_status merge_blocks(fvm_ctx *x, const seg_run *r, fvm_tree_merger *mergers, fvm_value **blocks, int64_t m)
+{
+    fvm_status s = FVM_OK;
+    for (int64_t b = 0; b < m; b++) {
+        for (int a = 0; s == FVM_OK && a < r->nagg; a++) {
+            s = fvm_tree_push(x, &mergers[a], fvm_value_retain(blocks[b]->items[a]));
+            if (s) {
+                const fvm_instr *in = &r->f->instrs[r->sg->instrs[r->aggs[a]]];
+                fvm_diag_place_last(x->d, &in->loc, fvm_op_table[in->op].name, s);
+            }
+        }
+        fvm_value_release(blocks[b]);
+        blocks[b] = NULL;
+    }
+    return s;
+}
+
 /* The number of clients: that of the lists from outside, else the VM's. */
 static fvm_status count(fvm_ctx *x, const seg_run *r, int64_t *n)
 {
@@ -296,33 +324,44 @@ fvm_status fvm_exec_segment(fvm_ctx *x, const fvm_func *f, int sgi, fvm_value **
         }
     }
     fvm_status s = count(x, &r, &r.n);
+    fvm_backend *be = x->vm->backend;
     int64_t nb = r.n > 0 ? (r.n + FVM_AGG_BLOCK - 1) / FVM_AGG_BLOCK : 0;
-    fvm_value **blocks = s ? NULL : calloc((size_t)(nb ? nb : 1), sizeof *blocks);
-    fvm_value **parts = s ? NULL : calloc((size_t)(nb ? nb : 1), sizeof *parts);
-    if (s == FVM_OK && (!blocks || !parts))
+    int64_t chunk = nb < (int64_t)CHUNK_BLOCKS * be->workers ? nb : (int64_t)CHUNK_BLOCKS * be->workers;
+    fvm_value **blocks = s ? NULL : calloc((size_t)(chunk ? chunk : 1), sizeof *blocks);
+    fvm_tree_merger *mergers = s ? NULL : calloc((size_t)(r.nagg ? r.nagg : 1), sizeof *mergers);
+    if (s == FVM_OK && (!blocks || !mergers))
         s = fvm_nomem(x);
-    if (s == FVM_OK && r.n == 0)
+    for (int a = 0; s == FVM_OK && a < r.nagg; a++) {
+        fvm_reducer red = {.merge = merge_partials, .u = (void *)&f->instrs[sg->instrs[r.aggs[a]]]};
+        fvm_tree_merger_init(&mergers[a], &red);
+    }
+    if (s == FVM_OK && r.n == 0) {
         s = empty(x, &r);
-    else if (s == FVM_OK && (nb >= x->vm->backend->workers || x->vm->backend->distributed))
-        s = x->vm->backend->iface->run(x->vm->backend, x, nb, block_task, &r, blocks);
-    else if (s == FVM_OK)
+    } else if (s == FVM_OK && nb >= be->workers) {
+        for (r.block_lo = 0; s == FVM_OK && r.block_lo < nb; r.block_lo += chunk) {
+            int64_t m = nb - r.block_lo < chunk ? nb - r.block_lo : chunk;
+            s = be->iface->run(be, x, m, block_task, &r, blocks);
+            if (s == FVM_OK)
+                s = merge_blocks(x, &r, mergers, blocks, m);
+        }
+    } else if (s == FVM_OK) {
         s = by_clients(x, &r, nb, blocks);
+        if (s == FVM_OK)
+            s = merge_blocks(x, &r, mergers, blocks, nb);
+    }
     for (int a = 0; s == FVM_OK && r.n > 0 && a < r.nagg; a++) {
         const fvm_instr *in = &f->instrs[sg->instrs[r.aggs[a]]];
-        for (int64_t b = 0; b < nb; b++)
-            parts[b] = fvm_value_retain(blocks[b]->items[a]);
-        fvm_reducer red = {.merge = merge_partials, .u = (void *)in};
         fvm_value *acc = NULL;
-        s = fvm_tree_merge(x, &red, parts, nb, &acc);
+        s = fvm_tree_finish(x, &mergers[a], &acc);
         if (s == FVM_OK)
             s = fvm_agg_finish(x, in, r.n, acc, &slots[in->slot]);
         if (s)
             fvm_diag_place_last(x->d, &in->loc, fvm_op_table[in->op].name, s);
     }
-    for (int64_t b = 0; blocks && b < nb; b++)
-        fvm_value_release(blocks[b]);
+    for (int a = 0; mergers && a < r.nagg; a++)
+        fvm_tree_merger_clear(&mergers[a]);
+    free(mergers);
     free(blocks);
-    free(parts);
     free(r.pos);
     free(r.aggs);
     free(r.read_by_agg);

@@ -94,7 +94,9 @@ struct fvm_module {
     fvm_alias *aliases;
     int nfuncs;
     fvm_func **funcs;
-    const struct fvm_doc *root; /* the parsed document */
+    const struct fvm_doc *root; /* the parsed document (the program's member of it, see base) */
+    const char *base;    /* the JSON pointer of the program in its file: "" for a whole file, else
+                            the member fvm_program_load_member read (error pointers start with it) */
 };
 
 /* A loaded program: the root module, everything it includes, and one merged

@@ -7,10 +7,11 @@
 
 #include "sample.h"
 
-static double now(void)
+/* Seconds on a clock: CLOCK_MONOTONIC (wall) or CLOCK_PROCESS_CPUTIME_ID. */
+static double seconds(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -62,6 +63,21 @@ static fvm_status evaluate(const fvm_rounds *r, fvm_value *state, fvm_value **ou
     return s;
 }
 
+fvm_status fvm_rounds_initialize(fvm_vm *vm, const fvm_func *init, uint64_t seed, fvm_value **out, fvm_diag *d)
+{
+    *out = NULL;
+    if (init->nparams == 0)
+        return fvm_vm_call(vm, init, NULL, out, d);
+    uint32_t k[2];
+    fvm_round_key(seed, 0, k);
+    fvm_value *key = NULL;
+    fvm_status s = fvm_key_value(k, &key, d);
+    if (s == FVM_OK)
+        s = fvm_vm_call(vm, init, &key, out, d);
+    fvm_value_release(key);
+    return s;
+}
+
 fvm_status fvm_rounds_run(const fvm_rounds *r, fvm_value *state, fvm_value **out, fvm_diag *d)
 {
     *out = NULL;
@@ -77,7 +93,7 @@ fvm_status fvm_rounds_run(const fvm_rounds *r, fvm_value *state, fvm_value **out
     fvm_value *cur = fvm_value_retain(state);
     const fvm_type *mt = r->next->result_type->u.strct.elems[1];
     for (int64_t round = r->first; s == FVM_OK && round <= r->last; round++) {
-        double t0 = now();
+        double t0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_PROCESS_CPUTIME_ID), e0 = 0;
         if (r->population < 0)
             ; /* no client data and no client count: nothing to pick */
         else if (r->fixed)
@@ -104,15 +120,20 @@ fvm_status fvm_rounds_run(const fvm_rounds *r, fvm_value *state, fvm_value **out
         fvm_value_release(cur);
         cur = fvm_value_retain(res->items[0]);
         bool eval_now = r->evaluate && (round == r->last || (r->eval_every > 0 && round % r->eval_every == 0));
-        if (eval_now)
+        if (eval_now) {
+            e0 = seconds(CLOCK_MONOTONIC);
             s = evaluate(r, cur, &ev, d);
+        }
         if (s == FVM_OK && r->report) {
+            double t1 = seconds(CLOCK_MONOTONIC);
             fvm_round_report rep = {
                 .round = round,
                 .last = r->last,
                 .clients = picked,
                 .nclients = r->per_round,
-                .seconds = now() - t0,
+                .seconds = t1 - t0,
+                .eval_seconds = eval_now ? t1 - e0 : 0,
+                .cpu_seconds = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0,
                 .state = cur,
                 .metrics = res->items[1],
                 .metrics_type = mt,

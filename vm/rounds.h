@@ -18,6 +18,8 @@ typedef struct fvm_round_report {
     const int64_t *clients; /* the round's clients: indices into the data, increasing */
     int64_t nclients;
     double seconds;         /* wall time of the round (next and evaluate) */
+    double eval_seconds;    /* the part of it in evaluate (0 when it did not run) */
+    double cpu_seconds;     /* CPU time of the process in the round, all its threads */
     fvm_value *state;       /* the state after the round */
     fvm_value *metrics;     /* next's metrics, of type metrics_type */
     const fvm_type *metrics_type;
@@ -48,6 +50,11 @@ typedef struct fvm_rounds {
     fvm_status (*report)(void *user, const fvm_round_report *r, fvm_diag *d);
     void *user;
 } fvm_rounds;
+
+/* Runs initialize (no parameters, or one 'key' of type u32[2], unplaced or
+ * @SERVER, which receives the key of round 0, fvm_round_key(seed, 0)); *out
+ * is the initial state (a new reference). */
+fvm_status fvm_rounds_initialize(fvm_vm *vm, const fvm_func *init, uint64_t seed, fvm_value **out, fvm_diag *d);
 
 /* Runs the rounds from state (borrowed); *out is the final state (a new
  * reference; state itself when no round runs). The VM's number of clients

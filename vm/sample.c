@@ -38,22 +38,47 @@ fvm_status fvm_key_value(const uint32_t key[2], fvm_value **out, fvm_diag *d)
     return FVM_OK;
 }
 
+/* Client keys made when asked: member j is fold_in(key, idx[j]), so a round
+ * holds 8 bytes per client (the index) rather than a value per client. */
+typedef struct keys_source {
+    fvm_source base;
+    uint32_t key[2];
+    int64_t *idx; /* owned; NULL: member j is client j */
+} keys_source;
+
+static fvm_status keys_get(fvm_source *src, int64_t j, fvm_value **out, fvm_diag *d)
+{
+    const keys_source *ks = (const keys_source *)src;
+    uint32_t k[2];
+    fvm_prng_fold_in(ks->key, (uint32_t)(ks->idx ? ks->idx[j] : j), k);
+    return fvm_key_value(k, out, d);
+}
+
+static void keys_free(fvm_source *src)
+{
+    keys_source *ks = (keys_source *)src;
+    free(ks->idx);
+    free(ks);
+}
+
+static const struct fvm_source_i keys_iface = {.get = keys_get, .free = keys_free};
+
 fvm_status fvm_client_keys_value(const uint32_t key[2], const int64_t *idx, int64_t n, fvm_value **out,
                                  fvm_diag *d)
 {
-    fvm_value *l = fvm_value_list(FVM_V_CLIENTS, n);
-    if (!l)
+    keys_source *ks = calloc(1, sizeof *ks);
+    if (ks && idx && (ks->idx = malloc((size_t)(n > 0 ? n : 1) * sizeof *idx)))
+        memcpy(ks->idx, idx, (size_t)n * sizeof *idx);
+    if (!ks || (idx && !ks->idx)) {
+        free(ks);
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-    for (int64_t j = 0; j < n; j++) {
-        uint32_t k[2];
-        fvm_prng_fold_in(key, (uint32_t)(idx ? idx[j] : j), k);
-        fvm_status s = fvm_key_value(k, &l->items[j], d);
-        if (s) {
-            fvm_value_release(l);
-            return s;
-        }
     }
-    *out = l;
+    ks->base.iface = &keys_iface;
+    memcpy(ks->key, key, sizeof ks->key);
+    if (!(*out = fvm_value_clients_source_take(n, &ks->base))) {
+        keys_free(&ks->base);
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    }
     return FVM_OK;
 }
 

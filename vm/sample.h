@@ -6,7 +6,9 @@
  * resumed from a checkpoint draws exactly what an uninterrupted run draws.
  *
  * With base = fvm_prng_key(seed) (random_key of the seed):
- * - the key of round r (r >= 1) is fold_in(base, r);
+ * - the key of round r (r >= 1) is fold_in(base, r), and initialize's key is
+ *   that of round 0, fold_in(base, 0): keys that initialize derives from its
+ *   own (fold_in(its key, i) for a model's layers) are no round's key;
  * - the key of client c in round r is fold_in(key of round r, c);
  * - the sample of round r is drawn from the word stream (rand.h) of
  *   fold_in(fold_in(base, 0xffffffff), r), a key no round uses (rounds stop
@@ -25,7 +27,8 @@ void fvm_client_key(uint64_t seed, int64_t round, int64_t client, uint32_t out[2
 /* A key as a u32[2] value (a new reference). */
 fvm_status fvm_key_value(const uint32_t key[2], fvm_value **out, fvm_diag *d);
 /* The {u32[2]}@CLIENTS value of n client keys: member j is
- * fvm_prng_fold_in(key, idx[j]) (idx NULL: j). */
+ * fvm_prng_fold_in(key, idx[j]) (idx NULL: j), made when read (idx is
+ * copied; the value holds no member in memory). */
 fvm_status fvm_client_keys_value(const uint32_t key[2], const int64_t *idx, int64_t n, fvm_value **out,
                                  fvm_diag *d);
 

@@ -1,0 +1,71 @@
+/* xdev_impl.h - what the cross-device runtime's files share: the plan as read, and the metadata of the files exchanged. */
+#ifndef FVM_XDEV_IMPL_H
+#define FVM_XDEV_IMPL_H
+
+#include "safetensors.h"
+#include "xdev.h"
+
+/* One input of a phase: a parameter and how it gets its value. */
+typedef enum { XDEV_DATA, XDEV_CLIENT_KEY, XDEV_STATE, XDEV_ROUND_KEY } xdev_input_kind;
+
+struct fvm_xdev_plan {
+    char *path;
+    char id[65]; /* SHA-256 of the file, hex */
+    fvm_arena arena;
+    /* client phase (phases & FVM_XDEV_CLIENT) */
+    fvm_program *client;
+    const fvm_func *work;      /* (inputs..., broadcast) -> <updates, secure> */
+    int ninputs;               /* work's parameters but the broadcast */
+    xdev_input_kind *inputs;   /* XDEV_DATA or XDEV_CLIENT_KEY */
+    int nsecure;
+    int *bitwidth;             /* of each secure sum, in the order of work's 'secure' fields */
+    /* server phase (phases & FVM_XDEV_SERVER) */
+    fvm_program *server;
+    const fvm_func *initialize, *prepare, *aggregate, *result;
+    const fvm_func *partial, *merge, *combine; /* the aggregation in stages (server.partial) */
+    const fvm_type *partial_type;              /* a block's partial <acc, secure>, unplaced */
+    int nserver;               /* prepare's parameters */
+    xdev_input_kind *server_inputs; /* [0] XDEV_STATE, then XDEV_ROUND_KEY */
+    const fvm_type *state;     /* unplaced */
+    const fvm_type *metrics;   /* unplaced */
+};
+
+/* The metadata keys of the files, and the kinds of files. */
+#define XDEV_KIND "fedvm.kind"
+#define XDEV_PLAN "fedvm.plan"
+#define XDEV_ROUND "fedvm.round"
+#define XDEV_SEED "fedvm.seed"
+#define XDEV_KEY "fedvm.key"
+#define XDEV_CLIENTS "fedvm.clients"
+#define XDEV_POPULATION "fedvm.population"
+#define XDEV_CLIENT "fedvm.client"
+#define XDEV_CLIENT_ID "fedvm.client_id"
+#define XDEV_STATE_TYPE "fedvm.state"
+#define XDEV_BLOCK "fedvm.block"
+
+/* Loads the safetensors file at path, which must be of the given kind
+ * ("state", "broadcast", "update") and, unless plan is NULL, of that plan.
+ * Errors name the file and say what was expected. */
+fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *plan, fvm_safetensors **out,
+                     fvm_diag *d);
+
+/* The integer metadata value of key (an error naming the file when it is
+ * missing or not a decimal integer in [lo, hi]). */
+fvm_status xdev_meta_int(const fvm_safetensors *f, const char *path, const char *key, int64_t lo, int64_t hi,
+                         int64_t *out, fvm_diag *d);
+
+/* The metadata value of key as a list of integers "1,5,9" (malloc'd), each
+ * in [lo, hi]. */
+fvm_status xdev_meta_ints(const fvm_safetensors *f, const char *path, const char *key, int64_t lo, int64_t hi,
+                          int64_t **out, int64_t *n, fvm_diag *d);
+
+/* The position of client c among a round's clients sel[0..n) (increasing), or -1. */
+int64_t xdev_position(const int64_t *sel, int64_t n, int64_t c);
+
+/* "1,5,9" of n integers (malloc'd), or NULL when out of memory. */
+char *xdev_ints_text(const int64_t *v, int64_t n);
+
+/* A new VM (sequential) for a phase's program. */
+fvm_status xdev_vm(const fvm_program *p, fvm_vm **out, fvm_diag *d);
+
+#endif

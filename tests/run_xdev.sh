@@ -1,0 +1,270 @@
+#!/usr/bin/env bash
+# run_xdev.sh BINDIR - cross-device plans (fedplan --to cross-device) run as a deployment would run them:
+# every client a separate 'fedvm device' process, the server a 'fedvm server' process per step, every
+# checkpoint and update a file. For every program of programs/ with rounds (initialize/next), and for
+# FedAvg over sampled clients, the rounds through the plan end with the checkpoint tensors of
+# 'fedvm run' bit for bit and print the same metrics; programs without a plan are refused with the
+# exact located reason; bad plans, checkpoints and updates are clear errors (exit 1); an update's
+# header is read back by Python alone (tests/check_xdev_update.py). The aggregation in stages (one
+# 'fedvm device --partial' per block of 16 clients, 'fedvm server merge') gives the same bits, over
+# several blocks and merge levels, and its bad partials are clear errors too.
+set -u
+BINDIR=${1:?usage: tests/run_xdev.sh BINDIR}
+FEDVM=$BINDIR/fedvm PLAN=$BINDIR/fedplan
+. "$(dirname "$0")/lib.sh"
+PY=$(python_with numpy) || PY=
+
+SYN=$T/synthetic.sqlite
+"$FEDVM" data synthetic --kind fedprox --alpha 1 --beta 1 --seed 5 -o "$SYN" >/dev/null 2>&1 || bad "synthetic data"
+FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+
+same_state() { # same_state A B DESCRIPTION: two checkpoints hold the same tensors, bit for bit
+    check "$3" -- python3 - "$1" "$2" <<'EOF'
+import json, struct, sys
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    head.pop("__metadata__", None)
+    data = raw[8 + n:]
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+if a != b:
+    sys.exit("checkpoints differ: %s" % sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+if not a:
+    sys.exit("no tensors")
+EOF
+}
+
+# rounds PLAN NAME=DATA R N K SEED DIR [batch|staged]: R rounds through the plan, K of N clients a
+# round; one device process per client (with 'batch', one per round for all its clients; with
+# 'staged', one per block of 16 clients writing its partial, merged by 'fedvm server merge').
+# Metrics lines go to DIR/metrics, the state after round r to DIR/s<r>.safetensors.
+rounds() {
+    local plan=$1 data=$2 r=$3 n=$4 k=$5 seed=$6 dir=$7 batch=${8:-} round clients c
+    mkdir -p "$dir" && : >"$dir/metrics"
+    "$FEDVM" server "$plan" init --seed "$seed" --out "$dir/s0.safetensors" || return 1
+    for round in $(seq 1 "$r"); do
+        clients=$("$FEDVM" server "$plan" prepare --state "$dir/s$((round - 1)).safetensors" --clients "$n" \
+            --clients-per-round "$k" --out "$dir/b$round.safetensors") || return 1
+        if [ "$batch" = staged ]; then
+            mkdir -p "$dir/p$round"
+            echo "$clients" | split -l 16 - "$dir/p$round/block-" || return 1
+            for c in "$dir/p$round"/block-??; do
+                "$FEDVM" device "$plan" --checkpoint "$dir/b$round.safetensors" --data "$data" \
+                    $(printf -- '--index %s ' $(cat "$c")) --partial "$c.safetensors" >/dev/null || return 1
+            done
+            "$FEDVM" server "$plan" merge --state "$dir/s$((round - 1)).safetensors" \
+                --broadcast "$dir/b$round.safetensors" "$dir/p$round" --out "$dir/s$round.safetensors" \
+                >>"$dir/metrics" || return 1
+            continue
+        elif [ -n "$batch" ]; then
+            "$FEDVM" device "$plan" --checkpoint "$dir/b$round.safetensors" --data "$data" \
+                $(printf -- '--index %s ' $clients) --out-dir "$dir/u$round" >/dev/null || return 1
+        else
+            mkdir -p "$dir/u$round"
+            for c in $clients; do
+                "$FEDVM" device "$plan" --checkpoint "$dir/b$round.safetensors" --data "$data" --index "$c" \
+                    --out "$dir/u$round/client-$c.safetensors" >/dev/null || return 1
+            done
+        fi
+        "$FEDVM" server "$plan" aggregate --state "$dir/s$((round - 1)).safetensors" \
+            --broadcast "$dir/b$round.safetensors" "$dir/u$round" --out "$dir/s$round.safetensors" \
+            >>"$dir/metrics" || return 1
+    done
+}
+
+# proven PROGRAM NAME=DATA R N K [batch|staged]: fedvm run and the plan, R rounds of K of N clients,
+# seed 3: the same metrics lines and the same final tensors.
+proven() {
+    local prog=$1 data=$2 r=$3 n=$4 k=$5 batch=${6:-} name dir bind
+    name=$(basename "$prog" .json)
+    [ "$batch" = staged ] && name=$name.staged
+    dir=$T/$name
+    case ${data#*=} in *.json) bind=(--arg "${data%%=*}=@${data#*=}") ;; *) bind=(--data "$data") ;; esac
+    mkdir -p "$dir"
+    expect 0 "$name: fedvm run" -- "$FEDVM" run "$prog" "${bind[@]}" --rounds "$r" --clients-per-round "$k" --seed 3 \
+        --checkpoint-dir "$dir/run" || return
+    cp "$T/out" "$dir.run.metrics"
+    expect 0 "$name: fedplan --to cross-device" -- "$PLAN" "$prog" --to cross-device -o "$dir.plan.json" || return
+    expect 0 "$name: $r rounds through the plan" -- rounds "$dir.plan.json" "$data" "$r" "$n" "$k" 3 "$dir" $batch ||
+        return
+    same "$dir.run.metrics" "$dir/metrics" "$name: metrics through the plan"
+    same_state "$dir/run/round-$(printf %06d "$r").safetensors" "$dir/s$r.safetensors" "$name: final state through the plan"
+}
+
+refused() { # refused PROGRAM MESSAGE: fedplan --to cross-device refuses it with exactly this message (exit 1)
+    expect 1 "$1 --to cross-device" -- "$PLAN" "$1" --to cross-device && has "$T/err" "$2" "$1 --to cross-device"
+    check "$1 --to cross-device: nothing written" -- test ! -s "$T/out"
+}
+
+# -- 1. every program with rounds, through its plan: the bits of fedvm run
+n=0
+for prog in programs/*.json; do
+    grep -q '"initialize"' "$prog" || continue
+    n=$((n + 1))
+    case $(basename "$prog") in
+    fedavg.json) proven "$prog" "train=$SYN" 4 30 5 ;; # FedAvg training: 4 rounds of 5 sampled clients
+    fedsgd_linear.json) proven "$prog" "data=programs/data/linear_clients.json" 3 3 2 ;;
+    federated_evaluation.json) proven "$prog" "data=$SYN" 2 30 4 batch ;;
+    fedsgd_logistic.json) # the gradient of a mean loss needs a second exchange
+        refused "$prog" "programs/fedsgd_logistic.json:69:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:69:9, /functions/loss/body/2): a round has one exchange" ;;
+    fedavg_2nn.json)
+        if [ -d "$FASHION" ]; then
+            "$FEDVM" data import fashion-mnist --source "$FASHION" --clients 100 -o "$T/fashion.sqlite" >/dev/null 2>&1 ||
+                bad "import Fashion-MNIST"
+            proven "$prog" "train=$T/fashion.sqlite" 2 100 3 batch
+        else
+            echo "run_xdev: $FASHION missing (make deps installs dataset-fashion-mnist); $prog skipped"
+        fi ;;
+    *) proven "$prog" "train=$SYN" 2 30 4 ;;
+    esac
+done
+[ "$n" -ge 11 ] && ok || bad "only $n programs with rounds in programs/"
+# a secure sum (bit width 8) over readings with negative and large values, as rounds
+proven tests/xdev/secure_counts.json "data=tests/xdev/counts_data.json" 3 6 4 batch
+# the aggregation in stages: FedAvg over 3 blocks (16, 16, 8: an odd block carried up), then all 50
+# clients (4 blocks, two levels of merges); secure sums and a count over 40 clients of JSON data
+SYN50=$T/synthetic50.sqlite
+"$FEDVM" data synthetic --kind fedprox --alpha 1 --beta 1 --seed 6 --clients 50 -o "$SYN50" >/dev/null 2>&1 || bad "synthetic data (50)"
+proven programs/fedavg.json "train=$SYN50" 3 50 40 staged
+proven programs/fedavgm.json "train=$SYN50" 2 50 50 staged
+"$PY" -c 'import json; print(json.dumps([[[(7 * i + 3 * j) % 601 - 300, (11 * i * j) % 97 - 40] for j in range(i % 4 + 1)] for i in range(40)]))' \
+    >"$T/counts40.json" 2>/dev/null || python3 -c 'import json; print(json.dumps([[[(7 * i + 3 * j) % 601 - 300, (11 * i * j) % 97 - 40] for j in range(i % 4 + 1)] for i in range(40)]))' >"$T/counts40.json"
+proven tests/xdev/secure_counts.json "data=$T/counts40.json" 2 40 37 staged
+
+# one device process for a batch of clients writes what one process per client writes
+d=$T/fedavg
+expect 0 "fedavg: a batch of clients in one device call" -- "$FEDVM" device "$d.plan.json" --checkpoint "$d/b2.safetensors" \
+    --data "$SYN" $(for f in "$d"/u2/client-*.safetensors; do c=${f##*client-}; printf -- '--index %s ' "${c%.safetensors}"; done) \
+    --out-dir "$T/batch"
+for f in "$d"/u2/client-*.safetensors; do same "$f" "$T/batch/$(basename "$f")" "fedavg: $(basename "$f") of the batch"; done
+has "$T/out" "$T/batch/client-" "fedavg: the batch lists its updates"
+# ... and a client named by its dataset id is that client
+c=$(basename "$(ls "$d"/u2/client-*.safetensors | head -1)" .safetensors); c=${c#client-}
+expect 0 "fedavg: --client ID" -- "$FEDVM" device "$d.plan.json" --checkpoint "$d/b2.safetensors" --data "train=$SYN" \
+    --client "$(printf 'f_%05d' "$c")" --out "$T/by_id.safetensors" && same "$d/u2/client-$c.safetensors" "$T/by_id.safetensors" "fedavg: --client ID"
+
+# -- 2. an update read by Python alone: header, tensors of the plan, metadata, secure sums reduced, values by hand
+if [ -n "$PY" ]; then
+    d=$T/fedsgd_linear
+    for f in "$d"/u2/*.safetensors; do
+        check "fedsgd_linear: $(basename "$f") read by Python" -- "$PY" tests/check_xdev_update.py "$d.plan.json" \
+            "$d/b2.safetensors" "$f" programs/data/linear_clients.json
+    done
+    d=$T/secure_counts
+    for f in "$d"/u1/*.safetensors; do
+        check "secure_counts: $(basename "$f") read by Python" -- "$PY" tests/check_xdev_update.py "$d.plan.json" \
+            "$d/b1.safetensors" "$f"
+    done
+else
+    echo "run_xdev: no Python with NumPy; the update files are not read back"
+fi
+
+# -- 3. what has no cross-device plan, refused with its place and reason
+refused programs/histogram.json "programs/histogram.json:27:13: /functions/main: 'main' is not the 'next' of an iterative process (a program with 'initialize' and 'next'): a cross-device plan runs rounds that carry the server state from one to the next; plan a single round with --to mapreduce"
+refused tests/forms/two_exchanges.json "tests/forms/two_exchanges.json:14:9: /functions/main/body/1: 'mean_at_clients' (federated_broadcast) sends a value to the clients that depends on the aggregation"
+refused tests/xdev/server_input.json "tests/xdev/server_input.json:18:76: /functions/next/params/lr: 'lr' (f32[]@SERVER) is a server input other than the state and the round's 'key'; the server of a cross-device plan has only these: make it part of the state"
+cat >"$T/all_equal.json" <<'EOF'
+{"fedvm": 1, "functions": {
+  "initialize": {"params": {}, "body": [["z", "const", {"value": 0.0}], ["s", "federated_value", {"placement": "SERVER"}, "z"]], "result": "s"},
+  "scale": {"params": {"x": "f32[]", "c": "f32[]"}, "body": [["y", "mul", "x", "c"]], "result": "y"},
+  "next": {"params": {"state": "f32[]@SERVER", "x": "{f32[]}@CLIENTS", "c": "f32[]@CLIENTS"},
+    "body": [["y", "federated_map", {"fn": "scale"}, "x", "c"], ["m", "federated_sum", "y"],
+             ["r", "struct", {"names": ["state", "metrics"]}, "state", "m"]], "result": "r"}}}
+EOF
+refused "$T/all_equal.json" "$T/all_equal.json:4:77: /functions/next/params/c: 'c' (f32[]@CLIENTS) is one value for all clients; a device reads only its own data ({T}@CLIENTS): broadcast the value from the server state instead"
+refused tests/xdev/sequence_update.json "tests/xdev/sequence_update.json:34:9: /functions/next/body/1: the update of 'total' (federated_aggregate) is written to safetensors files, which hold tensors only, and its part 'updates.u0' is f32[]*"
+
+# -- 4. bad inputs: a clear error naming the file, exit 1, no crash
+d=$T/fedavg P=$T/fedavg.plan.json
+dev() { "$FEDVM" device "$P" --data "$SYN" "$@"; }
+expect 1 "device: a state as the checkpoint" -- dev --checkpoint "$d/s1.safetensors" --index 0 --out "$T/x.safetensors" &&
+    has "$T/err" "$d/s1.safetensors: this is a state file of a cross-device plan, not a broadcast (the file 'fedvm server PLAN prepare' writes)" "device: state as checkpoint"
+expect 1 "device: a broadcast of another plan" -- dev --checkpoint "$T/fedadam/b1.safetensors" --index 0 --out "$T/x.safetensors" &&
+    has "$T/err" "$T/fedadam/b1.safetensors: this broadcast belongs to another plan (fedvm.plan" "device: foreign broadcast"
+expect 1 "device: a client the round did not select" -- dev --checkpoint "$d/b1.safetensors" --index 0 --out "$T/x.safetensors" &&
+    has "$T/err" "$d/b1.safetensors: client 0 is not one of the 5 clients round 1 selected" "device: unselected client"
+expect 1 "device: an unknown client id" -- dev --checkpoint "$d/b1.safetensors" --client nobody --out "$T/x.safetensors" &&
+    has "$T/err" "--client nobody: no client of that id in the data" "device: unknown id"
+expect 1 "device: data of another population" -- "$FEDVM" device "$P" --checkpoint "$d/b1.safetensors" --data "$T/fashion.sqlite" --index 2 --out "$T/x.safetensors"
+head -c 100 "$d/b1.safetensors" >"$T/truncated.safetensors"
+expect 1 "device: a truncated checkpoint" -- dev --checkpoint "$T/truncated.safetensors" --index 2 --out "$T/x.safetensors" &&
+    has "$T/err" "$T/truncated.safetensors" "device: truncated checkpoint named"
+check "device: nothing written on errors" -- test ! -e "$T/x.safetensors"
+sed 's/"plan": 2,/"plan": 3,/' "$P" >"$T/v3.json"
+expect 1 "device: a plan of another version" -- "$FEDVM" device "$T/v3.json" --checkpoint "$d/b1.safetensors" --data "$SYN" --index 2 --out "$T/x.safetensors" &&
+    has "$T/err" "$T/v3.json:2:11: /plan: plan format version 3; this fedvm reads version 2 (write the plan again with this version's fedplan)" "device: plan version"
+expect 1 "server: a plan of another version" -- "$FEDVM" server "$T/v3.json" init --out "$T/x.safetensors" && has "$T/err" "/plan: plan format version 3" "server: plan version"
+sed 's/"federated_aggregate"/"federated_agregate"/' "$P" >"$T/typo.json"
+expect 1 "server: a plan whose program does not check" -- "$FEDVM" server "$T/typo.json" init --out "$T/x.safetensors" &&
+    has "$T/err" "/server/program/functions/next.aggregate/body/" "server: error located in the server program" &&
+    has "$T/err" "unknown op 'federated_agregate'; did you mean 'federated_aggregate'?" "server: the typo named"
+expect 1 "device: not a plan" -- "$FEDVM" device programs/fedavg.json --checkpoint "$d/b1.safetensors" --data "$SYN" --index 2 --out "$T/x.safetensors" &&
+    has "$T/err" "programs/fedavg.json:1:1: /: missing \"plan\": 2 (the plan format version)" "device: a program is not a plan"
+printf '{"plan": 1, "kind": "cross-device", ' >"$T/cut.json"
+expect 1 "server: a plan cut short" -- "$FEDVM" server "$T/cut.json" init --out "$T/x.safetensors" && has "$T/err" "$T/cut.json:1:" "server: syntax error located"
+
+# the round's updates, bent one way at a time
+agg() { "$FEDVM" server "$P" aggregate --state "$d/s1.safetensors" --broadcast "$d/b2.safetensors" "$T/u" --out "$T/x.safetensors"; }
+fresh() { rm -rf "$T/u" && cp -r "$d/u2" "$T/u"; }
+first=$(ls "$d/u2" | head -1)
+fresh && cp "$d/u1/$(ls "$d/u1" | head -1)" "$T/u/stale.safetensors"
+expect 1 "aggregate: an update of the round before" -- agg && has "$T/err" "$T/u/stale.safetensors: this is an update of round 1, and the round being aggregated is 2 (a stale update)" "aggregate: stale"
+fresh && cp "$T/u/$first" "$T/u/again.safetensors"
+expect 1 "aggregate: two updates of one client" -- agg && has "$T/err" "a second update of client" "aggregate: duplicate"
+fresh && rm "$T/u/$first"
+expect 1 "aggregate: a client missing" -- agg && has "$T/err" "$T/u: no update of client ${first//[^0-9]/}: round 2 selected 5 clients and 4 of them have an update here" "aggregate: missing client"
+fresh && cp "$T/fedadam/u2/$(ls "$T/fedadam/u2" | head -1)" "$T/u/foreign.safetensors"
+expect 1 "aggregate: an update of another plan" -- agg && has "$T/err" "$T/u/foreign.safetensors: this update belongs to another plan" "aggregate: foreign"
+fresh && head -c 300 "$d/u2/$first" >"$T/u/$first"
+expect 1 "aggregate: a truncated update" -- agg && has "$T/err" "$T/u/$first" "aggregate: truncated update named"
+fresh && cp "$d/b2.safetensors" "$T/u/broadcast.safetensors"
+expect 1 "aggregate: a broadcast among the updates" -- agg && has "$T/err" "$T/u/broadcast.safetensors: this is a broadcast file of a cross-device plan, not an update" "aggregate: not an update"
+fresh
+expect 1 "aggregate: the broadcast of another round" -- "$FEDVM" server "$P" aggregate --state "$d/s0.safetensors" --broadcast "$d/b2.safetensors" "$T/u" --out "$T/x.safetensors" &&
+    has "$T/err" "$d/b2.safetensors: this is the broadcast of round 2, but the state $d/s0.safetensors is of round 0, whose next round is 1" "aggregate: round mismatch"
+check "aggregate: nothing written on errors" -- test ! -e "$T/x.safetensors"
+expect 0 "aggregate: the untouched updates" -- agg && same "$T/x.safetensors" "$d/s2.safetensors" "aggregate: same state again"
+# the partials of a round, bent one way at a time (FedAvg over 50 clients: blocks 0 to 3)
+d=$T/fedavgm.staged P=$T/fedavgm.staged.plan.json
+mrg() { "$FEDVM" server "$P" merge --state "$d/s1.safetensors" --broadcast "$d/b2.safetensors" "$T/p" --out "$T/m.safetensors"; }
+pfresh() { rm -rf "$T/p" && mkdir "$T/p" && cp "$d"/p2/*.safetensors "$T/p"; }
+pdev() { "$FEDVM" device "$P" --checkpoint "$d/b2.safetensors" --data "$SYN50" "$@"; }
+pfresh && rm "$T/p/block-ab.safetensors"
+expect 1 "merge: a block missing" -- mrg && has "$T/err" "$T/p: no partial of block 1: round 2 has 4 blocks of its 50 clients and 3 of them have a partial here" "merge: missing block"
+pfresh && cp "$T/p/block-aa.safetensors" "$T/p/again.safetensors"
+expect 1 "merge: two partials of one block" -- mrg && has "$T/err" "a second partial of block 0 (the first is" "merge: duplicate"
+pfresh && cp "$d/p1/block-aa.safetensors" "$T/p/stale.safetensors"
+expect 1 "merge: a partial of the round before" -- mrg && has "$T/err" "$T/p/stale.safetensors: this is a partial of round 1, and the round being aggregated is 2 (a stale partial)" "merge: stale"
+pfresh && cp "$T/fedavg/u1/$(ls "$T/fedavg/u1" | head -1)" "$T/p/update.safetensors"
+expect 1 "merge: an update among the partials" -- mrg && has "$T/err" "/p/update.safetensors: this is an update file of a cross-device plan, not a partial (the file 'fedvm device --partial' writes)" "merge: not a partial"
+pfresh && head -c 200 "$d/p2/block-ac.safetensors" >"$T/p/block-ac.safetensors"
+expect 1 "merge: a truncated partial" -- mrg && has "$T/err" "$T/p/block-ac.safetensors" "merge: truncated partial named"
+check "merge: nothing written on errors" -- test ! -e "$T/m.safetensors"
+pfresh
+expect 0 "merge: the untouched partials" -- mrg && same "$T/m.safetensors" "$d/s2.safetensors" "merge: same state again"
+set -- $(cat "$d/p2/block-aa")
+expect 1 "device --partial: clients of two blocks" -- pdev --index "$1" --index "$(head -1 "$d/p2/block-ab")" --partial "$T/q.safetensors" &&
+    has "$T/err" "$d/b2.safetensors: client $1 is in block 0 of round 2 and client $(head -1 "$d/p2/block-ab") in block 1; a partial aggregate is of one block (16 consecutive clients of the round, in index order)" "device --partial: two blocks"
+expect 1 "device --partial: part of a block" -- pdev --index "$1" --index "$2" --partial "$T/q.safetensors" &&
+    has "$T/err" "$d/b2.safetensors: block 0 of round 2 is the clients $(paste -sd, "$d/p2/block-aa"); 2 of them are given (a partial aggregate is of a whole block)" "device --partial: part of a block"
+expect 1 "device --partial: a client twice" -- pdev $(printf -- '--index %s ' "$@") --index "$1" --partial "$T/q.safetensors" &&
+    has "$T/err" "client $1 is given twice" "device --partial: twice"
+check "device --partial: nothing written on errors" -- test ! -e "$T/q.safetensors"
+expect 0 "device --partial: the block's clients in another order" -- pdev $(printf -- '--index %s ' $(tac "$d/p2/block-aa")) --partial "$T/q.safetensors" &&
+    same "$T/q.safetensors" "$d/p2/block-aa.safetensors" "device --partial: the order given does not matter"
+expect 2 "device: --partial and --out-dir" -- pdev --index "$1" --partial "$T/y.safetensors" --out-dir "$T/y"
+
+# usage errors: exit 2
+expect 2 "device: no client" -- "$FEDVM" device "$P" --checkpoint "$d/b1.safetensors" --data "$SYN" --out "$T/x.safetensors"
+expect 2 "device: several clients to one file" -- "$FEDVM" device "$P" --checkpoint "$d/b1.safetensors" --data "$SYN" --index 1 --index 2 --out "$T/y.safetensors"
+expect 2 "server: an unknown step" -- "$FEDVM" server "$P" finish --out "$T/x.safetensors"
+expect 2 "server: merge without partials" -- "$FEDVM" server "$P" merge --state "$d/s0.safetensors" --broadcast "$d/b1.safetensors" --out "$T/x.safetensors" &&
+    has "$T/err" "merge needs --broadcast BROADCAST and PARTIALS_DIR" "merge: usage"
+expect 2 "server: prepare without --clients" -- "$FEDVM" server "$P" prepare --state "$d/s0.safetensors" --out "$T/x.safetensors"
+expect 0 "fedvm help device" -- "$FEDVM" help device && has "$T/out" "usage: fedvm device PLAN" "help device"
+expect 0 "fedvm help server" -- "$FEDVM" help server && has "$T/out" "usage: fedvm server PLAN init" "help server"
+
+echo "run_xdev: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,326 @@
+/* fedvm_xdev.c - fedvm device and fedvm server: the two sides of a cross-device plan (format/xdev.h, format/PLANS.md). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../format/value_doc.h"
+#include "../format/xdev.h"
+#include "cli.h"
+
+const char *const fvm_usage_device =
+    "usage: fedvm device PLAN --checkpoint BROADCAST --data [NAME=]FILE[:SPLIT]...\n"
+    "                    (--client ID | --index K)... (--out UPDATE | --out-dir DIR | --partial OUT)\n"
+    "\n"
+    "Runs the client phase of a cross-device plan ('fedplan P --to cross-device') for\n"
+    "one client, or for each of several, and writes each client's update as a\n"
+    "safetensors file (atomically) for 'fedvm server PLAN aggregate', or the partial\n"
+    "aggregate of a block of clients for 'fedvm server PLAN merge'.\n"
+    "\n"
+    "  --checkpoint FILE  the round's broadcast, written by 'fedvm server PLAN prepare'\n"
+    "  --data [NAME=]FILE[:SPLIT]\n"
+    "                     the clients' data for the plan's data input NAME (NAME= may be\n"
+    "                     left out when there is one): a FedJAX or TFF SQLite dataset, or\n"
+    "                     a .json/.yaml file with one member per client\n"
+    "  --client ID        a client by its id in the (first) dataset; repeat for several\n"
+    "  --index K          a client by its index in the data; repeat for several\n"
+    "  --out UPDATE       the update file (one client)\n"
+    "  --out-dir DIR      one update per client, DIR/client-K.safetensors (K: the index)\n"
+    "  --partial OUT      the clients' updates folded into one partial aggregate: the\n"
+    "                     clients must be one whole block of the round (16 consecutive\n"
+    "                     clients of the round's, in index order; the last may be shorter)\n"
+    "\n"
+    "Every client must be one the round selected. Prints the path of each file written.\n"
+    "exit status: 0 success, 1 invalid plan, file or data, 2 usage error\n";
+
+const char *const fvm_usage_server =
+    "usage: fedvm server PLAN init [--seed S] [--init WEIGHTS.safetensors] --out STATE\n"
+    "       fedvm server PLAN prepare --state STATE --clients N [--clients-per-round K] --out BROADCAST\n"
+    "       fedvm server PLAN aggregate --state STATE --broadcast BROADCAST UPDATES_DIR --out STATE\n"
+    "                                   [--metrics FILE.jsonl]\n"
+    "       fedvm server PLAN merge --state STATE --broadcast BROADCAST PARTIALS_DIR --out STATE\n"
+    "                               [--metrics FILE.jsonl]\n"
+    "\n"
+    "Runs the server phase of a cross-device plan ('fedplan P --to cross-device'); every\n"
+    "file is safetensors, written atomically.\n"
+    "\n"
+    "  init       runs initialize (its key from --seed S, default 0); --init replaces the\n"
+    "             tensors a safetensors file holds, as 'fedvm run --init'. Writes the\n"
+    "             state of round 0.\n"
+    "  prepare    the broadcast of the round after STATE's: selects the round's clients\n"
+    "             (K of N, drawn from the seed and the round as 'fedvm run\n"
+    "             --clients-per-round' draws them; all N by default) and prints their\n"
+    "             indices, one per line.\n"
+    "  aggregate  combines the round's updates in UPDATES_DIR (every *.safetensors file;\n"
+    "             one per selected client, all of them, of this plan and round) in client\n"
+    "             index order, writes the new state and prints the round's metrics as\n"
+    "             'fedvm run' does: {\"round\": R, \"train\": METRICS}. --metrics appends the\n"
+    "             line, with the number of clients, to FILE.\n"
+    "  merge      the same from the partial aggregates of the round's blocks of 16\n"
+    "             clients in PARTIALS_DIR ('fedvm device --partial'; one per block, all\n"
+    "             of them), merged pairwise in block order: the same state and metrics.\n"
+    "\n"
+    "exit status: 0 success, 1 invalid plan or files, 2 usage error\n";
+
+#define MAX_LIST 4096
+
+/* ---- device -------------------------------------------------------------------- */
+
+typedef struct device_opts {
+    const char *plan, *checkpoint, *out, *out_dir, *partial;
+    const char *data[MAX_LIST];
+    int ndata;
+    const char *ids[MAX_LIST]; /* a client id, or NULL for an index */
+    long long index[MAX_LIST];
+    int nclients;
+} device_opts;
+
+static int device_args(int argc, char **argv, device_opts *o)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        long long n;
+        bool by_index = false;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(fvm_usage_device, stdout);
+            return -1;
+        } else if ((v = cli_opt(argc, argv, &i, "--checkpoint"))) {
+            o->checkpoint = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--data"))) {
+            if (!*v || o->ndata == MAX_LIST)
+                return cli_usage_error(fvm_usage_device, "%s", "--data needs [NAME=]FILE[:SPLIT]");
+            o->data[o->ndata++] = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--client")) ||
+                   ((v = cli_opt(argc, argv, &i, "--index")) && (by_index = true))) {
+            bool by_id = !by_index;
+            if (o->nclients == MAX_LIST)
+                return cli_usage_error(fvm_usage_device, "%s", "at most 4096 clients in one call");
+            if (!*v)
+                return cli_usage_error(fvm_usage_device, "%s", by_id ? "--client needs an ID" : "--index needs K");
+            if (!by_id && !cli_int(v, 0, FVM_MAX_CLIENTS - 1, &n))
+                return cli_usage_error(fvm_usage_device, "--index needs a client index, found '%s'", v);
+            o->ids[o->nclients] = by_id ? v : NULL;
+            o->index[o->nclients++] = by_id ? -1 : n;
+        } else if ((v = cli_opt(argc, argv, &i, "--out"))) {
+            o->out = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--out-dir"))) {
+            o->out_dir = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--partial"))) {
+            o->partial = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error(fvm_usage_device, "unknown option '%s'", argv[i]);
+        } else if (o->plan) {
+            return cli_usage_error(fvm_usage_device, "one plan at a time; unexpected '%s'", argv[i]);
+        } else {
+            o->plan = argv[i];
+        }
+    }
+    if (!o->plan)
+        return cli_usage_error(fvm_usage_device, "%s", "device needs a PLAN");
+    if (!o->checkpoint || !*o->checkpoint)
+        return cli_usage_error(fvm_usage_device, "%s", "--checkpoint BROADCAST is required");
+    if (!o->ndata)
+        return cli_usage_error(fvm_usage_device, "%s", "--data is required");
+    if (!o->nclients)
+        return cli_usage_error(fvm_usage_device, "%s", "name the client with --client ID or --index K");
+    if ((o->out && *o->out) + (o->out_dir && *o->out_dir) + (o->partial && *o->partial) != 1)
+        return cli_usage_error(fvm_usage_device, "%s",
+                               "give --out UPDATE (one client), --out-dir DIR or --partial OUT (a block)");
+    if (o->out && o->nclients > 1)
+        return cli_usage_error(fvm_usage_device, "%s", "several clients write to --out-dir DIR, one file each");
+    return 0;
+}
+
+int fvm_cmd_device(int argc, char **argv)
+{
+    device_opts o = {0};
+    int rc = device_args(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    fvm_diag d = {0};
+    fvm_xdev_plan *plan = NULL;
+    fvm_xdev_device *dev = NULL;
+    int64_t idx[MAX_LIST];
+    rc = EXIT_INVALID;
+    if (fvm_xdev_open(o.plan, FVM_XDEV_CLIENT | (o.partial ? FVM_XDEV_SERVER : 0), &plan, &d) ||
+        fvm_xdev_device_open(plan, o.checkpoint, o.ndata, o.data, &dev, &d))
+        goto done;
+    /* every client is checked before any runs */
+    for (int k = 0; k < o.nclients; k++)
+        fvm_xdev_device_client(dev, o.ids[k], o.index[k], &idx[k], &d);
+    if (d.n)
+        goto done;
+    if (o.partial) {
+        if (fvm_xdev_device_partial(dev, idx, o.nclients, o.partial, &d))
+            goto done;
+        printf("%s\n", o.partial);
+    }
+    if (o.out_dir && mkdir(o.out_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "fedvm: cannot create %s: %s\n", o.out_dir, strerror(errno));
+        goto done;
+    }
+    for (int k = 0; k < o.nclients && !o.partial; k++) {
+        char path[PATH_MAX];
+        if (o.out_dir)
+            snprintf(path, sizeof path, "%s/client-%lld.safetensors", o.out_dir, (long long)idx[k]);
+        else
+            snprintf(path, sizeof path, "%s", o.out);
+        if (fvm_xdev_device_update(dev, idx[k], path, &d))
+            goto done;
+        printf("%s\n", path);
+    }
+    rc = fflush(stdout) == 0 ? 0 : EXIT_INVALID;
+done:
+    cli_print_errors(&d);
+    fvm_diag_clear(&d);
+    fvm_xdev_device_close(dev);
+    fvm_xdev_close(plan);
+    return rc;
+}
+
+/* ---- server ---------------------------------------------------------------------- */
+
+typedef struct server_opts {
+    const char *plan, *step, *out, *state, *broadcast, *updates, *init, *metrics;
+    long long seed, clients, per_round;
+    bool has_seed;
+} server_opts;
+
+static int server_args(int argc, char **argv, server_opts *o)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(fvm_usage_server, stdout);
+            return -1;
+        } else if ((v = cli_opt(argc, argv, &i, "--out"))) {
+            o->out = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--state"))) {
+            o->state = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--broadcast"))) {
+            o->broadcast = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--init"))) {
+            o->init = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--metrics"))) {
+            o->metrics = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--seed"))) {
+            if (!cli_int(v, LLONG_MIN, LLONG_MAX, &o->seed))
+                return cli_usage_error(fvm_usage_server, "--seed needs an integer, found '%s'", v);
+            o->has_seed = true;
+        } else if ((v = cli_opt(argc, argv, &i, "--clients-per-round"))) {
+            if (!cli_int(v, 1, FVM_MAX_CLIENTS, &o->per_round))
+                return cli_usage_error(fvm_usage_server, "--clients-per-round needs a number >= 1, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--clients"))) {
+            if (!cli_int(v, 1, FVM_MAX_CLIENTS, &o->clients))
+                return cli_usage_error(fvm_usage_server, "--clients needs a number of clients >= 1, found '%s'", v);
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_usage_error(fvm_usage_server, "unknown option '%s'", argv[i]);
+        } else if (!o->plan) {
+            o->plan = argv[i];
+        } else if (!o->step) {
+            o->step = argv[i];
+        } else if (!o->updates && o->step && (!strcmp(o->step, "aggregate") || !strcmp(o->step, "merge"))) {
+            o->updates = argv[i];
+        } else {
+            return cli_usage_error(fvm_usage_server, "unexpected '%s'", argv[i]);
+        }
+    }
+    if (!o->plan || !o->step)
+        return cli_usage_error(fvm_usage_server, "%s",
+                               "server needs a PLAN and a step: init, prepare, aggregate or merge");
+    bool init = !strcmp(o->step, "init"), prepare = !strcmp(o->step, "prepare"),
+         aggregate = !strcmp(o->step, "aggregate") || !strcmp(o->step, "merge");
+    if (!init && !prepare && !aggregate)
+        return cli_usage_error(fvm_usage_server, "unknown step '%s' (init, prepare, aggregate or merge)", o->step);
+    if (!o->out || !*o->out)
+        return cli_usage_error(fvm_usage_server, "%s", "--out FILE is required");
+    if (!init && (!o->state || !*o->state))
+        return cli_usage_error(fvm_usage_server, "%s", "--state STATE is required");
+    if (init && (o->state || o->broadcast || o->clients || o->per_round || o->metrics))
+        return cli_usage_error(fvm_usage_server, "%s", "init takes --seed, --init and --out");
+    if (prepare && !o->clients)
+        return cli_usage_error(fvm_usage_server, "%s", "prepare needs --clients N (the clients to select from)");
+    if (prepare && (o->broadcast || o->init || o->metrics || o->has_seed))
+        return cli_usage_error(fvm_usage_server, "%s",
+                               "prepare takes --state, --clients, --clients-per-round and --out (the seed is the "
+                               "state's)");
+    bool merge = !strcmp(o->step, "merge");
+    if (aggregate && (!o->broadcast || !o->updates))
+        return cli_usage_error(fvm_usage_server, "%s",
+                               merge ? "merge needs --broadcast BROADCAST and PARTIALS_DIR"
+                                     : "aggregate needs --broadcast BROADCAST and UPDATES_DIR");
+    if (aggregate && (o->init || o->clients || o->per_round || o->has_seed))
+        return cli_usage_error(fvm_usage_server, "%s",
+                               merge ? "merge takes --state, --broadcast, PARTIALS_DIR, --out and --metrics"
+                                     : "aggregate takes --state, --broadcast, UPDATES_DIR, --out and --metrics");
+    return 0;
+}
+
+/* {"round": R, "train": METRICS} (and "clients": N for the metrics file) on one line. */
+static int print_round(const fvm_xdev_result *res, bool count, FILE *out)
+{
+    fvm_arena a = {0};
+    fvm_doc *line = fvm_doc_new(&a, FVM_DOC_OBJECT);
+    int rc = EXIT_INVALID;
+    if (line && !fvm_doc_set(&a, line, "round", fvm_doc_int(&a, res->round)) &&
+        !fvm_doc_set(&a, line, "train", fvm_value_to_doc(&a, res->metrics, res->metrics_type)) &&
+        (!count || !fvm_doc_set(&a, line, "clients", fvm_doc_int(&a, res->nclients)))) {
+        line->flow = true;
+        rc = cli_print_doc(line, out);
+    }
+    fvm_arena_free(&a);
+    return rc;
+}
+
+int fvm_cmd_server(int argc, char **argv)
+{
+    server_opts o = {0};
+    int rc = server_args(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    fvm_diag d = {0};
+    fvm_xdev_plan *plan = NULL;
+    rc = EXIT_INVALID;
+    if (fvm_xdev_open(o.plan, FVM_XDEV_SERVER, &plan, &d))
+        goto done;
+    if (!strcmp(o.step, "init")) {
+        int replaced = 0;
+        if (fvm_xdev_server_init(plan, (uint64_t)o.seed, o.init, o.out, &replaced, &d))
+            goto done;
+        if (o.init)
+            fprintf(stderr, "fedvm: %d tensors of the initial state from %s\n", replaced, o.init);
+    } else if (!strcmp(o.step, "prepare")) {
+        int64_t round, *clients = NULL, n = 0;
+        if (fvm_xdev_server_prepare(plan, o.state, o.clients, o.per_round ? o.per_round : o.clients, o.out, &round,
+                                    &clients, &n, &d))
+            goto done;
+        for (int64_t k = 0; k < n; k++)
+            printf("%lld\n", (long long)clients[k]);
+        free(clients);
+    } else {
+        fvm_xdev_result res;
+        if ((!strcmp(o.step, "merge") ? fvm_xdev_server_merge : fvm_xdev_server_aggregate)(
+                plan, o.state, o.broadcast, o.updates, o.out, &res, &d))
+            goto done;
+        int bad = print_round(&res, false, stdout);
+        if (o.metrics) {
+            FILE *m = fopen(o.metrics, "a");
+            bool ok = m && !print_round(&res, true, m);
+            if ((m && fclose(m) != 0) || !ok) {
+                fprintf(stderr, "fedvm: cannot write the metrics file %s: %s\n", o.metrics, strerror(errno));
+                bad = EXIT_INVALID;
+            }
+        }
+        fvm_xdev_result_clear(&res);
+        if (bad)
+            goto done;
+    }
+    rc = fflush(stdout) == 0 ? 0 : EXIT_INVALID;
+done:
+    cli_print_errors(&d);
+    fvm_diag_clear(&d);
+    fvm_xdev_close(plan);
+    return rc;
+}
