@@ -92,7 +92,7 @@ PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h vm/kernels_ge
              format/yaml_core.h format/dataset_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps bench-deps test test-beam asan tsan fuzz bench bench-doc demo install uninstall clean
+.PHONY: all deps bench-deps bench-blas test test-beam asan tsan fuzz bench bench-doc demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -235,7 +235,14 @@ BENCH_PACKAGES := python3-torch
 BENCH_PYTHON ?= /usr/bin/python3
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
-BENCH_TOOLS := $(BUILD)/bench/sgemm_peak $(BUILD)/bench/flop_count.so
+BENCH_TOOLS := $(BUILD)/bench/sgemm_peak $(BUILD)/bench/flop_count.so bench-blas
+# fedvm with every matrix product in BLAS, none in vm/kernels_gemm.c: bench.py
+# counts the flops it hands to BLAS, and runs the workload with it beside
+# bin/fedvm.
+BENCH_BLAS := $(BUILD)/bench/blas
+bench-blas:
+	+@$(MAKE) --no-print-directory BUILD=$(BENCH_BLAS) BIN=$(BENCH_BLAS)/bin LIBD=$(BENCH_BLAS)/lib \
+	  CFLAGS="$(CFLAGS) -DFVM_GEMM_MAX_MACS=0" $(BENCH_BLAS)/bin/fedvm
 
 bench: bench-deps all $(BENCH_BIN) $(BENCH_TOOLS)
 	@set -e; for b in $(BENCH_BIN); do echo "== $$b"; $$b; done

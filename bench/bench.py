@@ -4,10 +4,12 @@ peak, backends and threads, and a round's time and memory against its clients, i
 
 Runs, in order (each a separate process, one at a time):
   1. build/bench/sgemm_peak: SGEMM on 1 thread and on every thread, and at the 2NN's shapes;
-  2. one round of programs/fedavg_2nn.json under build/bench/flop_count.so: the flops fedvm
-     hands to BLAS against the count of bench/roundstats.py;
-  3. bench/fedavg_2nn on the threads backend with 1 and with every thread, on seq, and on
-     mpi with 2 ranks when 'fedvm run' has that backend and mpirun exists;
+  2. one round of programs/fedavg_2nn.json under build/bench/flop_count.so, run by
+     build/bench/blas/bin/fedvm (fedvm built with every matrix product in BLAS): the flops
+     it hands to BLAS against the count of bench/roundstats.py;
+  3. bench/fedavg_2nn on the threads backend with 1 and with every thread, on seq, on mpi
+     with 2 ranks when 'fedvm run' has that backend and mpirun exists, and with the build
+     of step 2 on 1 thread (fedvm's own matrix kernel against OpenBLAS's);
   4. bench/ref_fedavg_numpy.py and bench/ref_fedavg_torch.py, each with 1 and every thread;
   5. programs/fedsgd.json (softmax regression) over 10 ... 100,000 clients a round of LEAF
      synthetic data (2 to 5 examples a client): round time and peak resident memory.
@@ -43,6 +45,7 @@ import roundstats  # noqa: E402
 
 BUILD = os.path.join(ROOT, "build", "bench")
 FEDVM = os.path.join(ROOT, "bin", "fedvm")
+FEDVM_BLAS = os.path.join(BUILD, "blas", "bin", "fedvm")  # every product in BLAS (make bench-blas)
 FASHION = os.path.join(BUILD, "fashion_mnist.sqlite")
 LEAF = os.path.join(BUILD, "leaf_100000_2-5.sqlite")  # the name says how it was made: LEAF_CMD
 LEAF_CMD = ["data", "synthetic", "--kind", "leaf", "--clients", "100000", "--min-examples", "2",
@@ -149,20 +152,43 @@ def machine():
 
 # ---- SGEMM and the flop count -------------------------------------------------------------
 
+AVX512_CORE = "SkylakeX"  # OpenBLAS's AVX-512 SGEMM kernel
+
+
+def avx512_unused(corename):
+    """The CPU has AVX-512 but OpenBLAS chose a kernel without it (Debian's 0.3.21 takes Zen 4 and 5
+    for Haswell): then the machine's SGEMM peak is OpenBLAS's with OPENBLAS_CORETYPE=SkylakeX."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            avx512 = " avx512f " in f.read().replace("\n", " ")
+    except OSError:
+        return False
+    return avx512 and corename in ("Haswell", "Zen", "Sandybridge")
+
+
 def sgemm():
+    """sgemm_peak's lines with the library's own choice of kernel, then (when that leaves the
+    CPU's AVX-512 unused) the square products again with the AVX-512 kernel, as 'sgemm_avx512'."""
     say("== sgemm peak")
     out, _, _ = must([os.path.join(BUILD, "sgemm_peak")], "sgemm_peak")
-    return [keyvals(line) for line in out.splitlines() if line.strip()]
+    lines = [keyvals(line) for line in out.splitlines() if line.strip()]
+    corename = next((b["corename"] for b in lines if b[""] == "blas"), "?")
+    if avx512_unused(corename):
+        say("== sgemm peak, OPENBLAS_CORETYPE=%s" % AVX512_CORE)
+        out, _, _ = must([os.path.join(BUILD, "sgemm_peak")], "sgemm_peak",
+                         dict(os.environ, OPENBLAS_CORETYPE=AVX512_CORE))
+        lines += [dict(b, **{"": "sgemm_avx512"}) for b in map(keyvals, out.splitlines()) if b.get("") == "sgemm"]
+    return lines
 
 
 def flop_check():
     """(flops counted by flop_count.so in one round with evaluation, flops of the formula, examples
     trained on, the call shapes' lines)."""
-    say("== flop count (1 round under build/bench/flop_count.so)")
+    say("== flop count (1 round of build/bench/blas/bin/fedvm under build/bench/flop_count.so)")
     with tempfile.TemporaryDirectory() as tmp:
         count, metrics = os.path.join(tmp, "count.txt"), os.path.join(tmp, "metrics.jsonl")
         env = dict(os.environ, FVM_FLOP_COUNT=count, LD_PRELOAD=os.path.join(BUILD, "flop_count.so"))
-        cmd = [FEDVM, "run", os.path.join(ROOT, "programs", "fedavg_2nn.json"), "--data", "train=" + FASHION,
+        cmd = [FEDVM_BLAS, "run", os.path.join(ROOT, "programs", "fedavg_2nn.json"), "--data", "train=" + FASHION,
                "--data", "test=%s:test" % FASHION, "--rounds", "1", "--clients-per-round", "10", "--seed", "0",
                "--metrics", metrics]
         must(cmd, "the counted fedvm run", env)
@@ -190,11 +216,11 @@ def round_lines(out):
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
-def run_2nn(label, threads, cmd):
+def run_2nn(label, threads, cmd, env=None):
     """A run of bench/fedavg_2nn or a reference: its figures; with 'error' when it failed, with
     'stopped' (the rounds it finished) when it ran past RUN_LIMIT seconds and was killed."""
     say("== %s, %s" % (label, threads))
-    rc, out, err, peak, killed = measured(cmd, limit=RUN_LIMIT)
+    rc, out, err, peak, killed = measured(cmd, env=env, limit=RUN_LIMIT)
     lines = round_lines(out)
     row = {"label": label, "threads": threads, "cmd": cmd}
     if killed and lines:
@@ -215,19 +241,29 @@ def fedvm_runs(args, nthreads):
         rows.append(run_2nn("fedvm threads", "%d threads" % nthreads, script + ["--threads", str(nthreads)]))
     rows.append(run_2nn("fedvm seq", "1 thread", script + ["--backend", "seq"]))
     if mpi_available():
-        rows.append(run_2nn("fedvm mpi", "2 ranks", script + ["--backend", "mpi", "--ranks", "2"]))
+        # cpu_seconds is rank 0's: not the run's CPU time, so left out of the CPU-time comparisons
+        rows.append(dict(run_2nn("fedvm mpi", "2 ranks", script + ["--backend", "mpi", "--ranks", "2"]),
+                         cpu_of="rank 0"))
     else:
         rows.append({"label": "fedvm mpi", "threads": "2 ranks", "cmd": None, "error": "mpi: not built"})
+    blas = run_2nn("fedvm, products in BLAS", "1 thread", script + ["--threads", "1", "--fedvm", FEDVM_BLAS])
+    rows.append(dict(blas, variant=True))  # a build for comparison, not fedvm's figure for the targets
     return rows
 
 
-def reference_runs(args, nthreads):
+def reference_runs(args, nthreads, avx512):
+    """NumPy and PyTorch on 1 and every thread; NumPy on 1 thread also with OpenBLAS's AVX-512
+    kernel when its own choice leaves AVX-512 unused (avx512)."""
     rows = []
     for name, script in (("NumPy", "ref_fedavg_numpy.py"), ("PyTorch", "ref_fedavg_torch.py")):
         for t in sorted({1, nthreads}):
             cmd = [sys.executable, os.path.join(HERE, script), "--data", FASHION, "--rounds", str(args.rounds),
                    "--eval-every", "0", "--threads", str(t)]
             rows.append(run_2nn(name, "%d thread%s" % (t, "s" if t > 1 else ""), cmd))
+            if name == "NumPy" and t == 1 and avx512:
+                rows.append(dict(run_2nn("NumPy, OPENBLAS_CORETYPE=" + AVX512_CORE, "1 thread", cmd,
+                                         dict(os.environ, OPENBLAS_CORETYPE=AVX512_CORE)),
+                                 env="OPENBLAS_CORETYPE=" + AVX512_CORE))
     return rows
 
 
@@ -269,11 +305,16 @@ def header_section(info, load, corename, rows):
     versions = sorted({r["version"] for r in rows if r.get("version")})
     if versions:
         lines.append("- references: %s, Python %s" % (", ".join(versions), platform.python_version()))
-    busy = max(load) > 0.5 * info["cores"]
-    lines.append("- load average %.2f at the start, %.2f at the end%s" % (load[0], load[1], (
-        ": **the machine was busy with other work**, so wall times are inflated; CPU times "
-        "(the process's, all threads) are much less affected, and the ratios below are given on both")
-        if busy else " (an otherwise idle machine)"))
+    # Load averages count the benchmark's own runs (and the build before it); a one-thread run whose
+    # wall time exceeds its CPU time is what shows that other work took the core.
+    single = [r for r in rows if r["threads"] == "1 thread" and "error" not in r and r.get("median_cpu_s")]
+    waited = max((r["median_round_s"] / r["median_cpu_s"] for r in single), default=1.0)
+    busy = waited > 1.15
+    lines.append("- load average %.2f at the start, %.2f at the end; one-thread runs took up to %.2fx their CPU "
+                 "time as wall time%s" % (load[0], load[1], waited, (
+                     ": **the machine was busy with other work**, so wall times are inflated; CPU times "
+                     "(the process's, all threads) are much less affected, and the ratios below are given on both")
+                     if busy else " (the cores were not taken by other work)"))
     return lines
 
 
@@ -292,19 +333,21 @@ def workload_section(rounds, rows):
             continue
         vs = "%.2fx" % (base["median_round_s"] / r["median_round_s"]) if base else ""
         acc = "stopped after %d s, %d rounds" % (RUN_LIMIT, r["stopped"]) if "stopped" in r else "%.4f" % r["test_acc"]
-        lines.append("| %s | %s | %.4f | %.4f | %s | %.0f | %.2f | %.0f | %s |"
-                     % (r["label"], r["threads"], r["median_round_s"], r["median_cpu_s"], vs, r["examples_per_s"],
+        cpu = "%.4f%s" % (r["median_cpu_s"], " (%s)" % r["cpu_of"] if r.get("cpu_of") else "")
+        lines.append("| %s | %s | %.4f | %s | %s | %.0f | %.2f | %.0f | %s |"
+                     % (r["label"], r["threads"], r["median_round_s"], cpu, vs, r["examples_per_s"],
                         r["gflops"], r["peak_rss_mb"], acc))
     return lines
 
 
 def targets_section(info, rows, blas, scale):
     lines = ["### Targets", "", "| target | measured | met |", "|---|---|---|"]
-    fed = [r for r in rows if "error" not in r and r["label"].startswith("fedvm")]
+    fed = [r for r in rows if "error" not in r and r["label"].startswith("fedvm") and not r.get("variant")]
     refs = [r for r in rows if "error" not in r and not r["label"].startswith("fedvm")]
     if fed and refs:
         for key, what in (("median_round_s", "wall"), ("median_cpu_s", "CPU")):
-            f, g = min(fed, key=lambda r: r[key]), min(refs, key=lambda r: r[key])
+            whole = [r for r in fed if key != "median_cpu_s" or not r.get("cpu_of")]
+            f, g = min(whole, key=lambda r: r[key]), min(refs, key=lambda r: r[key])
             ratio = g[key] / f[key]
             lines.append("| fedvm's median round at most 1/6 of the faster reference's, %s time | %s %.4f s, %s "
                          "%.4f s: the reference takes %.2fx fedvm's time (need 6x) | %s |"
@@ -316,9 +359,9 @@ def targets_section(info, rows, blas, scale):
         frac = f["gflops"] / peak[t]
         with_metrics = f["gflops"] * (roundstats.train_flops() + roundstats.forward_flops()) / roundstats.train_flops()
         lines.append("| at least half the SGEMM peak in GFLOP/s, wall time | %s %.2f GFLOP/s (%.2f counting the "
-                     "program's metrics pass too), SGEMM on %d thread%s %.1f: %.0f%% (need 50%%) | %s |"
-                     % (name(f), f["gflops"], with_metrics, t, "s" if t > 1 else "", peak[t], 100 * frac,
-                        met(frac >= 0.5)))
+                     "program's metrics pass too), SGEMM on %d thread%s %.1f (%s kernel): %.0f%% (need 50%%) | %s |"
+                     % (name(f), f["gflops"], with_metrics, t, "s" if t > 1 else "", peak[t],
+                        blas["peak_core"][t], 100 * frac, met(frac >= 0.5)))
         one = [r for r in fed if r["threads"] == "1 thread"]
         if one and 1 in peak_cpu:
             f = min(one, key=lambda r: r["median_cpu_s"])
@@ -346,10 +389,12 @@ def sgemm_section(blas):
     lines = ["### SGEMM (cblas_sgemm, best of 5 runs)", "",
              "CPU GFLOP/s: flops per second of the process's CPU time (all threads), i.e. per busy core.", "",
              "| product | threads | GFLOP/s | CPU GFLOP/s |", "|---|---:|---:|---:|"]
-    for b in blas["lines"]:
-        if b[""] == "sgemm":
-            lines.append("| %sx%sx%s | %s | %s | %s |" % (b["n"], b["n"], b["n"], b["threads"], b["gflops"],
-                                                       b["cpu_gflops"]))
+    square = [b for b in blas["lines"] if b[""] in ("sgemm", "sgemm_avx512")]
+    for b in square + [b for b in blas["lines"] if b not in square]:
+        if b[""] in ("sgemm", "sgemm_avx512"):
+            lines.append("| %sx%sx%s%s | %s | %s | %s |"
+                         % (b["n"], b["n"], b["n"], ", OPENBLAS_CORETYPE=%s (AVX-512)" % AVX512_CORE
+                            if b[""] == "sgemm_avx512" else "", b["threads"], b["gflops"], b["cpu_gflops"]))
         elif b[""] == "shape":
             lines.append("| %s: [%s,%s]x[%s,%s]%s | 1 | %s | %s |"
                          % (b["name"], b["m"], b["k"], b["k"], b["n"], " (transposes as flags)"
@@ -357,16 +402,20 @@ def sgemm_section(blas):
         elif b[""] == "step":
             lines.append("| all of one SGD step's products (batch %s) | 1 | %s | %s |"
                          % (b["batch"], b["gflops"], b["cpu_gflops"]))
-            if 1 in blas["peak_cpu"]:
+            own = next((float(q["cpu_gflops"]) for q in blas["lines"] if q[""] == "sgemm" and q["threads"] == "1"),
+                       None)
+            if own:
                 lines += ["", "On one thread, BLAS alone runs the step's products at %.0f%% of its square-matrix "
-                          "rate (CPU time)." % (100 * float(b["cpu_gflops"]) / blas["peak_cpu"][1])]
+                          "rate with the same kernel (CPU time)." % (100 * float(b["cpu_gflops"]) / own)]
     return lines
 
 
 def flops_section(flops):
     counted, formula, examples, shapes = flops
     lines = ["### The flop count, checked", "",
-             "One round under `build/bench/flop_count.so` (every cblas_sgemm/sgemv/sdot call counted): %.0f flops; "
+             "One round of fedvm built with every matrix product in BLAS (`build/bench/blas/bin/fedvm`; bin/fedvm "
+             "runs the 2NN's products in its own kernel) under `build/bench/flop_count.so` (every "
+             "cblas_sgemm/sgemv/sdot call counted): %.0f flops; "
              "the formula for %d training examples (%d each, forward and backward), the program's metrics pass over "
              "them (%d each, forward) and %d test examples (forward): %.0f flops: %s."
              % (counted, examples, roundstats.train_flops(), roundstats.forward_flops(), TEST_EXAMPLES, formula,
@@ -399,16 +448,22 @@ def commands_section(rows, scale):
                                                       "--partition", "iid", "--seed", "0", "-o", FASHION]),
              "%s   # once, if missing" % shell_words([FEDVM] + LEAF_CMD),
              "build/bench/sgemm_peak"]
-    lines += [shell_words(r["cmd"]) for r in rows if r.get("cmd")]
+    lines += [(r["env"] + " " if r.get("env") else "") + shell_words(r["cmd"]) for r in rows if r.get("cmd")]
     lines += [shell_words(s["cmd"][:-2] + ["--metrics", "m.jsonl"]) for s in scale]
     return lines + ["```"]
 
 
 def report(args, info, load, blas_lines, flops, rows, scale):
-    blas = {"lines": blas_lines,
-            "peak": {int(b["threads"]): float(b["gflops"]) for b in blas_lines if b[""] == "sgemm"},
-            "peak_cpu": {int(b["threads"]): float(b["cpu_gflops"]) for b in blas_lines if b[""] == "sgemm"}}
     corename = next((b["corename"] for b in blas_lines if b[""] == "blas"), "?")
+    # the peak: the faster of OpenBLAS's own choice of kernel and its AVX-512 kernel, by thread count
+    blas = {"lines": blas_lines, "peak": {}, "peak_cpu": {}, "peak_core": {}}
+    for b in blas_lines:
+        if b[""] in ("sgemm", "sgemm_avx512"):
+            t = int(b["threads"])
+            if float(b["gflops"]) > blas["peak"].get(t, 0.0):
+                blas["peak"][t] = float(b["gflops"])
+                blas["peak_core"][t] = AVX512_CORE if b[""] == "sgemm_avx512" else corename
+            blas["peak_cpu"][t] = max(blas["peak_cpu"].get(t, 0.0), float(b["cpu_gflops"]))
     sections = [header_section(info, load, corename, rows), workload_section(args.rounds, rows),
                 targets_section(info, rows, blas, scale), sgemm_section(blas), flops_section(flops),
                 sweep_section(scale), commands_section(rows, scale)]
@@ -441,7 +496,8 @@ def main():
     nthreads = os.cpu_count() or 1
     blas = sgemm()
     flops = flop_check()
-    rows = fedvm_runs(args, nthreads) + reference_runs(args, nthreads)
+    corename = next((b["corename"] for b in blas if b[""] == "blas"), "?")
+    rows = fedvm_runs(args, nthreads) + reference_runs(args, nthreads, avx512_unused(corename))
     scale = sweep(args.sweep)
     text = report(args, info, (load0, os.getloadavg()[0]), blas, flops, rows, scale)
     with open(args.out, "w") as f:

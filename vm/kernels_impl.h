@@ -117,7 +117,12 @@ typedef struct mm_shape {
  * the chain acc = fmaf(A(i,k), B(k,j), acc) over k = 0, 1, ... from 0, so
  * the bits do not depend on the CPU or on which implementation runs. */
 #define FVM_GEMM_MAX_DIM ((int64_t)1 << 20)
+/* Products of more multiply-adds go to BLAS. A build with
+ * -DFVM_GEMM_MAX_MACS=0 sends every product to BLAS (make bench builds one
+ * to count the flops and to compare the two). */
+#ifndef FVM_GEMM_MAX_MACS
 #define FVM_GEMM_MAX_MACS ((int64_t)1 << 27)
+#endif
 typedef enum fvm_gemm_isa { FVM_GEMM_GENERIC, FVM_GEMM_AVX2, FVM_GEMM_AVX512 } fvm_gemm_isa;
 bool fvm_gemm_f32_fits(const mm_shape *s);
 /* With the fastest implementation the CPU has. */
