@@ -21,8 +21,12 @@
  * once for the baseline, the copy for the CPU at hand chosen when the
  * program loads (GCC's target_clones, through ifunc). Each element is the
  * same C expression in its dtype whatever the vector width (no fused
- * multiply-add: ISO C's -ffp-contract=off), so all copies give the same bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+ * multiply-add: ISO C's -ffp-contract=off), so all copies give the same bits.
+ * Not under ThreadSanitizer: it instruments the ifunc resolvers, which run
+ * while the program is being relocated, before its runtime is set up (the
+ * program crashes at load); one copy for the baseline there. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define KERNEL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define KERNEL_CLONES
