@@ -21,13 +21,6 @@ enum { PREPARE, BROADCAST, WORK, AGGREGATE, RESULT, NPARTS };
 static const char *const role[] = {"server_prepare", "server_to_client_broadcast", "client_work",
                                    "client_to_server_aggregation", "server_result"};
 
-#define TRY(x)               \
-    do {                     \
-        fvm_status s_ = (x); \
-        if (s_ != FVM_OK)    \
-            return s_;       \
-    } while (0)
-
 typedef struct da {
     fvm_arena *a;
     const fvm_flow *fl;
@@ -134,10 +127,10 @@ static fvm_status add_func(da *m, int part, fvm_fwriter *w, const char *doc, con
 /* Binds every intermediate node to a field of the parameter "@intermediate". */
 static fvm_status bind_intermediate(da *m, fvm_fwriter *w, const fvm_type *t)
 {
-    TRY(fvm_fwriter_param(w, "@intermediate", t, -1));
+    FVM_TRY(fvm_fwriter_param(w, "@intermediate", t, -1));
     for (int k = 0; k < m->ninter; k++) {
         const char *name = str(m, "@intermediate/i%d", k);
-        TRY(fvm_fwriter_field(w, name, str(m, "i%d", k), "@intermediate"));
+        FVM_TRY(fvm_fwriter_field(w, name, str(m, "i%d", k), "@intermediate"));
         w->bound[m->inter[k]] = name;
     }
     return FVM_OK;
@@ -172,24 +165,24 @@ static fvm_status types_of(da *m, da_types *t)
 static fvm_status write_prepare(da *m, const da_types *t)
 {
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
     const fvm_func *f = m->fl->f;
     for (int k = 0; k < m->nserver; k++) {
         int i = m->server[k];
-        TRY(fvm_fwriter_param(&w, f->param_names[m->fl->nodes[i].param], m->fl->nodes[i].type, i));
+        FVM_TRY(fvm_fwriter_param(&w, f->param_names[m->fl->nodes[i].param], m->fl->nodes[i].type, i));
     }
     const char **b = fvm_arena_array(m->a, (size_t)m->nbcast + 1, sizeof *b),
                **in = fvm_arena_array(m->a, (size_t)m->ninter + 1, sizeof *in);
     if (!b || !in)
         return nomem(m->d);
     for (int j = 0; j < m->nbcast; j++)
-        TRY(fvm_fwriter_node(&w, m->fl->nodes[m->bcast[j]].args[0], &b[j]));
+        FVM_TRY(fvm_fwriter_node(&w, m->fl->nodes[m->bcast[j]].args[0], &b[j]));
     for (int k = 0; k < m->ninter; k++)
-        TRY(fvm_fwriter_node(&w, m->inter[k], &in[k]));
-    TRY(fvm_fwriter_struct(&w, "@broadcast", m->nbcast, fvm_flow_names(m->a, m->nbcast, "b%d"), b));
-    TRY(fvm_fwriter_struct(&w, "@intermediate", m->ninter, fvm_flow_names(m->a, m->ninter, "i%d"), in));
+        FVM_TRY(fvm_fwriter_node(&w, m->inter[k], &in[k]));
+    FVM_TRY(fvm_fwriter_struct(&w, "@broadcast", m->nbcast, fvm_flow_names(m->a, m->nbcast, "b%d"), b));
+    FVM_TRY(fvm_fwriter_struct(&w, "@intermediate", m->ninter, fvm_flow_names(m->a, m->ninter, "i%d"), in));
     const char *names[2] = {"broadcast", "intermediate"}, *args[2] = {"@broadcast", "@intermediate"};
-    TRY(fvm_fwriter_struct(&w, "@prepared", 2, names, args));
+    FVM_TRY(fvm_fwriter_struct(&w, "@prepared", 2, names, args));
     (void)t;
     return add_func(m, PREPARE, &w,
                     "Distribute-Aggregate form: server_prepare (at the server). What the server broadcasts, and "
@@ -200,19 +193,19 @@ static fvm_status write_prepare(da *m, const da_types *t)
 static fvm_status write_broadcast(da *m, const da_types *t)
 {
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
-    TRY(fvm_fwriter_param(&w, "@broadcast", t->broadcast, -1));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
+    FVM_TRY(fvm_fwriter_param(&w, "@broadcast", t->broadcast, -1));
     const char **c = fvm_arena_array(m->a, (size_t)m->nbcast + 1, sizeof *c);
     if (!c)
         return nomem(m->d);
     for (int j = 0; j < m->nbcast; j++) {
         const fvm_fnode *n = &m->fl->nodes[m->bcast[j]];
         const char *in = str(m, "@broadcast/b%d", j);
-        TRY(fvm_fwriter_field(&w, in, str(m, "b%d", j), "@broadcast"));
+        FVM_TRY(fvm_fwriter_field(&w, in, str(m, "b%d", j), "@broadcast"));
         c[j] = n->name;
-        TRY(fvm_fwriter_instr(&w, n->name, fvm_op_table[n->in->op].name, (fvm_doc *)n->in->attrs, 1, &in));
+        FVM_TRY(fvm_fwriter_instr(&w, n->name, fvm_op_table[n->in->op].name, (fvm_doc *)n->in->attrs, 1, &in));
     }
-    TRY(fvm_fwriter_struct(&w, "@context", m->nbcast, fvm_flow_names(m->a, m->nbcast, "c%d"), c));
+    FVM_TRY(fvm_fwriter_struct(&w, "@context", m->nbcast, fvm_flow_names(m->a, m->nbcast, "c%d"), c));
     return add_func(m, BROADCAST, &w,
                     "Distribute-Aggregate form: server_to_client_broadcast. The round's broadcasts, as written.",
                     "@context");
@@ -221,16 +214,16 @@ static fvm_status write_broadcast(da *m, const da_types *t)
 static fvm_status write_work(da *m, const da_types *t)
 {
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
     const fvm_func *f = m->fl->f;
     for (int k = 0; k < m->nclient; k++) {
         int i = m->client[k];
-        TRY(fvm_fwriter_param(&w, f->param_names[m->fl->nodes[i].param], m->fl->nodes[i].type, i));
+        FVM_TRY(fvm_fwriter_param(&w, f->param_names[m->fl->nodes[i].param], m->fl->nodes[i].type, i));
     }
-    TRY(fvm_fwriter_param(&w, "@context", t->context, -1));
+    FVM_TRY(fvm_fwriter_param(&w, "@context", t->context, -1));
     for (int j = 0; j < m->nbcast; j++) {
         const char *name = str(m, "@context/c%d", j);
-        TRY(fvm_fwriter_field(&w, name, str(m, "c%d", j), "@context"));
+        FVM_TRY(fvm_fwriter_field(&w, name, str(m, "c%d", j), "@context"));
         w.bound[m->bcast[j]] = name;
     }
     const char **u = fvm_arena_array(m->a, (size_t)m->nupdates + 1, sizeof *u);
@@ -239,11 +232,11 @@ static fvm_status write_work(da *m, const da_types *t)
     int k = 0;
     for (int i = 0; i < m->nagg; i++) {
         const fvm_fnode *g = &m->fl->nodes[m->agg[i]];
-        TRY(fvm_fwriter_node(&w, g->args[0], &u[k++]));
+        FVM_TRY(fvm_fwriter_node(&w, g->args[0], &u[k++]));
         if (g->in->op == FVM_OP_FEDERATED_WEIGHTED_MEAN)
-            TRY(fvm_fwriter_node(&w, g->args[1], &u[k++]));
+            FVM_TRY(fvm_fwriter_node(&w, g->args[1], &u[k++]));
     }
-    TRY(fvm_fwriter_struct(&w, "@updates", m->nupdates, m->update_names, u));
+    FVM_TRY(fvm_fwriter_struct(&w, "@updates", m->nupdates, m->update_names, u));
     return add_func(m, WORK, &w,
                     "Distribute-Aggregate form: client_work (at the clients). What each client sends to the "
                     "aggregations.",
@@ -253,9 +246,9 @@ static fvm_status write_work(da *m, const da_types *t)
 static fvm_status write_aggregate(da *m, const da_types *t)
 {
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
-    TRY(bind_intermediate(m, &w, t->inter));
-    TRY(fvm_fwriter_param(&w, "@updates", t->updates, -1));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
+    FVM_TRY(bind_intermediate(m, &w, t->inter));
+    FVM_TRY(fvm_fwriter_param(&w, "@updates", t->updates, -1));
     const char **r = fvm_arena_array(m->a, (size_t)m->nagg + 1, sizeof *r);
     if (!r)
         return nomem(m->d);
@@ -265,17 +258,17 @@ static fvm_status write_aggregate(da *m, const da_types *t)
         const char *args[2];
         int nargs = 1;
         args[0] = str(m, "@updates/%d", k);
-        TRY(fvm_fwriter_field(&w, args[0], m->update_names[k++], "@updates"));
+        FVM_TRY(fvm_fwriter_field(&w, args[0], m->update_names[k++], "@updates"));
         if (g->in->op == FVM_OP_FEDERATED_WEIGHTED_MEAN) {
             args[nargs] = str(m, "@updates/%d", k);
-            TRY(fvm_fwriter_field(&w, args[nargs++], m->update_names[k++], "@updates"));
+            FVM_TRY(fvm_fwriter_field(&w, args[nargs++], m->update_names[k++], "@updates"));
         } else if (g->in->op == FVM_OP_FEDERATED_AGGREGATE) {
             args[nargs++] = w.bound[g->args[1]];
         }
         r[i] = g->name;
-        TRY(fvm_fwriter_instr(&w, g->name, fvm_op_table[g->in->op].name, (fvm_doc *)g->in->attrs, nargs, args));
+        FVM_TRY(fvm_fwriter_instr(&w, g->name, fvm_op_table[g->in->op].name, (fvm_doc *)g->in->attrs, nargs, args));
     }
-    TRY(fvm_fwriter_struct(&w, "@aggregates", m->nagg, fvm_flow_names(m->a, m->nagg, "r%d"), r));
+    FVM_TRY(fvm_fwriter_struct(&w, "@aggregates", m->nagg, fvm_flow_names(m->a, m->nagg, "r%d"), r));
     return add_func(m, AGGREGATE, &w,
                     "Distribute-Aggregate form: client_to_server_aggregation. The round's aggregations, as written.",
                     "@aggregates");
@@ -284,16 +277,16 @@ static fvm_status write_aggregate(da *m, const da_types *t)
 static fvm_status write_result(da *m, const da_types *t)
 {
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
-    TRY(bind_intermediate(m, &w, t->inter));
-    TRY(fvm_fwriter_param(&w, "@aggregates", t->aggregates, -1));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
+    FVM_TRY(bind_intermediate(m, &w, t->inter));
+    FVM_TRY(fvm_fwriter_param(&w, "@aggregates", t->aggregates, -1));
     for (int i = 0; i < m->nagg; i++) {
         const char *name = str(m, "@aggregates/r%d", i);
-        TRY(fvm_fwriter_field(&w, name, str(m, "r%d", i), "@aggregates"));
+        FVM_TRY(fvm_fwriter_field(&w, name, str(m, "r%d", i), "@aggregates"));
         w.bound[m->agg[i]] = name;
     }
     const char *result;
-    TRY(fvm_fwriter_node(&w, m->fl->result, &result));
+    FVM_TRY(fvm_fwriter_node(&w, m->fl->result, &result));
     return add_func(m, RESULT, &w,
                     "Distribute-Aggregate form: server_result (at the server). The round's result from the "
                     "intermediate state and the aggregates.",
@@ -310,26 +303,26 @@ static fvm_status write_round(da *m)
 {
     const fvm_func *f = m->fl->f;
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, false, m->d));
     const char **args = fvm_arena_array(m->a, (size_t)f->nparams + 2, sizeof *args);
     if (!args)
         return nomem(m->d);
     for (int i = 0; i < f->nparams; i++)
-        TRY(fvm_fwriter_param(&w, f->param_names[i], f->param_types[i], -1));
+        FVM_TRY(fvm_fwriter_param(&w, f->param_names[i], f->param_types[i], -1));
     for (int k = 0; k < m->nserver; k++)
         args[k] = f->param_names[m->fl->nodes[m->server[k]].param];
-    TRY(call(m, &w, "@prepared", PREPARE, m->nserver, args));
-    TRY(fvm_fwriter_field(&w, "@broadcast", "broadcast", "@prepared"));
-    TRY(fvm_fwriter_field(&w, "@intermediate", "intermediate", "@prepared"));
+    FVM_TRY(call(m, &w, "@prepared", PREPARE, m->nserver, args));
+    FVM_TRY(fvm_fwriter_field(&w, "@broadcast", "broadcast", "@prepared"));
+    FVM_TRY(fvm_fwriter_field(&w, "@intermediate", "intermediate", "@prepared"));
     const char *bc = "@broadcast";
-    TRY(call(m, &w, "@context", BROADCAST, 1, &bc));
+    FVM_TRY(call(m, &w, "@context", BROADCAST, 1, &bc));
     for (int k = 0; k < m->nclient; k++)
         args[k] = f->param_names[m->fl->nodes[m->client[k]].param];
     args[m->nclient] = "@context";
-    TRY(call(m, &w, "@updates", WORK, m->nclient + 1, args));
+    FVM_TRY(call(m, &w, "@updates", WORK, m->nclient + 1, args));
     const char *ag[2] = {"@intermediate", "@updates"}, *rs[2] = {"@intermediate", "@aggregates"};
-    TRY(call(m, &w, "@aggregates", AGGREGATE, 2, ag));
-    TRY(call(m, &w, "@result", RESULT, 2, rs));
+    FVM_TRY(call(m, &w, "@aggregates", AGGREGATE, 2, ag));
+    FVM_TRY(call(m, &w, "@result", RESULT, 2, rs));
     fvm_doc *fn = fvm_fwriter_finish(&w, f->doc, "@result");
     return fn && !fvm_doc_set(m->a, m->funcs, f->name, fn) ? FVM_OK : nomem(m->d);
 }

@@ -30,13 +30,6 @@ typedef fvm_mr_types mr_types;
 
 const char *const fvm_mr_roles[FVM_MR_NPARTS] = {"prepare", "work", "zero", "accumulate", "merge", "report", "update"};
 
-#define TRY(x)                   \
-    do {                         \
-        fvm_status s_ = (x);     \
-        if (s_ != FVM_OK)        \
-            return s_;           \
-    } while (0)
-
 static fvm_status nomem(fvm_diag *d)
 {
     return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
@@ -176,17 +169,17 @@ static fvm_status zero_of(mr *m, fvm_fwriter *w, int g, const char **name)
     case FVM_OP_FEDERATED_SUM:
         return fvm_fwriter_zeros(w, *name, fvm_mr_node_type(m, n->args[0]));
     case FVM_OP_FEDERATED_MEAN:
-        TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
-        TRY(const_scalar(w, x, fvm_doc_int(w->a, 0), "i64"));
+        FVM_TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
+        FVM_TRY(const_scalar(w, x, fvm_doc_int(w->a, 0), "i64"));
         return struct2(w, *name, "sum", v, "count", x);
     case FVM_OP_FEDERATED_WEIGHTED_MEAN:
-        TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
-        TRY(fvm_fwriter_zeros(w, x, fvm_mr_node_type(m, n->args[1])));
+        FVM_TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
+        FVM_TRY(fvm_fwriter_zeros(w, x, fvm_mr_node_type(m, n->args[1])));
         return struct2(w, *name, "sum", v, "weight", x);
     case FVM_OP_FEDERATED_MIN:
     case FVM_OP_FEDERATED_MAX:
-        TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
-        TRY(const_scalar(w, x, fvm_doc_bool(w->a, false), "bool"));
+        FVM_TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
+        FVM_TRY(const_scalar(w, x, fvm_doc_bool(w->a, false), "bool"));
         return struct2(w, *name, "value", v, "seen", x);
     default: { /* federated_aggregate: its own zero, built from constants alone */
         const fvm_fnode *z = &m->fl->nodes[n->args[1]];
@@ -210,28 +203,28 @@ static fvm_status accumulate_one(mr *m, fvm_fwriter *w, int g, const char *acc, 
     case FVM_OP_FEDERATED_SUM:
         return binop(w, name, "add", acc, u);
     case FVM_OP_FEDERATED_MEAN:
-        TRY(const_scalar(w, t1, fvm_doc_int(w->a, 1), "i64"));
-        TRY(struct2(w, t2, "sum", u, "count", t1));
+        FVM_TRY(const_scalar(w, t1, fvm_doc_int(w->a, 1), "i64"));
+        FVM_TRY(struct2(w, t2, "sum", u, "count", t1));
         return binop(w, name, "add", acc, t2);
     case FVM_OP_FEDERATED_WEIGHTED_MEAN: {
         fvm_dtype dt;
-        TRY(float_dtype(m, g, &dt));
+        FVM_TRY(float_dtype(m, g, &dt));
         const fvm_type *wt = fvm_mr_node_type(m, m->fl->nodes[g].args[1]);
         const char *wcast;
-        TRY(fvm_fwriter_field(w, t1, "value", u));
-        TRY(fvm_fwriter_field(w, t2, "weight", u));
-        TRY(cast_to(w, t3, t2, wt->u.tensor.dtype, dt, &wcast));
-        TRY(binop(w, t4, "mul", t1, wcast));
-        TRY(struct2(w, t5, "sum", t4, "weight", t2));
+        FVM_TRY(fvm_fwriter_field(w, t1, "value", u));
+        FVM_TRY(fvm_fwriter_field(w, t2, "weight", u));
+        FVM_TRY(cast_to(w, t3, t2, wt->u.tensor.dtype, dt, &wcast));
+        FVM_TRY(binop(w, t4, "mul", t1, wcast));
+        FVM_TRY(struct2(w, t5, "sum", t4, "weight", t2));
         return binop(w, name, "add", acc, t5);
     }
     case FVM_OP_FEDERATED_MIN:
     case FVM_OP_FEDERATED_MAX:
-        TRY(fvm_fwriter_field(w, t1, "value", acc));
-        TRY(fvm_fwriter_field(w, t2, "seen", acc));
-        TRY(binop(w, t3, in->op == FVM_OP_FEDERATED_MIN ? "minimum" : "maximum", t1, u));
-        TRY(select3(w, t4, t2, t3, u));
-        TRY(const_scalar(w, t5, fvm_doc_bool(w->a, true), "bool"));
+        FVM_TRY(fvm_fwriter_field(w, t1, "value", acc));
+        FVM_TRY(fvm_fwriter_field(w, t2, "seen", acc));
+        FVM_TRY(binop(w, t3, in->op == FVM_OP_FEDERATED_MIN ? "minimum" : "maximum", t1, u));
+        FVM_TRY(select3(w, t4, t2, t3, u));
+        FVM_TRY(const_scalar(w, t5, fvm_doc_bool(w->a, true), "bool"));
         return struct2(w, name, "value", t4, "seen", t5);
     default: {
         const char *args[2] = {acc, u};
@@ -253,14 +246,14 @@ static fvm_status merge_one(mr *m, fvm_fwriter *w, int g, const char *x, const c
         /* the built-in merges two partials with minimum/maximum; an empty
          * side (a block of no clients cannot occur, but merge must be total)
          * gives the other */
-        TRY(fvm_fwriter_field(w, t[0], "value", x));
-        TRY(fvm_fwriter_field(w, t[1], "seen", x));
-        TRY(fvm_fwriter_field(w, t[2], "value", y));
-        TRY(fvm_fwriter_field(w, t[3], "seen", y));
-        TRY(binop(w, t[4], in->op == FVM_OP_FEDERATED_MIN ? "minimum" : "maximum", t[0], t[2]));
-        TRY(select3(w, t[5], t[3], t[4], t[0]));
-        TRY(select3(w, t[6], t[1], t[5], t[2]));
-        TRY(binop(w, t[7], "or", t[1], t[3]));
+        FVM_TRY(fvm_fwriter_field(w, t[0], "value", x));
+        FVM_TRY(fvm_fwriter_field(w, t[1], "seen", x));
+        FVM_TRY(fvm_fwriter_field(w, t[2], "value", y));
+        FVM_TRY(fvm_fwriter_field(w, t[3], "seen", y));
+        FVM_TRY(binop(w, t[4], in->op == FVM_OP_FEDERATED_MIN ? "minimum" : "maximum", t[0], t[2]));
+        FVM_TRY(select3(w, t[5], t[3], t[4], t[0]));
+        FVM_TRY(select3(w, t[6], t[1], t[5], t[2]));
+        FVM_TRY(binop(w, t[7], "or", t[1], t[3]));
         return struct2(w, name, "value", t[6], "seen", t[7]);
     case FVM_OP_FEDERATED_AGGREGATE: {
         const char *args[2] = {x, y};
@@ -284,13 +277,13 @@ static fvm_status report_one(mr *m, fvm_fwriter *w, int g, const char *acc, cons
         return FVM_OK;
     case FVM_OP_FEDERATED_MEAN:
     case FVM_OP_FEDERATED_WEIGHTED_MEAN: {
-        TRY(float_dtype(m, g, &dt));
+        FVM_TRY(float_dtype(m, g, &dt));
         bool mean = n->in->op == FVM_OP_FEDERATED_MEAN;
         fvm_dtype from = mean ? FVM_DTYPE_I64 : fvm_mr_node_type(m, n->args[1])->u.tensor.dtype;
         const char *den;
-        TRY(fvm_fwriter_field(w, t1, "sum", acc));
-        TRY(fvm_fwriter_field(w, t2, mean ? "count" : "weight", acc));
-        TRY(cast_to(w, t3, t2, from, dt, &den));
+        FVM_TRY(fvm_fwriter_field(w, t1, "sum", acc));
+        FVM_TRY(fvm_fwriter_field(w, t2, mean ? "count" : "weight", acc));
+        FVM_TRY(cast_to(w, t3, t2, from, dt, &den));
         *name = out;
         return binop(w, out, "div", t1, den);
     }
@@ -407,7 +400,7 @@ static fvm_status server_params(mr *m, fvm_fwriter *w)
     const fvm_func *f = m->fl->f;
     for (int k = 0; k < m->nserver; k++) {
         int i = m->server[k];
-        TRY(fvm_fwriter_param(w, f->param_names[m->fl->nodes[i].param], fvm_mr_node_type(m, i), i));
+        FVM_TRY(fvm_fwriter_param(w, f->param_names[m->fl->nodes[i].param], fvm_mr_node_type(m, i), i));
     }
     return FVM_OK;
 }
@@ -415,14 +408,14 @@ static fvm_status server_params(mr *m, fvm_fwriter *w)
 static fvm_status write_prepare(mr *m, const mr_types *t)
 {
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
-    TRY(server_params(m, &w));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
+    FVM_TRY(server_params(m, &w));
     const char **args = fvm_arena_array(m->a, (size_t)m->nbcast + 1, sizeof *args);
     if (!args)
         return nomem(m->d);
     for (int j = 0; j < m->nbcast; j++)
-        TRY(fvm_fwriter_node(&w, m->fl->nodes[m->bcast[j]].args[0], &args[j]));
-    TRY(fvm_fwriter_struct(&w, "@broadcast", m->nbcast, fvm_flow_names(m->a, m->nbcast, "b%d"), args));
+        FVM_TRY(fvm_fwriter_node(&w, m->fl->nodes[m->bcast[j]].args[0], &args[j]));
+    FVM_TRY(fvm_fwriter_struct(&w, "@broadcast", m->nbcast, fvm_flow_names(m->a, m->nbcast, "b%d"), args));
     (void)t;
     return add_func(m, m->part[FVM_MR_PREPARE], &w,
                     "MapReduce form: prepare. From the server's inputs, what the server broadcasts to every "
@@ -433,16 +426,16 @@ static fvm_status write_prepare(mr *m, const mr_types *t)
 static fvm_status write_work(mr *m, const mr_types *t)
 {
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
     const fvm_func *f = m->fl->f;
     for (int k = 0; k < m->nclient; k++) {
         int i = m->client[k];
-        TRY(fvm_fwriter_param(&w, f->param_names[m->fl->nodes[i].param], fvm_mr_node_type(m, i), i));
+        FVM_TRY(fvm_fwriter_param(&w, f->param_names[m->fl->nodes[i].param], fvm_mr_node_type(m, i), i));
     }
-    TRY(fvm_fwriter_param(&w, "@broadcast", t->C, -1));
+    FVM_TRY(fvm_fwriter_param(&w, "@broadcast", t->C, -1));
     for (int j = 0; j < m->nbcast; j++) {
         const char *name = str(m, "@broadcast/b%d", j);
-        TRY(fvm_fwriter_field(&w, name, str(m, "b%d", j), "@broadcast"));
+        FVM_TRY(fvm_fwriter_field(&w, name, str(m, "b%d", j), "@broadcast"));
         w.bound[m->bcast[j]] = name;
     }
     const char **u = fvm_arena_array(m->a, (size_t)m->nagg + 1, sizeof *u),
@@ -451,19 +444,19 @@ static fvm_status write_work(mr *m, const mr_types *t)
         return nomem(m->d);
     for (int i = 0; i < m->nagg; i++) {
         const fvm_fnode *g = &m->fl->nodes[m->agg[i]];
-        TRY(fvm_fwriter_node(&w, g->args[0], &u[i]));
+        FVM_TRY(fvm_fwriter_node(&w, g->args[0], &u[i]));
         if (g->in->op == FVM_OP_FEDERATED_WEIGHTED_MEAN) {
             const char *wt, *name = str(m, "@u%d", i);
-            TRY(fvm_fwriter_node(&w, g->args[1], &wt));
-            TRY(struct2(&w, name, "value", u[i], "weight", wt));
+            FVM_TRY(fvm_fwriter_node(&w, g->args[1], &wt));
+            FVM_TRY(struct2(&w, name, "value", u[i], "weight", wt));
             u[i] = name;
         }
     }
     for (int j = 0; j < m->nsec; j++)
-        TRY(fvm_fwriter_node(&w, m->fl->nodes[m->sec[j]].args[0], &s[j]));
-    TRY(fvm_fwriter_struct(&w, "@updates", m->nagg, fvm_flow_names(m->a, m->nagg, "u%d"), u));
-    TRY(fvm_fwriter_struct(&w, "@secure", m->nsec, fvm_flow_names(m->a, m->nsec, "s%d"), s));
-    TRY(struct2(&w, "@work", "updates", "@updates", "secure", "@secure"));
+        FVM_TRY(fvm_fwriter_node(&w, m->fl->nodes[m->sec[j]].args[0], &s[j]));
+    FVM_TRY(fvm_fwriter_struct(&w, "@updates", m->nagg, fvm_flow_names(m->a, m->nagg, "u%d"), u));
+    FVM_TRY(fvm_fwriter_struct(&w, "@secure", m->nsec, fvm_flow_names(m->a, m->nsec, "s%d"), s));
+    FVM_TRY(struct2(&w, "@work", "updates", "@updates", "secure", "@secure"));
     return add_func(m, m->part[FVM_MR_WORK], &w,
                     "MapReduce form: work. One client's part of the round, from its data and the broadcast: "
                     "its update (one field per aggregation) and its inputs to the secure sums.",
@@ -473,13 +466,13 @@ static fvm_status write_work(mr *m, const mr_types *t)
 static fvm_status write_zero(mr *m)
 {
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
     const char **a = fvm_arena_array(m->a, (size_t)m->nagg + 1, sizeof *a);
     if (!a)
         return nomem(m->d);
     for (int i = 0; i < m->nagg; i++)
-        TRY(zero_of(m, &w, m->agg[i], &a[i]));
-    TRY(fvm_fwriter_struct(&w, "@zero", m->nagg, fvm_flow_names(m->a, m->nagg, "a%d"), a));
+        FVM_TRY(zero_of(m, &w, m->agg[i], &a[i]));
+    FVM_TRY(fvm_fwriter_struct(&w, "@zero", m->nagg, fvm_flow_names(m->a, m->nagg, "a%d"), a));
     return add_func(m, m->part[FVM_MR_ZERO], &w, "MapReduce form: zero. The accumulator every block of clients starts from.",
                     "@zero");
 }
@@ -488,10 +481,10 @@ static fvm_status write_zero(mr *m)
 static fvm_status write_fold(mr *m, const mr_types *t, bool two)
 {
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
     const char *p0 = two ? "@x" : "@acc", *p1 = two ? "@y" : "@update";
-    TRY(fvm_fwriter_param(&w, p0, t->A, -1));
-    TRY(fvm_fwriter_param(&w, p1, two ? t->A : t->U, -1));
+    FVM_TRY(fvm_fwriter_param(&w, p0, t->A, -1));
+    FVM_TRY(fvm_fwriter_param(&w, p1, two ? t->A : t->U, -1));
     const char **out = fvm_arena_array(m->a, (size_t)m->nagg + 1, sizeof *out);
     if (!out)
         return nomem(m->d);
@@ -499,11 +492,11 @@ static fvm_status write_fold(mr *m, const mr_types *t, bool two)
         int g = m->agg[i];
         const char *x = str(m, two ? "@x/a%d" : "@acc/a%d", i), *y = str(m, two ? "@y/a%d" : "@update/u%d", i);
         out[i] = str(m, "@result/a%d", i);
-        TRY(fvm_fwriter_field(&w, x, str(m, "a%d", i), p0));
-        TRY(fvm_fwriter_field(&w, y, str(m, two ? "a%d" : "u%d", i), p1));
-        TRY(two ? merge_one(m, &w, g, x, y, out[i]) : accumulate_one(m, &w, g, x, y, out[i]));
+        FVM_TRY(fvm_fwriter_field(&w, x, str(m, "a%d", i), p0));
+        FVM_TRY(fvm_fwriter_field(&w, y, str(m, two ? "a%d" : "u%d", i), p1));
+        FVM_TRY(two ? merge_one(m, &w, g, x, y, out[i]) : accumulate_one(m, &w, g, x, y, out[i]));
     }
-    TRY(fvm_fwriter_struct(&w, "@result", m->nagg, fvm_flow_names(m->a, m->nagg, "a%d"), out));
+    FVM_TRY(fvm_fwriter_struct(&w, "@result", m->nagg, fvm_flow_names(m->a, m->nagg, "a%d"), out));
     return add_func(m, m->part[two ? FVM_MR_MERGE : FVM_MR_ACCUMULATE], &w,
                     two ? "MapReduce form: merge. Two partial accumulators (of consecutive blocks of clients) "
                           "combined."
@@ -514,17 +507,17 @@ static fvm_status write_fold(mr *m, const mr_types *t, bool two)
 static fvm_status write_report(mr *m, const mr_types *t)
 {
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
-    TRY(fvm_fwriter_param(&w, "@acc", t->A, -1));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
+    FVM_TRY(fvm_fwriter_param(&w, "@acc", t->A, -1));
     const char **r = fvm_arena_array(m->a, (size_t)m->nagg + 1, sizeof *r);
     if (!r)
         return nomem(m->d);
     for (int i = 0; i < m->nagg; i++) {
         const char *x = str(m, "@acc/a%d", i);
-        TRY(fvm_fwriter_field(&w, x, str(m, "a%d", i), "@acc"));
-        TRY(report_one(m, &w, m->agg[i], x, &r[i]));
+        FVM_TRY(fvm_fwriter_field(&w, x, str(m, "a%d", i), "@acc"));
+        FVM_TRY(report_one(m, &w, m->agg[i], x, &r[i]));
     }
-    TRY(fvm_fwriter_struct(&w, "@report", m->nagg, fvm_flow_names(m->a, m->nagg, "r%d"), r));
+    FVM_TRY(fvm_fwriter_struct(&w, "@report", m->nagg, fvm_flow_names(m->a, m->nagg, "r%d"), r));
     return add_func(m, m->part[FVM_MR_REPORT], &w,
                     "MapReduce form: report. The aggregations' results from the final accumulator.", "@report");
 }
@@ -532,22 +525,22 @@ static fvm_status write_report(mr *m, const mr_types *t)
 static fvm_status write_update(mr *m, const mr_types *t)
 {
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
-    TRY(server_params(m, &w));
-    TRY(fvm_fwriter_param(&w, "@report", t->R, -1));
-    TRY(fvm_fwriter_param(&w, "@secure", t->SECR, -1));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
+    FVM_TRY(server_params(m, &w));
+    FVM_TRY(fvm_fwriter_param(&w, "@report", t->R, -1));
+    FVM_TRY(fvm_fwriter_param(&w, "@secure", t->SECR, -1));
     for (int i = 0; i < m->nagg; i++) {
         const char *name = str(m, "@report/r%d", i);
-        TRY(fvm_fwriter_field(&w, name, str(m, "r%d", i), "@report"));
+        FVM_TRY(fvm_fwriter_field(&w, name, str(m, "r%d", i), "@report"));
         w.bound[m->agg[i]] = name;
     }
     for (int j = 0; j < m->nsec; j++) {
         const char *name = str(m, "@secure/s%d", j);
-        TRY(fvm_fwriter_field(&w, name, str(m, "s%d", j), "@secure"));
+        FVM_TRY(fvm_fwriter_field(&w, name, str(m, "s%d", j), "@secure"));
         w.bound[m->sec[j]] = name;
     }
     const char *result;
-    TRY(fvm_fwriter_node(&w, m->fl->result, &result));
+    FVM_TRY(fvm_fwriter_node(&w, m->fl->result, &result));
     return add_func(m, m->part[FVM_MR_UPDATE], &w,
                     "MapReduce form: update. The round's result (unplaced) from the server's inputs, the "
                     "aggregations' results and the secure sums.",
@@ -562,12 +555,12 @@ static fvm_status write_getter(mr *m, const char *name, const fvm_type *t, int d
     if (fvm_doc_get(m->funcs, name))
         return FVM_OK;
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
-    TRY(fvm_fwriter_param(&w, "@x", t, -1));
+    FVM_TRY(fvm_fwriter_init(&w, m->a, m->fl, true, m->d));
+    FVM_TRY(fvm_fwriter_param(&w, "@x", t, -1));
     const char *at = "@x";
     for (int k = 0; k < depth; k++) {
         const char *next = str(m, "@x/%d", k);
-        TRY(fvm_fwriter_field(&w, next, path[k], at));
+        FVM_TRY(fvm_fwriter_field(&w, next, path[k], at));
         at = next;
     }
     return add_func(m, name, &w, "MapReduce form: a part of a value, for the rewritten round.", at);
@@ -616,7 +609,7 @@ static fvm_status rebuild(rewrite *r, int i, const char **name)
     *name = fvm_arena_printf(m->a, "@result/%s", fn);
     if (!fn || !*name)
         return nomem(m->d);
-    TRY(write_getter(m, fn, r->out, r->depth, r->path));
+    FVM_TRY(write_getter(m, fn, r->out, r->depth, r->path));
     const char *arg = "@out";
     fvm_doc *attrs = fvm_attr1(m->a, "fn", fn);
     return attrs ? fvm_fwriter_instr(&r->w, *name, "federated_apply", attrs, 1, &arg) : nomem(m->d);
@@ -648,7 +641,7 @@ static fvm_status placed_server_args(mr *m, fvm_fwriter *w, const char **args)
             fvm_doc *attrs = fvm_attr1(m->a, "placement", "SERVER");
             if (!name || !attrs)
                 return nomem(m->d);
-            TRY(fvm_fwriter_instr(w, name, "federated_value", attrs, 1, &args[k]));
+            FVM_TRY(fvm_fwriter_instr(w, name, "federated_value", attrs, 1, &args[k]));
             args[k] = name;
         }
     }
@@ -662,9 +655,9 @@ fvm_status fvm_mr_exchange(fvm_mr *m, fvm_fwriter *w, const char *work, bool rep
     /* the aggregations, as one federated_aggregate of the updates */
     const char *path[2] = {"updates", NULL};
     const char *get_updates = fvm_arena_printf(m->a, "%s.updates", f->name);
-    TRY(write_getter(m, get_updates, t->WORK, 1, path));
-    TRY(fvm_fwriter_instr(w, "@updates", "federated_map", fvm_attr1(m->a, "fn", get_updates), 1, &work));
-    TRY(fvm_fwriter_instr(w, "@zero", "call", fvm_attr1(m->a, "fn", m->part[FVM_MR_ZERO]), 0, NULL));
+    FVM_TRY(write_getter(m, get_updates, t->WORK, 1, path));
+    FVM_TRY(fvm_fwriter_instr(w, "@updates", "federated_map", fvm_attr1(m->a, "fn", get_updates), 1, &work));
+    FVM_TRY(fvm_fwriter_instr(w, "@zero", "call", fvm_attr1(m->a, "fn", m->part[FVM_MR_ZERO]), 0, NULL));
     fvm_doc *agg = fvm_doc_new(m->a, FVM_DOC_OBJECT);
     if (!agg || fvm_doc_set(m->a, agg, "accumulate", fvm_doc_string(m->a, m->part[FVM_MR_ACCUMULATE])) ||
         fvm_doc_set(m->a, agg, "merge", fvm_doc_string(m->a, m->part[FVM_MR_MERGE])) ||
@@ -672,7 +665,7 @@ fvm_status fvm_mr_exchange(fvm_mr *m, fvm_fwriter *w, const char *work, bool rep
         return nomem(m->d);
     agg->flow = true;
     const char *aggargs[2] = {"@updates", "@zero"};
-    TRY(fvm_fwriter_instr(w, report ? "@report" : "@acc", "federated_aggregate", agg, 2, aggargs));
+    FVM_TRY(fvm_fwriter_instr(w, report ? "@report" : "@acc", "federated_aggregate", agg, 2, aggargs));
     return fvm_mr_secure_sums(m, w, work, t->WORK, fvm_arena_printf(m->a, "%s.secure", f->name));
 }
 
@@ -684,14 +677,14 @@ fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, con
     for (int j = 0; j < m->nsec; j++) {
         const char *get = fvm_arena_printf(m->a, "%s.%d", getter, j), *in = str(m, "@secure/s%d", j);
         const char *p2[2] = {"secure", str(m, "s%d", j)};
-        TRY(write_getter(m, get, t, 2, p2));
-        TRY(fvm_fwriter_instr(w, in, "federated_map", fvm_attr1(m->a, "fn", get), 1, &values));
+        FVM_TRY(write_getter(m, get, t, 2, p2));
+        FVM_TRY(fvm_fwriter_instr(w, in, "federated_map", fvm_attr1(m->a, "fn", get), 1, &values));
         fvm_doc *bw = fvm_doc_new(m->a, FVM_DOC_OBJECT);
         if (!bw || fvm_doc_set(m->a, bw, "bitwidth", fvm_doc_int(m->a, m->fl->nodes[m->sec[j]].in->a.bitwidth)))
             return nomem(m->d);
         bw->flow = true;
         sums[j] = str(m, "@secure_sum/s%d", j);
-        TRY(fvm_fwriter_instr(w, sums[j], "federated_secure_sum_bitwidth", bw, 1, &in));
+        FVM_TRY(fvm_fwriter_instr(w, sums[j], "federated_secure_sum_bitwidth", bw, 1, &in));
     }
     if (m->nsec) {
         fvm_doc *zn = fvm_doc_new(m->a, FVM_DOC_OBJECT), *list = fvm_doc_new(m->a, FVM_DOC_ARRAY);
@@ -701,11 +694,11 @@ fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, con
         for (int j = 0; j < m->nsec; j++)
             if (fvm_doc_push(m->a, list, fvm_doc_string(m->a, str(m, "s%d", j))))
                 return nomem(m->d);
-        TRY(fvm_fwriter_instr(w, "@secure", "federated_zip", zn, m->nsec, sums));
+        FVM_TRY(fvm_fwriter_instr(w, "@secure", "federated_zip", zn, m->nsec, sums));
     } else {
         const char *none = "@secure/none";
-        TRY(fvm_fwriter_instr(w, none, "struct", NULL, 0, NULL));
-        TRY(fvm_fwriter_instr(w, "@secure", "federated_value", fvm_attr1(m->a, "placement", "SERVER"), 1, &none));
+        FVM_TRY(fvm_fwriter_instr(w, none, "struct", NULL, 0, NULL));
+        FVM_TRY(fvm_fwriter_instr(w, "@secure", "federated_value", fvm_attr1(m->a, "placement", "SERVER"), 1, &none));
     }
     return FVM_OK;
 }
@@ -715,39 +708,39 @@ fvm_status fvm_mr_round(fvm_mr *m)
     const fvm_func *f = m->fl->f;
     rewrite r = {.m = m};
     fvm_fwriter *w = &r.w;
-    TRY(fvm_fwriter_init(w, m->a, m->fl, false, m->d));
+    FVM_TRY(fvm_fwriter_init(w, m->a, m->fl, false, m->d));
     for (int i = 0; i < f->nparams; i++)
-        TRY(fvm_fwriter_param(w, f->param_names[i], f->param_types[i], -1));
+        FVM_TRY(fvm_fwriter_param(w, f->param_names[i], f->param_types[i], -1));
     const char **server = fvm_arena_array(m->a, (size_t)m->nserver + 3, sizeof *server),
                **client = fvm_arena_array(m->a, (size_t)m->nclient + 2, sizeof *client);
     if (!server || !client)
         return nomem(m->d);
-    TRY(placed_server_args(m, w, server));
+    FVM_TRY(placed_server_args(m, w, server));
     fvm_doc *attrs = fvm_attr1(m->a, "fn", m->part[FVM_MR_PREPARE]);
     if (!attrs)
         return nomem(m->d);
     if (m->nserver == 0) {
         if (fvm_doc_set(m->a, attrs, "placement", fvm_doc_string(m->a, "SERVER")))
             return nomem(m->d);
-        TRY(fvm_fwriter_instr(w, "@broadcast", "federated_eval", attrs, 0, NULL));
+        FVM_TRY(fvm_fwriter_instr(w, "@broadcast", "federated_eval", attrs, 0, NULL));
     } else {
-        TRY(fvm_fwriter_instr(w, "@broadcast", "federated_apply", attrs, m->nserver, server));
+        FVM_TRY(fvm_fwriter_instr(w, "@broadcast", "federated_apply", attrs, m->nserver, server));
     }
     const char *bc = "@broadcast";
-    TRY(fvm_fwriter_instr(w, "@broadcast/clients", "federated_broadcast", NULL, 1, &bc));
+    FVM_TRY(fvm_fwriter_instr(w, "@broadcast/clients", "federated_broadcast", NULL, 1, &bc));
     for (int k = 0; k < m->nclient; k++)
         client[k] = f->param_names[m->fl->nodes[m->client[k]].param];
     client[m->nclient] = "@broadcast/clients";
-    TRY(fvm_fwriter_instr(w, "@work", "federated_map", fvm_attr1(m->a, "fn", m->part[FVM_MR_WORK]), m->nclient + 1, client));
-    TRY(fvm_mr_exchange(m, w, "@work", true));
+    FVM_TRY(fvm_fwriter_instr(w, "@work", "federated_map", fvm_attr1(m->a, "fn", m->part[FVM_MR_WORK]), m->nclient + 1, client));
+    FVM_TRY(fvm_mr_exchange(m, w, "@work", true));
     server[m->nserver] = "@report";
     server[m->nserver + 1] = "@secure";
-    TRY(fvm_fwriter_instr(w, "@out", "federated_apply", fvm_attr1(m->a, "fn", m->part[FVM_MR_UPDATE]), m->nserver + 2,
-                          server));
+    FVM_TRY(fvm_fwriter_instr(w, "@out", "federated_apply", fvm_attr1(m->a, "fn", m->part[FVM_MR_UPDATE]),
+                              m->nserver + 2, server));
     if (!(r.out = unplaced_deep(m->a, m->fl->nodes[m->fl->result].type)))
         return nomem(m->d);
     const char *result;
-    TRY(rebuild(&r, m->fl->result, &result));
+    FVM_TRY(rebuild(&r, m->fl->result, &result));
     fvm_doc *fn = fvm_fwriter_finish(w, f->doc, result);
     return fn && !fvm_doc_set(m->a, m->funcs, f->name, fn) ? FVM_OK : nomem(m->d);
 }

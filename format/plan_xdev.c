@@ -21,13 +21,6 @@
 #include "safetensors.h"
 #include "xdev.h"
 
-#define TRY(x)               \
-    do {                     \
-        fvm_status s_ = (x); \
-        if (s_ != FVM_OK)    \
-            return s_;       \
-    } while (0)
-
 typedef struct xw {
     fvm_arena *a;
     fvm_diag *d;
@@ -130,7 +123,7 @@ static fvm_status tensors(xw *x, fvm_doc *list, const char *prefix, const fvm_ty
     if (t->kind == FVM_T_STRUCT) {
         for (int k = 0; k < t->u.strct.n; k++) {
             const char *name = t->u.strct.names[k] ? t->u.strct.names[k] : fvm_arena_printf(x->a, "%d", k);
-            TRY(tensors(x, list, join(x, prefix, name), t->u.strct.elems[k], what, loc));
+            FVM_TRY(tensors(x, list, join(x, prefix, name), t->u.strct.elems[k], what, loc));
         }
         return FVM_OK;
     }
@@ -210,8 +203,8 @@ static fvm_status broadcasts(xw *x, fvm_doc *list)
         if (!put(x, e, "name", str(x, name)) || !put(x, e, "value", str(x, x->fl.nodes[n->args[0]].name)) ||
             !put(x, e, "instruction", str(x, n->name)) || fvm_doc_push(x->a, list, e))
             return nomem(x->d);
-        TRY(tensor_list(x, e, name, fvm_mr_node_type(&x->m, n->args[0]), what_node(x, "the broadcast", i),
-                        &n->in->loc));
+        FVM_TRY(tensor_list(x, e, name, fvm_mr_node_type(&x->m, n->args[0]), what_node(x, "the broadcast", i),
+                            &n->in->loc));
     }
     return FVM_OK;
 }
@@ -267,8 +260,8 @@ static fvm_status outputs(xw *x, fvm_doc *list)
         }
         if (fvm_doc_push(x->a, list, e))
             return nomem(x->d);
-        TRY(tensor_list(x, e, prefix, t, what_node(x, secure ? "the secure sum's input to" : "the update of", i),
-                        &n->in->loc));
+        FVM_TRY(tensor_list(x, e, prefix, t, what_node(x, secure ? "the secure sum's input to" : "the update of", i),
+                            &n->in->loc));
     }
     return FVM_OK;
 }
@@ -296,10 +289,10 @@ static fvm_status write_exchange(xw *x, bool report)
     const char *names[2] = {report ? "report" : "acc", "secure"}, *args[2] = {report ? "@report" : "@acc", "@secure"};
     const char *result = report ? "@aggregate" : "@partial";
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
-    TRY(fvm_fwriter_param(&w, "@work", updates, -1));
-    TRY(fvm_mr_exchange(m, &w, "@work", report));
-    TRY(fvm_fwriter_struct(&w, result, 2, names, args));
+    FVM_TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
+    FVM_TRY(fvm_fwriter_param(&w, "@work", updates, -1));
+    FVM_TRY(fvm_mr_exchange(m, &w, "@work", report));
+    FVM_TRY(fvm_fwriter_struct(&w, result, 2, names, args));
     const char *doc = report ? "Cross-device plan: aggregate. The clients' updates (work's results), in client index "
                                "order, combined as the round's aggregations: report's results and the secure sums."
                              : "Cross-device plan: partial. The updates of one block of consecutive clients of the "
@@ -320,12 +313,12 @@ static fvm_status write_combine(xw *x)
         return nomem(x->d);
     const char *names[2] = {"report", "secure"}, *args[2] = {"@report", "@secure"}, *a = "@acc";
     fvm_fwriter w;
-    TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
-    TRY(fvm_fwriter_param(&w, "@acc", acc, -1));
-    TRY(fvm_fwriter_param(&w, "@partials", partials, -1));
-    TRY(fvm_fwriter_instr(&w, "@report", "federated_apply", fvm_attr1(x->a, "fn", m->part[FVM_MR_REPORT]), 1, &a));
-    TRY(fvm_mr_secure_sums(m, &w, "@partials", pt, fvm_arena_printf(x->a, "%s.partial.secure", x->f->name)));
-    TRY(fvm_fwriter_struct(&w, "@combine", 2, names, args));
+    FVM_TRY(fvm_fwriter_init(&w, x->a, &x->fl, false, x->d));
+    FVM_TRY(fvm_fwriter_param(&w, "@acc", acc, -1));
+    FVM_TRY(fvm_fwriter_param(&w, "@partials", partials, -1));
+    FVM_TRY(fvm_fwriter_instr(&w, "@report", "federated_apply", fvm_attr1(x->a, "fn", m->part[FVM_MR_REPORT]), 1, &a));
+    FVM_TRY(fvm_mr_secure_sums(m, &w, "@partials", pt, fvm_arena_printf(x->a, "%s.partial.secure", x->f->name)));
+    FVM_TRY(fvm_fwriter_struct(&w, "@combine", 2, names, args));
     fvm_doc *fn = fvm_fwriter_finish(&w,
                                      "Cross-device plan: combine. The accumulator of all blocks (their partials "
                                      "merged pairwise in block order) reported, and the secure sums of the blocks' "
@@ -396,7 +389,7 @@ static fvm_status phase_program(xw *x, const fvm_program *q, const fvm_doc *full
         fvm_doc *fn = fvm_doc_get(written, name);
         if (!keep[i] || !fn) /* derived functions are derived again when the phase is checked */
             continue;
-        TRY(rename_initialize(x, fn));
+        FVM_TRY(rename_initialize(x, fn));
         if (!put(x, funcs, strcmp(name, "initialize") ? name : x->initialize, fn))
             return nomem(x->d);
     }
@@ -443,9 +436,9 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
     fvm_doc *state = object(x, false), *metrics = object(x, true);
     if (!full || !root || !client || !server || !cin || !bc || !outs || !sin || !state || !metrics)
         return nomem(x->d);
-    TRY(client_inputs(x, cin));
-    TRY(broadcasts(x, bc));
-    TRY(outputs(x, outs));
+    FVM_TRY(client_inputs(x, cin));
+    FVM_TRY(broadcasts(x, bc));
+    FVM_TRY(outputs(x, outs));
     for (int k = 0; k < m->nserver; k++) {
         int i = x->fl.nodes[m->server[k]].param;
         fvm_doc *e = object(x, true);
@@ -457,28 +450,29 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
                    *mt = fvm_flow_unplaced(f->result_type->u.strct.elems[1]);
     if (!put(x, state, "type", type_doc(x, st)) || !put(x, metrics, "type", type_doc(x, mt)))
         return nomem(x->d);
-    TRY(tensor_list(x, state, "", st, "the server state", &x->init->result_loc));
+    FVM_TRY(tensor_list(x, state, "", st, "the server state", &x->init->result_loc));
     fvm_doc *partial = object(x, false);
     if (!put(x, partial, "block", fvm_doc_int(x->a, FVM_AGG_BLOCK)) ||
         !put(x, partial, "function", str(x, x->partial)) || !put(x, partial, "merge", str(x, m->part[FVM_MR_MERGE])) ||
         !put(x, partial, "combine", str(x, x->combine)))
         return nomem(x->d);
-    TRY(tensor_list(x, partial, "", partial_type(x), "the partial aggregate of a block of clients", &f->loc));
+    FVM_TRY(tensor_list(x, partial, "", partial_type(x), "the partial aggregate of a block of clients", &f->loc));
 
     const char *work = m->part[FVM_MR_WORK];
     const char *server_roots[] = {x->init->name, m->part[FVM_MR_PREPARE], x->aggregate, m->part[FVM_MR_UPDATE],
                                   x->partial, m->part[FVM_MR_MERGE], x->combine};
     fvm_doc *cprog, *sprog;
-    TRY(phase_program(x, q, full,
-                      fvm_arena_printf(x->a, "The client phase of the cross-device plan of '%s' of %s: work, run by "
-                                       "each client on its data.", f->name, src),
-                      1, &work, &cprog));
-    TRY(phase_program(x, q, full,
-                      fvm_arena_printf(x->a, "The server phase of the cross-device plan of '%s' of %s: initialize, "
-                                       "prepare, aggregate (or partial, merge and combine) and result.", f->name, src),
-                      7, server_roots, &sprog));
-    TRY(verify(x, cprog, "client"));
-    TRY(verify(x, sprog, "server"));
+    FVM_TRY(phase_program(x, q, full,
+                          fvm_arena_printf(x->a, "The client phase of the cross-device plan of '%s' of %s: work, "
+                                           "run by each client on its data.", f->name, src),
+                          1, &work, &cprog));
+    FVM_TRY(phase_program(x, q, full,
+                          fvm_arena_printf(x->a, "The server phase of the cross-device plan of '%s' of %s: "
+                                           "initialize, prepare, aggregate (or partial, merge and combine) and "
+                                           "result.", f->name, src),
+                          7, server_roots, &sprog));
+    FVM_TRY(verify(x, cprog, "client"));
+    FVM_TRY(verify(x, sprog, "server"));
     const char *doc = fvm_arena_printf(x->a, "'%s' of %s as a cross-device plan (written by fedplan; "
                                        "format/PLANS.md). %s", f->name, src, x->p->root->doc ? x->p->root->doc : "");
     if (!put(x, root, "plan", fvm_doc_int(x->a, FVM_XDEV_VERSION)) || !put(x, root, "kind", str(x, "cross-device")) ||

@@ -30,6 +30,23 @@ check() { # check DESCRIPTION -- CMD...: CMD must succeed
     local what=$1; shift 2
     if "$@" >"$T/check" 2>&1; then ok; else bad "$what"; sed 's/^/  | /' "$T/check" | head -8; fi
 }
+same_state() { # same_state A B DESCRIPTION: two safetensors checkpoints hold the same tensors, bit for bit
+    check "$3" -- "${PYTHON:-python3}" - "$1" "$2" <<'EOF'
+import json, struct, sys
+def tensors(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    head = json.loads(raw[8:8 + n])
+    head.pop("__metadata__", None)
+    data = raw[8 + n:]
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()}
+a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
+if a != b:
+    sys.exit("checkpoints differ: %s" % sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
+if not a:
+    sys.exit("no tensors")
+EOF
+}
 # python_with MODULE...: prints the first Python that imports every MODULE, $PYTHON (else
 # python3 on PATH) before the system's /usr/bin/python3 (Debian's python3-numpy and
 # python3-msgpack install there); prints nothing and fails when neither does.

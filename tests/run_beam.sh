@@ -26,24 +26,6 @@ if [ ! -f "$CACHE/node_modules/apache-beam/package.json" ]; then
 fi
 export NODE_PATH=$CACHE/node_modules
 
-same_state() { # same_state A B DESCRIPTION: two checkpoints hold the same tensors, bit for bit
-    check "$3" -- python3 - "$1" "$2" <<'EOF'
-import json, struct, sys
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    head.pop("__metadata__", None)
-    data = raw[8 + n:]
-    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-if a != b:
-    sys.exit("checkpoints differ: %s" % sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
-if not a:
-    sys.exit("no tensors")
-EOF
-}
-
 # proven PROGRAM NAME=DATA R N K: fedvm run and the program's Beam pipeline, R rounds of K of N
 # clients, seed 3: the same metrics lines and the same final tensors.
 proven() {

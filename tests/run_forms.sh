@@ -117,23 +117,6 @@ EOF
 # -- 3. training through the forms: FedAvg on Synthetic(1,1), 5 of 30 clients a round, 4 rounds
 D=$T/synthetic.sqlite
 "$FEDVM" data synthetic --kind fedprox --alpha 1 --beta 1 --seed 5 -o "$D" >/dev/null 2>&1 || bad "synthetic data"
-same_state() { # same_state A B DESCRIPTION: two checkpoints hold the same tensors, bit for bit
-    check "$3" -- "$PY" - "$1" "$2" <<'EOF'
-import json, struct, sys
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    head.pop("__metadata__", None)
-    data = raw[8 + n:]
-    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-if a != b:
-    sys.exit("checkpoints differ: %s" % [k for k in a if a.get(k) != b.get(k)])
-if not a:
-    sys.exit("no tensors")
-EOF
-}
 TRAIN=(--data "train=$D" --data "test=$D:test" --rounds 4 --clients-per-round 5 --seed 3 --eval-every 2)
 for prog in programs/fedavg.json programs/fedadam.json; do
     name=$(basename "$prog" .json)

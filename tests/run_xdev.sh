@@ -18,24 +18,6 @@ SYN=$T/synthetic.sqlite
 "$FEDVM" data synthetic --kind fedprox --alpha 1 --beta 1 --seed 5 -o "$SYN" >/dev/null 2>&1 || bad "synthetic data"
 FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 
-same_state() { # same_state A B DESCRIPTION: two checkpoints hold the same tensors, bit for bit
-    check "$3" -- python3 - "$1" "$2" <<'EOF'
-import json, struct, sys
-def tensors(path):
-    raw = open(path, "rb").read()
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    head.pop("__metadata__", None)
-    data = raw[8 + n:]
-    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]]) for k, v in head.items()}
-a, b = tensors(sys.argv[1]), tensors(sys.argv[2])
-if a != b:
-    sys.exit("checkpoints differ: %s" % sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k)))
-if not a:
-    sys.exit("no tensors")
-EOF
-}
-
 # rounds PLAN NAME=DATA R N K SEED DIR [batch|staged]: R rounds through the plan, K of N clients a
 # round; one device process per client (with 'batch', one per round for all its clients; with
 # 'staged', one per block of 16 clients writing its partial, merged by 'fedvm server merge').

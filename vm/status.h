@@ -24,6 +24,14 @@ typedef enum fvm_status {
     FVM_STATUS_COUNT
 } fvm_status;
 
+/* Evaluates x, a fvm_status, and returns it from the enclosing function unless FVM_OK. */
+#define FVM_TRY(x)                 \
+    do {                           \
+        fvm_status fvm_try_ = (x); \
+        if (fvm_try_ != FVM_OK)    \
+            return fvm_try_;       \
+    } while (0)
+
 /* Short lowercase name of a status ("type", "placement", ...). Never NULL. */
 const char *fvm_status_name(fvm_status s);
 
