@@ -550,13 +550,16 @@ static void check_func(checker *C, fvm_func *f)
             f->result_type = slot_types[s];
         }
     }
-    if (C->errors == errors_before && params_ok) {
+done:
+    /* The passes after checking see well-formed, fully typed functions only:
+     * an instruction the loader could not read leaves the program's
+     * load_errors set and its slot untyped. */
+    f->ok = C->errors == errors_before && params_ok && f->result_type && !C->p->load_errors;
+    if (f->ok) {
         liveness(C, f);
         f->phases = fvm_phases_plan(C->a, f);
         f->fusion = fvm_fusion_plan(C->a, f);
     }
-done:
-    f->ok = C->errors == errors_before && params_ok && f->result_type && !C->p->load_errors;
     if (f->ok && fvm_type_is_placed(f->result_type))
         f->federated = true;
     C->depth--;
