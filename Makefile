@@ -167,6 +167,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 test: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@tests/run_invalid.sh $(BIN)/fedvm
+	@tests/run_hostile.sh $(BIN)
 	@tests/run_cli.sh $(BIN)/fedvm
 	@tests/run_data.sh $(BIN)/fedvm
 	@tests/run_train.sh $(BIN)/fedvm

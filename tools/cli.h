@@ -20,6 +20,13 @@ int cli_usage_error(const char *usage, const char *fmt, const char *arg);
 const char *cli_opt(int argc, char **argv, int *i, const char *name);
 /* A decimal integer in [lo, hi]. */
 bool cli_int(const char *s, long long lo, long long hi, long long *out);
+/* Ends a command: flushes and closes standard output and, when a write or
+ * the close failed (a full disk, a closed pipe), says so and turns status 0
+ * into EXIT_INVALID. Every command's main returns through it. */
+int cli_finish(int status);
+/* Makes writes to a closed pipe fail with EPIPE (reported by cli_finish)
+ * instead of killing the process; called first in every command's main. */
+void cli_start(void);
 /* Replaces path with data atomically (temporary file, fsync, rename). 0 or EXIT_INVALID (message printed). */
 int cli_write_atomic(const char *path, const char *data, size_t len);
 

@@ -48,7 +48,7 @@ static int format_error(const char *what, const char *name)
     return EXIT_USAGE;
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     cli_prog = "fedplan";
     make_usage();
@@ -102,9 +102,8 @@ int main(int argc, char **argv)
         if (out) {
             rc = cli_write_atomic(out, text, len);
         } else {
-            rc = fwrite(text, 1, len, stdout) == len && fflush(stdout) == 0 ? 0 : EXIT_INVALID;
-            if (rc)
-                fprintf(stderr, "%s: cannot write the plan to standard output\n", cli_prog);
+            fwrite(text, 1, len, stdout); /* checked by cli_finish */
+            rc = 0;
         }
     }
     cli_print_errors(&d);
@@ -114,4 +113,10 @@ int main(int argc, char **argv)
     free(text);
     fvm_program_free(p);
     return rc;
+}
+
+int main(int argc, char **argv)
+{
+    cli_start();
+    return cli_finish(dispatch(argc, argv));
 }

@@ -288,7 +288,7 @@ static int cmd_grad(int argc, char **argv)
     return rc;
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         fputs(usage_main, stderr);
@@ -341,4 +341,10 @@ int main(int argc, char **argv)
         return fvm_cmd_run(argc - 1, argv + 1); /* fedvm program.json ... */
     fprintf(stderr, "fedvm: unknown command '%s'\n\n%s", cmd, usage_main);
     return EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    cli_start();
+    return cli_finish(dispatch(argc, argv));
 }

@@ -1,5 +1,7 @@
 /* fedvm_cli.c - helpers shared by the fedvm command's subcommands: errors, options, atomic writes. */
 #include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +10,38 @@
 #include "cli.h"
 
 const char *cli_prog = "fedvm";
+
+void cli_start(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int cli_finish(int status)
+{
+    /* A write that failed earlier left ferror set and, unless something
+     * since has changed it, its reason in errno: kept when it is one a write
+     * gives. */
+    int err = errno;
+    bool earlier = ferror(stdout);
+    if (!earlier || (err != ENOSPC && err != EPIPE && err != EIO && err != EDQUOT && err != EFBIG && err != EBADF))
+        err = 0;
+    errno = 0;
+    bool failed = fflush(stdout) != 0 || earlier || ferror(stdout);
+    if (errno)
+        err = errno;
+    if (fclose(stdout) != 0 && !failed) {
+        failed = true;
+        err = errno;
+    }
+    if (!failed)
+        return status;
+    if (err)
+        fprintf(stderr, "%s: cannot write standard output: %s\n", cli_prog, strerror(err));
+    else /* an earlier write failed; its errno is gone */
+        fprintf(stderr, "%s: cannot write standard output (a full disk or a closed pipe?); the output is incomplete\n",
+                cli_prog);
+    return status ? status : EXIT_INVALID;
+}
 
 int cli_usage_error(const char *usage, const char *fmt, const char *arg)
 {
