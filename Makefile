@@ -8,12 +8,13 @@
 # make asan     the whole test suite under AddressSanitizer + UBSan
 # make bench    benchmarks: fedvm against NumPy, PyTorch and the SGEMM peak (BENCHMARKS.md)
 # make bench-doc  the same, its tables written into BENCHMARKS.md
-# make demo     the main job on a built-in default
+# make demo     the main job on a built-in default (installs missing packages first)
 # make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
 # make MPI=no   any of these without Open MPI (the mpi backend then says it is missing)
 
 # ---- settings --------------------------------------------------------------
 CC       ?= cc
+PKG_CONFIG ?= pkg-config
 PREFIX   ?= /usr/local
 DESTDIR  ?=
 BUILD    ?= build
@@ -36,27 +37,27 @@ ifneq ($(wildcard $(BLAS_PTHREAD)/libopenblas.so),)
 BLAS_CFLAGS := -I/usr/include/$(MULTIARCH)/openblas-pthread
 BLAS_LIBS   := -L$(BLAS_PTHREAD) -Wl,-rpath,$(BLAS_PTHREAD) -lopenblas
 else
-BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
-BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+BLAS_CFLAGS := $(shell $(PKG_CONFIG) --cflags openblas 2>/dev/null)
+BLAS_LIBS   := $(shell $(PKG_CONFIG) --libs openblas 2>/dev/null || echo -lopenblas)
 endif
 CFLAGS   ?= $(OPT)
 ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
-             $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) -I$(BUILD)/gen
-LIBS     = $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -ldeflate -lmsgpackc -lprotobuf-c -lnettle) \
+             $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) -I$(BUILD)/gen
+LIBS     = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -ldeflate -lmsgpackc -lprotobuf-c -lnettle) \
            $(BLAS_LIBS) -lm -lpthread
-TEST_LIBS = $(shell pkg-config --libs cmocka 2>/dev/null || echo -lcmocka)
+TEST_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 # cairo (with fontconfig for its fonts) draws 'fedvm plot' pictures; only the
 # fedvm command links them, not the library.
-PLOT_CFLAGS := $(shell pkg-config --cflags cairo fontconfig 2>/dev/null)
-PLOT_LIBS   := $(shell pkg-config --libs cairo fontconfig 2>/dev/null || echo -lcairo -lfontconfig)
+PLOT_CFLAGS := $(shell $(PKG_CONFIG) --cflags cairo fontconfig 2>/dev/null)
+PLOT_LIBS   := $(shell $(PKG_CONFIG) --libs cairo fontconfig 2>/dev/null || echo -lcairo -lfontconfig)
 # Open MPI, for the mpi backend (vm/backend_mpi.c): auto builds it when
 # Open MPI's development files are found (Debian's libopenmpi-dev), yes
 # requires them, no leaves it out; without it '--backend mpi' says so and
 # everything else builds and runs the same.
 MPI      ?= auto
 ifneq ($(MPI),no)
-MPI_CFLAGS := $(shell pkg-config --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
-MPI_LIBS   := $(shell pkg-config --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
+MPI_CFLAGS := $(shell $(PKG_CONFIG) --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell $(PKG_CONFIG) --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
 endif
 ifeq ($(MPI)$(MPI_LIBS),yes)
 $(error MPI=yes but Open MPI's development files were not found (make deps installs libopenmpi-dev))
@@ -89,10 +90,10 @@ TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Installed headers: everything but the internal ones.
 PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h vm/kernels_gemm_tile.h vm/fuse.h vm/bufcache.h \
-             format/yaml_core.h format/dataset_impl.h
+             format/yaml_core.h format/dataset_impl.h format/xdev_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps bench-deps bench-blas test test-beam asan tsan fuzz bench bench-doc demo install uninstall clean
+.PHONY: all deps bench-deps bench-blas test test-run demo-run test-beam asan tsan fuzz bench bench-doc demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -119,7 +120,7 @@ $(BUILD)/gen/beam_pipeline.h: format/beam_pipeline.js
 $(BUILD)/format/plan_beam.o: $(BUILD)/gen/beam_pipeline.h
 
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c | $(PROTO_H)
-	$(CC) $(CSTD) $(CFLAGS) -fPIC -MMD -MP -I$(BUILD)/gen $(shell pkg-config --cflags libprotobuf-c) -c $< -o $@
+	$(CC) $(CSTD) $(CFLAGS) -fPIC -MMD -MP -I$(BUILD)/gen $(shell $(PKG_CONFIG) --cflags libprotobuf-c) -c $< -o $@
 
 $(LIBD)/libfedvm.a: $(LIB_OBJ)
 	@mkdir -p $(LIBD)
@@ -164,7 +165,13 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # against the NumPy FedAvg of bench/, FedProx's stability on
 # Synthetic(1,1); about a minute on two cores, so in the plain build only,
 # not under the sanitizers).
-test: all $(TEST_BIN)
+# The flags above come from pkg-config and the installed libraries when make
+# reads this file, so on a new machine the targets that install packages
+# first (test, demo) build in a second make that reads it after 'deps'.
+test: deps
+	+@$(MAKE) --no-print-directory test-run
+
+test-run: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_hostile.sh $(BIN)
@@ -264,7 +271,10 @@ $(BUILD)/bench/flop_count.so: bench/flop_count.c
 # Fashion-MNIST (100 IID clients, 10 per round, E=1, B=10, lr 0.05, 20
 # rounds); the final test accuracy must reach 0.80.
 DEMO := $(BUILD)/demo
-demo: deps all
+demo: deps
+	+@$(MAKE) --no-print-directory demo-run
+
+demo-run: all
 	@mkdir -p $(DEMO)
 	@test -f $(DEMO)/fashion_mnist.sqlite || \
 	  $(BIN)/fedvm data import fashion-mnist --clients 100 --partition iid --seed 0 -o $(DEMO)/fashion_mnist.sqlite
@@ -309,12 +319,20 @@ install: all
 	install -m 644 $(filter vm/%,$(PUBLIC_H)) vm/ops.def vm/attrs.def $(DESTDIR)$(PREFIX)/include/fedvm/vm/
 	install -m 644 $(filter format/%,$(PUBLIC_H)) $(DESTDIR)$(PREFIX)/include/fedvm/format/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@MPI_LIBS@|$(MPI_LIBS)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
+	@# A system install (no DESTDIR) is found by the dynamic linker at once: its
+	@# cache is rebuilt, and a PREFIX outside its search path is said.
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ "$$(id -u)" -eq 0 ]; then \
+	  ldconfig; \
+	  ldconfig -p | grep -qF "$(PREFIX)/lib/libfedvm.so.0" || \
+	    echo "note: $(PREFIX)/lib is not in the dynamic linker's search path; add it to /etc/ld.so.conf.d/ (or set LD_LIBRARY_PATH)"; \
+	elif [ -z "$(DESTDIR)" ]; then echo "note: run ldconfig as root so that libfedvm.so.0 is found"; fi
 
 uninstall:
 	rm -f $(TOOLS:%=$(DESTDIR)$(PREFIX)/bin/%)
 	rm -f $(DESTDIR)$(PREFIX)/lib/libfedvm.a $(DESTDIR)$(PREFIX)/lib/libfedvm.so $(DESTDIR)$(PREFIX)/lib/libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so.$(VERSION)
 	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
 	rm -rf $(DESTDIR)$(PREFIX)/include/fedvm
+	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ "$$(id -u)" -eq 0 ]; then ldconfig; fi
 
 clean:
 	rm -rf build build-asan build-fuzz bin lib

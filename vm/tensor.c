@@ -90,16 +90,16 @@ fvm_status fvm_dims_check_size(const fvm_dims *s, fvm_dtype t, fvm_diag *d)
 {
     if (!dims_valid(s, false) || (unsigned)t >= FVM_DTYPE_COUNT)
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "invalid shape or dtype (rank %d, dtype %d)", s->rank, (int)t);
-    for (int i = 0; i < s->rank; i++)
-        if (s->d[i] == 0)
-            return FVM_OK; /* no elements, whatever the other dims */
-    /* Multiply step by step, stopping as soon as the limit is passed, so the
-     * product never overflows (each factor is < 2^63, the running product is
-     * at most the limit, and __builtin_mul_overflow catches the rest). */
+    /* Zero dims are left out of the product: a tensor with no elements
+     * still has its other dims walked (printing [3, 2^62, 0] visits 3 * 2^62
+     * empty rows), so they are bounded as if it had them. Multiply step by
+     * step, stopping as soon as the limit is passed, so the product never
+     * overflows (each factor is < 2^63, the running product is at most the
+     * limit, and __builtin_mul_overflow catches the rest). */
     uint64_t bytes = fvm_dtype_size(t);
     bool over = false;
     for (int i = 0; i < s->rank && !over; i++) {
-        uint64_t dim = s->d[i] < 0 ? 1 : (uint64_t)s->d[i];
+        uint64_t dim = s->d[i] <= 0 ? 1 : (uint64_t)s->d[i];
         if (__builtin_mul_overflow(bytes, dim, &bytes) || bytes > FVM_MAX_TENSOR_BYTES)
             over = true;
     }

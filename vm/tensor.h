@@ -38,7 +38,8 @@ int64_t fvm_dims_count(const fvm_dims *s);
 bool fvm_dims_equal(const fvm_dims *a, const fvm_dims *b);
 /* Checks that the elements of dtype t fit FVM_MAX_TENSOR_BYTES (unknown dims
  * count as 1). Records a FVM_ERR_LIMIT in d (no location) when they don't.
- * The product is computed without overflow; a zero dim means zero bytes.
+ * The product is computed without overflow; zero dims are left out of it,
+ * so a tensor without elements has its other dims bounded all the same.
  * A rank outside [0, FVM_MAX_RANK] or a dim below -1 is FVM_ERR_USAGE. */
 fvm_status fvm_dims_check_size(const fvm_dims *s, fvm_dtype t, fvm_diag *d);
 /* NumPy broadcasting of two shapes (unknown dims allowed: ? with 1 gives ?,
