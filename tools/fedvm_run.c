@@ -45,6 +45,11 @@ const char *const fvm_usage_run =
     "                     else threads; results are bit-identical on every backend,\n"
     "                     thread count and rank count\n"
     "  --threads N        worker threads of the threads backend (default: one per core)\n"
+    "  --max-steps N      stop with an error once N steps have run (instructions,\n"
+    "                     counted as their functions are entered, on every thread and\n"
+    "                     over every round; default: no bound)\n"
+    "  --time-limit S     stop with an error once the run has taken S seconds of wall\n"
+    "                     time (checked as functions are entered; default: no limit)\n"
     "\n"
     "training runs (next's parameters bound by name; see format/SPEC.md):\n"
     "  --rounds R         rounds to run (default 1)\n"
@@ -74,7 +79,8 @@ typedef struct run_opts {
     const char *file, *fn, *client_ids, *metrics, *checkpoint_dir, *resume, *init, *backend;
     fvm_named_text args[MAX_ARGS];
     int nargs;
-    long long clients, seed, rounds, per_round, eval_every, checkpoint_every, threads;
+    long long clients, seed, rounds, per_round, eval_every, checkpoint_every, threads, max_steps;
+    double time_limit;
 } run_opts;
 
 static int parse_opts(int argc, char **argv, run_opts *o)
@@ -133,6 +139,16 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             if (!cli_int(v, 1, 1024, &n))
                 return cli_usage_error(fvm_usage_run, "--threads needs a number from 1 to 1024, found '%s'", v);
             o->threads = n;
+        } else if ((v = cli_opt(argc, argv, &i, "--max-steps"))) {
+            if (!cli_int(v, 1, LLONG_MAX, &n))
+                return cli_usage_error(fvm_usage_run, "--max-steps needs a number >= 1, found '%s'", v);
+            o->max_steps = n;
+        } else if ((v = cli_opt(argc, argv, &i, "--time-limit"))) {
+            char *end;
+            errno = 0;
+            o->time_limit = strtod(v, &end);
+            if (!*v || *end || errno || !(o->time_limit > 0) || o->time_limit > 1e9)
+                return cli_usage_error(fvm_usage_run, "--time-limit needs a number of seconds > 0, found '%s'", v);
         } else if ((v = cli_opt(argc, argv, &i, "--checkpoint-dir"))) {
             if (!*v)
                 return cli_usage_error(fvm_usage_run, "%s", "--checkpoint-dir needs a directory");
@@ -654,7 +670,7 @@ int fvm_cmd_run(int argc, char **argv)
     bool quiet = backend->rank != 0; /* rank 0 of mpi prints for all */
     if (fvm_backend_agree(backend, cli_load_checked(o.file, &p, &d), &d))
         goto done;
-    fvm_vm_config cfg = {.nclients = -1, .backend = backend};
+    fvm_vm_config cfg = {.nclients = -1, .backend = backend, .max_steps = o.max_steps, .time_limit = o.time_limit};
     if (fvm_vm_new(p, &cfg, &vm, &d))
         goto done;
     const fvm_func *f = fvm_program_func(p, o.fn ? o.fn : "main");

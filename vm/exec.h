@@ -15,6 +15,10 @@ struct fvm_vm {
     bool unfused;
     fvm_log_fn log;
     void *log_user;
+    int64_t max_steps;       /* 0: no bound (fvm_vm_config) */
+    _Atomic int64_t steps;   /* counted on function entry, by every thread */
+    double time_limit;       /* seconds; 0: no bound */
+    double deadline;         /* on the monotonic clock, when time_limit > 0 */
 };
 
 /* One thread of execution: the VM and where its errors go. Backends that run

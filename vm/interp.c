@@ -5,15 +5,40 @@
 #include "fuse.h"
 #include "phases.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const fvm_exec_fn exec_table[FVM_OP_COUNT] = {
 #define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) [FVM_OP_##ID] = EXEC,
 #include "ops.def"
 #undef FVM_OP
 };
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The run's bounds (fvm_vm_config), checked as f is entered. */
+static fvm_status budget(fvm_ctx *x, const fvm_func *f)
+{
+    fvm_vm *vm = x->vm;
+    if (vm->max_steps) {
+        int64_t n = atomic_fetch_add_explicit(&vm->steps, f->ninstrs + 1, memory_order_relaxed) + f->ninstrs + 1;
+        if (n > vm->max_steps)
+            return fvm_diag_add(x->d, FVM_ERR_LIMIT, &f->loc, "the run passed its bound of %lld steps (--max-steps) "
+                                "entering '%s'", (long long)vm->max_steps, f->name);
+    }
+    if (vm->time_limit && now() > vm->deadline)
+        return fvm_diag_add(x->d, FVM_ERR_LIMIT, &f->loc, "the run passed its time limit of %g s (--time-limit) "
+                            "entering '%s'", vm->time_limit, f->name);
+    return FVM_OK;
+}
 
 fvm_status fvm_vm_new(const fvm_program *p, const fvm_vm_config *cfg, fvm_vm **out, fvm_diag *d)
 {
@@ -29,6 +54,9 @@ fvm_status fvm_vm_new(const fvm_program *p, const fvm_vm_config *cfg, fvm_vm **o
         vm->unfused = cfg->unfused;
         vm->log = cfg->log;
         vm->log_user = cfg->log_user;
+        vm->max_steps = cfg->max_steps > 0 ? cfg->max_steps : 0;
+        vm->time_limit = cfg->time_limit > 0 ? cfg->time_limit : 0;
+        vm->deadline = now() + vm->time_limit;
     }
     if (vm->nclients > FVM_MAX_CLIENTS) {
         free(vm);
@@ -166,6 +194,9 @@ fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, 
     *out = NULL;
     if (x->depth >= FVM_MAX_CALL_DEPTH)
         return fvm_diag_add(x->d, FVM_ERR_LIMIT, &f->loc, "calls nested more than %d deep", FVM_MAX_CALL_DEPTH);
+    fvm_status bs = budget(x, f);
+    if (bs)
+        return bs;
     for (int i = 0; f->entry_check && i < f->nparams; i++) {
         if (!conforms(x->vm, args[i], f->param_types[i], 0)) {
             char t[256], v[FVM_DIMS_STR + 16];

@@ -16,6 +16,13 @@ typedef struct fvm_vm_config {
                               chains (fuse.h) one op at a time (tests compare the two ways) */
     fvm_log_fn log;        /* optional */
     void *log_user;
+    /* Bounds on a run, for programs whose loops would run too long: 0 means
+     * none. max_steps counts instructions as their functions are entered (a
+     * call counts its instructions plus one) over the VM's life, on every
+     * thread; time_limit is seconds of wall time from fvm_vm_new. Passing
+     * either stops every call with FVM_ERR_LIMIT at the next function entry. */
+    int64_t max_steps;
+    double time_limit;
 } fvm_vm_config;
 
 /* A VM for a checked program (borrowed: it must outlive the VM).
