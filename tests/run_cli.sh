@@ -117,5 +117,33 @@ cat > "$T/counter.json" <<'J'
 J
 expect 0 "rounds without client data" -- "$BIN" run "$T/counter.json" --rounds 3 && has "$T/out" '{"round": 3, "train": 3}' "counter rounds"
 
+# -- the command line's own errors: "did you mean", help pages, exit statuses
+expect 2 "unknown command" -- "$BIN" rn x && has "$T/err" "fedvm: unknown command 'rn'; did you mean 'run'?" "command suggestion"
+expect 2 "help for an unknown command" -- "$BIN" help bogus && has "$T/err" "unknown command 'bogus'" "help bogus"
+expect 2 "unknown run option" -- "$BIN" run programs/fedavg.json --thread 2 && has "$T/err" "unknown option '--thread'; did you mean '--threads'?" "run option suggestion"
+expect 2 "unknown check option" -- "$BIN" check --fromat json x && has "$T/err" "did you mean '--format'?" "check option suggestion"
+expect 2 "unknown grad option" -- "$BIN" grad x f --wrtt w && has "$T/err" "did you mean '--wrt'?" "grad option suggestion"
+expect 2 "unknown fedplan option" -- "$(dirname "$BIN")/fedplan" x --too dot && has "$T/err" "fedplan: unknown option '--too'; did you mean '--to'?" "fedplan option suggestion"
+for c in run check fmt grad plot device server; do
+    expect 0 "help $c" -- "$BIN" help "$c" && has "$T/out" "exit status:" "help $c states the exit statuses"
+done
+expect 0 "fedvm --help" -- "$BIN" --help && has "$T/out" "init, prepare, aggregate, merge" "--help lists server merge"
+expect 0 "one round" -- "$BIN" run "$T/counter.json" --rounds 1 && has "$T/err" "fedvm: 1 round in" "one round, not '1 rounds'"
+
+# -- the progress bar on a 60-column terminal: every update fits (a wrapped one leaves a stale
+# line behind), and it shows this round's training loss
+"$BIN" data synthetic --kind fedprox --clients 10 --seed 1 -o "$T/bar.sqlite" > /dev/null 2>&1
+script -qec "stty cols 60 rows 20; '$BIN' run tests/train/softmax.json --data train='$T/bar.sqlite' --rounds 3" \
+    /dev/null > "$T/bar" 2>&1 < /dev/null || true
+check "the bar fits 60 columns" -- python3 -c '
+import re, sys
+text = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", text)
+updates = [u for u in re.split(r"[\r\n]+", text) if u.startswith("round ")]
+assert len(updates) >= 3, updates
+assert all(len(u) <= 59 for u in updates), [u for u in updates if len(u) > 59]
+assert all(" loss " in u for u in updates), updates
+' "$T/bar"
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -16,6 +16,12 @@ extern const char *cli_prog;
 void cli_print_errors(const fvm_diag *d);
 /* "<cli_prog>: <fmt with arg>" and the usage text on stderr; returns EXIT_USAGE. */
 int cli_usage_error(const char *usage, const char *fmt, const char *arg);
+/* "<cli_prog>: unknown option 'arg'", with "did you mean" the nearest option
+ * that usage names, and the usage text, on stderr; returns EXIT_USAGE. The
+ * usage text is the list of options, so the two cannot drift. */
+int cli_unknown_option(const char *usage, const char *arg);
+/* The nearest of the n words to word within a few edits, or NULL. */
+const char *cli_nearest(const char *word, const char *const *words, int n);
 /* "--name value" or "--name=value" at argv[*i]: the value (advancing *i), "" when the value is missing, NULL when argv[*i] is another option. */
 const char *cli_opt(int argc, char **argv, int *i, const char *name);
 /* A decimal integer in [lo, hi]. */

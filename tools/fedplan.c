@@ -74,7 +74,7 @@ static int dispatch(int argc, char **argv)
                 return cli_usage_error(usage, "%s", "-o needs a file name");
             out = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage, argv[i]);
         } else if (file) {
             return cli_usage_error(usage, "one program at a time; unexpected '%s'", argv[i]);
         } else {

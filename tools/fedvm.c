@@ -23,7 +23,7 @@ static const char *const usage_main =
     "  data COMMAND    federated datasets: import, synthetic, info, head ('fedvm data --help')\n"
     "  plot FILE...    draw training curves from 'run --metrics' files as SVG or PNG\n"
     "  device PLAN     run a cross-device plan's client phase on a device's data\n"
-    "  server PLAN     run a cross-device plan's server phase: init, prepare, aggregate\n"
+    "  server PLAN     run a cross-device plan's server phase: init, prepare, aggregate, merge\n"
     "  help [COMMAND]  show help\n"
     "\n"
     "options: --help, --version\n"
@@ -54,7 +54,9 @@ static const char *const usage_grad =
     "\n"
     "  --wrt PARAM      the parameter to differentiate with respect to\n"
     "  --to json|yaml   output format (default json)\n"
-    "  -o OUT           write to OUT (replaced atomically) instead of stdout\n";
+    "  -o OUT           write to OUT (replaced atomically) instead of stdout\n"
+    "\n"
+    "exit status: 0 success, 1 invalid program or function, 2 usage error\n";
 
 static const char *const usage_fmt =
     "usage: fedvm fmt FILE [--to json|yaml] [-o OUT]\n"
@@ -63,7 +65,9 @@ static const char *const usage_fmt =
     "instruction per line. Reading the output gives back the same program.\n"
     "\n"
     "  --to json|yaml   output format (default: that of FILE)\n"
-    "  -o OUT           write to OUT (replaced atomically) instead of stdout\n";
+    "  -o OUT           write to OUT (replaced atomically) instead of stdout\n"
+    "\n"
+    "exit status: 0 success, 1 invalid program, 2 usage error\n";
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -119,7 +123,7 @@ static int cmd_check(int argc, char **argv)
                 return cli_usage_error(usage_check, "--format must be text, json or github, found '%s'", v);
             format = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage_check, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage_check, argv[i]);
         } else {
             nfiles++;
         }
@@ -200,7 +204,7 @@ static int cmd_fmt(int argc, char **argv)
                 return cli_usage_error(usage_fmt, "%s", "-o needs a file name");
             out = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage_fmt, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage_fmt, argv[i]);
         } else if (file) {
             return cli_usage_error(usage_fmt, "one file at a time; unexpected '%s'", argv[i]);
         } else {
@@ -248,7 +252,7 @@ static int cmd_grad(int argc, char **argv)
         } else if ((v = cli_opt(argc, argv, &i, "-o"))) {
             out = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage_grad, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage_grad, argv[i]);
         } else if (!file) {
             file = argv[i];
         } else if (!fn) {
@@ -288,6 +292,17 @@ static int cmd_grad(int argc, char **argv)
     return rc;
 }
 
+static int unknown_command(const char *cmd, const char *what)
+{
+    static const char *const commands[] = {"run", "check", "fmt", "grad", "data", "plot", "device", "server", "help"};
+    const char *best = cli_nearest(cmd, commands, (int)(sizeof commands / sizeof *commands));
+    fprintf(stderr, "fedvm%s: unknown command '%s'", what, cmd);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\n\n%s", usage_main);
+    return EXIT_USAGE;
+}
+
 static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
@@ -310,15 +325,19 @@ static int dispatch(int argc, char **argv)
             char *args[] = {help, argc > 3 ? argv[3] : none};
             return fvm_cmd_data(2, args);
         }
-        fputs(!strcmp(topic, "run")     ? fvm_usage_run
-              : !strcmp(topic, "check") ? usage_check
-              : !strcmp(topic, "fmt")   ? usage_fmt
-              : !strcmp(topic, "grad")  ? usage_grad
-              : !strcmp(topic, "plot")  ? fvm_usage_plot
-              : !strcmp(topic, "device") ? fvm_usage_device
-              : !strcmp(topic, "server") ? fvm_usage_server
-                                        : usage_main,
-              stdout);
+        const char *text = !*topic                  ? usage_main
+                           : !strcmp(topic, "run")    ? fvm_usage_run
+                           : !strcmp(topic, "check")  ? usage_check
+                           : !strcmp(topic, "fmt")    ? usage_fmt
+                           : !strcmp(topic, "grad")   ? usage_grad
+                           : !strcmp(topic, "plot")   ? fvm_usage_plot
+                           : !strcmp(topic, "device") ? fvm_usage_device
+                           : !strcmp(topic, "server") ? fvm_usage_server
+                           : !strcmp(topic, "help")   ? usage_main
+                                                      : NULL;
+        if (!text)
+            return unknown_command(topic, " help");
+        fputs(text, stdout);
         return 0;
     }
     if (!strcmp(cmd, "run"))
@@ -339,8 +358,7 @@ static int dispatch(int argc, char **argv)
         return fvm_cmd_server(argc - 2, argv + 2);
     if (cmd[0] != '-' && (strchr(cmd, '.') || strchr(cmd, '/')))
         return fvm_cmd_run(argc - 1, argv + 1); /* fedvm program.json ... */
-    fprintf(stderr, "fedvm: unknown command '%s'\n\n%s", cmd, usage_main);
-    return EXIT_USAGE;
+    return unknown_command(cmd, "");
 }
 
 int main(int argc, char **argv)

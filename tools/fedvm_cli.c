@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../format/atomic.h"
+#include "../vm/suggest.h"
 #include "cli.h"
 
 const char *cli_prog = "fedvm";
@@ -63,6 +64,52 @@ void cli_print_errors(const fvm_diag *d)
     }
     if (d->dropped)
         fprintf(stderr, "%s: %d more errors not shown\n", cli_prog, d->dropped);
+}
+
+const char *cli_nearest(const char *word, const char *const *words, int n)
+{
+    fvm_suggest s;
+    fvm_suggest_init(&s, word);
+    for (int i = 0; i < n; i++)
+        fvm_suggest_add(&s, words[i]);
+    return s.best;
+}
+
+int cli_unknown_option(const char *usage, const char *arg)
+{
+    /* The options usage names: words that start with '-' after a blank or '[' */
+    enum { MAX_OPTS = 64, MAX_LEN = 40 };
+    char opts[MAX_OPTS][MAX_LEN];
+    const char *ptrs[MAX_OPTS];
+    int n = 0;
+    size_t eq = strcspn(arg, "=");
+    char word[MAX_LEN];
+    snprintf(word, sizeof word, "%.*s", (int)(eq < sizeof word ? eq : sizeof word - 1), arg);
+    for (const char *p = usage; *p && n < MAX_OPTS; p++) {
+        if (*p != '-' || (p > usage && p[-1] != ' ' && p[-1] != '[' && p[-1] != '|' && p[-1] != '('))
+            continue;
+        size_t len = strspn(p, "-abcdefghijklmnopqrstuvwxyz0123456789");
+        if (len < 2 || len >= MAX_LEN || p[1] == ' ' || (p[1] == '-' && len < 3)) {
+            p += len ? len - 1 : 0;
+            continue;
+        }
+        memcpy(opts[n], p, len);
+        opts[n][len] = '\0';
+        bool seen = false;
+        for (int i = 0; i < n && !seen; i++)
+            seen = !strcmp(opts[i], opts[n]);
+        if (!seen) {
+            ptrs[n] = opts[n];
+            n++;
+        }
+        p += len - 1;
+    }
+    const char *best = cli_nearest(word, ptrs, n);
+    fprintf(stderr, "%s: unknown option '%s'", cli_prog, arg);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\n\n%s", usage);
+    return EXIT_USAGE;
 }
 
 /* "--name value" or "--name=value": returns the value and advances *i. */

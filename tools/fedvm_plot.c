@@ -777,7 +777,7 @@ int fvm_cmd_plot(int argc, char **argv)
                 goto done;
             }
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            rc = cli_usage_error(fvm_usage_plot, "unknown option '%s'", argv[i]);
+            rc = cli_unknown_option(fvm_usage_plot, argv[i]);
             goto done;
         } else {
             files[nfiles++] = argv[i];

@@ -1,6 +1,7 @@
 /* fedvm_run.c - fedvm run: a function once, or a training run of an iterative process
  * (rounds over sampled clients, evaluation, progress, metrics, checkpoints). */
 #include <errno.h>
+#include <sys/ioctl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,6 +24,7 @@ const char *const fvm_usage_run =
     "                 [--rounds R] [--clients-per-round K]\n"
     "                 [--client-ids ID,...|@FILE] [--eval-every E] [--metrics FILE.jsonl]\n"
     "                 [--checkpoint-dir D [--checkpoint-every N]] [--resume D] [--init FILE]\n"
+    "                 [--max-steps N] [--time-limit S]\n"
     "\n"
     "Checks FILE, then runs a function and prints its result as JSON on stdout; or,\n"
     "for an iterative process (initialize, next, optional evaluate) without main,\n"
@@ -71,7 +73,10 @@ const char *const fvm_usage_run =
     "                     field of it, e.g. w1)\n"
     "\n"
     "Each round prints one JSON line {\"round\", \"train\", \"eval\"} on stdout; on a terminal\n"
-    "a progress bar (round, loss, accuracy, rounds/s, ETA) replaces the lines.\n";
+    "a progress bar (round, training loss and accuracy, the latest evaluation's\n"
+    "accuracy, rounds/s, ETA) replaces the lines.\n"
+    "\n"
+    "exit status: 0 success, 1 invalid program, data or failed run, 2 usage error\n";
 
 #define MAX_ARGS 256
 
@@ -170,7 +175,7 @@ static int parse_opts(int argc, char **argv, run_opts *o)
                 return cli_usage_error(fvm_usage_run, "%s", "--metrics needs a FILE");
             o->metrics = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(fvm_usage_run, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(fvm_usage_run, argv[i]);
         } else if (o->file) {
             return cli_usage_error(fvm_usage_run, "one program at a time; unexpected '%s'", argv[i]);
         } else {
@@ -222,7 +227,8 @@ typedef struct train {
     bool sampled;           /* clients are sampled (the metrics file lists them) */
     double start;           /* wall clock at the first round */
     int64_t first;          /* the first round of this process */
-    double loss, accuracy;  /* the latest values shown (NAN: none yet) */
+    double loss, accuracy;  /* the latest evaluation's (NAN: none yet) */
+    double train_loss, train_accuracy; /* the latest round's training metrics (NAN: none) */
     bool have_eval;
     const fvm_type *state_type;
     fvm_run_info info;      /* what checkpoints record */
@@ -280,26 +286,72 @@ static fvm_doc *record(fvm_arena *a, const fvm_round_report *r, bool full, bool 
     return doc;
 }
 
+/* The terminal's width in columns (stdout's, else $COLUMNS, else 80). */
+static int term_width(void)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    long long n;
+    return c && cli_int(c, 1, 10000, &n) ? (int)n : 80;
+}
+
+/* One line, never wider than the terminal (a wrapped line would leave a stale
+ * copy at every update): the round, a bar, this round's training loss and
+ * accuracy, the latest evaluation's accuracy, rounds/s and the time left.
+ * Parts that don't fit are left out, the least important first (rounds/s,
+ * then the training accuracy, the bar, the time left, the evaluation). */
 static void draw_bar(train *t, const fvm_round_report *r)
 {
     double elapsed = now() - t->start;
     double done = (double)(r->round - t->first + 1), left = (double)(r->last - r->round);
     double rate = elapsed > 0 ? done / elapsed : 0;
-    enum { WIDTH = 24 };
-    int filled = r->last > 0 ? (int)(WIDTH * r->round / r->last) : WIDTH;
-    char bar[WIDTH + 1];
-    for (int i = 0; i < WIDTH; i++)
-        bar[i] = i < filled ? '#' : '.';
-    bar[WIDTH] = 0;
-    printf("\rround %lld/%lld [%s]%s", (long long)r->round, (long long)r->last, bar, t->have_eval ? " eval" : "");
-    if (!isnan(t->loss))
-        printf(" loss %.4f", t->loss);
-    if (!isnan(t->accuracy))
-        printf(" accuracy %.4f", t->accuracy);
-    if (rate > 0) {
-        long eta = (long)(left / rate + 0.5);
-        printf(" %.2f rounds/s ETA %ld:%02ld", rate, eta / 60, eta % 60);
+    long eta = rate > 0 ? (long)(left / rate + 0.5) : -1;
+    enum { NPARTS = 5 };
+    char parts[NPARTS][48] = {{0}}; /* in the order shown */
+    static const int priority[NPARTS] = {0, 3, 1, 4, 2}; /* 0: kept longest */
+    if (!isnan(t->train_loss))
+        snprintf(parts[0], sizeof parts[0], " loss %.4f", t->train_loss);
+    if (!isnan(t->train_accuracy))
+        snprintf(parts[1], sizeof parts[1], " acc %.4f", t->train_accuracy);
+    if (t->have_eval && !isnan(t->accuracy))
+        snprintf(parts[2], sizeof parts[2], " eval acc %.4f", t->accuracy);
+    if (rate > 0)
+        snprintf(parts[3], sizeof parts[3], " %.2f rounds/s", rate);
+    if (eta >= 0)
+        snprintf(parts[4], sizeof parts[4], " ETA %ld:%02ld", eta / 60, eta % 60);
+    int width = term_width() - 1;
+    char head[64];
+    snprintf(head, sizeof head, "round %lld/%lld", (long long)r->round, (long long)r->last);
+    enum { BAR_MIN = 10, BAR_MAX = 30, BAR_PRIORITY = 2 }; /* the bar goes after the training accuracy */
+    bool with_bar = true;
+    int used = (int)strlen(head) + BAR_MIN + 3; /* " [" bar "]" */
+    for (int k = 0; k < NPARTS; k++)
+        used += (int)strlen(parts[k]);
+    for (int drop = NPARTS - 1; drop >= 0 && used > width; drop--) {
+        for (int k = 0; k < NPARTS; k++)
+            if (priority[k] == drop) {
+                used -= (int)strlen(parts[k]);
+                parts[k][0] = 0;
+            }
+        if (drop == BAR_PRIORITY + 1 && used > width) {
+            with_bar = false;
+            used -= BAR_MIN + 3;
+        }
     }
+    int bw = width - used + BAR_MIN;
+    bw = bw > BAR_MAX ? BAR_MAX : bw;
+    printf("\r%.*s", width, head);
+    if (with_bar && bw >= BAR_MIN) {
+        int filled = r->last > 0 ? (int)(bw * r->round / r->last) : bw;
+        printf(" [");
+        for (int i = 0; i < bw; i++)
+            putchar(i < filled ? '#' : '.');
+        printf("]");
+    }
+    for (int k = 0; k < NPARTS; k++)
+        printf("%s", parts[k]);
     printf("\033[K");
     if (r->round == r->last)
         printf("\n");
@@ -311,12 +363,12 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
     train *t = user;
     if (t->backend->rank) /* rank 0 writes; every rank learns whether it could */
         return fvm_backend_agree(t->backend, FVM_OK, d);
-    /* Shown: evaluation figures when there are any, else training ones. */
-    const fvm_value *src = r->eval ? r->eval : t->have_eval ? NULL : r->metrics;
-    const fvm_type *st = r->eval ? r->eval_type : r->metrics_type;
-    if (src) {
-        t->loss = metric(src, st, "loss");
-        t->accuracy = metric(src, st, "accuracy");
+    /* Shown: this round's training figures and the latest evaluation. */
+    t->train_loss = metric(r->metrics, r->metrics_type, "loss");
+    t->train_accuracy = metric(r->metrics, r->metrics_type, "accuracy");
+    if (r->eval) {
+        t->loss = metric(r->eval, r->eval_type, "loss");
+        t->accuracy = metric(r->eval, r->eval_type, "accuracy");
     }
     t->have_eval = t->have_eval || r->eval;
     fvm_arena a = {0};
@@ -588,7 +640,8 @@ static int run_training(fvm_vm *vm, fvm_backend *b, const fvm_program *p, const 
     /* no progress bar under mpirun: it gives each rank a terminal as stdout,
      * whatever its own stdout is */
     bool bar = !quiet && isatty(1) && strcmp(b->iface->name, "mpi");
-    train t = {.o = o, .backend = b, .bar = bar, .start = now(), .first = 1, .loss = NAN,
+    train t = {.o = o, .backend = b, .bar = bar, .start = now(), .first = 1, .loss = NAN, .train_loss = NAN,
+               .train_accuracy = NAN,
                .accuracy = NAN, .state_type = init->result_type};
     if (fvm_backend_agree(b, read_inputs(init, next, eval, o, &su, &t, d), d) ||
         fvm_backend_agree(b, start(vm, init, o, &su, &t, d), d))
@@ -619,8 +672,8 @@ static int run_training(fvm_vm *vm, fvm_backend *b, const fvm_program *p, const 
         goto done;
     double secs = now() - t.start;
     if (!quiet) {
-        fprintf(stderr, "fedvm: %lld rounds in %.1f s",
-                (long long)(o->rounds >= t.first ? o->rounds - t.first + 1 : 0), secs);
+        long long ran = o->rounds >= t.first ? o->rounds - t.first + 1 : 0;
+        fprintf(stderr, "fedvm: %lld round%s in %.1f s", ran, ran == 1 ? "" : "s", secs);
         if (t.have_eval && !isnan(t.accuracy))
             fprintf(stderr, "; final evaluation: accuracy %.4f", t.accuracy);
         if (t.have_eval && !isnan(t.loss))
