@@ -146,9 +146,16 @@ static void test_size_limit(void **state)
         assert_int_equal(d.errs[i].code, FVM_ERR_LIMIT);
     assert_non_null(strstr(d.errs[0].msg, "f32[1073741825]"));
     fvm_diag_clear(&d);
-    /* a zero dim means no bytes, whatever the others are */
+    /* a zero dim means no bytes, but the other dims are bounded all the same
+     * (printing f64[2^62, 0, 2^62] would walk 2^62 empty rows) */
     fvm_dims empty = D3(1ll << 62, 0, 1ll << 62);
-    assert_int_equal(fvm_dims_check_size(&empty, FVM_DTYPE_F64, &d), FVM_OK);
+    assert_int_equal(fvm_dims_check_size(&empty, FVM_DTYPE_F64, &d), FVM_ERR_LIMIT);
+    fvm_dims empty_ok = D3(1ll << 20, 0, 1ll << 9); /* 2^29 f64 without the zero: 4 GiB */
+    assert_int_equal(fvm_dims_check_size(&empty_ok, FVM_DTYPE_F64, &d), FVM_OK);
+    fvm_dims empty_over = D3(1ll << 20, 0, (1ll << 9) + 1);
+    assert_int_equal(fvm_dims_check_size(&empty_over, FVM_DTYPE_F64, &d), FVM_ERR_LIMIT);
+    assert_int_equal(d.n, 2);
+    fvm_diag_clear(&d);
     /* unknown dims count as 1 */
     fvm_dims unk = D2(-1, 1ll << 29);
     assert_int_equal(fvm_dims_check_size(&unk, FVM_DTYPE_F64, &d), FVM_OK);
