@@ -164,7 +164,10 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # tests/run_fidelity.sh what training must reproduce (the demo's accuracy
 # against the NumPy FedAvg of bench/, FedProx's stability on
 # Synthetic(1,1); about a minute on two cores, so in the plain build only,
-# not under the sanitizers).
+# not under the sanitizers); tests/check_format_docs.py that format/SPEC.md
+# and the schema match the op table, and tests/check_readme.py that every
+# command of README.md, run in order in a scratch directory, prints what the
+# README shows (about 30 s; the Beam pipeline's lines in 'make test-beam').
 # The flags above come from pkg-config and the installed libraries when make
 # reads this file, so on a new machine the targets that install packages
 # first (test, demo) build in a second make that reads it after 'deps'.
@@ -189,6 +192,7 @@ test-run: all $(TEST_BIN)
 	@$(PYTHON) tests/golden/reference.py --check
 	@d=$$(mktemp -d) && { FVM_SAFETENSORS_OUT=$$d $(BUILD)/tests/test_safetensors >$$d/log 2>&1 || { cat $$d/log; false; }; } && /usr/bin/python3 tests/check_safetensors.py $$d; rc=$$?; rm -rf $$d; exit $$rc
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
+	@$(PYTHON) tests/check_readme.py $(BIN)
 	+@if [ "$(BUILD)" = build ]; then tests/run_install.sh; fi
 	@echo "all tests passed"
 

@@ -4,7 +4,9 @@
 # programs/ with rounds that has a plan, and for FedAvg training over sampled clients in several
 # blocks, the pipeline prints the metrics lines of 'fedvm run' and ends with its checkpoint tensors,
 # bit for bit; names that would be code if they were pasted into the pipeline stay data; fedvm's
-# errors inside the pipeline fail it with fedvm's message. Run by 'make test-beam'.
+# errors inside the pipeline fail it with fedvm's message; README.md's transcripts, with the
+# pipeline's own lines run (tests/check_readme.py --beam), print what the README shows. Run by
+# 'make test-beam'.
 set -u
 BINDIR=${1:?usage: tests/run_beam.sh BINDIR CACHE}
 CACHE=${2:?usage: tests/run_beam.sh BINDIR CACHE}
@@ -113,6 +115,16 @@ expect 2 "more clients a round than in all" -- beam --data "train=$SYN" --client
     has "$T/err" "cannot select 6 of 5 clients a round" "usage: K > N"
 expect 0 "--help" -- node "$P" --help && has "$T/out" "--runner NAME" "--help: the runner" && has "$T/out" "'next' of programs/fedavg.json" "--help: the program"
 check "errors leave no final state" -- test ! -e "$T/err.work/state-1.safetensors"
+
+# -- 4. README.md's transcripts, the pipeline's 'node' lines run too: the README shows what the
+# pipeline prints (and, in the same block, 'fedvm run' the same lines)
+if python3 tests/check_readme.py --beam "$CACHE" "$BINDIR" >"$T/readme.log" 2>&1 &&
+    grep -q "skipped.*npm install" "$T/readme.log" && ! grep -q "skipped.*: node " "$T/readme.log"; then
+    ok
+else
+    sed 's/^/  | /' "$T/readme.log" | tail -40
+    bad "README.md's transcripts with the Beam pipeline (tests/check_readme.py --beam)"
+fi
 
 echo "run_beam: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
