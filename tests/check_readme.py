@@ -40,7 +40,7 @@ The conventions of a transcript (README.md says them under "Commands"):
 Each failure is reported as README.md:LINE with the command, its exit status
 and a unified diff of the shown output against the printed one.
 
-Usage: python3 tests/check_readme.py [--beam NODE_MODULES_PARENT] [--keep] BIN
+Usage: python3 tests/check_readme.py [--beam NODE_MODULES_PARENT] [--keep] [--readme FILE] BIN
 Exit status 0 when every command ran as shown, 1 otherwise, 2 on a usage error.
 """
 import argparse
@@ -65,6 +65,11 @@ ERROR_LINE = re.compile(r'^(\S+:\d+:\d+: |::error file=|\[$|\]$|\s*\{"file": "[^
 
 
 # ---- reading the transcripts ----------------------------------------------------
+
+def where(n):
+    name = os.path.relpath(README, ROOT)
+    return f"{README if name.startswith('..') else name}:{n}"
+
 
 def sh_blocks(lines):
     """[(line number of the block's first content line, [content lines without the fence's indent])]"""
@@ -126,7 +131,7 @@ def commands(start, body):
         line = body[i]
         if prompts and not line.startswith("$ "):
             if line.strip():
-                raise ValueError(f"README.md:{start + i}: a transcript line before any '$ ' command: {line}")
+                raise ValueError(f"{where(start + i)}: a transcript line before any '$ ' command: {line}")
             i += 1
             continue
         if not line.strip():
@@ -181,7 +186,17 @@ MPI_ENV = {
 }
 
 
-def scratch_dir(keep):
+def mpi_env(env):
+    """ENV with MPI_ENV and, for a fedvm built with ASan, tests/run_backends.sh's LeakSanitizer
+    suppressions of Open MPI's own allocations (and full stacks, which tell them apart)."""
+    e = dict(env, **MPI_ENV)
+    for key, add in (("LSAN_OPTIONS", f"suppressions={ROOT}/tests/lsan_openmpi.supp:print_suppressions=0"),
+                     ("ASAN_OPTIONS", "fast_unwind_on_malloc=0")):
+        e[key] = f"{e[key]}:{add}" if e.get(key) else add
+    return e
+
+
+def scratch_dir():
     d = tempfile.mkdtemp(prefix="fedvm-readme-")
     for name in LINKED:
         os.symlink(os.path.join(ROOT, name), os.path.join(d, name))
@@ -230,7 +245,7 @@ def diff(n, want, got):
         if matches(want[i], got[i]):
             seen[i] = got[i]
     return "".join(difflib.unified_diff([w + "\n" for w in seen], [g + "\n" for g in got],
-                                        f"README.md:{n} (shown)", "printed", lineterm="\n"))
+                                        f"{where(n)} (shown)", "printed", lineterm="\n"))
 
 
 def shown_error(shown):
@@ -250,7 +265,7 @@ def run_all(bindir, beam, keep):
         env.pop(k, None)
     if beam:
         env["NODE_PATH"] = os.path.join(beam, "node_modules")
-    d = scratch_dir(keep)
+    d = scratch_dir()
     failures, skipped, ran = [], [], 0
     t0 = time.monotonic()
     try:
@@ -267,9 +282,9 @@ def run_all(bindir, beam, keep):
             elif word == "mpirun" and mpi_missing:
                 reason = mpi_missing
             if reason:
-                skipped.append(f"README.md:{n}: skipped ({reason}): {one_line}")
+                skipped.append(f"{where(n)}: skipped ({reason}): {one_line}")
                 continue
-            run_env = dict(env, **MPI_ENV) if word == "mpirun" else env
+            run_env = mpi_env(env) if word == "mpirun" else env
             try:
                 r = subprocess.run(["bash", "-o", "pipefail", "-c", text], cwd=d, env=run_env, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
@@ -292,7 +307,7 @@ def run_all(bindir, beam, keep):
             else:
                 same, got = interleaved(shown, out, err)
             if problem or not same:
-                msg = f"README.md:{n}: {problem or 'prints other lines than the README shows'}\n  $ " + \
+                msg = f"{where(n)}: {problem or 'prints other lines than the README shows'}\n  $ " + \
                       text.replace("\n", "\n  ") + "\n"
                 if not same:
                     msg += diff(n, shown, got)
@@ -312,7 +327,11 @@ def main(argv):
     ap.add_argument("bin", help="the directory of the fedvm and fedplan binaries under test")
     ap.add_argument("--beam", metavar="DIR", help="also run the Beam pipeline's node lines, with DIR/node_modules")
     ap.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    ap.add_argument("--readme", metavar="FILE", help="check FILE instead of README.md (the paths stay the repository's)")
     args = ap.parse_args(argv)
+    if args.readme:
+        global README
+        README = os.path.abspath(args.readme)
     bindir = os.path.abspath(args.bin)
     for tool in ("fedvm", "fedplan"):
         if not os.access(os.path.join(bindir, tool), os.X_OK):
