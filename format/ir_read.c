@@ -157,7 +157,11 @@ static void read_instr(loader *L, fvm_module *m, fvm_func *f, const fvm_doc *n, 
             fvm_suggest_init(&s, op->u.str.s);
             for (int i = 0; i < FVM_OP_COUNT; i++)
                 fvm_suggest_add(&s, fvm_op_table[i].name);
-            if (s.best)
+            const char *why, *meant = fvm_suggest_synonym(op->u.str.s, &why);
+            if (meant)
+                err(L, FVM_ERR_FORMAT, m, op, p1, "unknown op '%.100s'; did you mean '%s' (%s)?", op->u.str.s, meant,
+                    why);
+            else if (s.best)
                 err(L, FVM_ERR_FORMAT, m, op, p1, "unknown op '%.100s'; did you mean '%s'?", op->u.str.s, s.best);
             else
                 err(L, FVM_ERR_FORMAT, m, op, p1, "unknown op '%.100s' (format/SPEC.md lists the ops)", op->u.str.s);

@@ -761,6 +761,34 @@ static size_t sequence_start(const rd *r, size_t off)
     return off;
 }
 
+/* Does the line of mark look like an unquoted fedvm type, the usual cause of
+ * YAML errors about aliases and flow collections in fedvm files ("x:
+ * {f32[]*}@CLIENTS", "w: *f32" ...)? A value after ': ' that starts with
+ * '{', '[', '*', '&' or '!' and holds '@', '[' or a dtype-like word. */
+static bool unquoted_type(const rd *r, yaml_mark_t mark)
+{
+    const char *t = r->src->text, *end = t + r->src->len;
+    size_t off = mark.index < r->src->len ? mark.index : r->src->len;
+    const char *line = t + off;
+    while (line > t && line[-1] != '\n')
+        line--;
+    const char *eol = memchr(line, '\n', (size_t)(end - line));
+    if (!eol)
+        eol = end;
+    for (const char *c = line; c + 2 < eol; c++) {
+        if ((c[0] == ':' && c[1] == ' ') || (c[0] == '-' && c[1] == ' ')) {
+            const char *v = c + 2;
+            while (v < eol && *v == ' ')
+                v++;
+            if (v < eol && strchr("{[*&!", *v)) {
+                size_t n = (size_t)(eol - v);
+                return memchr(v, '@', n) || memchr(v, ']', n);
+            }
+        }
+    }
+    return false;
+}
+
 static fvm_status parser_error(rd *r, const yaml_parser_t *p)
 {
     if (p->error == YAML_MEMORY_ERROR || !p->problem)
@@ -770,8 +798,12 @@ static fvm_status parser_error(rd *r, const yaml_parser_t *p)
     char extra[32] = "";
     if (p->error == YAML_READER_ERROR && p->problem_value >= 0)
         snprintf(extra, sizeof extra, " (byte 0x%02X)", (unsigned)p->problem_value & 0xFFu);
-    return fvm_diag_add(r->d, FVM_ERR_SYNTAX, &loc, "invalid YAML: %s%s%s%s", p->problem, extra,
-                        p->context ? " " : "", p->context ? p->context : "");
+    return fvm_diag_add(r->d, FVM_ERR_SYNTAX, &loc, "invalid YAML: %s%s%s%s%s", p->problem, extra,
+                        p->context ? " " : "", p->context ? p->context : "",
+                        p->error != YAML_READER_ERROR && unquoted_type(r, p->problem_mark)
+                            ? "; type strings such as {f32[]*}@CLIENTS begin with characters YAML reserves "
+                              "({ [ * & !): quote them, e.g. x: '{f32[]*}@CLIENTS'"
+                            : "");
 }
 
 static fvm_status event(rd *r, const yaml_event_t *ev, bool *done)

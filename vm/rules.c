@@ -78,10 +78,12 @@ static fvm_status want_fn(fvm_rctx *c, const char *attr, const fvm_func *fn, int
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "%s function '%s' takes %d parameter%s but is given %d",
                         attr, fn->name, fn->nparams, fn->nparams == 1 ? "" : "s", n);
     for (int i = 0; i < n; i++) {
+        char why[256];
         if (!fvm_type_compatible(ts[i], fn->param_types[i]))
             return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE,
-                            "%s function '%s': parameter '%s' has type %s but is given %s", attr, fn->name,
-                            fn->param_names[i], fvm_rtype(c, fn->param_types[i]), fvm_rtype(c, ts[i]));
+                            "%s function '%s': parameter '%s' has type %s but is given %s: %s", attr, fn->name,
+                            fn->param_names[i], fvm_rtype(c, fn->param_types[i]), fvm_rtype(c, ts[i]),
+                            fvm_type_mismatch(ts[i], fn->param_types[i], why, sizeof why));
         if (!fvm_type_equal(ts[i], fn->param_types[i]))
             ((fvm_func *)fn)->entry_check = true; /* compatible only through '?': check at run time */
     }
@@ -98,8 +100,10 @@ static fvm_status want_result(fvm_rctx *c, const char *attr, const fvm_func *fn,
             ((fvm_func *)fn)->entry_check = true;
         return FVM_OK;
     }
-    return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "%s function '%s' must return %s (%s), but returns %s", attr,
-                    fn->name, fvm_rtype(c, want), what, fvm_rtype(c, fn->result_type));
+    char why[256];
+    return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "%s function '%s' must return %s (%s), but returns %s: %s", attr,
+                    fn->name, fvm_rtype(c, want), what, fvm_rtype(c, fn->result_type),
+                    fvm_type_mismatch(fn->result_type, want, why, sizeof why));
 }
 
 /* ---- lifting elementwise rules over structs -------------------------------- */

@@ -46,3 +46,45 @@ void fvm_suggest_add(fvm_suggest *s, const char *candidate)
         s->best_dist = d;
     }
 }
+
+/* Names from the systems fedvm's users come from, with the fedvm op of the
+ * same meaning: TFF, DrJAX/FAX, JAX's collectives, NumPy and TensorFlow. */
+static const struct {
+    const char *name, *op, *who;
+} synonyms[] = {
+    {"federated_avg", "federated_mean", "an average of client values"},
+    {"federated_average", "federated_mean", "an average of client values"},
+    {"federated_weighted_avg", "federated_weighted_mean", "a weighted average of client values"},
+    {"reduce_mean", "federated_mean", "DrJAX's reduce_mean; a local mean is 'mean'"},
+    {"reduce_sum", "federated_sum", "DrJAX's reduce_sum; a local sum is 'sum'"},
+    {"reduce_weighted_mean", "federated_weighted_mean", "DrJAX's reduce_weighted_mean"},
+    {"broadcast", "federated_broadcast", "DrJAX's broadcast; broadcasting a tensor's shape is 'broadcast_to'"},
+    {"map_fn", "federated_map", "DrJAX's map_fn"},
+    {"psum", "federated_sum", "JAX's psum across devices"},
+    {"pmean", "federated_mean", "JAX's pmean across devices"},
+    {"pmax", "federated_max", "JAX's pmax across devices"},
+    {"pmin", "federated_min", "JAX's pmin across devices"},
+    {"federated_reduce", "federated_aggregate", "TFF's older federated_reduce"},
+    {"federated_secure_sum", "federated_secure_sum_bitwidth", "TFF's secure sum with a bit width"},
+    {"dot", "matmul", "NumPy's dot"},
+    {"einsum", "matmul", "matrix products"},
+    {"concatenate", "concat", "NumPy's concatenate"},
+    {"where", "select", "NumPy's where"},
+    {"clip_by_norm", "clip_by_global_norm", "TensorFlow's clipping by norm"},
+    {"reduce_max", "max", "TensorFlow's reduce_max"},
+    {"reduce_min", "min", "TensorFlow's reduce_min"},
+    {"while_loop", "while", "JAX's while_loop"},
+    {"fori_loop", "fori", "JAX's fori_loop"},
+    {"foldl", "sequence_reduce", "a reduction over a sequence"},
+};
+
+const char *fvm_suggest_synonym(const char *name, const char **why)
+{
+    for (size_t i = 0; i < sizeof synonyms / sizeof *synonyms; i++)
+        if (!strcmp(name, synonyms[i].name)) {
+            if (why)
+                *why = synonyms[i].who;
+            return synonyms[i].op;
+        }
+    return NULL;
+}

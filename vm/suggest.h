@@ -16,4 +16,9 @@ typedef struct fvm_suggest {
 void fvm_suggest_init(fvm_suggest *s, const char *word);
 void fvm_suggest_add(fvm_suggest *s, const char *candidate);
 
+/* The fedvm op meant by a name from TFF, DrJAX, JAX, NumPy or TensorFlow
+ * (federated_avg, reduce_mean, psum, dot, ...), or NULL; *why (when why is
+ * not NULL) says what the name is. */
+const char *fvm_suggest_synonym(const char *name, const char **why);
+
 #endif

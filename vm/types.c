@@ -632,6 +632,89 @@ bool fvm_type_compatible(const fvm_type *actual, const fvm_type *formal)
     return relate(actual, formal, true);
 }
 
+/* The first place where actual does not fit formal (as fvm_type_compatible
+ * judges), written into buf after the path 'at' to it; false when none. */
+static bool mismatch(const fvm_type *a, const fvm_type *b, const char *at, char *buf, size_t n)
+{
+    char ta[128], tb[128], sub[256];
+    const char *where = *at ? at : "the value";
+    if (a->kind != b->kind || (a->kind == FVM_T_TENSOR && (a->u.tensor.dtype != b->u.tensor.dtype ||
+                                                           a->u.tensor.dims.rank != b->u.tensor.dims.rank))) {
+        snprintf(buf, n, "%s is %s where %s is expected", where, fvm_type_format(a, true, ta, sizeof ta),
+                 fvm_type_format(b, true, tb, sizeof tb));
+        return true;
+    }
+    switch (a->kind) {
+    case FVM_T_TENSOR:
+        if (relate(a, b, true))
+            return false;
+        snprintf(buf, n, "%s has shape %s where %s is expected", where, fvm_type_format(a, true, ta, sizeof ta),
+                 fvm_type_format(b, true, tb, sizeof tb));
+        return true;
+    case FVM_T_STRUCT:
+        for (int i = 0; i < b->u.strct.n; i++) {
+            const char *y = b->u.strct.names[i];
+            if (y && fvm_type_field_index(a, y) < 0) {
+                snprintf(buf, n, "%s has no field '%s' (of type %s)", where, y,
+                         fvm_type_format(b->u.strct.elems[i], true, tb, sizeof tb));
+                return true;
+            }
+        }
+        for (int i = 0; i < a->u.strct.n; i++) {
+            const char *x = a->u.strct.names[i];
+            if (x && fvm_type_field_index(b, x) < 0) {
+                snprintf(buf, n, "%s has a field '%s' that is not expected", where, x);
+                return true;
+            }
+        }
+        if (a->u.strct.n != b->u.strct.n) {
+            snprintf(buf, n, "%s has %d fields where %d are expected", where, a->u.strct.n, b->u.strct.n);
+            return true;
+        }
+        for (int i = 0; i < a->u.strct.n; i++) {
+            const char *x = a->u.strct.names[i], *y = b->u.strct.names[i];
+            if (x && y && strcmp(x, y)) {
+                snprintf(buf, n, "%s has field '%s' at position %d where '%s' is expected (fields are in order)",
+                         where, x, i, y);
+                return true;
+            }
+            if (x)
+                snprintf(sub, sizeof sub, "%s.%s", *at ? at : "", x);
+            else
+                snprintf(sub, sizeof sub, "%s[%d]", *at ? at : "", i);
+            if (mismatch(a->u.strct.elems[i], b->u.strct.elems[i], sub, buf, n))
+                return true;
+        }
+        return false;
+    case FVM_T_SEQ:
+        snprintf(sub, sizeof sub, "%s*", *at ? at : "");
+        return mismatch(a->u.seq.elem, b->u.seq.elem, sub, buf, n);
+    case FVM_T_FED:
+        if (a->u.fed.pl != b->u.fed.pl || (a->u.fed.all_equal != b->u.fed.all_equal && !a->u.fed.all_equal)) {
+            snprintf(buf, n, "%s is %s where %s is expected", where, fvm_type_format(a, true, ta, sizeof ta),
+                     fvm_type_format(b, true, tb, sizeof tb));
+            return true;
+        }
+        return mismatch(a->u.fed.member, b->u.fed.member, at, buf, n);
+    case FVM_T_FN:
+        if (relate(a, b, true))
+            return false;
+        snprintf(buf, n, "%s is %s where %s is expected", where, fvm_type_format(a, true, ta, sizeof ta),
+                 fvm_type_format(b, true, tb, sizeof tb));
+        return true;
+    }
+    return false;
+}
+
+const char *fvm_type_mismatch(const fvm_type *actual, const fvm_type *formal, char *buf, size_t n)
+{
+    if (!n)
+        return buf;
+    buf[0] = 0;
+    mismatch(actual, formal, "", buf, n);
+    return buf;
+}
+
 bool fvm_type_is_placed(const fvm_type *t)
 {
     switch (t->kind) {

@@ -98,6 +98,10 @@ bool fvm_type_equal(const fvm_type *a, const fvm_type *b);
  * but a dim matches when either side is unknown and struct names must agree
  * where both are named. */
 bool fvm_type_compatible(const fvm_type *actual, const fvm_type *formal);
+/* Where actual does not fit formal (fvm_type_compatible), in words, into buf
+ * (returned): "the value has no field 'metrics' (of type f32[])", ".model.w
+ * has shape f32[3] where f32[4] is expected"; "" when it fits. */
+const char *fvm_type_mismatch(const fvm_type *actual, const fvm_type *formal, char *buf, size_t n);
 
 /* Does t contain a federated type anywhere? */
 bool fvm_type_is_placed(const fvm_type *t);
