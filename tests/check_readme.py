@@ -94,7 +94,7 @@ def incomplete(text):
     """True when the shell has not seen the end of TEXT yet (an open for/if/quote)."""
     if text.endswith("\\"):
         return True
-    r = subprocess.run(["bash", "-n", "-c", text], capture_output=True, text=True)
+    r = subprocess.run(["bash", "-n", "-c", text], capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"))
     return r.returncode != 0 and "unexpected end of file" in r.stderr
 
 
@@ -123,7 +123,7 @@ def has_comment(text):
 
 
 def commands(start, body):
-    """[(README line, command text, shown output lines or None when the block shows none)]"""
+    """[(README line, command text, [shown output lines])]"""
     out = []
     prompts = any(ln.startswith("$ ") for ln in body)
     i = 0
