@@ -69,7 +69,7 @@ VERSION  := 0.1.0
 DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libdeflate-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
-                python3-msgpack python3-numpy dataset-fashion-mnist \
+                python3-msgpack python3-numpy python3-yaml dataset-fashion-mnist \
                 libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz nettle-dev \
                 libopenmpi-dev openmpi-bin
 

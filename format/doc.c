@@ -50,6 +50,19 @@ fvm_doc *fvm_doc_bool(fvm_arena *a, bool v)
     return d;
 }
 
+bool fvm_doc_integer(const fvm_doc *n, int64_t *out)
+{
+    if (n && n->kind == FVM_DOC_INT) {
+        *out = n->u.i;
+        return true;
+    }
+    /* -2^63 <= r < 2^63: both bounds are exact doubles. */
+    if (!n || n->kind != FVM_DOC_REAL || !(n->u.r >= -0x1p63 && n->u.r < 0x1p63) || n->u.r != trunc(n->u.r))
+        return false;
+    *out = (int64_t)n->u.r;
+    return true;
+}
+
 size_t fvm_doc_capacity(size_t n)
 {
     size_t cap = 4;

@@ -101,6 +101,11 @@ fvm_status fvm_read_file(const char *path, char **out_text, size_t *out_len, fvm
  * (through quotes and escapes), or the node's own column when unknown. */
 int fvm_doc_string_col(const fvm_doc *str, size_t off);
 
+/* The integer a number node holds: an INT, or a REAL with a zero fraction
+ * inside the range of int64 (2.0, -0.0, 1e3), as JSON Schema counts
+ * integers. False for anything else (2.5, 1e300, nan, a string, NULL). */
+bool fvm_doc_integer(const fvm_doc *n, int64_t *out);
+
 /* Member of an object by key, or NULL. */
 fvm_doc *fvm_doc_get(const fvm_doc *obj, const char *key);
 

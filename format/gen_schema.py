@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""gen_schema.py - generates format/fedvm.schema.json from vm/ops.def and vm/attrs.def.
+"""gen_schema.py - generates format/fedvm.schema.json from vm/ops.def, vm/attrs.def and vm/op_attrs.def.
 
 The schema (JSON Schema draft 2020-12) describes the structure of a fedvm
 document, format version 1: the top-level members, functions, parameters,
-instructions, the op names, and for each op the attribute names it accepts,
-the JSON kind of each, and which are required. It does not check what only
-the checker can (names, types, shapes, placements, argument counts).
+instructions, the op names, and for each op its number of arguments, the
+attribute names it accepts, the JSON kind and the domain of each (the DOMAIN
+column of attrs.def, or the op's own in op_attrs.def: bounds, list lengths,
+allowed values), and which are required. fedvm's attribute decoder (vm/check.c)
+enforces the same domains from the same files. The schema does not check what
+only the checker can (names, types, shapes, placements).
 
     python3 format/gen_schema.py            # print the schema
     python3 format/gen_schema.py -o FILE    # write it to FILE
@@ -26,26 +29,108 @@ PLACEMENTS = ["SERVER", "CLIENTS"]
 MAX_RANK = 8      # FVM_MAX_RANK (vm/status.h): entries of an INTS attribute
 MAX_NAME = 256    # MAX_NAME (format/ir_read.c), in bytes there, in characters here
 IDENT = "^[A-Za-z_][A-Za-z0-9_]*$"
+# Control characters, found anywhere: a pattern anchored with '$' would let
+# "y\n" through validators that use Python's re, where '$' also matches
+# before a final newline.
+CONTROL = {"pattern": "[\\u0000-\\u001f\\u007f]"}
 
 OP_RE = re.compile(
     r'^FVM_OP\(\s*(\w+)\s*,\s*"([^"]+)"\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*([^,]+?)\s*,'
     r'\s*([^,]+?)\s*,\s*([^,]+?)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*\)')
 GROUP_RE = re.compile(r'^/\*\s*--\s*(.*?)\s*--\s*\*/')
-ATTR_RE = re.compile(r'^FVM_ATTR\(\s*(\w+)\s*,\s*"([^"]+)"\s*,\s*(\w+)\s*,\s*(\w+)\s*\)')
+ATTR_RE = re.compile(r'^FVM_ATTR\(\s*(\w+)\s*,\s*"([^"]+)"\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(D\(.*\))\s*\)$')
+OP_ATTR_RE = re.compile(r'^FVM_OP_ATTR\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(D\(.*\))\s*\)$')
 MASK_RE = re.compile(r'A\((\w+)\)')
+NUM = r'-?\d+(?:\.\d+)?'
+DOMAIN_ITEM_RE = re.compile(r'\s*(?:(ANY)|(MIN|MAX|ABOVE|BELOW)\(\s*(' + NUM + r')\s*\)'
+                            r'|(LEN)\(\s*(\d+)\s*,\s*(\d+)\s*\)|(ONE_OF)\(\s*"([^"]*)"\s*\))\s*(,|$)')
+# Which DOMAIN items each attribute kind can have (attrs.def).
+DOMAIN_KINDS = {"MIN": {"INT", "INTS", "REAL"}, "MAX": {"INT", "INTS", "REAL"}, "ABOVE": {"REAL"},
+                "BELOW": {"REAL"}, "LEN": {"INTS"}, "ONE_OF": {"STRING", "DTYPE"}}
+
+
+def number(text):
+    return float(text) if "." in text else int(text)
+
+
+def read_domain(text, kind, where):
+    """The DOMAIN column 'D(MIN(1), MAX(64))' as a dict (min, max, min_open, max_open, len, one_of)."""
+    body = text[2:-1].strip()
+    dom, pos = {}, 0
+    if body == "ANY":
+        return dom
+    while pos < len(body):
+        m = DOMAIN_ITEM_RE.match(body, pos)
+        if not m or m.group(1):
+            raise SystemExit(f"gen_schema: cannot read the domain '{text}' of {where}")
+        item = m.group(2) or m.group(4) or m.group(7)
+        if kind not in DOMAIN_KINDS[item]:
+            raise SystemExit(f"gen_schema: {where}: {item} does not apply to an attribute of kind {kind}")
+        key = {"MIN": "min", "ABOVE": "min", "MAX": "max", "BELOW": "max", "LEN": "len", "ONE_OF": "one_of"}[item]
+        if key in dom:
+            raise SystemExit(f"gen_schema: {where}: the domain '{text}' bounds {key} twice")
+        if item in ("MIN", "MAX", "ABOVE", "BELOW"):
+            dom[key] = number(m.group(3))
+            dom[key + "_open"] = item in ("ABOVE", "BELOW")
+            if kind != "REAL" and not isinstance(dom[key], int):
+                raise SystemExit(f"gen_schema: {where}: an integer attribute needs whole bounds")
+        elif item == "LEN":
+            lo, hi = int(m.group(5)), int(m.group(6))
+            if not 0 <= lo <= hi <= MAX_RANK:
+                raise SystemExit(f"gen_schema: {where}: LEN({lo}, {hi}) is not within 0 to {MAX_RANK}")
+            dom["len"] = (lo, hi)
+        else:
+            values = m.group(8).split("|")
+            if kind == "DTYPE" and not set(values) <= set(DTYPES):
+                raise SystemExit(f"gen_schema: {where}: ONE_OF names unknown dtypes {sorted(set(values) - set(DTYPES))}")
+            if not all(values) or len(set(values)) != len(values):
+                raise SystemExit(f"gen_schema: {where}: ONE_OF(\"{m.group(8)}\") has empty or repeated values")
+            dom["one_of"] = values
+        pos = m.end()
+    if "min" in dom and "max" in dom and dom["min"] > dom["max"]:
+        raise SystemExit(f"gen_schema: {where}: the domain '{text}' is empty")
+    return dom
 
 
 def read_attrs(path):
-    """[(ID, json name, KIND)] in attrs.def order."""
+    """[(ID, json name, KIND, domain)] in attrs.def order."""
     attrs = []
     with open(path, encoding="utf-8") as f:
-        for line in f:
-            m = ATTR_RE.match(line.strip())
-            if m:
-                attrs.append((m.group(1), m.group(2), m.group(3)))
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line.startswith("FVM_ATTR("):
+                continue
+            m = ATTR_RE.match(line)
+            if not m:
+                raise SystemExit(f"gen_schema: {path}:{n}: cannot read this FVM_ATTR entry")
+            where = f"attribute {m.group(2)}"
+            attrs.append((m.group(1), m.group(2), m.group(3), read_domain(m.group(5), m.group(3), where)))
     if not attrs:
         raise SystemExit(f"gen_schema: no FVM_ATTR entries in {path}")
     return attrs
+
+
+def read_op_attrs(path, ops, attrs):
+    """{(op name, attribute json name): domain} from op_attrs.def; each op must take the attribute."""
+    by_id = {a[0]: a for a in attrs}
+    op_by_id = {o["id"]: o for o in ops}
+    out = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line.startswith("FVM_OP_ATTR("):
+                continue
+            m = OP_ATTR_RE.match(line)
+            if not m:
+                raise SystemExit(f"gen_schema: {path}:{n}: cannot read this FVM_OP_ATTR entry")
+            op, attr = op_by_id.get(m.group(1)), by_id.get(m.group(2))
+            if not op or not attr or attr[0] not in op["attrs"]:
+                raise SystemExit(f"gen_schema: {path}:{n}: op {m.group(1)} does not take an attribute {m.group(2)}")
+            key = (op["name"], attr[1])
+            if key in out:
+                raise SystemExit(f"gen_schema: {path}:{n}: a second domain for {key[1]} in {key[0]}")
+            out[key] = read_domain(m.group(3), attr[2], f"{key[1]} in {key[0]}")
+    return out
 
 
 def mask(text, ids, where):
@@ -93,58 +178,92 @@ def read_ops(path, attr_ids):
     return ops
 
 
-def kind_schema(kind):
-    """The JSON form of an attribute of this kind (attrs.def KIND)."""
+def bounds(dom):
+    """JSON Schema bounds of a number from a domain."""
+    out = {}
+    if "min" in dom:
+        out["exclusiveMinimum" if dom["min_open"] else "minimum"] = dom["min"]
+    if "max" in dom:
+        out["exclusiveMaximum" if dom["max_open"] else "maximum"] = dom["max"]
+    return out
+
+
+def kind_schema(kind, dom):
+    """The JSON form of an attribute of this kind (attrs.def KIND) and domain."""
     if kind == "FUNC":
         return {"$ref": "#/$defs/name", "description": "a function name"}
     if kind == "INT":
-        return {"type": "integer"}
+        return {"type": "integer", **bounds(dom)}
     if kind == "BOOL":
         return {"type": "boolean"}
     if kind == "INTS":
-        return {"type": "array", "maxItems": MAX_RANK, "items": {"type": "integer"}}
+        lo, hi = dom.get("len", (0, MAX_RANK))
+        out = {"type": "array"}
+        if lo:
+            out["minItems"] = lo
+        out["maxItems"] = hi
+        out["items"] = {"type": "integer", **bounds(dom)}
+        return out
     if kind == "DTYPE":
-        return {"enum": DTYPES}
+        return {"enum": dom.get("one_of", DTYPES)}
     if kind == "PLACEMENT":
         return {"enum": PLACEMENTS}
     if kind == "STRING":
-        return {"type": "string"}
+        return {"enum": dom["one_of"]} if "one_of" in dom else {"type": "string"}
     if kind == "STRINGS":
         return {"type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/identifier"}}
     if kind == "REAL":
-        return {"type": "number"}
+        return {"type": "number", **bounds(dom)}
     if kind == "VALUE":
         return {"description": "any JSON value (const reads it as a tensor literal)"}
     raise SystemExit(f"gen_schema: unknown attribute kind {kind}")
 
 
-def build(ops, attrs):
+def arity(o, at):
+    """Items of an instruction of op o whose arguments start at position at."""
+    out = {}
+    if at + o["min"] > 2:
+        out["minItems"] = at + o["min"]
+    if o["max"] >= 0:
+        out["maxItems"] = at + o["max"]
+    return out
+
+
+def build(ops, attrs, op_domains):
     by_id = {a[0]: a for a in attrs}
     op_names = [o["name"] for o in ops]
 
     attr_defs = {}
-    for _, name, kind in attrs:
-        attr_defs["attr_" + name] = kind_schema(kind)
+    for _, name, kind, dom in attrs:
+        attr_defs["attr_" + name] = kind_schema(kind, dom)
 
     per_op = []
     for o in ops:
         names = [by_id[i][1] for i in o["attrs"]]
         required = [by_id[i][1] for i in o["required"]]
-        attr_obj = {
-            "type": "object",
-            "properties": {n: {"$ref": "#/$defs/attr_" + n} for n in names},
-            "additionalProperties": False,
-        }
+        props = {}
+        for i in o["attrs"]:
+            _, n, kind, _ = by_id[i]
+            dom = op_domains.get((o["name"], n))
+            props[n] = kind_schema(kind, dom) if dom is not None else {"$ref": "#/$defs/attr_" + n}
+        attr_obj = {"type": "object", "properties": props, "additionalProperties": False}
         if required:
             attr_obj["required"] = required
-        then = {"prefixItems": [True, True, {"if": {"type": "object"}, "then": attr_obj}]}
         if required:
             # Required attributes: position 2 must be the attribute object.
-            then["minItems"] = 3
-            then["prefixItems"][2] = attr_obj
+            attrs_part = {"minItems": 3, "prefixItems": [True, True, attr_obj]}
+        else:
+            attrs_part = {"prefixItems": [True, True, {"if": {"type": "object"}, "then": attr_obj}]}
+        # The arguments follow the attribute object if there is one.
+        args_part = {
+            "if": {"minItems": 3, "prefixItems": [True, True, {"type": "object"}]},
+            "then": arity(o, 3),
+        }
+        if arity(o, 2):
+            args_part["else"] = arity(o, 2)
         per_op.append({
             "if": {"prefixItems": [True, {"const": o["name"]}]},
-            "then": then,
+            "then": {"allOf": [attrs_part, args_part]},
         })
 
     return {
@@ -153,13 +272,17 @@ def build(ops, attrs):
         "title": "fedvm program, format version 1",
         "description": (
             "The structure of a fedvm document (format/SPEC.md). Generated by format/gen_schema.py "
-            "from vm/ops.def and vm/attrs.def; do not edit. It checks the members of the document and "
-            "of functions, the shape of instructions [name, op, {attributes}?, args...], the op names, "
-            "and per op the allowed attribute names, their JSON kinds and the required ones. It does not "
-            "check the number of arguments of an op, names (defined, unique, used after definition), "
-            "type strings, shapes, placements or values; `fedvm check` does. JSON Schema cannot tell "
-            "2 from 2.0, nor count bytes: fedvm also requires integer attributes to be written without "
-            "a fraction and names to have at most 256 bytes."
+            "from vm/ops.def, vm/attrs.def and vm/op_attrs.def; do not edit. It checks the members of the "
+            "document and of functions, the shape of instructions [name, op, {attributes}?, args...], the op "
+            "names, and per op the number of arguments, the allowed attribute names, their JSON kinds, their "
+            "domains (bounds, list lengths, allowed values; the same ones `fedvm check` enforces, from the same "
+            "files) and the required ones. Only `fedvm check` checks: names (defined, unique, used after their "
+            "definition, functions named by attributes), type strings and aliases, types, shapes and placements "
+            "(and what depends on them: an axis in range, a bitwidth that fits the dtype, how many names a "
+            "struct has), which of field's name and index is given, const values, included documents, "
+            "program conventions (initialize, next), recursion, the readers' limits (nesting, size) and "
+            "names' length in bytes (here: characters). Integers may be written with a zero fraction (2.0), "
+            "in fedvm as in JSON Schema."
         ),
         "type": "object",
         "required": ["fedvm"],
@@ -169,9 +292,11 @@ def build(ops, attrs):
             "doc": {"type": "string"},
             "form": {
                 "type": "object",
-                "required": ["kind"],
-                "properties": {"kind": {"enum": ["mapreduce", "distribute-aggregate"]}},
-                "description": "what fedplan wrote this program as: the round form and its parts (format/PLANS.md)",
+                "description": (
+                    "what fedplan wrote this program as (format/PLANS.md): its kind (mapreduce, "
+                    "distribute-aggregate, cross-device) and parts. fedvm keeps it as written and runs "
+                    "nothing differently because of it, so any object is accepted."
+                ),
             },
             "include": {
                 "type": "array",
@@ -195,9 +320,9 @@ def build(ops, attrs):
                 "type": "string",
                 "minLength": 1,
                 "maxLength": MAX_NAME,
-                "pattern": "^[^\\u0000-\\u001f\\u007f]+$",
+                "not": CONTROL,
             },
-            "identifier": {"type": "string", "pattern": IDENT},
+            "identifier": {"type": "string", "pattern": IDENT, "not": CONTROL},
             "alias_name": {
                 "description": "a type alias name: an identifier that is not a dtype or a placement",
                 "allOf": [{"$ref": "#/$defs/identifier"}, {"not": {"enum": DTYPES + PLACEMENTS}}],
@@ -245,7 +370,8 @@ def main(argv):
     args = ap.parse_args(argv)
     attrs = read_attrs(os.path.join(ROOT, "vm", "attrs.def"))
     ops = read_ops(os.path.join(ROOT, "vm", "ops.def"), {a[0] for a in attrs})
-    text = json.dumps(build(ops, attrs), indent=2, ensure_ascii=True) + "\n"
+    op_domains = read_op_attrs(os.path.join(ROOT, "vm", "op_attrs.def"), ops, attrs)
+    text = json.dumps(build(ops, attrs, op_domains), indent=2, ensure_ascii=True) + "\n"
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)

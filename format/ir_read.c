@@ -337,11 +337,12 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
         err(L, FVM_ERR_FORMAT, m, root, base, "missing \"fedvm\": 1 (the format version)");
         return;
     }
-    if (ver->kind != FVM_DOC_INT || ver->u.i != 1) {
+    int64_t version = 0; /* 1 or 1.0, as JSON Schema counts integers */
+    if (!fvm_doc_integer(ver, &version) || version != 1) {
         const char *pv = fvm_pointer_join(a, base, "fedvm");
-        if (ver->kind == FVM_DOC_INT)
+        if (fvm_doc_integer(ver, &version))
             err(L, FVM_ERR_FORMAT, m, ver, pv, "unsupported format version %lld; this fedvm reads version 1",
-                (long long)ver->u.i);
+                (long long)version);
         else
             err(L, FVM_ERR_FORMAT, m, ver, pv, "the format version must be the integer 1, found %s", kind_name(ver));
         return;

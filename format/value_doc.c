@@ -113,9 +113,9 @@ static fvm_status put_scalar(conv *c, const fvm_doc *n, const char *ptr, fvm_ten
         fvm_tensor_set_f64(t, i, r);
         return FVM_OK;
     }
-    if (n->kind != FVM_DOC_INT)
+    int64_t v = 0; /* 3 or 3.0, as JSON Schema counts integers */
+    if (!fvm_doc_integer(n, &v))
         return verr(c, n, ptr, FVM_ERR_TYPE, "expected an integer for dtype %s", fvm_dtype_name(dt));
-    int64_t v = n->u.i;
     bool fits = dt == FVM_DTYPE_I64 || (dt == FVM_DTYPE_I32 && v >= INT32_MIN && v <= INT32_MAX) ||
                 (dt == FVM_DTYPE_U32 && v >= 0 && v <= (int64_t)UINT32_MAX) ||
                 (dt == FVM_DTYPE_U8 && v >= 0 && v <= UINT8_MAX);

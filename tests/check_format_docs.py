@@ -3,10 +3,12 @@
 
 Checks, from the repository root:
   (a) format/fedvm.schema.json is exactly what format/gen_schema.py generates
-      from vm/ops.def and vm/attrs.def;
+      from vm/ops.def, vm/attrs.def and vm/op_attrs.def;
   (b) the schema is a valid draft 2020-12 schema and every program under
       programs/ (every *.json outside programs/data/, which holds argument
-      values) validates against it;
+      values) and tests/golden/programs/ validates against it, and so do the
+      programs fedplan writes for them (the mapreduce and
+      distribute-aggregate forms, the two programs of a cross-device plan);
   (c) invalid documents (unknown op, unknown top-level member, an attribute
       the op does not take, a wrong version, ...) are rejected by the schema,
       and by `fedvm check` too, while a valid one passes both;
@@ -25,13 +27,22 @@ Checks, from the repository root:
       fragments in other json blocks name real ops and allowed attributes;
       a block marked <!-- run --> is a transcript: each `$ fedvm ...` line is
       run (in the directory of the examples, where programs/ is the
-      repository's) and must print exactly the lines that follow it.
+      repository's) and must print exactly the lines that follow it;
+  (f) the schema and `fedvm check` judge alike: every input of tests/invalid/
+      is refused by both, unless CHECKER_ONLY lists it with the reason only
+      the checker can see its fault (and then the schema must accept it, so
+      the list stays exact); every valid input (tests/regress/,
+      tests/invalid/run/, tests/golden/programs/) passes both; and for every
+      op and attribute with a domain (vm/attrs.def, vm/op_attrs.def), values
+      inside it pass both, values outside fail both, fedvm's error located at
+      the attribute. Integers written as reals (2.0) are accepted by both.
 
-Usage: python3 tests/check_format_docs.py [--fedvm PATH]   (default bin/fedvm)
+Usage: python3 tests/check_format_docs.py [--fedvm PATH]   (default bin/fedvm; fedplan beside it)
 Exit status 0 when everything holds, 1 otherwise (every failure is listed).
 """
 import argparse
 import copy
+import glob
 import json
 import os
 import re
@@ -133,6 +144,7 @@ def check_programs(validator):
     files = program_files()
     if not files:
         fail("b", "no programs found under programs/")
+    files += corpus("tests/golden/programs/*.json")
     for path in files:
         try:
             with open(path, encoding="utf-8") as f:
@@ -142,6 +154,41 @@ def check_programs(validator):
             continue
         for e in schema_errors(validator, doc):
             fail("b", f"{rel(path)}: does not validate against the schema: {e}")
+
+
+def golden_programs():
+    """The programs of the golden cases (tests/golden/*.json), repository-relative."""
+    out = []
+    for path in corpus("tests/golden/*.json"):
+        with open(path, encoding="utf-8") as f:
+            prog = json.load(f).get("program")
+        if prog and prog not in out:
+            out.append(prog)
+    return out
+
+
+def check_forms(validator, fedplan):
+    """The programs fedplan writes for the golden programs validate (a program without a round form is skipped)."""
+    written = 0
+    with tempfile.TemporaryDirectory(prefix="fedvm-forms-") as tmp:
+        for prog in golden_programs():
+            for to in ("mapreduce", "distribute-aggregate", "cross-device"):
+                out = os.path.join(tmp, "plan.json")
+                r = subprocess.run([fedplan, prog, "--to", to, "-o", out], capture_output=True, text=True, cwd=ROOT)
+                if r.returncode == 1 and "round" in r.stderr:
+                    continue  # no round form (two exchanges, not federated): tests/run_forms.sh checks the message
+                if r.returncode != 0:
+                    fail("b", f"fedplan {prog} --to {to} fails (exit {r.returncode}): {r.stderr.strip()[:300]}")
+                    continue
+                with open(out, encoding="utf-8") as f:
+                    plan = json.load(f)
+                docs = [plan] if to != "cross-device" else [plan["client"]["program"], plan["server"]["program"]]
+                for doc in docs:
+                    written += 1
+                    for e in schema_errors(validator, doc)[:1]:
+                        fail("b", f"the {to} program fedplan writes for {prog} does not validate: {e}")
+    if not written:
+        fail("b", "fedplan wrote no form to validate")
 
 
 # ---- (c) invalid documents are rejected ------------------------------------------
@@ -345,6 +392,28 @@ def check_spec_ops(lines, ops, attrs):
     for a, n in rows.items():
         if a not in attr_names:
             fail("d", f"SPEC.md:{n}: the attribute table lists `{a}`, which vm/attrs.def does not define")
+    # Its JSON column states each domain: the bounds, the list lengths, the values, and the ops with their own.
+    op_domains = gen_schema.read_op_attrs(os.path.join(ROOT, "vm", "op_attrs.def"), ops, attrs)
+    for _, a, _, dom in attrs:
+        if a not in rows:
+            continue
+        cells = lines[rows[a] - 1].split(" | ")
+        json_col = cells[2] if len(cells) > 2 else ""
+        for (op, attr), own in sorted(op_domains.items()):
+            if attr == a and f"`{op}`" not in json_col:
+                fail("d", f"SPEC.md:{rows[a]}: the JSON column of `{a}` does not name `{op}`, which has its own "
+                          f"domain for it (vm/op_attrs.def)")
+        for d in [dom] + [own for (op, attr), own in op_domains.items() if attr == a]:
+            words = [str(d[k]) for k in ("min", "max") if k in d] + [f'"{v}"' if a != "dtype" else v
+                                                                    for v in d.get("one_of", [])]
+            if "len" in d and d["len"][0] == d["len"][1]:
+                words.append({1: "one", 2: "two", 3: "three"}.get(d["len"][0], str(d["len"][0])))
+            elif "len" in d:
+                words += [str(x) for x in d["len"]]
+            for w in words:
+                if w not in json_col:
+                    fail("d", f"SPEC.md:{rows[a]}: the JSON column of `{a}` does not state {w} of its domain "
+                              f"(vm/attrs.def, vm/op_attrs.def): {json_col}")
 
 
 GRADIENT = "**Gradient.**"
@@ -514,6 +583,350 @@ def check_transcript(fedvm, tmp, start, text):
                  + "\n    but the transcript shows\n      " + "\n      ".join(want or ["(nothing)"]))
 
 
+# ---- (f) the schema and `fedvm check` judge alike ----------------------------------------
+#
+# Every input of tests/invalid/ must be refused by the schema, unless it is
+# listed here with the reason only the checker can see its fault; every valid
+# input (tests/regress/, tests/invalid/run/, tests/golden/programs/) must pass
+# both. Inputs that are not one document Python reads as fedvm's readers do
+# (bad syntax or encoding, duplicate keys, beyond the readers' limits) are
+# outside the schema's reach and are counted, not judged.
+
+TYPES = "types: the types of values (the checker's type rules)"
+SHAPES = "shapes: the dimensions of tensors"
+PLACEMENTS = "placements: where values live (@SERVER, @CLIENTS)"
+NAMES = "names: defined, unique, used after their definition"
+TYPE_STRINGS = "type strings and aliases: the schema sees only strings"
+VALUES = "const values: the schema accepts any JSON value"
+INCLUDES = "included documents: the schema sees one document"
+CONVENTIONS = "program conventions: initialize and next"
+RECURSION = "recursion: which function calls which"
+
+CHECKER_ONLY = {
+    "add_dtype_mismatch": TYPES,
+    "add_on_clients": PLACEMENTS,
+    "add_shape_mismatch": SHAPES,
+    "aggregate_bad_accumulate": TYPES,
+    "avg_pool_grad_rank5": SHAPES,
+    "broadcast_clients": PLACEMENTS,
+    "cond_non_bool": TYPES,
+    "const_bad_value": VALUES,
+    "const_ragged": VALUES,
+    "const_zero_size_huge_dims": SHAPES,
+    "conv2d_grad_filter_channels": SHAPES,
+    "conv2d_grad_filter_dy_shape": SHAPES,
+    "conv2d_grad_input_dy_shape": SHAPES,
+    "conv2d_rank5": SHAPES,
+    "cyclic_type_aliases": TYPE_STRINGS,
+    "duplicate_param_name": NAMES,
+    "duplicate_ssa_name": NAMES,
+    "federated_map_federated_fn": PLACEMENTS,
+    "federated_mean_integers": TYPES,
+    "federated_sum_server": PLACEMENTS,
+    "field_of_tensor": TYPES,
+    "field_unknown_name": NAMES,
+    "fori_result_missing_field": TYPES,
+    "fori_wrong_result": TYPES,
+    "grad_of_vector": TYPES,
+    "grad_through_federated_value": TYPES,
+    "grad_through_while": TYPES,
+    "grad_wrt_integer": TYPES,
+    "grad_wrt_sequence": TYPES,
+    "include_cycle": INCLUDES,
+    "include_duplicate_function": INCLUDES,
+    "include_missing": INCLUDES,
+    "initialize_with_params": CONVENTIONS,
+    "matmul_inner_dim": SHAPES,
+    "max_pool_grad_dy_shape": SHAPES,
+    "next_bad_result": CONVENTIONS,
+    "next_without_initialize": CONVENTIONS,
+    "param_function_type": TYPE_STRINGS,
+    "param_struct_with_function": TYPE_STRINGS,
+    "recursion_direct": RECURSION,
+    "recursion_mutual": RECURSION,
+    "reshape_count": SHAPES,
+    "secure_sum_bitwidth": TYPES + " (a bitwidth must fit the dtype)",
+    "secure_sum_narrow_leaf_late": TYPES + " (a bitwidth must fit the dtype)",
+    "shuffle_bad_key": TYPES,
+    "type_alias_chain_deep": TYPE_STRINGS,
+    "type_alias_chain_huge": TYPE_STRINGS,
+    "type_alias_chain_reversed": TYPE_STRINGS,
+    "type_dim_exponent": TYPE_STRINGS,
+    "type_error_after_escape": TYPE_STRINGS,
+    "type_nested_placement": TYPE_STRINGS,
+    "type_rank_too_high": TYPE_STRINGS,
+    "type_sequence_too_deep": TYPE_STRINGS,
+    "type_server_braces": TYPE_STRINGS,
+    "type_too_deep": TYPE_STRINGS,
+    "type_too_large": TYPE_STRINGS,
+    "type_unknown_dtype": TYPE_STRINGS,
+    "type_unterminated_shape": TYPE_STRINGS,
+    "type_zero_size_huge_dims": TYPE_STRINGS,
+    "undefined_argument": NAMES,
+    "undefined_function_attr": NAMES,
+    "undefined_result": NAMES,
+    "undefined_type_alias": TYPE_STRINGS,
+    "used_before_definition": NAMES,
+    "yaml_type_plain_scalar": TYPE_STRINGS,
+}
+
+MAX_DEPTH = 512            # FVM_MAX_DEPTH (vm/status.h): nested collections
+MAX_DOC_NODES = 10000000   # FVM_MAX_DOC_NODES: nodes once YAML aliases are expanded
+
+
+class Unreadable(Exception):
+    """The input is not one document that Python reads as fedvm's readers do."""
+
+
+def strict_object(pairs):
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise Unreadable("a duplicate key")
+    return dict(pairs)
+
+
+def refuse_constant(name):
+    raise Unreadable(f"the non-JSON constant {name}")
+
+
+def yaml_module():
+    try:
+        import yaml
+    except ImportError:
+        return None
+    return yaml
+
+
+def read_yaml(yaml, text):
+    class Strict(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for k, _ in node.value:
+            key = loader.construct_object(k, deep=deep)
+            if key in seen:
+                raise Unreadable(f"the duplicate key {key!r}")
+            seen.add(key)
+        return loader.construct_mapping(node, deep)
+
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        return yaml.load(text, Loader=Strict)
+    except (yaml.YAMLError, RecursionError) as e:
+        raise Unreadable(f"not YAML fedvm reads: {type(e).__name__}")
+
+
+def within_reader_limits(doc):
+    """Raises Unreadable beyond the readers' limits: nesting, expanded size, an alias inside itself.
+    Iterative, and memoized per collection (YAML aliases make the document a DAG)."""
+    size, height, busy = {}, {}, set()
+    stack = [(doc, False)]
+    while stack:
+        x, done = stack.pop()
+        if not isinstance(x, (list, dict)):
+            continue
+        items = list(x.values()) if isinstance(x, dict) else x
+        if done:
+            busy.discard(id(x))
+            size[id(x)] = 1 + sum(size.get(id(v), 1) for v in items)
+            height[id(x)] = 1 + max((height.get(id(v), 0) for v in items), default=0)
+            if size[id(x)] > MAX_DOC_NODES:
+                raise Unreadable(f"more than {MAX_DOC_NODES} nodes once aliases are expanded")
+            if height[id(x)] > MAX_DEPTH:
+                raise Unreadable(f"nested deeper than {MAX_DEPTH}")
+            continue
+        if id(x) in size:
+            continue
+        if id(x) in busy:
+            raise Unreadable("an alias inside the collection it refers to")
+        busy.add(id(x))
+        stack.append((x, True))
+        stack.extend((v, False) for v in items)
+
+
+def read_document(path, yaml):
+    """The document at path as Python values; Unreadable when fedvm's readers would refuse it."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Unreadable("not UTF-8")
+    if path.endswith((".yaml", ".yml")):
+        doc = read_yaml(yaml, text)
+    else:
+        try:
+            doc = json.loads(text, object_pairs_hook=strict_object, parse_constant=refuse_constant)
+        except (ValueError, RecursionError) as e:
+            if isinstance(e, Unreadable):
+                raise
+            raise Unreadable(f"not JSON: {str(e)[:80]}")
+    within_reader_limits(doc)
+    return doc
+
+
+def fedvm_check_file(fedvm, path):
+    r = subprocess.run([fedvm, "check", path], capture_output=True, text=True, cwd=ROOT)
+    return r.returncode, (r.stderr + r.stdout).strip()
+
+
+def corpus(pattern):
+    return sorted(glob.glob(os.path.join(ROOT, pattern)))
+
+
+def check_agreement(validator, fedvm):
+    yaml = yaml_module()
+    invalid = corpus("tests/invalid/*.json") + corpus("tests/invalid/*.yaml") + corpus("tests/invalid/*.yml")
+    valid = corpus("tests/regress/*.json") + corpus("tests/invalid/run/*.json") + corpus("tests/golden/programs/*.json")
+    if not invalid or not valid:
+        fail("f", "no inputs under tests/invalid/ or tests/regress/")
+    names = {os.path.splitext(os.path.basename(p))[0] for p in invalid}
+    for name in sorted(set(CHECKER_ONLY) - names):
+        fail("f", f"CHECKER_ONLY lists '{name}', which is not an input of tests/invalid/")
+    judged = unreadable = 0
+    for path, want_ok in [(p, False) for p in invalid] + [(p, True) for p in valid]:
+        name = os.path.splitext(os.path.basename(path))[0]
+        if yaml is None and path.endswith((".yaml", ".yml")):
+            continue  # without Python's yaml module (Debian: python3-yaml) YAML inputs are not judged
+        try:
+            doc = read_document(path, yaml)
+        except Unreadable as e:
+            unreadable += 1
+            if want_ok:
+                fail("f", f"{rel(path)} is a valid input but cannot be read as a document: {e}")
+            elif name in CHECKER_ONLY:
+                fail("f", f"CHECKER_ONLY lists '{name}', but it is not even a document the schema could judge ({e})")
+            continue
+        judged += 1
+        errs = schema_errors(validator, doc)
+        rc, out = fedvm_check_file(fedvm, path) if fedvm else (None, "")
+        if fedvm and rc not in (0, 1):
+            fail("f", f"{rel(path)}: `fedvm check` exits {rc}: {out[:300]}")
+            continue
+        if fedvm and (rc == 0) != want_ok:
+            fail("f", f"{rel(path)}: `fedvm check` {'accepts' if rc == 0 else 'refuses'} it (exit {rc}): {out[:300]}")
+            continue
+        if want_ok:
+            if errs:
+                fail("f", f"{rel(path)}: fedvm accepts it, the schema refuses it: {errs[0]}")
+        elif name in CHECKER_ONLY:
+            if errs:
+                fail("f", f"{rel(path)}: the schema refuses it ({errs[0]}), so CHECKER_ONLY should not list it "
+                          f"('{CHECKER_ONLY[name]}')")
+        elif not errs:
+            first = out.splitlines()[0] if out else "(no message)"
+            fail("f", f"{rel(path)}: fedvm refuses it ({first[:300]}) but the schema accepts it: give the schema "
+                      f"the constraint (vm/attrs.def, vm/op_attrs.def, format/gen_schema.py), or list it in "
+                      f"CHECKER_ONLY with the reason only the checker can see it")
+    return judged, unreadable
+
+
+# ---- (f) every attribute domain, probed on both sides --------------------------------------
+
+def valid_number(dom, integer):
+    """A value inside a domain's bounds."""
+    lo, hi = dom.get("min"), dom.get("max")
+    if lo is not None and not dom["min_open"]:
+        return lo
+    if hi is not None and not dom["max_open"]:
+        return hi
+    if lo is not None and hi is not None:
+        return (lo + hi) / 2
+    if lo is not None:
+        return lo + 1
+    if hi is not None:
+        return hi - 1
+    return 0 if integer else 0.5
+
+
+def outside_numbers(dom, integer):
+    """Values just outside a domain's bounds."""
+    step = 1 if integer else 0.5
+    out = []
+    if "min" in dom:
+        out.append(dom["min"] if dom["min_open"] else dom["min"] - step)
+    if "max" in dom:
+        out.append(dom["max"] if dom["max_open"] else dom["max"] + step)
+    return out
+
+
+def valid_value(kind, dom):
+    if kind == "INT":
+        return valid_number(dom, True)
+    if kind == "REAL":
+        return valid_number(dom, False)
+    if kind == "INTS":
+        lo, _ = dom.get("len", (0, gen_schema.MAX_RANK))
+        return [valid_number(dom, True)] * max(lo, 1)
+    if kind in ("DTYPE", "STRING"):
+        return dom.get("one_of", ["f32" if kind == "DTYPE" else "s"])[0]
+    return {"FUNC": "f", "BOOL": True, "PLACEMENT": "SERVER", "STRINGS": ["a"], "VALUE": 0}[kind]
+
+
+def domain_probes(kind, dom):
+    """[(what, value, inside)] for an attribute of this kind and domain."""
+    ok = valid_value(kind, dom)
+    probes = [("a value inside", ok, True)]
+    if kind == "INT":
+        probes += [(f"{v} (outside)", v, False) for v in outside_numbers(dom, True)]
+        probes += [(f"{float(ok)} (an integer written as a real)", float(ok), True),
+                   (f"{ok + 0.5} (not an integer)", ok + 0.5, False)]
+    elif kind == "REAL":
+        probes += [(f"{v} (outside)", v, False) for v in outside_numbers(dom, False)]
+    elif kind == "INTS":
+        lo, hi = dom.get("len", (0, gen_schema.MAX_RANK))
+        probes += [(f"an entry {v} (outside)", ok[:-1] + [v], False) for v in outside_numbers(dom, True)]
+        probes += [("entries written as reals", [float(v) for v in ok], True),
+                   ("an entry that is not an integer", ok[:-1] + [ok[-1] + 0.5], False),
+                   (f"{hi + 1} entries", [ok[0]] * (hi + 1), False)]
+        if lo > 0:
+            probes.append((f"{lo - 1} entr{'y' if lo == 2 else 'ies'}", [ok[0]] * (lo - 1), False))
+    elif "one_of" in dom:
+        other = next(v for v in [ok.lower(), ok.upper(), "x", "f32", "bool"] if v not in dom["one_of"])
+        probes.append((f'"{other}" (not one of them)', other, False))
+    return probes
+
+
+def check_domains(validator, fedvm, ops, attrs):
+    """For every op and attribute with a domain: values inside pass both judges, values outside fail both,
+    and fedvm's error is the decoder's, at the attribute."""
+    by_id = {a[0]: a for a in attrs}
+    op_domains = gen_schema.read_op_attrs(os.path.join(ROOT, "vm", "op_attrs.def"), ops, attrs)
+    probes = []
+    for o in ops:
+        for i in o["attrs"]:
+            _, name, kind, dom = by_id[i]
+            dom = op_domains.get((o["name"], name), dom)
+            if not dom and kind not in ("INT", "INTS"):
+                continue
+            for what, value, inside in domain_probes(kind, dom):
+                a = {by_id[r][1]: valid_value(by_id[r][2], op_domains.get((o["name"], by_id[r][1]), by_id[r][3]))
+                     for r in o["required"]}
+                a[name] = value
+                instr = ["r", o["name"], a] + ["x"] * o["min"]
+                doc = {"fedvm": 1, "functions": {"main": {"params": {"x": "f32[]"}, "body": [instr],
+                                                          "result": "r"}}}
+                probes.append((o["name"], name, what, inside, doc))
+    with tempfile.TemporaryDirectory(prefix="fedvm-domains-") as tmp:
+        for k, (op, name, what, inside, doc) in enumerate(probes):
+            errs = schema_errors(validator, doc)
+            if inside and errs:
+                fail("f", f"{op}.{name} = {what}: the schema refuses it: {errs[0]}")
+            if not inside and not errs:
+                fail("f", f"{op}.{name} = {what}: the schema accepts it")
+            if not fedvm:
+                continue
+            rc, out = fedvm_check_doc(fedvm, doc, tmp, f"probe_{k}.json")
+            said = [ln for ln in out.splitlines() if f"attribute '{name}' must be" in ln]
+            if inside and said:
+                fail("f", f"{op}.{name} = {what}: fedvm refuses the value: {said[0][:300]}")
+            if not inside and (rc != 1 or not any(f"/functions/main/body/0/2/{name}" in ln for ln in said)):
+                fail("f", f"{op}.{name} = {what}: fedvm does not refuse the value at /functions/main/body/0/2/{name} "
+                          f"(exit {rc}): {out[:300]}")
+    return len(probes)
+
+
 # ---- main ------------------------------------------------------------------------------
 
 def main(argv):
@@ -528,9 +941,19 @@ def main(argv):
     ops, attrs = op_table()
     check_generated()
     validator = load_validator()
+    counts = ""
     if validator is not None:
         check_programs(validator)
+        fedplan = os.path.join(os.path.dirname(fedvm), "fedplan") if fedvm else None
+        if fedplan and os.access(fedplan, os.X_OK):
+            check_forms(validator, fedplan)
+        else:
+            fail("b", "no fedplan beside the fedvm binary; build it first (make)")
         check_invalid(validator, fedvm)
+        judged, unreadable = check_agreement(validator, fedvm)
+        probes = check_domains(validator, fedvm, ops, attrs)
+        counts = (f", {judged} inputs judged alike ({len(CHECKER_ONLY)} only by the checker, "
+                  f"{unreadable} not documents), {probes} domain probes")
     try:
         lines = spec_lines()
     except OSError as e:
@@ -545,7 +968,7 @@ def main(argv):
         for f in failures:
             print("  " + f, file=sys.stderr)
         return 1
-    print(f"check_format_docs: ok ({len(ops)} ops, {len(attrs)} attributes, schema, programs, examples)")
+    print(f"check_format_docs: ok ({len(ops)} ops, {len(attrs)} attributes, schema, programs, examples{counts})")
     return 0
 
 

@@ -85,10 +85,16 @@ if [ "$(cat "$T/keep.json")" = "keep me" ] && [ -z "$(ls "$T" | grep -F .tmp)" ]
 # -- grad: the derived program is plain IR that check accepts
 for g in "programs/drjax_mean_loss.json loss --wrt w" "programs/fedsgd_logistic.json loss --wrt model" \
          "programs/models/mlp_2nn.json mlp_2nn_loss --wrt model" "programs/models/cnn_mnist.json cnn_loss" \
-         "programs/models/char_lstm.json char_lstm_loss --wrt model"; do
+         "programs/models/char_lstm.json char_lstm_loss --wrt model" \
+         "tests/ad/federated_primitives.json sum_from_clients" "tests/ad/federated_primitives.json mean_from_clients" \
+         "tests/ad/federated_primitives.json max_of_broadcast" "tests/ad/federated_primitives.json broadcast_map_sum --wrt x"; do
     expect 0 "grad $g" -- "$BIN" grad $g -o "$T/derived.json" &&
         expect 0 "check the derivative of $g" -- "$BIN" check "$T/derived.json"
 done
+# the derivative of a sum over clients runs and gives one 1 per client (regression: it had no clients)
+expect 0 "grad sum_from_clients" -- "$BIN" grad tests/ad/federated_primitives.json sum_from_clients -o "$T/derived.json" &&
+    expect 0 "run the derivative of sum_from_clients" -- "$BIN" run "$T/derived.json" --fn grad_sum --arg x=[1,2,3] &&
+    same "$T/out" tests/regress/grad_sum_from_clients.expect "one 1 per client"
 expect 0 "grad --to yaml" -- "$BIN" grad programs/drjax_mean_loss.json loss --to yaml && has "$T/out" "loss.vjp(w):" "yaml derivative"
 expect 1 "grad of an unknown function" -- "$BIN" grad programs/drjax_mean_loss.json nope && has "$T/err" "no function 'nope'" "grad unknown fn"
 expect 1 "grad with respect to an integer" -- "$BIN" grad programs/histogram.json bump --wrt value && has "$T/err" "holds no float" "grad of int"

@@ -219,7 +219,7 @@ check "-o: the old file stays (format)" -- test "$(cat "$T/keep.dot")" = old
 check "-o: no temporary files left" -- test -z "$(ls "$T" | grep '\.tmp')"
 if [ -w /dev/full ]; then
     "$BIN" programs/sensor_threshold.json --to dot >/dev/full 2>"$T/err"
-    is "$? $(cat "$T/err")" "1 fedplan: cannot write the plan to standard output" "a full standard output"
+    is "$? $(cat "$T/err")" "1 fedplan: cannot write standard output: No space left on device" "a full standard output"
 fi
 expect 1 "-o into a missing directory" -- "$BIN" programs/sensor_threshold.json --to dot -o "$T/no/such/dir/p.dot" &&
     is "$(cat "$T/err")" "$T/no/such/dir/p.dot: cannot write: No such file or directory" "-o error names the file"

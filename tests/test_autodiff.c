@@ -120,6 +120,107 @@ static void collect(fvm_value *v, leaves *l)
         collect(v->items[i], l);
 }
 
+/* A private copy of a tree of tensors (the leaves' elements copied). */
+static fvm_value *clone(const fvm_value *v)
+{
+    if (v->kind == FVM_V_TENSOR) {
+        fvm_tensor x;
+        assert_int_equal(fvm_tensor_alloc(&x, v->t.dtype, &v->t.shape, NULL), FVM_OK);
+        for (int64_t i = 0; i < fvm_tensor_count(&x); i++) {
+            if (fvm_dtype_is_float(x.dtype))
+                fvm_tensor_set_f64(&x, i, fvm_tensor_get_f64(&v->t, i));
+            else
+                fvm_tensor_set_i64(&x, i, fvm_tensor_get_i64(&v->t, i));
+        }
+        return fvm_value_tensor_take(&x);
+    }
+    assert_int_equal(v->kind, FVM_V_STRUCT);
+    fvm_value *s = fvm_value_list(FVM_V_STRUCT, v->n);
+    for (int64_t i = 0; i < v->n; i++)
+        s->items[i] = clone(v->items[i]);
+    return s;
+}
+
+/* acc += v, leaf by leaf (float leaves). */
+static void add_into(fvm_value *acc, const fvm_value *v)
+{
+    assert_int_equal(acc->kind, v->kind);
+    if (acc->kind == FVM_V_TENSOR) {
+        assert_int_equal(fvm_tensor_count(&acc->t), fvm_tensor_count(&v->t));
+        if (fvm_dtype_is_float(acc->t.dtype))
+            for (int64_t i = 0; i < fvm_tensor_count(&acc->t); i++)
+                fvm_tensor_set_f64(&acc->t, i, fvm_tensor_get_f64(&acc->t, i) + fvm_tensor_get_f64(&v->t, i));
+        return;
+    }
+    assert_int_equal(acc->n, v->n);
+    for (int64_t i = 0; i < acc->n; i++)
+        add_into(acc->items[i], v->items[i]);
+}
+
+/* The gradient g with respect to a parameter of type t, shaped as the
+ * parameter's value: a {T}@CLIENTS part must hold one cotangent per client
+ * (3 clients); the per-client cotangents of an all-equal T@CLIENTS part are
+ * summed (the derivative with respect to its one value). A new reference. */
+static fvm_value *fold_clients(const char *name, fvm_value *g, const fvm_type *t)
+{
+    if (t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS) {
+        if (g->kind != FVM_V_CLIENTS || g->n != 3)
+            fail_msg("%s: the gradient with respect to a client value holds %s, not one value per client (3)", name,
+                     g->kind == FVM_V_CLIENTS ? "another number of clients" : "one value");
+        if (!t->u.fed.all_equal)
+            return fvm_value_retain(g);
+        fvm_value *sum = clone(g->items[0]);
+        for (int64_t i = 1; i < g->n; i++)
+            add_into(sum, g->items[i]);
+        return sum;
+    }
+    if (t->kind == FVM_T_STRUCT && fvm_type_is_placed(t)) {
+        assert_int_equal(g->kind, FVM_V_STRUCT);
+        fvm_value *s = fvm_value_list(FVM_V_STRUCT, g->n);
+        for (int64_t i = 0; i < g->n; i++)
+            s->items[i] = fold_clients(name, g->items[i], t->u.strct.elems[i]);
+        return s;
+    }
+    return fvm_value_retain(g);
+}
+
+/* Runs the grad op itself (g(params) = grad(f, wrt)(params)) and returns its
+ * value: what 'fedvm run' computes and prints. */
+static fvm_value *grad_op_value(const char *text, const char *params, const fvm_func *f, const char *wrt,
+                                fvm_value **args)
+{
+    size_t n = strlen(text) + strlen(params) + 256 + 80 * (size_t)f->nparams;
+    char *gtext = malloc(n);
+    size_t len = strlen(text) - 2; /* without the closing braces of "functions" and the document */
+    int w = snprintf(gtext, n, "%.*s, \"g\": {\"params\": %s, \"body\": [[\"d\", \"grad\", {\"fn\": \"f\", "
+                     "\"wrt\": \"%s\"}", (int)len, text, params, wrt);
+    for (int i = 0; i < f->nparams; i++)
+        w += snprintf(gtext + w, n - (size_t)w, ", \"%s\"", f->param_names[i]);
+    snprintf(gtext + w, n - (size_t)w, "]], \"result\": \"d\"}}}");
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    assert_int_equal(fvm_program_load_text("g.json", gtext, strlen(gtext), &p, &d), FVM_OK);
+    if (fvm_check(p, &d) != FVM_OK) {
+        for (int i = 0; i < d.n; i++)
+            print_error("%s\n", d.errs[i].msg);
+        fail_msg("the program with the grad op does not check");
+    }
+    fvm_vm *vm = NULL;
+    fvm_vm_config cfg = {.nclients = 3};
+    fvm_value *r = NULL;
+    assert_int_equal(fvm_vm_new(p, &cfg, &vm, &d), FVM_OK);
+    if (fvm_vm_call(vm, fvm_program_func(p, "g"), args, &r, &d) != FVM_OK) {
+        for (int i = 0; i < d.n; i++)
+            print_error("%s\n", d.errs[i].msg);
+        fail_msg("the grad op failed");
+    }
+    fvm_vm_free(vm);
+    fvm_program_free(p);
+    fvm_diag_clear(&d);
+    free(gtext);
+    return r;
+}
+
 static double scalar_of(const fvm_value *v)
 {
     assert_int_equal(v->kind, FVM_V_TENSOR);
@@ -233,7 +334,13 @@ static void run_case(const gcase *c)
             print_error("%s: %s\n", c->name, d.errs[i].msg);
         fail_msg("%s: the derived function failed", c->name);
     }
-    fvm_value *g = res->items[1]->items[0];
+    /* the grad op gives the pullback's gradient (each client's where the
+     * parameter is at the clients) */
+    fvm_value *g = fold_clients(c->name, res->items[1]->items[0], f->param_types[wrt]);
+    fvm_value *gop = grad_op_value(text, params, f, c->wrt, args);
+    if (!fvm_value_identical(gop, res->items[1]->items[0]))
+        fail_msg("%s: the grad op's value differs from the pullback's gradient", c->name);
+    fvm_value_release(gop);
     fvm_value *f0 = NULL;
     assert_int_equal(fvm_vm_call(vm, f, args, &f0, &d), FVM_OK);
     /* the value the pullback returns is f's value */
@@ -277,6 +384,7 @@ static void run_case(const gcase *c)
     }
     assert_true(checked > 0);
     fvm_value_release(f0);
+    fvm_value_release(g);
     fvm_value_release(res);
     fvm_value_release(ct);
     for (int i = 0; i < f->nparams; i++)
@@ -597,6 +705,69 @@ static const pcase programs[] = {
      "[['wc', 'federated_broadcast', 'w'], ['l', 'federated_map', {'fn': 'cl'}, 'wc', 'x'], "
      "['t', 'federated_sum', 'l'], ['z', 'federated_zip', 'w', 't'], ['s', 'federated_apply', {'fn': 'dot'}, 'z']]",
      "w", ANY, NULL},
+    /* Gradients with respect to client values (3 clients, distinct data): one
+     * cotangent per client, also where the adjoint is a federated_broadcast
+     * (of federated_sum, federated_mean), whose value is all-equal. */
+#define FED_FNS "'sq': {'params': {'v': 'f64[2]'}, 'body': [['q', 'mul', 'v', 'v'], ['y', 'sum', 'q']], " \
+                "'result': 'y'}, 'sqs': {'params': {'v': 'f64[]'}, 'body': [['y', 'mul', 'v', 'v']], 'result': 'y'}, " \
+                "'plus': {'params': {'a': 'f64[]', 'b': 'f64[]'}, 'body': [['y', 'add', 'a', 'b']], 'result': 'y'}, " \
+                "'dot': {'params': {'p': '<f64[2],f64[2]>'}, 'body': [['a', 'field', {'index': 0}, 'p'], " \
+                "['b', 'field', {'index': 1}, 'p'], ['y', 'matmul', 'a', 'b']], 'result': 'y'}, " \
+                "'cl': {'params': {'w': 'f64[2]', 'x': 'f64[2]'}, 'body': [['p', 'mul', 'w', 'x'], " \
+                "['t', 'tanh', 'p'], ['q', 'mul', 't', 'x'], ['y', 'sum', 'q']], 'result': 'y'}, " \
+                "'tnh': {'params': {'v': 'f64[2]'}, 'body': [['y', 'tanh', 'v']], 'result': 'y'}, " \
+                "'agg': {'params': {'x': '{f64[2]}@CLIENTS'}, 'body': [['t', 'federated_mean', 'x']], 'result': 't'}, " \
+                "'each': {'params': {'a': '{f64[2]}@CLIENTS'}, 'body': [['m', 'federated_map', {'fn': 'tnh'}, 'a']], " \
+                "'result': 'm'}"
+    {"federated_sum wrt client values", "{" FED_FNS "}", "{'x': '{f64[2]}@CLIENTS'}",
+     "[['t', 'federated_sum', 'x'], ['s', 'federated_apply', {'fn': 'sq'}, 't']]", "x", ANY, NULL},
+    {"federated_mean wrt client values", "{" FED_FNS "}", "{'x': '{f64[2]}@CLIENTS'}",
+     "[['t', 'federated_mean', 'x'], ['s', 'federated_apply', {'fn': 'sq'}, 't']]", "x", ANY, NULL},
+    {"federated_weighted_mean wrt client values", "{" FED_FNS "}", "{'x': '{f64[2]}@CLIENTS', 'n': '{f64[]}@CLIENTS'}",
+     "[['t', 'federated_weighted_mean', 'x', 'n'], ['s', 'federated_apply', {'fn': 'sq'}, 't']]", "x", POS, NULL},
+    {"federated_min and federated_max wrt client values", "{" FED_FNS "}", "{'x': '{f64[]}@CLIENTS'}",
+     "[['lo', 'federated_min', 'x'], ['hi', 'federated_max', 'x'], ['s', 'federated_apply', {'fn': 'plus'}, 'lo', 'hi']]",
+     "x", AWAY, NULL},
+    {"federated_zip wrt client values", "{" FED_FNS "}", "{'x': '{f64[2]}@CLIENTS', 'y': '{f64[2]}@CLIENTS'}",
+     "[['z', 'federated_zip', 'x', 'y'], ['d', 'federated_map', {'fn': 'dot'}, 'z'], ['t', 'federated_sum', 'd'], "
+     "['s', 'federated_apply', {'fn': 'sqs'}, 't']]", "x", ANY, NULL},
+    {"federated_map and federated_broadcast of an aggregate wrt client values", "{" FED_FNS "}",
+     "{'x': '{f64[2]}@CLIENTS'}",
+     "[['t', 'federated_mean', 'x'], ['b', 'federated_broadcast', 't'], ['l', 'federated_map', {'fn': 'cl'}, 'b', 'x'], "
+     "['s', 'federated_sum', 'l']]", "x", ANY, NULL},
+    {"call of a federated function wrt client values", "{" FED_FNS "}", "{'x': '{f64[2]}@CLIENTS'}",
+     "[['t', 'call', {'fn': 'agg'}, 'x'], ['s', 'federated_apply', {'fn': 'sq'}, 't']]", "x", ANY, NULL},
+    {"an all-equal T@CLIENTS parameter through federated_sum", "{" FED_FNS "}", "{'v': 'f64[2]@CLIENTS'}",
+     "[['t', 'federated_sum', 'v'], ['s', 'federated_apply', {'fn': 'sq'}, 't']]", "v", ANY, NULL},
+    {"an all-equal T@CLIENTS parameter through federated_map", "{" FED_FNS "}",
+     "{'v': 'f64[2]@CLIENTS', 'x': '{f64[2]}@CLIENTS'}",
+     "[['l', 'federated_map', {'fn': 'cl'}, 'v', 'x'], ['s', 'federated_mean', 'l']]", "v", ANY, NULL},
+    {"a struct of client, server and unplaced values", "{" FED_FNS "}",
+     "{'m': '<a={f64[2]}@CLIENTS,b=f64[2]@SERVER,c=f64[]>'}",
+     "[['a', 'field', {'name': 'a'}, 'm'], ['b', 'field', {'name': 'b'}, 'm'], ['t', 'federated_sum', 'a'], "
+     "['z', 'federated_zip', 't', 'b'], ['s', 'federated_apply', {'fn': 'dot'}, 'z']]", "m", ANY, NULL},
+    /* with respect to server values */
+    {"federated_broadcast, map, sum wrt the server value", "{" FED_FNS "}",
+     "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['b', 'federated_broadcast', 'w'], ['l', 'federated_map', {'fn': 'cl'}, 'b', 'x'], ['s', 'federated_sum', 'l']]",
+     "w", ANY, NULL},
+    {"federated_max of a broadcast (every client ties)", "{" FED_FNS "}", "{'w': 'f64[2]@SERVER'}",
+     "[['b', 'federated_broadcast', 'w'], ['m', 'federated_max', 'b'], ['s', 'federated_apply', {'fn': 'sq'}, 'm']]",
+     "w", ANY, NULL},
+    {"federated_min of clients that tie in part", "{" FED_FNS "}",
+     "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['b', 'federated_broadcast', 'w'], ['l', 'federated_zip', 'b', 'x'], ['d', 'federated_map', {'fn': 'dot'}, 'l'], "
+     "['m', 'federated_min', 'd'], ['e', 'federated_mean', 'd'], ['s', 'federated_apply', {'fn': 'plus'}, 'm', 'e']]",
+     "w", ANY, "{'w': [0.5, -0.25], 'x': [[1.0, 2.0], [1.0, 2.0], [2.0, 3.0]]}"},
+    {"a call taking one value per client, given a broadcast", "{" FED_FNS "}",
+     "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['b', 'federated_broadcast', 'w'], ['m', 'call', {'fn': 'each'}, 'b'], ['l', 'federated_map', {'fn': 'cl'}, 'm', 'x'], "
+     "['s', 'federated_sum', 'l']]", "w", ANY, NULL},
+    {"a struct of client, server and unplaced values wrt the server part", "{" FED_FNS "}",
+     "{'m': '<a={f64[2]}@CLIENTS,b=f64[2]@SERVER,c=f64[]>'}",
+     "[['a', 'field', {'name': 'a'}, 'm'], ['b', 'field', {'name': 'b'}, 'm'], ['t', 'federated_mean', 'a'], "
+     "['z', 'federated_zip', 't', 'b'], ['y', 'federated_apply', {'fn': 'dot'}, 'z'], "
+     "['s', 'federated_apply', {'fn': 'sqs'}, 'y']]", "m", ANY, NULL},
 };
 
 static void run_program(const pcase *c)
@@ -766,6 +937,245 @@ static void test_fedsgd_is_pooled_gradient(void **state)
     fvm_arena_free(&a);
 }
 
+static void assert_doc_list(const fvm_doc *v, int n, const double *want, const char *what)
+{
+    if (!v || v->kind != FVM_DOC_ARRAY || (int)v->u.coll.n != n)
+        fail_msg("%s: not a list of %d values (one per client)", what, n);
+    for (int i = 0; i < n; i++)
+        if (num(v->u.coll.items[i]) != want[i])
+            fail_msg("%s: client %d has %.17g, expected %.17g", what, i, num(v->u.coll.items[i]), want[i]);
+}
+
+/* DrJAX's primitives tests, through the grad and vjp ops and what a program
+ * does with their values (3 clients x = [1, 2, 3], w = 1.5); the expected
+ * values by hand. */
+static void test_drjax_primitives(void **state)
+{
+    (void)state;
+    const char *path = "tests/ad/federated_primitives.json";
+    fvm_arena a = {0};
+    fvm_named_text x = {"x", "[1, 2, 3]", FVM_ARG_JSON}, w = {"w", "1.5", FVM_ARG_JSON};
+    /* d/dx sum over clients: 1 at every client */
+    assert_doc_list(run_file(&a, path, "grad_sum", 1, &x), 3, (double[]){1, 1, 1}, "grad_sum");
+    const fvm_doc *t = run_file(&a, path, "grad_sum_total", 1, &x);
+    assert_true(num(t) == 3.0);
+    assert_doc_list(run_file(&a, path, "grad_sum_mapped", 1, &x), 3, (double[]){2, 2, 2}, "grad_sum_mapped");
+    /* d/dx mean over clients: 1/N at every client */
+    const fvm_doc *vg = run_file(&a, path, "grad_mean", 1, &x);
+    assert_true(num(fvm_doc_get(vg, "value")) == 2.0);
+    assert_doc_list(fvm_doc_get(vg, "grad"), 3, (double[]){1.0 / 3, 1.0 / 3, 1.0 / 3}, "grad_mean");
+    /* the maximum of a broadcast value is the value: every client ties */
+    fvm_named_text wc[2] = {w, {"clients", "[0, 0, 0]", FVM_ARG_JSON}};
+    assert_true(num(run_file(&a, path, "grad_max_of_broadcast", 2, wc)) == 1.0);
+    /* rows of the Jacobian of federated_broadcast: 1 per client */
+    fvm_named_text we[2] = {w, {"e", "[0, 1, 0]", FVM_ARG_JSON}};
+    assert_true(num(run_file(&a, path, "jacobian_row_of_broadcast", 2, we)) == 1.0);
+    we[1].text = "[1, 1, 1]";
+    assert_true(num(run_file(&a, path, "jacobian_row_of_broadcast", 2, we)) == 3.0);
+    /* vjp of a sum over clients: the server cotangent at every client */
+    fvm_named_text xc[2] = {x, {"c", "2", FVM_ARG_JSON}};
+    assert_doc_list(run_file(&a, path, "vjp_sum_all_equal", 2, xc), 3, (double[]){2, 2, 2}, "vjp_sum_all_equal");
+    /* d/dw sum_i w^2 x_i = sum_i 2 w x_i = 18; d/dx_i = w^2 = 2.25 */
+    fvm_named_text wx[2] = {w, x};
+    assert_true(num(run_file(&a, path, "grad_broadcast_map_sum", 2, wx)) == 18.0);
+    assert_doc_list(run_file(&a, path, "grad_broadcast_map_sum_wrt_x", 2, wx), 3, (double[]){2.25, 2.25, 2.25},
+                    "grad_broadcast_map_sum_wrt_x");
+    fvm_arena_free(&a);
+}
+
+/* f0(x) = tanh(x) + x/2; fk(x) = (a + f(k-1)(a)) / 2 with a = f(k-1)(x): a
+ * call tree in which each function calls the next twice. Its value and
+ * derivative by forward-mode (dual numbers), independently of fedvm. */
+static void tree_dual(int k, double x, double *v, double *dv)
+{
+    if (k == 0) {
+        double t = tanh(x);
+        *v = t + 0.5 * x;
+        *dv = 1 - t * t + 0.5;
+        return;
+    }
+    double a, da, b, db;
+    tree_dual(k - 1, x, &a, &da);
+    tree_dual(k - 1, a, &b, &db);
+    *v = 0.5 * (a + b);
+    *dv = 0.5 * (da + db * da);
+}
+
+/* The tree program of depth 'depth' (f0..f<depth>): local (f64[] values) or
+ * federated (each fk maps over client values). */
+static char *tree_program(int depth, bool federated)
+{
+    size_t n = 1024 + 512 * (size_t)depth, w = 0;
+    char *s = malloc(n);
+    w += (size_t)snprintf(s + w, n - w, "{\"fedvm\": 1, \"functions\": {"
+                          "\"leaf\": {\"params\": {\"x\": \"f64[]\"}, \"body\": [[\"t\", \"tanh\", \"x\"], "
+                          "[\"h\", \"const\", {\"value\": 0.5, \"dtype\": \"f64\"}], [\"u\", \"mul\", \"h\", \"x\"], "
+                          "[\"y\", \"add\", \"t\", \"u\"]], \"result\": \"y\"}, "
+                          "\"avg\": {\"params\": {\"a\": \"f64[]\", \"b\": \"f64[]\"}, \"body\": [[\"s\", \"add\", \"a\", \"b\"], "
+                          "[\"h\", \"const\", {\"value\": 0.5, \"dtype\": \"f64\"}], [\"y\", \"mul\", \"h\", \"s\"]], "
+                          "\"result\": \"y\"}, ");
+    const char *T = federated ? "{f64[]}@CLIENTS" : "f64[]";
+    w += (size_t)snprintf(s + w, n - w, "\"f0\": {\"params\": {\"x\": \"%s\"}, \"body\": [[\"y\", \"%s\", {\"fn\": \"leaf\"}, "
+                          "\"x\"]], \"result\": \"y\"}", T, federated ? "federated_map" : "call");
+    for (int k = 1; k <= depth; k++)
+        w += (size_t)snprintf(s + w, n - w, ", \"f%d\": {\"params\": {\"x\": \"%s\"}, \"body\": [[\"a\", \"call\", "
+                              "{\"fn\": \"f%d\"}, \"x\"], [\"b\", \"call\", {\"fn\": \"f%d\"}, \"a\"], [\"y\", \"%s\", "
+                              "{\"fn\": \"avg\"}, \"a\", \"b\"]], \"result\": \"y\"}",
+                              k, T, k - 1, k - 1, federated ? "federated_map" : "call");
+    if (federated)
+        w += (size_t)snprintf(s + w, n - w, ", \"top\": {\"params\": {\"x\": \"{f64[]}@CLIENTS\"}, \"body\": [[\"y\", \"call\", "
+                              "{\"fn\": \"f%d\"}, \"x\"], [\"s\", \"federated_sum\", \"y\"]], \"result\": \"s\"}, "
+                              "\"top_server\": {\"params\": {\"w\": \"f64[]@SERVER\", \"c\": \"{f64[]}@CLIENTS\"}, "
+                              "\"body\": [[\"b\", \"federated_broadcast\", \"w\"], [\"y\", \"call\", {\"fn\": \"f%d\"}, \"b\"], "
+                              "[\"s\", \"federated_sum\", \"y\"]], \"result\": \"s\"}", depth, depth);
+    snprintf(s + w, n - w, "}}");
+    return s;
+}
+
+/* Instructions of the functions that derivations added to p (after the first n0). */
+static long derived_instrs(const fvm_program *p, int n0)
+{
+    long n = 0;
+    for (int i = n0; i < p->nfuncs; i++)
+        n += p->funcs[i]->ninstrs;
+    return n;
+}
+
+/* Does some derived function call a pullback (a call the derivation did not inline)? */
+static bool calls_a_pullback(const fvm_program *p, int n0)
+{
+    for (int i = n0; i < p->nfuncs; i++)
+        for (int k = 0; k < p->funcs[i]->ninstrs; k++) {
+            const fvm_instr *in = &p->funcs[i]->instrs[k];
+            if (in->op == FVM_OP_CALL && strstr(in->a.fn->name, ".vjp("))
+                return true;
+        }
+    return false;
+}
+
+static fvm_value *f64_scalar(double v)
+{
+    fvm_tensor t;
+    fvm_dims none = {0};
+    assert_int_equal(fvm_tensor_alloc(&t, FVM_DTYPE_F64, &none, NULL), FVM_OK);
+    fvm_tensor_set_f64(&t, 0, v);
+    return fvm_value_tensor_take(&t);
+}
+
+/* A call tree whose full inlining would take 2^depth copies: past
+ * FVM_AD_MAX_INLINE inlined instructions the calls stay calls, and each
+ * callee's pullback is derived once and shared. The gradient equals
+ * forward-mode's, locally and over clients (with respect to client values,
+ * and to a server value broadcast into a function taking one per client). */
+static void test_call_tree_shares_pullbacks(void **state)
+{
+    (void)state;
+    const int depth = 10; /* f10 inlines to 4095 calls of leaf */
+    const double xs[3] = {0.3, -0.7, 1.1};
+    for (int federated = 0; federated < 2; federated++) {
+        char *text = tree_program(depth, federated);
+        fvm_diag d = {0};
+        fvm_program *p = NULL;
+        assert_int_equal(fvm_program_load_text("tree.json", text, strlen(text), &p, &d), FVM_OK);
+        assert_int_equal(fvm_check(p, &d), FVM_OK);
+        int n0 = p->nfuncs;
+        fvm_func *pb = NULL;
+        const char *fn = federated ? "top" : "f10";
+        assert_int_equal(fvm_check_derive(p, fn, "x", &pb, &d), FVM_OK);
+        assert_true(calls_a_pullback(p, n0));
+        assert_true(derived_instrs(p, n0) < 20000);
+        fvm_vm *vm = NULL;
+        fvm_vm_config cfg = {.nclients = 3};
+        assert_int_equal(fvm_vm_new(p, &cfg, &vm, &d), FVM_OK);
+        fvm_value *args[2] = {NULL, f64_scalar(1.0)}, *r = NULL;
+        if (federated) {
+            args[0] = fvm_value_list(FVM_V_CLIENTS, 3);
+            for (int i = 0; i < 3; i++)
+                args[0]->items[i] = f64_scalar(xs[i]);
+        } else {
+            args[0] = f64_scalar(xs[0]);
+        }
+        if (fvm_vm_call(vm, pb, args, &r, &d) != FVM_OK) {
+            for (int i = 0; i < d.n; i++)
+                print_error("%s\n", d.errs[i].msg);
+            fail_msg("the derivative of the call tree failed");
+        }
+        const fvm_value *g = r->items[1]->items[0];
+        double total = 0;
+        for (int i = 0; i < (federated ? 3 : 1); i++) {
+            double v, dv;
+            tree_dual(depth, xs[i], &v, &dv);
+            total += v;
+            const fvm_value *gi = federated ? g->items[i] : g;
+            assert_true(!federated || (g->kind == FVM_V_CLIENTS && g->n == 3));
+            if (!(fabs(scalar_of(gi) - dv) <= 1e-12 * fmax(1, fabs(dv))))
+                fail_msg("client %d: derived %.17g, forward mode %.17g", i, scalar_of(gi), dv);
+        }
+        assert_true(fabs(scalar_of(r->items[0]) - total) <= 1e-12 * fmax(1, fabs(total)));
+        fvm_value_release(r);
+        if (federated) { /* d/dw sum_i f(w) = 3 f'(w): the broadcast becomes one value per client at the call */
+            fvm_func *pw = NULL;
+            assert_int_equal(fvm_check_derive(p, "top_server", "w", &pw, &d), FVM_OK);
+            fvm_value *wargs[3] = {f64_scalar(0.4), fvm_value_retain(args[0]), f64_scalar(1.0)};
+            assert_int_equal(fvm_vm_call(vm, pw, wargs, &r, &d), FVM_OK);
+            double v, dv;
+            tree_dual(depth, 0.4, &v, &dv);
+            assert_true(fabs(scalar_of(r->items[1]->items[0]) - 3 * dv) <= 1e-12 * fmax(1, fabs(3 * dv)));
+            fvm_value_release(r);
+            for (int i = 0; i < 3; i++)
+                fvm_value_release(wargs[i]);
+        }
+        fvm_value_release(args[0]);
+        fvm_value_release(args[1]);
+        fvm_vm_free(vm);
+        fvm_program_free(p);
+        fvm_diag_clear(&d);
+        free(text);
+    }
+    /* depth 30 (2^30 copies inlined) derives quickly into little code */
+    char *text = tree_program(30, false);
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    fvm_func *pb = NULL;
+    assert_int_equal(fvm_program_load_text("tree30.json", text, strlen(text), &p, &d), FVM_OK);
+    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    int n0 = p->nfuncs;
+    assert_int_equal(fvm_check_derive(p, "f30", "x", &pb, &d), FVM_OK);
+    assert_true(derived_instrs(p, n0) < 20000);
+    fvm_program_free(p);
+    fvm_diag_clear(&d);
+    free(text);
+}
+
+/* Derived code past FVM_AD_MAX_DERIVED instructions is an error at the grad
+ * instruction that asked (a chain of 20000 tanh derives into about 100000). */
+static void test_derived_code_limit(void **state)
+{
+    (void)state;
+    const int n = 20000;
+    size_t cap = 256 + 48 * (size_t)n, w = 0;
+    char *text = malloc(cap);
+    w += (size_t)snprintf(text + w, cap - w, "{\"fedvm\": 1, \"functions\": {\n"
+                          "\"main\": {\"params\": {\"x\": \"f64[]\"}, \"body\": [[\"g\", \"grad\", {\"fn\": \"f\"}, \"x\"]], "
+                          "\"result\": \"g\"},\n\"f\": {\"params\": {\"x\": \"f64[]\"}, \"body\": [[\"y0\", \"tanh\", \"x\"]");
+    for (int i = 1; i < n; i++)
+        w += (size_t)snprintf(text + w, cap - w, ", [\"y%d\", \"tanh\", \"y%d\"]", i, i - 1);
+    snprintf(text + w, cap - w, "], \"result\": \"y%d\"}}}\n", n - 1);
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    assert_int_equal(fvm_program_load_text("long.json", text, strlen(text), &p, &d), FVM_OK);
+    assert_int_equal(fvm_check(p, &d), FVM_ERR_LIMIT);
+    bool found = false;
+    for (int i = 0; i < d.n && !found; i++)
+        found = d.errs[i].code == FVM_ERR_LIMIT && d.errs[i].loc.line == 2 && d.errs[i].loc.ptr &&
+                !strcmp(d.errs[i].loc.ptr, "/functions/main/body/0") && strstr(d.errs[i].msg, "limit on derived code");
+    if (!found)
+        fail_msg("no limit error at long.json:2 /functions/main/body/0: %s", d.n ? d.errs[0].msg : "(none)");
+    fvm_program_free(p);
+    fvm_diag_clear(&d);
+    free(text);
+}
+
 /* Inlined values are named after their call: two calls of sq give a/y and
  * b/y (and nested calls c/a/y), never sq/y#2#2. */
 static void test_inlined_names_follow_calls(void **state)
@@ -847,7 +1257,7 @@ static void test_every_rule_is_checked(void **state)
     int missing = 0;
     for (size_t i = 0; i < sizeof op_rules / sizeof *op_rules; i++) {
         const char *v = op_rules[i].vjp;
-        /* no gradient, not differentiable, inlined, or an error by design */
+        /* no gradient, not differentiable, or an error by design (call: test_call_tree_shares_pullbacks) */
         if (!strcmp(v, "vjp_none") || !strcmp(v, "vjp_unsupported") || !strcmp(v, "vjp_call"))
             continue;
         if (!used_in_cases(op_rules[i].name)) {
@@ -878,6 +1288,9 @@ int main(void)
         cmocka_unit_test(test_fedsgd_is_pooled_gradient),
         cmocka_unit_test(test_every_rule_is_checked),
         cmocka_unit_test(test_inlined_names_follow_calls),
+        cmocka_unit_test(test_drjax_primitives),
+        cmocka_unit_test(test_call_tree_shares_pullbacks),
+        cmocka_unit_test(test_derived_code_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

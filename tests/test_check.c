@@ -474,6 +474,83 @@ static void test_shape_errors_at_attributes(void **state)
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "perm"});
 }
 
+/* Attribute values outside their domain (vm/attrs.def, vm/op_attrs.def) are
+ * refused by the decoder, located at the value (or at the entry of a list at
+ * fault) with what was expected; the type rules never see them. */
+static void test_attribute_domains(void **state)
+{
+    (void)state;
+    char *text;
+    text = program("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'max_pool', {'window': [2, 2], 'padding': 'same'}, 'x']]");
+    EXPECT_ERRORS(text,
+                  {FVM_ERR_FORMAT, "/functions/main/body/0/2/padding", "must be \"SAME\" or \"VALID\", found \"same\""});
+    text = program("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'avg_pool', {'window': [2, 2, 1]}, 'x']]");
+    EXPECT_ERRORS(text,
+                  {FVM_ERR_FORMAT, "/functions/main/body/0/2/window", "a list of 2 integers >= 1, found a list of 3"});
+    text = program("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'avg_pool', {'window': [2, 0]}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/window/1", "entry 1 is 0"});
+    text = program("", "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 0}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/bitwidth", "from 1 to 64, found 0"});
+    /* an op's own domain: n of random_split is 1 to 2^24, of fori 0 to 2^31-1 */
+    text = program("", "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 0}, 'k']]");
+    EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/n", "from 1 to 16777216, found 0"});
+    text = program("'step': {'params': {'i': 'i32[]', 'v': 'f32[]'}, 'result': 'v'}", "{'x': 'f32[]'}",
+                   "[['r', 'fori', {'fn': 'step', 'n': 2147483648}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/n", "from 0 to 2147483647"});
+    text = program("", "{'k': 'u32[2]'}", "[['r', 'random_normal', {'shape': [2], 'dtype': 'i32'}, 'k']]");
+    EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/dtype", "f32 or f64, found \"i32\""});
+    text = program("", "{'x': 'f32[4]', 'k': 'u32[2]'}", "[['r', 'dropout', {'rate': -0.5}, 'x', 'k']]");
+    EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/rate", ">= 0 and < 1, found -0.5"});
+    text = program("", "{'x': 'f32[4]', 'g': 'f32[4]', 'b': 'f32[4]'}",
+                   "[['r', 'layer_norm', {'epsilon': 0}, 'x', 'g', 'b']]");
+    EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/epsilon", "a number > 0, found 0"});
+    /* not an integer; and one error per attribute, each at its value */
+    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'slice', {'step': [1, 2.5], 'start': [0.5]}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/step/1", "integers >= 1; entry 1 is 2.5"},
+                  {FVM_ERR_FORMAT, "/functions/main/body/0/2/start/0", "entry 0 is 0.5"});
+}
+
+/* An integer written as a real with a zero fraction is that integer, in JSON
+ * and in YAML: attributes, the format version, integer constants. */
+static void test_integers_as_reals(void **state)
+{
+    (void)state;
+    CASES(
+        {0, "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [1.0]}, 'x']]", "f32[2]"},
+        {0, "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [-1.0], 'keepdims': true}, 'x']]", "f32[2,1]"},
+        {0, "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 3.0}, 'k']]", "u32[3,2]"},
+        {0, "{}", "[['r', 'iota', {'shape': [2e0, 3.0], 'axis': 1.0}]]", "i32[2,3]"},
+        {0, "{}", "[['r', 'const', {'value': [1.0, -0.0, 1e2], 'dtype': 'i64'}]]", "i64[3]"},
+    );
+    const char *yaml = "fedvm: 1.0\n"
+                       "functions:\n"
+                       "  main:\n"
+                       "    params: {x: 'f32[2,3]'}\n"
+                       "    body:\n"
+                       "      - [r, sum, {axes: [0.0]}, x]\n"
+                       "    result: r\n";
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    fvm_status s = fvm_program_load_text("test.yaml", yaml, strlen(yaml), &p, &d);
+    if (s == FVM_OK)
+        s = fvm_check(p, &d);
+    if (s != FVM_OK)
+        print_errors(&d);
+    assert_int_equal(s, FVM_OK);
+    char buf[64];
+    assert_string_equal(fvm_type_format(fvm_program_func(p, "main")->result_type, false, buf, sizeof buf), "f32[3]");
+    fvm_program_free(p);
+    fvm_diag_clear(&d);
+    /* Reals outside int64 are not integers; -2^63 is (and is then no axis of a rank-2 tensor). */
+    char *text = program("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [9223372036854775808.0]}, 'x']]");
+    EXPECT_ERRORS(text,
+                  {FVM_ERR_FORMAT, "/functions/main/body/0/2/axes/0", "integers; entry 0 is 9.223372036854776e+18"});
+    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [-9223372036854775808.0]}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "axis -9223372036854775808"});
+    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [1e300]}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/axes/0", "entry 0 is 1e+300"});
+}
+
 static void test_recursion(void **state)
 {
     (void)state;
@@ -745,6 +822,8 @@ int main(void)
         cmocka_unit_test(test_error_locations),
         cmocka_unit_test(test_secure_sum_bitwidth_bound),
         cmocka_unit_test(test_shape_errors_at_attributes),
+        cmocka_unit_test(test_attribute_domains),
+        cmocka_unit_test(test_integers_as_reals),
         cmocka_unit_test(test_recursion),
         cmocka_unit_test(test_liveness),
         cmocka_unit_test(test_liveness_shapes),

@@ -27,9 +27,18 @@ typedef struct helper_entry {
     struct helper_entry *next;
 } helper_entry;
 
+/* A function's size with every call inlined, up to FVM_AD_MAX_INLINE + 1. */
+typedef struct size_entry {
+    const fvm_func *f;
+    int size;
+} size_entry;
+
 struct fvm_ad_cache {
     pb_entry *pullbacks;
     helper_entry *helpers;
+    size_entry *sizes; /* open addressing by function */
+    size_t scap, nsizes;
+    long emitted; /* instructions derived into the program so far (FVM_AD_MAX_DERIVED) */
 };
 
 /* ---- building a function ------------------------------------------------------------ */
@@ -52,6 +61,8 @@ struct fvm_ad {
     builder *b;
     int depth;
     bool failed;
+    fvm_status status; /* of the first error, when failed */
+    const fvm_func *top; /* the function whose derivation was asked for */
 };
 
 fvm_arena *fvm_ad_arena(fvm_ad *ad)
@@ -117,7 +128,7 @@ static const char *claim(fvm_ad *ad, const char *base)
 static void nomem(fvm_ad *ad)
 {
     if (!ad->failed)
-        fvm_diag_add(ad->env->d, FVM_ERR_NOMEM, ad->env->where, "out of memory while differentiating");
+        ad->status = fvm_diag_add(ad->env->d, FVM_ERR_NOMEM, ad->env->where, "out of memory while differentiating");
     ad->failed = true;
 }
 
@@ -178,6 +189,15 @@ static const char *emit_named(fvm_ad *ad, const char *name, fvm_op op, const fvm
     for (int i = 0; i < nargs; i++)
         if (!args[i])
             return NULL; /* an earlier emission failed */
+    if (++ad->cache->emitted > FVM_AD_MAX_DERIVED) {
+        ad->status = fvm_diag_add(ad->env->d, FVM_ERR_LIMIT, ad->env->where,
+                                  "differentiating '%s' takes the code derived in this program past %d instructions "
+                                  "(fedvm's limit on derived code, which bounds the memory of checking it); "
+                                  "differentiate a smaller function, or fewer functions or parameters",
+                                  ad->top->name, FVM_AD_MAX_DERIVED);
+        ad->failed = true;
+        return NULL;
+    }
     if (f->ninstrs == b->cap) {
         int cap = b->cap ? b->cap * 2 : 32;
         fvm_instr *in = fvm_arena_array(ad->a, (size_t)cap, sizeof *in);
@@ -471,7 +491,8 @@ static const char *scale_tree(fvm_ad *ad, fvm_op op, const char *a, const fvm_ty
 
 fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, const fvm_type *t2, int index)
 {
-    static const char *const kinds[] = {"field", "pick2", "add", "zeros", "div", "mul", "tie"};
+    static const char *const kinds[] = {"field", "pick2", "add", "zeros", "div", "mul", "tie", "hit", "quot",
+                                        "per_client"};
     const char *ts = fvm_type_str(ad->a, t, false), *ts2 = t2 ? fvm_type_str(ad->a, t2, false) : "";
     const char *key = ts && ts2 ? fvm_arena_printf(ad->a, "%s/%d/%s/%s", kinds[kind], index, ts, ts2) : NULL;
     if (!key)
@@ -482,7 +503,9 @@ fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, co
     const char *base = fvm_arena_printf(ad->a, "vjp.%s", kinds[kind]);
     const char *pn[3] = {"a", "b", "c"};
     const fvm_type *pt[3] = {t, t2 ? t2 : t, t};
-    int np = kind == FVM_AD_FIELD || kind == FVM_AD_ZEROS ? 1 : kind == FVM_AD_TIE ? 3 : 2;
+    int np = kind == FVM_AD_FIELD || kind == FVM_AD_ZEROS || kind == FVM_AD_PER_CLIENT ? 1
+             : kind == FVM_AD_TIE                                                         ? 3
+                                                                                          : 2;
     if (!base || fvm_ad_begin(ad, base, np, pn, pt))
         return NULL;
     const char *a = ad->b->f->param_names[0], *b = np > 1 ? ad->b->f->param_names[1] : NULL, *r = NULL;
@@ -516,6 +539,18 @@ fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, co
         r = FVM_AD(ad, FVM_OP_SELECT, NULL, hit, c, FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, c));
         break;
     }
+    case FVM_AD_HIT: {
+        const char *hit = FVM_AD(ad, FVM_OP_EQ, NULL, a, b);
+        r = FVM_AD(ad, FVM_OP_SELECT, NULL, hit, FVM_AD(ad, FVM_OP_ONES_LIKE, NULL, a),
+                   FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, a));
+        break;
+    }
+    case FVM_AD_QUOT:
+        r = FVM_AD(ad, FVM_OP_DIV, NULL, a, b);
+        break;
+    case FVM_AD_PER_CLIENT:
+        r = a; /* the call does the work: its argument becomes one member per client */
+        break;
     }
     fvm_func *fn = fvm_ad_end(ad, r);
     helper_entry *e = fvm_arena_alloc(ad->a, sizeof *e);
@@ -526,6 +561,26 @@ fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, co
     e->next = ad->cache->helpers;
     ad->cache->helpers = e;
     return fn;
+}
+
+/* Does t hold a {T}@CLIENTS (one value per client) outside sequences? */
+static bool holds_list(const fvm_type *t)
+{
+    if (t->kind == FVM_T_FED)
+        return t->u.fed.pl == FVM_PL_CLIENTS && !t->u.fed.all_equal;
+    if (t->kind != FVM_T_STRUCT)
+        return false;
+    for (int i = 0; i < t->u.strct.n; i++)
+        if (holds_list(t->u.strct.elems[i]))
+            return true;
+    return false;
+}
+
+const char *fvm_ad_conform(fvm_ad *ad, const char *v, const fvm_type *t)
+{
+    if (!v || !holds_list(t))
+        return v;
+    return fn_attr_op(ad, FVM_OP_CALL, fvm_ad_helper_fn(ad, FVM_AD_PER_CLIENT, t, NULL, 0), 1, &v);
 }
 
 const char *fvm_ad_zeros(fvm_ad *ad, const char *like, const fvm_type *t)
@@ -580,10 +635,65 @@ typedef struct flat {
     node *nodes;
     int n, cap;
     int nparams;
+    int inlined; /* instructions taken in by inlining (FVM_AD_MAX_INLINE) */
     fvm_arena scratch;
 } flat;
 
-static bool flatten(fvm_ad *ad, flat *fl, const fvm_func *f, const int *argvals, const char *prefix, int *result)
+static size_t ptr_hash(const void *p, size_t cap)
+{
+    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+}
+
+/* f's number of instructions with every call inlined, or FVM_AD_MAX_INLINE + 1
+ * when it is larger; remembered per function (the callees of a call tree are
+ * counted once each, not once per path), -1 when out of memory. */
+static int inline_size(fvm_ad *ad, const fvm_func *f)
+{
+    struct fvm_ad_cache *c = ad->cache;
+    if (c->scap)
+        for (size_t i = ptr_hash(f, c->scap); c->sizes[i].f; i = (i + 1) & (c->scap - 1))
+            if (c->sizes[i].f == f)
+                return c->sizes[i].size;
+    int n = 0;
+    for (int k = 0; k < f->ninstrs && n <= FVM_AD_MAX_INLINE; k++) {
+        int m = f->instrs[k].op == FVM_OP_CALL ? inline_size(ad, f->instrs[k].a.fn) : 1;
+        if (m < 0)
+            return -1;
+        n += m;
+    }
+    if (n > FVM_AD_MAX_INLINE)
+        n = FVM_AD_MAX_INLINE + 1;
+    if (2 * (c->nsizes + 1) > c->scap) {
+        size_t cap = c->scap ? 2 * c->scap : 64;
+        size_entry *t = fvm_arena_array(ad->a, cap, sizeof *t);
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < c->scap; i++) {
+            if (!c->sizes[i].f)
+                continue;
+            size_t j = ptr_hash(c->sizes[i].f, cap);
+            while (t[j].f)
+                j = (j + 1) & (cap - 1);
+            t[j] = c->sizes[i];
+        }
+        c->sizes = t;
+        c->scap = cap;
+    }
+    size_t j = ptr_hash(f, c->scap);
+    while (c->sizes[j].f)
+        j = (j + 1) & (c->scap - 1);
+    c->sizes[j].f = f;
+    c->sizes[j].size = n;
+    c->nsizes++;
+    return n;
+}
+
+/* f's instructions as nodes, calls inlined while the derived function stays
+ * within FVM_AD_MAX_INLINE inlined instructions (within a callee taken in
+ * whole, every call is). A call left in place is a node whose backward step
+ * calls the callee's pullback (vjp_call). */
+static bool flatten(fvm_ad *ad, flat *fl, const fvm_func *f, const int *argvals, const char *prefix, bool whole,
+                    int *result)
 {
     int *slot = fvm_arena_array(&fl->scratch, (size_t)f->nslots + 1, sizeof(int));
     if (!slot)
@@ -597,10 +707,18 @@ static bool flatten(fvm_ad *ad, flat *fl, const fvm_func *f, const int *argvals,
             return false;
         for (int j = 0; j < in->nargs; j++)
             args[j] = slot[in->args[j]];
-        if (in->op == FVM_OP_CALL) {
+        bool take = whole;
+        if (in->op == FVM_OP_CALL && !whole) {
+            int size = inline_size(ad, in->a.fn);
+            if (size < 0)
+                return false;
+            if ((take = fl->inlined + size <= FVM_AD_MAX_INLINE))
+                fl->inlined += size;
+        }
+        if (in->op == FVM_OP_CALL && take) {
             /* named after the call site: unique where one function is called twice */
             const char *pre = fvm_arena_printf(&fl->scratch, "%s%s/", prefix, in->name);
-            if (!pre || !flatten(ad, fl, in->a.fn, args, pre, &slot[in->slot]))
+            if (!pre || !flatten(ad, fl, in->a.fn, args, pre, true, &slot[in->slot]))
                 return false;
             continue;
         }
@@ -732,13 +850,37 @@ static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb)
     }
 }
 
-/* The derived pullback must give each chosen parameter a cotangent of type
- * ct(T) (dims may be more or less known): the rules' contract, checked so a
- * broken rule is reported where it shows, not as a wrong value at run time. */
+/* Equal types, but for dims known on one side only (and names given on one
+ * side only): in particular all-equal T@CLIENTS and {T}@CLIENTS differ,
+ * since their values differ (a member, a list). */
+static bool same_type(const fvm_type *a, const fvm_type *b)
+{
+    return fvm_type_compatible(a, b) && fvm_type_compatible(b, a);
+}
+
+static bool mismatch(fvm_ad *ad, const fvm_func *pb, const char *what, const fvm_type *got, const fvm_type *want)
+{
+    char tw[256], tg[256];
+    ad->status = fvm_diag_add(ad->env->d, FVM_ERR_TYPE, ad->env->where,
+                              "internal error: the derived function '%s' gives %s the type %s, expected %s",
+                              pb->name, what, got ? fvm_type_format(got, false, tg, sizeof tg) : "(none)",
+                              fvm_type_format(want, false, tw, sizeof tw));
+    ad->failed = true;
+    return false;
+}
+
+/* The derived pullback must return f's value with f's result type and give
+ * each chosen parameter a cotangent of type ct(T) (dims may be more or less
+ * known), one value per client where the type says so: the rules' contract,
+ * checked so a broken rule is reported where it shows, not as a wrong value
+ * at run time. */
 static bool grads_match(fvm_ad *ad, const fvm_func *f, uint64_t mask, const fvm_func *pb)
 {
-    const fvm_type *r = pb->result_type, *gs = r && r->kind == FVM_T_STRUCT && r->u.strct.n == 2
-                                                    ? r->u.strct.elems[1] : NULL;
+    const fvm_type *r = pb->result_type;
+    bool pair = r && r->kind == FVM_T_STRUCT && r->u.strct.n == 2;
+    const fvm_type *gs = pair ? r->u.strct.elems[1] : NULL, *value = pair ? r->u.strct.elems[0] : NULL;
+    if (!value || !same_type(value, f->result_type))
+        return mismatch(ad, pb, "the value", value, f->result_type);
     int k = 0;
     for (int i = 0; i < f->nparams; i++) {
         if (!(mask >> i & 1))
@@ -748,16 +890,10 @@ static bool grads_match(fvm_ad *ad, const fvm_func *f, uint64_t mask, const fvm_
         k++;
         if (!want)
             return nomem(ad), false;
-        if (got && fvm_type_compatible(got, want))
+        if (got && same_type(got, want))
             continue;
-        char tw[256], tg[256];
-        fvm_diag_add(ad->env->d, FVM_ERR_TYPE, ad->env->where,
-                     "internal error: the derived function '%s' gives the cotangent of '%s' the type %s, "
-                     "expected %s", pb->name, f->param_names[i],
-                     got ? fvm_type_format(got, false, tg, sizeof tg) : "(none)",
-                     fvm_type_format(want, false, tw, sizeof tw));
-        ad->failed = true;
-        return false;
+        const char *what = fvm_arena_printf(ad->a, "the cotangent of '%s'", f->param_names[i]);
+        return mismatch(ad, pb, what ? what : "a cotangent", got, want);
     }
     return true;
 }
@@ -773,7 +909,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
         goto oom;
     for (int i = 0; i < f->nparams; i++)
         ids[i] = i;
-    if (!flatten(ad, &fl, f, ids, "", &result))
+    if (!flatten(ad, &fl, f, ids, "", false, &result))
         goto oom;
     nvals = fl.nparams + fl.n;
 
@@ -884,7 +1020,10 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             if (!(mask >> i & 1))
                 continue;
             const char *g = ct_total(ad, &ct[i], f->param_types[i], pb->param_names[i]);
-            gs[ng++] = g ? g : fvm_ad_zeros(ad, pb->param_names[i], f->param_types[i]);
+            const fvm_type *want = fvm_ad_ct_type(ad->a, f->param_types[i]);
+            if (!want)
+                goto oom;
+            gs[ng++] = g ? fvm_ad_conform(ad, g, want) : fvm_ad_zeros(ad, pb->param_names[i], f->param_types[i]);
         }
         const char *grads = fvm_ad_op(ad, FVM_OP_STRUCT, NULL, ng, gs);
         fvm_doc *o = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
@@ -892,7 +1031,9 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "grads")) || !o || fvm_doc_set(ad->a, o, "names", arr))
             goto oom;
         arr->flow = true;
-        const char *res = FVM_AD(ad, FVM_OP_STRUCT, o, value_name(&fl, pb, result), grads);
+        /* inlined calls may leave the value all-equal where f's result is one per client */
+        const char *value = fvm_ad_conform(ad, value_name(&fl, pb, result), f->result_type);
+        const char *res = FVM_AD(ad, FVM_OP_STRUCT, o, value, grads);
         if ((pb = fvm_ad_end(ad, res)) && !grads_match(ad, f, mask, pb))
             pb = NULL;
     } else {
@@ -920,8 +1061,9 @@ fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
         if (e->f == g && e->mask == mask)
             return e->pb;
     if (ad->depth >= FVM_MAX_CALL_DEPTH) {
-        fvm_diag_add(ad->env->d, FVM_ERR_LIMIT, ad->env->where, "derivations nest more than %d deep",
-                     FVM_MAX_CALL_DEPTH);
+        if (!ad->failed)
+            ad->status = fvm_diag_add(ad->env->d, FVM_ERR_LIMIT, ad->env->where, "derivations nest more than %d deep",
+                                      FVM_MAX_CALL_DEPTH);
         ad->failed = true;
         return NULL;
     }
@@ -943,7 +1085,7 @@ fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
 
 fvm_status fvm_ad_pullback(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out)
 {
-    fvm_ad ad = {.env = env, .p = env->p, .a = &env->p->arena};
+    fvm_ad ad = {.env = env, .p = env->p, .a = &env->p->arena, .top = f};
     if (!env->p->ad && !(env->p->ad = fvm_arena_alloc(ad.a, sizeof *env->p->ad)))
         return fvm_diag_add(env->d, FVM_ERR_NOMEM, env->where, "out of memory");
     ad.cache = env->p->ad;
@@ -952,5 +1094,5 @@ fvm_status fvm_ad_pullback(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fv
         return FVM_OK;
     if (!ad.failed)
         fvm_diag_add(env->d, FVM_ERR_TYPE, env->where, "cannot differentiate '%s'", f->name);
-    return FVM_ERR_TYPE;
+    return ad.status ? ad.status : FVM_ERR_TYPE;
 }

@@ -17,7 +17,27 @@
  * The cotangent type of T, ct(T), is T, except that an all-equal value
  * T@CLIENTS gets one cotangent per client, {T}@CLIENTS (their sum is the
  * cotangent of the value: the adjoint of federated_broadcast is
- * federated_sum). Integer leaves carry zeros. */
+ * federated_sum). Integer leaves carry zeros.
+ *
+ * A pullback returns exactly these types: where a cotangent computed as an
+ * all-equal T@CLIENTS (the adjoint of federated_sum or federated_mean is a
+ * federated_broadcast) is returned as a {T}@CLIENTS (the pullback's grads,
+ * and its value, which inlined calls may leave all-equal), it passes through
+ * a call of the generated vjp.per_client, whose parameter is typed
+ * {T}@CLIENTS: the call makes one member per client with the run's client
+ * count, as every call does (fvm_coerce). So the value of grad, and of a
+ * call of a pullback, holds one value per client where its type says so;
+ * grads_match checks it (a value is all-equal or per client as its type
+ * says: the runtime represents the two differently).
+ *
+ * Calls are inlined while a derived function takes in at most
+ * FVM_AD_MAX_INLINE instructions through them; a call beyond that stays a
+ * call, and its backward step calls the callee's pullback, derived once per
+ * (callee, parameters) and shared by all its calls (the callee's forward
+ * pass then runs twice: once forward, once inside its pullback). Without
+ * the bound a call tree in which each function calls the next twice
+ * inlines into 2^depth copies. FVM_AD_MAX_DERIVED bounds what remains: the
+ * instructions all derivations may add to one program. */
 #ifndef FVM_AUTODIFF_H
 #define FVM_AUTODIFF_H
 
@@ -25,6 +45,20 @@
 #include "../format/doc.h"
 
 typedef struct fvm_ad fvm_ad;
+
+/* Instructions a derived function takes in by inlining calls. Inlining saves
+ * recomputing a callee's forward pass in the pullback; the largest derivation
+ * among the example and test programs inlines about 200 instructions (a
+ * character LSTM), so every ordinary program is inlined whole, and a call
+ * tree of any depth derives into a number of instructions linear in its
+ * number of functions. */
+#define FVM_AD_MAX_INLINE 1024
+/* Instructions that derivations may add to one program (pullbacks, loop
+ * bodies, helpers). Checking a derived instruction takes about 3 KB, so
+ * this bounds derived code to about 200 MB; the largest derivation among the
+ * example and test programs adds about 200 instructions. Past it the
+ * derivation is an FVM_ERR_LIMIT error at the instruction that asked. */
+#define FVM_AD_MAX_DERIVED 65536
 
 /* What a derivation needs from the checker that starts it. */
 typedef struct fvm_ad_env {
@@ -110,9 +144,17 @@ typedef enum fvm_ad_helper {
     FVM_AD_ZEROS, /* (a: T) -> zeros like a */
     FVM_AD_DIV,   /* (a: T, n: float scalar T2) -> a / n, leaf by leaf (n cast to each leaf's dtype) */
     FVM_AD_MUL,   /* (a: T, w: float scalar T2) -> a * w (likewise) */
-    FVM_AD_TIE    /* (x: T, y: T, c: T) -> c where x == y, else 0 */
+    FVM_AD_TIE,   /* (x: T, y: T, c: T) -> c where x == y, else 0 */
+    FVM_AD_HIT,   /* (x: T, y: T) -> 1 where x == y, else 0 (in x's dtypes) */
+    FVM_AD_QUOT,  /* (a: T, b: T) -> a / b, element by element */
+    FVM_AD_PER_CLIENT /* (a: T) -> a, T holding {U}@CLIENTS: see above */
 } fvm_ad_helper;
 fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, const fvm_type *t2, int index);
+
+/* v, computed as a value whose type may have all-equal T@CLIENTS parts,
+ * as a value of type t, where they are {T}@CLIENTS (see above): v itself
+ * when t holds no {T}@CLIENTS. */
+const char *fvm_ad_conform(fvm_ad *ad, const char *v, const fvm_type *t);
 
 /* The pullback of g for mask (a nested derivation). */
 fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask);

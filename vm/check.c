@@ -2,6 +2,7 @@
  * rules, enforces placements, rejects recursion, computes liveness and checks program conventions. */
 #include "check.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,146 @@ static fvm_func *resolve_fn(checker *C, fvm_instr *in, const fvm_doc *v, const f
     return g;
 }
 
+/* A bound or a value as text: whole numbers without a fraction. */
+static void num_text(double x, char buf[32])
+{
+    if (x == trunc(x) && fabs(x) < 0x1p53)
+        snprintf(buf, 32, "%lld", (long long)x);
+    else
+        fvm_format_real(buf, x, false);
+}
+
+static bool in_bounds(const fvm_attr_domain *dom, double x)
+{
+    if (dom->has_min && !(dom->min_open ? x > dom->min : x >= dom->min))
+        return false;
+    if (dom->has_max && !(dom->max_open ? x < dom->max : x <= dom->max))
+        return false;
+    return true;
+}
+
+/* Whether s is one of the '|'-separated values of list. */
+static bool in_list(const char *list, const char *s)
+{
+    size_t n = strlen(s);
+    for (const char *p = list;;) {
+        const char *e = strchr(p, '|');
+        size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k == n && !strncmp(p, s, n))
+            return true;
+        if (!e)
+            return false;
+        p = e + 1;
+    }
+}
+
+/* "a, b or c" (each quoted when quote) from the '|'-separated list. */
+static void alternatives(const char *list, bool quote, char *buf, size_t n)
+{
+    size_t len = 0;
+    buf[0] = 0;
+    for (const char *p = list; len < n;) {
+        const char *e = strchr(p, '|');
+        int k = (int)(e ? (size_t)(e - p) : strlen(p));
+        const char *sep = p == list ? "" : e ? ", " : " or ";
+        len += (size_t)snprintf(buf + len, n - len, quote ? "%s\"%.*s\"" : "%s%.*s", sep, k, p);
+        if (!e)
+            break;
+        p = e + 1;
+    }
+}
+
+/* What an attribute of this kind and domain must be: "an integer from 1 to 64". */
+static const char *want_text(fvm_attr_kind kind, const fvm_attr_domain *dom, char *buf, size_t n)
+{
+    char b[96] = "", lo[32], hi[32], alts[200];
+    num_text(dom->min, lo);
+    num_text(dom->max, hi);
+    const char *ge = dom->min_open ? ">" : ">=", *le = dom->max_open ? "<" : "<=";
+    if (dom->has_min && dom->has_max && !dom->min_open && !dom->max_open)
+        snprintf(b, sizeof b, " from %s to %s", lo, hi);
+    else if (dom->has_min && dom->has_max)
+        snprintf(b, sizeof b, " %s %s and %s %s", ge, lo, le, hi);
+    else if (dom->has_min)
+        snprintf(b, sizeof b, " %s %s", ge, lo);
+    else if (dom->has_max)
+        snprintf(b, sizeof b, " %s %s", le, hi);
+    switch (kind) {
+    case FVM_AK_FUNC:
+        return "a function name (a string)";
+    case FVM_AK_INT:
+        snprintf(buf, n, "an integer%s", b);
+        return buf;
+    case FVM_AK_REAL:
+        snprintf(buf, n, "a number%s", b);
+        return buf;
+    case FVM_AK_BOOL:
+        return "true or false";
+    case FVM_AK_INTS: {
+        int nlo = dom->has_len ? dom->min_len : 0, nhi = dom->has_len ? dom->max_len : FVM_MAX_RANK;
+        if (nlo == nhi)
+            snprintf(buf, n, "a list of %d integer%s%s", nlo, nlo == 1 ? "" : "s", b);
+        else if (nlo == 0)
+            snprintf(buf, n, "a list of at most %d integers%s", nhi, b);
+        else
+            snprintf(buf, n, "a list of %d to %d integers%s", nlo, nhi, b);
+        return buf;
+    }
+    case FVM_AK_DTYPE:
+        alternatives(dom->one_of ? dom->one_of : "bool|u8|i32|i64|u32|f32|f64", false, alts, sizeof alts);
+        snprintf(buf, n, "a dtype: %s", alts);
+        return buf;
+    case FVM_AK_PLACEMENT:
+        return "a placement: \"SERVER\" or \"CLIENTS\"";
+    case FVM_AK_STRING:
+        if (!dom->one_of)
+            return "a string";
+        alternatives(dom->one_of, true, buf, n);
+        return buf;
+    case FVM_AK_STRINGS:
+        return "a list of distinct identifiers";
+    case FVM_AK_VALUE:
+        return "a value";
+    }
+    return "?";
+}
+
+/* What was found instead, for messages: "3", "\"same\"", "a list of 3 entries". */
+static const char *found_text(const fvm_doc *v, char *buf, size_t n)
+{
+    char num[32];
+    switch (v->kind) {
+    case FVM_DOC_NULL:
+        return "null";
+    case FVM_DOC_BOOL:
+        return v->u.b ? "true" : "false";
+    case FVM_DOC_INT:
+        snprintf(buf, n, "%lld", (long long)v->u.i);
+        return buf;
+    case FVM_DOC_REAL:
+        fvm_format_real(num, v->u.r, false);
+        snprintf(buf, n, "%s", num);
+        return buf;
+    case FVM_DOC_STRING:
+        for (size_t i = 0; i < v->u.str.len; i++)
+            if ((unsigned char)v->u.str.s[i] < 0x20 || v->u.str.s[i] == 0x7f)
+                return "a string";
+        if (v->u.str.len > 40)
+            return "a string";
+        snprintf(buf, n, "\"%s\"", v->u.str.s);
+        return buf;
+    case FVM_DOC_ARRAY:
+        snprintf(buf, n, "a list of %zu entr%s", v->u.coll.n, v->u.coll.n == 1 ? "y" : "ies");
+        return buf;
+    case FVM_DOC_OBJECT:
+        return "an object";
+    }
+    return "?";
+}
+
+/* Decodes each attribute of in into in->a, checking that the op takes it, its
+ * JSON kind and its domain (attrs.def, op_attrs.def), and that the op's
+ * required ones are there. Errors are located at the value at fault. */
 static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
 {
     const fvm_op_info *op = &fvm_op_table[in->op];
@@ -207,8 +348,11 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
             continue;
         }
         const fvm_attr_info *ai = &fvm_attr_table[id];
+        const fvm_attr_domain *dom = fvm_attr_domain_of(in->op, id);
         char *field = (char *)&in->a + ai->offset;
         bool good = true;
+        int entry = -1; /* the entry of a list at fault, if one is */
+        int64_t iv = 0;
         switch (ai->kind) {
         case FVM_AK_FUNC:
             if (v->kind != FVM_DOC_STRING) {
@@ -220,8 +364,8 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
                 ok = false;
             break;
         case FVM_AK_INT:
-            if ((good = v->kind == FVM_DOC_INT))
-                *(int64_t *)field = v->u.i;
+            if ((good = fvm_doc_integer(v, &iv) && in_bounds(dom, (double)iv)))
+                *(int64_t *)field = iv;
             break;
         case FVM_AK_BOOL:
             if ((good = v->kind == FVM_DOC_BOOL))
@@ -229,16 +373,20 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
             break;
         case FVM_AK_INTS: {
             fvm_ints *ints = (fvm_ints *)field;
-            good = v->kind == FVM_DOC_ARRAY && v->u.coll.n <= FVM_MAX_RANK;
-            for (size_t i = 0; good && i < v->u.coll.n; i++) {
-                good = v->u.coll.items[i]->kind == FVM_DOC_INT;
-                if (good)
-                    ints->v[ints->n++] = v->u.coll.items[i]->u.i;
+            size_t n = v->kind == FVM_DOC_ARRAY ? v->u.coll.n : 0;
+            good = v->kind == FVM_DOC_ARRAY && n <= FVM_MAX_RANK &&
+                   (!dom->has_len || (n >= (size_t)dom->min_len && n <= (size_t)dom->max_len));
+            for (size_t i = 0; good && i < n; i++) {
+                if (!(good = fvm_doc_integer(v->u.coll.items[i], &iv) && in_bounds(dom, (double)iv)))
+                    entry = (int)i;
+                else
+                    ints->v[ints->n++] = iv;
             }
             break;
         }
         case FVM_AK_DTYPE:
-            good = v->kind == FVM_DOC_STRING && fvm_dtype_parse(v->u.str.s, v->u.str.len, (fvm_dtype *)field);
+            good = v->kind == FVM_DOC_STRING && fvm_dtype_parse(v->u.str.s, v->u.str.len, (fvm_dtype *)field) &&
+                   (!dom->one_of || in_list(dom->one_of, fvm_dtype_name(*(fvm_dtype *)field)));
             break;
         case FVM_AK_PLACEMENT:
             good = v->kind == FVM_DOC_STRING && (!strcmp(v->u.str.s, "SERVER") || !strcmp(v->u.str.s, "CLIENTS"));
@@ -246,7 +394,7 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
                 *(fvm_placement *)field = !strcmp(v->u.str.s, "SERVER") ? FVM_PL_SERVER : FVM_PL_CLIENTS;
             break;
         case FVM_AK_STRING:
-            if ((good = v->kind == FVM_DOC_STRING))
+            if ((good = v->kind == FVM_DOC_STRING && (!dom->one_of || in_list(dom->one_of, v->u.str.s))))
                 *(const char **)field = v->u.str.s;
             break;
         case FVM_AK_STRINGS: {
@@ -264,28 +412,28 @@ static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
             }
             break;
         }
-        case FVM_AK_REAL:
-            if ((good = v->kind == FVM_DOC_REAL || v->kind == FVM_DOC_INT))
-                *(double *)field = v->kind == FVM_DOC_INT ? (double)v->u.i : v->u.r;
+        case FVM_AK_REAL: {
+            double x = v->kind == FVM_DOC_INT ? (double)v->u.i : v->u.r;
+            if ((good = (v->kind == FVM_DOC_REAL || v->kind == FVM_DOC_INT) && in_bounds(dom, x)))
+                *(double *)field = x;
             break;
+        }
         case FVM_AK_VALUE:
             *(const fvm_doc **)field = v;
             break;
         }
         if (!good) {
-            static const char *const want[] = {
-                [FVM_AK_FUNC] = "a function name (a string)",
-                [FVM_AK_INT] = "an integer",
-                [FVM_AK_BOOL] = "true or false",
-                [FVM_AK_INTS] = "a list of at most 8 integers",
-                [FVM_AK_DTYPE] = "a dtype: bool, u8, i32, i64, u32, f32 or f64",
-                [FVM_AK_PLACEMENT] = "a placement: \"SERVER\" or \"CLIENTS\"",
-                [FVM_AK_STRING] = "a string",
-                [FVM_AK_STRINGS] = "a list of distinct identifiers",
-                [FVM_AK_REAL] = "a number",
-                [FVM_AK_VALUE] = "a value",
-            };
-            cerr(C, FVM_ERR_FORMAT, &l, "%s: attribute '%s' must be %s", op->name, ai->name, want[ai->kind]);
+            char want[256], found[64];
+            want_text(ai->kind, dom, want, sizeof want);
+            if (entry >= 0) {
+                const fvm_doc *e = v->u.coll.items[entry];
+                fvm_loc el = {in->loc.file, e->line, e->col, fvm_pointer_index(C->a, ptr, (size_t)entry)};
+                cerr(C, FVM_ERR_FORMAT, &el, "%s: attribute '%s' must be %s; entry %d is %s", op->name, ai->name,
+                     want, entry, found_text(e, found, sizeof found));
+            } else {
+                cerr(C, FVM_ERR_FORMAT, &l, "%s: attribute '%s' must be %s, found %s", op->name, ai->name, want,
+                     found_text(v, found, sizeof found));
+            }
             ok = false;
             continue;
         }

@@ -10,7 +10,7 @@
 #include "types.h"
 
 typedef enum fvm_attr_id {
-#define FVM_ATTR(ID, NAME, KIND, FIELD) FVM_ATTR_##ID,
+#define FVM_ATTR(ID, NAME, KIND, FIELD, DOMAIN) FVM_ATTR_##ID,
 #include "attrs.def"
 #undef FVM_ATTR
     FVM_ATTR_COUNT
@@ -63,15 +63,28 @@ typedef struct fvm_strings {
  * A(ID) for every attribute given; absent ones are zero. */
 typedef struct fvm_attrs {
     uint64_t present;
-#define FVM_ATTR(ID, NAME, KIND, FIELD) FVM_ATTR_CTYPE_##KIND FIELD;
+#define FVM_ATTR(ID, NAME, KIND, FIELD, DOMAIN) FVM_ATTR_CTYPE_##KIND FIELD;
 #include "attrs.def"
 #undef FVM_ATTR
 } fvm_attrs;
 
+/* The values an attribute may take beyond its kind (the DOMAIN column of
+ * attrs.def and op_attrs.def). Bounds apply to an INT, a REAL and each entry
+ * of an INTS; they are whole numbers for the integer kinds. */
+typedef struct fvm_attr_domain {
+    bool has_min, min_open; /* >= min (> min when open) */
+    bool has_max, max_open; /* <= max (< max when open) */
+    double min, max;
+    bool has_len; /* INTS: min_len to max_len entries (otherwise 0 to FVM_MAX_RANK) */
+    int min_len, max_len;
+    const char *one_of; /* STRING, DTYPE: the allowed values, '|'-separated; NULL: any */
+} fvm_attr_domain;
+
 typedef struct fvm_attr_info {
     const char *name;
     fvm_attr_kind kind;
-    size_t offset; /* of the field in fvm_attrs */
+    size_t offset;      /* of the field in fvm_attrs */
+    fvm_attr_domain dom; /* in every op that does not give its own (fvm_attr_domain_of) */
 } fvm_attr_info;
 
 extern const fvm_attr_info fvm_attr_table[FVM_ATTR_COUNT];
@@ -104,5 +117,9 @@ typedef struct fvm_op_info {
 extern const fvm_op_info fvm_op_table[FVM_OP_COUNT];
 /* FVM_OP_COUNT when unknown. */
 fvm_op fvm_op_lookup(const char *name);
+
+/* The domain of attribute id in op: the op's own (op_attrs.def) or the
+ * attribute's (attrs.def). Static storage. */
+const fvm_attr_domain *fvm_attr_domain_of(fvm_op op, fvm_attr_id id);
 
 #endif

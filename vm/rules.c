@@ -303,12 +303,8 @@ fvm_status rule_const(fvm_rctx *c, const fvm_type **out)
 static fvm_status static_shape(fvm_rctx *c, const fvm_ints *shape, fvm_dtype dt, fvm_dims *dims)
 {
     dims->rank = shape->n;
-    for (int i = 0; i < shape->n; i++) {
-        if (shape->v[i] < 0)
-            return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "shape dimensions must be >= 0, found %lld",
-                            (long long)shape->v[i]);
+    for (int i = 0; i < shape->n; i++)
         dims->d[i] = shape->v[i];
-    }
     if (fvm_dims_check_size(dims, dt, c->d))
         return fvm_rule_located(c, FVM_ERR_LIMIT, FVM_RLOC_ATTRS);
     return FVM_OK;
@@ -321,10 +317,6 @@ fvm_status rule_iota(fvm_rctx *c, const fvm_type **out)
     fvm_dims dims;
     if (static_shape(c, &a->shape, dt, &dims))
         return FVM_ERR_TYPE;
-    if (dt == FVM_DTYPE_BOOL)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "needs a numeric dtype");
-    if (dims.rank == 0)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "needs a shape of rank >= 1");
     if (a->axis < -dims.rank || a->axis >= dims.rank)
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "axis %lld is out of range for rank %d",
                         (long long)a->axis, dims.rank);
@@ -500,9 +492,6 @@ fvm_status rule_random_split(fvm_rctx *c, const fvm_type **out)
     if (fvm_rule_want_key(c, 0))
         return FVM_ERR_TYPE;
     int64_t n = (c->in->a.present & A(N)) ? c->in->a.n : 2;
-    if (n < 1 || n > (1 << 24))
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "n must be between 1 and 16777216, found %lld",
-                        (long long)n);
     fvm_dims d = {.rank = 2, .d = {n, 2}};
     *out = fvm_rule_tensor(c, FVM_DTYPE_U32, &d);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
@@ -524,8 +513,6 @@ fvm_status rule_random_draw(fvm_rctx *c, const fvm_type **out)
         return FVM_ERR_TYPE;
     const fvm_attrs *a = &c->in->a;
     fvm_dtype dt = (a->present & A(DTYPE)) ? a->dtype : FVM_DTYPE_F32;
-    if (!fvm_dtype_is_float(dt))
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "dtype must be f32 or f64, found %s", fvm_dtype_name(dt));
     fvm_dims dims;
     if (static_shape(c, &a->shape, dt, &dims))
         return FVM_ERR_TYPE;
@@ -569,7 +556,7 @@ fvm_status rule_field(fvm_rctx *c, const fvm_type **out)
             return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_NAME, "%s has no field named '%s' (its fields: %s)",
                             fvm_rtype(c, t), a->name, names[0] ? names : "none named; select by index");
         }
-    } else if (i < 0 || i >= t->u.strct.n) {
+    } else if (i >= t->u.strct.n) {
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "index %lld is out of range for %s (%d fields)",
                         (long long)i, fvm_rtype(c, t), t->u.strct.n);
     }
@@ -612,9 +599,6 @@ fvm_status rule_cond(fvm_rctx *c, const fvm_type **out)
 fvm_status rule_fori(fvm_rctx *c, const fvm_type **out)
 {
     const fvm_func *fn = c->in->a.fn;
-    if (c->in->a.n < 0 || c->in->a.n > INT32_MAX)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "n must be between 0 and 2147483647 (the index is i32), "
-                        "found %lld", (long long)c->in->a.n);
     if (!fn->ok)
         return *out = NULL, FVM_OK;
     const fvm_type *ts[64];
@@ -634,8 +618,6 @@ fvm_status rule_fori(fvm_rctx *c, const fvm_type **out)
 fvm_status rule_while(fvm_rctx *c, const fvm_type **out)
 {
     const fvm_func *cond = c->in->a.cond_fn, *body = c->in->a.body_fn;
-    if (c->in->a.max_iter < 0)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "max_iter must be >= 0");
     if (!cond->ok || !body->ok)
         return *out = NULL, FVM_OK;
     if (want_fn(c, "cond", cond, c->nargs, c->args, false) || want_fn(c, "body", body, c->nargs, c->args, false))
@@ -747,8 +729,6 @@ fvm_status rule_batch(fvm_rctx *c, const fvm_type **out)
         return fvm_rerr(c, 0, FVM_ERR_TYPE, "expects a sequence of tensors or structs of tensors, found %s",
                         fvm_rtype(c, c->args[0]));
     int64_t size = c->in->a.size;
-    if (size < 1)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "size must be >= 1, found %lld", (long long)size);
     const fvm_type *b = batched(c, e, c->in->a.drop_remainder ? size : -1);
     if (!b)
         return fvm_rerr(c, 0, FVM_ERR_LIMIT, "batching would exceed rank %d", FVM_MAX_RANK);
@@ -972,7 +952,7 @@ fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
     const fvm_type *m = c->args[0]->u.fed.member;
     /* The narrowest leaf bounds the bitwidth: the modular sum must fit its dtype. */
     int maxbw = narrowest_bits(m);
-    if (bw < 1 || bw > maxbw)
+    if (bw > maxbw)
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "bitwidth must be between 1 and %d for %s, found %lld",
                         maxbw, fvm_rtype(c, m), (long long)bw);
     return fed_out(c, m, FVM_PL_SERVER, true, out);
@@ -1176,9 +1156,6 @@ fvm_status rule_sequence_repeat(fvm_rctx *c, const fvm_type **out)
 {
     if (want_seq(c, 0))
         return FVM_ERR_TYPE;
-    if (c->in->a.count < 0)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "count must be >= 0, found %lld",
-                        (long long)c->in->a.count);
     *out = c->args[0];
     return FVM_OK;
 }

@@ -75,18 +75,12 @@ static fvm_status window_of(fvm_rctx *c, int64_t kh, int64_t kw, const int64_t f
     w->sh = fallback[0];
     w->sw = fallback[1];
     w->same = same_default;
-    if (a->present & A(STRIDES)) {
-        if (a->strides.n != 2 || a->strides.v[0] < 1 || a->strides.v[1] < 1)
-            return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "strides must be two integers >= 1 [height, width]");
+    if (a->present & A(STRIDES)) { /* two entries >= 1 (attrs.def) */
         w->sh = a->strides.v[0];
         w->sw = a->strides.v[1];
     }
-    if (a->present & A(PADDING)) {
-        if (strcmp(a->padding, "SAME") && strcmp(a->padding, "VALID"))
-            return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "padding must be \"SAME\" or \"VALID\", found \"%s\"",
-                            a->padding);
+    if (a->present & A(PADDING)) /* "SAME" or "VALID" (attrs.def) */
         w->same = !strcmp(a->padding, "SAME");
-    }
     return FVM_OK;
 }
 
@@ -182,9 +176,7 @@ fvm_status rule_conv2d_grad(fvm_rctx *c, const fvm_type **out)
 
 static fvm_status pool_window(fvm_rctx *c, fvm_window *win)
 {
-    const fvm_ints *wd = &c->in->a.window;
-    if (wd->n != 2 || wd->v[0] < 1 || wd->v[1] < 1)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "window must be two integers >= 1 [height, width]");
+    const fvm_ints *wd = &c->in->a.window; /* two entries >= 1 (attrs.def) */
     int64_t fallback[2] = {wd->v[0], wd->v[1]};
     return window_of(c, wd->v[0], wd->v[1], fallback, false, win);
 }
@@ -265,9 +257,6 @@ fvm_status rule_dropout(fvm_rctx *c, const fvm_type **out)
 {
     if (want_float(c, 0, 0, "the input") || fvm_rule_want_key(c, 1))
         return FVM_ERR_TYPE;
-    double r = c->in->a.rate;
-    if (!(r >= 0 && r < 1))
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "rate must be in [0, 1), found %g", r);
     *out = c->args[0];
     return FVM_OK;
 }
@@ -284,8 +273,6 @@ fvm_status rule_layer_norm(fvm_rctx *c, const fvm_type **out)
             return fvm_rerr(c, i, FVM_ERR_TYPE, "expected [D] with D = %lld, the last dimension of x, found %s",
                             (long long)x->d[x->rank - 1], fvm_rtype(c, c->args[i]));
     }
-    if ((c->in->a.present & A(EPSILON)) && !(c->in->a.epsilon > 0))
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "epsilon must be > 0");
     *out = c->args[0];
     return FVM_OK;
 }

@@ -107,12 +107,6 @@ fvm_status vjp_unsupported(fvm_vjp *v)
     return fvm_ad_error(v, "it does not pass gradients%s%s", why ? "; " : "", why ? why : "");
 }
 
-fvm_status vjp_call(fvm_vjp *v)
-{
-    /* Calls are inlined before the backward pass. */
-    return fvm_ad_error(v, "internal: a call reached the backward pass");
-}
-
 /* ---- elementwise, unary ------------------------------------------------------------------ */
 
 fvm_status vjp_neg(fvm_vjp *v)
@@ -579,6 +573,24 @@ static void take_grads(fvm_vjp *v, const char *grads, int first_arg, int pos0)
             v->dx[k] = field_index(v, grads, pos++);
 }
 
+fvm_status vjp_call(fvm_vjp *v)
+{
+    /* A call the derivation did not inline (autodiff.h): the callee's
+     * pullback, derived once and shared by all its calls. */
+    fvm_func *pb = pullback_for(v, v->in->a.fn, 0, 0, 0);
+    if (!pb)
+        return FVM_ERR_TYPE;
+    int n = v->in->nargs;
+    const char **args = fvm_arena_array(fvm_ad_arena(v->ad), (size_t)n + 2, sizeof *args);
+    if (!args)
+        return FVM_ERR_NOMEM;
+    for (int k = 0; k < n; k++)
+        args[k] = v->x[k];
+    args[n] = v->ct;
+    take_grads(v, field_name(v, fn_op(v, FVM_OP_CALL, "fn", pb, n + 1, args), "grads"), 0, 0);
+    return FVM_OK;
+}
+
 fvm_status vjp_cond(fvm_vjp *v)
 {
     fvm_func *t = pullback_for(v, v->in->a.then_fn, 1, -1, 0), *e = pullback_for(v, v->in->a.else_fn, 1, -1, 0);
@@ -629,7 +641,8 @@ static const char *next_carry(fvm_vjp *v, const char *carry, const char *grads, 
     return fvm_ad_op(v->ad, FVM_OP_STRUCT, NULL, n, fs);
 }
 
-/* The initial carry in the function being differentiated: <ct, zeros...>. */
+/* The initial carry in the function being differentiated: <ct, zeros...>
+ * (loops take unplaced values only, so it holds no client values). */
 static const char *first_carry(fvm_vjp *v, int first_extra, int nextra)
 {
     const char **fs = fvm_arena_array(fvm_ad_arena(v->ad), (size_t)v->in->nargs + 2, sizeof *fs);
@@ -884,10 +897,18 @@ fvm_status vjp_federated_weighted_mean(fvm_vjp *v)
 
 fvm_status vjp_federated_minmax(fvm_vjp *v)
 {
-    /* The clients whose value is the minimum (maximum) get the cotangent. */
+    /* The clients whose value is the minimum (maximum) share the cotangent
+     * evenly, element by element, as min and max over axes do: k clients
+     * tied get ct / k each, so the derivative along a direction that moves
+     * them together (an all-equal value: every client ties) is right. */
     const fvm_type *m = v->in->type->u.fed.member;
+    fvm_func *hit = fvm_ad_helper_fn(v->ad, FVM_AD_HIT, m, NULL, 0);
+    fvm_func *quot = fvm_ad_helper_fn(v->ad, FVM_AD_QUOT, m, NULL, 0);
     fvm_func *tie = fvm_ad_helper_fn(v->ad, FVM_AD_TIE, m, NULL, 0);
-    const char *args[3] = {v->x[0], OP(FEDERATED_BROADCAST, NULL, v->y), OP(FEDERATED_BROADCAST, NULL, v->ct)};
+    const char *y = OP(FEDERATED_BROADCAST, NULL, v->y);
+    const char *h[2] = {v->x[0], y};
+    const char *q[2] = {v->ct, OP(FEDERATED_SUM, NULL, placed_op(v, true, hit, 2, h))};
+    const char *args[3] = {v->x[0], y, OP(FEDERATED_BROADCAST, NULL, placed_op(v, false, quot, 2, q))};
     set(v, 0, placed_op(v, true, tie, 3, args));
     return FVM_OK;
 }
