@@ -89,30 +89,51 @@ void fvm_atomic_clean(const char *dir, bool (*accept)(const char *name, void *ct
     closedir(dh); /* closes dfd */
 }
 
-static bool same_name(const char *name, void *ctx)
+/* Removes the file at path when it is a regular file whose lock can be
+ * taken (its writer is gone) and still the file that was locked. */
+static bool remove_stale_path(const char *path)
 {
-    return !strcmp(name, ctx);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    struct stat a, b;
+    bool gone = false;
+    if (fstat(fd, &a) == 0 && S_ISREG(a.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 && lstat(path, &b) == 0 &&
+        a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        gone = unlink(path) == 0;
+    close(fd);
+    return gone;
 }
 
-/* Removes the stale temporaries of path. */
-static void clean_path(const char *path)
+/* A new temporary beside path, *tmp (a buffer of n bytes) naming it: the
+ * names path.tmp000000, path.tmp000001, ... are tried in turn, so the
+ * temporary a dead writer of path left is found by name, without listing
+ * the directory (whose size would make every save slower), and replaced;
+ * after 64 names held by live writers, a random name (mkstemp's). -1
+ * with errno set when no file could be created. */
+static int create_temp(const char *path, char *tmp, size_t n)
 {
-    char *dir = dir_of(path);
-    const char *slash = strrchr(path, '/');
-    if (dir)
-        fvm_atomic_clean(dir, same_name, (void *)(slash ? slash + 1 : path), NULL);
-    free(dir);
+    for (unsigned i = 0, tries = 0; i < 64 && tries < 256; tries++) {
+        snprintf(tmp, n, "%s%s%06u", path, TMP_SUFFIX, i);
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            return fd;
+        if (errno != EEXIST)
+            return -1;
+        if (!remove_stale_path(tmp)) /* a live writer's (or not a file of ours): the next name */
+            i++;
+    }
+    snprintf(tmp, n, "%s%sXXXXXX", path, TMP_SUFFIX);
+    return mkostemp(tmp, O_CLOEXEC);
 }
 
 fvm_status fvm_atomic_open(const char *path, char **tmp, int *fd, fvm_diag *d)
 {
-    clean_path(path);
     size_t n = strlen(path) + 16;
     *tmp = malloc(n);
     if (!*tmp)
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-    snprintf(*tmp, n, "%s%sXXXXXX", path, TMP_SUFFIX);
-    *fd = mkostemp(*tmp, O_CLOEXEC);
+    *fd = create_temp(path, *tmp, n);
     if (*fd < 0) {
         fvm_status s = io_error(path, d);
         free(*tmp);
@@ -121,7 +142,7 @@ fvm_status fvm_atomic_open(const char *path, char **tmp, int *fd, fvm_diag *d)
     }
     /* held until the rename or the process's end: the temporary is not stale */
     flock(*fd, LOCK_EX | LOCK_NB);
-    /* mkstemp makes the file private; give it the usual permissions. */
+    /* the temporary is created private; give it the usual permissions. */
     mode_t mask = umask(0);
     umask(mask);
     if (fchmod(*fd, 0666 & ~mask) != 0) {

@@ -94,7 +94,8 @@ static fvm_status bind_data(fvm_xdev_device *dev, const char *param, const fvm_t
         size_t len = 0;
         fvm_doc *doc = NULL;
         int64_t n = -1;
-        fvm_status s = fvm_read_file(spec, &text, &len, d);
+        /* a regular file (a FIFO would block), within the 2 GiB 'fedvm run --arg NAME=@FILE' reads */
+        fvm_status s = fvm_file_read(spec, "a data file", UINT64_C(2) << 30, &text, &len, d);
         if (s == FVM_OK) {
             fvm_doc_src src = {.file = spec, .text = text, .len = len};
             s = fvm_doc_parse(&a, &src, &doc, d);

@@ -264,6 +264,10 @@ expect 1 "server: a FIFO as the state" -- timeout 20 "$FEDVM" server "$P" prepar
 fresh && mkfifo "$T/u/pipe.safetensors"
 expect 1 "aggregate: a FIFO among the updates" -- timeout 20 "$FEDVM" server "$P" aggregate --state "$d/s1.safetensors" \
     --broadcast "$d/b2.safetensors" "$T/u" --out "$T/x.safetensors" && has "$T/err" "$T/u/pipe.safetensors: is a FIFO" "FIFO update"
+mkfifo "$T/fifo_data.json"
+expect 1 "device: a FIFO as JSON data" -- timeout 20 "$FEDVM" device "$T/fedsgd_linear.plan.json" \
+    --checkpoint "$T/fedsgd_linear/b1.safetensors" --data "data=$T/fifo_data.json" --index 0 --out "$T/x.safetensors" &&
+    has "$T/err" "$T/fifo_data.json: is a FIFO (named pipe), not a regular file" "FIFO JSON data"
 check "non-regular files: nothing written" -- test ! -e "$T/x.safetensors"
 
 # an update replaced between its check and its use (the second open of the file, by the hook): the

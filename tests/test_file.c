@@ -225,26 +225,29 @@ static int count_temps(const char *name)
     return n;
 }
 
-/* The temporary of a writer that died (its lock gone) is removed by the
+/* The temporary of a writer that died (its lock gone) is replaced by the
  * next write of the same file; a live writer's is not, nor a name that
- * fedvm's pattern does not make, nor the temporaries of other files. */
+ * fedvm's pattern does not make, nor the temporaries of other files; a
+ * directory's cleaning removes every stale one (random names too, as
+ * mkstemp and older versions made them). */
 static void test_stale_temporaries(void **state)
 {
     (void)state;
-    char out[256], dead[300], alien[300], other[300], odd[300];
+    char out[256], dead[300], random[300], alien[300], other[300], odd[300], live[300];
     at("state.safetensors", out);
-    snprintf(dead, sizeof dead, "%s.tmpAb12Cd", out);
+    snprintf(dead, sizeof dead, "%s.tmp000000", out);
+    snprintf(live, sizeof live, "%s.tmp000001", out);
+    snprintf(random, sizeof random, "%s.tmpAb12Cd", out);
     snprintf(alien, sizeof alien, "%s.tmp-mine", out);
     snprintf(odd, sizeof odd, "%s.tmpAb12C!", out);
     snprintf(other, sizeof other, "%s/other.safetensors.tmpZZ99zz", dir);
     put(dead, "half a file");
+    put(live, "being written");
+    put(random, "half a file");
     put(alien, "not fedvm's");
     put(odd, "not fedvm's");
     put(other, "another file's");
     /* a live writer: a child holds the lock on its temporary */
-    char live[300];
-    snprintf(live, sizeof live, "%s.tmpLiVe01", out);
-    put(live, "being written");
     int ready[2];
     assert_int_equal(pipe(ready), 0);
     pid_t pid = fork();
@@ -258,23 +261,32 @@ static void test_stale_temporaries(void **state)
     }
     char c;
     assert_int_equal(read(ready[0], &c, 1), 1);
-    assert_int_equal(count_temps("state.safetensors"), 4);
+    assert_int_equal(count_temps("state.safetensors"), 5);
     fvm_diag d = {0};
     assert_int_equal(fvm_atomic_write(out, "new", 3, &d), FVM_OK);
     struct stat st;
-    assert_int_not_equal(stat(dead, &st), 0);
+    assert_int_equal(stat(out, &st), 0);
+    assert_int_equal(st.st_size, 3);
+    assert_int_not_equal(stat(dead, &st), 0); /* replaced, then renamed into place */
     assert_int_equal(stat(live, &st), 0);
+    assert_int_equal(stat(random, &st), 0);
     assert_int_equal(stat(alien, &st), 0);
     assert_int_equal(stat(odd, &st), 0);
     assert_int_equal(stat(other, &st), 0);
+    /* a second write while the live writer still holds 000001: 000000 again */
+    assert_int_equal(fvm_atomic_write(out, "newer", 5, &d), FVM_OK);
+    assert_int_equal(stat(live, &st), 0);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
-    /* its writer gone, the same temporary is stale now */
+    /* its writer gone, that temporary is stale now */
     int removed = -1;
     fvm_atomic_clean(dir, NULL, NULL, &removed);
-    assert_int_equal(removed, 2); /* the live one, now dead, and other.safetensors's */
+    assert_int_equal(removed, 3); /* the live one, now dead; the random one; other.safetensors's */
     assert_int_not_equal(stat(live, &st), 0);
+    assert_int_not_equal(stat(random, &st), 0);
+    assert_int_not_equal(stat(other, &st), 0);
     assert_int_equal(stat(alien, &st), 0);
+    assert_int_equal(stat(odd, &st), 0);
     close(ready[0]);
     close(ready[1]);
     unlink(alien);
