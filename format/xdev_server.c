@@ -692,12 +692,12 @@ static fvm_status append_line(const char *metrics, const char *line, size_t len,
         *fd = open(metrics, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOCTTY | O_CLOEXEC, 0666);
     else if (*fd >= 0)
         *before = 0; /* an existing file: its length is read below */
-    if (*fd < 0)
-        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot open the metrics file: %s", strerror(errno));
     struct stat st;
-    if (fstat(*fd, &st) != 0)
+    if (*fd < 0 && errno != ENXIO) /* ENXIO: a FIFO with no reader */
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot open the metrics file: %s", strerror(errno));
+    if (*fd >= 0 && fstat(*fd, &st) != 0)
         return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot read the metrics file: %s", strerror(errno));
-    if (!S_ISREG(st.st_mode))
+    if (*fd < 0 || !S_ISREG(st.st_mode))
         return fvm_diag_add(d, FVM_ERR_IO, &loc,
                             "the metrics file is not a regular file: a round's line must be undone when its state "
                             "cannot be written, and only a regular file can be cut back");

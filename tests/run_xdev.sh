@@ -321,6 +321,11 @@ expect 1 "aggregate: --metrics is --out (neither there yet)" -- sagg --out "$T/n
 expect 1 "aggregate: --metrics is the state" -- sagg --out "$T/new.safetensors" --metrics "$T/s1.copy.safetensors" &&
     has "$T/err" "the metrics file (--metrics) is the state (--state)" "metrics = state"
 same "$T/s1.copy.safetensors" "$d/s1.safetensors" "metrics = state: the state untouched"
+mkfifo "$T/metrics.fifo"
+expect 1 "aggregate: --metrics a FIFO" -- timeout 20 "$FEDVM" server "$P" aggregate --state "$T/s1.copy.safetensors" \
+    --broadcast "$d/b2.safetensors" "$T/u" --out "$T/new.safetensors" --metrics "$T/metrics.fifo" &&
+    has "$T/err" "$T/metrics.fifo: the metrics file is not a regular file" "metrics FIFO"
+check "metrics FIFO: no new state" -- test ! -e "$T/new.safetensors"
 expect 1 "device: --out is the broadcast" -- "$FEDVM" device "$P" --checkpoint "$T/b2.copy.safetensors" --data "$SYN" \
     --index "${first//[^0-9]/}" --out "$T/b2.copy.safetensors" && has "$T/err" "is the broadcast (--checkpoint)" "device out = broadcast"
 same "$T/b2.copy.safetensors" "$d/b2.safetensors" "device out = broadcast: untouched"
