@@ -111,7 +111,7 @@ static int device_args(int argc, char **argv, device_opts *o)
         } else if ((v = cli_opt(argc, argv, &i, "--partial"))) {
             o->partial = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(fvm_usage_device, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(fvm_usage_device, argv[i]);
         } else if (o->plan) {
             return cli_usage_error(fvm_usage_device, "one plan at a time; unexpected '%s'", argv[i]);
         } else {
@@ -217,7 +217,7 @@ static int server_args(int argc, char **argv, server_opts *o)
             if (!cli_int(v, 1, FVM_MAX_CLIENTS, &o->clients))
                 return cli_usage_error(fvm_usage_server, "--clients needs a number of clients >= 1, found '%s'", v);
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(fvm_usage_server, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(fvm_usage_server, argv[i]);
         } else if (!o->plan) {
             o->plan = argv[i];
         } else if (!o->step) {
