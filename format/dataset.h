@@ -74,6 +74,17 @@ int64_t fvm_dataset_clients(const fvm_dataset *ds);
 /* The columns (borrowed, valid until close); returns their number. */
 int fvm_dataset_columns(const fvm_dataset *ds, const fvm_column **cols);
 
+/* The index of the column named 'name', or -1 (a binary search). */
+int fvm_dataset_column_find(const fvm_dataset *ds, const char *name);
+
+/* Writes the name [name, name+len), read from a file, into buf (cap > 0
+ * bytes, NUL-terminated) as printable text: UTF-8 characters as they are,
+ * except that a backslash and both quotes get a backslash, \n \t \r stand
+ * for themselves, other control characters and characters that reorder or
+ * hide text are written \xHH (one byte) or \uHHHH, and bytes that are not
+ * UTF-8 \xHH. A name longer than buf holds ends in "...". Returns buf. */
+char *fvm_dataset_escape(const void *name, size_t len, char *buf, size_t cap);
+
 /* Client i's id (bytes, borrowed until the next call on ds) and its number
  * of examples, from the table (no decoding). FVM_ERR_USAGE when i is out of
  * range. */

@@ -352,7 +352,7 @@ fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void 
         return FVM_OK;
     if ((rc & 0xff) == SQLITE_CONSTRAINT) {
         char who[DS_WHO];
-        return werr(w, d, FVM_ERR_NAME, "split '%s': client id %s given twice", sp->name, ds_who(id, id_len, 0, who));
+        return werr(w, d, FVM_ERR_NAME, "split '%s': client id %s given twice", sp->name, ds_who(id, id_len, -1, who));
     }
     return sql_fail(w, d, rc, "writing a client");
 }
