@@ -488,12 +488,12 @@ fvm_status ds_check_table(fvm_dataset *ds, const char *table, const char *const 
         size_t m = strlen(missing), a = strlen(all);
         snprintf(all + a, sizeof all - a, "%s%s", k == 0 ? "" : k == nneed - 1 ? " and " : ", ", need[k]);
         if (!have[k]) {
-            snprintf(missing + m, sizeof missing - m, " %s", need[k]);
+            snprintf(missing + m, sizeof missing - m, "%s%s", nmissing ? ", " : " ", need[k]);
             nmissing++;
         }
     }
     if (nmissing)
-        return ds_err(ds, d, FVM_ERR_FORMAT, "table %s lacks the column%s%s (the table has %s)", table,
+        return ds_err(ds, d, FVM_ERR_FORMAT, "table %s lacks the column%s%s (fedvm reads %s)", table,
                       nmissing > 1 ? "s" : "", missing, all);
     /* A WITHOUT ROWID table has no rowid at all: index_info lists its primary key. */
     if ((rc = sqlite3_prepare_v2(ds->db, "SELECT count(*) FROM pragma_index_info(?1)", -1, &st, NULL)))
@@ -772,9 +772,11 @@ int fvm_dataset_columns(const fvm_dataset *ds, const fvm_column **cols)
 
 static fvm_status check_index(const fvm_dataset *ds, int64_t i, fvm_diag *d)
 {
-    if (i < 0 || i >= ds->n)
+    if (i < 0 || i >= ds->n) {
+        char esc[DS_ESC];
         return ds_err(ds, d, FVM_ERR_USAGE, "client index %lld out of range: split '%s' has %lld clients",
-                      (long long)i, ds->split, (long long)ds->n);
+                      (long long)i, ds_esc(ds->split, strlen(ds->split), esc), (long long)ds->n);
+    }
     return FVM_OK;
 }
 

@@ -24,10 +24,17 @@
  *   serialized_example_proto) and client_metadata(client_id, split_name,
  *   num_examples); one tf.train.Example per row. A split's clients are
  *   sorted(DISTINCT client_id), as TFF lists them; a client's examples are in
- *   rowid order. Every feature is a column of rank 1, columns sorted by name:
- *   a float_list is f32[L], an int64_list i64[L], a bytes_list with one value
- *   u8[L] (its bytes), where L is the list's length in the first client (-1
- *   when it differs between its examples, and always for bytes).
+ *   rowid order. Every feature of the first client with examples is a
+ *   column of rank 1, columns sorted by name: a float_list is f32[-1], an
+ *   int64_list i64[-1], a bytes_list with one value u8[-1] (its bytes): TFF
+ *   does not fix a list's length, which may differ between examples and
+ *   between clients.
+ *
+ * Names from a file (columns, features, TFF splits) must be 1 to 255 bytes
+ * of UTF-8 without NUL bytes, and are compared with their lengths; they are
+ * escaped wherever printed (fvm_dataset_escape). Limits: 100,000 columns,
+ * 2^31-1 examples per client, 4 GiB per array counting every non-zero dim.
+ * The path must be a regular file.
  *
  * format/DATASETS.md describes both in full. A handle is not thread-safe:
  * open one per thread. */
@@ -40,7 +47,8 @@
 typedef struct fvm_dataset fvm_dataset;
 
 /* One column: its name and the dtype and shape of one example's value
- * (a dim is -1 when it differs between examples). */
+ * (a dim is -1 when the file does not fix it: it may differ between
+ * examples and between clients). */
 typedef struct fvm_column {
     const char *name;
     fvm_dtype dtype;

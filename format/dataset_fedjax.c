@@ -229,7 +229,9 @@ static fvm_status grow_buf(fvm_dataset *ds, size_t want, const char *who, fvm_di
     if (ds->buf_cap >= MAX_CLIENT_BYTES)
         return ds_err(ds, d, FVM_ERR_LIMIT, "client %s: data inflates to more than %llu bytes", who,
                       (unsigned long long)MAX_CLIENT_BYTES);
-    size_t cap = ds->buf_cap ? 2 * ds->buf_cap : want;
+    size_t cap = ds->buf_cap && 2 * ds->buf_cap > want ? 2 * ds->buf_cap : want;
+    if (cap > MAX_CLIENT_BYTES) /* room for exactly the limit: a client that needs more fails there */
+        cap = MAX_CLIENT_BYTES;
     unsigned char *p = realloc(ds->buf, cap);
     if (!p)
         return ds_err(ds, d, FVM_ERR_NOMEM, "client %s: out of memory inflating its data", who);
@@ -794,7 +796,7 @@ fvm_status ds_fedjax_open(fvm_dataset *ds, fvm_diag *d)
         return s;
     const char *const sql[3] = {"SELECT client_id, data, num_examples FROM \"%s\" WHERE %s = ?1",
                                 "SELECT client_id, num_examples FROM \"%s\" WHERE %s = ?1",
-                                "SELECT %s FROM \"%s\" WHERE client_id = ?1"};
+                                "SELECT %s FROM \"%s\" WHERE client_id = ?1 COLLATE BINARY"};
     sqlite3_stmt **sts[3] = {&ds->st_row, &ds->st_id, &ds->st_find};
     for (int k = 0; k < 3; k++) {
         char text[256];

@@ -512,6 +512,9 @@ static void test_writer_refusals(void **state)
     expect_error(&d, FVM_ERR_TYPE, "column 'b'", "i32[]", NULL);
     assert_int_equal(fvm_dataset_add(w, NULL, "x", 1, 1, names, cols, &d), FVM_ERR_TYPE);
     fvm_diag_clear(&d);
+    const char *bad_utf8[2] = {"a", "b\xff"};
+    assert_int_equal(fvm_dataset_add(w, NULL, "x", 1, 2, bad_utf8, cols, &d), FVM_ERR_USAGE);
+    expect_error(&d, FVM_ERR_USAGE, "column 1", "UTF-8", NULL);
     assert_int_equal(fvm_dataset_add(w, "no-dash", "x", 1, 2, names, cols, &d), FVM_ERR_USAGE);
     expect_error(&d, FVM_ERR_USAGE, "no-dash", NULL);
     /* until finish, the older file is untouched */
@@ -1443,6 +1446,13 @@ static void test_duplicate_ids(void **state)
               "num_examples INTEGER NOT NULL)", "UPDATE federated_data SET client_id = CAST(client_id AS TEXT)");
     ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
     assert_int_equal(fvm_dataset_find(ds, "b", 1), 1);
+    fvm_dataset_close(ds);
+    /* ids found as bytes whatever collation the file declares: 'B' is not 'b' */
+    odd_table(path, "CREATE TABLE federated_data (client_id TEXT COLLATE NOCASE NOT NULL PRIMARY KEY, data BLOB NOT "
+              "NULL, num_examples INTEGER NOT NULL)", "UPDATE federated_data SET client_id = upper(client_id)");
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_int_equal(fvm_dataset_find(ds, "B", 1), 1);
+    assert_int_equal(fvm_dataset_find(ds, "b", 1), -1);
     fvm_dataset_close(ds);
 }
 
