@@ -458,17 +458,85 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A name read from a file, as printed: escaped (fvm_dataset_escape), and in
+ * quotes when it holds a space, a comma or an escape. */
+static const char *shown(const char *name, char buf[256])
+{
+    char esc[240];
+    fvm_dataset_escape(name, strlen(name), esc, sizeof esc);
+    bool plain = *name && !strcmp(esc, name) && !strpbrk(name, " ,");
+    snprintf(buf, 256, plain ? "%s" : "'%s'", esc);
+    return buf;
+}
+
 static void print_columns(const fvm_dataset *ds)
 {
     const fvm_column *cols;
     int n = fvm_dataset_columns(ds, &cols);
     printf("  columns:");
     for (int k = 0; k < n; k++) {
-        char dims[FVM_DIMS_STR];
+        char dims[FVM_DIMS_STR], name[256];
         fvm_dims_format(&cols[k].shape, dims);
-        printf("%s %s %s%s", k ? "," : "", cols[k].name, fvm_dtype_name(cols[k].dtype), dims);
+        printf("%s %s %s%s", k ? "," : "", shown(cols[k].name, name), fvm_dtype_name(cols[k].dtype), dims);
     }
     printf("%s\n", n ? "" : " (none)");
+}
+
+/* The least and greatest size seen in each dim of a column's examples. */
+typedef struct span {
+    bool any;
+    int64_t lo[FVM_MAX_RANK], hi[FVM_MAX_RANK];
+} span;
+
+static void see_tensor(span *s, const fvm_tensor *t, int from)
+{
+    for (int a = from; a < t->shape.rank && a - from < FVM_MAX_RANK; a++) {
+        int64_t v = t->shape.d[a];
+        if (!s->any || v < s->lo[a - from])
+            s->lo[a - from] = v;
+        if (!s->any || v > s->hi[a - from])
+            s->hi[a - from] = v;
+    }
+    s->any = true;
+}
+
+/* Notes the sizes of a client's examples (a sequence of structs of tensors). */
+static void see_dims(const fvm_value *seq, int ncols, span *seen)
+{
+    for (int k = 0; k < ncols; k++) {
+        if (seq->cols) {
+            if (seq->n > 0)
+                see_tensor(&seen[k], &seq->cols->items[k]->t, 1);
+            continue;
+        }
+        for (int64_t i = 0; i < seq->n; i++)
+            see_tensor(&seen[k], &seq->items[i]->items[k]->t, 0);
+    }
+}
+
+/* What the '?' dims of the columns held across the split: "tag [2..3]". */
+static void print_seen(const fvm_column *cols, int ncols, const span *seen)
+{
+    bool first = true;
+    for (int k = 0; k < ncols; k++) {
+        bool open = false;
+        for (int a = 0; a < cols[k].shape.rank; a++)
+            open = open || cols[k].shape.d[a] < 0;
+        if (!open || !seen[k].any)
+            continue;
+        char name[256];
+        printf("%s %s [", first ? "  sizes of the ? dims:" : ",", shown(cols[k].name, name));
+        for (int a = 0; a < cols[k].shape.rank; a++) {
+            if (cols[k].shape.d[a] >= 0 || seen[k].lo[a] == seen[k].hi[a])
+                printf("%s%lld", a ? "," : "", (long long)(cols[k].shape.d[a] >= 0 ? cols[k].shape.d[a] : seen[k].lo[a]));
+            else
+                printf("%s%lld..%lld", a ? "," : "", (long long)seen[k].lo[a], (long long)seen[k].hi[a]);
+        }
+        printf("]");
+        first = false;
+    }
+    if (!first)
+        printf("\n");
 }
 
 /* One split's summary; with verify, decodes every client. 0, or EXIT_INVALID. */
@@ -494,7 +562,8 @@ static int info_split(const char *file, const char *split, bool verify)
         total += sizes[i];
     }
     if (rc == 0) {
-        printf("split %s: %lld client%s, %lld examples\n", split, (long long)n, n == 1 ? "" : "s", (long long)total);
+        char name[256];
+        printf("split %s: %lld client%s, %lld examples\n", shown(split, name), (long long)n, n == 1 ? "" : "s", (long long)total);
         print_columns(ds);
         if (n) {
             qsort(sizes, (size_t)n, sizeof *sizes, cmp_i64);
@@ -510,7 +579,11 @@ static int info_split(const char *file, const char *split, bool verify)
         }
         fflush(stdout);
     }
+    span *seen = NULL;
     if (rc == 0 && verify) {
+        const fvm_column *cols;
+        int ncols = fvm_dataset_columns(ds, &cols);
+        seen = calloc((size_t)(ncols ? ncols : 1), sizeof *seen);
         int64_t bad = 0;
         for (int64_t i = 0; i < n; i++) {
             fvm_value *v = NULL;
@@ -518,6 +591,8 @@ static int info_split(const char *file, const char *split, bool verify)
                 bad++;
                 cli_print_errors(&d);
                 fvm_diag_clear(&d);
+            } else if (seen) {
+                see_dims(v, ncols, seen);
             }
             fvm_value_release(v);
             progress("verify", i + 1, n);
@@ -528,8 +603,11 @@ static int info_split(const char *file, const char *split, bool verify)
         } else {
             printf("  verify: %s %lld client%s decode%s and match%s the columns\n", n == 1 ? "the" : "all", (long long)n,
                    n == 1 ? "" : "s", n == 1 ? "s" : "", n == 1 ? "es" : "");
+            if (seen)
+                print_seen(cols, ncols, seen);
         }
     }
+    free(seen);
     free(sizes);
     fvm_dataset_close(ds);
     fvm_diag_clear(&d);
@@ -573,8 +651,10 @@ static int cmd_info(int argc, char **argv)
         return fail(&d);
     }
     printf("%s: %s SQLite, splits:", file, !strcmp(fvm_dataset_format(probe), "fedjax") ? "FedJAX" : "TFF");
-    for (int i = 0; i < nsplits; i++)
-        printf("%s %s", i ? "," : "", splits[i]);
+    for (int i = 0; i < nsplits; i++) {
+        char name[256];
+        printf("%s %s", i ? "," : "", shown(splits[i], name));
+    }
     printf("\n");
     fvm_dataset_close(probe);
     int rc = 0;
