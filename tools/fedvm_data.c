@@ -46,7 +46,9 @@ static const char *const usage_import =
     "  --min-size M     dirichlet: redraw until every client has at least M examples (default 10)\n"
     "  --seed S         seed of the partition (default 0); same arguments, same file\n"
     "  -o FILE          output file, replaced atomically (default fashion_mnist.sqlite)\n"
-    "  --source DIR     directory of the IDX files (default /usr/share/datasets/fashion-mnist)\n";
+    "  --source DIR     directory of the IDX files (default /usr/share/datasets/fashion-mnist)\n"
+    "\n"
+    "exit status: 0 written, 1 unreadable source files or a failed write, 2 usage error\n";
 
 static const char *const usage_synthetic =
     "usage: fedvm data synthetic --kind fedprox|leaf [--alpha A --beta B] [--iid] [--clients N]\n"
@@ -75,7 +77,9 @@ static const char *const usage_synthetic =
     "  --test-fraction F  fraction of each client's examples in split 'test' (default 0.1;\n"
     "                   0 for none)\n"
     "  --seed S         seed (default 0); same arguments, byte-identical file\n"
-    "  -o FILE          output file, replaced atomically (required)\n";
+    "  -o FILE          output file, replaced atomically (required)\n"
+    "\n"
+    "exit status: 0 written, 1 a failed write, 2 usage error\n";
 
 static const char *const usage_info =
     "usage: fedvm data info FILE [--split S] [--verify]\n"
@@ -87,7 +91,10 @@ static const char *const usage_info =
     "\n"
     "  --split S   only split S\n"
     "  --verify    also decode every client and check it against the columns;\n"
-    "              exit status 1 if any fails\n";
+    "              exit status 1 if any fails\n"
+    "\n"
+    "exit status: 0 success, 1 an unreadable or invalid file (or a client that\n"
+    "fails --verify), 2 usage error\n";
 
 static const char *const usage_head =
     "usage: fedvm data head FILE [CLIENT] [--split S] [-n K]\n"
@@ -98,7 +105,9 @@ static const char *const usage_head =
     "  CLIENT     a client id, or else an index (default 0, the first client)\n"
     "  --split S  the split (default: the default split of a FedJAX file, the only\n"
     "             split of a TFF file)\n"
-    "  -n K       examples to print (default 3)\n";
+    "  -n K       examples to print (default 3)\n"
+    "\n"
+    "exit status: 0 success, 1 an unreadable or invalid file or client, 2 usage error\n";
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -224,7 +233,7 @@ static int cmd_import(int argc, char **argv)
                 return cli_usage_error(usage_import, "%s", "--source needs a directory");
             src = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage_import, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage_import, argv[i]);
         } else if (what) {
             return cli_usage_error(usage_import, "unexpected '%s'", argv[i]);
         } else {
@@ -373,7 +382,7 @@ static int cmd_synthetic(int argc, char **argv)
                 return cli_usage_error(usage_synthetic, "%s", "-o needs a file name");
             out = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage_synthetic, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage_synthetic, argv[i]);
         } else {
             return cli_usage_error(usage_synthetic, "unexpected '%s'", argv[i]);
         }
@@ -630,7 +639,7 @@ static int cmd_info(int argc, char **argv)
         } else if (!strcmp(argv[i], "--verify")) {
             verify = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage_info, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage_info, argv[i]);
         } else if (file) {
             return cli_usage_error(usage_info, "one file at a time; unexpected '%s'", argv[i]);
         } else {
@@ -707,7 +716,7 @@ static int cmd_head(int argc, char **argv)
             if (!cli_int(v, 0, 1000000000, &k))
                 return cli_usage_error(usage_head, "-n needs a number >= 0, found '%s'", v);
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage_head, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage_head, argv[i]);
         } else if (!file) {
             file = argv[i];
         } else if (!client) {
@@ -807,6 +816,17 @@ done:
 
 /* ---- dispatch --------------------------------------------------------------------- */
 
+static int unknown_command(const char *cmd)
+{
+    static const char *const commands[] = {"import", "synthetic", "info", "head", "help"};
+    const char *best = cli_nearest(cmd, commands, (int)(sizeof commands / sizeof *commands));
+    fprintf(stderr, "fedvm: unknown data command '%s'", cmd);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\n\n%s", usage_data);
+    return EXIT_USAGE;
+}
+
 int fvm_cmd_data(int argc, char **argv)
 {
     if (argc < 1) {
@@ -816,12 +836,15 @@ int fvm_cmd_data(int argc, char **argv)
     const char *cmd = argv[0];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         const char *topic = argc > 1 ? argv[1] : "";
-        fputs(!strcmp(topic, "import")      ? usage_import
-              : !strcmp(topic, "synthetic") ? usage_synthetic
-              : !strcmp(topic, "info")      ? usage_info
-              : !strcmp(topic, "head")      ? usage_head
-                                            : usage_data,
-              stdout);
+        const char *text = !*topic                    ? usage_data
+                           : !strcmp(topic, "import")    ? usage_import
+                           : !strcmp(topic, "synthetic") ? usage_synthetic
+                           : !strcmp(topic, "info")      ? usage_info
+                           : !strcmp(topic, "head")      ? usage_head
+                                                         : NULL;
+        if (!text)
+            return unknown_command(topic);
+        fputs(text, stdout);
         return 0;
     }
     if (!strcmp(cmd, "import"))
@@ -832,6 +855,5 @@ int fvm_cmd_data(int argc, char **argv)
         return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "head"))
         return cmd_head(argc - 1, argv + 1);
-    fprintf(stderr, "fedvm: unknown data command '%s'\n\n%s", cmd, usage_data);
-    return EXIT_USAGE;
+    return unknown_command(cmd);
 }
