@@ -1,10 +1,12 @@
 /* checkpoint.h - a training run's server state saved after a round, and found again to resume.
  *
  * A checkpoint is DIR/round-NNNNNN.safetensors (the round zero-padded to at
- * least 6 digits), the state as safetensors tensors named by their paths
- * (safetensors.h), with string metadata fedvm.round, fedvm.seed,
- * fedvm.clients_per_round, fedvm.program and fedvm.state (the state's type),
- * written atomically. Every checkpoint is kept. */
+ * least 6 digits: round-000003, round-999999, round-1000000), the state as
+ * safetensors tensors named by their paths (safetensors.h), with string
+ * metadata fedvm.round, fedvm.seed, fedvm.clients_per_round, fedvm.program
+ * and fedvm.state (the state's type), written atomically. Every checkpoint
+ * is kept. Other names in DIR (round-3.safetensors, round-0000003...) are
+ * not checkpoints and are left alone. */
 #ifndef FVM_CHECKPOINT_H
 #define FVM_CHECKPOINT_H
 
@@ -18,6 +20,10 @@ typedef struct fvm_run_info {
     const char *program;       /* the program file's base name */
 } fvm_run_info;
 
+/* The round of a checkpoint's file name (no directory), or -1 for any name
+ * that is not exactly one fvm_checkpoint_save writes. */
+int64_t fvm_checkpoint_round(const char *name);
+
 /* Saves the state after 'round' (creating dir when missing). */
 fvm_status fvm_checkpoint_save(const char *dir, int64_t round, const fvm_value *state, const fvm_type *t,
                                const fvm_run_info *run, fvm_diag *d);
@@ -25,9 +31,16 @@ fvm_status fvm_checkpoint_save(const char *dir, int64_t round, const fvm_value *
 /* The last checkpoint of dir (the highest round): its state, of type t (a
  * new value), and its round. The checkpoint's seed, clients per round and
  * state type must be run's (an error explaining the difference otherwise:
- * resuming with other settings would not continue the same run). A
- * directory without checkpoints is FVM_ERR_IO. */
+ * resuming with other settings would not continue the same run), and its
+ * fedvm.round its name's. A directory without checkpoints is FVM_ERR_IO.
+ * The stale temporaries of saves cut short (atomic.h) are removed first. */
 fvm_status fvm_checkpoint_last(const char *dir, const fvm_type *t, const fvm_run_info *run, int64_t *round,
                                fvm_value **state, fvm_diag *d);
+
+/* Refuses an input file (what: "--init FILE") that is one of dir's
+ * checkpoints of rounds first..last, which a run saving those rounds into
+ * dir would overwrite (the same file: device and inode). FVM_ERR_USAGE. */
+fvm_status fvm_checkpoint_not_input(const char *dir, int64_t first, int64_t last, const char *path, const char *what,
+                                    fvm_diag *d);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dataset.h"
+#include "dataset_impl.h"
 
 fvm_status fvm_data_spec(const char *text, char **file, char **split, fvm_diag *d)
 {
@@ -32,10 +33,21 @@ fvm_status fvm_data_spec(const char *text, char **file, char **split, fvm_diag *
 
 /* ---- matching a struct type to a file's columns ----------------------------------- */
 
-/* For each field of elem (a struct), the index of its column; errors name
- * the parameter and the file. */
+/* One field of the parameter's examples: its column and type. */
+typedef struct field_spec {
+    char name[256]; /* escaped, for messages */
+    int col;
+    fvm_dtype dtype;
+    fvm_dims dims;
+    bool check; /* a dim the field fixes is '?' in the file: checked per client */
+} field_spec;
+
+/* For each field of elem (a struct), its column and type; errors name the
+ * parameter and the file. A '?' dim in the file's schema (a length the file
+ * does not fix, as every TFF feature's) accepts a known dim of the field:
+ * each client is then checked when read (check_client). */
 static fvm_status match_columns(const fvm_dataset *ds, const char *path, const char *param, const fvm_type *elem,
-                                int *col_of, fvm_diag *d)
+                                field_spec *fs, fvm_diag *d)
 {
     fvm_loc loc = {.file = path};
     const fvm_column *cols;
@@ -43,12 +55,15 @@ static fvm_status match_columns(const fvm_dataset *ds, const char *path, const c
     char have[1024];
     size_t len = 0;
     have[0] = 0;
-    for (int k = 0; k < ncols && len < sizeof have; k++) {
-        char dims[FVM_DIMS_STR];
+    for (int k = 0; k < ncols && len + 1 < sizeof have; k++) {
+        char dims[FVM_DIMS_STR], esc[160];
         fvm_dims_format(&cols[k].shape, dims);
-        len += (size_t)snprintf(have + len, sizeof have - len, "%s%s %s%s", k ? ", " : "", cols[k].name,
+        fvm_dataset_escape(cols[k].name, strlen(cols[k].name), esc, sizeof esc);
+        len += (size_t)snprintf(have + len, sizeof have - len, "%s%s %s%s", k ? ", " : "", esc,
                                 fvm_dtype_name(cols[k].dtype), dims);
     }
+    if (len + 1 >= sizeof have)
+        snprintf(have + sizeof have - 5, 5, "...");
     if (elem->kind != FVM_T_STRUCT || elem->u.strct.n == 0)
         return fvm_diag_add(d, FVM_ERR_TYPE, &loc,
                             "parameter '%s': the examples must be a struct of named fields, one per column (the file "
@@ -58,49 +73,131 @@ static fvm_status match_columns(const fvm_dataset *ds, const char *path, const c
     for (int f = 0; f < elem->u.strct.n; f++) {
         const char *name = elem->u.strct.names[f];
         const fvm_type *ft = elem->u.strct.elems[f];
-        int k = 0;
-        while (name && k < ncols && strcmp(cols[k].name, name))
-            k++;
+        int k = name ? fvm_dataset_column_find(ds, name) : -1;
         fvm_status s = FVM_OK;
+        if (name)
+            fvm_dataset_escape(name, strlen(name), fs[f].name, sizeof fs[f].name);
+        fs[f].col = k;
         if (!name) {
             s = fvm_diag_add(d, FVM_ERR_TYPE, &loc, "parameter '%s': field %d has no name; name it after a column (%s)",
                              param, f, have);
-        } else if (k == ncols) {
+        } else if (k < 0) {
             s = fvm_diag_add(d, FVM_ERR_TYPE, &loc, "parameter '%s': the file has no column '%s' (it has %s)", param,
-                             name, have);
+                             fs[f].name, have);
         } else {
             bool ok = ft->kind == FVM_T_TENSOR && ft->u.tensor.dtype == cols[k].dtype &&
                       ft->u.tensor.dims.rank == cols[k].shape.rank;
-            for (int a = 0; ok && a < cols[k].shape.rank; a++)
-                ok = ft->u.tensor.dims.d[a] < 0 || ft->u.tensor.dims.d[a] == cols[k].shape.d[a];
-            if (!ok) {
+            fs[f].check = false;
+            for (int a = 0; ok && a < cols[k].shape.rank; a++) {
+                int64_t want = ft->u.tensor.dims.d[a], have_dim = cols[k].shape.d[a];
+                ok = want < 0 || have_dim < 0 || want == have_dim;
+                fs[f].check = fs[f].check || (want >= 0 && have_dim < 0);
+            }
+            if (ok) {
+                fs[f].dtype = ft->u.tensor.dtype;
+                fs[f].dims = ft->u.tensor.dims;
+            } else {
                 char want[256], got[FVM_DIMS_STR];
                 fvm_type_format(ft, true, want, sizeof want);
                 fvm_dims_format(&cols[k].shape, got);
                 s = fvm_diag_add(d, FVM_ERR_TYPE, &loc,
-                                 "parameter '%s': field '%s' is %s, but column '%s' holds %s%s per example%s "
+                                 "parameter '%s': field '%s' is %s, but column '%s' holds %s%s per example "
                                  "(convert in the program: cast, reshape)",
-                                 param, name, want, name, fvm_dtype_name(cols[k].dtype), got,
-                                 strchr(got, '?') ? ", of varying size ('?')" : "");
+                                 param, fs[f].name, want, fs[f].name, fvm_dtype_name(cols[k].dtype), got);
             }
         }
-        col_of[f] = k;
         if (s && !first)
             first = s;
     }
     return first;
 }
 
+/* Does one example's tensor t (dims from axis 'from') fit the field's dims? */
+static bool fits(const fvm_tensor *t, int from, const field_spec *f)
+{
+    if (t->shape.rank - from != f->dims.rank)
+        return false;
+    for (int a = 0; a < f->dims.rank; a++)
+        if (f->dims.d[a] >= 0 && t->shape.d[a + from] != f->dims.d[a])
+            return false;
+    return true;
+}
+
+/* Client i's examples against the dims the fields fix where the file's
+ * schema does not: an error names the file, the client, the column and the
+ * field. */
+static fvm_status check_client(fvm_dataset *ds, int64_t i, const fvm_value *seq, const field_spec *fs, int nf,
+                               const char *path, const char *param, fvm_diag *d)
+{
+    for (int f = 0; f < nf; f++) {
+        if (!fs[f].check)
+            continue;
+        const fvm_tensor *bad = NULL;
+        int64_t e = 0;
+        if (seq->cols) {
+            if (seq->n > 0 && !fits(&seq->cols->items[fs[f].col]->t, 1, &fs[f]))
+                bad = &seq->cols->items[fs[f].col]->t;
+        } else {
+            for (e = 0; e < seq->n && !bad; e++)
+                if (!fits(&seq->items[e]->items[fs[f].col]->t, 0, &fs[f]))
+                    bad = &seq->items[e]->items[fs[f].col]->t;
+            e--;
+        }
+        if (!bad)
+            continue;
+        fvm_dims got = bad->shape, want = fs[f].dims;
+        if (seq->cols) { /* per example: without the leading axis */
+            got.rank--;
+            memmove(got.d, got.d + 1, (size_t)got.rank * sizeof got.d[0]);
+        }
+        char gs[FVM_DIMS_STR], ws[FVM_DIMS_STR], who[DS_WHO], where[64] = "";
+        const void *id;
+        size_t id_len;
+        int64_t count;
+        fvm_diag quiet = {0};
+        if (fvm_dataset_client(ds, i, &id, &id_len, &count, &quiet) == FVM_OK)
+            ds_who(id, id_len, i, who);
+        else
+            snprintf(who, sizeof who, "at index %lld", (long long)i);
+        fvm_diag_clear(&quiet);
+        if (!seq->cols)
+            snprintf(where, sizeof where, ", example %lld", (long long)e);
+        fvm_dims_format(&got, gs);
+        fvm_dims_format(&want, ws);
+        fvm_loc loc = {.file = path};
+        return fvm_diag_add(d, FVM_ERR_TYPE, &loc, "parameter '%s': client %s%s, column '%s': %s%s per example, but "
+                            "field '%s' is %s%s", param, who, where, fs[f].name, fvm_dtype_name(bad->dtype), gs,
+                            fs[f].name, fvm_dtype_name(fs[f].dtype), ws);
+    }
+    return FVM_OK;
+}
+
 /* A client's examples (as the dataset gives them, fields in column order)
  * with the fields of the parameter's struct, in its order. */
-static fvm_status project(const fvm_value *seq, int nf, const int *col_of, fvm_value **out, fvm_diag *d)
+static fvm_status project(const fvm_value *seq, int nf, const field_spec *fs, fvm_value **out, fvm_diag *d)
 {
     if (seq->cols) {
         fvm_value *st = fvm_value_list(FVM_V_STRUCT, nf);
         if (!st)
             goto nomem;
-        for (int f = 0; f < nf; f++)
-            st->items[f] = fvm_value_retain(seq->cols->items[col_of[f]]);
+        for (int f = 0; f < nf; f++) {
+            fvm_value *c = seq->cols->items[fs[f].col];
+            if (seq->n > 0 || !fs[f].check) {
+                st->items[f] = fvm_value_retain(c);
+                continue;
+            }
+            /* No examples: the dims the field fixes, not the file's '?' (read as 0). */
+            fvm_dims shape = c->t.shape;
+            for (int a = 0; a < fs[f].dims.rank && a + 1 < shape.rank; a++)
+                if (fs[f].dims.d[a] >= 0)
+                    shape.d[a + 1] = fs[f].dims.d[a];
+            fvm_tensor t = {0};
+            if (fvm_tensor_alloc(&t, c->t.dtype, &shape, d) || !(st->items[f] = fvm_value_tensor_take(&t))) {
+                fvm_tensor_release(&t);
+                fvm_value_release(st);
+                goto nomem;
+            }
+        }
         if (!(*out = fvm_value_seq_cols_take(seq->n, st))) {
             fvm_value_release(st);
             goto nomem;
@@ -117,13 +214,27 @@ static fvm_status project(const fvm_value *seq, int nf, const int *col_of, fvm_v
             goto nomem;
         }
         for (int f = 0; f < nf; f++)
-            st->items[f] = fvm_value_retain(seq->items[i]->items[col_of[f]]);
+            st->items[f] = fvm_value_retain(seq->items[i]->items[fs[f].col]);
         l->items[i] = st;
     }
     *out = l;
     return FVM_OK;
 nomem:
     return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+}
+
+/* Reads client i, checks it against the fields and projects it. */
+static fvm_status read_client(fvm_dataset *ds, int64_t i, const field_spec *fs, int nf, const char *path,
+                              const char *param, fvm_value **out, fvm_diag *d)
+{
+    fvm_value *seq = NULL;
+    fvm_status st = fvm_dataset_read(ds, i, &seq, d);
+    if (st == FVM_OK)
+        st = check_client(ds, i, seq, fs, nf, path, param, d);
+    if (st == FVM_OK)
+        st = project(seq, nf, fs, out, d);
+    fvm_value_release(seq);
+    return st;
 }
 
 /* ---- {T*}@CLIENTS: clients read on demand ------------------------------------------- */
@@ -134,8 +245,9 @@ nomem:
 typedef struct data_source {
     fvm_source base;
     char *path, *split;
+    char *param;
     int nfields;
-    int *col_of;
+    field_spec *fields;
     pthread_mutex_t lock;
     fvm_dataset **idle;
     int nidle, cap;
@@ -177,13 +289,8 @@ static fvm_status source_get(fvm_source *src, int64_t i, fvm_value **out, fvm_di
     fvm_status st = ds ? FVM_OK : fvm_dataset_open(s->path, s->split, &ds, d);
     if (st)
         return st;
-    fvm_value *seq = NULL;
-    st = fvm_dataset_read(ds, i, &seq, d);
+    st = read_client(ds, i, s->fields, s->nfields, s->path, s->param, out, d);
     give_handle(s, ds);
-    if (st)
-        return st;
-    st = project(seq, s->nfields, s->col_of, out, d);
-    fvm_value_release(seq);
     return st;
 }
 
@@ -194,7 +301,8 @@ static void source_free(fvm_source *src)
         fvm_dataset_close(s->idle[k]);
     free(s->idle);
     pthread_mutex_destroy(&s->lock);
-    free(s->col_of);
+    free(s->fields);
+    free(s->param);
     free(s->path);
     free(s->split);
     free(s);
@@ -202,8 +310,8 @@ static void source_free(fvm_source *src)
 
 static const struct fvm_source_i source_iface = {.get = source_get, .free = source_free};
 
-static fvm_status bind_clients(fvm_dataset *ds_take, const char *path, const char *split, const int *col_of, int nf,
-                               fvm_value **out, fvm_diag *d)
+static fvm_status bind_clients(fvm_dataset *ds_take, const char *path, const char *split, const char *param,
+                               const field_spec *fs, int nf, fvm_value **out, fvm_diag *d)
 {
     data_source *s = calloc(1, sizeof *s);
     if (!s) {
@@ -215,11 +323,12 @@ static fvm_status bind_clients(fvm_dataset *ds_take, const char *path, const cha
     s->nfields = nf;
     s->path = strdup(path);
     s->split = split ? strdup(split) : NULL;
-    s->col_of = malloc((size_t)nf * sizeof *s->col_of);
+    s->param = strdup(param);
+    s->fields = malloc((size_t)(nf ? nf : 1) * sizeof *s->fields);
     int64_t n = fvm_dataset_clients(ds_take);
-    if (s->col_of)
-        memcpy(s->col_of, col_of, (size_t)nf * sizeof *col_of);
-    if (!s->path || (split && !s->split) || !s->col_of || !(*out = fvm_value_clients_source_take(n, &s->base))) {
+    if (s->fields)
+        memcpy(s->fields, fs, (size_t)nf * sizeof *fs);
+    if (!s->path || (split && !s->split) || !s->param || !s->fields || !(*out = fvm_value_clients_source_take(n, &s->base))) {
         fvm_dataset_close(ds_take);
         source_free(&s->base);
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
@@ -275,9 +384,25 @@ static fvm_status alloc_like(const fvm_value *cols, int64_t n, fvm_value **out, 
     return FVM_OK;
 }
 
-/* Every client's examples in order: by columns when every client is (one
- * shape per column), else a list of examples. */
-static fvm_status bind_pooled(fvm_dataset *ds, const int *col_of, int nf, fvm_value **out, fvm_diag *d)
+/* Do two clients' columns have the same per-example shapes (so that their
+ * rows can be put in one tensor)? Both by columns. */
+static bool same_rows(const fvm_value *a, const fvm_value *b)
+{
+    for (int64_t k = 0; k < a->cols->n; k++) {
+        const fvm_tensor *x = &a->cols->items[k]->t, *y = &b->cols->items[k]->t;
+        if (x->dtype != y->dtype || x->shape.rank != y->shape.rank)
+            return false;
+        for (int j = 1; j < x->shape.rank; j++)
+            if (x->shape.d[j] != y->shape.d[j])
+                return false;
+    }
+    return true;
+}
+
+/* Every client's examples in order: by columns when every client is and
+ * all have one shape per column, else a list of examples. */
+static fvm_status bind_pooled(fvm_dataset *ds, const char *path, const char *param, const field_spec *fs, int nf,
+                              fvm_value **out, fvm_diag *d)
 {
     int64_t nc = fvm_dataset_clients(ds), total = 0;
     fvm_value **parts = calloc((size_t)(nc ? nc : 1), sizeof *parts);
@@ -285,22 +410,20 @@ static fvm_status bind_pooled(fvm_dataset *ds, const int *col_of, int nf, fvm_va
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     fvm_status s = FVM_OK;
     bool by_columns = true;
+    int64_t ref = 0; /* the first client with examples: the others' rows must be shaped alike */
     for (int64_t i = 0; i < nc && s == FVM_OK; i++) {
-        fvm_value *seq = NULL;
-        if (!(s = fvm_dataset_read(ds, i, &seq, d))) {
-            s = project(seq, nf, col_of, &parts[i], d);
-            fvm_value_release(seq);
-        }
-        if (s == FVM_OK) {
+        if ((s = read_client(ds, i, fs, nf, path, param, &parts[i], d)) == FVM_OK) {
             total += parts[i]->n;
-            by_columns = by_columns && parts[i]->cols;
+            if (parts[ref]->n == 0)
+                ref = i;
+            by_columns = by_columns && parts[i]->cols && (parts[i]->n == 0 || same_rows(parts[ref], parts[i]));
         }
     }
     fvm_value *res = NULL;
     if (s == FVM_OK && by_columns && nc > 0) {
         /* every client's columns have one per-example shape, the file's */
         fvm_value *cols = NULL;
-        s = alloc_like(parts[0]->cols, total, &cols, d);
+        s = alloc_like(parts[ref]->cols, total, &cols, d);
         for (int64_t i = 0, at = 0; s == FVM_OK && i < nc; at += parts[i++]->n)
             copy_rows(cols, parts[i]->cols, at);
         if (s == FVM_OK && !(res = fvm_value_seq_cols_take(total, cols))) {
@@ -346,18 +469,18 @@ fvm_status fvm_data_bind(const char *path, const char *split, const char *param,
     if (s)
         return s;
     int nf = elem->kind == FVM_T_STRUCT ? elem->u.strct.n : 0;
-    int *col_of = malloc((size_t)(nf ? nf : 1) * sizeof *col_of);
-    if (!col_of)
+    field_spec *fs = calloc((size_t)(nf ? nf : 1), sizeof *fs);
+    if (!fs)
         s = fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     if (s == FVM_OK)
-        s = match_columns(ds, path, param, elem, col_of, d);
+        s = match_columns(ds, path, param, elem, fs, d);
     if (s == FVM_OK && clients) {
-        s = bind_clients(ds, path, split, col_of, nf, out, d);
+        s = bind_clients(ds, path, split, param, fs, nf, out, d);
         ds = NULL; /* taken */
     } else if (s == FVM_OK) {
-        s = bind_pooled(ds, col_of, nf, out, d);
+        s = bind_pooled(ds, path, param, fs, nf, out, d);
     }
     fvm_dataset_close(ds);
-    free(col_of);
+    free(fs);
     return s;
 }

@@ -19,11 +19,14 @@ fvm_status fvm_data_spec(const char *text, char **file, char **split, fvm_diag *
  *   T*, T*@SERVER       every client's examples, in client order, as one
  *                       sequence in memory (a centralized test split).
  * T must be a struct with named fields. Each field names a column of the
- * file with the same dtype and per-example shape (a '?' dim accepts any
- * size; a column whose size varies between examples needs '?'); columns T
- * does not name are not used. A mismatch is a type error naming the
- * parameter, the file, the field and both types, and listing the file's
- * columns. *out (owned by the caller) is NULL on error. */
+ * file with the same dtype and per-example shape; a '?' dim of the field
+ * accepts any size, and a known dim of the field where the file's is '?'
+ * (a length the file does not fix, as every TFF feature's) is checked in
+ * each client when it is read: a client that differs is a type error naming
+ * the file, the client, the column and the field. Columns T does not name
+ * are not used. A mismatch is a type error naming the parameter, the file,
+ * the field and both types, and listing the file's columns. *out (owned by
+ * the caller) is NULL on error. */
 fvm_status fvm_data_bind(const char *path, const char *split, const char *param, const fvm_type *t,
                          fvm_value **out, fvm_diag *d);
 

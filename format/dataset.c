@@ -21,31 +21,9 @@ void ds_col_clear(ds_col *c)
     memset(c, 0, sizeof *c);
 }
 
-const char *ds_who(const void *id, size_t len, int64_t i, char buf[DS_WHO])
-{
-    const unsigned char *p = id;
-    bool text = true;
-    for (size_t k = 0; k < len && text; k++)
-        text = p[k] >= 0x20 && p[k] < 0x7f;
-    size_t n = 0;
-    if (text) {
-        n = (size_t)snprintf(buf, DS_WHO, "'%.*s", (int)(len < 100 ? len : 100), (const char *)p);
-        if (len > 100)
-            n += (size_t)snprintf(buf + n, DS_WHO - n, "...");
-        n += (size_t)snprintf(buf + n, DS_WHO - n, "'");
-    } else {
-        n = (size_t)snprintf(buf, DS_WHO, "0x");
-        for (size_t k = 0; k < len && k < 40; k++)
-            n += (size_t)snprintf(buf + n, DS_WHO - n, "%02x", p[k]);
-        if (len > 40)
-            n += (size_t)snprintf(buf + n, DS_WHO - n, "...");
-    }
-    snprintf(buf + n, DS_WHO - n, " (index %lld)", (long long)i);
-    return buf;
-}
-
-/* Length of the valid UTF-8 sequence at p (at most n bytes), or 0. */
-static size_t utf8_len(const unsigned char *p, size_t n)
+/* Length of the valid UTF-8 sequence at p (at most n bytes, n > 0), or 0;
+ * *cp gets its code point. */
+static size_t utf8_char(const unsigned char *p, size_t n, uint32_t *cp)
 {
     size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
     if (len == 0 || len > n)
@@ -59,20 +37,146 @@ static size_t utf8_len(const unsigned char *p, size_t n)
     static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
     if (c < least[len] || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
         return 0;
+    *cp = c;
     return len;
+}
+
+bool ds_utf8(const void *s, size_t len)
+{
+    const unsigned char *p = s;
+    uint32_t c;
+    for (size_t i = 0, k; i < len; i += k)
+        if (!(k = utf8_char(p + i, len - i, &c)))
+            return false;
+    return true;
+}
+
+/* Characters that hide or reorder text on a terminal: C1 controls, the soft
+ * hyphen, zero-width characters, line and paragraph separators, bidi
+ * controls, word joiners and the byte-order mark. */
+static bool hides_text(uint32_t c)
+{
+    return (c >= 0x80 && c <= 0x9f) || c == 0xad || (c >= 0x200b && c <= 0x200f) || (c >= 0x2028 && c <= 0x202e) ||
+           (c >= 0x2060 && c <= 0x206f) || c == 0xfeff;
+}
+
+char *fvm_dataset_escape(const void *name, size_t len, char *buf, size_t cap)
+{
+    const unsigned char *p = name;
+    size_t o = 0, i = 0;
+    size_t room = cap > 4 ? cap - 4 : 0; /* kept for "..." and the NUL */
+    while (i < len) {
+        char one[16];
+        uint32_t c = 0;
+        size_t k = utf8_char(p + i, len - i, &c), m;
+        if (k == 0) {
+            k = 1;
+            m = (size_t)snprintf(one, sizeof one, "\\x%02x", p[i]);
+        } else if (c == '\\' || c == '\'' || c == '"') {
+            one[0] = '\\';
+            one[1] = (char)c;
+            m = 2;
+        } else if (c == '\n' || c == '\t' || c == '\r') {
+            one[0] = '\\';
+            one[1] = c == '\n' ? 'n' : c == '\t' ? 't' : 'r';
+            m = 2;
+        } else if (c < 0x20 || c == 0x7f) {
+            m = (size_t)snprintf(one, sizeof one, "\\x%02x", (unsigned)c);
+        } else if (hides_text(c)) {
+            m = (size_t)snprintf(one, sizeof one, "\\u%04x", (unsigned)c);
+        } else {
+            memcpy(one, p + i, k);
+            m = k;
+        }
+        if (o + m > room)
+            break;
+        memcpy(buf + o, one, m);
+        o += m;
+        i += k;
+    }
+    if (i < len && o + 3 < cap) {
+        memcpy(buf + o, "...", 3);
+        o += 3;
+    }
+    if (cap)
+        buf[o < cap ? o : cap - 1] = 0;
+    return buf;
+}
+
+const char *ds_esc(const void *name, size_t len, char buf[DS_ESC])
+{
+    return fvm_dataset_escape(name, len, buf, DS_ESC);
+}
+
+const char *ds_who(const void *id, size_t len, int64_t i, char buf[DS_WHO])
+{
+    const unsigned char *p = id;
+    size_t n = 0;
+    if (ds_utf8(id, len)) {
+        char text[104];
+        n = (size_t)snprintf(buf, DS_WHO, "'%s'", fvm_dataset_escape(id, len, text, sizeof text));
+    } else {
+        n = (size_t)snprintf(buf, DS_WHO, "0x");
+        for (size_t k = 0; k < len && k < 40; k++)
+            n += (size_t)snprintf(buf + n, DS_WHO - n, "%02x", p[k]);
+        if (len > 40)
+            n += (size_t)snprintf(buf + n, DS_WHO - n, "...");
+    }
+    if (i >= 0)
+        snprintf(buf + n, DS_WHO - n, " (index %lld)", (long long)i);
+    return buf;
 }
 
 void ds_clean(char *s)
 {
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
-        size_t len = utf8_len((const unsigned char *)s + i, n - i);
+        uint32_t c;
+        size_t len = utf8_char((const unsigned char *)s + i, n - i, &c);
         if (len == 0 || (len == 1 && (unsigned char)s[i] < 0x20)) {
             s[i++] = '?';
             continue;
         }
         i += len;
     }
+}
+
+/* Why a name is not usable, or NULL. */
+static const char *name_fault(const void *name, size_t len)
+{
+    return len == 0               ? "is empty"
+           : len > DS_MAX_NAME    ? "is longer than 255 bytes"
+           : memchr(name, 0, len) ? "holds a NUL byte"
+           : !ds_utf8(name, len)  ? "is not valid UTF-8"
+                                  : NULL;
+}
+
+bool ds_name_ok(const void *name, size_t len)
+{
+    return !name_fault(name, len);
+}
+
+fvm_status ds_check_name(const fvm_dataset *ds, const char *who, const char *what, const void *name, size_t len,
+                         fvm_diag *d)
+{
+    const char *why = name_fault(name, len);
+    if (!why)
+        return FVM_OK;
+    char esc[DS_ESC];
+    return ds_err(ds, d, FVM_ERR_FORMAT, "client %s: %s name '%s' %s", who, what, ds_esc(name, len, esc), why);
+}
+
+bool ds_dims_bounded(const fvm_dims *shape, fvm_dtype dtype)
+{
+    uint64_t bytes = fvm_dtype_size(dtype);
+    for (int k = 0; k < shape->rank; k++) {
+        if (shape->d[k] < 0)
+            return false;
+        if (shape->d[k] > 0 &&
+            (__builtin_mul_overflow(bytes, (uint64_t)shape->d[k], &bytes) || bytes > FVM_MAX_TENSOR_BYTES))
+            return false;
+    }
+    return true;
 }
 
 fvm_status ds_err(const fvm_dataset *ds, fvm_diag *d, fvm_status code, const char *fmt, ...)
@@ -98,6 +202,8 @@ fvm_status ds_sql_err(const fvm_dataset *ds, fvm_diag *d, int rc, const char *wh
         return ds_err(ds, d, FVM_ERR_FORMAT, "%s: the database is corrupt (%s)", what, msg);
     if (prim == SQLITE_NOMEM)
         return ds_err(ds, d, FVM_ERR_NOMEM, "%s: out of memory", what);
+    if (prim == SQLITE_BUSY || prim == SQLITE_LOCKED)
+        return ds_err(ds, d, FVM_ERR_IO, "%s: the file is locked by another process writing it (%s)", what, msg);
     return ds_err(ds, d, FVM_ERR_IO, "%s: %s", what, msg);
 }
 
@@ -145,28 +251,102 @@ fvm_status ds_col_check(const fvm_dataset *ds, const fvm_column *schema, const d
         ok = schema->shape.d[k] < 0 || shape.d[k] == schema->shape.d[k];
     if (ok)
         return FVM_OK;
-    char got[FVM_DIMS_STR], want[FVM_DIMS_STR];
+    char got[FVM_DIMS_STR], want[FVM_DIMS_STR], esc[DS_ESC];
     fvm_dims_format(&shape, got);
     fvm_dims_format(&schema->shape, want);
     return ds_err(ds, d, FVM_ERR_TYPE, "client %s, column '%s': examples are %s%s, but the dataset's schema (from its "
-                  "first client) has %s%s", who, schema->name, fvm_dtype_name(dt), got,
-                  fvm_dtype_name(schema->dtype), want);
+                  "first client) has %s%s", who, ds_esc(schema->name, strlen(schema->name), esc),
+                  fvm_dtype_name(dt), got, fvm_dtype_name(schema->dtype), want);
 }
 
-fvm_status ds_set_schema(fvm_dataset *ds, int ncols, const char *const *names, const size_t *name_lens,
-                         const ds_col *cols, fvm_diag *d)
+/* Names compare as SQLite's BINARY collation does: bytes, then the shorter first. */
+static int name_cmp(const char *a, size_t na, const char *b, size_t nb)
 {
-    ds->cols = calloc((size_t)(ncols ? ncols : 1), sizeof *ds->cols);
-    if (!ds->cols)
-        return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
-    ds->ncols = ncols;
-    for (int k = 0; k < ncols; k++) {
-        char *name = strndup(names[k], name_lens[k]);
-        if (!name)
-            return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
-        ds->cols[k].name = name;
-        ds_col_shape(&cols[k], &ds->cols[k].dtype, &ds->cols[k].shape);
+    int c = memcmp(a, b, na < nb ? na : nb);
+    return c ? c : (na > nb) - (na < nb);
+}
+
+int ds_name_cmp(const void *a, const void *b)
+{
+    const ds_name *x = a, *y = b;
+    int c = name_cmp(x->name, x->len, y->name, y->len);
+    return c ? c : (x->col > y->col) - (x->col < y->col);
+}
+
+int ds_column_find(const fvm_dataset *ds, const char *name, size_t len)
+{
+    int lo = 0, hi = ds->ncols - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2;
+        int c = name_cmp(ds->index[mid].name, ds->index[mid].len, name, len);
+        if (c == 0)
+            return ds->index[mid].col;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
+    return -1;
+}
+
+int ds_column_near(const fvm_dataset *ds, const char *name, size_t len, int guess)
+{
+    if (guess >= 0 && guess < ds->ncols && !strncmp(ds->cols[guess].name, name, len) && !ds->cols[guess].name[len])
+        return guess;
+    return ds_column_find(ds, name, len);
+}
+
+int fvm_dataset_column_find(const fvm_dataset *ds, const char *name)
+{
+    return ds_column_find(ds, name, strlen(name));
+}
+
+fvm_status ds_set_schema(fvm_dataset *ds, const char *who, int ncols, const char *const *names,
+                         const size_t *name_lens, const ds_col *cols, fvm_diag *d)
+{
+    if (ncols < 0 || ncols > DS_MAX_COLUMNS)
+        return ds_err(ds, d, FVM_ERR_LIMIT, "client %s: %d columns, more than fedvm reads (%d)", who, ncols,
+                      DS_MAX_COLUMNS);
+    fvm_column *cs = calloc((size_t)(ncols ? ncols : 1), sizeof *cs);
+    ds_name *index = calloc((size_t)(ncols ? ncols : 1), sizeof *index);
+    fvm_status s = cs && index ? FVM_OK : ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
+    int made = 0;
+    for (int k = 0; s == FVM_OK && k < ncols; k++) {
+        if ((s = ds_check_name(ds, who, "column", names[k], name_lens[k], d)))
+            break;
+        char *name = malloc(name_lens[k] + 1);
+        if (!name) {
+            s = ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
+            break;
+        }
+        memcpy(name, names[k], name_lens[k]);
+        name[name_lens[k]] = 0;
+        cs[k].name = name;
+        made = k + 1;
+        if (cols)
+            ds_col_shape(&cols[k], &cs[k].dtype, &cs[k].shape);
+        index[k] = (ds_name){name, name_lens[k], k};
+    }
+    if (s == FVM_OK) {
+        qsort(index, (size_t)ncols, sizeof *index, ds_name_cmp);
+        for (int k = 1; k < ncols && s == FVM_OK; k++)
+            if (!name_cmp(index[k - 1].name, index[k - 1].len, index[k].name, index[k].len)) {
+                char esc[DS_ESC];
+                s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: column '%s' appears twice", who,
+                           ds_esc(index[k].name, index[k].len, esc));
+            }
+    }
+    if (s) {
+        for (int k = 0; k < made; k++)
+            free((char *)cs[k].name);
+        free(cs);
+        free(index);
+        return s;
+    }
+    ds->cols = cs;
+    ds->index = index;
+    ds->ncols = ncols;
+    ds->schema = true;
     return FVM_OK;
 }
 
@@ -280,6 +460,62 @@ static bool has_table(sqlite3 *db, const char *name, int *rc)
     return r == SQLITE_ROW;
 }
 
+fvm_status ds_check_table(fvm_dataset *ds, const char *table, const char *const *need, int nneed, const char **rowid,
+                          fvm_diag *d)
+{
+    static const char *const aliases[3] = {"rowid", "_rowid_", "oid"};
+    bool have[8] = {false}, hidden[3] = {false};
+    char sql[160];
+    sqlite3_stmt *st = NULL;
+    /* table_xinfo lists generated and hidden columns too: any of them hides a rowid name. */
+    snprintf(sql, sizeof sql, "PRAGMA table_xinfo(\"%s\")", table);
+    int rc = sqlite3_prepare_v2(ds->db, sql, -1, &st, NULL);
+    if (rc)
+        return ds_sql_err(ds, d, rc, "reading the tables");
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 1);
+        for (int k = 0; name && k < nneed && k < 8; k++)
+            have[k] = have[k] || !sqlite3_stricmp(name, need[k]);
+        for (int a = 0; name && a < 3; a++)
+            hidden[a] = hidden[a] || !sqlite3_stricmp(name, aliases[a]);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE)
+        return ds_sql_err(ds, d, rc, "reading the tables");
+    char missing[160] = "", all[160] = "";
+    int nmissing = 0;
+    for (int k = 0; k < nneed && k < 8; k++) {
+        size_t m = strlen(missing), a = strlen(all);
+        snprintf(all + a, sizeof all - a, "%s%s", k == 0 ? "" : k == nneed - 1 ? " and " : ", ", need[k]);
+        if (!have[k]) {
+            snprintf(missing + m, sizeof missing - m, "%s%s", nmissing ? ", " : " ", need[k]);
+            nmissing++;
+        }
+    }
+    if (nmissing)
+        return ds_err(ds, d, FVM_ERR_FORMAT, "table %s lacks the column%s%s (fedvm reads %s)", table,
+                      nmissing > 1 ? "s" : "", missing, all);
+    /* A WITHOUT ROWID table has no rowid at all: index_info lists its primary key. */
+    if ((rc = sqlite3_prepare_v2(ds->db, "SELECT count(*) FROM pragma_index_info(?1)", -1, &st, NULL)))
+        return ds_sql_err(ds, d, rc, "reading the tables");
+    sqlite3_bind_text(st, 1, table, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    int64_t pk = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW)
+        return ds_sql_err(ds, d, rc, "reading the tables");
+    if (pk > 0)
+        return ds_err(ds, d, FVM_ERR_FORMAT, "table %s is a WITHOUT ROWID table: fedvm addresses rows by their rowid",
+                      table);
+    for (int a = 0; a < 3; a++)
+        if (!hidden[a]) {
+            *rowid = aliases[a];
+            return FVM_OK;
+        }
+    return ds_err(ds, d, FVM_ERR_FORMAT, "table %s has columns named rowid, _rowid_ and oid, which hide all the names "
+                  "of its row ids: fedvm cannot tell its rows apart", table);
+}
+
 /* Which format ds->db holds; an error when neither. */
 static fvm_status detect(fvm_dataset *ds, fvm_diag *d)
 {
@@ -296,7 +532,7 @@ static fvm_status detect(fvm_dataset *ds, fvm_diag *d)
         return ds_sql_err(ds, d, rc, "reading the tables");
     if (ex && meta) {
         ds->kind = DS_TFF;
-        return FVM_OK;
+        return ds_tff_tables(ds, d);
     }
     return ds_err(ds, d, FVM_ERR_FORMAT, "not a federated dataset: it has no table federated_data (FedJAX) and "
                   "no tables examples and client_metadata (TFF)%s", ex || meta ? " (only one of the two)" : "");
@@ -304,30 +540,43 @@ static fvm_status detect(fvm_dataset *ds, fvm_diag *d)
 
 static fvm_status list_splits(fvm_dataset *ds, names *out, fvm_diag *d)
 {
-    const char *sql = ds->kind == DS_FEDJAX
-                          ? "SELECT substr(name, 16) FROM sqlite_master WHERE type = 'table' AND "
-                            "name LIKE 'federated\\_data\\_%' ESCAPE '\\' ORDER BY name"
-                          : "SELECT DISTINCT split_name FROM client_metadata ORDER BY split_name";
+    char sql[256];
+    if (ds->kind == DS_FEDJAX)
+        snprintf(sql, sizeof sql, "SELECT substr(name, 16) FROM sqlite_master WHERE type = 'table' AND "
+                 "name LIKE 'federated\\_data\\_%%' ESCAPE '\\' ORDER BY name");
+    else /* the names are text (ds_tff_tables); compared as bytes whatever the column's collation */
+        snprintf(sql, sizeof sql, "SELECT split_name, min(%s) FROM client_metadata GROUP BY split_name COLLATE BINARY "
+                 "ORDER BY split_name COLLATE BINARY", ds->rowid);
     if (ds->kind == DS_FEDJAX && names_push(out, "default", 7))
         return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
     sqlite3_stmt *st = NULL;
     int rc = sqlite3_prepare_v2(ds->db, sql, -1, &st, NULL);
     if (rc)
         return ds_sql_err(ds, d, rc, "listing the splits");
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *s = (const char *)sqlite3_column_text(st, 0);
-        if (ds->kind == DS_FEDJAX && s) { /* only tables a split name can open */
-            char *table = strcmp(s, "default") ? ds_fedjax_table(s, ds->path, NULL) : NULL;
+    fvm_status s = FVM_OK;
+    while (s == FVM_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        size_t len = (size_t)sqlite3_column_bytes(st, 0);
+        if (!name)
+            continue;
+        if (ds->kind == DS_FEDJAX) { /* only tables a split name can open */
+            char *table = strcmp(name, "default") ? ds_fedjax_table(name, ds->path, NULL) : NULL;
             free(table);
             if (!table)
                 continue;
+        } else if (memchr(name, 0, len) || !ds_utf8(name, len)) {
+            char esc[DS_ESC];
+            s = ds_err(ds, d, FVM_ERR_FORMAT, "client_metadata row %lld: split name '%s' %s",
+                       (long long)sqlite3_column_int64(st, 1), ds_esc(name, len, esc),
+                       memchr(name, 0, len) ? "holds a NUL byte" : "is not valid UTF-8");
+            break;
         }
-        if (s && names_push(out, s, (size_t)sqlite3_column_bytes(st, 0))) {
-            sqlite3_finalize(st);
-            return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
-        }
+        if (names_push(out, name, len))
+            s = ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
     }
     sqlite3_finalize(st);
+    if (s)
+        return s;
     return rc == SQLITE_DONE ? FVM_OK : ds_sql_err(ds, d, rc, "listing the splits");
 }
 
@@ -337,18 +586,29 @@ static void names_free(names *s)
     memset(s, 0, sizeof *s);
 }
 
-static char *names_join(const names *s)
+/* The names, escaped, separated by ", " (at most cap bytes). */
+static char *names_join(const names *s, char *buf, size_t cap)
 {
-    size_t len = 1;
-    for (int i = 0; i < s->n; i++)
-        len += strlen(s->v[i]) + 2;
-    char *out = malloc(len), *p = out;
-    if (!out)
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < s->n && o + 1 < cap; i++) {
+        char esc[DS_ESC];
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", ds_esc(s->v[i], strlen(s->v[i]), esc));
+    }
+    return buf;
+}
+
+fvm_dataset *ds_new(const char *path, ds_kind kind)
+{
+    fvm_dataset *ds = calloc(1, sizeof *ds);
+    if (!ds || !(ds->path = strdup(path)) || !(ds->split = strdup("default"))) {
+        if (ds)
+            free(ds->path);
+        free(ds);
         return NULL;
-    *p = 0;
-    for (int i = 0; i < s->n; i++)
-        p += sprintf(p, "%s%s", i ? ", " : "", s->v[i]);
-    return out;
+    }
+    ds->kind = kind;
+    return ds;
 }
 
 /* Opens path read-only and detects its format. */
@@ -359,14 +619,29 @@ static fvm_status open_db(const char *path, fvm_dataset **out, fvm_diag *d)
     struct stat sb;
     if (stat(path, &sb) != 0)
         return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot open: %s", strerror(errno));
-    if (S_ISDIR(sb.st_mode))
-        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot open: is a directory");
-    fvm_dataset *ds = calloc(1, sizeof *ds);
-    if (!ds || !(ds->path = strdup(path))) {
-        free(ds);
+    /* SQLite would wait forever opening a FIFO, and read a device as a file. */
+    if (!S_ISREG(sb.st_mode))
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot open: %s, not a regular file",
+                            S_ISDIR(sb.st_mode)                            ? "a directory"
+                            : S_ISFIFO(sb.st_mode)                         ? "a FIFO"
+                            : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode)   ? "a device"
+                            : S_ISSOCK(sb.st_mode)                         ? "a socket"
+                                                                           : "a special file");
+    if (sb.st_size == 0)
+        return fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "not a federated dataset: the file is empty");
+    fvm_dataset *ds = ds_new(path, DS_FEDJAX);
+    if (!ds)
         return fvm_diag_add(d, FVM_ERR_NOMEM, &loc, "out of memory");
-    }
+    free(ds->split);
+    ds->split = NULL;
     int rc = sqlite3_open_v2(path, &ds->db, SQLITE_OPEN_READONLY, NULL);
+    if (rc == SQLITE_OK) {
+        /* A file from anywhere: no schema-defined side effects, corrupt pages
+         * caught as early as SQLite can (https://sqlite.org/security.html). */
+        sqlite3_db_config(ds->db, SQLITE_DBCONFIG_DEFENSIVE, 1, (int *)NULL);
+        sqlite3_db_config(ds->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, (int *)NULL);
+        rc = sqlite3_exec(ds->db, "PRAGMA cell_size_check = ON", NULL, NULL, NULL);
+    }
     fvm_status s = rc ? ds_sql_err(ds, d, rc, "cannot open") : detect(ds, d);
     if (s) {
         fvm_dataset_close(ds);
@@ -423,14 +698,15 @@ static fvm_status choose_split(fvm_dataset *ds, const char *split, fvm_diag *d)
             names_free(&list);
             return s;
         }
-    char *all = names_join(&list);
+    char all[1024], esc[DS_ESC];
+    names_join(&list, all, sizeof all);
     if (!want && list.n == 0)
         s = ds_err(ds, d, FVM_ERR_FORMAT, "the TFF dataset has no splits (client_metadata is empty)");
     else if (!want)
-        s = ds_err(ds, d, FVM_ERR_NAME, "the dataset has several splits (%s); choose one", all ? all : "");
+        s = ds_err(ds, d, FVM_ERR_NAME, "the dataset has several splits (%s); choose one", all);
     else
-        s = ds_err(ds, d, FVM_ERR_NAME, "no split '%s'; the dataset's splits: %s", want, all ? all : "");
-    free(all);
+        s = ds_err(ds, d, FVM_ERR_NAME, "no split '%s'; the dataset's splits: %s", ds_esc(want, strlen(want), esc),
+                   all);
     names_free(&list);
     return s;
 }
@@ -466,6 +742,7 @@ void fvm_dataset_close(fvm_dataset *ds)
     for (int k = 0; k < ds->ncols; k++)
         free((char *)ds->cols[k].name);
     free(ds->cols);
+    free(ds->index);
     free(ds->rowids);
     free(ds->id);
     free(ds->buf);
@@ -495,9 +772,11 @@ int fvm_dataset_columns(const fvm_dataset *ds, const fvm_column **cols)
 
 static fvm_status check_index(const fvm_dataset *ds, int64_t i, fvm_diag *d)
 {
-    if (i < 0 || i >= ds->n)
+    if (i < 0 || i >= ds->n) {
+        char esc[DS_ESC];
         return ds_err(ds, d, FVM_ERR_USAGE, "client index %lld out of range: split '%s' has %lld clients",
-                      (long long)i, ds->split, (long long)ds->n);
+                      (long long)i, ds_esc(ds->split, strlen(ds->split), esc), (long long)ds->n);
+    }
     return FVM_OK;
 }
 

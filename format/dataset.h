@@ -24,10 +24,17 @@
  *   serialized_example_proto) and client_metadata(client_id, split_name,
  *   num_examples); one tf.train.Example per row. A split's clients are
  *   sorted(DISTINCT client_id), as TFF lists them; a client's examples are in
- *   rowid order. Every feature is a column of rank 1, columns sorted by name:
- *   a float_list is f32[L], an int64_list i64[L], a bytes_list with one value
- *   u8[L] (its bytes), where L is the list's length in the first client (-1
- *   when it differs between its examples, and always for bytes).
+ *   rowid order. Every feature of the first client with examples is a
+ *   column of rank 1, columns sorted by name: a float_list is f32[-1], an
+ *   int64_list i64[-1], a bytes_list with one value u8[-1] (its bytes): TFF
+ *   does not fix a list's length, which may differ between examples and
+ *   between clients.
+ *
+ * Names from a file (columns, features, TFF splits) must be 1 to 255 bytes
+ * of UTF-8 without NUL bytes, and are compared with their lengths; they are
+ * escaped wherever printed (fvm_dataset_escape). Limits: 100,000 columns,
+ * 2^31-1 examples per client, 4 GiB per array counting every non-zero dim.
+ * The path must be a regular file.
  *
  * format/DATASETS.md describes both in full. A handle is not thread-safe:
  * open one per thread. */
@@ -40,7 +47,8 @@
 typedef struct fvm_dataset fvm_dataset;
 
 /* One column: its name and the dtype and shape of one example's value
- * (a dim is -1 when it differs between examples). */
+ * (a dim is -1 when the file does not fix it: it may differ between
+ * examples and between clients). */
 typedef struct fvm_column {
     const char *name;
     fvm_dtype dtype;
@@ -73,6 +81,17 @@ void fvm_dataset_free_splits(char **splits, int n);
 int64_t fvm_dataset_clients(const fvm_dataset *ds);
 /* The columns (borrowed, valid until close); returns their number. */
 int fvm_dataset_columns(const fvm_dataset *ds, const fvm_column **cols);
+
+/* The index of the column named 'name', or -1 (a binary search). */
+int fvm_dataset_column_find(const fvm_dataset *ds, const char *name);
+
+/* Writes the name [name, name+len), read from a file, into buf (cap > 0
+ * bytes, NUL-terminated) as printable text: UTF-8 characters as they are,
+ * except that a backslash and both quotes get a backslash, \n \t \r stand
+ * for themselves, other control characters and characters that reorder or
+ * hide text are written \xHH (one byte) or \uHHHH, and bytes that are not
+ * UTF-8 \xHH. A name longer than buf holds ends in "...". Returns buf. */
+char *fvm_dataset_escape(const void *name, size_t len, char *buf, size_t cap);
 
 /* Client i's id (bytes, borrowed until the next call on ds) and its number
  * of examples, from the table (no decoding). FVM_ERR_USAGE when i is out of

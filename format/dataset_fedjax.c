@@ -1,4 +1,5 @@
 /* dataset_fedjax.c - reading FedJAX SQLite datasets: the client index, zlib (libdeflate), msgpack arrays (ext 1) and byte-string arrays (ext 4). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,37 +21,78 @@ enum { EXT_NDARRAY = 1, EXT_BYTES_NDARRAY = 4 };
 
 /* ---- the index ------------------------------------------------------------------ */
 
-static fvm_status prepare(fvm_dataset *ds, const char *fmt, sqlite3_stmt **st, fvm_diag *d)
+static fvm_status prepare(fvm_dataset *ds, const char *sql, sqlite3_stmt **st, fvm_diag *d)
 {
-    char sql[256];
-    snprintf(sql, sizeof sql, fmt, ds->table);
     int rc = sqlite3_prepare_v2(ds->db, sql, -1, st, NULL);
     return rc ? ds_sql_err(ds, d, rc, "reading the client table") : FVM_OK;
 }
 
-/* The table must have the three columns FedJAX reads. */
-static fvm_status check_columns(fvm_dataset *ds, fvm_diag *d)
+/* Does an index declared UNIQUE hold client_id alone (FedJAX's primary key)? */
+static bool unique_ids(fvm_dataset *ds)
 {
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT name FROM pragma_index_list('%s') WHERE \"unique\"", ds->table);
+    sqlite3_stmt *st = NULL, *cols = NULL;
+    if (sqlite3_prepare_v2(ds->db, sql, -1, &st, NULL) ||
+        sqlite3_prepare_v2(ds->db, "SELECT name FROM pragma_index_info(?1)", -1, &cols, NULL)) {
+        sqlite3_finalize(st);
+        return false;
+    }
+    bool found = false;
+    while (!found && sqlite3_step(st) == SQLITE_ROW) {
+        sqlite3_reset(cols);
+        sqlite3_bind_text(cols, 1, (const char *)sqlite3_column_text(st, 0), -1, SQLITE_TRANSIENT);
+        int n = 0;
+        bool id = false;
+        while (sqlite3_step(cols) == SQLITE_ROW) {
+            const char *name = (const char *)sqlite3_column_text(cols, 0);
+            n++;
+            id = name && !sqlite3_stricmp(name, "client_id");
+        }
+        found = n == 1 && id;
+    }
+    sqlite3_finalize(cols);
+    sqlite3_finalize(st);
+    return found;
+}
+
+/* Client ids must tell the clients apart, as bytes: FedJAX's primary key
+ * makes ids of one type unique, but the text 'a' and the bytes 'a' would be
+ * two clients fvm_dataset_find cannot tell apart. With a unique index on
+ * client_id, one indexed look for text ids (they sort before blobs) settles
+ * it; otherwise (no index: not a FedJAX table) the ids are grouped. */
+static fvm_status check_unique_ids(fvm_dataset *ds, fvm_diag *d)
+{
+    char sql[256];
     sqlite3_stmt *st = NULL;
-    fvm_status s = prepare(ds, "PRAGMA table_info(\"%s\")", &st, d);
-    if (s)
-        return s;
-    bool id = false, data = false, count = false;
+    fvm_status s;
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(st, 1);
-        id = id || (name && !strcmp(name, "client_id"));
-        data = data || (name && !strcmp(name, "data"));
-        count = count || (name && !strcmp(name, "num_examples"));
+    if (unique_ids(ds)) {
+        snprintf(sql, sizeof sql, "SELECT 1 FROM \"%s\" WHERE client_id >= '' AND client_id < x'' LIMIT 1", ds->table);
+        if ((s = prepare(ds, sql, &st, d)))
+            return s;
+        rc = sqlite3_step(st);
+        sqlite3_finalize(st);
+        if (rc == SQLITE_DONE)
+            return FVM_OK;
+        if (rc != SQLITE_ROW)
+            return ds_sql_err(ds, d, rc, "reading the client table");
+    }
+    snprintf(sql, sizeof sql, "SELECT CAST(client_id AS BLOB), count(*) FROM \"%s\" GROUP BY 1 HAVING count(*) > 1 "
+             "LIMIT 1", ds->table);
+    if ((s = prepare(ds, sql, &st, d)))
+        return s;
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        char who[DS_WHO];
+        s = ds_err(ds, d, FVM_ERR_FORMAT, "client id %s appears %lld times in table %s: a client id must name one "
+                   "client", ds_who(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), -1, who),
+                   (long long)sqlite3_column_int64(st, 1), ds->table);
+    } else if (rc != SQLITE_DONE) {
+        s = ds_sql_err(ds, d, rc, "reading the client table");
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE)
-        return ds_sql_err(ds, d, rc, "reading the client table");
-    if (!id || !data || !count)
-        return ds_err(ds, d, FVM_ERR_FORMAT, "table %s lacks the column%s%s%s%s (FedJAX's table has client_id, data "
-                      "and num_examples)", ds->table, (!id + !data + !count) > 1 ? "s" : "", !id ? " client_id" : "",
-                      !data ? " data" : "", !count ? " num_examples" : "");
-    return FVM_OK;
+    return s;
 }
 
 /* Reads the client index: only the number of clients and their rowids, which
@@ -58,7 +100,9 @@ static fvm_status check_columns(fvm_dataset *ds, fvm_diag *d)
 static fvm_status read_index(fvm_dataset *ds, fvm_diag *d)
 {
     sqlite3_stmt *st = NULL;
-    fvm_status s = prepare(ds, "SELECT count(*), min(rowid), max(rowid) FROM \"%s\"", &st, d);
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*), min(%s), max(%s) FROM \"%s\"", ds->rowid, ds->rowid, ds->table);
+    fvm_status s = prepare(ds, sql, &st, d);
     if (s)
         return s;
     int rc = sqlite3_step(st);
@@ -72,12 +116,16 @@ static fvm_status read_index(fvm_dataset *ds, fvm_diag *d)
         return ds_err(ds, d, FVM_ERR_LIMIT, "%lld clients, more than %d", (long long)n, FVM_MAX_CLIENTS);
     ds->n = n;
     ds->rowid0 = lo;
-    if (n == 0 || (hi - lo) == n - 1)
+    /* Rowids are distinct: n of them from lo to hi are contiguous when
+     * hi - lo = n - 1, computed without overflow (the span of int64 needs
+     * 64 unsigned bits). */
+    if (n == 0 || (uint64_t)hi - (uint64_t)lo == (uint64_t)(n - 1))
         return FVM_OK;
     ds->rowids = malloc((size_t)n * sizeof *ds->rowids);
     if (!ds->rowids)
         return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory reading the client index");
-    if ((s = prepare(ds, "SELECT rowid FROM \"%s\" ORDER BY rowid", &st, d)))
+    snprintf(sql, sizeof sql, "SELECT %s FROM \"%s\" ORDER BY %s", ds->rowid, ds->table, ds->rowid);
+    if ((s = prepare(ds, sql, &st, d)))
         return s;
     int64_t i = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && i < n)
@@ -106,14 +154,17 @@ static fvm_status fetch_row(fvm_dataset *ds, sqlite3_stmt *st, int64_t i, int id
     const void *id = t == SQLITE_BLOB ? sqlite3_column_blob(st, id_col) : sqlite3_column_text(st, id_col);
     size_t len = (size_t)sqlite3_column_bytes(st, id_col);
     if (t != SQLITE_BLOB && t != SQLITE_TEXT)
-        return ds_err(ds, d, FVM_ERR_FORMAT, "client at index %lld: client_id is not bytes or text", (long long)i);
+        return ds_err(ds, d, FVM_ERR_FORMAT, "client at index %lld (rowid %lld): client_id is %s, not bytes or text",
+                      (long long)i, (long long)ds_rowid(ds, i), t == SQLITE_NULL ? "NULL" : "a number");
     fvm_status s = ds_keep_id(ds, id, len, d);
     if (s)
         return s;
     ds_who(ds->id, ds->id_len, i, who);
-    if (sqlite3_column_type(st, count_col) != SQLITE_INTEGER || sqlite3_column_int64(st, count_col) < 0)
-        return ds_err(ds, d, FVM_ERR_FORMAT, "client %s: num_examples is not a non-negative integer", who);
-    *examples = sqlite3_column_int64(st, count_col);
+    int64_t count = sqlite3_column_int64(st, count_col);
+    if (sqlite3_column_type(st, count_col) != SQLITE_INTEGER || count < 0 || count > DS_MAX_EXAMPLES)
+        return ds_err(ds, d, FVM_ERR_FORMAT, "client %s: num_examples is not an integer from 0 to %lld", who,
+                      (long long)DS_MAX_EXAMPLES);
+    *examples = count;
     return FVM_OK;
 }
 
@@ -132,22 +183,29 @@ fvm_status ds_fedjax_client(fvm_dataset *ds, int64_t i, const void **id, size_t 
 
 int64_t ds_fedjax_find(fvm_dataset *ds, const void *id, size_t id_len)
 {
-    int64_t rowid = -1;
-    /* FedJAX's ids are blobs; some writers store text. */
-    for (int pass = 0; pass < 2 && rowid < 0; pass++) {
+    if (id_len > INT_MAX)
+        return -1;
+    bool found = false;
+    int64_t rowid = 0;
+    /* FedJAX's ids are blobs; some writers store text (ids are unique as bytes: check_unique_ids). */
+    for (int pass = 0; pass < 2 && !found; pass++) {
         sqlite3_reset(ds->st_find);
         if (pass == 0)
-            sqlite3_bind_blob(ds->st_find, 1, id, (int)id_len, SQLITE_TRANSIENT);
+            sqlite3_bind_blob(ds->st_find, 1, id_len ? id : "", (int)id_len, SQLITE_TRANSIENT);
         else
-            sqlite3_bind_text(ds->st_find, 1, id, (int)id_len, SQLITE_TRANSIENT);
-        if (sqlite3_step(ds->st_find) == SQLITE_ROW)
+            sqlite3_bind_text(ds->st_find, 1, id_len ? id : "", (int)id_len, SQLITE_TRANSIENT);
+        if (sqlite3_step(ds->st_find) == SQLITE_ROW) {
             rowid = sqlite3_column_int64(ds->st_find, 0);
+            found = true;
+        }
     }
     sqlite3_reset(ds->st_find);
-    if (rowid < 0)
+    if (!found)
         return -1;
-    if (!ds->rowids)
-        return rowid - ds->rowid0;
+    if (!ds->rowids) { /* rowid0 <= rowid <= rowid0 + n - 1, without overflow */
+        uint64_t off = (uint64_t)rowid - (uint64_t)ds->rowid0;
+        return rowid >= ds->rowid0 && off < (uint64_t)ds->n ? (int64_t)off : -1;
+    }
     int64_t lo = 0, hi = ds->n - 1;
     while (lo <= hi) {
         int64_t mid = lo + (hi - lo) / 2;
@@ -171,7 +229,9 @@ static fvm_status grow_buf(fvm_dataset *ds, size_t want, const char *who, fvm_di
     if (ds->buf_cap >= MAX_CLIENT_BYTES)
         return ds_err(ds, d, FVM_ERR_LIMIT, "client %s: data inflates to more than %llu bytes", who,
                       (unsigned long long)MAX_CLIENT_BYTES);
-    size_t cap = ds->buf_cap ? 2 * ds->buf_cap : want;
+    size_t cap = ds->buf_cap && 2 * ds->buf_cap > want ? 2 * ds->buf_cap : want;
+    if (cap > MAX_CLIENT_BYTES) /* room for exactly the limit: a client that needs more fails there */
+        cap = MAX_CLIENT_BYTES;
     unsigned char *p = realloc(ds->buf, cap);
     if (!p)
         return ds_err(ds, d, FVM_ERR_NOMEM, "client %s: out of memory inflating its data", who);
@@ -395,15 +455,20 @@ static bool parse_shape(const msgpack_object *o, int extra, fvm_dims *shape)
     return true;
 }
 
+/* What errors about one column name: the dataset, the client, the column's
+ * name as in the file (escaped when printed). */
 typedef struct colctx {
     fvm_dataset *ds;
-    const char *who, *name;
+    const char *who;
+    const char *name;
+    size_t name_len;
     fvm_diag *d;
 } colctx;
 
 static fvm_status col_err(const colctx *c, fvm_status code, const char *msg)
 {
-    return ds_err(c->ds, c->d, code, "client %s, column '%s': %s", c->who, c->name, msg);
+    char esc[DS_ESC];
+    return ds_err(c->ds, c->d, code, "client %s, column '%s': %s", c->who, ds_esc(c->name, c->name_len, esc), msg);
 }
 
 /* Ext 1: (shape, dtype name, bytes) into one tensor. */
@@ -439,13 +504,14 @@ static fvm_status decode_ndarray(const colctx *c, const msgpack_object_ext *ext,
     }
     if (width)
         shape.d[shape.rank++] = width;
-    fvm_diag tmp = {0};
-    if (fvm_dims_check_size(&shape, dt, &tmp)) {
+    /* Every dim bounded, even beside a zero one: a row of an empty array of
+     * shape [3, 2^63-1, 0] still has 2^63-1 elements to count or print. */
+    if (!ds_dims_bounded(&shape, dt)) {
         char dims[FVM_DIMS_STR];
         fvm_dims_format(&shape, dims);
-        snprintf(buf, sizeof buf, "an array of shape %s is too large", dims);
-        s = col_err(c, tmp.n ? tmp.errs[0].code : FVM_ERR_LIMIT, buf);
-        fvm_diag_clear(&tmp);
+        snprintf(buf, sizeof buf, "an array of %s%s is larger than fedvm's limit of %llu bytes (counting its "
+                 "non-zero dims)", fvm_dtype_name(dt), dims, (unsigned long long)FVM_MAX_TENSOR_BYTES);
+        s = col_err(c, FVM_ERR_LIMIT, buf);
         goto done;
     }
     size_t want = (size_t)fvm_dims_count(&shape) * fvm_dtype_size(dt);
@@ -543,78 +609,72 @@ static int64_t col_rows(const ds_col *c)
     return c->rows ? c->nrows : c->full.shape.d[0];
 }
 
-/* Decodes client i into cols (schema order; with no schema yet, sets it from
- * this client in the file's column order). *n gets the examples. */
-static fvm_status decode_client(fvm_dataset *ds, int64_t i, int64_t *n, ds_col **out, fvm_diag *d)
+static void free_cols(ds_col *cols, int n)
 {
-    char who[DS_WHO];
+    for (int k = 0; cols && k < n; k++)
+        ds_col_clear(&cols[k]);
+    free(cols);
+}
+
+/* Decodes the msgpack map of columns in ds->buf[0, len) into cols (schema
+ * order; with no schema yet, sets it from this client in the file's column
+ * order). *n: the examples the columns must have, or -1 to take them from
+ * the first column; gets the examples. */
+static fvm_status decode_map(fvm_dataset *ds, const char *who, size_t len, int64_t *n, ds_col **out, fvm_diag *d)
+{
     *out = NULL;
-    fvm_status s = fetch_row(ds, ds->st_row, i, 0, 2, n, who, d);
-    size_t len = 0;
-    if (s == FVM_OK && sqlite3_column_type(ds->st_row, 1) != SQLITE_BLOB)
-        s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: data is not a blob", who);
-    if (s == FVM_OK)
-        s = inflate_blob(ds, sqlite3_column_blob(ds->st_row, 1), (size_t)sqlite3_column_bytes(ds->st_row, 1), &len,
-                         who, d);
-    sqlite3_reset(ds->st_row);
-    if (s)
-        return s;
     msgpack_unpacked u;
     msgpack_unpacked_init(&u);
+    fvm_status s = FVM_OK;
     ds_col *cols = NULL;
     const char **names = NULL;
     size_t *name_lens = NULL;
+    bool *strings = NULL;
     int ncols = 0;
     if (!unpack(&u, (const char *)ds->buf, len) || u.data.type != MSGPACK_OBJECT_MAP) {
         s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: the data is not a msgpack map of columns", who);
         goto done;
     }
     const msgpack_object_map *map = &u.data.via.map;
-    bool first = ds->cols == NULL;
-    ncols = first ? (int)map->size : ds->ncols;
-    if (map->size == 0 || map->size > 100000) {
-        s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: %s", who, map->size ? "more than 100000 columns" : "no columns");
+    if (map->size == 0 || map->size > DS_MAX_COLUMNS) {
+        s = ds_err(ds, d, map->size ? FVM_ERR_LIMIT : FVM_ERR_FORMAT, "client %s: %u columns (fedvm reads 1 to %d)",
+                   who, map->size, DS_MAX_COLUMNS);
         goto done;
     }
-    cols = calloc((size_t)ncols, sizeof *cols);
-    names = calloc((size_t)ncols, sizeof *names);
-    name_lens = calloc((size_t)ncols, sizeof *name_lens);
-    bool *strings = calloc((size_t)ncols, sizeof *strings);
+    bool first = !ds->schema;
+    ncols = first ? (int)map->size : ds->ncols;
+    cols = calloc((size_t)(ncols ? ncols : 1), sizeof *cols);
+    names = calloc((size_t)(ncols ? ncols : 1), sizeof *names);
+    name_lens = calloc((size_t)(ncols ? ncols : 1), sizeof *name_lens);
+    strings = calloc((size_t)(ncols ? ncols : 1), sizeof *strings);
     if (!cols || !names || !name_lens || !strings) {
-        free(strings);
         s = ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
         goto done;
     }
+    int64_t rows = *n;
     for (uint32_t k = 0; k < map->size && s == FVM_OK; k++) {
         const msgpack_object *key = &map->ptr[k].key, *val = &map->ptr[k].val;
-        char name[256];
-        if (!is_bytes(key) || bytes_len(key) == 0 || bytes_len(key) >= sizeof name) {
-            s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: a column name is not a string of 1 to 255 bytes", who);
+        /* FedJAX's column names are Python str, packed as msgpack str. */
+        if (key->type != MSGPACK_OBJECT_STR) {
+            s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: the name of column %u is not a msgpack string", who, k);
             break;
         }
-        memcpy(name, bytes_ptr(key), bytes_len(key));
-        name[bytes_len(key)] = 0;
+        const char *name = key->via.str.ptr;
+        size_t nlen = key->via.str.size;
+        if ((s = ds_check_name(ds, who, "column", name, nlen, d)))
+            break;
+        colctx c = {ds, who, name, nlen, d};
         int slot = (int)k;
-        if (!first) {
-            for (slot = 0; slot < ds->ncols && strcmp(ds->cols[slot].name, name); slot++)
-                ;
-            if (slot == ds->ncols) {
-                s = ds_err(ds, d, FVM_ERR_TYPE, "client %s has a column '%s' that the dataset's schema (from its "
-                           "first client) lacks", who, name);
-                break;
-            }
-        }
-        for (uint32_t j = 0; j < k; j++)
-            if (bytes_len(&map->ptr[j].key) == bytes_len(key) &&
-                !memcmp(bytes_ptr(&map->ptr[j].key), bytes_ptr(key), bytes_len(key))) {
-                s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: column '%s' appears twice", who, name);
-                break;
-            }
-        if (s)
+        if (!first && (slot = ds_column_near(ds, name, nlen, (int)k)) < 0) {
+            s = col_err(&c, FVM_ERR_TYPE, "the dataset's schema (from its first client) has no such column");
             break;
-        names[slot] = bytes_ptr(key);
-        name_lens[slot] = bytes_len(key);
-        colctx c = {ds, who, name, d};
+        }
+        if (names[slot]) { /* with a schema; the first client's twice are found by ds_set_schema */
+            s = col_err(&c, FVM_ERR_FORMAT, "the column appears twice");
+            break;
+        }
+        names[slot] = name;
+        name_lens[slot] = nlen;
         if (val->type != MSGPACK_OBJECT_EXT)
             s = col_err(&c, FVM_ERR_FORMAT, "the value is not an array (a msgpack ext)");
         else if (val->via.ext.type == EXT_NDARRAY)
@@ -628,37 +688,79 @@ static fvm_status decode_client(fvm_dataset *ds, int64_t i, int64_t *n, ds_col *
                      val->via.ext.type);
             s = col_err(&c, FVM_ERR_FORMAT, msg);
         }
-        if (s == FVM_OK && col_rows(&cols[slot]) != *n) {
+        if (s == FVM_OK && rows < 0)
+            rows = col_rows(&cols[slot]);
+        if (s == FVM_OK && col_rows(&cols[slot]) != rows) {
             char msg[160];
-            snprintf(msg, sizeof msg, "has %lld examples, but num_examples is %lld", (long long)col_rows(&cols[slot]),
-                     (long long)*n);
+            snprintf(msg, sizeof msg, "has %lld examples, but %s %lld", (long long)col_rows(&cols[slot]),
+                     *n >= 0 ? "num_examples is" : "the client's first column has", (long long)rows);
             s = col_err(&c, FVM_ERR_FORMAT, msg);
         }
     }
     for (int k = 0; s == FVM_OK && !first && k < ncols; k++)
-        if (!names[k])
+        if (!names[k]) {
+            char esc[DS_ESC];
             s = ds_err(ds, d, FVM_ERR_TYPE, "client %s lacks column '%s' of the dataset's schema (from its first "
-                       "client)", who, ds->cols[k].name);
+                       "client)", who, ds_esc(ds->cols[k].name, strlen(ds->cols[k].name), esc));
+        }
     if (s == FVM_OK && first) {
-        s = ds_set_schema(ds, ncols, names, name_lens, cols, d);
+        s = ds_set_schema(ds, who, ncols, names, name_lens, cols, d);
         for (int k = 0; s == FVM_OK && k < ncols; k++)
             if (strings[k]) /* byte strings differ in length between clients */
                 ds->cols[k].shape.d[ds->cols[k].shape.rank - 1] = -1;
     }
     for (int k = 0; s == FVM_OK && k < ncols; k++)
         s = ds_col_check(ds, &ds->cols[k], &cols[k], who, d);
-    free(strings);
+    *n = rows;
 done:
     msgpack_unpacked_destroy(&u);
     free(names);
     free(name_lens);
-    if (s && cols) {
-        for (int k = 0; k < ncols; k++)
-            ds_col_clear(&cols[k]);
-        free(cols);
+    free(strings);
+    if (s) {
+        free_cols(cols, ncols);
         cols = NULL;
     }
     *out = cols;
+    return s;
+}
+
+/* Inflates and decodes one client's blob into columns; *n as for decode_map. */
+static fvm_status decode_blob(fvm_dataset *ds, const char *who, const void *blob, size_t len, int64_t *n,
+                              ds_col **out, fvm_diag *d)
+{
+    size_t size = 0;
+    *out = NULL;
+    fvm_status s = inflate_blob(ds, blob, len, &size, who, d);
+    return s ? s : decode_map(ds, who, size, n, out, d);
+}
+
+fvm_status ds_fedjax_decode(fvm_dataset *ds, const char *who, const void *blob, size_t len, int64_t num_examples,
+                            fvm_value **out, fvm_diag *d)
+{
+    *out = NULL;
+    ds_col *cols;
+    int64_t n = num_examples < 0 ? -1 : num_examples;
+    fvm_status s = decode_blob(ds, who, blob, len, &n, &cols, d);
+    if (s)
+        return s;
+    s = ds_build(ds, n, cols, out, d);
+    free(cols);
+    return s;
+}
+
+/* Reads and decodes client i into columns in schema order; *n gets its examples. */
+static fvm_status decode_client(fvm_dataset *ds, int64_t i, int64_t *n, ds_col **out, fvm_diag *d)
+{
+    char who[DS_WHO];
+    *out = NULL;
+    fvm_status s = fetch_row(ds, ds->st_row, i, 0, 2, n, who, d);
+    if (s == FVM_OK && sqlite3_column_type(ds->st_row, 1) != SQLITE_BLOB)
+        s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: data is not a blob", who);
+    if (s == FVM_OK) /* the blob is valid while the row is current */
+        s = decode_blob(ds, who, sqlite3_column_blob(ds->st_row, 1), (size_t)sqlite3_column_bytes(ds->st_row, 1), n,
+                        out, d);
+    sqlite3_reset(ds->st_row);
     return s;
 }
 
@@ -676,23 +778,35 @@ fvm_status ds_fedjax_read(fvm_dataset *ds, int64_t i, fvm_value **out, fvm_diag 
 
 fvm_status ds_fedjax_open(fvm_dataset *ds, fvm_diag *d)
 {
+    static const char *const need[3] = {"client_id", "data", "num_examples"};
     int rc;
     sqlite3_stmt *st = NULL;
-    char sql[128];
-    snprintf(sql, sizeof sql, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '%s'", ds->table);
-    if ((rc = sqlite3_prepare_v2(ds->db, sql, -1, &st, NULL)))
+    if ((rc = sqlite3_prepare_v2(ds->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &st,
+                                 NULL)))
         return ds_sql_err(ds, d, rc, "reading the tables");
+    sqlite3_bind_text(st, 1, ds->table, -1, SQLITE_STATIC);
     rc = sqlite3_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_ROW)
         return rc == SQLITE_DONE ? ds_err(ds, d, FVM_ERR_NAME, "no table %s for split '%s'", ds->table, ds->split)
                                  : ds_sql_err(ds, d, rc, "reading the tables");
     fvm_status s;
-    if ((s = check_columns(ds, d)) || (s = read_index(ds, d)) ||
-        (s = prepare(ds, "SELECT client_id, data, num_examples FROM \"%s\" WHERE rowid = ?1", &ds->st_row, d)) ||
-        (s = prepare(ds, "SELECT client_id, num_examples FROM \"%s\" WHERE rowid = ?1", &ds->st_id, d)) ||
-        (s = prepare(ds, "SELECT rowid FROM \"%s\" WHERE client_id = ?1", &ds->st_find, d)))
+    if ((s = ds_check_table(ds, ds->table, need, 3, &ds->rowid, d)) || (s = read_index(ds, d)) ||
+        (s = check_unique_ids(ds, d)))
         return s;
+    const char *const sql[3] = {"SELECT client_id, data, num_examples FROM \"%s\" WHERE %s = ?1",
+                                "SELECT client_id, num_examples FROM \"%s\" WHERE %s = ?1",
+                                "SELECT %s FROM \"%s\" WHERE client_id = ?1 COLLATE BINARY"};
+    sqlite3_stmt **sts[3] = {&ds->st_row, &ds->st_id, &ds->st_find};
+    for (int k = 0; k < 3; k++) {
+        char text[256];
+        if (k < 2)
+            snprintf(text, sizeof text, sql[k], ds->table, ds->rowid);
+        else
+            snprintf(text, sizeof text, sql[k], ds->rowid, ds->table);
+        if ((s = prepare(ds, text, sts[k], d)))
+            return s;
+    }
     if (ds->n == 0)
         return FVM_OK;
     /* The schema comes from the first client. */
@@ -700,8 +814,6 @@ fvm_status ds_fedjax_open(fvm_dataset *ds, fvm_diag *d)
     ds_col *cols;
     if ((s = decode_client(ds, 0, &n, &cols, d)))
         return s;
-    for (int k = 0; k < ds->ncols; k++)
-        ds_col_clear(&cols[k]);
-    free(cols);
+    free_cols(cols, ds->ncols);
     return FVM_OK;
 }

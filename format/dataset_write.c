@@ -209,8 +209,9 @@ static fvm_status check_client(fvm_dataset_writer *w, wsplit *sp, int ncols, con
     for (int k = 0; k < ncols; k++) {
         const fvm_tensor *t = &cols[k];
         size_t len = names[k] ? strlen(names[k]) : 0;
-        if (len == 0 || len > 255)
-            return werr(w, d, FVM_ERR_USAGE, "split '%s': column %d needs a name of 1 to 255 bytes", sp->name, k);
+        if (!ds_name_ok(names[k] ? names[k] : "", len)) /* what the reader takes */
+            return werr(w, d, FVM_ERR_USAGE, "split '%s': column %d needs a name of 1 to 255 bytes of UTF-8", sp->name,
+                        k);
         for (int j = 0; j < k; j++)
             if (!strcmp(names[j], names[k]))
                 return werr(w, d, FVM_ERR_USAGE, "split '%s': column '%s' given twice", sp->name, names[k]);
@@ -352,7 +353,7 @@ fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void 
         return FVM_OK;
     if ((rc & 0xff) == SQLITE_CONSTRAINT) {
         char who[DS_WHO];
-        return werr(w, d, FVM_ERR_NAME, "split '%s': client id %s given twice", sp->name, ds_who(id, id_len, 0, who));
+        return werr(w, d, FVM_ERR_NAME, "split '%s': client id %s given twice", sp->name, ds_who(id, id_len, -1, who));
     }
     return sql_fail(w, d, rc, "writing a client");
 }

@@ -1,5 +1,6 @@
 /* doc.c - document tree helpers: constructors, lookup, equality, pointers, number text, file reading. */
 #include "doc.h"
+#include "file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -290,52 +291,9 @@ void fvm_format_real(char buf[32], double v, bool as_f32)
 
 fvm_status fvm_read_file(const char *path, char **out_text, size_t *out_len, fvm_diag *d)
 {
-    fvm_loc loc = {.file = path};
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-        fclose(f);
-        return fvm_diag_add(d, FVM_ERR_IO, &loc, "is a directory, expected a file");
-    }
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    if (!buf) {
-        fclose(f);
-        return fvm_diag_add(d, FVM_ERR_NOMEM, &loc, "out of memory reading the file");
-    }
-    for (;;) {
-        if (len + 1 >= cap) {
-            if (cap >= ((size_t)1 << 31)) {
-                free(buf);
-                fclose(f);
-                return fvm_diag_add(d, FVM_ERR_LIMIT, &loc, "file larger than 2 GiB");
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return fvm_diag_add(d, FVM_ERR_NOMEM, &loc, "out of memory reading the file");
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return fvm_diag_add(d, FVM_ERR_IO, &loc, "read error");
-    }
-    buf[len] = 0;
-    *out_text = buf;
-    *out_len = len;
-    return FVM_OK;
+    /* a regular file only: a FIFO without a writer would block for ever and
+     * /dev/zero would be read to the cap */
+    return fvm_file_read(path, "a program, a value or a list", FVM_MAX_TEXT_FILE, out_text, out_len, d);
 }
 
 static bool ends_with(const char *s, const char *suffix)

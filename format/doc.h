@@ -94,7 +94,12 @@ fvm_status fvm_yaml_write(const fvm_doc *doc, char **out, size_t *out_len, fvm_d
 /* Parse by file name: ".yaml"/".yml" use YAML, everything else JSON. */
 fvm_status fvm_doc_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
 
-/* Read a whole file into a malloc'd NUL-terminated buffer (caller frees). */
+/* The largest program, value (--arg @FILE), metrics file or list fedvm reads. */
+#define FVM_MAX_TEXT_FILE ((1ull << 31) - 1)
+
+/* Read a whole file into a malloc'd NUL-terminated buffer (caller frees): a
+ * regular file of at most FVM_MAX_TEXT_FILE bytes (file.h's fvm_file_read;
+ * a FIFO, a device or a directory is refused by name). */
 fvm_status fvm_read_file(const char *path, char **out_text, size_t *out_len, fvm_diag *d);
 
 /* The column of byte offset 'off' of a STRING node's value in its source

@@ -24,6 +24,7 @@ typedef struct loader {
     fvm_alias *aliases[FVM_MAX_TYPE_DEPTH + 2]; /* aliases being resolved, outermost first */
     int nresolving;
     const char *member; /* the root program's JSON pointer in its file ("" for the whole file) */
+    bool no_include;    /* fvm_load_opts.no_include */
 } loader;
 
 static fvm_loc loc_of(loader *L, const fvm_module *m, const fvm_doc *n, const char *ptr)
@@ -410,7 +411,10 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
             m->funcs[m->nfuncs++] = f;
         }
     }
-    if (includes && expect_kind(L, m, includes, pinc, FVM_DOC_ARRAY, "an array of file paths")) {
+    if (includes && L->no_include)
+        err(L, FVM_ERR_FORMAT, m, includes, pinc,
+            "\"include\" is refused here: this program must be self-contained (no other file is read)");
+    else if (includes && expect_kind(L, m, includes, pinc, FVM_DOC_ARRAY, "an array of file paths")) {
         size_t ni = includes->u.coll.n;
         m->includes = fvm_arena_array(a, ni + 1, sizeof(char *));
         m->include_locs = fvm_arena_array(a, ni + 1, sizeof(fvm_loc));
@@ -728,8 +732,8 @@ static void resolve_types(loader *L)
     }
 }
 
-static fvm_status load(const char *path, const char *text, size_t len, const char *member, fvm_program **out,
-                       fvm_diag *d)
+static fvm_status load(const char *path, const char *text, size_t len, const char *member, const fvm_load_opts *o,
+                       fvm_program **out, fvm_diag *d)
 {
     *out = NULL;
     fvm_diag local = {0};
@@ -738,7 +742,7 @@ static fvm_status load(const char *path, const char *text, size_t len, const cha
     fvm_program *p = calloc(1, sizeof *p);
     if (!p)
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-    loader L = {.p = p, .d = d, .member = member};
+    loader L = {.p = p, .d = d, .member = member, .no_include = o && o->no_include};
     fvm_module *root = NULL;
     load_module(&L, path, text, len, NULL, NULL, NULL, &root);
     p->root = root;
@@ -761,16 +765,22 @@ static fvm_status load(const char *path, const char *text, size_t len, const cha
 
 fvm_status fvm_program_load(const char *path, fvm_program **out, fvm_diag *d)
 {
-    return load(path, NULL, 0, "", out, d);
+    return load(path, NULL, 0, "", NULL, out, d);
 }
 
 fvm_status fvm_program_load_member(const char *path, const char *member, fvm_program **out, fvm_diag *d)
 {
-    return load(path, NULL, 0, member, out, d);
+    return load(path, NULL, 0, member, NULL, out, d);
 }
 
 fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out,
                                  fvm_diag *d)
 {
-    return load(display_name, text, len, "", out, d);
+    return load(display_name, text, len, "", NULL, out, d);
+}
+
+fvm_status fvm_program_load_opts(const char *display_name, const char *text, size_t len, const char *member,
+                                 const fvm_load_opts *o, fvm_program **out, fvm_diag *d)
+{
+    return load(display_name, text, len, member ? member : "", o, out, d);
 }

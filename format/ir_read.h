@@ -29,4 +29,16 @@ fvm_status fvm_program_load_member(const char *path, const char *member, fvm_pro
 fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out,
                                  fvm_diag *d);
 
+/* How a program is loaded. */
+typedef struct fvm_load_opts {
+    bool no_include; /* refuse "include" (an error at it; nothing else is read): the program must be
+                        self-contained, such as a cross-device plan's phases, which devices read */
+} fvm_load_opts;
+
+/* fvm_program_load_text with options (o may be NULL: the defaults), for the
+ * program that is member 'member' of the document text ("" or NULL: all of
+ * it; a JSON pointer as fvm_program_load_member takes it). */
+fvm_status fvm_program_load_opts(const char *display_name, const char *text, size_t len, const char *member,
+                                 const fvm_load_opts *o, fvm_program **out, fvm_diag *d);
+
 #endif

@@ -19,7 +19,7 @@
 #include "ir_write.h"
 #include "plan_mr.h"
 #include "safetensors.h"
-#include "xdev.h"
+#include "xdev_impl.h"
 
 typedef struct xw {
     fvm_arena *a;
@@ -112,39 +112,22 @@ static const char *join(xw *x, const char *prefix, const char *name)
 }
 
 /* Appends {"name", "dtype", "shape"} for each tensor of t (named below
- * prefix as safetensors.h names a state's leaves; an unknown dimension is
- * null) to list, or refuses a part that is no tensor: what names the value,
- * at loc. */
+ * prefix; xdev_tensor_list, which the runtimes check the plan with) to list,
+ * or refuses a part that is no tensor: what names the value, at loc. */
 static fvm_status tensors(xw *x, fvm_doc *list, const char *prefix, const fvm_type *t, const char *what,
                           const fvm_loc *loc)
 {
-    char buf[256];
-    t = fvm_flow_unplaced(t);
-    if (t->kind == FVM_T_STRUCT) {
-        for (int k = 0; k < t->u.strct.n; k++) {
-            const char *name = t->u.strct.names[k] ? t->u.strct.names[k] : fvm_arena_printf(x->a, "%d", k);
-            FVM_TRY(tensors(x, list, join(x, prefix, name), t->u.strct.elems[k], what, loc));
-        }
-        return FVM_OK;
-    }
-    const char *path = *prefix ? prefix : "value";
-    if (t->kind != FVM_T_TENSOR)
+    const char *bad = NULL;
+    const fvm_type *bad_type = NULL;
+    fvm_status s = xdev_tensor_list(x->a, list, prefix, t, &bad, &bad_type);
+    if (s == FVM_ERR_NOMEM)
+        return nomem(x->d);
+    if (s) {
+        char buf[256];
         return fvm_diag_add(x->d, FVM_ERR_TYPE, loc,
                             "%s is written to safetensors files, which hold tensors only, and its part '%s' is %s",
-                            what, path, fvm_type_format(t, true, buf, sizeof buf));
-    fvm_doc *e = object(x, true), *shape = fvm_doc_new(x->a, FVM_DOC_ARRAY);
-    if (!shape)
-        return nomem(x->d);
-    shape->flow = true;
-    for (int k = 0; k < t->u.tensor.dims.rank; k++) {
-        int64_t n = t->u.tensor.dims.d[k];
-        if (fvm_doc_push(x->a, shape, n < 0 ? fvm_doc_new(x->a, FVM_DOC_NULL) : fvm_doc_int(x->a, n)))
-            return nomem(x->d);
+                            what, bad, fvm_type_format(bad_type, true, buf, sizeof buf));
     }
-    if (!put(x, e, "name", str(x, path)) ||
-        !put(x, e, "dtype", str(x, fvm_safetensors_dtype_name(t->u.tensor.dtype))) || !put(x, e, "shape", shape) ||
-        fvm_doc_push(x->a, list, e))
-        return nomem(x->d);
     return FVM_OK;
 }
 
@@ -178,15 +161,10 @@ static fvm_status client_inputs(xw *x, fvm_doc *list)
         if (!put(x, e, "param", str(x, f->param_names[i])) || !put(x, e, "kind", str(x, key ? "client_key" : "data")) ||
             !put(x, e, "type", type_doc(x, t)))
             return nomem(x->d);
-        const fvm_type *ex = member->kind == FVM_T_SEQ ? member->u.seq.elem : NULL;
-        if (!key && ex && ex->kind == FVM_T_STRUCT && ex->u.strct.n && ex->u.strct.names[0]) {
-            fvm_doc *cols = object(x, true);
-            for (int c = 0; c < ex->u.strct.n; c++)
-                if (!put(x, cols, ex->u.strct.names[c], type_doc(x, ex->u.strct.elems[c])))
-                    return nomem(x->d);
-            if (!put(x, e, "columns", cols))
-                return nomem(x->d);
-        }
+        bool oom = false;
+        fvm_doc *cols = key ? NULL : xdev_columns(x->a, member, &oom);
+        if (oom || (cols && !put(x, e, "columns", cols)))
+            return nomem(x->d);
         if (fvm_doc_push(x->a, list, e))
             return nomem(x->d);
     }

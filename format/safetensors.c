@@ -13,6 +13,7 @@
 #include <jansson.h>
 
 #include "atomic.h"
+#include "file.h"
 
 static const char *const st_names[FVM_DTYPE_COUNT] = {
     [FVM_DTYPE_BOOL] = "BOOL", [FVM_DTYPE_U8] = "U8",   [FVM_DTYPE_I32] = "I32", [FVM_DTYPE_I64] = "I64",
@@ -33,6 +34,15 @@ static bool st_dtype_parse(const char *s, fvm_dtype *out)
         }
     return false;
 }
+
+/* The order of the reference writer (huggingface/safetensors' Dtype, "in
+ * increasing alignment order"): a file lists its tensors by this rank,
+ * highest first, then by name, so that each tensor's data starts at a
+ * multiple of its element size. */
+static const int st_rank[FVM_DTYPE_COUNT] = {
+    [FVM_DTYPE_BOOL] = 0, [FVM_DTYPE_U8] = 1,  [FVM_DTYPE_I32] = 9,  [FVM_DTYPE_U32] = 10,
+    [FVM_DTYPE_F32] = 11, [FVM_DTYPE_F64] = 12, [FVM_DTYPE_I64] = 13,
+};
 
 static bool host_le(void)
 {
@@ -264,38 +274,23 @@ static fvm_status walk_state(walk *w, const fvm_type *t, const fvm_value *v)
 
 /* ---- writing ------------------------------------------------------------------------- */
 
-static int write_all(int fd, const void *data, size_t len)
-{
-    const unsigned char *p = data;
-    for (size_t off = 0; off < len;) {
-        ssize_t r = write(fd, p + off, len - off > (1u << 30) ? (1u << 30) : len - off);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        off += (size_t)r;
-    }
-    return 0;
-}
-
 /* A tensor's bytes in little-endian order. */
-static int write_tensor(int fd, const fvm_tensor *x)
+static fvm_status write_tensor(fvm_atomic *a, const fvm_tensor *x, fvm_diag *d)
 {
     size_t bytes = fvm_tensor_bytes(x), es = fvm_dtype_size(x->dtype);
     if (bytes == 0)
-        return 0;
+        return FVM_OK;
     if (host_le() || es == 1)
-        return write_all(fd, fvm_tensor_data(x), bytes);
+        return fvm_atomic_put(a, fvm_tensor_data(x), bytes, d);
     unsigned char chunk[1 << 16];
     const unsigned char *p = fvm_tensor_data(x);
     for (size_t off = 0; off < bytes; off += sizeof chunk) {
         size_t n = bytes - off < sizeof chunk ? bytes - off : sizeof chunk;
         memcpy(chunk, p + off, n);
         swap_elems(chunk, n, es);
-        if (write_all(fd, chunk, n))
-            return -1;
+        FVM_TRY(fvm_atomic_put(a, chunk, n, d));
     }
-    return 0;
+    return FVM_OK;
 }
 
 static int cmp_meta_key(const void *a, const void *b)
@@ -314,8 +309,18 @@ static bool set_utf8(json_t *o, const char *key, json_t *value)
     return ok;
 }
 
-/* The header JSON (unpadded, malloc'd) of the leaves and metadata. */
-static fvm_status header_text(walk *w, int nmeta, const char *const *meta, char **out)
+/* Leaves in the order of the data: by dtype rank (st_rank), highest first,
+ * then by name. */
+static int cmp_data_order(const void *a, const void *b)
+{
+    const leaf *x = *(const leaf *const *)a, *y = *(const leaf *const *)b;
+    int rx = st_rank[x->t->u.tensor.dtype], ry = st_rank[y->t->u.tensor.dtype];
+    return rx != ry ? (rx < ry) - (rx > ry) : strcmp(x->path, y->path);
+}
+
+/* The header JSON (unpadded, malloc'd) of the leaves, in data order
+ * (order[0..w->n)), and the metadata. */
+static fvm_status header_text(walk *w, leaf *const *order, int nmeta, const char *const *meta, char **out)
 {
     fvm_status s = FVM_OK;
     json_t *h = json_object();
@@ -348,7 +353,7 @@ static fvm_status header_text(walk *w, int nmeta, const char *const *meta, char 
     }
     uint64_t off = 0;
     for (int i = 0; i < w->n; i++) {
-        const fvm_tensor *x = &w->l[i].v->t;
+        const fvm_tensor *x = &order[i]->v->t;
         json_t *shape = json_array();
         for (int k = 0; shape && k < x->shape.rank; k++)
             if (json_array_append_new(shape, json_integer((json_int_t)x->shape.d[k])) != 0) {
@@ -362,8 +367,8 @@ static fvm_status header_text(walk *w, int nmeta, const char *const *meta, char 
             s = nomem(w);
             goto done;
         }
-        if (!set_utf8(h, w->l[i].path, e)) {
-            s = ferr(w->d, FVM_ERR_USAGE, w->file, "tensor name '%s' is not valid UTF-8", w->l[i].path);
+        if (!set_utf8(h, order[i]->path, e)) {
+            s = ferr(w->d, FVM_ERR_USAGE, w->file, "tensor name '%s' is not valid UTF-8", order[i]->path);
             goto done;
         }
         off = end;
@@ -377,43 +382,63 @@ done:
     return s;
 }
 
-fvm_status fvm_safetensors_save(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
-                                const char *const *meta, fvm_diag *d)
+fvm_status fvm_safetensors_stage(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
+                                 const char *const *meta, fvm_atomic *out, fvm_diag *d)
 {
+    *out = (fvm_atomic){.fd = -1};
     walk w = {.file = path, .d = d};
-    char *text = NULL, *tmp = NULL;
-    int fd = -1;
+    char *text = NULL;
+    leaf **order = NULL;
+    fvm_atomic a = {.fd = -1};
     fvm_status s;
     if (!v || !t || nmeta < 0 || (nmeta > 0 && !meta)) {
         s = ferr(d, FVM_ERR_USAGE, path, "no value, type or metadata to save");
         goto done;
     }
-    if ((s = walk_state(&w, t, v)) || (s = header_text(&w, nmeta, meta, &text)))
+    if ((s = walk_state(&w, t, v)))
         goto done;
-    /* Spaces pad the header so the data buffer starts on an 8-byte boundary. */
+    if (!(order = malloc((size_t)(w.n ? w.n : 1) * sizeof *order))) {
+        s = nomem(&w);
+        goto done;
+    }
+    for (int i = 0; i < w.n; i++)
+        order[i] = &w.l[i];
+    qsort(order, (size_t)w.n, sizeof *order, cmp_data_order);
+    if ((s = header_text(&w, order, nmeta, meta, &text)))
+        goto done;
+    /* Spaces pad the header to a multiple of 8 bytes, so the data buffer
+     * starts 8-byte aligned and, in this order, every tensor at a multiple
+     * of its element size. */
     size_t len = strlen(text), padded = (len + 7) & ~(size_t)7;
     unsigned char lenb[8];
     for (int i = 0; i < 8; i++)
         lenb[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     static const char spaces[8] = "        ";
-    if ((s = fvm_atomic_open(path, &tmp, &fd, d)))
+    if ((s = fvm_atomic_begin(&a, path, d)))
         goto done;
-    bool bad = write_all(fd, lenb, 8) || write_all(fd, text, len) || write_all(fd, spaces, padded - len);
-    for (int i = 0; i < w.n && !bad; i++)
-        bad = write_tensor(fd, &w.l[i].v->t) != 0;
-    if (bad)
-        s = ferr(d, FVM_ERR_IO, path, "cannot write: %s", strerror(errno));
-    if (close(fd) != 0 && !s)
-        s = ferr(d, FVM_ERR_IO, path, "cannot write: %s", strerror(errno));
+    if (!(s = fvm_atomic_put(&a, lenb, 8, d)) && !(s = fvm_atomic_put(&a, text, len, d)))
+        s = fvm_atomic_put(&a, spaces, padded - len, d);
+    for (int i = 0; i < w.n && !s; i++)
+        s = write_tensor(&a, &order[i]->v->t, d);
+    if (!s)
+        s = fvm_atomic_sync(&a, d);
     if (s)
-        unlink(tmp);
+        fvm_atomic_abort(&a);
     else
-        s = fvm_atomic_commit(tmp, path, d);
+        *out = a;
 done:
-    free(tmp);
+    free(order);
     free(text);
     walk_free(&w);
     return s;
+}
+
+fvm_status fvm_safetensors_save(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
+                                const char *const *meta, fvm_diag *d)
+{
+    fvm_atomic a;
+    fvm_status s = fvm_safetensors_stage(path, v, t, nmeta, meta, &a, d);
+    return s ? s : fvm_atomic_end(&a, d);
 }
 
 /* ---- reading ------------------------------------------------------------------------- */
@@ -601,29 +626,40 @@ static fvm_status check_coverage(const fvm_safetensors *f, fvm_diag *d)
     return FVM_OK;
 }
 
-/* Validates f->bytes (set) and fills in the rest of f. */
-static fvm_status parse(fvm_safetensors *f, fvm_diag *d)
+/* The header length hl of a file of size bytes, checked: within the file
+ * and the limit, and room for JSON. */
+static fvm_status header_length(const char *file, const unsigned char lenb[8], size_t size, uint64_t *hl,
+                                fvm_diag *d)
 {
-    const char *file = f->file;
-    if (f->size < 8)
-        return ferr(d, FVM_ERR_FORMAT, file,
-                    "not a safetensors file: %zu bytes, fewer than the 8 of the header length", f->size);
-    uint64_t hl = 0;
+    *hl = 0;
     for (int i = 7; i >= 0; i--)
-        hl = hl << 8 | f->bytes[i];
-    if (hl > f->size - 8)
+        *hl = *hl << 8 | lenb[i];
+    if (*hl > size - 8)
         return ferr(d, FVM_ERR_FORMAT, file,
                     "not a safetensors file: the header length %llu runs past the end of the file (%zu bytes)",
-                    (unsigned long long)hl, f->size);
-    if (hl > FVM_SAFETENSORS_MAX_HEADER)
+                    (unsigned long long)*hl, size);
+    if (*hl > FVM_SAFETENSORS_MAX_HEADER)
         return ferr(d, FVM_ERR_LIMIT, file, "the header length %llu is larger than the limit of %d bytes",
-                    (unsigned long long)hl, FVM_SAFETENSORS_MAX_HEADER);
-    if (hl < 2)
+                    (unsigned long long)*hl, FVM_SAFETENSORS_MAX_HEADER);
+    if (*hl < 2)
         return ferr(d, FVM_ERR_FORMAT, file, "not a safetensors file: the header length %llu is too small for JSON",
-                    (unsigned long long)hl);
-    f->data = f->bytes + 8 + hl;
-    f->data_len = f->size - 8 - (size_t)hl;
+                    (unsigned long long)*hl);
+    return FVM_OK;
+}
 
+static fvm_status too_short(const char *file, size_t size, fvm_diag *d)
+{
+    return ferr(d, FVM_ERR_FORMAT, file, "not a safetensors file: %zu bytes, fewer than the 8 of the header length",
+                size);
+}
+
+/* Validates the header, f->bytes[8, 8 + hl) (read), against a file of
+ * f->size bytes, and fills in the rest of f but the data pointer. Reads no
+ * byte of the data buffer. */
+static fvm_status parse_header(fvm_safetensors *f, uint64_t hl, fvm_diag *d)
+{
+    const char *file = f->file;
+    f->data_len = f->size - 8 - (size_t)hl;
     json_error_t jerr;
     json_t *h = json_loadb((const char *)f->bytes + 8, (size_t)hl, JSON_REJECT_DUPLICATES, &jerr);
     if (!h) {
@@ -674,28 +710,18 @@ done:
     return s;
 }
 
-/* A new file object owning bytes (malloc'd, size bytes), validated. */
-static fvm_status parse_take(const char *name, unsigned char *bytes, size_t size, fvm_safetensors **out,
-                             fvm_diag *d)
+/* A new, empty file object named name (copied). */
+static fvm_status new_file(const char *name, fvm_safetensors **out, fvm_diag *d)
 {
-    *out = NULL;
     fvm_arena a = {0};
     fvm_safetensors *f = fvm_arena_alloc(&a, sizeof *f);
     const char *file = f ? fvm_arena_strdup(&a, name) : NULL;
     if (!file) {
-        free(bytes);
         fvm_arena_free(&a);
         return ferr(d, FVM_ERR_NOMEM, name, "out of memory");
     }
     f->a = a;
     f->file = file;
-    f->bytes = bytes;
-    f->size = size;
-    fvm_status s = parse(f, d);
-    if (s) {
-        fvm_safetensors_free(f);
-        return s;
-    }
     *out = f;
     return FVM_OK;
 }
@@ -704,64 +730,87 @@ fvm_status fvm_safetensors_parse(const char *name, const void *bytes, size_t len
                                  fvm_diag *d)
 {
     *out = NULL;
-    unsigned char *copy = malloc(len ? len : 1);
-    if (!copy)
-        return ferr(d, FVM_ERR_NOMEM, name, "out of memory for %zu bytes", len);
-    if (len)
-        memcpy(copy, bytes, len);
-    return parse_take(name, copy, len, out, d);
+    fvm_safetensors *f = NULL;
+    uint64_t hl = 0;
+    fvm_status s = new_file(name, &f, d);
+    if (s)
+        return s;
+    if (!(f->bytes = malloc(len ? len : 1)))
+        s = ferr(d, FVM_ERR_NOMEM, name, "out of memory for %zu bytes", len);
+    else if (len)
+        memcpy(f->bytes, bytes, len);
+    f->size = len;
+    if (s == FVM_OK && len < 8)
+        s = too_short(name, len, d);
+    if (s == FVM_OK)
+        s = header_length(name, f->bytes, len, &hl, d);
+    if (s == FVM_OK)
+        s = parse_header(f, hl, d);
+    if (s) {
+        fvm_safetensors_free(f);
+        return s;
+    }
+    f->data = f->bytes + 8 + hl;
+    *out = f;
+    return FVM_OK;
 }
 
+/* Reading a file: the header length and the header first, checked against
+ * the file's size, then the data the header describes (so a file whose
+ * header is wrong is refused before its data is read or memory reserved
+ * for it). */
 fvm_status fvm_safetensors_load(const char *path, fvm_safetensors **out, fvm_diag *d)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return ferr(d, FVM_ERR_IO, path, "cannot open: %s", strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        fvm_status s = ferr(d, FVM_ERR_IO, path, "cannot read: %s", strerror(errno));
-        close(fd);
+    fvm_file file;
+    fvm_safetensors *f = NULL;
+    unsigned char lenb[8];
+    uint64_t hl = 0;
+    fvm_status s = fvm_file_open(path, "a safetensors file", FVM_SAFETENSORS_MAX_FILE, &file, d);
+    if (s)
         return s;
+    size_t size = (size_t)file.size;
+    if ((s = new_file(path, &f, d)))
+        goto done;
+    f->size = size;
+    if (size < 8)
+        s = too_short(path, size, d);
+    if (s == FVM_OK)
+        s = fvm_file_read_at(&file, 0, lenb, 8, d);
+    if (s == FVM_OK)
+        s = header_length(path, lenb, size, &hl, d);
+    if (s == FVM_OK && !(f->bytes = malloc(8 + (size_t)hl)))
+        s = ferr(d, FVM_ERR_NOMEM, path, "out of memory for a header of %llu bytes", (unsigned long long)hl);
+    if (s == FVM_OK)
+        s = fvm_file_read_at(&file, 0, f->bytes, 8 + (size_t)hl, d);
+    if (s == FVM_OK)
+        s = parse_header(f, hl, d);
+    if (s == FVM_OK) {
+        unsigned char *all = realloc(f->bytes, size ? size : 1);
+        if (!all)
+            s = ferr(d, FVM_ERR_NOMEM, path, "out of memory for its %zu bytes", size);
+        else
+            f->bytes = all;
     }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        return ferr(d, FVM_ERR_IO, path, "is a directory, expected a file");
-    }
-    /* The size is a hint (the file may not be regular); read to the end. */
-    size_t cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, len = 0;
-    unsigned char *buf = malloc(cap);
-    fvm_status s = FVM_OK;
-    while (buf) {
-        if (len == cap) {
-            unsigned char *nb = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        ssize_t r = read(fd, buf + len, cap - len > (1u << 30) ? (1u << 30) : cap - len);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            s = ferr(d, FVM_ERR_IO, path, "cannot read: %s", strerror(errno));
-            break;
-        }
-        if (r == 0)
-            break;
-        len += (size_t)r;
-    }
-    close(fd);
-    if (!buf)
-        return ferr(d, FVM_ERR_NOMEM, path, "out of memory reading the file");
+    if (s == FVM_OK)
+        s = fvm_file_read_at(&file, 8 + hl, f->bytes + 8 + hl, f->data_len, d);
+    if (s == FVM_OK)
+        s = fvm_file_check_end(&file, d);
+done:
+    fvm_file_close(&file);
     if (s) {
-        free(buf);
+        fvm_safetensors_free(f);
         return s;
     }
-    return parse_take(path, buf, len, out, d);
+    f->data = f->bytes + 8 + hl;
+    *out = f;
+    return FVM_OK;
+}
+
+const void *fvm_safetensors_image(const fvm_safetensors *f, size_t *len)
+{
+    *len = f->size;
+    return f->bytes;
 }
 
 const char *fvm_safetensors_meta(const fvm_safetensors *f, const char *key)

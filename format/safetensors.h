@@ -22,9 +22,15 @@
 
 #include "../vm/types.h"
 #include "../vm/value.h"
+#include "atomic.h"
 
 /* The largest header a file may declare (the reference implementation's limit). */
 #define FVM_SAFETENSORS_MAX_HEADER 100000000
+/* The largest file read: 64 GiB. A file is read whole into memory (and the
+ * values made from it are copies), so a state past this is far beyond what
+ * fedvm can hold (a tensor may have 4 GiB, FVM_MAX_TENSOR_BYTES); the cap
+ * turns a runaway or sparse file into an error before anything is read. */
+#define FVM_SAFETENSORS_MAX_FILE (UINT64_C(1) << 36)
 
 /* The safetensors name of a dtype ("F32"); "?" for an invalid one. */
 const char *fvm_safetensors_dtype_name(fvm_dtype t);
@@ -35,11 +41,15 @@ const char *fvm_safetensors_dtype_name(fvm_dtype t);
  * pairs (2 * nmeta strings: key0, value0, key1, value1, ...), stored as
  * "__metadata__" (left out when nmeta is 0). Everything is borrowed.
  *
- * The bytes depend only on the value and the metadata: tensors appear in the
- * header and the buffer in path order (depth first, fields in order), each
- * entry's keys in the order dtype, shape, data_offsets, metadata keys sorted
- * (strcmp), no whitespace but the spaces that pad the header to a multiple
- * of 8 bytes, so the data buffer starts 8-byte aligned.
+ * The bytes depend only on the value and the metadata, laid out as the
+ * reference writer (huggingface/safetensors) lays them out: "__metadata__"
+ * first (keys sorted, strcmp), then the tensors in the order of their data,
+ * which is by dtype, widest first (I64, F64, F32, U32, I32, U8, BOOL: the
+ * reference's dtype order, descending), then by name (strcmp); each entry's
+ * keys in the order dtype, shape, data_offsets; no whitespace but the spaces
+ * that pad the header to a multiple of 8 bytes. So the data buffer starts
+ * 8-byte aligned and every tensor's data starts at a multiple of its element
+ * size (what zero-copy readers such as PyTorch's need).
  *
  * Errors name path: FVM_ERR_TYPE for a sequence, {T}@CLIENTS or function in
  * t (naming its path in the state); FVM_ERR_USAGE when v does not have type
@@ -48,6 +58,13 @@ const char *fvm_safetensors_dtype_name(fvm_dtype t);
  * file cannot be written (path is then unchanged). */
 fvm_status fvm_safetensors_save(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
                                 const char *const *meta, fvm_diag *d);
+
+/* The same, but the file is left written and synced in its temporary, *out
+ * (atomic.h), for the caller to commit (fvm_atomic_end) or drop
+ * (fvm_atomic_abort): for steps that replace several files all or none. On
+ * error nothing is left behind and *out is clear. */
+fvm_status fvm_safetensors_stage(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
+                                 const char *const *meta, fvm_atomic *out, fvm_diag *d);
 
 /* A loaded, validated file. Owns its bytes and its strings. */
 typedef struct fvm_safetensors fvm_safetensors;
@@ -61,7 +78,12 @@ typedef struct fvm_safetensors_entry {
 } fvm_safetensors_entry;
 
 /* Reads and validates the whole file at path; *out (the caller frees it with
- * fvm_safetensors_free) holds its bytes. Checked: the header length is at
+ * fvm_safetensors_free) holds its bytes. The file must be a regular file
+ * (a FIFO, a device or a directory is refused by name, format/file.h) of
+ * at most FVM_SAFETENSORS_MAX_FILE bytes; its header is read and checked
+ * first, against the file's size, and then the data it describes. The
+ * tensors' data need not be aligned (files of older fedvm versions are
+ * not). Checked: the header length is at
  * least 2, at most FVM_SAFETENSORS_MAX_HEADER and within the file; the header
  * is UTF-8 JSON, an object, with no key twice (trailing spaces allowed);
  * "__metadata__", if present, is an object of strings; every other member
@@ -89,6 +111,10 @@ fvm_status fvm_safetensors_parse(const char *name, const void *bytes, size_t len
  * not depend on it. */
 void fvm_safetensors_free(fvm_safetensors *f);
 
+/* The file's bytes as they were read (*len of them; owned by f): what was
+ * checked is what a digest of them covers. */
+const void *fvm_safetensors_image(const fvm_safetensors *f, size_t *len);
+
 /* The metadata value of key, or NULL when absent (owned by f). */
 const char *fvm_safetensors_meta(const fvm_safetensors *f, const char *key);
 /* The number of metadata pairs, and pair i (0 <= i < count) in key order
@@ -97,7 +123,8 @@ int fvm_safetensors_meta_count(const fvm_safetensors *f);
 void fvm_safetensors_meta_at(const fvm_safetensors *f, int i, const char **key, const char **value);
 
 /* The number of tensors, and tensor i (0 <= i < count, owned by f) in the
- * order of their data in the buffer (for files fedvm writes, path order). */
+ * order of their data in the buffer (for files fedvm writes, the order
+ * fvm_safetensors_save describes). */
 int fvm_safetensors_count(const fvm_safetensors *f);
 const fvm_safetensors_entry *fvm_safetensors_entry_at(const fvm_safetensors *f, int i);
 /* The index of the tensor named name, or -1. */

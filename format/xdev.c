@@ -8,12 +8,16 @@
 #include "../vm/aggregate.h"
 #include "../vm/check.h"
 #include "doc.h"
+#include "file.h"
 #include "ir_read.h"
+#include "safetensors.h"
 #include "xdev_impl.h"
 
 typedef struct rd {
     fvm_xdev_plan *pl;
     fvm_diag *d;
+    const char *text; /* the plan's bytes, read once: its id and its programs come from them */
+    size_t len;
 } rd;
 
 static fvm_status nomem(fvm_diag *d)
@@ -69,20 +73,203 @@ static const fvm_func *phase_func(rd *r, const fvm_program *q, const fvm_doc *ob
     return f;
 }
 
-/* Loads and checks the program at member ptr of the plan file. */
+/* Loads and checks the program at member ptr of the plan (from the bytes
+ * read, not the file again), which must be self-contained: a plan's
+ * program that includes a file is refused, and no file is read for it. */
 static fvm_status load_program(rd *r, const char *ptr, fvm_program **out)
 {
-    fvm_status s = fvm_program_load_member(r->pl->path, ptr, out, r->d);
+    fvm_load_opts o = {.no_include = true};
+    fvm_status s = fvm_program_load_opts(r->pl->path, r->text, r->len, ptr, &o, out, r->d);
     if (s == FVM_OK)
         s = fvm_check(*out, r->d);
     return s;
+}
+
+/* ---- the configuration, from the programs ------------------------------------------ */
+
+static const fvm_type *unplaced(const fvm_type *t)
+{
+    return t->kind == FVM_T_FED ? t->u.fed.member : t;
+}
+
+/* Can a value of type a go where f is expected, placements aside (at any
+ * depth: a phase's functions place a struct's fields or the struct)? */
+static bool fits(const fvm_type *a, const fvm_type *f)
+{
+    a = unplaced(a);
+    f = unplaced(f);
+    if (a->kind != FVM_T_STRUCT || f->kind != FVM_T_STRUCT)
+        return fvm_type_compatible(a, f);
+    if (a->u.strct.n != f->u.strct.n)
+        return false;
+    for (int k = 0; k < a->u.strct.n; k++) {
+        const char *x = a->u.strct.names ? a->u.strct.names[k] : NULL, *y = f->u.strct.names ? f->u.strct.names[k] : NULL;
+        if ((x && y && strcmp(x, y)) || !fits(a->u.strct.elems[k], f->u.strct.elems[k]))
+            return false;
+    }
+    return true;
+}
+
+fvm_status xdev_tensor_list(fvm_arena *a, fvm_doc *list, const char *prefix, const fvm_type *t, const char **bad,
+                            const fvm_type **bad_type)
+{
+    if (t->kind == FVM_T_FED)
+        t = t->u.fed.member;
+    if (t->kind == FVM_T_STRUCT) {
+        for (int k = 0; k < t->u.strct.n; k++) {
+            const char *name = t->u.strct.names[k] ? t->u.strct.names[k] : fvm_arena_printf(a, "%d", k);
+            const char *p = !name ? NULL : *prefix ? fvm_arena_printf(a, "%s.%s", prefix, name) : name;
+            if (!p)
+                return FVM_ERR_NOMEM;
+            FVM_TRY(xdev_tensor_list(a, list, p, t->u.strct.elems[k], bad, bad_type));
+        }
+        return FVM_OK;
+    }
+    const char *path = *prefix ? prefix : "value";
+    if (t->kind != FVM_T_TENSOR) {
+        *bad = path;
+        *bad_type = t;
+        return FVM_ERR_TYPE;
+    }
+    fvm_doc *e = fvm_doc_new(a, FVM_DOC_OBJECT), *shape = fvm_doc_new(a, FVM_DOC_ARRAY);
+    if (!e || !shape)
+        return FVM_ERR_NOMEM;
+    e->flow = shape->flow = true;
+    for (int k = 0; k < t->u.tensor.dims.rank; k++) {
+        int64_t n = t->u.tensor.dims.d[k];
+        if (fvm_doc_push(a, shape, n < 0 ? fvm_doc_new(a, FVM_DOC_NULL) : fvm_doc_int(a, n)))
+            return FVM_ERR_NOMEM;
+    }
+    if (fvm_doc_set(a, e, "name", fvm_doc_string(a, path)) ||
+        fvm_doc_set(a, e, "dtype", fvm_doc_string(a, fvm_safetensors_dtype_name(t->u.tensor.dtype))) ||
+        fvm_doc_set(a, e, "shape", shape) || fvm_doc_push(a, list, e))
+        return FVM_ERR_NOMEM;
+    return FVM_OK;
+}
+
+fvm_doc *xdev_columns(fvm_arena *a, const fvm_type *member, bool *nomem)
+{
+    *nomem = false;
+    const fvm_type *ex = member->kind == FVM_T_SEQ ? member->u.seq.elem : NULL;
+    if (!ex || ex->kind != FVM_T_STRUCT || !ex->u.strct.n || !ex->u.strct.names[0])
+        return NULL;
+    fvm_doc *cols = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (cols)
+        cols->flow = true;
+    for (int c = 0; cols && c < ex->u.strct.n; c++) {
+        const char *ts = fvm_type_str(a, ex->u.strct.elems[c], false);
+        if (!ts || fvm_doc_set(a, cols, ex->u.strct.names[c], fvm_doc_string(a, ts)))
+            cols = NULL;
+    }
+    *nomem = !cols;
+    return cols;
+}
+
+/* "'b0.w' F32 [60,10]" of a tensor entry (as listed, or as expected). */
+static const char *tensor_text(rd *r, const fvm_doc *e)
+{
+    const fvm_doc *name = e && e->kind == FVM_DOC_OBJECT ? fvm_doc_get(e, "name") : NULL,
+                  *dt = e && e->kind == FVM_DOC_OBJECT ? fvm_doc_get(e, "dtype") : NULL,
+                  *shape = e && e->kind == FVM_DOC_OBJECT ? fvm_doc_get(e, "shape") : NULL;
+    if (!name || name->kind != FVM_DOC_STRING || !dt || dt->kind != FVM_DOC_STRING || !shape ||
+        shape->kind != FVM_DOC_ARRAY || shape->u.coll.n > FVM_MAX_RANK)
+        return "an entry that is not {\"name\", \"dtype\", \"shape\"}";
+    char dims[FVM_MAX_RANK * 24 + 4] = "[";
+    size_t len = 1;
+    for (size_t k = 0; k < shape->u.coll.n; k++) {
+        const fvm_doc *v = shape->u.coll.items[k];
+        len += (size_t)snprintf(dims + len, sizeof dims - len, "%s", k ? "," : "");
+        if (v->kind == FVM_DOC_INT)
+            len += (size_t)snprintf(dims + len, sizeof dims - len, "%lld", (long long)v->u.i);
+        else
+            len += (size_t)snprintf(dims + len, sizeof dims - len, "%s", v->kind == FVM_DOC_NULL ? "null" : "?");
+    }
+    snprintf(dims + len, sizeof dims - len, "]");
+    return fvm_arena_printf(&r->pl->arena, "'%s' %s %s", name->u.str.s, dt->u.str.s, dims);
+}
+
+/* Does the listed entry e equal the expected entry want (name, dtype, shape)? */
+static bool tensor_equal(const fvm_doc *e, const fvm_doc *want)
+{
+    if (!e || e->kind != FVM_DOC_OBJECT)
+        return false;
+    static const char *const keys[] = {"name", "dtype", "shape"};
+    for (int k = 0; k < 3; k++)
+        if (!fvm_doc_equal(fvm_doc_get(e, keys[k]), fvm_doc_get(want, keys[k])))
+            return false;
+    return true;
+}
+
+/* The "tensors" list of obj (at ptr) must be the tensors of type t named
+ * below prefix, in order; what says whose they are ("the broadcast 'b0'"). */
+static fvm_status tensors_fit(rd *r, const fvm_doc *obj, const char *ptr, const char *prefix, const fvm_type *t,
+                              const char *what)
+{
+    fvm_arena *a = &r->pl->arena;
+    const fvm_doc *list = member(r, obj, ptr, "tensors", FVM_DOC_ARRAY, "the tensors of the file");
+    if (!list)
+        return FVM_ERR_FORMAT;
+    const char *lp = fvm_pointer_join(a, ptr, "tensors"), *bad = NULL;
+    const fvm_type *bad_type = NULL;
+    fvm_doc *want = fvm_doc_new(a, FVM_DOC_ARRAY);
+    fvm_status s = want ? xdev_tensor_list(a, want, prefix, t, &bad, &bad_type) : FVM_ERR_NOMEM;
+    fvm_loc loc = at(r, list, lp);
+    if (s == FVM_ERR_NOMEM)
+        return nomem(r->d);
+    if (s) {
+        char buf[256];
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "%s is written to safetensors files, which hold tensors "
+                            "only, and in the program its part '%s' is %s", what, bad,
+                            fvm_type_format(bad_type, true, buf, sizeof buf));
+    }
+    size_t n = list->u.coll.n, m = want->u.coll.n;
+    for (size_t i = 0; i < n && i < m; i++) {
+        const fvm_doc *e = list->u.coll.items[i];
+        if (tensor_equal(e, want->u.coll.items[i]))
+            continue;
+        loc = at(r, e, fvm_pointer_index(a, lp, i));
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                            "the plan lists %s here, but %s has %s in the program (a configuration that does not "
+                            "fit the plan's programs)",
+                            tensor_text(r, e), what, tensor_text(r, want->u.coll.items[i]));
+    }
+    if (n != m)
+        return n > m ? fvm_diag_add(r->d, FVM_ERR_TYPE, (loc = at(r, list->u.coll.items[m], fvm_pointer_index(a, lp, m)), &loc),
+                                    "the plan lists %s here, but %s has only %zu tensor%s in the program (a "
+                                    "configuration that does not fit the plan's programs)",
+                                    tensor_text(r, list->u.coll.items[m]), what, m, m == 1 ? "" : "s")
+                     : fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                                    "the plan lists %zu tensor%s, but %s has %zu in the program (the first missing: "
+                                    "%s; a configuration that does not fit the plan's programs)",
+                                    n, n == 1 ? "" : "s", what, m, tensor_text(r, want->u.coll.items[n]));
+    return FVM_OK;
+}
+
+/* Member key of obj (at ptr) must be the string of type t (aliases
+ * expanded, as the writer gives it). */
+static fvm_status type_fits(rd *r, const fvm_doc *obj, const char *ptr, const char *key, const fvm_type *t,
+                            const char *what)
+{
+    const fvm_doc *v = member(r, obj, ptr, key, FVM_DOC_STRING, what);
+    if (!v)
+        return FVM_ERR_FORMAT;
+    const char *want = fvm_type_str(&r->pl->arena, t, false);
+    if (!want)
+        return nomem(r->d);
+    if (!strcmp(v->u.str.s, want))
+        return FVM_OK;
+    fvm_loc loc = at(r, v, fvm_pointer_join(&r->pl->arena, ptr, key));
+    return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                        "%s is %s in the plan, but %s in its program (a configuration that does not fit the plan's "
+                        "programs)",
+                        what, v->u.str.s, want);
 }
 
 /* The inputs list at obj.inputs (at ptr): each {"param", "kind"} with kind
  * one of names[0..n) (mapped to kinds[]), in the order of f's parameters
  * from 0. */
 static fvm_status inputs(rd *r, const fvm_doc *obj, const char *ptr, const fvm_func *f, int n,
-                         const char *const *names, const xdev_input_kind *kinds, int *count,
+                         const char *const *names, const xdev_input_kind *kinds, bool per_client, int *count,
                          xdev_input_kind **out)
 {
     const fvm_doc *list = member(r, obj, ptr, "inputs", FVM_DOC_ARRAY, "the phase's inputs");
@@ -125,6 +312,29 @@ static fvm_status inputs(rd *r, const fvm_doc *obj, const char *ptr, const fvm_f
                              (int)i < f->nparams ? f->param_names[i] : "missing", (int)i < f->nparams ? "'" : "");
         else if ((kinds[k] == XDEV_CLIENT_KEY || kinds[k] == XDEV_ROUND_KEY) && !fvm_bind_is_key(f->param_types[i]))
             s = fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "'%s' receives a key, so it must be u32[2]", param->u.str.s);
+        else {
+            /* the type the plan gives the input is next's parameter: {T}@CLIENTS for a device's T, T@SERVER
+               for the server's */
+            const fvm_type *t = f->param_types[i]->kind == FVM_T_FED ? f->param_types[i]
+                                : fvm_type_fed(&r->pl->arena, f->param_types[i],
+                                               per_client ? FVM_PL_CLIENTS : FVM_PL_SERVER, !per_client);
+            bool oom = false;
+            fvm_doc *cols = per_client && kinds[k] == XDEV_DATA ? xdev_columns(&r->pl->arena, f->param_types[i], &oom)
+                                                                : NULL;
+            const fvm_doc *have = fvm_doc_get(e, "columns");
+            fvm_status st = !t || oom ? nomem(r->d)
+                                      : type_fits(r, e, ep, "type", t,
+                                                  fvm_arena_printf(&r->pl->arena, "the type of input '%s'",
+                                                                   param->u.str.s));
+            if (st == FVM_OK && (cols || have) && !fvm_doc_equal(cols, have)) {
+                loc = at(r, have ? have : e, have ? fvm_pointer_join(&r->pl->arena, ep, "columns") : ep);
+                st = fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                                  "the columns of input '%s' are not those of its type in the program (a "
+                                  "configuration that does not fit the plan's programs)",
+                                  param->u.str.s);
+            }
+            s = st ? st : s;
+        }
     }
     return s;
 }
@@ -142,48 +352,119 @@ static bool integer_leaves(const fvm_type *t)
     return t->kind == FVM_T_TENSOR && t->u.tensor.dtype != FVM_DTYPE_BOOL && !fvm_dtype_is_float(t->u.tensor.dtype);
 }
 
-/* The secure sums among client.outputs, which must be the fields of work's
- * result 'secure', in order, with integer leaves and bit widths 1..62. */
-static fvm_status secure_sums(rd *r, const fvm_doc *client)
+/* client.outputs: one entry per field of work's result, the updates'
+ * (u0, ...) then the secure sums' (s0, ...), each with the tensors of its
+ * field; a secure sum's entry has its bit width (1 to 62, over integer
+ * tensors). */
+static fvm_status outputs(rd *r, const fvm_doc *client)
 {
     fvm_xdev_plan *pl = r->pl;
+    fvm_arena *a = &pl->arena;
     const fvm_doc *outs = member(r, client, "/client", "outputs", FVM_DOC_ARRAY, "the client's outputs");
     if (!outs)
         return FVM_ERR_FORMAT;
     const fvm_type *res = pl->work->result_type;
-    int sec = res->kind == FVM_T_STRUCT ? fvm_type_field_index(res, "secure") : -1;
-    const fvm_type *st = sec >= 0 ? res->u.strct.elems[sec] : NULL;
+    int upd = res->kind == FVM_T_STRUCT ? fvm_type_field_index(res, "updates") : -1,
+        sec = res->kind == FVM_T_STRUCT ? fvm_type_field_index(res, "secure") : -1;
+    const fvm_type *ut = upd >= 0 ? res->u.strct.elems[upd] : NULL, *st = sec >= 0 ? res->u.strct.elems[sec] : NULL;
     fvm_loc wloc = at(r, client, "/client");
-    if (!st || st->kind != FVM_T_STRUCT || fvm_type_field_index(res, "updates") < 0)
-        return fvm_diag_add(r->d, FVM_ERR_TYPE, &wloc, "the client's '%s' must return <updates=..., secure=<...>>",
+    if (!ut || !st || ut->kind != FVM_T_STRUCT || st->kind != FVM_T_STRUCT || res->u.strct.n != 2)
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &wloc, "the client's '%s' must return <updates=<...>, secure=<...>>",
                             pl->work->name);
-    pl->bitwidth = fvm_arena_array(&pl->arena, outs->u.coll.n + 1, sizeof *pl->bitwidth);
+    int nu = ut->u.strct.n, ns = st->u.strct.n;
+    pl->bitwidth = fvm_arena_array(a, (size_t)ns + 1, sizeof *pl->bitwidth);
     if (!pl->bitwidth)
         return nomem(r->d);
-    for (size_t i = 0; i < outs->u.coll.n; i++) {
-        const fvm_doc *e = outs->u.coll.items[i];
-        const char *ep = fvm_pointer_index(&pl->arena, "/client/outputs", i);
-        const fvm_doc *agg = e->kind == FVM_DOC_OBJECT ? fvm_doc_get(e, "aggregation") : NULL;
-        if (!agg || agg->kind != FVM_DOC_STRING || strcmp(agg->u.str.s, "secure_sum"))
-            continue;
-        const fvm_doc *name = member(r, e, ep, "name", FVM_DOC_STRING, "the output's name"),
-                      *bits = member(r, e, ep, "bitwidth", FVM_DOC_INT, "the secure sum's bit width");
-        if (!name || !bits)
-            return FVM_ERR_FORMAT;
-        int j = pl->nsecure;
-        fvm_loc loc = at(r, e, ep);
-        if (j >= st->u.strct.n || !st->u.strct.names[j] || strcmp(st->u.strct.names[j], name->u.str.s))
-            return fvm_diag_add(r->d, FVM_ERR_NAME, &loc,
-                                "secure sum '%s' is not field %d of the secure inputs that '%s' returns",
-                                name->u.str.s, j, pl->work->name);
-        if (bits->u.i < 1 || bits->u.i > 62 || !integer_leaves(st->u.strct.elems[j]))
-            return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
-                                "secure sum '%s' needs a bit width from 1 to 62 over integer tensors", name->u.str.s);
-        pl->bitwidth[pl->nsecure++] = (int)bits->u.i;
+    size_t n = outs->u.coll.n;
+    if (n != (size_t)(nu + ns)) {
+        fvm_loc loc = at(r, outs, "/client/outputs");
+        return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
+                            "the plan lists %zu output%s, but '%s' returns %d updates and %d secure-sum inputs (a "
+                            "configuration that does not fit the plan's programs)",
+                            n, n == 1 ? "" : "s", pl->work->name, nu, ns);
     }
-    if (pl->nsecure != st->u.strct.n)
-        return fvm_diag_add(r->d, FVM_ERR_FORMAT, &wloc, "'%s' returns %d secure-sum inputs; the outputs list %d",
-                            pl->work->name, st->u.strct.n, pl->nsecure);
+    for (size_t i = 0; i < n; i++) {
+        const fvm_doc *e = outs->u.coll.items[i];
+        const char *ep = fvm_pointer_index(a, "/client/outputs", i);
+        fvm_loc loc = at(r, e, ep);
+        if (e->kind != FVM_DOC_OBJECT)
+            return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "an output must be an object {\"name\", \"aggregation\", "
+                                "\"tensors\", ...}");
+        bool secure = i >= (size_t)nu;
+        int j = secure ? (int)i - nu : (int)i;
+        const fvm_type *grp = secure ? st : ut;
+        const char *field = grp->u.strct.names[j];
+        const fvm_doc *name = member(r, e, ep, "name", FVM_DOC_STRING, "the output's name"),
+                      *agg = member(r, e, ep, "aggregation", FVM_DOC_STRING, "how the output is aggregated");
+        if (!name || !agg)
+            return FVM_ERR_FORMAT;
+        if (!field || strcmp(field, name->u.str.s))
+            return fvm_diag_add(r->d, FVM_ERR_NAME, &loc, "%s '%s' is not field %d of the %s that '%s' returns",
+                                secure ? "secure sum" : "output", name->u.str.s, j,
+                                secure ? "secure inputs" : "updates", pl->work->name);
+        if (secure != !strcmp(agg->u.str.s, "secure_sum")) {
+            loc = at(r, agg, fvm_pointer_join(a, ep, "aggregation"));
+            return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
+                                secure ? "'%s' is a secure sum's input in '%s' (its field 'secure'), so its "
+                                         "aggregation is secure_sum"
+                                       : "'%s' is an update in '%s' (its field 'updates'), so its aggregation is not "
+                                         "secure_sum",
+                                name->u.str.s, pl->work->name);
+        }
+        if (secure) {
+            const fvm_doc *bits = member(r, e, ep, "bitwidth", FVM_DOC_INT, "the secure sum's bit width");
+            if (!bits)
+                return FVM_ERR_FORMAT;
+            if (bits->u.i < 1 || bits->u.i > 62 || !integer_leaves(st->u.strct.elems[j]))
+                return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                                    "secure sum '%s' needs a bit width from 1 to 62 over integer tensors",
+                                    name->u.str.s);
+            pl->bitwidth[pl->nsecure++] = (int)bits->u.i;
+        }
+        FVM_TRY(tensors_fit(r, e, ep, fvm_arena_printf(a, "%s.%s", secure ? "secure" : "updates", field),
+                            grp->u.strct.elems[j],
+                            fvm_arena_printf(a, "the %s '%s'", secure ? "secure sum" : "update", field)));
+    }
+    return FVM_OK;
+}
+
+/* client.broadcast: one entry per field of work's last parameter (what
+ * prepare sends), b0, ..., each with the tensors of its field. */
+static fvm_status broadcasts(rd *r, const fvm_doc *client)
+{
+    fvm_xdev_plan *pl = r->pl;
+    fvm_arena *a = &pl->arena;
+    const fvm_doc *list = member(r, client, "/client", "broadcast", FVM_DOC_ARRAY, "what the server sends");
+    if (!list)
+        return FVM_ERR_FORMAT;
+    const fvm_type *bt = pl->work->param_types[pl->work->nparams - 1];
+    if (bt->kind == FVM_T_FED)
+        bt = bt->u.fed.member;
+    fvm_loc loc = at(r, list, "/client/broadcast");
+    if (bt->kind != FVM_T_STRUCT)
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the client's '%s' must take the broadcast <b0, ...> last",
+                            pl->work->name);
+    if (list->u.coll.n != (size_t)bt->u.strct.n)
+        return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
+                            "the plan lists %zu broadcast value%s, but '%s' takes %d (a configuration that does not fit "
+                            "the plan's programs)",
+                            list->u.coll.n, list->u.coll.n == 1 ? "" : "s", pl->work->name, bt->u.strct.n);
+    for (size_t j = 0; j < list->u.coll.n; j++) {
+        const fvm_doc *e = list->u.coll.items[j];
+        const char *ep = fvm_pointer_index(a, "/client/broadcast", j), *field = bt->u.strct.names[j];
+        loc = at(r, e, ep);
+        if (e->kind != FVM_DOC_OBJECT)
+            return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "a broadcast must be an object {\"name\", \"tensors\", "
+                                "...}");
+        const fvm_doc *name = member(r, e, ep, "name", FVM_DOC_STRING, "the broadcast value's name");
+        if (!name)
+            return FVM_ERR_FORMAT;
+        if (!field || strcmp(field, name->u.str.s))
+            return fvm_diag_add(r->d, FVM_ERR_NAME, &loc, "broadcast '%s' is not field %zu of what '%s' takes last",
+                                name->u.str.s, j, pl->work->name);
+        FVM_TRY(tensors_fit(r, e, ep, field, bt->u.strct.elems[j],
+                            fvm_arena_printf(a, "the broadcast '%s'", field)));
+    }
     return FVM_OK;
 }
 
@@ -200,7 +481,7 @@ static fvm_status read_client(rd *r, const fvm_doc *root)
         return FVM_ERR_NAME;
     static const char *const names[] = {"data", "client_key"};
     static const xdev_input_kind kinds[] = {XDEV_DATA, XDEV_CLIENT_KEY};
-    if ((s = inputs(r, client, "/client", pl->work, 2, names, kinds, &pl->ninputs, &pl->inputs)))
+    if ((s = inputs(r, client, "/client", pl->work, 2, names, kinds, true, &pl->ninputs, &pl->inputs)))
         return s;
     fvm_loc loc = at(r, client, "/client");
     if (pl->work->federated || pl->work->nparams != pl->ninputs + 1)
@@ -208,7 +489,8 @@ static fvm_status read_client(rd *r, const fvm_doc *root)
                             "the client's '%s' must be a local function of the inputs and the broadcast (%d "
                             "parameters)",
                             pl->work->name, pl->ninputs + 1);
-    return secure_sums(r, client);
+    FVM_TRY(broadcasts(r, client));
+    return outputs(r, client);
 }
 
 /* ---- the server phase ------------------------------------------------------------ */
@@ -244,8 +526,11 @@ static fvm_status read_partial(rd *r, const fvm_doc *server)
                             "secure>; '%s' (A, A) -> A; '%s' (A@SERVER, {<acc, secure>}@CLIENTS) -> <report, "
                             "secure>",
                             pl->partial->name, pl->merge->name, pl->combine->name);
+    if (!fits(pl->partial->result_type, pt))
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the server's '%s' must return the <acc, secure> that '%s' takes",
+                            pl->partial->name, pl->combine->name);
     pl->partial_type = pt;
-    return FVM_OK;
+    return tensors_fit(r, part, pp, "", pt, "a block's partial aggregate");
 }
 
 static fvm_status read_server(rd *r, const fvm_doc *root)
@@ -266,7 +551,7 @@ static fvm_status read_server(rd *r, const fvm_doc *root)
         return FVM_ERR_NAME;
     static const char *const names[] = {"state", "round_key"};
     static const xdev_input_kind kinds[] = {XDEV_STATE, XDEV_ROUND_KEY};
-    if ((s = inputs(r, server, sp, pl->prepare, 2, names, kinds, &pl->nserver, &pl->server_inputs)))
+    if ((s = inputs(r, server, sp, pl->prepare, 2, names, kinds, false, &pl->nserver, &pl->server_inputs)))
         return s;
     fvm_loc loc = at(r, server, sp);
     const fvm_type *res = pl->result->result_type, *agg = pl->aggregate->result_type;
@@ -289,7 +574,56 @@ static fvm_status read_server(rd *r, const fvm_doc *root)
     const fvm_type *st = pl->initialize->result_type;
     pl->state = st->kind == FVM_T_FED ? st->u.fed.member : st;
     pl->metrics = res->u.strct.elems[1];
+    /* one state throughout: initialize's and result's outputs are what prepare and result take */
+    const fvm_type *in = unplaced(pl->prepare->param_types[0]), *outs = unplaced(res->u.strct.elems[0]);
+    bool same_inputs = true;
+    for (int i = 0; i < pl->nserver; i++)
+        same_inputs = same_inputs && fits(pl->prepare->param_types[i], pl->result->param_types[i]) &&
+                      fits(pl->result->param_types[i], pl->prepare->param_types[i]);
+    if (!fits(pl->state, in) || !fits(outs, in) || !same_inputs) {
+        char a[256], b[256], c[256];
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                            "the server's state must have one type: '%s' makes %s, '%s' takes %s and '%s' makes %s "
+                            "(and takes the inputs '%s' takes)",
+                            pl->initialize->name, fvm_type_format(pl->state, true, a, sizeof a), pl->prepare->name,
+                            fvm_type_format(in, true, b, sizeof b), pl->result->name,
+                            fvm_type_format(outs, true, c, sizeof c), pl->prepare->name);
+    }
+    if (!fits(agg->u.strct.elems[0], pl->result->param_types[pl->nserver]) ||
+        !fits(agg->u.strct.elems[1], pl->result->param_types[pl->nserver + 1]))
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the server's '%s' must take what '%s' returns: <report, secure>",
+                            pl->result->name, pl->aggregate->name);
+    const fvm_doc *state = member(r, server, sp, "state", FVM_DOC_OBJECT, "the server state"),
+                  *metrics = member(r, server, sp, "metrics", FVM_DOC_OBJECT, "the round's metrics");
+    if (!state || !metrics)
+        return FVM_ERR_FORMAT;
+    const fvm_type *mt = unplaced(pl->metrics);
+    FVM_TRY(type_fits(r, state, "/server/state", "type", pl->state, "the state's type"));
+    FVM_TRY(tensors_fit(r, state, "/server/state", "", pl->state, "the state"));
+    FVM_TRY(type_fits(r, metrics, "/server/metrics", "type", mt, "the metrics' type"));
     return read_partial(r, server);
+}
+
+/* With both phases: what the server sends is what the client takes, and
+ * what the client sends is what the server aggregates. */
+static fvm_status phases_agree(rd *r, const fvm_doc *root)
+{
+    fvm_xdev_plan *pl = r->pl;
+    const fvm_type *sent = unplaced(pl->prepare->result_type), *taken = pl->work->param_types[pl->work->nparams - 1],
+                   *upd = pl->aggregate->param_types[0]->u.fed.member;
+    fvm_loc loc = at(r, root, "");
+    char a[256], b[256];
+    if (!fits(sent, taken))
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                            "the server's '%s' sends %s, but the client's '%s' takes %s", pl->prepare->name,
+                            fvm_type_format(sent, true, a, sizeof a), pl->work->name,
+                            fvm_type_format(taken, true, b, sizeof b));
+    if (!fits(pl->work->result_type, upd))
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                            "the client's '%s' sends %s, but the server's '%s' aggregates %s", pl->work->name,
+                            fvm_type_format(pl->work->result_type, true, a, sizeof a), pl->aggregate->name,
+                            fvm_type_format(upd, true, b, sizeof b));
+    return FVM_OK;
 }
 
 /* ---- the plan ------------------------------------------------------------------- */
@@ -305,25 +639,20 @@ static void sha256_hex(const char *text, size_t len, char out[65])
         snprintf(out + 2 * i, 3, "%02x", digest[i]);
 }
 
-fvm_status fvm_xdev_open(const char *path, unsigned phases, fvm_xdev_plan **out, fvm_diag *d)
+fvm_status fvm_xdev_parse(const char *name, const char *text, size_t len, unsigned phases, fvm_xdev_plan **out,
+                          fvm_diag *d)
 {
     *out = NULL;
     fvm_xdev_plan *pl = calloc(1, sizeof *pl);
-    if (!pl || !(pl->path = strdup(path))) {
+    if (!pl || !(pl->path = strdup(name))) {
         free(pl);
         return nomem(d);
     }
-    rd r = {pl, d};
-    char *text = NULL;
-    size_t len = 0;
+    rd r = {pl, d, text, len};
     fvm_doc *root = NULL;
-    fvm_status s = fvm_read_file(path, &text, &len, d);
-    if (s == FVM_OK) {
-        sha256_hex(text, len, pl->id);
-        fvm_doc_src src = {.file = pl->path, .text = text, .len = len};
-        s = fvm_doc_parse(&pl->arena, &src, &root, d);
-    }
-    free(text);
+    sha256_hex(text, len, pl->id);
+    fvm_doc_src src = {.file = pl->path, .text = text, .len = len};
+    fvm_status s = fvm_doc_parse(&pl->arena, &src, &root, d);
     if (s == FVM_OK && root->kind != FVM_DOC_OBJECT) {
         fvm_loc loc = at(&r, root, "");
         s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "expected a cross-device plan (an object with \"plan\": %d), found %s",
@@ -354,12 +683,27 @@ fvm_status fvm_xdev_open(const char *path, unsigned phases, fvm_xdev_plan **out,
         s = read_client(&r, root);
     if (s == FVM_OK && (phases & FVM_XDEV_SERVER))
         s = read_server(&r, root);
+    if (s == FVM_OK && (phases & FVM_XDEV_CLIENT) && (phases & FVM_XDEV_SERVER))
+        s = phases_agree(&r, root);
     if (s) {
         fvm_xdev_close(pl);
         return s;
     }
     *out = pl;
     return FVM_OK;
+}
+
+fvm_status fvm_xdev_open(const char *path, unsigned phases, fvm_xdev_plan **out, fvm_diag *d)
+{
+    *out = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    /* read once: the plan's id and its programs are of the same bytes */
+    fvm_status s = fvm_file_read(path, "a cross-device plan", FVM_XDEV_MAX_PLAN, &text, &len, d);
+    if (s == FVM_OK)
+        s = fvm_xdev_parse(path, text, len, phases, out, d);
+    free(text);
+    return s;
 }
 
 void fvm_xdev_close(fvm_xdev_plan *pl)
@@ -392,10 +736,19 @@ fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *pl
                      fvm_diag *d)
 {
     fvm_status s = fvm_safetensors_load(path, out, d);
-    if (s)
-        return s;
+    if (s == FVM_OK && (s = xdev_kind(*out, path, kind, plan, d)) != FVM_OK) {
+        fvm_safetensors_free(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+fvm_status xdev_kind(const fvm_safetensors *f, const char *path, const char *kind, const fvm_xdev_plan *plan,
+                     fvm_diag *d)
+{
+    fvm_status s = FVM_OK;
     fvm_loc loc = {.file = path};
-    const char *k = fvm_safetensors_meta(*out, XDEV_KIND), *id = fvm_safetensors_meta(*out, XDEV_PLAN);
+    const char *k = fvm_safetensors_meta(f, XDEV_KIND), *id = fvm_safetensors_meta(f, XDEV_PLAN);
     if (!k || strcmp(k, kind))
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "%s%s%s, not a%s %s (the file %s writes)",
                          k ? (*k == 'u' ? "this is an " : "this is a ")
@@ -406,19 +759,20 @@ fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *pl
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
                          "this %s belongs to another plan (fedvm.plan %.16s...), not to %s (%.16s...)", kind,
                          id ? id : "not recorded", plan->path, plan->id);
-    if (s) {
-        fvm_safetensors_free(*out);
-        *out = NULL;
-    }
     return s;
 }
 
+/* A decimal integer exactly as fedvm writes one ("-"? and digits, no
+ * leading zero, sign or space) in [lo, hi]. */
 static bool parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out)
 {
+    const char *p = s + (*s == '-');
+    if (*p < '0' || *p > '9' || (*p == '0' && p[1]))
+        return false;
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi)
+    if (*end || errno || v < lo || v > hi)
         return false;
     *out = v;
     return true;
@@ -436,7 +790,7 @@ fvm_status xdev_meta_int(const fvm_safetensors *f, const char *path, const char 
 }
 
 fvm_status xdev_meta_ints(const fvm_safetensors *f, const char *path, const char *key, int64_t lo, int64_t hi,
-                          int64_t **out, int64_t *n, fvm_diag *d)
+                          bool increasing, int64_t **out, int64_t *n, fvm_diag *d)
 {
     *out = NULL;
     *n = 0;
@@ -454,16 +808,28 @@ fvm_status xdev_meta_ints(const fvm_safetensors *f, const char *path, const char
         free(vals);
         return nomem(d);
     }
-    char *save = NULL;
-    for (char *tok = *copy ? strtok_r(copy, ",", &save) : NULL; tok; tok = strtok_r(NULL, ",", &save))
-        if (!parse_int(tok, lo, hi, &vals[(*n)++])) {
-            free(copy);
-            free(vals);
-            *n = 0;
-            return fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: '%s' is not an integer from %lld to %lld",
-                                key, tok, (long long)lo, (long long)hi);
-        }
+    fvm_status s = FVM_OK;
+    /* "1,5,9": no empty item, each an integer in range (and above the one before, when increasing) */
+    for (char *tok = copy, *next; *copy && tok && !s; tok = next) {
+        char *comma = strchr(tok, ',');
+        next = comma ? comma + 1 : NULL;
+        if (comma)
+            *comma = '\0';
+        if (!parse_int(tok, lo, hi, &vals[*n]))
+            s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: '%s' is not an integer from %lld to %lld", key,
+                             tok, (long long)lo, (long long)hi);
+        else if (increasing && *n > 0 && vals[*n] <= vals[*n - 1])
+            s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: %lld after %lld; the list must be increasing", key,
+                             (long long)vals[*n], (long long)vals[*n - 1]);
+        else
+            ++*n;
+    }
     free(copy);
+    if (s) {
+        free(vals);
+        *n = 0;
+        return s;
+    }
     *out = vals;
     return FVM_OK;
 }

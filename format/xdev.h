@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "../vm/interp.h"
+#include "atomic.h"
 #include "bind.h"
 #include "plan.h"
 
@@ -45,13 +46,31 @@ typedef enum fvm_xdev_phase { FVM_XDEV_CLIENT = 1, FVM_XDEV_SERVER = 2 } fvm_xde
 
 typedef struct fvm_xdev_plan fvm_xdev_plan;
 
-/* Reads the plan file at path and loads and checks the programs of the
- * phases asked for (a bitwise or of fvm_xdev_phase). Every problem is an
- * error located in the file (line:col and JSON pointer): not JSON, another
- * format version or kind, a missing or malformed member, a program that
- * does not check, a configuration that does not fit its program. *out
- * (free with fvm_xdev_close) is NULL on error. */
+/* The largest plan read: 16 MiB. A plan is programs and their
+ * configuration (tens of KiB for the programs of programs/; the 2NN's is
+ * 32 KiB), never tensors, which travel in safetensors files; the cap keeps
+ * the parsed document's memory bounded. */
+#define FVM_XDEV_MAX_PLAN (UINT64_C(16) << 20)
+
+/* Reads the plan file at path, once (a regular file of at most
+ * FVM_XDEV_MAX_PLAN bytes; format/file.h), and parses it as
+ * fvm_xdev_parse does. */
 fvm_status fvm_xdev_open(const char *path, unsigned phases, fvm_xdev_plan **out, fvm_diag *d);
+
+/* The plan in len bytes of text (borrowed; name is the file name errors
+ * give): loads and checks the programs of the phases asked for (a bitwise
+ * or of fvm_xdev_phase). The programs must be self-contained: an
+ * "include" in them is an error, and no file is read. Every problem is an
+ * error located in the plan (line:col and JSON pointer): not JSON, another
+ * format version or kind, a missing or malformed member, a program that
+ * does not check, a configuration that does not fit its program (the
+ * inputs' types and columns, the broadcast's and outputs' names and
+ * tensors, the state's type and tensors, the metrics' type, a partial's
+ * tensors; one state type through initialize, prepare and result; and,
+ * with both phases, the server sends what the client takes and aggregates
+ * what it sends). *out (free with fvm_xdev_close) is NULL on error. */
+fvm_status fvm_xdev_parse(const char *name, const char *text, size_t len, unsigned phases, fvm_xdev_plan **out,
+                          fvm_diag *d);
 
 /* Frees the plan; NULL is a no-op. */
 void fvm_xdev_close(fvm_xdev_plan *plan);
@@ -118,14 +137,15 @@ fvm_status fvm_xdev_server_prepare(const fvm_xdev_plan *plan, const char *state,
                                    int64_t per_round, const char *out, int64_t *round, int64_t **clients,
                                    int64_t *nclients, fvm_diag *d);
 
-/* What a round's aggregation gives (owned by the caller: release metrics,
- * free clients). */
+/* What a round's aggregation gives (owned by the caller: commit or clear
+ * it with fvm_xdev_result_clear). */
 typedef struct fvm_xdev_result {
     int64_t round;
     fvm_value *metrics;
     const fvm_type *metrics_type; /* owned by the plan */
     int64_t *clients;             /* the clients aggregated, increasing */
     int64_t nclients;
+    fvm_atomic state;             /* the new state, written and synced beside out, not yet in place */
 } fvm_xdev_result;
 
 /* Aggregates the round: the state file (round r - 1), the broadcast file
@@ -134,9 +154,31 @@ typedef struct fvm_xdev_result {
  * be one of this plan's, of round r, from a client the round selected, one
  * per client, every selected client present; every problem is reported,
  * naming the file. The updates are combined in client index order, read
- * one at a time. Writes the state of round r to out. */
+ * one at a time, each the very bytes that were checked (a file changed
+ * after the check stops the round). The state of round r is written beside
+ * out and synced; fvm_xdev_result_commit puts it in place (with the
+ * round's metrics line), fvm_xdev_result_clear drops it. out must not be
+ * an input (the plan, state, broadcast or an update) nor a *.safetensors
+ * name in the updates' directory. */
 fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *plan, const char *state, const char *broadcast,
                                      const char *updates, const char *out, fvm_xdev_result *res, fvm_diag *d);
+
+/* Ends a round all or nothing: appends len bytes (the round's metrics line)
+ * to the file metrics (unless NULL; created if missing, a regular file)
+ * and syncs it, then renames the new state into place. Any failure (a full
+ * disk, say) undoes what was done: the metrics file is cut back to its
+ * length before (removed if it was created) and the state is not written.
+ * res is cleared either way. */
+fvm_status fvm_xdev_result_commit(fvm_xdev_result *res, const char *metrics, const char *line, size_t len,
+                                  fvm_diag *d);
+
+/* Checks len bytes (a file named name) as 'fedvm server aggregate' checks
+ * each update: a safetensors file, an update of this plan (whose server
+ * phase must be loaded) for round 'round', of one of the round's clients
+ * clients[0..n) (increasing; *client gets it), with the tensors the server
+ * aggregates. Errors name name. */
+fvm_status fvm_xdev_update_parse(const fvm_xdev_plan *plan, const char *name, const void *bytes, size_t len,
+                                 int64_t round, const int64_t *clients, int64_t n, int64_t *client, fvm_diag *d);
 
 /* The same aggregation in stages: instead of the updates, the directory
  * partials holds one partial aggregate per block of the round's clients
@@ -148,7 +190,7 @@ fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *plan, const char *stat
 fvm_status fvm_xdev_server_merge(const fvm_xdev_plan *plan, const char *state, const char *broadcast,
                                  const char *partials, const char *out, fvm_xdev_result *res, fvm_diag *d);
 
-/* Releases what res holds. */
+/* Releases what res holds (a new state not committed is removed). */
 void fvm_xdev_result_clear(fvm_xdev_result *res);
 
 #endif

@@ -9,6 +9,7 @@
 #include "data_bind.h"
 #include "dataset.h"
 #include "doc.h"
+#include "file.h"
 #include "value_doc.h"
 #include "xdev_impl.h"
 
@@ -22,6 +23,8 @@ struct fvm_xdev_device {
     int64_t *selected, nselected; /* the round's clients, increasing */
     fvm_value **data;          /* per input: {T}@CLIENTS (NULL for a key) */
     fvm_dataset *ids;          /* the first dataset: client ids */
+    char **files;              /* the data files, which no output may overwrite (malloc'd) */
+    int nfiles;
 };
 
 static fvm_status nomem(fvm_diag *d)
@@ -42,8 +45,12 @@ static fvm_status read_broadcast(fvm_xdev_device *dev, fvm_diag *d)
     if (s == FVM_OK)
         s = xdev_meta_int(f, path, XDEV_POPULATION, 1, FVM_MAX_CLIENTS, &dev->population, d);
     if (s == FVM_OK)
-        s = xdev_meta_ints(f, path, XDEV_CLIENTS, 0, dev->population - 1, &dev->selected, &dev->nselected, d);
-    if (s == FVM_OK && (s = xdev_meta_ints(f, path, XDEV_KEY, 0, UINT32_MAX, &k, &nkey, d)) == FVM_OK &&
+        s = xdev_meta_ints(f, path, XDEV_CLIENTS, 0, dev->population - 1, true, &dev->selected, &dev->nselected, d);
+    if (s == FVM_OK && dev->nselected == 0) {
+        fvm_loc loc = {.file = path};
+        s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: the round selected no clients", XDEV_CLIENTS);
+    }
+    if (s == FVM_OK && (s = xdev_meta_ints(f, path, XDEV_KEY, 0, UINT32_MAX, false, &k, &nkey, d)) == FVM_OK &&
         nkey != 2) {
         fvm_loc loc = {.file = path};
         s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: expected two integers (a key), found %lld", XDEV_KEY,
@@ -74,13 +81,21 @@ static bool ends_with(const char *s, const char *suffix)
 static fvm_status bind_data(fvm_xdev_device *dev, const char *param, const fvm_type *t, const char *spec,
                             fvm_value **out, fvm_diag *d)
 {
+    char **fl = realloc(dev->files, ((size_t)dev->nfiles + 1) * sizeof *fl);
+    if (!fl)
+        return nomem(d);
+    dev->files = fl;
     if (ends_with(spec, ".json") || ends_with(spec, ".yaml") || ends_with(spec, ".yml")) {
+        if (!(dev->files[dev->nfiles] = strdup(spec)))
+            return nomem(d);
+        dev->nfiles++;
         fvm_arena a = {0};
         char *text = NULL;
         size_t len = 0;
         fvm_doc *doc = NULL;
         int64_t n = -1;
-        fvm_status s = fvm_read_file(spec, &text, &len, d);
+        /* a regular file (a FIFO would block), within the 2 GiB 'fedvm run --arg NAME=@FILE' reads */
+        fvm_status s = fvm_file_read(spec, "a data file", UINT64_C(2) << 30, &text, &len, d);
         if (s == FVM_OK) {
             fvm_doc_src src = {.file = spec, .text = text, .len = len};
             s = fvm_doc_parse(&a, &src, &doc, d);
@@ -93,6 +108,10 @@ static fvm_status bind_data(fvm_xdev_device *dev, const char *param, const fvm_t
     }
     char *file = NULL, *split = NULL;
     fvm_status s = fvm_data_spec(spec, &file, &split, d);
+    if (s == FVM_OK && !(dev->files[dev->nfiles] = strdup(file)))
+        s = nomem(d);
+    else if (s == FVM_OK)
+        dev->nfiles++;
     if (s == FVM_OK)
         s = fvm_data_bind(file, split, param, t, out, d);
     if (s == FVM_OK && !dev->ids)
@@ -208,6 +227,20 @@ fvm_status fvm_xdev_device_client(const fvm_xdev_device *dev, const char *id, in
 
 /* ---- one client's update ---------------------------------------------------------- */
 
+/* An output (what: the option that named it) must not overwrite the plan,
+ * the broadcast or a data file. */
+static fvm_status not_input(const fvm_xdev_device *dev, const char *out, const char *what, fvm_diag *d)
+{
+    const char *in[] = {dev->plan->path, dev->checkpoint};
+    const char *role[] = {"the plan", "the broadcast (--checkpoint)"};
+    fvm_status s = fvm_file_not_input(out, what, 2, in, role, d);
+    for (int k = 0; k < dev->nfiles && !s; k++) {
+        const char *data_role = "a data file (--data)";
+        s = fvm_file_not_input(out, what, 1, (const char *const *)&dev->files[k], &data_role, d);
+    }
+    return s;
+}
+
 /* v with every element reduced modulo 2^bits, as two's complement (a new value). */
 static fvm_status reduce(const fvm_value *v, int bits, fvm_value **out, fvm_diag *d)
 {
@@ -293,7 +326,9 @@ fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const cha
 {
     const fvm_xdev_plan *pl = dev->plan;
     fvm_value *upd = NULL;
-    fvm_status s = client_update(dev, index, &upd, d);
+    fvm_status s = not_input(dev, out, "the update's file", d);
+    if (!s)
+        s = client_update(dev, index, &upd, d);
     char round[32], client[32];
     snprintf(round, sizeof round, "%lld", (long long)dev->round);
     snprintf(client, sizeof client, "%lld", (long long)index);
@@ -370,6 +405,8 @@ fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients,
     int64_t block = 0;
     fvm_status s = n > 0 ? whole_block(dev, clients, n, &block, d)
                          : fvm_diag_add(d, FVM_ERR_USAGE, NULL, "a partial aggregate of no clients");
+    if (!s)
+        s = not_input(dev, out, "the partial's file (--partial)", d);
     if (s)
         return s;
     fvm_value *updates = fvm_value_list(FVM_V_CLIENTS, n), *part = NULL;
@@ -408,6 +445,9 @@ void fvm_xdev_device_close(fvm_xdev_device *dev)
         fvm_value_release(dev->data[i]);
     free(dev->data);
     fvm_dataset_close(dev->ids);
+    for (int k = 0; k < dev->nfiles; k++)
+        free(dev->files[k]);
+    free(dev->files);
     fvm_value_release(dev->broadcast);
     fvm_vm_free(dev->vm);
     free(dev->selected);

@@ -2,6 +2,7 @@
 #ifndef FVM_XDEV_IMPL_H
 #define FVM_XDEV_IMPL_H
 
+#include "doc.h"
 #include "safetensors.h"
 #include "xdev.h"
 
@@ -49,21 +50,48 @@ struct fvm_xdev_plan {
 fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *plan, fvm_safetensors **out,
                      fvm_diag *d);
 
+/* The same checks of a file already read. */
+fvm_status xdev_kind(const fvm_safetensors *f, const char *path, const char *kind, const fvm_xdev_plan *plan,
+                     fvm_diag *d);
+
+/* Checks an update file f (named path, of this plan) for round 'round'
+ * whose clients are sel[0..n) (increasing): its round, its client (one of
+ * sel; *client) and its tensors (those the server aggregates). Every
+ * problem is an error naming path. */
+fvm_status xdev_check_update(const fvm_xdev_plan *pl, const char *path, const fvm_safetensors *f, int64_t round,
+                             const int64_t *sel, int64_t n, int64_t *client, fvm_diag *d);
+
 /* The integer metadata value of key (an error naming the file when it is
  * missing or not a decimal integer in [lo, hi]). */
 fvm_status xdev_meta_int(const fvm_safetensors *f, const char *path, const char *key, int64_t lo, int64_t hi,
                          int64_t *out, fvm_diag *d);
 
 /* The metadata value of key as a list of integers "1,5,9" (malloc'd), each
- * in [lo, hi]. */
+ * in [lo, hi], written as fedvm writes them (no empty item, sign, space or
+ * leading zero), and with increasing, each above the one before. */
 fvm_status xdev_meta_ints(const fvm_safetensors *f, const char *path, const char *key, int64_t lo, int64_t hi,
-                          int64_t **out, int64_t *n, fvm_diag *d);
+                          bool increasing, int64_t **out, int64_t *n, fvm_diag *d);
 
 /* The position of client c among a round's clients sel[0..n) (increasing), or -1. */
 int64_t xdev_position(const int64_t *sel, int64_t n, int64_t c);
 
 /* "1,5,9" of n integers (malloc'd), or NULL when out of memory. */
 char *xdev_ints_text(const int64_t *v, int64_t n);
+
+/* Appends {"name", "dtype", "shape"} (flow objects; an unknown dimension
+ * null) to the document list for each tensor of t (placements stripped),
+ * named below prefix ("" at the root; a bare tensor is "value") as
+ * safetensors.h names a state's leaves: the "tensors" of a plan, as fedplan
+ * writes them and the runtimes check them. FVM_ERR_TYPE when a part is
+ * not a tensor or a struct (*bad: its path, *bad_type: its type);
+ * FVM_ERR_NOMEM. Nothing is reported. */
+fvm_status xdev_tensor_list(fvm_arena *a, fvm_doc *list, const char *prefix, const fvm_type *t, const char **bad,
+                            const fvm_type **bad_type);
+
+/* The "columns" of a client data input whose member type is member: each
+ * field of a sequence of named examples with its type (a flow object), or
+ * NULL when it has none (*nomem tells an allocation failure apart). */
+fvm_doc *xdev_columns(fvm_arena *a, const fvm_type *member, bool *nomem);
 
 /* A new VM (sequential) for a phase's program. */
 fvm_status xdev_vm(const fvm_program *p, fvm_vm **out, fvm_diag *d);

@@ -6,9 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <fcntl.h>
+#include <nettle/sha2.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "../vm/aggregate.h"
 #include "../vm/rounds.h"
 #include "../vm/sample.h"
+#include "file.h"
 #include "xdev_impl.h"
 
 static fvm_status nomem(fvm_diag *d)
@@ -18,8 +24,10 @@ static fvm_status nomem(fvm_diag *d)
 
 /* ---- states ------------------------------------------------------------------- */
 
-static fvm_status save_state(const fvm_xdev_plan *pl, const char *out, const fvm_value *state, int64_t round,
-                             uint64_t seed, fvm_diag *d)
+/* The state file of round 'round', written and synced beside out (*w;
+ * fvm_atomic_end puts it in place). */
+static fvm_status stage_state(const fvm_xdev_plan *pl, const char *out, const fvm_value *state, int64_t round,
+                              uint64_t seed, fvm_atomic *w, fvm_diag *d)
 {
     char r[32], s[32];
     snprintf(r, sizeof r, "%lld", (long long)round);
@@ -28,7 +36,15 @@ static fvm_status save_state(const fvm_xdev_plan *pl, const char *out, const fvm
     if (!type)
         return nomem(d);
     const char *meta[] = {XDEV_KIND, "state", XDEV_PLAN, pl->id, XDEV_ROUND, r, XDEV_SEED, s, XDEV_STATE_TYPE, type};
-    return fvm_safetensors_save(out, state, pl->state, 5, meta, d);
+    return fvm_safetensors_stage(out, state, pl->state, 5, meta, w, d);
+}
+
+static fvm_status save_state(const fvm_xdev_plan *pl, const char *out, const fvm_value *state, int64_t round,
+                             uint64_t seed, fvm_diag *d)
+{
+    fvm_atomic w;
+    fvm_status s = stage_state(pl, out, state, round, seed, &w, d);
+    return s ? s : fvm_atomic_end(&w, d);
 }
 
 /* The run's seed recorded in a file (written as an unsigned decimal). */
@@ -37,7 +53,7 @@ static fvm_status meta_seed(const fvm_safetensors *f, const char *path, uint64_t
     const char *v = fvm_safetensors_meta(f, XDEV_SEED);
     char *end = NULL;
     errno = 0;
-    if (v && *v >= '0' && *v <= '9' && (*seed = strtoull(v, &end, 10), !*end && !errno))
+    if (v && *v >= '0' && *v <= '9' && !(*v == '0' && v[1]) && (*seed = strtoull(v, &end, 10), !*end && !errno))
         return FVM_OK;
     fvm_loc loc = {.file = path};
     return fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: expected the run's seed (an integer), found %s",
@@ -80,7 +96,10 @@ fvm_status fvm_xdev_server_init(const fvm_xdev_plan *pl, uint64_t seed, const ch
     *replaced = 0;
     fvm_vm *vm = NULL;
     fvm_value *state = NULL;
-    fvm_status s = xdev_vm(pl->server, &vm, d);
+    const char *in[] = {pl->path, init_weights}, *role[] = {"the plan", "the initial weights (--init)"};
+    fvm_status s = fvm_file_not_input(out, "the state's file (--out)", 2, in, role, d);
+    if (s == FVM_OK)
+        s = xdev_vm(pl->server, &vm, d);
     if (s == FVM_OK)
         s = fvm_rounds_initialize(vm, pl->initialize, seed, &state, d);
     if (s == FVM_OK && init_weights)
@@ -109,7 +128,10 @@ fvm_status fvm_xdev_server_prepare(const fvm_xdev_plan *pl, const char *state_pa
     uint64_t seed = 0;
     uint32_t key[2];
     char *list = NULL;
+    const char *in[] = {pl->path, state_path}, *role[] = {"the plan", "the state (--state)"};
     fvm_status s = args && picked ? FVM_OK : nomem(d);
+    if (s == FVM_OK)
+        s = fvm_file_not_input(out, "the broadcast's file (--out)", 2, in, role, d);
     if (s == FVM_OK)
         s = load_state(pl, state_path, &state, round, &seed, d);
     if (s == FVM_OK) {
@@ -155,10 +177,27 @@ fvm_status fvm_xdev_server_prepare(const fvm_xdev_plan *pl, const char *state_pa
 
 /* ---- the updates ---------------------------------------------------------------- */
 
-/* The updates of a round, read one at a time as the aggregation asks. */
+/* The SHA-256 of a file's bytes as read. */
+static void digest_of(const fvm_safetensors *f, uint8_t out[SHA256_DIGEST_SIZE])
+{
+    size_t len = 0;
+    const void *bytes = fvm_safetensors_image(f, &len);
+    struct sha256_ctx ctx;
+    sha256_init(&ctx);
+    sha256_update(&ctx, len, bytes);
+    sha256_digest(&ctx, SHA256_DIGEST_SIZE, out);
+}
+
+/* The updates of a round, read one at a time as the aggregation asks. Each
+ * was checked when the round began; what is read now must be the bytes
+ * checked then (the same SHA-256), or the file was changed or swapped in
+ * between and the round stops: an update is never used unchecked. (Keeping
+ * every update in memory instead would make the server's memory grow with
+ * the round's clients; this keeps it at one update.) */
 typedef struct updates {
     fvm_source base;
     char **paths; /* per client of the round, in index order */
+    uint8_t (*digest)[SHA256_DIGEST_SIZE]; /* of each, as checked */
     int64_t n;
     const fvm_type *type;
 } updates;
@@ -167,7 +206,16 @@ static fvm_status updates_get(fvm_source *src, int64_t i, fvm_value **out, fvm_d
 {
     updates *u = (updates *)src;
     fvm_safetensors *f = NULL;
+    uint8_t now[SHA256_DIGEST_SIZE];
     fvm_status s = fvm_safetensors_load(u->paths[i], &f, d);
+    if (s == FVM_OK) {
+        digest_of(f, now);
+        if (memcmp(now, u->digest[i], sizeof now)) {
+            fvm_loc loc = {.file = u->paths[i]};
+            s = fvm_diag_add(d, FVM_ERR_IO, &loc, "changed after it was checked (replaced or written while the "
+                             "round was aggregated); nothing is written: aggregate the round again");
+        }
+    }
     if (s == FVM_OK)
         s = fvm_safetensors_value(f, u->type, out, d);
     fvm_safetensors_free(f);
@@ -177,9 +225,10 @@ static fvm_status updates_get(fvm_source *src, int64_t i, fvm_value **out, fvm_d
 static void updates_free(fvm_source *src)
 {
     updates *u = (updates *)src;
-    for (int64_t i = 0; i < u->n; i++)
+    for (int64_t i = 0; u->paths && i < u->n; i++)
         free(u->paths[i]);
     free(u->paths);
+    free(u->digest);
     free(u);
 }
 
@@ -233,32 +282,62 @@ static fvm_status list_dir(const char *dir, char ***out, int64_t *n, fvm_diag *d
 /* Checks one update file of round 'round': its plan, round, client (one of
  * sel, not seen before in at[]) and tensors; records it in at[]. */
 static fvm_status check_update(const fvm_xdev_plan *pl, char *path, int64_t round, const int64_t *sel, int64_t n,
-                               char **at, const fvm_type *type, fvm_diag *d)
+                               char **at, uint8_t (*digest)[SHA256_DIGEST_SIZE], fvm_diag *d)
 {
     fvm_safetensors *f = NULL;
-    fvm_value *v = NULL;
-    int64_t r = 0, c = 0, pos = -1;
+    int64_t c = 0, pos = -1;
     fvm_loc loc = {.file = path};
     fvm_status s = xdev_load(path, "update", pl, &f, d);
     if (s == FVM_OK)
-        s = xdev_meta_int(f, path, XDEV_ROUND, 1, INT64_MAX, &r, d);
+        s = xdev_check_update(pl, path, f, round, sel, n, &c, d);
+    if (s == FVM_OK && at[pos = xdev_position(sel, n, c)])
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "a second update of client %lld (the first is %s)", (long long)c,
+                         at[pos]);
+    if (s == FVM_OK) {
+        at[pos] = path;
+        digest_of(f, digest[pos]);
+    }
+    fvm_safetensors_free(f);
+    return s;
+}
+
+fvm_status xdev_check_update(const fvm_xdev_plan *pl, const char *path, const fvm_safetensors *f, int64_t round,
+                             const int64_t *sel, int64_t n, int64_t *client, fvm_diag *d)
+{
+    fvm_value *v = NULL;
+    int64_t r = 0, c = 0;
+    fvm_loc loc = {.file = path};
+    const fvm_type *type = pl->aggregate->param_types[0]->u.fed.member;
+    fvm_status s = xdev_meta_int(f, path, XDEV_ROUND, 1, INT64_MAX, &r, d);
     if (s == FVM_OK)
         s = xdev_meta_int(f, path, XDEV_CLIENT, 0, INT64_MAX, &c, d);
     if (s == FVM_OK && r != round)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is an update of round %lld, and the round being aggregated is "
                          "%lld (a %s update)", (long long)r, (long long)round, r < round ? "stale" : "future");
-    if (s == FVM_OK && (pos = xdev_position(sel, n, c)) < 0)
+    if (s == FVM_OK && xdev_position(sel, n, c) < 0)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is an update of client %lld, which round %lld did not select",
                          (long long)c, (long long)round);
-    if (s == FVM_OK && at[pos])
-        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "a second update of client %lld (the first is %s)", (long long)c,
-                         at[pos]);
     if (s == FVM_OK)
         s = fvm_safetensors_value(f, type, &v, d);
     fvm_value_release(v);
-    fvm_safetensors_free(f);
     if (s == FVM_OK)
-        at[pos] = path;
+        *client = c;
+    return s;
+}
+
+fvm_status fvm_xdev_update_parse(const fvm_xdev_plan *pl, const char *name, const void *bytes, size_t len,
+                                 int64_t round, const int64_t *clients, int64_t n, int64_t *client, fvm_diag *d)
+{
+    *client = -1;
+    if (!pl->server)
+        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "checking an update needs the plan's server phase loaded");
+    fvm_safetensors *f = NULL;
+    fvm_status s = fvm_safetensors_parse(name, bytes, len, &f, d);
+    if (s == FVM_OK)
+        s = xdev_kind(f, name, "update", pl, d);
+    if (s == FVM_OK)
+        s = xdev_check_update(pl, name, f, round, clients, n, client, d);
+    fvm_safetensors_free(f);
     return s;
 }
 
@@ -275,10 +354,11 @@ static fvm_status read_updates(const fvm_xdev_plan *pl, const char *dir, int64_t
         return s;
     updates *u = calloc(1, sizeof *u);
     char **at = calloc((size_t)n, sizeof *at);
-    if (!u || !at || !(u->paths = calloc((size_t)n, sizeof *u->paths)))
+    if (!u || !at || !(u->paths = calloc((size_t)n, sizeof *u->paths)) ||
+        !(u->digest = calloc((size_t)n, sizeof *u->digest)))
         first = nomem(d);
     for (int64_t i = 0; i < nfiles && first != FVM_ERR_NOMEM; i++)
-        if ((s = check_update(pl, files[i], round, sel, n, at, w, d)) && !first)
+        if ((s = check_update(pl, files[i], round, sel, n, at, u->digest, d)) && !first)
             first = s;
     for (int64_t j = 0; j < n && !first; j++)
         if (!at[j]) {
@@ -309,7 +389,7 @@ static fvm_status read_updates(const fvm_xdev_plan *pl, const char *dir, int64_t
         return FVM_OK;
     }
     if (u) {
-        u->n = u->paths ? n : 0;
+        u->n = n;
         updates_free(&u->base);
     }
     return first;
@@ -333,7 +413,7 @@ static fvm_status check_partial(const fvm_xdev_plan *pl, char *path, int64_t rou
     if (s == FVM_OK)
         s = xdev_meta_int(f, path, XDEV_BLOCK, 0, INT64_MAX, &b, d);
     if (s == FVM_OK)
-        s = xdev_meta_ints(f, path, XDEV_CLIENTS, 0, FVM_MAX_CLIENTS, &cl, &ncl, d);
+        s = xdev_meta_ints(f, path, XDEV_CLIENTS, 0, FVM_MAX_CLIENTS, true, &cl, &ncl, d);
     if (s == FVM_OK && r != round)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is a partial of round %lld, and the round being aggregated is "
                          "%lld (a %s partial)", (long long)r, (long long)round, r < round ? "stale" : "future");
@@ -433,8 +513,31 @@ static fvm_status open_round(const fvm_xdev_plan *pl, const char *state_path, co
                          "this broadcast was prepared with seed %" PRIu64 ", and the state %s has seed %" PRIu64,
                          bseed, state_path, *seed);
     if (s == FVM_OK)
-        s = xdev_meta_ints(bf, broadcast, XDEV_CLIENTS, 0, FVM_MAX_CLIENTS, &res->clients, &res->nclients, d);
+        s = xdev_meta_ints(bf, broadcast, XDEV_CLIENTS, 0, FVM_MAX_CLIENTS, true, &res->clients, &res->nclients, d);
+    if (s == FVM_OK && res->nclients == 0)
+        s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: the round selected no clients", XDEV_CLIENTS);
     fvm_safetensors_free(bf);
+    return s;
+}
+
+/* The new state out of a round must not be one of its inputs: the plan,
+ * the state, the broadcast, a file of the directory dir (of updates or
+ * partials; nor a new *.safetensors file there, which the next look at the
+ * directory would take for one of them). */
+static fvm_status out_not_input(const fvm_xdev_plan *pl, const char *state, const char *broadcast, const char *dir,
+                                const char *out, const char *what, fvm_diag *d)
+{
+    const char *in[] = {pl->path, state, broadcast}, *role[] = {"the plan", "the state (--state)",
+                                                                "the broadcast (--broadcast)"};
+    fvm_status s = fvm_file_not_input(out, "the new state's file (--out)", 3, in, role, d);
+    size_t n = strlen(out), ext = strlen(".safetensors");
+    if (s == FVM_OK && n >= ext && !strcmp(out + n - ext, ".safetensors") && fvm_file_in_dir(out, dir)) {
+        fvm_loc loc = {.file = out};
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                         "the new state's file (--out) is in the directory of %s %s, where it would be taken for one "
+                         "of them; write it elsewhere",
+                         what, dir);
+    }
     return s;
 }
 
@@ -457,7 +560,7 @@ static fvm_status finish_round(const fvm_xdev_plan *pl, fvm_vm *vm, fvm_value *s
         s = fvm_vm_call(vm, pl->result, args, &next, d);
     }
     if (s == FVM_OK)
-        s = save_state(pl, out, next->items[0], r, seed, d);
+        s = stage_state(pl, out, next->items[0], r, seed, &res->state, d);
     if (s == FVM_OK) {
         res->round = r;
         res->metrics = fvm_value_retain(next->items[1]);
@@ -475,7 +578,9 @@ fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *pl, const char *state_
     fvm_vm *vm = NULL;
     int64_t r = 0;
     uint64_t seed = 0;
-    fvm_status s = open_round(pl, state_path, broadcast, &state, &seed, &r, res, d);
+    fvm_status s = out_not_input(pl, state_path, broadcast, dir, out, "updates", d);
+    if (s == FVM_OK)
+        s = open_round(pl, state_path, broadcast, &state, &seed, &r, res, d);
     if (s == FVM_OK)
         s = read_updates(pl, dir, r, res->clients, res->nclients, &work, d);
     if (s == FVM_OK)
@@ -519,7 +624,9 @@ fvm_status fvm_xdev_server_merge(const fvm_xdev_plan *pl, const char *state_path
     fvm_vm *vm = NULL;
     int64_t r = 0, nblocks = 0;
     uint64_t seed = 0;
-    fvm_status s = open_round(pl, state_path, broadcast, &state, &seed, &r, res, d);
+    fvm_status s = out_not_input(pl, state_path, broadcast, dir, out, "partials", d);
+    if (s == FVM_OK)
+        s = open_round(pl, state_path, broadcast, &state, &seed, &r, res, d);
     if (s == FVM_OK) {
         nblocks = (res->nclients + FVM_AGG_BLOCK - 1) / FVM_AGG_BLOCK;
         s = read_partials(pl, dir, r, res->clients, res->nclients, &parts, d);
@@ -568,7 +675,77 @@ void fvm_xdev_result_clear(fvm_xdev_result *res)
 {
     fvm_value_release(res->metrics);
     free(res->clients);
+    fvm_atomic_abort(&res->state);
     res->metrics = NULL;
     res->clients = NULL;
     res->nclients = 0;
+}
+
+/* Appends the line to the metrics file, synced; *fd and *before (its
+ * length, -1 when the append created it) let it be undone. */
+static fvm_status append_line(const char *metrics, const char *line, size_t len, int *fd, off_t *before, fvm_diag *d)
+{
+    fvm_loc loc = {.file = metrics};
+    *before = -1;
+    *fd = open(metrics, O_WRONLY | O_APPEND | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (*fd < 0 && errno == ENOENT)
+        *fd = open(metrics, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOCTTY | O_CLOEXEC, 0666);
+    else if (*fd >= 0)
+        *before = 0; /* an existing file: its length is read below */
+    struct stat st;
+    if (*fd < 0 && errno != ENXIO) /* ENXIO: a FIFO with no reader */
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot open the metrics file: %s", strerror(errno));
+    if (*fd >= 0 && fstat(*fd, &st) != 0)
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot read the metrics file: %s", strerror(errno));
+    if (*fd < 0 || !S_ISREG(st.st_mode))
+        return fvm_diag_add(d, FVM_ERR_IO, &loc,
+                            "the metrics file is not a regular file: a round's line must be undone when its state "
+                            "cannot be written, and only a regular file can be cut back");
+    if (*before >= 0)
+        *before = st.st_size;
+    for (size_t off = 0; off < len;) {
+        ssize_t r = write(*fd, line + off, len - off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            if (r == 0)
+                errno = ENOSPC;
+            return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot write the metrics file: %s", strerror(errno));
+        }
+        off += (size_t)r;
+    }
+    if (fsync(*fd) != 0)
+        return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot write the metrics file: %s", strerror(errno));
+    return FVM_OK;
+}
+
+/* Undoes append_line: the file cut back to its length before, or removed
+ * when the append created it. */
+static void undo_line(const char *metrics, int fd, off_t before)
+{
+    if (fd < 0)
+        return;
+    if (before < 0) {
+        unlink(metrics);
+    } else if (ftruncate(fd, before) == 0) {
+        fsync(fd);
+    }
+}
+
+fvm_status fvm_xdev_result_commit(fvm_xdev_result *res, const char *metrics, const char *line, size_t len,
+                                  fvm_diag *d)
+{
+    int fd = -1;
+    off_t before = -1;
+    fvm_status s = res->state.tmp ? FVM_OK : fvm_diag_add(d, FVM_ERR_USAGE, NULL, "no new state to commit");
+    /* the line first, synced; then the state, whose rename cannot run out of space: a step that fails
+       leaves neither */
+    if (s == FVM_OK && metrics && (s = append_line(metrics, line, len, &fd, &before, d)) != FVM_OK)
+        undo_line(metrics, fd, before);
+    if (s == FVM_OK && (s = fvm_atomic_end(&res->state, d)) != FVM_OK)
+        undo_line(metrics, fd, before);
+    if (fd >= 0)
+        close(fd);
+    fvm_xdev_result_clear(res);
+    return s;
 }

@@ -11,6 +11,13 @@ length, a JSON header, then the data buffer. It checks the layout (header
 padded with spaces to a multiple of 8, offsets tiling the buffer in header
 order), the names, dtypes and shapes of the state, the metadata, and every
 value against the formula the C test filled them with.
+
+The order is the reference writer's (huggingface/safetensors, tensor.rs
+prepare(): "sorting by descending dtype alignment, then by name", its Dtype
+enum listing dtypes "in increasing alignment order"), so that every
+tensor's data starts at a multiple of its element size: the check asserts
+that order and that alignment (in the file, 8 + header length + begin), as
+zero-copy readers (PyTorch's) need.
 """
 import json
 import struct
@@ -20,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 NUMPY = {"BOOL": np.bool_, "U8": np.uint8, "I32": "<i4", "I64": "<i8", "U32": "<u4", "F32": "<f4", "F64": "<f8"}
+# The position of each dtype in the reference's Dtype enum (BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16,
+# BF16, I32, U32, F32, F64, I64, U64): files list tensors by it, highest first, then by name.
+REFERENCE_RANK = {"BOOL": 0, "U8": 1, "I32": 9, "U32": 10, "F32": 11, "F64": 12, "I64": 13}
 
 # The state of test_export, in path order: name, dtype, shape (leaf k is the k-th).
 STATE = [
@@ -106,6 +116,8 @@ def read(path):
         if begin != pos:
             fail(path, f"{name}: starts at {begin}, the previous tensor ended at {pos}")
         npd = np.dtype(NUMPY[dtype])
+        if (8 + n + begin) % npd.itemsize:
+            fail(path, f"{name}: its data starts at file offset {8 + n + begin}, not a multiple of {npd.itemsize}")
         count = int(np.prod(shape, dtype=np.int64)) if shape else 1
         if end - begin != count * npd.itemsize:
             fail(path, f"{name}: {end - begin} bytes for {dtype}{shape}")
@@ -118,14 +130,17 @@ def read(path):
 
 
 def check(path, want, want_meta):
+    """want: the state's leaves in path order (leaf k filled with formula k)."""
     meta, tensors = read(path)
     if meta != want_meta:
         fail(path, f"metadata {meta}, want {want_meta}")
     got = [(name, dtype, shape) for name, dtype, shape, _ in tensors]
-    if got != [tuple(w) for w in want]:
-        fail(path, f"tensors {got},\n want {want}")
-    for k, (name, dtype, shape, arr) in enumerate(tensors):
-        exp = expected(dtype, shape, k)
+    ordered = sorted(want, key=lambda w: (-REFERENCE_RANK[w[1]], w[0].encode("utf-8")))
+    if got != [tuple(w) for w in ordered]:
+        fail(path, f"tensors {got},\n want {ordered}")
+    leaf = {w[0]: k for k, w in enumerate(want)}
+    for name, dtype, shape, arr in tensors:
+        exp = expected(dtype, shape, leaf[name])
         if arr.dtype != exp.dtype or arr.shape != exp.shape or arr.tobytes() != exp.tobytes():
             fail(path, f"{name}: values {arr.ravel()[:8]}..., want {exp.ravel()[:8]}...")
     return len(tensors)

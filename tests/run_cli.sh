@@ -133,6 +133,11 @@ expect 2 "unknown fedplan option" -- "$(dirname "$BIN")/fedplan" x --too dot && 
 for c in run check fmt grad plot device server; do
     expect 0 "help $c" -- "$BIN" help "$c" && has "$T/out" "exit status:" "help $c states the exit statuses"
 done
+for c in import synthetic info head; do
+    expect 0 "help data $c" -- "$BIN" data help "$c" && has "$T/out" "exit status:" "help data $c states the exit statuses"
+done
+expect 2 "unknown data command" -- "$BIN" data ifno x && has "$T/err" "unknown data command 'ifno'; did you mean 'info'?" "data command suggestion"
+expect 2 "unknown data option" -- "$BIN" data info --verfy x && has "$T/err" "did you mean '--verify'?" "data option suggestion"
 expect 0 "fedvm --help" -- "$BIN" --help && has "$T/out" "init, prepare, aggregate, merge" "--help lists server merge"
 expect 0 "one round" -- "$BIN" run "$T/counter.json" --rounds 1 && has "$T/err" "fedvm: 1 round in" "one round, not '1 rounds'"
 

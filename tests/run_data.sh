@@ -165,11 +165,61 @@ TFF="$FIXTURES/tff_emnist_like.sqlite"
 if [ -f "$TFF" ]; then
     expect 0 "info TFF" -- "$BIN" data info "$TFF" --verify && has "$T/out" "TFF SQLite, splits: test, train" "tff info" &&
         has "$T/out" "split train: 4 clients, 15 examples" "tff train" &&
-        has "$T/out" "columns: label i64[1], pixels f32[784], tag u8[?]" "tff columns"
+        has "$T/out" "columns: label i64[?], pixels f32[?], tag u8[?]" "tff columns" &&
+        has "$T/out" "sizes of the ? dims: label [1], pixels [784], tag [2..3]" "tff sizes seen"
     expect 1 "head TFF needs a split" -- "$BIN" data head "$TFF" && has "$T/err" "several splits (test, train); choose one" "tff split"
     expect 0 "head TFF" -- "$BIN" data head "$TFF" 0aaf1ea2745663a7:f4139_00 --split train -n 1 &&
         has "$T/out" '"label": [4]' "tff head label" && has "$T/out" '"tag": [119, 52]' "tff head tag"
 fi
+
+# -- hostile files (tests/hostile/make_dataset.py; what they must give when refused is in tests/hostile/data_*.case)
+MK="$PY $(pwd)/tests/hostile/make_dataset.py"
+# a user column named rowid (the same value in every row) made every client read the first row
+$MK rowid_column "$T/rowid.sqlite"
+expect 0 "rowid column: verify" -- "$BIN" data info "$T/rowid.sqlite" --verify && has "$T/out" "2 clients, 3 examples" "rowid info"
+expect 0 "rowid column: head b" -- "$BIN" data head "$T/rowid.sqlite" b -n 5 &&
+    has "$T/out" '"examples": 2' "rowid count" && has "$T/out" '"y": 2' "rowid b's first" && has "$T/out" '"y": 3' "rowid b's second"
+$MK without_rowid "$T/norowid.sqlite"
+expect 1 "WITHOUT ROWID" -- "$BIN" data info "$T/norowid.sqlite" && has "$T/err" "WITHOUT ROWID" "without rowid"
+# rowids at the ends of int64, contiguous at the top
+$MK extreme_rowids_contiguous "$T/top.sqlite"
+expect 0 "rowids at the top" -- "$BIN" data head "$T/top.sqlite" b -n 5 && has "$T/out" '"index": 1' "top index" &&
+    has "$T/out" '"y": 3' "top data"
+# TFF: the first client empty, a length varying only in a later client
+$MK tff_varlen_later "$T/varlen.sqlite"
+expect 0 "varlen later" -- "$BIN" data info "$T/varlen.sqlite" --verify && has "$T/out" "columns: x f32[?], y i64[?]" "varlen cols" &&
+    has "$T/out" "sizes of the ? dims: x [1..3], y [1]" "varlen sizes"
+expect 0 "varlen head" -- "$BIN" data head "$T/varlen.sqlite" c && has "$T/out" '"x": [9.0, 10.0, 11.0]' "varlen values"
+$MK tff_empty_first "$T/empty1.sqlite"
+expect 0 "empty first client" -- "$BIN" data info "$T/empty1.sqlite" --verify && has "$T/out" "columns: x f32[?], y i64[?]" "empty1 cols"
+expect 0 "empty first client: head" -- "$BIN" data head "$T/empty1.sqlite" a_empty && has "$T/out" '"head": []' "empty head"
+$MK tff_all_empty "$T/allempty.sqlite"
+expect 0 "no client with examples" -- "$BIN" data info "$T/allempty.sqlite" --verify && has "$T/out" "columns: (none)" "no cols"
+# bound to a program: a field's known length is checked in each client; '?' takes them all
+cat >"$T/xsum.json" <<'EOF'
+{"fedvm": 1, "functions": {
+  "x_of": {"params": {"e": "<x=f32[W]>"}, "body": [["x", "field", {"name": "x"}, "e"], ["s", "sum", "x"]], "result": "s"},
+  "client_sum": {"params": {"xs": "<x=f32[W]>*"}, "body": [["v", "sequence_map", {"fn": "x_of"}, "xs"], ["s", "sequence_sum", "v"]], "result": "s"},
+  "main": {"params": {"data": "{<x=f32[W]>*}@CLIENTS"}, "body": [["s", "federated_map", {"fn": "client_sum"}, "data"], ["t", "federated_sum", "s"]], "result": "t"}}}
+EOF
+sed 's/W/?/g' "$T/xsum.json" >"$T/xsumq.json"
+sed 's/W/2/g' "$T/xsum.json" >"$T/xsum2.json"
+expect 0 "bind varlen with ?" -- "$BIN" run "$T/xsumq.json" --data data="$T/varlen.sqlite" && has "$T/out" "66.0" "sum 1..11"
+expect 1 "bind varlen with 2" -- "$BIN" run "$T/xsum2.json" --data data="$T/varlen.sqlite" &&
+    has "$T/err" "client 'b' (index 1), example 0, column 'x': f32[1] per example, but field 'x' is f32[2]" "bind check"
+expect 0 "bind empty first with 2" -- "$BIN" run "$T/xsum2.json" --data data="$T/empty1.sqlite" && has "$T/out" "21.0" "sum 1..6"
+# names with control characters and quotes: read, escaped when printed
+$MK control_names "$T/ctl.sqlite"
+expect 0 "control names" -- "$BIN" data info "$T/ctl.sqlite" --verify && has "$T/out" "split 'tab\\tsplit':" "split escaped" &&
+    has "$T/out" "columns: 'it\\'s' i64[?], 'new\\nline' i64[?]" "columns escaped"
+if grep -q "$(printf '\033')" "$T/out" "$T/err"; then bad "an escape byte reached the terminal"; else ok; fi
+# a WAL-mode file whose last client is only in its -wal file: read, not stale
+mkdir "$T/wal" && (cd "$T/wal" && $MK wal d.sqlite)
+expect 0 "WAL file" -- "$BIN" data info "$T/wal/d.sqlite" --verify && has "$T/out" "3 clients, 4 examples" "wal clients"
+# an empty file, a directory
+$MK empty "$T/empty.sqlite"
+expect 1 "empty file" -- "$BIN" data info "$T/empty.sqlite" && has "$T/err" "the file is empty" "empty"
+expect 1 "a directory" -- "$BIN" data head "$T/wal" && has "$T/err" "a directory, not a regular file" "directory"
 
 # -- files FedJAX writes (EMNIST, Shakespeare and Stack Overflow shapes, byte-string columns)
 mkdir -p "$T/compat"

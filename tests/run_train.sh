@@ -66,6 +66,46 @@ expect 1 "resume with other clients per round" -- "$BIN" run $P $TRAIN --rounds 
     has "$T/err" "clients per round 5, this run has 6" "per-round mismatch"
 mkdir -p "$T/empty"
 expect 1 "resume from an empty directory" -- "$BIN" run $P $TRAIN --resume "$T/empty" && has "$T/err" "no checkpoint" "empty dir"
+# A run killed in the middle of a checkpoint's save (stalled in its fsync by tests/xdev/hook.c, then
+# SIGKILL): the temporary it leaves is removed when the run resumes, and the bits are those of a run
+# never stopped.
+if cc -shared -fPIC -o "$T/hook.so" tests/xdev/hook.c -ldl 2>/dev/null; then
+    FVM_HOOK_STALL=round-000003.safetensors.tmp FVM_HOOK_MARK="$T/stalled" LD_PRELOAD="$T/hook.so" \
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+        "$BIN" run $P $TRAIN $R --checkpoint-dir "$T/midsave" --metrics "$T/midsave.jsonl" >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 1 400); do [ -e "$T/stalled" ] && break; sleep 0.05; done
+    kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+    check "killed in a save: its temporary is there" -- sh -c "ls '$T/midsave' | grep -q '^round-000003\.safetensors\.tmp'"
+    check "killed in a save: round 3 not saved" -- test ! -e "$T/midsave/round-000003.safetensors"
+    expect 0 "resume after SIGKILL in a save" -- "$BIN" run $P $TRAIN $R --resume "$T/midsave" --metrics "$T/midsave.jsonl" &&
+        has "$T/err" "resuming after round 2" "resumed from round 2"
+    check "the stale temporary removed" -- sh -c "! ls -a '$T/midsave' | grep -q tmp"
+    same "$T/full/round-000120.safetensors" "$T/midsave/round-000120.safetensors" "final state after SIGKILL in a save"
+    check "metrics after SIGKILL in a save: each round once" -- "$PY" -c '
+import json, sys
+assert [json.loads(l)["round"] for l in open(sys.argv[1])] == list(range(1, 121))' "$T/midsave.jsonl"
+else
+    echo "run_train: no C compiler for tests/xdev/hook.c; the kill in a save is not tested"
+fi
+# Checkpoint names are exact: round-0000009 (7 digits, a leading zero) is no checkpoint (it was read
+# as round 9 and round-000009.safetensors opened); round-1000000 is, after round-999999.
+mkdir -p "$T/seven" && cp "$T/ck/round-000002.safetensors" "$T/seven/" && printf 'not a checkpoint' >"$T/seven/round-0000009.safetensors"
+expect 0 "resume beside a 7-digit name with a leading zero" -- "$BIN" run $P $TRAIN --rounds 3 --clients-per-round 5 --seed 3 \
+    --resume "$T/seven" && has "$T/err" "resuming after round 2" "7 digits: round 2 is the last checkpoint"
+check "7 digits: round 3 written as round-000003" -- test -s "$T/seven/round-000003.safetensors"
+# Files that are not regular files: refused by name, at once (a FIFO hung the resume, /dev/zero was
+# read without end)
+mkdir -p "$T/fifo" && cp "$T/ck/round-000002.safetensors" "$T/fifo/" && mkfifo "$T/fifo/round-000003.safetensors"
+expect 1 "resume: the last checkpoint is a FIFO" -- timeout 20 "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 3 \
+    --resume "$T/fifo" && has "$T/err" "$T/fifo/round-000003.safetensors: is a FIFO (named pipe), not a regular file" "FIFO checkpoint"
+expect 1 "--init /dev/zero" -- timeout 20 "$BIN" run $P $TRAIN --rounds 1 --init /dev/zero &&
+    has "$T/err" "/dev/zero: is a character device, not a regular file" "--init /dev/zero"
+mkfifo "$T/init.fifo"
+expect 1 "--init a FIFO" -- timeout 20 "$BIN" run $P $TRAIN --rounds 1 --init "$T/init.fifo" && has "$T/err" "is a FIFO" "--init FIFO"
+mkfifo "$T/metrics.fifo"
+expect 1 "resume: the metrics file a FIFO" -- timeout 20 "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 3 \
+    --resume "$T/seven" --metrics "$T/metrics.fifo" && has "$T/err" "is a FIFO" "metrics FIFO on resume"
 
 # -- --init: weights from a safetensors file written by an independent writer
 "$PY" - "$T/init.safetensors" <<'PY'
@@ -89,6 +129,11 @@ assert abs(float(t["b"][9]) - 9.0) < 0.5, t["b"]' "$T/ckinit/round-000001.safete
 printf 'garbage' >"$T/bad.safetensors"
 expect 1 "--init from a bad file" -- "$BIN" run $P $TRAIN --init "$T/bad.safetensors" && has "$T/err" "bad.safetensors" "bad init"
 expect 2 "--init and --resume" -- "$BIN" run $P $TRAIN --init "$T/init.safetensors" --resume "$T/ck"
+cp "$T/ckinit/round-000001.safetensors" "$T/ckinit1.safetensors"
+expect 1 "--init a checkpoint the run writes again" -- "$BIN" run $P $TRAIN --rounds 1 --clients-per-round 2 \
+    --init "$T/ckinit/round-000001.safetensors" --checkpoint-dir "$T/ckinit" &&
+    has "$T/err" "--init FILE is the checkpoint of round 1 in $T/ckinit, which this run writes again" "init aliases a checkpoint"
+same "$T/ckinit1.safetensors" "$T/ckinit/round-000001.safetensors" "the --init checkpoint untouched"
 
 # -- the metrics file: one object per round, with the sampled clients as the reference draws them
 check "metrics file rounds, clients, seconds" -- "$PY" - "$T/m.jsonl" <<'PY'

@@ -238,6 +238,159 @@ expect 0 "device --partial: the block's clients in another order" -- pdev $(prin
     same "$T/q.safetensors" "$d/p2/block-aa.safetensors" "device --partial: the order given does not matter"
 expect 2 "device: --partial and --out-dir" -- pdev --index "$1" --partial "$T/y.safetensors" --out-dir "$T/y"
 
+# -- 5. hostile files: what is not a regular file, a file swapped while the round runs, outputs that
+# are inputs, a full disk, a process killed in a save, metadata bent
+d=$T/fedavg P=$T/fedavg.plan.json
+rm -f "$T/x.safetensors"
+HOOK=$T/hook.so
+cc -shared -fPIC -o "$HOOK" tests/xdev/hook.c -ldl 2>/dev/null || HOOK=
+hooked() { # hooked VAR=VALUE... -- CMD...: CMD with tests/xdev/hook.c preloaded and the variables set
+    local vars=()
+    while [ "$1" != -- ]; do vars+=("$1"); shift; done
+    shift
+    env "${vars[@]}" LD_PRELOAD="$HOOK" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "$@"
+}
+mkfifo "$T/fifo.json" "$T/fifo.safetensors"
+expect 1 "device: a FIFO as the plan" -- timeout 20 "$FEDVM" device "$T/fifo.json" --checkpoint "$d/b1.safetensors" --data "$SYN" \
+    --index 2 --out "$T/x.safetensors" && has "$T/err" "$T/fifo.json: is a FIFO (named pipe), not a regular file" "FIFO plan"
+expect 1 "device: a FIFO as the broadcast" -- timeout 20 "$FEDVM" device "$P" --checkpoint "$T/fifo.safetensors" --data "$SYN" \
+    --index 2 --out "$T/x.safetensors" && has "$T/err" "$T/fifo.safetensors: is a FIFO (named pipe), not a regular file" "FIFO broadcast"
+expect 1 "device: /dev/zero as the broadcast" -- timeout 20 "$FEDVM" device "$P" --checkpoint /dev/zero --data "$SYN" --index 2 \
+    --out "$T/x.safetensors" && has "$T/err" "/dev/zero: is a character device, not a regular file" "/dev/zero broadcast"
+expect 1 "server: /dev/zero as --init" -- timeout 20 "$FEDVM" server "$P" init --init /dev/zero --out "$T/x.safetensors" &&
+    has "$T/err" "/dev/zero: is a character device" "/dev/zero --init"
+expect 1 "server: a FIFO as the state" -- timeout 20 "$FEDVM" server "$P" prepare --state "$T/fifo.safetensors" --clients 30 \
+    --out "$T/x.safetensors" && has "$T/err" "is a FIFO" "FIFO state"
+fresh && mkfifo "$T/u/pipe.safetensors"
+expect 1 "aggregate: a FIFO among the updates" -- timeout 20 "$FEDVM" server "$P" aggregate --state "$d/s1.safetensors" \
+    --broadcast "$d/b2.safetensors" "$T/u" --out "$T/x.safetensors" && has "$T/err" "$T/u/pipe.safetensors: is a FIFO" "FIFO update"
+mkfifo "$T/fifo_data.json"
+expect 1 "device: a FIFO as JSON data" -- timeout 20 "$FEDVM" device "$T/fedsgd_linear.plan.json" \
+    --checkpoint "$T/fedsgd_linear/b1.safetensors" --data "data=$T/fifo_data.json" --index 0 --out "$T/x.safetensors" &&
+    has "$T/err" "$T/fifo_data.json: is a FIFO (named pipe), not a regular file" "FIFO JSON data"
+check "non-regular files: nothing written" -- test ! -e "$T/x.safetensors"
+
+# an update replaced between its check and its use (the second open of the file, by the hook): the
+# round stops, nothing is written (it was aggregated unchecked: here another client's update twice)
+if [ -n "$HOOK" ]; then
+    fresh && second=$(ls "$d/u2" | sed -n 2p) && cp "$d/u2/$second" "$T/swap.safetensors"
+    expect 1 "aggregate: an update swapped after its check" -- hooked FVM_HOOK_SWAP="$T/u/$first:$T/swap.safetensors" -- \
+        "$FEDVM" server "$P" aggregate --state "$d/s1.safetensors" --broadcast "$d/b2.safetensors" "$T/u" --out "$T/x.safetensors" &&
+        has "$T/err" "$T/u/$first: changed after it was checked" "swapped update"
+    check "swapped update: nothing written" -- test ! -e "$T/x.safetensors"
+    # a server killed while it writes the new state: a temporary is left, and the next write of that
+    # file removes it
+    fresh
+    # (not through hooked: $! must be fedvm itself)
+    FVM_HOOK_STALL=x.safetensors.tmp FVM_HOOK_MARK="$T/stalled" LD_PRELOAD="$HOOK" \
+        ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "$FEDVM" server "$P" aggregate \
+        --state "$d/s1.safetensors" --broadcast "$d/b2.safetensors" "$T/u" --out "$T/x.safetensors" \
+        --metrics "$T/killed.jsonl" >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 1 400); do [ -e "$T/stalled" ] && break; sleep 0.05; done
+    kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+    check "killed in a save: a temporary left, no state, no metrics line" -- sh -c \
+        "ls '$T' | grep -q '^x\.safetensors\.tmp' && test ! -e '$T/x.safetensors' && test ! -s '$T/killed.jsonl'"
+    expect 0 "aggregate again after the kill" -- "$FEDVM" server "$P" aggregate --state "$d/s1.safetensors" \
+        --broadcast "$d/b2.safetensors" "$T/u" --out "$T/x.safetensors" --metrics "$T/killed.jsonl" &&
+        same "$T/x.safetensors" "$d/s2.safetensors" "the state after the kill"
+    check "the stale temporary removed" -- sh -c "! ls '$T' | grep -q '^x\.safetensors\.tmp'"
+    check "one metrics line" -- test "$(wc -l <"$T/killed.jsonl")" -eq 1
+    rm -f "$T/x.safetensors"
+else
+    echo "run_xdev: no C compiler for tests/xdev/hook.c; the swapped update and the kill in a save are not tested"
+fi
+
+# outputs that are inputs: refused, the input untouched
+fresh && cp "$d/s1.safetensors" "$T/s1.copy.safetensors" && cp "$d/b2.safetensors" "$T/b2.copy.safetensors"
+sagg() { "$FEDVM" server "$P" aggregate --state "$T/s1.copy.safetensors" --broadcast "$d/b2.safetensors" "$T/u" "$@"; }
+expect 1 "aggregate: --out is the state" -- sagg --out "$T/s1.copy.safetensors" &&
+    has "$T/err" "$T/s1.copy.safetensors: the new state's file (--out) is the state (--state): writing it would overwrite an input" "out = state"
+same "$T/s1.copy.safetensors" "$d/s1.safetensors" "out = state: the state untouched"
+expect 1 "aggregate: --out is the state through a symbolic link" -- sh -c "ln -sf '$T/s1.copy.safetensors' '$T/s1.link' &&
+    '$FEDVM' server '$P' aggregate --state '$T/s1.link' --broadcast '$d/b2.safetensors' '$T/u' --out '$T/s1.copy.safetensors'" &&
+    has "$T/err" "is the state (--state) ($T/s1.link)" "out = state via a link"
+expect 1 "aggregate: --out is an update" -- sagg --out "$T/u/$first" &&
+    has "$T/err" "$T/u/$first: the new state's file (--out) is in the directory of updates $T/u" "out = an update"
+same "$T/u/$first" "$d/u2/$first" "out = an update: the update untouched"
+expect 1 "aggregate: --out a new file among the updates" -- sagg --out "$T/u/next.safetensors" &&
+    has "$T/err" "where it would be taken for one of them" "out in the updates' directory"
+expect 1 "aggregate: --out is the plan" -- sagg --out "$P" && has "$T/err" "is the plan" "out = plan"
+expect 1 "aggregate: --metrics is --out (neither there yet)" -- sagg --out "$T/new.safetensors" --metrics "$T/./new.safetensors" &&
+    has "$T/err" "the metrics file (--metrics) is the new state's file (--out)" "metrics = out"
+expect 1 "aggregate: --metrics is the state" -- sagg --out "$T/new.safetensors" --metrics "$T/s1.copy.safetensors" &&
+    has "$T/err" "the metrics file (--metrics) is the state (--state)" "metrics = state"
+same "$T/s1.copy.safetensors" "$d/s1.safetensors" "metrics = state: the state untouched"
+mkfifo "$T/metrics.fifo"
+expect 1 "aggregate: --metrics a FIFO" -- timeout 20 "$FEDVM" server "$P" aggregate --state "$T/s1.copy.safetensors" \
+    --broadcast "$d/b2.safetensors" "$T/u" --out "$T/new.safetensors" --metrics "$T/metrics.fifo" &&
+    has "$T/err" "$T/metrics.fifo: the metrics file is not a regular file" "metrics FIFO"
+check "metrics FIFO: no new state" -- test ! -e "$T/new.safetensors"
+expect 1 "device: --out is the broadcast" -- "$FEDVM" device "$P" --checkpoint "$T/b2.copy.safetensors" --data "$SYN" \
+    --index "${first//[^0-9]/}" --out "$T/b2.copy.safetensors" && has "$T/err" "is the broadcast (--checkpoint)" "device out = broadcast"
+same "$T/b2.copy.safetensors" "$d/b2.safetensors" "device out = broadcast: untouched"
+cp "$SYN" "$T/syn.copy.sqlite"
+expect 1 "device: --out is the data" -- "$FEDVM" device "$P" --checkpoint "$d/b2.safetensors" --data "train=$T/syn.copy.sqlite" \
+    --index "${first//[^0-9]/}" --out "$T/syn.copy.sqlite" && has "$T/err" "is a data file (--data)" "device out = data"
+same "$T/syn.copy.sqlite" "$SYN" "device out = data: the data untouched"
+expect 1 "prepare: --out is the state" -- "$FEDVM" server "$P" prepare --state "$T/s1.copy.safetensors" --clients 30 \
+    --clients-per-round 5 --out "$T/s1.copy.safetensors" && has "$T/err" "the broadcast's file (--out) is the state" "prepare out = state"
+expect 1 "init: --out is --init" -- "$FEDVM" server "$P" init --init "$T/s1.copy.safetensors" --out "$T/s1.copy.safetensors" &&
+    has "$T/err" "is the initial weights (--init)" "init out = init"
+same "$T/s1.copy.safetensors" "$d/s1.safetensors" "the state untouched by every refusal"
+# an --out that is a symbolic link: the link is replaced by the file, its target is not written
+cp "$d/s1.safetensors" "$T/s1.copy.safetensors"
+printf 'keep\n' >"$T/target" && ln -s "$T/target" "$T/link.safetensors"
+expect 0 "aggregate: --out a symbolic link" -- sagg --out "$T/link.safetensors" &&
+    check "the link replaced, its target untouched" -- sh -c "test ! -L '$T/link.safetensors' && test \"\$(cat '$T/target')\" = keep"
+
+# a full disk (a 64 KiB tmpfs, filled; root only): the new state and its metrics line are written
+# both or neither (the state was written and the line lost)
+if [ "$(id -u)" -eq 0 ] && mkdir -p "$T/full" && mount -t tmpfs -o size=64k tmpfs "$T/full" 2>/dev/null; then
+    trap 'umount "$T/full" 2>/dev/null; rm -rf "$T"' EXIT
+    head -c 4096 /dev/zero | tr '\0' x >"$T/full/m.jsonl"
+    dd if=/dev/zero of="$T/full/filler" bs=4096 2>/dev/null
+    fresh
+    expect 1 "aggregate: the metrics file on a full disk" -- sagg --out "$T/new.safetensors" --metrics "$T/full/m.jsonl" &&
+        has "$T/err" "$T/full/m.jsonl: cannot write the metrics file: No space left on device" "metrics on a full disk"
+    check "metrics on a full disk: no new state" -- sh -c "! ls '$T' | grep -q '^new\.safetensors'"
+    check "metrics on a full disk: the file as it was" -- test "$(wc -c <"$T/full/m.jsonl")" -eq 4096
+    expect 1 "aggregate: a new metrics file on a full disk" -- sagg --out "$T/new.safetensors" --metrics "$T/full/new.jsonl" &&
+        has "$T/err" "No space left on device" "new metrics on a full disk"
+    check "new metrics on a full disk: neither file" -- sh -c "test ! -e '$T/full/new.jsonl' && test ! -e '$T/new.safetensors'"
+    printf 'before\n' >"$T/m2.jsonl"
+    expect 1 "aggregate: the new state on a full disk" -- sagg --out "$T/full/new.safetensors" --metrics "$T/m2.jsonl" &&
+        has "$T/err" "$T/full/new.safetensors: cannot write: No space left on device" "state on a full disk"
+    check "state on a full disk: no metrics line, no file, no temporary" -- sh -c \
+        "test \"\$(cat '$T/m2.jsonl')\" = before && ! ls '$T/full' | grep -q '^new'"
+    umount "$T/full"
+else
+    echo "run_xdev: not root or no tmpfs: the full-disk cases are skipped"
+fi
+
+# metadata that fedvm does not write: refused with the key named
+bend_meta() { # bend_meta IN OUT KEY VALUE: IN's metadata with KEY set to VALUE, written to OUT
+    python3 - "$@" <<'PY'
+import json, struct, sys
+src, dst, key, value = sys.argv[1:5]
+raw = open(src, "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+head["__metadata__"][key] = value
+h = json.dumps(head, separators=(",", ":")).encode()
+h += b" " * (-len(h) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+PY
+}
+c2=${first//[^0-9]/}
+for bent in "fedvm.clients=9,3" "fedvm.clients=3,,9" "fedvm.clients=" "fedvm.round=02" "fedvm.round=NaN" "fedvm.round=+2" \
+    "fedvm.key=1" "fedvm.population=1e2"; do
+    bend_meta "$d/b2.safetensors" "$T/bent.safetensors" "${bent%%=*}" "${bent#*=}"
+    expect 1 "device: a broadcast with $bent" -- "$FEDVM" device "$P" --checkpoint "$T/bent.safetensors" --data "$SYN" \
+        --index "$c2" --out "$T/x.safetensors" && has "$T/err" "$T/bent.safetensors: metadata ${bent%%=*}" "broadcast $bent"
+done
+check "bent metadata: nothing written" -- test ! -e "$T/x.safetensors"
+
 # usage errors: exit 2
 expect 2 "device: no client" -- "$FEDVM" device "$P" --checkpoint "$d/b1.safetensors" --data "$SYN" --out "$T/x.safetensors"
 expect 2 "device: several clients to one file" -- "$FEDVM" device "$P" --checkpoint "$d/b1.safetensors" --data "$SYN" --index 1 --index 2 --out "$T/y.safetensors"

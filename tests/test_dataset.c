@@ -1,4 +1,4 @@
-/* test_dataset.c - FedJAX/TFF dataset files: the shared fixtures, write/read round trips, corrupt inputs. */
+/* test_dataset.c - FedJAX/TFF dataset files: the shared fixtures, write/read round trips, corrupt and hostile inputs. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +17,7 @@
 #include <zlib.h>
 
 #include "../format/dataset.h"
+#include "../format/dataset_impl.h"
 #include "../format/doc.h"
 #include "example.pb-c.h"
 
@@ -233,16 +234,16 @@ static void test_tff_fixture(void **state)
         ok(fvm_dataset_open(path, split, &ds, &d), &d);
         assert_string_equal(fvm_dataset_format(ds), "tff");
         assert_int_equal(fvm_dataset_clients(ds), (int64_t)clients->u.coll.n);
-        /* Columns sorted by name; a bytes_list is u8 of varying length. */
+        /* Columns sorted by name, each a list whose length TFF's format does not fix: '?'. */
         const fvm_column *cols;
         assert_int_equal(fvm_dataset_columns(ds, &cols), 3);
         assert_string_equal(cols[0].name, "label");
         assert_int_equal(cols[0].dtype, FVM_DTYPE_I64);
         assert_int_equal(cols[0].shape.rank, 1);
-        assert_int_equal(cols[0].shape.d[0], 1);
+        assert_int_equal(cols[0].shape.d[0], -1);
         assert_string_equal(cols[1].name, "pixels");
         assert_int_equal(cols[1].dtype, FVM_DTYPE_F32);
-        assert_int_equal(cols[1].shape.d[0], 784);
+        assert_int_equal(cols[1].shape.d[0], -1);
         assert_string_equal(cols[2].name, "tag");
         assert_int_equal(cols[2].dtype, FVM_DTYPE_U8);
         assert_int_equal(cols[2].shape.d[0], -1);
@@ -511,6 +512,9 @@ static void test_writer_refusals(void **state)
     expect_error(&d, FVM_ERR_TYPE, "column 'b'", "i32[]", NULL);
     assert_int_equal(fvm_dataset_add(w, NULL, "x", 1, 1, names, cols, &d), FVM_ERR_TYPE);
     fvm_diag_clear(&d);
+    const char *bad_utf8[2] = {"a", "b\xff"};
+    assert_int_equal(fvm_dataset_add(w, NULL, "x", 1, 2, bad_utf8, cols, &d), FVM_ERR_USAGE);
+    expect_error(&d, FVM_ERR_USAGE, "column 1", "UTF-8", NULL);
     assert_int_equal(fvm_dataset_add(w, "no-dash", "x", 1, 2, names, cols, &d), FVM_ERR_USAGE);
     expect_error(&d, FVM_ERR_USAGE, "no-dash", NULL);
     /* until finish, the older file is untouched */
@@ -1085,7 +1089,7 @@ static void test_tff_small(void **state)
     const fvm_column *cols;
     assert_int_equal(fvm_dataset_columns(ds, &cols), 3);
     assert_string_equal(cols[2].name, "x");
-    assert_int_equal(cols[2].shape.d[0], 3);
+    assert_int_equal(cols[2].shape.d[0], -1); /* TFF lists: their length is not the format's to fix */
     fvm_value *seq;
     ok(fvm_dataset_read(ds, 1, &seq, &d), &d);
     assert_int_equal(seq->n, 2);
@@ -1103,11 +1107,16 @@ static void test_tff_small(void **state)
     expect_error(&d, FVM_ERR_FORMAT, path, "'zed' (index 1)", "example 1", "tf.train.Example", NULL);
     fvm_dataset_close(ds);
 
-    /* a float list of another length than the schema's */
+    /* a float list whose length differs in a later client than the first: TFF allows it */
     tff_file(path, false, 5);
     ok(fvm_dataset_open(path, "train", &ds, &d), &d);
-    assert_int_equal(fvm_dataset_read(ds, 1, &seq, &d), FVM_ERR_TYPE);
-    expect_error(&d, FVM_ERR_TYPE, path, "'zed' (index 1)", "column 'x'", NULL);
+    ok(fvm_dataset_read(ds, 1, &seq, &d), &d);
+    assert_null(seq->cols);
+    const fvm_tensor *x0 = &seq->items[0]->items[2]->t, *x1 = &seq->items[1]->items[2]->t;
+    assert_int_equal(x0->shape.d[0], 5);
+    assert_int_equal(x1->shape.d[0], 3);
+    assert_true(fvm_tensor_get_f64(x0, 4) == 5.0 && fvm_tensor_get_f64(x1, 2) == 3.0);
+    fvm_value_release(seq);
     fvm_dataset_close(ds);
 
     /* client_metadata disagreeing with examples */
@@ -1128,6 +1137,634 @@ static void test_tff_small(void **state)
     expect_error(&d, FVM_ERR_FORMAT, path, "only one of the two", NULL);
 }
 
+/* ---- hostile files ------------------------------------------------------------------------ */
+
+static void test_escape(void **state)
+{
+    (void)state;
+    char buf[64];
+    /* hand-written expectations: text stays, quotes and backslashes get one, controls and bad bytes \xHH */
+    assert_string_equal(fvm_dataset_escape("pixels", 6, buf, sizeof buf), "pixels");
+    assert_string_equal(fvm_dataset_escape("y\0", 2, buf, sizeof buf), "y\\x00");
+    assert_string_equal(fvm_dataset_escape("it's \"q\" \\", 10, buf, sizeof buf), "it\\'s \\\"q\\\" \\\\");
+    assert_string_equal(fvm_dataset_escape("a\nb\tc\x1b[31m", 10, buf, sizeof buf), "a\\nb\\tc\\x1b[31m");
+    assert_string_equal(fvm_dataset_escape("x\xff\xc3", 3, buf, sizeof buf), "x\\xff\\xc3");
+    assert_string_equal(fvm_dataset_escape("caf\xc3\xa9", 5, buf, sizeof buf), "caf\xc3\xa9");           /* é */
+    assert_string_equal(fvm_dataset_escape("a\xe2\x80\xae" "b", 5, buf, sizeof buf), "a\\u202eb");        /* RLO */
+    assert_string_equal(fvm_dataset_escape("\xc2\x85", 2, buf, sizeof buf), "\\u0085");               /* NEL */
+    assert_string_equal(fvm_dataset_escape("\xed\xa0\x80", 3, buf, sizeof buf), "\\xed\\xa0\\x80");   /* a surrogate */
+    assert_string_equal(fvm_dataset_escape("\xc0\xaf", 2, buf, sizeof buf), "\\xc0\\xaf");            /* overlong '/' */
+    /* too long: cut at a whole escape, "..." after */
+    assert_string_equal(fvm_dataset_escape("abcdefghij", 10, buf, 8), "abcd...");
+    assert_string_equal(fvm_dataset_escape("\x01\x02\x03", 3, buf, 10), "\\x01...");
+    assert_string_equal(fvm_dataset_escape("", 0, buf, sizeof buf), "");
+}
+
+/* A zlib'd msgpack map of int32 columns [1] named names[k] (lens[k] bytes),
+ * keys as msgpack str, or bin when bin_keys. */
+static void pack_named(int n, const char *const *names, const size_t *lens, bool bin_keys, unsigned char **out,
+                       size_t *len)
+{
+    msgpack_sbuffer outer, inner;
+    msgpack_sbuffer_init(&outer);
+    msgpack_packer po, pi;
+    msgpack_packer_init(&po, &outer, msgpack_sbuffer_write);
+    msgpack_pack_map(&po, (size_t)n);
+    for (int k = 0; k < n; k++) {
+        int32_t v = k;
+        msgpack_sbuffer_init(&inner);
+        msgpack_packer_init(&pi, &inner, msgpack_sbuffer_write);
+        msgpack_pack_array(&pi, 3);
+        msgpack_pack_array(&pi, 1);
+        msgpack_pack_uint64(&pi, 1);
+        msgpack_pack_str_with_body(&pi, "int32", 5);
+        msgpack_pack_bin_with_body(&pi, &v, 4);
+        if (bin_keys)
+            msgpack_pack_bin_with_body(&po, names[k], lens[k]);
+        else
+            msgpack_pack_str_with_body(&po, names[k], lens[k]);
+        msgpack_pack_ext_with_body(&po, inner.data, inner.size, 1);
+        msgpack_sbuffer_destroy(&inner);
+    }
+    zlib_blob(outer.data, outer.size, out, len);
+    msgpack_sbuffer_destroy(&outer);
+}
+
+/* Column names with a NUL byte, not UTF-8, empty, too long, or not strings
+ * are refused, naming the file, the client and the escaped name; "y\0" read
+ * as "y" before. */
+static void test_column_names(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("names.sqlite", path);
+    const struct {
+        const char *name;
+        size_t len;
+        bool bin;
+        const char *says, *shown;
+    } bad[] = {
+        {"y\0", 2, false, "holds a NUL byte", "'y\\x00'"},
+        {"x\xff\"q", 4, false, "is not valid UTF-8", "'x\\xff\\\"q'"},
+        {"", 0, false, "is empty", "''"},
+        {"y", 1, true, "not a msgpack string", "column 0"},
+    };
+    char long_name[300];
+    memset(long_name, 'n', sizeof long_name);
+    for (size_t c = 0; c < sizeof bad / sizeof bad[0] + 1; c++) {
+        const char *names[2] = {"x", c < 4 ? bad[c].name : long_name};
+        size_t lens[2] = {1, c < 4 ? bad[c].len : sizeof long_name};
+        unsigned char *blob;
+        size_t len;
+        pack_named(2, names, lens, c < 4 && bad[c].bin, &blob, &len);
+        const char *ids[1] = {"a"};
+        const void *blobs[1] = {blob};
+        int64_t counts[1] = {1};
+        fedjax_file(path, 1, ids, blobs, &len, counts);
+        free(blob);
+        fvm_diag d = {0};
+        fvm_dataset *ds = NULL;
+        assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
+        assert_null(ds);
+        assert_true(valid_text(d.errs[0].msg));
+        if (c < 4)
+            expect_error(&d, FVM_ERR_FORMAT, path, "'a' (index 0)", bad[c].shown, bad[c].says, NULL);
+        else
+            expect_error(&d, FVM_ERR_FORMAT, path, "'a' (index 0)", "nnn...", "longer than 255 bytes", NULL);
+    }
+    /* "y\0" in a later client: not column 'y' of the schema */
+    const char *first[2] = {"x", "y"}, *later[2] = {"x", "y\0"};
+    size_t lens[2] = {1, 1}, later_lens[2] = {1, 2};
+    unsigned char *b0, *b1;
+    size_t l[2];
+    pack_named(2, first, lens, false, &b0, &l[0]);
+    pack_named(2, later, later_lens, false, &b1, &l[1]);
+    const char *ids[2] = {"a", "b"};
+    const void *blobs[2] = {b0, b1};
+    int64_t counts[2] = {1, 1};
+    fedjax_file(path, 2, ids, blobs, l, counts);
+    free(b0);
+    free(b1);
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    fvm_value *v = NULL;
+    assert_int_equal(fvm_dataset_read(ds, 1, &v, &d), FVM_ERR_FORMAT);
+    assert_null(v);
+    expect_error(&d, FVM_ERR_FORMAT, path, "'b' (index 1)", "'y\\x00'", "NUL", NULL);
+    assert_int_equal(fvm_dataset_column_find(ds, "y"), 1);
+    assert_int_equal(fvm_dataset_column_find(ds, "z"), -1);
+    fvm_dataset_close(ds);
+}
+
+/* Columns matched by name whatever their order, in one client or the next:
+ * 2000 columns, the second client's in reverse, the third's shuffled. */
+static void test_column_order(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    static char namebuf[N][8];
+    const char *names[N];
+    size_t lens[N];
+    for (int k = 0; k < N; k++) {
+        snprintf(namebuf[k], sizeof namebuf[k], "c%04d", k);
+        names[k] = namebuf[k];
+        lens[k] = 5;
+    }
+    /* column k holds k (pack_named), so reorder names only: the value tells the position packed */
+    const char *rev[N], *shuf[N];
+    size_t rlens[N];
+    for (int k = 0; k < N; k++) {
+        rev[k] = names[N - 1 - k];
+        shuf[k] = names[(k * 7) % N]; /* 7 is prime to 2000: a permutation */
+        rlens[k] = 5;
+    }
+    unsigned char *b[3];
+    size_t l[3];
+    pack_named(N, names, lens, false, &b[0], &l[0]);
+    pack_named(N, rev, rlens, false, &b[1], &l[1]);
+    pack_named(N, shuf, rlens, false, &b[2], &l[2]);
+    char path[256];
+    tmp("order.sqlite", path);
+    const char *ids[3] = {"a", "b", "c"};
+    const void *blobs[3] = {b[0], b[1], b[2]};
+    int64_t counts[3] = {1, 1, 1};
+    fedjax_file(path, 3, ids, blobs, l, counts);
+    for (int k = 0; k < 3; k++)
+        free(b[k]);
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    for (int c = 0; c < 3; c++) {
+        fvm_value *v;
+        ok(fvm_dataset_read(ds, c, &v, &d), &d);
+        for (int k = 0; k < N; k++) {
+            /* schema column k is named c<k>; client c packed it at position p */
+            int64_t p = c == 0 ? k : c == 1 ? N - 1 - k : -1;
+            if (c == 2)
+                for (int j = 0; j < N; j++)
+                    if ((j * 7) % N == k)
+                        p = j;
+            assert_int_equal(fvm_tensor_get_i64(&v->cols->items[k]->t, 0), p);
+        }
+        fvm_value_release(v);
+    }
+    fvm_dataset_close(ds);
+}
+
+/* A FedJAX table with extra columns (as a hostile file may have). */
+static void odd_table(const char *path, const char *create, const char *after)
+{
+    unlink(path);
+    const mcol one[1] = {{"y", 1, "int32", 1, {1}, 4}}, two[1] = {{"y", 1, "int32", 1, {2}, 8}};
+    unsigned char *b1, *b2;
+    size_t l1, l2;
+    pack_client(one, 1, &b1, &l1);
+    pack_client(two, 1, &b2, &l2);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, create);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO federated_data (client_id, data, num_examples) VALUES (?, ?, ?)",
+                                        -1, &st, NULL), SQLITE_OK);
+    for (int i = 0; i < 2; i++) {
+        sqlite3_bind_blob(st, 1, i ? "b" : "a", 1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 2, i ? b2 : b1, (int)(i ? l2 : l1), SQLITE_STATIC);
+        sqlite3_bind_int64(st, 3, i + 1);
+        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+        sqlite3_reset(st);
+    }
+    sqlite3_finalize(st);
+    if (after)
+        sql(db, after);
+    sqlite3_close(db);
+    free(b1);
+    free(b2);
+}
+
+/* A column named rowid (or _rowid_) hid SQLite's rowid: two clients read one row. */
+static void test_rowid_names(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("rowid.sqlite", path);
+    const char *base = "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
+                       "num_examples INTEGER NOT NULL";
+    const char *extra[3] = {", rowid INTEGER)", ", rowid INTEGER, \"_ROWID_\" INTEGER)",
+                            ", oid INTEGER, x INTEGER GENERATED ALWAYS AS (1), rowid INTEGER GENERATED ALWAYS AS (1))"};
+    for (int k = 0; k < 3; k++) {
+        char create[512];
+        snprintf(create, sizeof create, "%s%s", base, extra[k]);
+        odd_table(path, create, k < 2 ? "UPDATE federated_data SET rowid = 1" : NULL);
+        fvm_diag d = {0};
+        fvm_dataset *ds;
+        ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+        assert_int_equal(fvm_dataset_clients(ds), 2);
+        for (int i = 0; i < 2; i++) {
+            const void *id;
+            size_t len;
+            int64_t count;
+            ok(fvm_dataset_client(ds, i, &id, &len, &count, &d), &d);
+            assert_memory_equal(id, i ? "b" : "a", 1);
+            assert_int_equal(count, i + 1);
+            fvm_value *v;
+            ok(fvm_dataset_read(ds, i, &v, &d), &d);
+            assert_int_equal(v->n, i + 1);
+            fvm_value_release(v);
+            assert_int_equal(fvm_dataset_find(ds, i ? "b" : "a", 1), i);
+        }
+        fvm_dataset_close(ds);
+    }
+    /* all three names hidden; no rowid at all */
+    char create[512];
+    snprintf(create, sizeof create, "%s, rowid INTEGER, _rowid_ INTEGER, OID INTEGER)", base);
+    odd_table(path, create, NULL);
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, path, "rowid, _rowid_ and oid", NULL);
+    snprintf(create, sizeof create, "%s) WITHOUT ROWID", base);
+    odd_table(path, create, NULL);
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, path, "WITHOUT ROWID", NULL);
+}
+
+/* Rowids at the ends of int64: max - min overflowed (UBSan), and so did
+ * rowid - first in find. */
+static void test_extreme_rowids(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("extreme.sqlite", path);
+    const char *create = "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
+                         "num_examples INTEGER NOT NULL)";
+    const char *moves[3] = {
+        "UPDATE federated_data SET rowid = -9223372036854775808 WHERE client_id = x'61';"
+        "UPDATE federated_data SET rowid = 9223372036854775807 WHERE client_id = x'62'",
+        "UPDATE federated_data SET rowid = 9223372036854775806 WHERE client_id = x'61';"
+        "UPDATE federated_data SET rowid = 9223372036854775807 WHERE client_id = x'62'",
+        "UPDATE federated_data SET rowid = -9223372036854775808 WHERE client_id = x'61';"
+        "UPDATE federated_data SET rowid = -9223372036854775807 WHERE client_id = x'62'",
+    };
+    for (int k = 0; k < 3; k++) {
+        odd_table(path, create, moves[k]);
+        fvm_diag d = {0};
+        fvm_dataset *ds;
+        ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+        for (int i = 0; i < 2; i++) {
+            fvm_value *v;
+            ok(fvm_dataset_read(ds, i, &v, &d), &d);
+            assert_int_equal(v->n, i + 1);
+            fvm_value_release(v);
+            assert_int_equal(fvm_dataset_find(ds, i ? "b" : "a", 1), i);
+        }
+        fvm_dataset_close(ds);
+    }
+}
+
+/* Client ids must tell clients apart as bytes. */
+static void test_duplicate_ids(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("dup.sqlite", path);
+    /* no primary key: one id twice */
+    odd_table(path, "CREATE TABLE federated_data (client_id BLOB, data BLOB, num_examples INTEGER)",
+              "INSERT INTO federated_data SELECT client_id, data, num_examples FROM federated_data WHERE client_id = x'62'");
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, path, "client id 'b' appears 2 times", NULL);
+    /* FedJAX's primary key, with the text 'b' beside the bytes 'b' */
+    odd_table(path, "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
+              "num_examples INTEGER NOT NULL)", "INSERT INTO federated_data SELECT CAST(client_id AS TEXT), data, "
+              "num_examples FROM federated_data WHERE client_id = x'62'");
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, path, "client id 'b' appears 2 times", NULL);
+    /* text ids alone are fine */
+    odd_table(path, "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
+              "num_examples INTEGER NOT NULL)", "UPDATE federated_data SET client_id = CAST(client_id AS TEXT)");
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_int_equal(fvm_dataset_find(ds, "b", 1), 1);
+    fvm_dataset_close(ds);
+    /* ids found as bytes whatever collation the file declares: 'B' is not 'b' */
+    odd_table(path, "CREATE TABLE federated_data (client_id TEXT COLLATE NOCASE NOT NULL PRIMARY KEY, data BLOB NOT "
+              "NULL, num_examples INTEGER NOT NULL)", "UPDATE federated_data SET client_id = upper(client_id)");
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_int_equal(fvm_dataset_find(ds, "B", 1), 1);
+    assert_int_equal(fvm_dataset_find(ds, "b", 1), -1);
+    fvm_dataset_close(ds);
+}
+
+/* An array with no elements but absurd dims: every dim is bounded. */
+static void test_absurd_dims(void **state)
+{
+    (void)state;
+    const mcol absurd[1] = {{"x", 1, "float32", 3, {2, INT64_MAX, 0}, 0}};
+    check_bad_map("absurd.sqlite", absurd, 1, 2, FVM_ERR_LIMIT, "f32[2,9223372036854775807,0]");
+    const mcol big[1] = {{"x", 1, "uint8", 3, {2, (int64_t)1 << 32, 0}, 0}};
+    check_bad_map("big.sqlite", big, 1, 2, FVM_ERR_LIMIT, "limit");
+    /* within the limit: read */
+    const mcol fine[1] = {{"x", 1, "float32", 3, {2, 1000, 0}, 0}};
+    unsigned char *blob;
+    size_t len;
+    pack_client(fine, 1, &blob, &len);
+    fvm_dataset *ds = ds_new("memory", DS_FEDJAX);
+    assert_non_null(ds);
+    fvm_diag d = {0};
+    fvm_value *v;
+    ok(ds_fedjax_decode(ds, "'fine'", blob, len, 2, &v, &d), &d);
+    assert_int_equal(v->cols->items[0]->t.shape.d[1], 1000);
+    fvm_value_release(v);
+    fvm_dataset_close(ds);
+    free(blob);
+}
+
+/* The decoders of one client's bytes, from memory (what fuzzing drives). */
+static void test_decode_memory(void **state)
+{
+    (void)state;
+    const mcol good[1] = {{"x", 1, "float32", 2, {2, 3}, 24}}, other[1] = {{"x", 1, "int32", 2, {2, 3}, 24}};
+    unsigned char *b1, *b2;
+    size_t l1, l2;
+    pack_client(good, 1, &b1, &l1);
+    pack_client(other, 1, &b2, &l2);
+    fvm_dataset *ds = ds_new("memory", DS_FEDJAX);
+    fvm_diag d = {0};
+    fvm_value *v;
+    ok(ds_fedjax_decode(ds, "'one'", b1, l1, -1, &v, &d), &d); /* sets the schema */
+    assert_int_equal(v->n, 2);
+    fvm_value_release(v);
+    assert_int_equal(ds_fedjax_decode(ds, "'two'", b2, l2, -1, &v, &d), FVM_ERR_TYPE);
+    expect_error(&d, FVM_ERR_TYPE, "memory", "'two'", "column 'x'", NULL);
+    assert_int_equal(ds_fedjax_decode(ds, "'three'", b1, l1, 5, &v, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, "num_examples is 5", NULL);
+    assert_int_equal(ds_fedjax_decode(ds, "'four'", b1, l1 / 2, -1, &v, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, "truncated", NULL);
+    fvm_dataset_close(ds);
+    free(b1);
+    free(b2);
+
+    /* tf.train.Example, written out by hand: {features {feature {key: "y\0" value {int64_list {value: 1}}}}} */
+    static const unsigned char nul_key[] = {0x0a, 0x0d, 0x0a, 0x0b, 0x0a, 0x02, 'y', 0x00, 0x12,
+                                            0x05, 0x1a, 0x03, 0x0a, 0x01, 0x01};
+    /* the same with key "y" (one byte less in every length) */
+    static const unsigned char y_key[] = {0x0a, 0x0c, 0x0a, 0x0a, 0x0a, 0x01, 'y', 0x12,
+                                          0x05, 0x1a, 0x03, 0x0a, 0x01, 0x07};
+    ds = ds_new("memory", DS_TFF);
+    const void *protos[2] = {y_key, nul_key};
+    size_t lens[2] = {sizeof y_key, sizeof nul_key};
+    assert_int_equal(ds_tff_decode(ds, "'c'", 2, protos, lens, &v, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, "memory", "'c'", "example 1", "'y\\x00'", "NUL", NULL);
+    ok(ds_tff_decode(ds, "'c'", 1, protos, lens, &v, &d), &d);
+    assert_int_equal(fvm_tensor_get_i64(&v->cols->items[0]->t, 0), 7);
+    fvm_value_release(v);
+    ok(ds_tff_decode(ds, "'empty'", 0, protos, lens, &v, &d), &d);
+    assert_int_equal(v->n, 0);
+    fvm_value_release(v);
+    const void *junk[1] = {"\x0a\xff\xff\xff\x0f"};
+    size_t junk_len[1] = {5};
+    assert_int_equal(ds_tff_decode(ds, "'junk'", 1, junk, junk_len, &v, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, "'junk'", "tf.train.Example", NULL);
+    fvm_dataset_close(ds);
+}
+
+/* A TFF file of clients with the given examples: each example x (float, xs[k]
+ * values of 1, 2, ...) and y (int64, the example's number). */
+static void tff_clients(const char *path, int n, const char *const *ids, const int *counts, const int *xlens)
+{
+    unlink(path);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, "CREATE TABLE examples (split_name TEXT NOT NULL, client_id TEXT NOT NULL, "
+            "serialized_example_proto BLOB NOT NULL);"
+            "CREATE TABLE client_metadata (client_id TEXT NOT NULL, split_name TEXT NOT NULL, "
+            "num_examples INTEGER NOT NULL);");
+    sqlite3_stmt *ex, *meta;
+    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO examples VALUES ('train', ?, ?)", -1, &ex, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO client_metadata VALUES (?, 'train', ?)", -1, &meta, NULL),
+                     SQLITE_OK);
+    int e = 0;
+    for (int c = 0; c < n; c++) {
+        sqlite3_bind_text(meta, 1, ids[c], -1, SQLITE_STATIC);
+        sqlite3_bind_int(meta, 2, counts[c]);
+        assert_int_equal(sqlite3_step(meta), SQLITE_DONE);
+        sqlite3_reset(meta);
+        for (int k = 0; k < counts[c]; k++, e++) {
+            unsigned char *p;
+            size_t len = tff_example(e, xlens[e], "t", &p);
+            sqlite3_bind_text(ex, 1, ids[c], -1, SQLITE_STATIC);
+            sqlite3_bind_blob(ex, 2, p, (int)len, SQLITE_TRANSIENT);
+            assert_int_equal(sqlite3_step(ex), SQLITE_DONE);
+            sqlite3_reset(ex);
+            free(p);
+        }
+    }
+    sqlite3_finalize(ex);
+    sqlite3_finalize(meta);
+    sqlite3_close(db);
+}
+
+/* TFF allows a first client without examples and lengths that vary only in
+ * a later client; both were errors. */
+static void test_tff_schema(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("tff_schema.sqlite", path);
+    const char *ids[3] = {"a_empty", "b", "c"};
+    const int counts[3] = {0, 2, 2}, xlens[4] = {2, 2, 1, 3};
+    tff_clients(path, 3, ids, counts, xlens);
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    const fvm_column *cols;
+    assert_int_equal(fvm_dataset_columns(ds, &cols), 3);
+    assert_string_equal(cols[2].name, "x");
+    assert_int_equal(cols[2].dtype, FVM_DTYPE_F32);
+    assert_int_equal(cols[2].shape.d[0], -1);
+    fvm_value *v;
+    ok(fvm_dataset_read(ds, 0, &v, &d), &d); /* no examples: empty columns */
+    assert_int_equal(v->n, 0);
+    assert_int_equal(v->cols->n, 3);
+    fvm_value_release(v);
+    ok(fvm_dataset_read(ds, 1, &v, &d), &d); /* x of length 2 in both: by columns */
+    assert_non_null(v->cols);
+    assert_int_equal(v->cols->items[2]->t.shape.d[1], 2);
+    assert_int_equal(fvm_tensor_get_i64(&v->cols->items[0]->t, 1), 1); /* label of example 1 */
+    fvm_value_release(v);
+    ok(fvm_dataset_read(ds, 2, &v, &d), &d); /* lengths 1 and 3 */
+    assert_null(v->cols);
+    assert_int_equal(v->items[0]->items[2]->t.shape.d[0], 1);
+    assert_int_equal(v->items[1]->items[2]->t.shape.d[0], 3);
+    assert_true(fvm_tensor_get_f64(&v->items[1]->items[2]->t, 2) == 3.0);
+    assert_int_equal(fvm_tensor_get_i64(&v->items[1]->items[0]->t, 0), 3);
+    fvm_value_release(v);
+    fvm_dataset_close(ds);
+
+    /* no client has examples: no columns, every client empty */
+    const int none[2] = {0, 0};
+    tff_clients(path, 2, ids, none, xlens);
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_int_equal(fvm_dataset_columns(ds, &cols), 0);
+    ok(fvm_dataset_read(ds, 1, &v, &d), &d);
+    assert_int_equal(v->n, 0);
+    fvm_value_release(v);
+    fvm_dataset_close(ds);
+}
+
+/* client_metadata's rows are checked when the file is opened: text names,
+ * counts in range, one row per client; errors name the row. */
+static void test_tff_metadata(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("tff_meta.sqlite", path);
+    const char *ids[2] = {"a", "b"};
+    const int counts[2] = {1, 1}, xlens[2] = {2, 2};
+    const struct {
+        const char *sql, *says;
+    } bad[] = {
+        {"UPDATE client_metadata SET split_name = CAST(split_name AS BLOB) WHERE client_id = 'b'",
+         "client_metadata row 2: split_name is a blob, not text"},
+        {"UPDATE client_metadata SET client_id = CAST(client_id AS BLOB) WHERE client_id = 'b'",
+         "client_metadata row 2: client_id is a blob, not text"},
+        {"UPDATE client_metadata SET num_examples = 2305843009213693952 WHERE client_id = 'a'",
+         "client_metadata row 1: num_examples is 2305843009213693952, not a count"},
+        {"UPDATE client_metadata SET num_examples = 1.5 WHERE client_id = 'a'",
+         "client_metadata row 1: num_examples is a real, not an integer"},
+        {"UPDATE client_metadata SET num_examples = -1 WHERE client_id = 'a'", "num_examples is -1"},
+        {"INSERT INTO client_metadata VALUES ('a', 'train', 1)", "2 rows for client 'a' in split 'train'"},
+        {"UPDATE client_metadata SET split_name = CAST(x'74726169ff6e' AS TEXT)",
+         "split name 'trai\\xffn' is not valid UTF-8"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        tff_clients(path, 2, ids, counts, xlens);
+        sqlite3 *db;
+        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+        sql(db, bad[k].sql);
+        sqlite3_close(db);
+        fvm_diag d = {0};
+        fvm_dataset *ds = NULL;
+        assert_int_equal(fvm_dataset_open(path, "train", &ds, &d), FVM_ERR_FORMAT);
+        assert_null(ds);
+        assert_true(valid_text(d.errs[0].msg));
+        expect_error(&d, FVM_ERR_FORMAT, path, bad[k].says, NULL);
+    }
+    /* a count within range that the rows do not have: read without an allocation of that size */
+    tff_clients(path, 2, ids, counts, xlens);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, "UPDATE client_metadata SET num_examples = 2147483647 WHERE client_id = 'b'");
+    sqlite3_close(db);
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, "train", &ds, &d), &d);
+    fvm_value *v = NULL;
+    assert_int_equal(fvm_dataset_read(ds, 1, &v, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, "'b' (index 1)", "says 2147483647 examples, but table examples has 1", NULL);
+    fvm_dataset_close(ds);
+}
+
+/* Client ids compared as bytes, whatever collation the file declares. */
+static void test_tff_collation(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("tff_nocase.sqlite", path);
+    unlink(path);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, "CREATE TABLE examples (split_name TEXT NOT NULL COLLATE NOCASE, client_id TEXT NOT NULL COLLATE NOCASE, "
+            "serialized_example_proto BLOB NOT NULL);"
+            "CREATE TABLE client_metadata (client_id TEXT NOT NULL COLLATE NOCASE, split_name TEXT NOT NULL, "
+            "num_examples INTEGER NOT NULL);"
+            "INSERT INTO client_metadata VALUES ('a', 'train', 1), ('A', 'train', 2), ('b', 'TRAIN', 1)");
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO examples VALUES (?, ?, ?)", -1, &st, NULL), SQLITE_OK);
+    const char *rows[4][2] = {{"train", "a"}, {"train", "A"}, {"train", "A"}, {"TRAIN", "b"}};
+    for (int i = 0; i < 4; i++) {
+        unsigned char *p;
+        size_t len = tff_example(i, 1, "t", &p);
+        sqlite3_bind_text(st, 1, rows[i][0], -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, rows[i][1], -1, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 3, p, (int)len, SQLITE_TRANSIENT);
+        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+        sqlite3_reset(st);
+        free(p);
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    fvm_diag d = {0};
+    char **splits;
+    int nsplits;
+    ok(fvm_dataset_splits(path, &splits, &nsplits, &d), &d);
+    assert_int_equal(nsplits, 2); /* TRAIN and train */
+    fvm_dataset_free_splits(splits, nsplits);
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, "train", &ds, &d), &d);
+    assert_int_equal(fvm_dataset_clients(ds), 2);
+    assert_int_equal(fvm_dataset_find(ds, "A", 1), 0); /* 'A' < 'a' as bytes */
+    assert_int_equal(fvm_dataset_find(ds, "a", 1), 1);
+    fvm_value *v;
+    ok(fvm_dataset_read(ds, 0, &v, &d), &d);
+    assert_int_equal(v->n, 2);
+    assert_int_equal(fvm_tensor_get_i64(&v->cols->items[0]->t, 0), 1);
+    fvm_value_release(v);
+    ok(fvm_dataset_read(ds, 1, &v, &d), &d);
+    assert_int_equal(v->n, 1);
+    assert_int_equal(fvm_tensor_get_i64(&v->cols->items[0]->t, 0), 0);
+    fvm_value_release(v);
+    fvm_dataset_close(ds);
+}
+
+/* Not a regular file: refused at once (a FIFO made SQLite wait forever). */
+static void test_special_files(void **state)
+{
+    (void)state;
+    char path[256];
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    tmp("fifo.sqlite", path);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_IO);
+    expect_error(&d, FVM_ERR_IO, path, "a FIFO, not a regular file", NULL);
+    char **splits;
+    int n;
+    assert_int_equal(fvm_dataset_splits(path, &splits, &n, &d), FVM_ERR_IO);
+    fvm_diag_clear(&d);
+    assert_int_equal(fvm_dataset_open("/dev/null", NULL, &ds, &d), FVM_ERR_IO);
+    expect_error(&d, FVM_ERR_IO, "/dev/null", "a device", NULL);
+    tmp("empty.sqlite", path);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
+    expect_error(&d, FVM_ERR_FORMAT, path, "the file is empty", NULL);
+}
+
+/* A file another process is writing: a clear error, not a wrong answer. */
+static void test_locked_file(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("locked.sqlite", path);
+    odd_table(path, "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
+              "num_examples INTEGER NOT NULL)", NULL);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, "BEGIN EXCLUSIVE; DELETE FROM federated_data");
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_IO);
+    expect_error(&d, FVM_ERR_IO, path, "locked by another process", NULL);
+    sql(db, "ROLLBACK");
+    sqlite3_close(db);
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_int_equal(fvm_dataset_clients(ds), 2);
+    fvm_dataset_close(ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1141,6 +1778,19 @@ int main(void)
         cmocka_unit_test(test_fedjax_sparse_rowids),
         cmocka_unit_test(test_mutated_clients),
         cmocka_unit_test(test_tff_small),
+        cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_column_names),
+        cmocka_unit_test(test_column_order),
+        cmocka_unit_test(test_rowid_names),
+        cmocka_unit_test(test_extreme_rowids),
+        cmocka_unit_test(test_duplicate_ids),
+        cmocka_unit_test(test_absurd_dims),
+        cmocka_unit_test(test_decode_memory),
+        cmocka_unit_test(test_tff_schema),
+        cmocka_unit_test(test_tff_metadata),
+        cmocka_unit_test(test_tff_collation),
+        cmocka_unit_test(test_special_files),
+        cmocka_unit_test(test_locked_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

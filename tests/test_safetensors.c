@@ -186,8 +186,10 @@ static void write_bytes(const char *path, const void *p, size_t n)
     fclose(f);
 }
 
-/* Saves v, loads it back, checks the entries (names in path order) and that
- * the value read is identical. Returns the loaded file (caller frees). */
+/* Saves v, loads it back, checks the entries (names in the order of the
+ * data: widest dtype first, then by name) and that every tensor's data
+ * starts at a multiple of its element size (8-byte aligned buffer), and
+ * that the value read is identical. Returns the loaded file (caller frees). */
 static fvm_safetensors *round_trip(const char *file, const fvm_value *v, const fvm_type *t, int n,
                                    const char *const *names)
 {
@@ -197,9 +199,17 @@ static fvm_safetensors *round_trip(const char *file, const fvm_value *v, const f
     fvm_safetensors *f = NULL;
     ok(fvm_safetensors_load(path, &f, &d), &d);
     assert_int_equal(fvm_safetensors_count(f), n);
+    size_t len = 0;
+    const unsigned char *img = fvm_safetensors_image(f, &len);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--)
+        hl = hl << 8 | img[i];
+    assert_int_equal(hl % 8, 0);
     for (int i = 0; i < n; i++) {
-        assert_string_equal(fvm_safetensors_entry_at(f, i)->name, names[i]);
+        const fvm_safetensors_entry *e = fvm_safetensors_entry_at(f, i);
+        assert_string_equal(e->name, names[i]);
         assert_int_equal(fvm_safetensors_find(f, names[i]), i);
+        assert_int_equal((8 + hl + e->begin) % fvm_dtype_size(e->dtype), 0);
     }
     assert_int_equal(fvm_safetensors_find(f, "nope"), -1);
     fvm_value *back = NULL;
@@ -228,24 +238,30 @@ static void test_every_dtype(void **state)
     memcpy(fvm_tensor_data(&v->items[4]->t), u32, sizeof u32);
     memcpy(fvm_tensor_data(&v->items[5]->t), f32, sizeof f32);
     memcpy(fvm_tensor_data(&v->items[6]->t), f64, sizeof f64);
-    const char *names[] = {"b", "u", "i", "l", "w", "f", "g"};
+    /* the data in the reference writer's order: I64, F64, F32, U32, I32, U8, BOOL */
+    const char *names[] = {"l", "g", "f", "w", "i", "u", "b"};
+    static const int item[] = {3, 6, 5, 4, 2, 1, 0};
     fvm_safetensors *f = round_trip("dtypes.safetensors", v, t, 7, names);
-    static const fvm_dtype dts[] = {FVM_DTYPE_BOOL, FVM_DTYPE_U8,  FVM_DTYPE_I32, FVM_DTYPE_I64,
-                                    FVM_DTYPE_U32,  FVM_DTYPE_F32, FVM_DTYPE_F64};
-    static const char *st[] = {"BOOL", "U8", "I32", "I64", "U32", "F32", "F64"};
+    static const fvm_dtype dts[] = {FVM_DTYPE_I64, FVM_DTYPE_F64, FVM_DTYPE_F32, FVM_DTYPE_U32,
+                                    FVM_DTYPE_I32, FVM_DTYPE_U8,  FVM_DTYPE_BOOL};
+    static const char *st[] = {"I64", "F64", "F32", "U32", "I32", "U8", "BOOL"};
+    /* by hand: 3*8, 6*8, 6*4, 3*4, 4*4, 4*1, 3*1 bytes */
+    static const uint64_t begins[] = {0, 24, 72, 96, 108, 124, 128};
     uint64_t off = 0;
     for (int i = 0; i < 7; i++) {
         const fvm_safetensors_entry *e = fvm_safetensors_entry_at(f, i);
         assert_int_equal(e->dtype, dts[i]);
         assert_string_equal(fvm_safetensors_dtype_name(dts[i]), st[i]);
-        assert_true(fvm_dims_equal(&e->shape, &v->items[i]->t.shape));
+        assert_true(fvm_dims_equal(&e->shape, &v->items[item[i]]->t.shape));
         assert_int_equal(e->begin, off);
+        assert_int_equal(e->begin, begins[i]);
         off = e->end;
     }
+    assert_int_equal(off, 131);
     /* one tensor alone */
     fvm_tensor x;
     fvm_diag d = {0};
-    ok(fvm_safetensors_tensor(f, 5, &x, &d), &d);
+    ok(fvm_safetensors_tensor(f, fvm_safetensors_find(f, "f"), &x, &d), &d);
     assert_true(fvm_tensor_identical(&x, &v->items[5]->t));
     fvm_tensor_release(&x);
     fvm_safetensors_free(f);
@@ -262,13 +278,13 @@ static void test_shapes_and_paths(void **state)
     const fvm_type *t =
         ty(&a, "<s=f64[],e=f32[0],z=i32[3,0,2],r=u8[1,2,1,2,1,2,1,2],n=<m=<k=i64[2]>>,p=<f32[2],<bool[],x=u32[]>>>@SERVER");
     fvm_value *v = make_value(t);
-    const char *names[] = {"s", "e", "z", "r", "n.m.k", "p.0", "p.1.0", "p.1.x"};
+    const char *names[] = {"n.m.k", "s", "e", "p.0", "p.1.x", "z", "r", "p.1.0"};
     fvm_safetensors *f = round_trip("shapes.safetensors", v, t, 8, names);
-    const fvm_safetensors_entry *z = fvm_safetensors_entry_at(f, 2);
+    const fvm_safetensors_entry *z = fvm_safetensors_entry_at(f, fvm_safetensors_find(f, "z"));
     assert_int_equal(z->shape.rank, 3);
     assert_int_equal(z->shape.d[1], 0);
     assert_int_equal(z->begin, z->end);
-    assert_int_equal(fvm_safetensors_entry_at(f, 0)->shape.rank, 0);
+    assert_int_equal(fvm_safetensors_entry_at(f, 1)->shape.rank, 0);
     fvm_safetensors_free(f);
     fvm_value_release(v);
 
@@ -347,6 +363,65 @@ static void test_exact_bytes(void **state)
     char cmd[400];
     snprintf(cmd, sizeof cmd, "ls '%s' | grep -q tmp", tmpdir);
     assert_int_not_equal(system(cmd), 0);
+    fvm_value_release(v);
+    fvm_arena_free(&a);
+}
+
+/* Mixed dtypes: the data in the reference writer's order (F64, then I32,
+ * then U8), every tensor at a multiple of its element size; the bytes of
+ * <a=u8[3],b=f64[1],c=i32[]> = <[1,2,3], [0.5], -1>, worked out by hand
+ * (161 bytes of JSON and 7 spaces: 168, 0xa8). */
+static void test_aligned_bytes(void **state)
+{
+    (void)state;
+    fvm_arena a = {0};
+    const fvm_type *t = ty(&a, "<a=u8[3],b=f64[1],c=i32[]>");
+    fvm_value *v = make_value(t);
+    const unsigned char a3[3] = {1, 2, 3};
+    const double b1 = 0.5;
+    const int32_t c = -1;
+    memcpy(fvm_tensor_data(&v->items[0]->t), a3, 3);
+    memcpy(fvm_tensor_data(&v->items[1]->t), &b1, 8);
+    memcpy(fvm_tensor_data(&v->items[2]->t), &c, 4);
+    static const char header[] = "{\"b\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]},"
+                                 "\"c\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[8,12]},"
+                                 "\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[12,15]}}"
+                                 "       ";
+    static const unsigned char data[15] = {0, 0, 0, 0, 0, 0, 0xe0, 0x3f, /* 0.5 */
+                                           0xff, 0xff, 0xff, 0xff,       /* -1 */
+                                           1, 2, 3};
+    assert_int_equal(strlen(header), 0xa8);
+    unsigned char want[8 + 0xa8 + 15] = {0xa8};
+    memcpy(want + 8, header, 0xa8);
+    memcpy(want + 8 + 0xa8, data, 15);
+    char path[256];
+    fvm_diag d = {0};
+    ok(fvm_safetensors_save(tmp("aligned.safetensors", path), v, t, 0, NULL, &d), &d);
+    size_t len;
+    unsigned char *got = read_bytes(path, &len);
+    assert_int_equal(len, sizeof want);
+    assert_memory_equal(got, want, sizeof want);
+    free(got);
+
+    /* the same state as an older fedvm wrote it, in path order and unaligned (U8 at 0, F64 at 3,
+       I32 at 11): still read, to the same value */
+    static const char old[] = "{\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0,3]},"
+                              "\"b\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[3,11]},"
+                              "\"c\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[11,15]}}"
+                              "       ";
+    static const unsigned char old_data[15] = {1, 2, 3, 0, 0, 0, 0, 0, 0, 0xe0, 0x3f, 0xff, 0xff, 0xff, 0xff};
+    assert_int_equal(strlen(old), 0xa8);
+    unsigned char before[8 + 0xa8 + 15] = {0xa8};
+    memcpy(before + 8, old, 0xa8);
+    memcpy(before + 8 + 0xa8, old_data, 15);
+    write_bytes(tmp("old.safetensors", path), before, sizeof before);
+    fvm_safetensors *f = NULL;
+    ok(fvm_safetensors_load(path, &f, &d), &d);
+    fvm_value *back = NULL;
+    ok(fvm_safetensors_value(f, t, &back, &d), &d);
+    assert_true(fvm_value_identical(back, v));
+    fvm_value_release(back);
+    fvm_safetensors_free(f);
     fvm_value_release(v);
     fvm_arena_free(&a);
 }
@@ -940,7 +1015,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_dtype),       cmocka_unit_test(test_shapes_and_paths),
-        cmocka_unit_test(test_exact_bytes),       cmocka_unit_test(test_metadata),
+        cmocka_unit_test(test_exact_bytes),       cmocka_unit_test(test_aligned_bytes),
+        cmocka_unit_test(test_metadata),
         cmocka_unit_test(test_unsaveable),        cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_random_corruption), cmocka_unit_test(test_value_mismatches),
         cmocka_unit_test(test_overlay),           cmocka_unit_test(test_export),

@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "../format/safetensors.h"
 #include "../format/xdev.h"
 #include "../vm/fedvm.h"
 
@@ -104,8 +105,9 @@ static void test_bent(void **state)
             "secure sum 's0' needs a bit width from 1 to 62 over integer tensors");
     refused("\"name\": \"s0\",", "\"name\": \"s1\",", FVM_XDEV_CLIENT, "/client/outputs/1",
             "secure sum 's1' is not field 0 of the secure inputs that 'next.work' returns");
-    refused("\"aggregation\": \"secure_sum\"", "\"aggregation\": \"sum\"", FVM_XDEV_CLIENT, "/client",
-            "'next.work' returns 1 secure-sum inputs; the outputs list 0");
+    refused("\"aggregation\": \"secure_sum\"", "\"aggregation\": \"sum\"", FVM_XDEV_CLIENT,
+            "/client/outputs/1/aggregation",
+            "'s0' is a secure sum's input in 'next.work' (its field 'secure'), so its aggregation is secure_sum");
     refused("\"kind\": \"state\"", "\"kind\": \"round_key\"", FVM_XDEV_SERVER, "/server/inputs/0/param",
             "'state' receives a key, so it must be u32[2]");
     refused("\"result\": \"next.update\"", "\"result\": \"next.prepare\"", FVM_XDEV_SERVER, "/server",
@@ -125,11 +127,173 @@ static void test_bent(void **state)
             "/server/program/functions/next.aggregate/body/6/1", "unknown op 'strukt'; did you mean 'struct'?");
 }
 
+/* A configuration that does not fit its programs: every member that
+ * describes a program's types is checked against them. */
+static void test_unfit(void **state)
+{
+    (void)state;
+    const unsigned both = FVM_XDEV_CLIENT | FVM_XDEV_SERVER;
+    const char *unfit = " (a configuration that does not fit the plan's programs)";
+    char msg[512];
+#define MSG(text) (snprintf(msg, sizeof msg, "%s%s", text, unfit), msg)
+    /* an output's shape, an output's dtype, no outputs at all */
+    refused("\"modulus\": 256,\n        \"tensors\": [\n          {\"name\": \"secure.s0\", \"dtype\": \"I32\", \"shape\": [2]}",
+            "\"modulus\": 256,\n        \"tensors\": [\n          {\"name\": \"secure.s0\", \"dtype\": \"I32\", \"shape\": [3]}",
+            FVM_XDEV_CLIENT, "/client/outputs/1/tensors/0",
+            MSG("the plan lists 'secure.s0' I32 [3] here, but the secure sum 's0' has 'secure.s0' I32 [2] in the "
+                "program"));
+    refused("{\"name\": \"updates.u0\", \"dtype\": \"I32\", \"shape\": []}",
+            "{\"name\": \"updates.u0\", \"dtype\": \"F32\", \"shape\": []}", FVM_XDEV_CLIENT,
+            "/client/outputs/0/tensors/0",
+            MSG("the plan lists 'updates.u0' F32 [] here, but the update 'u0' has 'updates.u0' I32 [] in the program"));
+    refused("{\"name\": \"updates.u0\", \"dtype\": \"I32\", \"shape\": []}", "", FVM_XDEV_CLIENT,
+            "/client/outputs/0/tensors",
+            "the plan lists 0 tensors, but the update 'u0' has 1 in the program (the first missing: 'updates.u0' I32 "
+            "[]; a configuration that does not fit the plan's programs)");
+    refused("\"outputs\": [", "\"outputs\": [], \"outputs_before\": [", FVM_XDEV_CLIENT, "/client/outputs",
+            MSG("the plan lists 0 outputs, but 'next.work' returns 1 updates and 1 secure-sum inputs"));
+    /* the inputs' types */
+    refused("\"type\": \"{i32[2]*}@CLIENTS\"", "\"type\": \"{i32[3]*}@CLIENTS\"", FVM_XDEV_CLIENT,
+            "/client/inputs/0/type", MSG("the type of input 'data' is {i32[3]*}@CLIENTS in the plan, but {i32[2]*}@CLIENTS in its program"));
+    refused("\"type\": \"i32[2]@SERVER\"", "\"type\": \"i32[3]@SERVER\"", FVM_XDEV_SERVER, "/server/inputs/0/type",
+            MSG("the type of input 'state' is i32[3]@SERVER in the plan, but i32[2]@SERVER in its program"));
+    /* the state: its type, its tensors; the metrics; a partial's tensors */
+    refused("\"type\": \"i32[2]\",", "\"type\": \"i64[2]\",", FVM_XDEV_SERVER, "/server/state/type",
+            MSG("the state's type is i64[2] in the plan, but i32[2] in its program"));
+    refused("{\"name\": \"value\", \"dtype\": \"I32\", \"shape\": [2]}",
+            "{\"name\": \"value\", \"dtype\": \"I32\", \"shape\": [2]}, {\"name\": \"extra\", \"dtype\": \"I32\", \"shape\": [2]}",
+            FVM_XDEV_SERVER, "/server/state/tensors/1",
+            MSG("the plan lists 'extra' I32 [2] here, but the state has only 1 tensor in the program"));
+    refused("{\"type\": \"<readings=i32[]>\"}", "{\"type\": \"<readings=i64[]>\"}", FVM_XDEV_SERVER,
+            "/server/metrics/type", MSG("the metrics' type is <readings=i64[]> in the plan, but <readings=i32[]> in its program"));
+    refused("{\"name\": \"acc.a0\", \"dtype\": \"I32\", \"shape\": []}",
+            "{\"name\": \"acc.a0\", \"dtype\": \"F64\", \"shape\": []}", FVM_XDEV_SERVER,
+            "/server/partial/tensors/0",
+            MSG("the plan lists 'acc.a0' F64 [] here, but a block's partial aggregate has 'acc.a0' I32 [] in the program"));
+    /* the server's functions disagree on the state */
+    refused("[\"zero\", \"const\", {\"value\": 0, \"dtype\": \"i32\", \"shape\": [2]}]",
+            "[\"zero\", \"const\", {\"value\": 0, \"dtype\": \"i32\", \"shape\": [3]}]", both, "/server",
+            "the server's state must have one type: 'next.initialize' makes i32[3], 'next.prepare' takes i32[2] and "
+            "'next.update' makes i32[2] (and takes the inputs 'next.prepare' takes)");
+#undef MSG
+}
+
+/* A plan's programs read no other file: an include, even of a file that
+ * exists, is refused, and nothing of that file is echoed. */
+static void test_no_include(void **state)
+{
+    (void)state;
+    const char *msg = "\"include\" is refused here: this program must be self-contained (no other file is read)";
+    refused("\"metrics\": {\"type\": \"<readings=i32[]>\"},\n    \"program\": {",
+            "\"metrics\": {\"type\": \"<readings=i32[]>\"},\n    \"program\": {\"include\": [\"/etc/passwd\"], ",
+            FVM_XDEV_SERVER, "/server/program/include", msg);
+    refused("    ],\n    \"program\": {", "    ],\n    \"program\": {\"include\": [\"tests/xdev/secure_counts.json\"], ",
+            FVM_XDEV_CLIENT, "/client/program/include", msg);
+    fvm_diag d = {0};
+    assert_int_not_equal(open_bent("    ],\n    \"program\": {",
+                                   "    ],\n    \"program\": {\"include\": [\"/etc/passwd\"], ",
+                                   FVM_XDEV_CLIENT, &d),
+                         FVM_OK);
+    for (int i = 0; i < d.n; i++)
+        assert_null(strstr(d.errs[i].msg, "root"));
+    fvm_diag_clear(&d);
+}
+
+/* The plan parsed from memory (what a fuzzer calls) is the plan read from
+ * a file: the same id, the SHA-256 of the bytes. */
+static void test_parse_memory(void **state)
+{
+    (void)state;
+    fvm_diag d = {0};
+    fvm_xdev_plan *a = NULL, *b = NULL;
+    assert_int_equal(fvm_xdev_parse("mem.json", plan_text, strlen(plan_text), FVM_XDEV_CLIENT | FVM_XDEV_SERVER, &a,
+                                    &d),
+                     FVM_OK);
+    char path[] = "/tmp/fvm_test_xdev_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, plan_text, strlen(plan_text)), (ssize_t)strlen(plan_text));
+    close(fd);
+    assert_int_equal(fvm_xdev_open(path, FVM_XDEV_CLIENT, &b, &d), FVM_OK);
+    assert_string_equal(fvm_xdev_id(a), fvm_xdev_id(b));
+    fvm_xdev_close(b);
+    unlink(path);
+    /* bytes that are no plan: an error, no crash, no plan */
+    static const char *const junk[] = {"", "{", "[]", "{\"plan\": 2}", "\xff\xfe", "{\"plan\": 2, \"kind\": \"cross-device\"}"};
+    for (size_t i = 0; i < sizeof junk / sizeof *junk; i++) {
+        assert_int_not_equal(fvm_xdev_parse("junk.json", junk[i], strlen(junk[i]), FVM_XDEV_CLIENT | FVM_XDEV_SERVER,
+                                            &b, &d),
+                             FVM_OK);
+        assert_null(b);
+        assert_true(d.n >= 1);
+        fvm_diag_clear(&d);
+    }
+    fvm_xdev_close(a);
+}
+
+/* An update checked from memory as 'fedvm server aggregate' checks each:
+ * its plan, round, client and tensors. */
+static void test_update_parse(void **state)
+{
+    (void)state;
+    fvm_diag d = {0};
+    fvm_xdev_plan *pl = NULL;
+    assert_int_equal(fvm_xdev_parse("plan.json", plan_text, strlen(plan_text), FVM_XDEV_CLIENT | FVM_XDEV_SERVER, &pl,
+                                    &d),
+                     FVM_OK);
+    fvm_arena a = {0};
+    const fvm_type *t = NULL;
+    assert_int_equal(fvm_type_parse(&a, "<updates=<u0=i32[]>,secure=<s0=i32[2]>>", NULL, NULL, &t, &d), FVM_OK);
+    fvm_value *v = fvm_value_list(FVM_V_STRUCT, 2);
+    fvm_tensor x;
+    fvm_dims scalar = {0}, two = {.rank = 1, .d = {2}};
+    v->items[0] = fvm_value_list(FVM_V_STRUCT, 1);
+    v->items[1] = fvm_value_list(FVM_V_STRUCT, 1);
+    assert_int_equal(fvm_tensor_alloc(&x, FVM_DTYPE_I32, &scalar, &d), FVM_OK);
+    v->items[0]->items[0] = fvm_value_tensor_take(&x);
+    assert_int_equal(fvm_tensor_alloc(&x, FVM_DTYPE_I32, &two, &d), FVM_OK);
+    v->items[1]->items[0] = fvm_value_tensor_take(&x);
+    char path[] = "/tmp/fvm_test_xdev_update_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    const char *meta[] = {"fedvm.kind", "update", "fedvm.plan", fvm_xdev_id(pl), "fedvm.round", "2",
+                          "fedvm.client", "3"};
+    assert_int_equal(fvm_safetensors_save(path, v, t, 4, meta, &d), FVM_OK);
+    FILE *f = fopen(path, "rb");
+    unsigned char bytes[4096];
+    size_t len = fread(bytes, 1, sizeof bytes, f);
+    fclose(f);
+    unlink(path);
+    const int64_t clients[] = {1, 3, 4};
+    int64_t c = -1;
+    assert_int_equal(fvm_xdev_update_parse(pl, "u.safetensors", bytes, len, 2, clients, 3, &c, &d), FVM_OK);
+    assert_int_equal(c, 3);
+    /* another round, a client the round did not select, a byte of the header changed */
+    assert_int_equal(fvm_xdev_update_parse(pl, "u.safetensors", bytes, len, 3, clients, 3, &c, &d), FVM_ERR_USAGE);
+    assert_non_null(strstr(d.errs[0].msg, "this is an update of round 2, and the round being aggregated is 3"));
+    fvm_diag_clear(&d);
+    assert_int_equal(fvm_xdev_update_parse(pl, "u.safetensors", bytes, len, 2, clients, 1, &c, &d), FVM_ERR_USAGE);
+    assert_non_null(strstr(d.errs[0].msg, "client 3, which round 2 did not select"));
+    fvm_diag_clear(&d);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char keep = bytes[i];
+        bytes[i] ^= 0x5a;
+        fvm_status s = fvm_xdev_update_parse(pl, "u.safetensors", bytes, len, 2, clients, 3, &c, &d);
+        if (s != FVM_OK)
+            assert_true(d.n >= 1 && d.errs[0].loc.file && !strcmp(d.errs[0].loc.file, "u.safetensors"));
+        fvm_diag_clear(&d);
+        bytes[i] = keep;
+    }
+    fvm_value_release(v);
+    fvm_arena_free(&a);
+    fvm_xdev_close(pl);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_open),
-        cmocka_unit_test(test_bent),
+        cmocka_unit_test(test_open),         cmocka_unit_test(test_bent),         cmocka_unit_test(test_unfit),
+        cmocka_unit_test(test_no_include),   cmocka_unit_test(test_parse_memory), cmocka_unit_test(test_update_parse),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -46,7 +46,9 @@ static const char *const usage_import =
     "  --min-size M     dirichlet: redraw until every client has at least M examples (default 10)\n"
     "  --seed S         seed of the partition (default 0); same arguments, same file\n"
     "  -o FILE          output file, replaced atomically (default fashion_mnist.sqlite)\n"
-    "  --source DIR     directory of the IDX files (default /usr/share/datasets/fashion-mnist)\n";
+    "  --source DIR     directory of the IDX files (default /usr/share/datasets/fashion-mnist)\n"
+    "\n"
+    "exit status: 0 written, 1 unreadable source files or a failed write, 2 usage error\n";
 
 static const char *const usage_synthetic =
     "usage: fedvm data synthetic --kind fedprox|leaf [--alpha A --beta B] [--iid] [--clients N]\n"
@@ -75,7 +77,9 @@ static const char *const usage_synthetic =
     "  --test-fraction F  fraction of each client's examples in split 'test' (default 0.1;\n"
     "                   0 for none)\n"
     "  --seed S         seed (default 0); same arguments, byte-identical file\n"
-    "  -o FILE          output file, replaced atomically (required)\n";
+    "  -o FILE          output file, replaced atomically (required)\n"
+    "\n"
+    "exit status: 0 written, 1 a failed write, 2 usage error\n";
 
 static const char *const usage_info =
     "usage: fedvm data info FILE [--split S] [--verify]\n"
@@ -87,7 +91,10 @@ static const char *const usage_info =
     "\n"
     "  --split S   only split S\n"
     "  --verify    also decode every client and check it against the columns;\n"
-    "              exit status 1 if any fails\n";
+    "              exit status 1 if any fails\n"
+    "\n"
+    "exit status: 0 success, 1 an unreadable or invalid file (or a client that\n"
+    "fails --verify), 2 usage error\n";
 
 static const char *const usage_head =
     "usage: fedvm data head FILE [CLIENT] [--split S] [-n K]\n"
@@ -98,7 +105,9 @@ static const char *const usage_head =
     "  CLIENT     a client id, or else an index (default 0, the first client)\n"
     "  --split S  the split (default: the default split of a FedJAX file, the only\n"
     "             split of a TFF file)\n"
-    "  -n K       examples to print (default 3)\n";
+    "  -n K       examples to print (default 3)\n"
+    "\n"
+    "exit status: 0 success, 1 an unreadable or invalid file or client, 2 usage error\n";
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -224,7 +233,7 @@ static int cmd_import(int argc, char **argv)
                 return cli_usage_error(usage_import, "%s", "--source needs a directory");
             src = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage_import, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage_import, argv[i]);
         } else if (what) {
             return cli_usage_error(usage_import, "unexpected '%s'", argv[i]);
         } else {
@@ -373,7 +382,7 @@ static int cmd_synthetic(int argc, char **argv)
                 return cli_usage_error(usage_synthetic, "%s", "-o needs a file name");
             out = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage_synthetic, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage_synthetic, argv[i]);
         } else {
             return cli_usage_error(usage_synthetic, "unexpected '%s'", argv[i]);
         }
@@ -458,17 +467,85 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A name read from a file, as printed: escaped (fvm_dataset_escape), and in
+ * quotes when it holds a space, a comma or an escape. */
+static const char *shown(const char *name, char buf[256])
+{
+    char esc[240];
+    fvm_dataset_escape(name, strlen(name), esc, sizeof esc);
+    bool plain = *name && !strcmp(esc, name) && !strpbrk(name, " ,");
+    snprintf(buf, 256, plain ? "%s" : "'%s'", esc);
+    return buf;
+}
+
 static void print_columns(const fvm_dataset *ds)
 {
     const fvm_column *cols;
     int n = fvm_dataset_columns(ds, &cols);
     printf("  columns:");
     for (int k = 0; k < n; k++) {
-        char dims[FVM_DIMS_STR];
+        char dims[FVM_DIMS_STR], name[256];
         fvm_dims_format(&cols[k].shape, dims);
-        printf("%s %s %s%s", k ? "," : "", cols[k].name, fvm_dtype_name(cols[k].dtype), dims);
+        printf("%s %s %s%s", k ? "," : "", shown(cols[k].name, name), fvm_dtype_name(cols[k].dtype), dims);
     }
     printf("%s\n", n ? "" : " (none)");
+}
+
+/* The least and greatest size seen in each dim of a column's examples. */
+typedef struct span {
+    bool any;
+    int64_t lo[FVM_MAX_RANK], hi[FVM_MAX_RANK];
+} span;
+
+static void see_tensor(span *s, const fvm_tensor *t, int from)
+{
+    for (int a = from; a < t->shape.rank && a - from < FVM_MAX_RANK; a++) {
+        int64_t v = t->shape.d[a];
+        if (!s->any || v < s->lo[a - from])
+            s->lo[a - from] = v;
+        if (!s->any || v > s->hi[a - from])
+            s->hi[a - from] = v;
+    }
+    s->any = true;
+}
+
+/* Notes the sizes of a client's examples (a sequence of structs of tensors). */
+static void see_dims(const fvm_value *seq, int ncols, span *seen)
+{
+    for (int k = 0; k < ncols; k++) {
+        if (seq->cols) {
+            if (seq->n > 0)
+                see_tensor(&seen[k], &seq->cols->items[k]->t, 1);
+            continue;
+        }
+        for (int64_t i = 0; i < seq->n; i++)
+            see_tensor(&seen[k], &seq->items[i]->items[k]->t, 0);
+    }
+}
+
+/* What the '?' dims of the columns held across the split: "tag [2..3]". */
+static void print_seen(const fvm_column *cols, int ncols, const span *seen)
+{
+    bool first = true;
+    for (int k = 0; k < ncols; k++) {
+        bool open = false;
+        for (int a = 0; a < cols[k].shape.rank; a++)
+            open = open || cols[k].shape.d[a] < 0;
+        if (!open || !seen[k].any)
+            continue;
+        char name[256];
+        printf("%s %s [", first ? "  sizes of the ? dims:" : ",", shown(cols[k].name, name));
+        for (int a = 0; a < cols[k].shape.rank; a++) {
+            if (cols[k].shape.d[a] >= 0 || seen[k].lo[a] == seen[k].hi[a])
+                printf("%s%lld", a ? "," : "", (long long)(cols[k].shape.d[a] >= 0 ? cols[k].shape.d[a] : seen[k].lo[a]));
+            else
+                printf("%s%lld..%lld", a ? "," : "", (long long)seen[k].lo[a], (long long)seen[k].hi[a]);
+        }
+        printf("]");
+        first = false;
+    }
+    if (!first)
+        printf("\n");
 }
 
 /* One split's summary; with verify, decodes every client. 0, or EXIT_INVALID. */
@@ -494,7 +571,8 @@ static int info_split(const char *file, const char *split, bool verify)
         total += sizes[i];
     }
     if (rc == 0) {
-        printf("split %s: %lld client%s, %lld examples\n", split, (long long)n, n == 1 ? "" : "s", (long long)total);
+        char name[256];
+        printf("split %s: %lld client%s, %lld examples\n", shown(split, name), (long long)n, n == 1 ? "" : "s", (long long)total);
         print_columns(ds);
         if (n) {
             qsort(sizes, (size_t)n, sizeof *sizes, cmp_i64);
@@ -510,7 +588,11 @@ static int info_split(const char *file, const char *split, bool verify)
         }
         fflush(stdout);
     }
+    span *seen = NULL;
     if (rc == 0 && verify) {
+        const fvm_column *cols;
+        int ncols = fvm_dataset_columns(ds, &cols);
+        seen = calloc((size_t)(ncols ? ncols : 1), sizeof *seen);
         int64_t bad = 0;
         for (int64_t i = 0; i < n; i++) {
             fvm_value *v = NULL;
@@ -518,6 +600,8 @@ static int info_split(const char *file, const char *split, bool verify)
                 bad++;
                 cli_print_errors(&d);
                 fvm_diag_clear(&d);
+            } else if (seen) {
+                see_dims(v, ncols, seen);
             }
             fvm_value_release(v);
             progress("verify", i + 1, n);
@@ -528,8 +612,11 @@ static int info_split(const char *file, const char *split, bool verify)
         } else {
             printf("  verify: %s %lld client%s decode%s and match%s the columns\n", n == 1 ? "the" : "all", (long long)n,
                    n == 1 ? "" : "s", n == 1 ? "s" : "", n == 1 ? "es" : "");
+            if (seen)
+                print_seen(cols, ncols, seen);
         }
     }
+    free(seen);
     free(sizes);
     fvm_dataset_close(ds);
     fvm_diag_clear(&d);
@@ -552,7 +639,7 @@ static int cmd_info(int argc, char **argv)
         } else if (!strcmp(argv[i], "--verify")) {
             verify = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage_info, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage_info, argv[i]);
         } else if (file) {
             return cli_usage_error(usage_info, "one file at a time; unexpected '%s'", argv[i]);
         } else {
@@ -573,8 +660,10 @@ static int cmd_info(int argc, char **argv)
         return fail(&d);
     }
     printf("%s: %s SQLite, splits:", file, !strcmp(fvm_dataset_format(probe), "fedjax") ? "FedJAX" : "TFF");
-    for (int i = 0; i < nsplits; i++)
-        printf("%s %s", i ? "," : "", splits[i]);
+    for (int i = 0; i < nsplits; i++) {
+        char name[256];
+        printf("%s %s", i ? "," : "", shown(splits[i], name));
+    }
     printf("\n");
     fvm_dataset_close(probe);
     int rc = 0;
@@ -627,7 +716,7 @@ static int cmd_head(int argc, char **argv)
             if (!cli_int(v, 0, 1000000000, &k))
                 return cli_usage_error(usage_head, "-n needs a number >= 0, found '%s'", v);
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(usage_head, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(usage_head, argv[i]);
         } else if (!file) {
             file = argv[i];
         } else if (!client) {
@@ -727,6 +816,17 @@ done:
 
 /* ---- dispatch --------------------------------------------------------------------- */
 
+static int unknown_command(const char *cmd)
+{
+    static const char *const commands[] = {"import", "synthetic", "info", "head", "help"};
+    const char *best = cli_nearest(cmd, commands, (int)(sizeof commands / sizeof *commands));
+    fprintf(stderr, "fedvm: unknown data command '%s'", cmd);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\n\n%s", usage_data);
+    return EXIT_USAGE;
+}
+
 int fvm_cmd_data(int argc, char **argv)
 {
     if (argc < 1) {
@@ -736,12 +836,15 @@ int fvm_cmd_data(int argc, char **argv)
     const char *cmd = argv[0];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         const char *topic = argc > 1 ? argv[1] : "";
-        fputs(!strcmp(topic, "import")      ? usage_import
-              : !strcmp(topic, "synthetic") ? usage_synthetic
-              : !strcmp(topic, "info")      ? usage_info
-              : !strcmp(topic, "head")      ? usage_head
-                                            : usage_data,
-              stdout);
+        const char *text = !*topic                    ? usage_data
+                           : !strcmp(topic, "import")    ? usage_import
+                           : !strcmp(topic, "synthetic") ? usage_synthetic
+                           : !strcmp(topic, "info")      ? usage_info
+                           : !strcmp(topic, "head")      ? usage_head
+                                                         : NULL;
+        if (!text)
+            return unknown_command(topic);
+        fputs(text, stdout);
         return 0;
     }
     if (!strcmp(cmd, "import"))
@@ -752,6 +855,5 @@ int fvm_cmd_data(int argc, char **argv)
         return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "head"))
         return cmd_head(argc - 1, argv + 1);
-    fprintf(stderr, "fedvm: unknown data command '%s'\n\n%s", cmd, usage_data);
-    return EXIT_USAGE;
+    return unknown_command(cmd);
 }

@@ -12,6 +12,7 @@
 
 #include "../format/atomic.h"
 #include "../format/checkpoint.h"
+#include "../format/file.h"
 #include "../format/data_bind.h"
 #include "../format/safetensors.h"
 #include "../format/dataset.h"
@@ -486,11 +487,10 @@ static fvm_status keep_rounds(const char *path, int64_t last, fvm_diag *d)
 {
     char *text = NULL;
     size_t len = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return errno == ENOENT ? FVM_OK : fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot read %s: %s", path, strerror(errno));
-    fclose(f);
-    fvm_status s = fvm_read_file(path, &text, &len, d);
+    if (access(path, F_OK) != 0 && errno == ENOENT)
+        return FVM_OK;
+    /* a regular file (it is rewritten), read without blocking: a FIFO is refused */
+    fvm_status s = fvm_file_read(path, "the metrics file of a resumed run", UINT64_C(1) << 30, &text, &len, d);
     if (s)
         return s;
     size_t keep = 0;
@@ -600,6 +600,9 @@ static fvm_status start(fvm_vm *vm, const fvm_func *init, const run_opts *o, set
     }
     if (o->init) {
         int replaced = 0;
+        if (o->checkpoint_dir &&
+            (s = fvm_checkpoint_not_input(o->checkpoint_dir, t->first, o->rounds, o->init, "--init FILE", d)))
+            return s;
         if ((s = fvm_safetensors_overlay_file(o->init, init->result_type, &su->state, &replaced, d)))
             return s;
         if (!quiet)

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../format/file.h"
 #include "../format/value_doc.h"
 #include "../format/xdev.h"
 #include "cli.h"
@@ -110,7 +111,7 @@ static int device_args(int argc, char **argv, device_opts *o)
         } else if ((v = cli_opt(argc, argv, &i, "--partial"))) {
             o->partial = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(fvm_usage_device, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(fvm_usage_device, argv[i]);
         } else if (o->plan) {
             return cli_usage_error(fvm_usage_device, "one plan at a time; unexpected '%s'", argv[i]);
         } else {
@@ -216,7 +217,7 @@ static int server_args(int argc, char **argv, server_opts *o)
             if (!cli_int(v, 1, FVM_MAX_CLIENTS, &o->clients))
                 return cli_usage_error(fvm_usage_server, "--clients needs a number of clients >= 1, found '%s'", v);
         } else if (argv[i][0] == '-' && argv[i][1]) {
-            return cli_usage_error(fvm_usage_server, "unknown option '%s'", argv[i]);
+            return cli_unknown_option(fvm_usage_server, argv[i]);
         } else if (!o->plan) {
             o->plan = argv[i];
         } else if (!o->step) {
@@ -300,21 +301,33 @@ int fvm_cmd_server(int argc, char **argv)
             printf("%lld\n", (long long)clients[k]);
         free(clients);
     } else {
+        /* the metrics file is an output too: not an input, not the new state */
+        const char *in[] = {o.plan, o.state, o.broadcast, o.out};
+        const char *role[] = {"the plan", "the state (--state)", "the broadcast (--broadcast)",
+                              "the new state's file (--out)"};
+        if (o.metrics && fvm_file_not_input(o.metrics, "the metrics file (--metrics)", 4, in, role, &d))
+            goto done;
         fvm_xdev_result res;
         if ((!strcmp(o.step, "merge") ? fvm_xdev_server_merge : fvm_xdev_server_aggregate)(
                 plan, o.state, o.broadcast, o.updates, o.out, &res, &d))
             goto done;
-        int bad = print_round(&res, false, stdout);
-        if (o.metrics) {
-            FILE *m = fopen(o.metrics, "a");
-            bool ok = m && !print_round(&res, true, m);
-            if ((m && fclose(m) != 0) || !ok) {
-                fprintf(stderr, "fedvm: cannot write the metrics file %s: %s\n", o.metrics, strerror(errno));
-                bad = EXIT_INVALID;
-            }
+        /* both lines made first; the state and the metrics line are then written all or nothing, and the
+           round is printed only once they are */
+        char *shown = NULL, *line = NULL;
+        size_t nshown = 0, nline = 0;
+        FILE *a = open_memstream(&shown, &nshown), *b = open_memstream(&line, &nline);
+        bool made = a && b && !print_round(&res, false, a) && !print_round(&res, true, b);
+        made = (!a || fclose(a) == 0) && made;
+        made = (!b || fclose(b) == 0) && made;
+        if (!made) {
+            fvm_diag_add(&d, FVM_ERR_NOMEM, NULL, "out of memory");
+            fvm_xdev_result_clear(&res);
+        } else if (fvm_xdev_result_commit(&res, o.metrics, line, nline, &d) == FVM_OK) {
+            fwrite(shown, 1, nshown, stdout);
         }
-        fvm_xdev_result_clear(&res);
-        if (bad)
+        free(shown);
+        free(line);
+        if (d.n)
             goto done;
     }
     rc = fflush(stdout) == 0 ? 0 : EXIT_INVALID;
