@@ -49,6 +49,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -261,7 +262,7 @@ def run_all(bindir, beam, keep):
     mpi_missing = mpi_state(bindir)
     env = dict(os.environ)
     env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
-    for k in ("FEDVM_COLOR", "COLUMNS"):
+    for k in ("COLUMNS", "OMPI_COMM_WORLD_SIZE"):      # what fedvm reads from its environment
         env.pop(k, None)
     if beam:
         env["NODE_PATH"] = os.path.join(beam, "node_modules")
@@ -285,12 +286,16 @@ def run_all(bindir, beam, keep):
                 skipped.append(f"{where(n)}: skipped ({reason}): {one_line}")
                 continue
             run_env = mpi_env(env) if word == "mpirun" else env
+            # in a session of its own, so that a timeout ends the command with everything it started
+            p = subprocess.Popen(["bash", "-o", "pipefail", "-c", text], cwd=d, env=run_env, stdin=subprocess.DEVNULL,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
             try:
-                r = subprocess.run(["bash", "-o", "pipefail", "-c", text], cwd=d, env=run_env, stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT)
-                rc, out, err = r.returncode, r.stdout, r.stderr
-            except subprocess.TimeoutExpired as e:
-                rc, out, err = None, e.stdout or b"", e.stderr or b""
+                out, err = p.communicate(timeout=TIMEOUT)
+                rc = p.returncode
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                out, err = p.communicate()
+                rc = None
             ran += 1
             out, err = (b.decode("utf-8", "replace").replace(d + os.sep, "").splitlines() for b in (out, err))
             problem = None
