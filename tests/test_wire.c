@@ -276,7 +276,8 @@ static size_t tensor_bytes(unsigned char *buf, fvm_dtype dt, int rank, const int
     buf[0] = 1;
     buf[1] = (unsigned char)dt;
     buf[2] = (unsigned char)rank;
-    memcpy(buf + 3, dims, (size_t)rank * sizeof *dims);
+    if (rank)
+        memcpy(buf + 3, dims, (size_t)rank * sizeof *dims);
     memcpy(buf + 3 + (size_t)rank * sizeof *dims, elems, n);
     return 3 + (size_t)rank * sizeof *dims + n;
 }
