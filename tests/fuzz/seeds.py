@@ -179,6 +179,57 @@ def seeds_tff():
     out(n, "empty_client", b"\x01" + b"\x01" + e1 + ce + b"\x00")
 
 
+# ---- whole dataset files, as SQL -------------------------------------------------------------
+
+def sql_dump(build):
+    """The SQL of a database that build(connection) fills, as 'sqlite3 .dump' prints it, less pragmas."""
+    import sqlite3
+    db = sqlite3.connect(":memory:")
+    build(db)
+    db.commit()
+    return "\n".join(line for line in db.iterdump() if not line.startswith("PRAGMA")) + "\n"
+
+
+def seeds_dataset_sql():
+    import msgpack
+    n = "dataset_sql"
+    fedjax = "CREATE TABLE %s (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, num_examples INTEGER NOT NULL)"
+
+    def blob(k):
+        cols = {"x": fedjax_array([k, 2], "float32", "f", [float(i) for i in range(2 * k)]),
+                "y": fedjax_array([k], "int32", "i", list(range(k)))}
+        return zlib.compress(msgpack.packb(cols, use_bin_type=True))
+
+    def fj(db, splits=("",)):
+        for sp in splits:
+            t = "federated_data" + ("_" + sp if sp else "")
+            db.execute(fedjax % t)
+            for c in range(3):
+                db.execute("INSERT INTO %s VALUES (?, ?, ?)" % t, (("c%d" % c).encode(), blob(c + 1), c + 1))
+    out(n, "fedjax", sql_dump(fj))
+    out(n, "fedjax_splits", sql_dump(lambda db: fj(db, ("", "test", "val_1"))))
+    out(n, "fedjax_rowid_gaps", sql_dump(fj) + "DELETE FROM federated_data WHERE client_id = X'6331';\n")
+    out(n, "fedjax_text_ids", sql_dump(fj).replace("X'6330'", "'c0'").replace("X'6331'", "'c1'"))
+
+    def tff(db, splits=("train",)):
+        db.execute("CREATE TABLE examples (split_name TEXT NOT NULL, client_id TEXT NOT NULL, "
+                   "serialized_example_proto BLOB NOT NULL)")
+        db.execute("CREATE TABLE client_metadata (client_id TEXT NOT NULL, split_name TEXT NOT NULL, "
+                   "num_examples INTEGER NOT NULL)")
+        for sp in splits:
+            for c in ("b", "a"):
+                for e in range(2):
+                    db.execute("INSERT INTO examples VALUES (?, ?, ?)",
+                               (sp, c, example({"v": ("float", [e, 1.0]), "l": ("int", [e])})))
+                db.execute("INSERT INTO client_metadata VALUES (?, ?, 2)", (c, sp))
+    out(n, "tff", sql_dump(tff))
+    out(n, "tff_splits", sql_dump(lambda db: tff(db, ("train", "test"))))
+    out(n, "tff_one_table", "CREATE TABLE examples (split_name TEXT, client_id TEXT, serialized_example_proto BLOB);\n")
+    out(n, "fedjax_missing_column", "CREATE TABLE federated_data (client_id BLOB, data BLOB);\n"
+        "INSERT INTO federated_data VALUES (X'61', X'00');\n")
+    out(n, "not_a_dataset", "CREATE TABLE t (x);\n")
+
+
 # ---- metrics files ----------------------------------------------------------------------------
 
 def seeds_metrics():
@@ -351,11 +402,15 @@ def dicts():
     dict_file("tff", ["@@client@@", "@@example@@", "\x0a", "\x12", "\x1a", "\x0d", "\xff\xff\xff\xff\x0f",
                       "\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"])
     dict_file("value_doc", types + values + ["[", "]", "{", "}", "\n", "- ", ": ", "&a ", "*a", "[[", "]]"])
+    dict_file("dataset_sql", ["CREATE TABLE ", "INSERT INTO ", " VALUES ", "federated_data", "federated_data_",
+                              "client_id", "data", "num_examples", "examples", "client_metadata", "split_name",
+                              "serialized_example_proto", "BLOB", "TEXT", "INTEGER", "NOT NULL", "PRIMARY KEY",
+                              "rowid", "X'", "zeroblob(", "NULL", "CAST(", " AS BLOB)", "DELETE FROM ", ";\n"])
     dict_file("wire", ["\xff\xff\xff\xff", "\xff\xff\xff\xff\xff\xff\xff\x7f", "\x00\x00\x00\x80"])
 
 
 TARGETS = {"safetensors": seeds_safetensors, "fedjax": seeds_fedjax, "tff": seeds_tff, "metrics": seeds_metrics,
-           "idx": seeds_idx, "wire": seeds_wire, "value_doc": seeds_value_doc}
+           "idx": seeds_idx, "dataset_sql": seeds_dataset_sql, "wire": seeds_wire, "value_doc": seeds_value_doc}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or TARGETS:
