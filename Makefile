@@ -6,6 +6,7 @@
 #               fidelity tests (the mpi backend's under mpirun when Open MPI is installed)
 # make test-beam  the Beam pipelines of 'fedplan --to beam' on Beam's direct runner (npm)
 # make asan     the whole test suite under AddressSanitizer + UBSan
+# make fuzz     every decoder's libFuzzer target over its corpus, a minute each (clang)
 # make bench    benchmarks: fedvm against NumPy, PyTorch and the SGEMM peak (BENCHMARKS.md)
 # make bench-doc  the same, its tables written into BENCHMARKS.md
 # make demo     the main job on a built-in default (installs missing packages first)
@@ -93,7 +94,7 @@ PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h vm/kernels_ge
              format/yaml_core.h format/dataset_impl.h format/xdev_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps bench-deps bench-blas test test-run demo-run test-beam asan tsan fuzz bench bench-doc demo install uninstall clean
+.PHONY: all deps bench-deps bench-blas test test-run demo-run test-beam asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -228,12 +229,50 @@ tsan:
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_golden
 	TSAN_OPTIONS=halt_on_error=1 tests/run_train.sh build-tsan/bin/fedvm
 
-# libFuzzer over the loader, checker and writer (needs clang and its runtime,
-# libclang-rt-14-dev); not part of 'make test'. Run: build-fuzz/fuzz_load CORPUS_DIR
-fuzz:
-	@mkdir -p build-fuzz
-	clang -g -O1 $(CSTD) -fsanitize=fuzzer,address,undefined $(shell pkg-config --cflags $(PKGS)) $(BLAS_CFLAGS) \
-	  $(LIB_SRC) tests/fuzz/fuzz_load.c -o build-fuzz/fuzz_load $(LIBS)
+# ---- fuzzing ----------------------------------------------------------------
+# libFuzzer targets, one a decoder (tests/fuzz/fuzz_NAME.c; tests/fuzz/README.md),
+# built with clang under AddressSanitizer and UBSan into build-fuzz/ (clang and
+# its runtime, libclang-rt-14-dev, are installed when missing).
+# make fuzz       replays every saved crash (tests/fuzz/regress/NAME/), then runs
+#                 each target FUZZ_SECONDS (60) over its corpus (tests/fuzz/corpus/NAME/);
+#                 fails on any crash, leak, timeout (10 s) or memory past 1 GiB
+# make fuzz-long FUZZ_SECONDS=N   the same for N seconds a target, keeping what it
+#                 finds in build-fuzz/corpus/NAME/ for the next run
+# FUZZ_TARGETS="safetensors wire" picks targets; make fuzz-open replays the open
+# findings (tests/fuzz/open/NAME/), which are not fixed yet, and lists them.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_DEB_PACKAGES := clang libclang-rt-14-dev
+FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_BIN     := $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
+
+# The product kernel's unrolled tiles take clang many minutes to instrument
+# (and decode nothing): they are built without it.
+FUZZ_PLAIN   := $(BUILD)/vm/kernels_gemm.o
+$(FUZZ_PLAIN): ALL_CFLAGS += $(FUZZ_PLAIN_CFLAGS)
+
+fuzz-build:
+	$(call install_missing,$(FUZZ_DEB_PACKAGES))
+	+@$(MAKE) --no-print-directory CC=$(FUZZ_CC) MPI=no BUILD=build-fuzz/obj BIN=build-fuzz/bin LIBD=build-fuzz/lib \
+	  CFLAGS="$(FUZZ_FLAGS) -fsanitize=fuzzer-no-link" FUZZ_PLAIN_CFLAGS=-fno-sanitize=all build-fuzz/lib/libfedvm.a
+	+@$(MAKE) --no-print-directory MPI=no $(FUZZ_BIN)
+
+build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h build-fuzz/lib/libfedvm.a
+	$(FUZZ_CC) $(CSTD) $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -Ibuild-fuzz/obj/gen \
+	  -DFUZZ_REPO='"$(CURDIR)"' $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) \
+	  $< build-fuzz/lib/libfedvm.a -o $@ $(LIBS)
+
+fuzz: fuzz-build
+	@tests/fuzz/run.sh replay build-fuzz $(FUZZ_TARGETS)
+	@tests/fuzz/run.sh fuzz build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-long: fuzz-build
+	@tests/fuzz/run.sh replay build-fuzz $(FUZZ_TARGETS)
+	@tests/fuzz/run.sh long build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+fuzz-open: fuzz-build
+	@tests/fuzz/run.sh open build-fuzz $(FUZZ_TARGETS)
 
 # ---- benchmarks ------------------------------------------------------------
 # bench/bench_*.c measure kernels against BLAS. bench/bench.py then runs the
@@ -341,6 +380,6 @@ uninstall:
 	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ "$$(id -u)" -eq 0 ]; then ldconfig; fi
 
 clean:
-	rm -rf build build-asan build-fuzz bin lib
+	rm -rf build build-asan build-tsan build-fuzz bin lib
 
--include $(LIB_OBJ:.o=.d) $(FEDVM_OBJ:.o=.d) $(FEDPLAN_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(BENCH_BIN:%=%.d)
+-include $(LIB_OBJ:.o=.d) $(FUZZ_BIN:=.d) $(FEDVM_OBJ:.o=.d) $(FEDPLAN_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(BENCH_BIN:%=%.d)

@@ -2,7 +2,9 @@
 #include "idx.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <zlib.h>
 
@@ -65,10 +67,40 @@ fvm_status fvm_idx_read(const char *path, fvm_tensor *out, fvm_diag *d)
         fvm_diag_locate_last(d, &loc);
         goto done;
     }
-    if ((s = fvm_tensor_alloc(out, dt, &shape, d)))
-        goto done;
-    size_t bytes = fvm_tensor_bytes(out);
-    int64_t got = bytes ? read_all(f, fvm_tensor_data(out), bytes) : 0;
+    /* Nothing is allocated for data the file does not hold: a plain file's
+     * size is known; a compressed one is read into a buffer that grows with
+     * the data read, up to the size the dims say. */
+    size_t bytes = (size_t)fvm_dims_count(&shape) * fvm_dtype_size(dt), head_len = 4 + 4 * (size_t)shape.rank;
+    struct stat st;
+    int64_t got = 0;
+    if (gzdirect(f) && stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size != head_len + bytes) {
+        got = (uint64_t)st.st_size < head_len + bytes ? (int64_t)(st.st_size - (off_t)head_len) : (int64_t)bytes;
+    } else if (gzdirect(f)) {
+        if ((s = fvm_tensor_alloc(out, dt, &shape, d)))
+            goto done;
+        got = bytes ? read_all(f, fvm_tensor_data(out), bytes) : 0;
+    } else {
+        unsigned char *buf = NULL;
+        size_t cap = 0;
+        while (got >= 0 && (size_t)got == cap && cap < bytes) {
+            size_t want = cap ? (cap < bytes / 2 ? 2 * cap : bytes) : (bytes < (1u << 20) ? bytes : (1u << 20));
+            unsigned char *nb = realloc(buf, want);
+            if (!nb) {
+                free(buf);
+                s = fvm_diag_add(d, FVM_ERR_NOMEM, &loc, "out of memory reading the file");
+                goto done;
+            }
+            buf = nb;
+            int64_t r = read_all(f, buf + cap, want - cap);
+            got = r < 0 ? -1 : got + r;
+            cap = want;
+        }
+        if (got >= 0 && (size_t)got == bytes && (s = fvm_tensor_alloc(out, dt, &shape, d)) == FVM_OK && bytes)
+            memcpy(fvm_tensor_data(out), buf, bytes);
+        free(buf);
+        if (s)
+            goto done;
+    }
     if (got < 0) {
         s = fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot read: %s", gzerror(f, &errnum));
         goto done;

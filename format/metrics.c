@@ -29,7 +29,8 @@ typedef struct reader {
     size_t npts, cappts;
     const char **names; /* series names, in the result's arena */
     size_t nnames, capnames;
-    size_t hint;        /* where the last name was found: lines repeat their keys in order */
+    size_t *slots;      /* the names' index (see fvm_metrics), handed to the result */
+    size_t nslots;
     char path[512];     /* the dotted path being walked */
     fvm_diag *d;
 } reader;
@@ -55,23 +56,50 @@ static fvm_status nomem(reader *r)
     return fvm_diag_add(r->d, FVM_ERR_NOMEM, &loc, "out of memory");
 }
 
+/* FNV-1a. */
+static uint64_t hash(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 0x100000001b3u;
+    return h;
+}
+
+/* The slot of name in an index (nslots a power of two, at most half full;
+ * a slot holds 0, or k + 1 for the name at names + k * stride): the slot
+ * holding it, or the empty one where it goes. */
+static size_t slot_of(const size_t *slots, size_t nslots, const void *names, size_t stride, const char *name)
+{
+    size_t mask = nslots - 1, i = (size_t)hash(name) & mask;
+    while (slots[i] && strcmp(*(const char *const *)((const char *)names + (slots[i] - 1) * stride), name))
+        i = (i + 1) & mask;
+    return i;
+}
+
 /* The index of the series called r->path, added when new; SIZE_MAX when out of memory. */
 static size_t series_index(reader *r)
 {
-    for (size_t k = 0; k < r->nnames; k++) {
-        size_t i = (r->hint + k) % r->nnames;
-        if (!strcmp(r->names[i], r->path)) {
-            r->hint = i + 1;
-            return i;
-        }
+    if (2 * (r->nnames + 1) > r->nslots) {
+        size_t n = r->nslots ? 2 * r->nslots : 64;
+        size_t *slots = calloc(n, sizeof *slots);
+        if (!slots)
+            return SIZE_MAX;
+        for (size_t k = 0; k < r->nnames; k++)
+            slots[slot_of(slots, n, r->names, sizeof *r->names, r->names[k])] = k + 1;
+        free(r->slots);
+        r->slots = slots;
+        r->nslots = n;
     }
+    size_t i = slot_of(r->slots, r->nslots, r->names, sizeof *r->names, r->path);
+    if (r->slots[i])
+        return r->slots[i] - 1;
     if (!grow((void **)&r->names, &r->capnames, r->nnames + 1, sizeof *r->names))
         return SIZE_MAX;
     const char *name = fvm_arena_strdup(&r->m->arena, r->path);
     if (!name)
         return SIZE_MAX;
     r->names[r->nnames] = name;
-    r->hint = r->nnames + 1;
+    r->slots[i] = r->nnames + 1;
     return r->nnames++;
 }
 
@@ -218,6 +246,9 @@ static fvm_status build(reader *r)
     m->replaced = r->nrows - kept;
     m->rounds = kept;
     m->nseries = r->nnames;
+    m->slots = r->slots; /* the series are in the order of r->names */
+    m->nslots = r->nslots;
+    r->slots = NULL;
     m->series = fvm_arena_array(&m->arena, r->nnames ? r->nnames : 1, sizeof *m->series);
     size_t *count = calloc(r->nnames ? r->nnames : 1, sizeof *count);
     if (!m->series || !count) {
@@ -310,6 +341,7 @@ fail:
     free(r.rows);
     free(r.pts);
     free(r.names);
+    free(r.slots);
     fvm_metrics_free(m);
     return s;
 }
@@ -329,16 +361,17 @@ fvm_status fvm_metrics_read(const char *path, fvm_metrics **out, fvm_diag *d)
 
 const fvm_series *fvm_metrics_get(const fvm_metrics *m, const char *name)
 {
-    for (size_t i = 0; i < m->nseries; i++)
-        if (!strcmp(m->series[i].name, name))
-            return &m->series[i];
-    return NULL;
+    if (!m->nslots)
+        return NULL;
+    size_t i = slot_of(m->slots, m->nslots, &m->series[0].name, sizeof *m->series, name);
+    return m->slots[i] ? &m->series[m->slots[i] - 1] : NULL;
 }
 
 void fvm_metrics_free(fvm_metrics *m)
 {
     if (!m)
         return;
+    free(m->slots);
     fvm_arena_free(&m->arena);
     free(m);
 }

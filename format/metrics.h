@@ -41,6 +41,11 @@ typedef struct fvm_metrics {
      * newline, not valid JSON); it is skipped and its number kept here. */
     int partial_line;
     fvm_arena arena;
+    /* The series by name, for fvm_metrics_get (internal): nslots (a power of
+     * two, at least twice nseries) slots, each 0 or a series index + 1,
+     * malloc'd. */
+    size_t nslots;
+    size_t *slots;
 } fvm_metrics;
 
 /* Reads the metrics file at path (see above). *out is the caller's to free
@@ -55,7 +60,8 @@ fvm_status fvm_metrics_read(const char *path, fvm_metrics **out, fvm_diag *d);
  * for the call, copied into the result). */
 fvm_status fvm_metrics_parse(const char *file, const char *text, size_t len, fvm_metrics **out, fvm_diag *d);
 
-/* The series called name, or NULL. */
+/* The series called name, or NULL. A file's series have distinct names;
+ * finding one takes the same time however many there are. */
 const fvm_series *fvm_metrics_get(const fvm_metrics *m, const char *name);
 
 /* Frees m and everything in it; NULL is a no-op. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -240,6 +241,52 @@ static void test_many_rounds(void **state)
     assert_int_equal(series(f, "c.d", 2500)->rounds[0], 2);
 }
 
+/* 100,000 series: 60,000 in one line, then 40,000 lines of a new one each
+ * (and one seen before). Every series is found by name, with its points;
+ * the file takes the same time a series whatever their number (a lookup by
+ * scanning the names took 30 s of CPU for this file; 5 s is the bound). */
+static void test_many_series(void **state)
+{
+    fx *f = *state;
+    enum { WIDE = 60000, LINES = 40000 };
+    size_t cap = (size_t)WIDE * 24 + (size_t)LINES * 64, len = 0;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    len += (size_t)snprintf(text + len, cap - len, "{\"round\": 0");
+    for (int k = 0; k < WIDE; k++)
+        len += (size_t)snprintf(text + len, cap - len, ", \"w%d\": %d", k, k);
+    len += (size_t)snprintf(text + len, cap - len, "}\n");
+    for (int r = 1; r <= LINES; r++)
+        len += (size_t)snprintf(text + len, cap - len, "{\"round\": %d, \"n\": {\"s%d\": %d}, \"w%d\": 1}\n", r, r,
+                                -r, r % WIDE);
+    clock_t start = clock();
+    fvm_status s = fvm_metrics_parse("m.jsonl", text, len, &f->m, &f->d);
+    double cpu = (double)(clock() - start) / CLOCKS_PER_SEC;
+    free(text);
+    assert_int_equal(s, FVM_OK);
+    assert_int_equal(f->m->nseries, WIDE + LINES);
+    assert_int_equal(f->m->rounds, LINES + 1);
+    char name[32];
+    for (int k = 0; k < WIDE; k++) {
+        snprintf(name, sizeof name, "w%d", k);
+        const fvm_series *w = fvm_metrics_get(f->m, name);
+        assert_non_null(w);
+        assert_ptr_equal(w, &f->m->series[k]);
+        assert_true(w->values[0] == k);
+    }
+    for (int r = 1; r <= LINES; r++) {
+        snprintf(name, sizeof name, "n.s%d", r);
+        const fvm_series *x = series(f, name, 1);
+        assert_true(x->rounds[0] == r && x->values[0] == -r);
+    }
+    assert_int_equal(series(f, "w7", 2)->rounds[1], 7);
+    assert_null(fvm_metrics_get(f->m, "n.s0"));
+    assert_null(fvm_metrics_get(f->m, "w60000"));
+    assert_null(fvm_metrics_get(f->m, "n"));
+    if (cpu > 5)
+        fail_msg("reading 100,000 series took %.1f s of CPU", cpu);
+}
+
 static void test_files(void **state)
 {
     fx *f = *state;
@@ -272,6 +319,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_incomplete_last_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_appended_runs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_rounds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_many_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_files, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

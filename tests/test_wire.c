@@ -259,6 +259,91 @@ static void test_bad_bytes(void **state)
     fvm_bytes_free(&b);
 }
 
+/* Bytes of a column-stored sequence of n elements whose columns are the
+ * value at cols (wire.h's layout, written here by hand). */
+static size_t seq_cols_bytes(unsigned char *buf, int64_t n, const unsigned char *cols, size_t len)
+{
+    buf[0] = 4; /* column-stored sequence */
+    memcpy(buf + 1, &n, sizeof n);
+    memcpy(buf + 9, cols, len);
+    return 9 + len;
+}
+
+/* A tensor's bytes: dtype, rank, dims, then the elements (each one byte). */
+static size_t tensor_bytes(unsigned char *buf, fvm_dtype dt, int rank, const int64_t *dims, const unsigned char *elems,
+                           size_t n)
+{
+    buf[0] = 1;
+    buf[1] = (unsigned char)dt;
+    buf[2] = (unsigned char)rank;
+    if (rank)
+        memcpy(buf + 3, dims, (size_t)rank * sizeof *dims);
+    memcpy(buf + 3 + (size_t)rank * sizeof *dims, elems, n);
+    return 3 + (size_t)rank * sizeof *dims + n;
+}
+
+static void expect_bad(const unsigned char *p, size_t len, const char *msg)
+{
+    fvm_diag d = {0};
+    size_t at = 0;
+    fvm_value *got = NULL;
+    assert_int_equal(fvm_wire_get_value(p, len, &at, &got, &d), FVM_ERR_FORMAT);
+    assert_null(got);
+    assert_int_equal(d.n, 1);
+    if (!strstr(d.errs[0].msg, msg))
+        fail_msg("'%s' not in '%s'", msg, d.errs[0].msg);
+    fvm_diag_clear(&d);
+}
+
+/* Columns that rows cannot be read from, and bools that are not 0 or 1, are
+ * refused: element access would read past a buffer or through NULL. */
+static void test_bad_columns(void **state)
+{
+    (void)state;
+    unsigned char cols[256], buf[300];
+    const unsigned char u8s[3] = {1, 2, 3};
+    const int64_t three[1] = {3}, two_three[2] = {2, 3};
+    const char *msg = "sequence columns that are not tensors with a leading axis of the sequence's length";
+    /* a u8[3] column for 2 elements, and for 4 */
+    size_t n = tensor_bytes(cols, FVM_DTYPE_U8, 1, three, u8s, 3);
+    expect_bad(buf, seq_cols_bytes(buf, 2, cols, n), msg);
+    expect_bad(buf, seq_cols_bytes(buf, 4, cols, n), msg);
+    /* ... and for 3: read, its elements the bytes */
+    fvm_diag d = {0};
+    size_t at = 0, len = seq_cols_bytes(buf, 3, cols, n);
+    fvm_value *got = NULL, *e = NULL;
+    assert_int_equal(fvm_wire_get_value(buf, len, &at, &got, &d), FVM_OK);
+    assert_int_equal(at, len);
+    assert_int_equal(fvm_seq_get(got, 2, &e, &d), FVM_OK);
+    assert_int_equal(*(unsigned char *)fvm_tensor_data(&e->t), 3);
+    fvm_value_release(e);
+    fvm_value_release(got);
+    /* a scalar column */
+    n = tensor_bytes(cols, FVM_DTYPE_U8, 0, NULL, u8s, 1);
+    expect_bad(buf, seq_cols_bytes(buf, 1, cols, n), msg);
+    /* a struct of a none and a tensor */
+    cols[0] = 2;
+    int64_t two = 2;
+    memcpy(cols + 1, &two, sizeof two);
+    cols[9] = 0;
+    n = 10 + tensor_bytes(cols + 10, FVM_DTYPE_U8, 2, two_three, (const unsigned char *)"abcdef", 6);
+    expect_bad(buf, seq_cols_bytes(buf, 2, cols, n), msg);
+    /* a list-stored sequence of one u8[2,3] as columns */
+    cols[0] = 3;
+    int64_t one = 1;
+    memcpy(cols + 1, &one, sizeof one);
+    n = 9 + tensor_bytes(cols + 9, FVM_DTYPE_U8, 2, two_three, (const unsigned char *)"abcdef", 6);
+    expect_bad(buf, seq_cols_bytes(buf, 2, cols, n), msg);
+    /* bools */
+    const unsigned char bools[3] = {0, 1, 2};
+    n = tensor_bytes(buf, FVM_DTYPE_BOOL, 1, three, bools, 3);
+    expect_bad(buf, n, "a bool that is neither 0 nor 1");
+    buf[n - 1] = 1;
+    at = 0;
+    assert_int_equal(fvm_wire_get_value(buf, n, &at, &got, &d), FVM_OK);
+    fvm_value_release(got);
+}
+
 static void test_diag(void **state)
 {
     (void)state;
@@ -308,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_structures),
         cmocka_unit_test(test_unreadable_member),
         cmocka_unit_test(test_bad_bytes),
+        cmocka_unit_test(test_bad_columns),
         cmocka_unit_test(test_diag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

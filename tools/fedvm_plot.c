@@ -145,22 +145,24 @@ static int intervals(double lo, double hi, double step)
     return n >= 1 && n <= 100 ? (int)n : 1;
 }
 
-/* "a, b, c": the series names of every run (each once), for error messages. */
+/* "a, b, c": the series names of every run (each once; the first 20, then
+ * how many more), for error messages. A file's names are distinct, so only
+ * the files before it can have one of them. */
 static void print_series_names(const plot *p)
 {
-    int printed = 0;
+    size_t printed = 0;
     for (int r = 0; r < p->nruns; r++) {
         const fvm_metrics *m = p->runs[r].m;
         for (size_t i = 0; i < m->nseries; i++) {
             bool seen = false;
             for (int q = 0; q < r && !seen; q++)
                 seen = fvm_metrics_get(p->runs[q].m, m->series[i].name) != NULL;
-            for (size_t j = 0; j < i && !seen; j++)
-                seen = !strcmp(m->series[j].name, m->series[i].name);
-            if (!seen)
-                fprintf(stderr, "%s%s", printed++ ? ", " : "", m->series[i].name);
+            if (!seen && printed++ < 20)
+                fprintf(stderr, "%s%s", printed > 1 ? ", " : "", m->series[i].name);
         }
     }
+    if (printed > 20)
+        fprintf(stderr, " and %zu more", printed - 20);
 }
 
 /* Puts each run's series of every metric in panels; panels that no run has

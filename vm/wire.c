@@ -136,6 +136,23 @@ static fvm_status get_count(reader *r, int64_t *n)
     return s;
 }
 
+/* Can c hold the columns of a sequence of n elements? A tensor, or a struct
+ * (of structs) of tensors, every one with a leading axis of n: what row i of
+ * them all, the element, reads (fvm_seq_get). */
+static bool columns_of(const fvm_value *c, int64_t n)
+{
+    if (!c)
+        return false;
+    if (c->kind == FVM_V_TENSOR)
+        return c->t.shape.rank >= 1 && c->t.shape.d[0] == n;
+    if (c->kind != FVM_V_STRUCT)
+        return false;
+    for (int64_t i = 0; i < c->n; i++)
+        if (!columns_of(c->items[i], n))
+            return false;
+    return true;
+}
+
 static fvm_status get_value(reader *r, int depth, fvm_value **out)
 {
     *out = NULL;
@@ -165,6 +182,10 @@ static fvm_status get_value(reader *r, int depth, fvm_value **out)
         size_t bytes = (size_t)fvm_dims_count(&shape) * fvm_dtype_size((fvm_dtype)dt);
         if (bytes > r->len - r->at)
             return bad(r, "truncated tensor data");
+        if (dt == FVM_DTYPE_BOOL)
+            for (size_t i = 0; i < bytes; i++)
+                if (r->p[r->at + i] > 1)
+                    return bad(r, "a bool that is neither 0 nor 1");
         fvm_tensor t;
         if ((s = fvm_tensor_alloc(&t, (fvm_dtype)dt, &shape, r->d)))
             return s;
@@ -184,8 +205,10 @@ static fvm_status get_value(reader *r, int depth, fvm_value **out)
         fvm_value *cols = NULL;
         if ((s = get_value(r, depth + 1, &cols)))
             return s;
-        if (!cols)
-            return bad(r, "a sequence without columns");
+        if (!columns_of(cols, n)) {
+            fvm_value_release(cols);
+            return bad(r, "sequence columns that are not tensors with a leading axis of the sequence's length");
+        }
         if (!(*out = fvm_value_seq_cols_take(n, cols))) {
             fvm_value_release(cols);
             return fvm_diag_add(r->d, FVM_ERR_NOMEM, NULL, "out of memory");

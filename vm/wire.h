@@ -4,11 +4,13 @@
  * processes of one run on machines of one kind (a distributed backend's
  * ranks), not a file format. A value is a tag byte, then
  *   tensor:        dtype (1 byte), rank (1 byte), rank dims (int64), the
- *                  elements in C order;
+ *                  elements in C order (a bool is the byte 0 or 1);
  *   struct, list-stored sequence, {T}@CLIENTS:
  *                  n (int64), then n values (members read on demand are read
  *                  and written out);
- *   column-stored sequence: n (int64), then its columns as one value;
+ *   column-stored sequence: n (int64), then its columns as one value: a
+ *                  tensor or a struct (of structs) of tensors, each with a
+ *                  leading axis of n;
  *   none:          the tag alone (a NULL value).
  * A diagnostics list is its count and dropped count (int32), then per error
  * the code (1 byte), line and col (int32), file, pointer and message (each

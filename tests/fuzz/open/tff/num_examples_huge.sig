@@ -1,0 +1,1 @@
+memory read_examples format/dataset_tff.c

@@ -1,0 +1,1 @@
+heap-use-after-free xdev_meta_ints format/xdev.c
