@@ -7,6 +7,7 @@
 # make test-beam  the Beam pipelines of 'fedplan --to beam' on Beam's direct runner (npm)
 # make asan     the whole test suite under AddressSanitizer + UBSan
 # make fuzz     every decoder's libFuzzer target over its corpus, a minute each (clang)
+# make fresh-root  make demo, make test and make install in a new Debian 12 root (debootstrap; as root)
 # make bench    benchmarks: fedvm against NumPy, PyTorch and the SGEMM peak (BENCHMARKS.md)
 # make bench-doc  the same, its tables written into BENCHMARKS.md
 # make demo     the main job on a built-in default (installs missing packages first)
@@ -94,7 +95,7 @@ PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h vm/kernels_ge
              format/yaml_core.h format/dataset_impl.h format/xdev_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
 
-.PHONY: all deps bench-deps bench-blas test test-run demo-run test-beam asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
+.PHONY: all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -213,6 +214,13 @@ test-beam: all
 	  { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends $(BEAM_DEB_PACKAGES); }; \
 	fi
 	@tests/run_beam.sh $(BIN) $(BUILD)/beam
+
+# The README's set-up on a new machine, for real: a minimal Debian 12 root made
+# with debootstrap, the repository copied in, then make demo, make test and
+# make install there as root, each on the first try (tests/fresh_root.sh;
+# about ten minutes; CI runs it).
+fresh-root:
+	tests/fresh_root.sh
 
 asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
