@@ -344,6 +344,30 @@ static void test_bad_columns(void **state)
     fvm_value_release(got);
 }
 
+/* A sequence of empty rows (columns [n, 0]) has more elements than bytes: it
+ * reads back exactly as written, with nothing after it (a count bounded by the
+ * bytes left refused it, and read it only when other bytes followed). */
+static void test_columns_without_bytes(void **state)
+{
+    (void)state;
+    const int64_t dims[2] = {1000, 0};
+    fvm_value *v = fvm_value_seq_cols_take(1000, tensor(FVM_DTYPE_F32, 2, dims));
+    assert_non_null(v);
+    fvm_bytes b = {0};
+    fvm_diag d = {0};
+    assert_int_equal(fvm_wire_put_value(&b, v, &d), FVM_OK);
+    assert_true(b.len < 1000);
+    size_t at = 0;
+    fvm_value *w = NULL;
+    assert_int_equal(fvm_wire_get_value(b.data, b.len, &at, &w, &d), FVM_OK);
+    assert_int_equal(at, b.len);
+    assert_true(fvm_value_identical(v, w));
+    fvm_value_release(w);
+    fvm_value_release(v);
+    fvm_bytes_free(&b);
+    fvm_diag_clear(&d);
+}
+
 static void test_diag(void **state)
 {
     (void)state;
@@ -394,6 +418,7 @@ int main(void)
         cmocka_unit_test(test_unreadable_member),
         cmocka_unit_test(test_bad_bytes),
         cmocka_unit_test(test_bad_columns),
+        cmocka_unit_test(test_columns_without_bytes),
         cmocka_unit_test(test_diag),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -199,9 +199,13 @@ static fvm_status get_value(reader *r, int depth, fvm_value **out)
     if (tag >= TAG_COUNT)
         return bad(r, "an unknown value tag");
     int64_t n = 0;
-    if ((s = get_count(r, &n)))
-        return s;
     if (tag == TAG_SEQ_COLS) {
+        /* n rows of columns that may hold no bytes (a leading axis of n
+         * beside a zero dim): n is bounded by the columns, not the bytes */
+        if ((s = get(r, &n, sizeof n)))
+            return s;
+        if (n < 0)
+            return bad(r, "a negative sequence length");
         fvm_value *cols = NULL;
         if ((s = get_value(r, depth + 1, &cols)))
             return s;
@@ -215,6 +219,8 @@ static fvm_status get_value(reader *r, int depth, fvm_value **out)
         }
         return FVM_OK;
     }
+    if ((s = get_count(r, &n)))
+        return s;
     fvm_value *v = fvm_value_list(tag == TAG_STRUCT ? FVM_V_STRUCT : tag == TAG_SEQ_LIST ? FVM_V_SEQ : FVM_V_CLIENTS, n);
     if (!v)
         return fvm_diag_add(r->d, FVM_ERR_NOMEM, NULL, "out of memory");
