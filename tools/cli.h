@@ -20,6 +20,10 @@ int cli_usage_error(const char *usage, const char *fmt, const char *arg);
  * that usage names, and the usage text, on stderr; returns EXIT_USAGE. The
  * usage text is the list of options, so the two cannot drift. */
 int cli_unknown_option(const char *usage, const char *arg);
+/* "<cli_prog><where>: unknown <what> 'word'", with "did you mean" the nearest
+ * of the n commands, and the usage text, on stderr; returns EXIT_USAGE. */
+int cli_unknown_command(const char *where, const char *what, const char *word, const char *const *commands, int n,
+                        const char *usage);
 /* The nearest of the n words to word within a few edits, or NULL. */
 const char *cli_nearest(const char *word, const char *const *words, int n);
 /* "--name value" or "--name=value" at argv[*i]: the value (advancing *i), "" when the value is missing, NULL when argv[*i] is another option. */

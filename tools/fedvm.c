@@ -292,15 +292,10 @@ static int cmd_grad(int argc, char **argv)
     return rc;
 }
 
-static int unknown_command(const char *cmd, const char *what)
+static int unknown_command(const char *cmd, const char *where)
 {
     static const char *const commands[] = {"run", "check", "fmt", "grad", "data", "plot", "device", "server", "help"};
-    const char *best = cli_nearest(cmd, commands, (int)(sizeof commands / sizeof *commands));
-    fprintf(stderr, "fedvm%s: unknown command '%s'", what, cmd);
-    if (best)
-        fprintf(stderr, "; did you mean '%s'?", best);
-    fprintf(stderr, "\n\n%s", usage_main);
-    return EXIT_USAGE;
+    return cli_unknown_command(where, "command", cmd, commands, (int)(sizeof commands / sizeof *commands), usage_main);
 }
 
 static int dispatch(int argc, char **argv)

@@ -75,6 +75,17 @@ const char *cli_nearest(const char *word, const char *const *words, int n)
     return s.best;
 }
 
+int cli_unknown_command(const char *where, const char *what, const char *word, const char *const *commands, int n,
+                        const char *usage)
+{
+    const char *best = cli_nearest(word, commands, n);
+    fprintf(stderr, "%s%s: unknown %s '%s'", cli_prog, where, what, word);
+    if (best)
+        fprintf(stderr, "; did you mean '%s'?", best);
+    fprintf(stderr, "\n\n%s", usage);
+    return EXIT_USAGE;
+}
+
 int cli_unknown_option(const char *usage, const char *arg)
 {
     /* The options usage names: words that start with '-' after a blank or '[' */

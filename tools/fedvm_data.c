@@ -819,12 +819,8 @@ done:
 static int unknown_command(const char *cmd)
 {
     static const char *const commands[] = {"import", "synthetic", "info", "head", "help"};
-    const char *best = cli_nearest(cmd, commands, (int)(sizeof commands / sizeof *commands));
-    fprintf(stderr, "fedvm: unknown data command '%s'", cmd);
-    if (best)
-        fprintf(stderr, "; did you mean '%s'?", best);
-    fprintf(stderr, "\n\n%s", usage_data);
-    return EXIT_USAGE;
+    return cli_unknown_command("", "data command", cmd, commands, (int)(sizeof commands / sizeof *commands),
+                               usage_data);
 }
 
 int fvm_cmd_data(int argc, char **argv)
