@@ -686,8 +686,10 @@ static fvm_status choose_split(fvm_dataset *ds, const char *split, fvm_diag *d)
 {
     names list = {0};
     fvm_status s = list_splits(ds, &list, d);
-    if (s)
+    if (s) {
+        names_free(&list); /* the names listed before the error */
         return s;
+    }
     const char *want = split ? split : ds->kind == DS_FEDJAX ? "default" : NULL;
     if (!want && list.n == 1)
         want = list.v[0];
