@@ -1,1 +1,0 @@
-memory read_examples format/dataset_tff.c

@@ -1,1 +1,0 @@
-heap-use-after-free xdev_meta_ints format/xdev.c
