@@ -52,7 +52,7 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 # fedvm command links them, not the library.
 PLOT_CFLAGS := $(shell $(PKG_CONFIG) --cflags cairo fontconfig 2>/dev/null)
 PLOT_LIBS   := $(shell $(PKG_CONFIG) --libs cairo fontconfig 2>/dev/null || echo -lcairo -lfontconfig)
-# Open MPI, for the mpi backend (vm/backend_mpi.c): auto builds it when
+# Open MPI, for the mpi backend (vm/exec/backend_mpi.c): auto builds it when
 # Open MPI's development files are found (Debian's libopenmpi-dev), yes
 # requires them, no leaves it out; without it '--backend mpi' says so and
 # everything else builds and runs the same.
@@ -76,7 +76,10 @@ DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenmpi-dev openmpi-bin
 
 # ---- sources ---------------------------------------------------------------
-LIB_SRC   := $(wildcard vm/*.c format/*.c)
+# The library's layers, bottom up (docs/ARCHITECTURE.md): each folder may
+# include only the ones before it (tests/check_layers.sh checks it).
+LAYERS    := vm/core vm/ir vm/kernels format vm/transform vm/exec vm/runtime
+LIB_SRC   := $(foreach d,$(LAYERS),$(wildcard $(d)/*.c))
 # Protocol buffer schemas (tf.Example) compiled by protoc-c into $(BUILD)/gen.
 PROTO     := $(wildcard format/proto/*.proto)
 PROTO_C   := $(PROTO:format/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
@@ -91,9 +94,9 @@ FEDPLAN_OBJ := $(BUILD)/tools/fedplan.o $(BUILD)/tools/fedvm_cli.o
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Installed headers: everything but the internal ones.
-PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h vm/kernels_gemm_tile.h vm/fuse.h vm/bufcache.h \
-             format/yaml_core.h format/dataset_impl.h format/xdev_impl.h
-PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
+PRIVATE_H := vm/exec/exec.h vm/ir/rules.h vm/exec/aggregate.h vm/kernels/kernels_impl.h vm/kernels/kernels_gemm_tile.h \
+             vm/exec/fuse.h vm/ir/bufcache.h format/yaml_core.h format/dataset_impl.h format/xdev_impl.h
+PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h $(foreach d,$(LAYERS),$(d)/*.h)))
 
 .PHONY: all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
 
@@ -135,7 +138,7 @@ $(LIBD)/libfedvm.so: $(LIB_OBJ)
 
 $(BUILD)/tools/fedvm_plot.o: ALL_CFLAGS += $(PLOT_CFLAGS)
 ifneq ($(MPI_LIBS),)
-$(BUILD)/vm/backend_mpi.o: ALL_CFLAGS += -DFVM_HAVE_MPI $(MPI_CFLAGS)
+$(BUILD)/vm/exec/backend_mpi.o: ALL_CFLAGS += -DFVM_HAVE_MPI $(MPI_CFLAGS)
 LIBS += $(MPI_LIBS)
 endif
 
@@ -179,6 +182,7 @@ test: deps
 
 test-run: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+	@tests/check_layers.sh
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_hostile.sh $(BIN)
 	@tests/run_cli.sh $(BIN)/fedvm
@@ -257,7 +261,7 @@ FUZZ_BIN     := $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
 
 # The product kernel's unrolled tiles take clang many minutes to instrument
 # (and decode nothing): they are built without it.
-FUZZ_PLAIN   := $(BUILD)/vm/kernels_gemm.o
+FUZZ_PLAIN   := $(BUILD)/vm/kernels/kernels_gemm.o
 $(FUZZ_PLAIN): ALL_CFLAGS += $(FUZZ_PLAIN_CFLAGS)
 
 fuzz-build:
@@ -297,7 +301,7 @@ BENCH_PYTHON ?= /usr/bin/python3
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BENCH_TOOLS := $(BUILD)/bench/sgemm_peak $(BUILD)/bench/flop_count.so bench-blas
-# fedvm with every matrix product in BLAS, none in vm/kernels_gemm.c: bench.py
+# fedvm with every matrix product in BLAS, none in vm/kernels/kernels_gemm.c: bench.py
 # counts the flops it hands to BLAS, and runs the workload with it beside
 # bin/fedvm.
 BENCH_BLAS := $(BUILD)/bench/blas
@@ -363,14 +367,13 @@ bench-deps:
 
 # ---- install ---------------------------------------------------------------
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/fedvm/vm $(DESTDIR)$(PREFIX)/include/fedvm/format
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(addprefix $(DESTDIR)$(PREFIX)/include/fedvm/,vm $(LAYERS))
 	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(LIBD)/libfedvm.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIBD)/libfedvm.so $(DESTDIR)$(PREFIX)/lib/libfedvm.so.$(VERSION)
 	ln -sf libfedvm.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfedvm.so.0
 	ln -sf libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so
-	install -m 644 $(filter vm/%,$(PUBLIC_H)) vm/ops.def vm/attrs.def $(DESTDIR)$(PREFIX)/include/fedvm/vm/
-	install -m 644 $(filter format/%,$(PUBLIC_H)) $(DESTDIR)$(PREFIX)/include/fedvm/format/
+	for h in $(PUBLIC_H) vm/ir/ops.def vm/ir/attrs.def; do install -m 644 $$h $(DESTDIR)$(PREFIX)/include/fedvm/$$h || exit 1; done
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@MPI_LIBS@|$(MPI_LIBS)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
 	@# A system install (no DESTDIR) is found by the dynamic linker at once: its
 	@# cache is rebuilt, and a PREFIX outside its search path is said.

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../vm/kernels_nn.h"
+#include "../vm/kernels/kernels_nn.h"
 
 static double now(void)
 {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../vm/kernels.h"
+#include "../vm/kernels/kernels.h"
 
 static double now(void)
 {

@@ -18,7 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "../vm/status.h"
+#include "../vm/core/status.h"
 
 /* A file being replaced. Zero-initialise (fd 0 is never used: begin sets it). */
 typedef struct fvm_atomic {

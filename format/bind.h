@@ -2,8 +2,8 @@
 #ifndef FVM_BIND_H
 #define FVM_BIND_H
 
-#include "../vm/ir.h"
-#include "../vm/value.h"
+#include "../vm/ir/ir.h"
+#include "../vm/ir/value.h"
 
 /* One NAME=VALUE argument. FVM_ARG_JSON: text is JSON, or "@path" to read a
  * .json/.yaml file (--arg); FVM_ARG_DATA: text is FILE[:SPLIT], a dataset

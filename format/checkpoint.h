@@ -10,8 +10,8 @@
 #ifndef FVM_CHECKPOINT_H
 #define FVM_CHECKPOINT_H
 
-#include "../vm/types.h"
-#include "../vm/value.h"
+#include "../vm/ir/types.h"
+#include "../vm/ir/value.h"
 
 /* What a run's checkpoints must agree on to be resumed. */
 typedef struct fvm_run_info {

@@ -2,8 +2,8 @@
 #ifndef FVM_DATA_BIND_H
 #define FVM_DATA_BIND_H
 
-#include "../vm/types.h"
-#include "../vm/value.h"
+#include "../vm/ir/types.h"
+#include "../vm/ir/value.h"
 
 /* Splits "FILE[:SPLIT]" at its last ':' when what follows is a split name
  * (letters, digits, '_', '-'); *file and *split are malloc'd (*split NULL:

@@ -41,8 +41,8 @@
 #ifndef FVM_DATASET_H
 #define FVM_DATASET_H
 
-#include "../vm/tensor.h"
-#include "../vm/value.h"
+#include "../vm/ir/tensor.h"
+#include "../vm/ir/value.h"
 
 typedef struct fvm_dataset fvm_dataset;
 

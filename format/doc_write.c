@@ -9,7 +9,8 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "doc.h"
+#include "../vm/core/doc.h"
+#include "doc_io.h"
 #include "yaml_core.h"
 
 /* ---- shared --------------------------------------------------------------- */

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../vm/status.h"
+#include "../vm/core/status.h"
 
 /* An open regular file. */
 typedef struct fvm_file {

@@ -2,7 +2,7 @@
 #ifndef FVM_IDX_H
 #define FVM_IDX_H
 
-#include "../vm/tensor.h"
+#include "../vm/ir/tensor.h"
 
 /* Reads an IDX file: two zero bytes, a type byte, the number of dims, each
  * dim as a big-endian uint32, then the values in C order (big-endian).

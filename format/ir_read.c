@@ -1,5 +1,6 @@
 /* ir_read.c - document trees to the IR: structure checks, includes, the merged namespace, type strings. */
 #include "ir_read.h"
+#include "doc_io.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -7,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../vm/suggest.h"
-#include "doc.h"
+#include "../vm/core/suggest.h"
+#include "../vm/core/doc.h"
 
 enum { MAX_MODULES = 1000, MAX_INCLUDE_DEPTH = 64, MAX_NAME = 256 };
 

@@ -2,7 +2,7 @@
 #ifndef FVM_IR_READ_H
 #define FVM_IR_READ_H
 
-#include "../vm/ir.h"
+#include "../vm/ir/ir.h"
 
 /* Loads the program in 'path' and every file it includes (resolved relative to
  * the including file). Checks the document structure, names, include cycles,

@@ -1,5 +1,6 @@
 /* ir_write.c - IR modules to canonical documents and text. */
 #include "ir_write.h"
+#include "doc_io.h"
 
 #include <string.h>
 

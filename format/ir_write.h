@@ -2,8 +2,8 @@
 #ifndef FVM_IR_WRITE_H
 #define FVM_IR_WRITE_H
 
-#include "../vm/ir.h"
-#include "doc.h"
+#include "../vm/ir/ir.h"
+#include "../vm/core/doc.h"
 
 /* The canonical document of a module: top-level keys in the order fedvm, doc, form,
  * include, types, functions; function keys doc, params, body, result; type

@@ -3,7 +3,8 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "doc.h"
+#include "../vm/core/doc.h"
+#include "doc_io.h"
 
 typedef struct scan {
     const char *p, *end;

@@ -1,11 +1,12 @@
 /* metrics.c - metrics files (JSON lines, one round each) read into one series per scalar (see metrics.h). */
 #include "metrics.h"
+#include "doc_io.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "doc.h"
+#include "../vm/core/doc.h"
 
 /* A line kept: its round and its points, points[first .. first+n). */
 typedef struct row {

@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../vm/arena.h"
-#include "../vm/status.h"
+#include "../vm/core/arena.h"
+#include "../vm/core/status.h"
 
 /* One scalar over rounds: n points with increasing rounds, one per round. */
 typedef struct fvm_series {

@@ -3,12 +3,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../vm/suggest.h"
-#include "doc.h"
+#include "../vm/core/suggest.h"
+#include "../vm/core/doc.h"
 #include "plan.h"
 #include "plan_beam.h"
 #include "plan_dot.h"
-#include "plan_form.h"
+#include "../vm/transform/plan_form.h"
 #include "xdev.h"
 
 /* The one list of formats (PLANS.md describes each). */

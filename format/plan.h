@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#include "../vm/ir.h"
-#include "../vm/status.h"
+#include "../vm/ir/ir.h"
+#include "../vm/core/status.h"
 
 /* What a plan is made of. All strings borrowed. */
 typedef struct fvm_plan_opts {

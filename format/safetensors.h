@@ -20,8 +20,8 @@
 
 #include <stdint.h>
 
-#include "../vm/types.h"
-#include "../vm/value.h"
+#include "../vm/ir/types.h"
+#include "../vm/ir/value.h"
 #include "atomic.h"
 
 /* The largest header a file may declare (the reference implementation's limit). */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../vm/types.h"
+#include "../vm/ir/types.h"
 
 typedef struct conv {
     const char *file;

@@ -2,9 +2,9 @@
 #ifndef FVM_VALUE_DOC_H
 #define FVM_VALUE_DOC_H
 
-#include "../vm/ops.h"
-#include "../vm/value.h"
-#include "doc.h"
+#include "../vm/ir/ops.h"
+#include "../vm/ir/value.h"
+#include "../vm/core/doc.h"
 
 /* A tensor from a number, a boolean, a rectangular nested array of them, or
  * for floats the strings "nan", "inf", "-inf". Without has_dtype the dtype is

@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../vm/aggregate.h"
-#include "../vm/check.h"
-#include "doc.h"
+#include "../vm/exec/aggregate.h"
+#include "doc_io.h"
+#include "../vm/ir/check.h"
+#include "../vm/core/doc.h"
 #include "file.h"
 #include "ir_read.h"
 #include "safetensors.h"

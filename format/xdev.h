@@ -17,13 +17,13 @@
  * one update; the server aggregates the updates, in client index order
  * through the fixed reduction tree, and computes the new state and the
  * round's metrics. Keys and client sampling are those of 'fedvm run'
- * (vm/sample.h), so the same seed gives the same bits. */
+ * (vm/runtime/sample.h), so the same seed gives the same bits. */
 #ifndef FVM_XDEV_H
 #define FVM_XDEV_H
 
 #include <stdint.h>
 
-#include "../vm/interp.h"
+#include "../vm/exec/interp.h"
 #include "atomic.h"
 #include "bind.h"
 #include "plan.h"

@@ -2,7 +2,7 @@
 #ifndef FVM_XDEV_IMPL_H
 #define FVM_XDEV_IMPL_H
 
-#include "doc.h"
+#include "../vm/core/doc.h"
 #include "safetensors.h"
 #include "xdev.h"
 

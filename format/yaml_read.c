@@ -9,7 +9,8 @@
 #include <time.h>
 #include <yaml.h>
 
-#include "doc.h"
+#include "../vm/core/doc.h"
+#include "doc_io.h"
 #include "yaml_core.h"
 
 #define CORE_TAG "tag:yaml.org,2002:"

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
-#include "../vm/synthetic.h"
+#include "../vm/runtime/synthetic.h"
 
 /* ---- programs --------------------------------------------------------------------- */
 

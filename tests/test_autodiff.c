@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
+#include "../format/doc_io.h"
 
 /* A case: a function f(params) -> s, a scalar f64 (or f64[]@SERVER), and the
  * parameter to differentiate. Single quotes stand for double quotes. */
@@ -1234,7 +1235,7 @@ static const struct {
     const char *name, *vjp;
 } op_rules[] = {
 #define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) {NAME, #VJP},
-#include "../vm/ops.def"
+#include "../vm/ir/ops.def"
 #undef FVM_OP
 };
 

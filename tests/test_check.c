@@ -474,7 +474,7 @@ static void test_shape_errors_at_attributes(void **state)
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "perm"});
 }
 
-/* Attribute values outside their domain (vm/attrs.def, vm/op_attrs.def) are
+/* Attribute values outside their domain (vm/ir/attrs.def, vm/ir/op_attrs.def) are
  * refused by the decoder, located at the value (or at the entry of a list at
  * fault) with what was expected; the type rules never see them. */
 static void test_attribute_domains(void **state)

@@ -17,8 +17,9 @@
 #include <zlib.h>
 
 #include "../format/dataset.h"
+#include "../format/doc_io.h"
 #include "../format/dataset_impl.h"
-#include "../format/doc.h"
+#include "../vm/core/doc.h"
 #include "example.pb-c.h"
 
 static char tmpdir[64];

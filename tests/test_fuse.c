@@ -1,4 +1,4 @@
-/* test_fuse.c - elementwise chains (vm/fuse.c, fvm_k_fused): the fused kernel against its steps run one by one,
+/* test_fuse.c - elementwise chains (vm/exec/fuse.c, fvm_k_fused): the fused kernel against its steps run one by one,
  * which instructions the planner fuses, and fused runs against unfused ones, bit for bit. */
 #include <math.h>
 #include <setjmp.h>
@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
-#include "../vm/fuse.h"
+#include "../vm/exec/fuse.h"
 #include "test_util.h"
 
 /* ---- the kernel -------------------------------------------------------------------- */

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
+#include "../format/doc_io.h"
 
 /* Numbers within tol relative (absolute below 1); structure exact. */
 static bool close_docs(const fvm_doc *a, const fvm_doc *b, double tol, char *why, size_t n)

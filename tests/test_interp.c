@@ -10,7 +10,8 @@
 
 #include <cmocka.h>
 
-#include "../vm/aggregate.h"
+#include "../vm/exec/aggregate.h"
+#include "../format/doc_io.h"
 #include "../vm/fedvm.h"
 
 /* ---- running programs ------------------------------------------------------------ */

@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "../vm/kernels.h"
-#include "../vm/kernels_impl.h"
+#include "../vm/kernels/kernels.h"
+#include "../vm/kernels/kernels_impl.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

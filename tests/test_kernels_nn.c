@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "../vm/kernels_nn.h"
-#include "../vm/prng.h"
+#include "../vm/kernels/kernels_nn.h"
+#include "../vm/core/prng.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 

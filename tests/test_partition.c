@@ -9,10 +9,10 @@
 
 #include <cmocka.h>
 
-#include "../vm/partition.h"
-#include "../vm/prng.h"
-#include "../vm/rand.h"
-#include "../vm/synthetic.h"
+#include "../vm/runtime/partition.h"
+#include "../vm/core/prng.h"
+#include "../vm/core/rand.h"
+#include "../vm/runtime/synthetic.h"
 
 static void check_near(double got, double want, double tol, const char *what)
 {

@@ -1,4 +1,4 @@
-/* test_phases.c - fused client segments (vm/phases.c, vm/exec_segment.c) and the backends: which
+/* test_phases.c - fused client segments (vm/transform/phases.c, vm/exec/exec_segment.c) and the backends: which
  * instructions fuse, and that fused, unfused and threaded runs give the same bits and errors. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
-#include "../vm/phases.h"
+#include "../vm/transform/phases.h"
 #include "test_util.h"
 
 /* The program src (single quotes for double), loaded and checked. */

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../vm/prng.h"
+#include "../vm/core/prng.h"
 
 enum { NSTAT = 100000 };
 

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
+#include "../format/doc_io.h"
 
 static bool same_str(const char *a, const char *b)
 {

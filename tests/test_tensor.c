@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "../vm/bufcache.h"
-#include "../vm/tensor.h"
+#include "../vm/ir/bufcache.h"
+#include "../vm/ir/tensor.h"
 
 static fvm_dims dims(int rank, ...)
 {

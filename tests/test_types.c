@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../vm/types.h"
+#include "../vm/ir/types.h"
 
 /* Every error location is given relative to this one: the type string is the
  * JSON string whose opening quote is at line 7, column 20 of prog.json, so the

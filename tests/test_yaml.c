@@ -12,7 +12,8 @@
 
 #include <cmocka.h>
 
-#include "../format/doc.h"
+#include "../vm/core/doc.h"
+#include "../format/doc_io.h"
 
 /* Per-test state, freed by the teardown even when an assertion fails. */
 typedef struct fx {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../vm/fedvm.h"
+#include "../format/doc_io.h"
 #include "cli.h"
 
 static const char *const usage_main =

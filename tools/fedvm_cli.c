@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "../format/atomic.h"
-#include "../vm/suggest.h"
+#include "../format/doc_io.h"
+#include "../vm/core/suggest.h"
 #include "cli.h"
 
 const char *cli_prog = "fedvm";

@@ -7,10 +7,11 @@
 #include <unistd.h>
 
 #include "../format/dataset.h"
+#include "../format/doc_io.h"
 #include "../format/idx.h"
 #include "../vm/fedvm.h"
-#include "../vm/partition.h"
-#include "../vm/synthetic.h"
+#include "../vm/runtime/partition.h"
+#include "../vm/runtime/synthetic.h"
 #include "cli.h"
 
 static const char *const usage_data =

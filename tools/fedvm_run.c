@@ -11,12 +11,13 @@
 #include <unistd.h>
 
 #include "../format/atomic.h"
+#include "../format/doc_io.h"
 #include "../format/checkpoint.h"
 #include "../format/file.h"
 #include "../format/data_bind.h"
 #include "../format/safetensors.h"
 #include "../format/dataset.h"
-#include "../vm/rounds.h"
+#include "../vm/runtime/rounds.h"
 #include "cli.h"
 
 const char *const fvm_usage_run =

@@ -3,18 +3,18 @@
 #define FVM_FEDVM_H
 
 #include "../format/bind.h"
-#include "../format/doc.h"
+#include "core/doc.h"
 #include "../format/ir_read.h"
 #include "../format/ir_write.h"
 #include "../format/plan.h"
 #include "../format/value_doc.h"
-#include "check.h"
-#include "interp.h"
-#include "ir.h"
-#include "prng.h"
-#include "status.h"
-#include "types.h"
-#include "value.h"
+#include "ir/check.h"
+#include "exec/interp.h"
+#include "ir/ir.h"
+#include "core/prng.h"
+#include "core/status.h"
+#include "ir/types.h"
+#include "ir/value.h"
 
 #define FVM_VERSION "0.1.0"
 

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../vm/status.h"
+#include "../../vm/core/status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
