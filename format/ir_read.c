@@ -733,6 +733,17 @@ static void resolve_types(loader *L)
     }
 }
 
+/* Every instruction's attributes, now that the namespace is known. */
+static void decode_attrs(loader *L)
+{
+    for (int i = 0; i < L->p->nfuncs; i++) {
+        fvm_func *f = L->p->funcs[i];
+        for (int k = 0; k < f->ninstrs; k++)
+            if (fvm_ir_decode_attrs(L->p, &L->p->arena, &f->instrs[k], L->d))
+                L->errors++;
+    }
+}
+
 static fvm_status load(const char *path, const char *text, size_t len, const char *member, const fvm_load_opts *o,
                        fvm_program **out, fvm_diag *d)
 {
@@ -750,6 +761,7 @@ static fvm_status load(const char *path, const char *text, size_t len, const cha
     if (root && !L.fatal) {
         merge_namespace(&L);
         resolve_types(&L);
+        decode_attrs(&L);
     }
     fvm_diag_clear(&local);
     if (L.fatal || !root) {

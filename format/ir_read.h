@@ -41,4 +41,17 @@ typedef struct fvm_load_opts {
 fvm_status fvm_program_load_opts(const char *display_name, const char *text, size_t len, const char *member,
                                  const fvm_load_opts *o, fvm_program **out, fvm_diag *d);
 
+/* Decodes the attributes of instruction in (its 'attrs' document, as written)
+ * into in->a, by the tables of attrs.def and op_attrs.def: the op must take
+ * each attribute, of its kind and domain, and the op's required ones must be
+ * there; a FUNC attribute names a function of p's namespace (in->a.<fn>, its
+ * location in in->fn_locs); a const's value becomes in->konst. Errors are
+ * located at the value at fault; then in->attrs_bad is set, and the checker
+ * types nothing that depends on it. The loader decodes every instruction it
+ * reads; code that makes instructions (derivatives) decodes them before
+ * checking them. Allocations in arena a. */
+fvm_status fvm_ir_decode_attrs(const fvm_program *p, fvm_arena *a, fvm_instr *in, fvm_diag *d);
+/* fvm_ir_decode_attrs for every instruction of f; the first error's status. */
+fvm_status fvm_ir_decode_func(const fvm_program *p, fvm_arena *a, fvm_func *f, fvm_diag *d);
+
 #endif

@@ -35,7 +35,7 @@ typedef struct algo {
 static void algo_open(algo *a, const char *path)
 {
     memset(a, 0, sizeof *a);
-    if (fvm_program_load(path, &a->p, &a->d) || fvm_check(a->p, &a->d)) {
+    if (fvm_program_load(path, &a->p, &a->d) || fvm_compile(a->p, &a->d)) {
         print_errors(&a->d);
         fail_msg("%s does not check", path);
     }

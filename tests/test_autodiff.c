@@ -201,7 +201,7 @@ static fvm_value *grad_op_value(const char *text, const char *params, const fvm_
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("g.json", gtext, strlen(gtext), &p, &d), FVM_OK);
-    if (fvm_check(p, &d) != FVM_OK) {
+    if (fvm_compile(p, &d) != FVM_OK) {
         for (int i = 0; i < d.n; i++)
             print_error("%s\n", d.errs[i].msg);
         fail_msg("the program with the grad op does not check");
@@ -282,13 +282,13 @@ static void run_case(const gcase *c)
                  "\"result\": \"s\"}}}", params, body);
     }
     assert_int_equal(fvm_program_load_text("f.json", text, strlen(text), &p, &d), FVM_OK);
-    if (fvm_check(p, &d) != FVM_OK) {
+    if (fvm_compile(p, &d) != FVM_OK) {
         for (int i = 0; i < d.n; i++)
             print_error("%s: %s\n", c->name, d.errs[i].msg);
         fail_msg("%s: f does not check", c->name);
     }
     fvm_func *f = fvm_program_func(p, "f"), *pb = NULL;
-    if (fvm_check_derive(p, "f", c->wrt, &pb, &d) != FVM_OK) {
+    if (fvm_passes_pullback(p, "f", c->wrt, &pb, &d) != FVM_OK) {
         for (int i = 0; i < d.n; i++)
             print_error("%s: %s\n", c->name, d.errs[i].msg);
         fail_msg("%s: no derivative", c->name);
@@ -813,7 +813,7 @@ static double grad_at(const char *body, double x0)
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("fed.json", text, strlen(text), &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     /* every placed argument in the derived code is consumed by an op that may take placed values */
     for (int i = 0; i < p->nfuncs; i++) {
         const fvm_func *f = p->funcs[i];
@@ -855,7 +855,7 @@ static fvm_doc *run_file(fvm_arena *a, const char *path, const char *fn, int nar
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load(path, &p, &d), FVM_OK);
-    if (fvm_check(p, &d)) {
+    if (fvm_compile(p, &d)) {
         for (int i = 0; i < d.n; i++)
             print_error("%s\n", d.errs[i].msg);
         fail_msg("%s does not check", path);
@@ -1078,11 +1078,11 @@ static void test_call_tree_shares_pullbacks(void **state)
         fvm_diag d = {0};
         fvm_program *p = NULL;
         assert_int_equal(fvm_program_load_text("tree.json", text, strlen(text), &p, &d), FVM_OK);
-        assert_int_equal(fvm_check(p, &d), FVM_OK);
+        assert_int_equal(fvm_compile(p, &d), FVM_OK);
         int n0 = p->nfuncs;
         fvm_func *pb = NULL;
         const char *fn = federated ? "top" : "f10";
-        assert_int_equal(fvm_check_derive(p, fn, "x", &pb, &d), FVM_OK);
+        assert_int_equal(fvm_passes_pullback(p, fn, "x", &pb, &d), FVM_OK);
         assert_true(calls_a_pullback(p, n0));
         assert_true(derived_instrs(p, n0) < 20000);
         fvm_vm *vm = NULL;
@@ -1116,7 +1116,7 @@ static void test_call_tree_shares_pullbacks(void **state)
         fvm_value_release(r);
         if (federated) { /* d/dw sum_i f(w) = 3 f'(w): the broadcast becomes one value per client at the call */
             fvm_func *pw = NULL;
-            assert_int_equal(fvm_check_derive(p, "top_server", "w", &pw, &d), FVM_OK);
+            assert_int_equal(fvm_passes_pullback(p, "top_server", "w", &pw, &d), FVM_OK);
             fvm_value *wargs[3] = {f64_scalar(0.4), fvm_value_retain(args[0]), f64_scalar(1.0)};
             assert_int_equal(fvm_vm_call(vm, pw, wargs, &r, &d), FVM_OK);
             double v, dv;
@@ -1139,9 +1139,9 @@ static void test_call_tree_shares_pullbacks(void **state)
     fvm_program *p = NULL;
     fvm_func *pb = NULL;
     assert_int_equal(fvm_program_load_text("tree30.json", text, strlen(text), &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     int n0 = p->nfuncs;
-    assert_int_equal(fvm_check_derive(p, "f30", "x", &pb, &d), FVM_OK);
+    assert_int_equal(fvm_passes_pullback(p, "f30", "x", &pb, &d), FVM_OK);
     assert_true(derived_instrs(p, n0) < 20000);
     fvm_program_free(p);
     fvm_diag_clear(&d);
@@ -1165,7 +1165,7 @@ static void test_derived_code_limit(void **state)
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("long.json", text, strlen(text), &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_ERR_LIMIT);
+    assert_int_equal(fvm_compile(p, &d), FVM_ERR_LIMIT);
     bool found = false;
     for (int i = 0; i < d.n && !found; i++)
         found = d.errs[i].code == FVM_ERR_LIMIT && d.errs[i].loc.line == 2 && d.errs[i].loc.ptr &&
@@ -1193,8 +1193,8 @@ static void test_inlined_names_follow_calls(void **state)
     fvm_program *p = NULL;
     fvm_func *pb = NULL;
     assert_int_equal(fvm_program_load_text("names.json", text, strlen(text), &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
-    assert_int_equal(fvm_check_derive(p, "f", "x", &pb, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
+    assert_int_equal(fvm_passes_pullback(p, "f", "x", &pb, &d), FVM_OK);
     const char *want[] = {"c/a/y", "c/b/y", "d/y", "d.d/y", "d.c/b/y", "d.c/a/y"};
     for (size_t w = 0; w < sizeof want / sizeof *want; w++) {
         bool found = false;

@@ -54,7 +54,7 @@ static fvm_status load_check(const char *text, fvm_program **out, fvm_diag *d)
     fvm_status ls = fvm_program_load_text("test.json", text, strlen(text), out, d);
     if (!*out)
         return ls;
-    fvm_status cs = fvm_check(*out, d);
+    fvm_status cs = fvm_compile(*out, d);
     return ls ? ls : cs;
 }
 
@@ -533,7 +533,7 @@ static void test_integers_as_reals(void **state)
     fvm_program *p = NULL;
     fvm_status s = fvm_program_load_text("test.yaml", yaml, strlen(yaml), &p, &d);
     if (s == FVM_OK)
-        s = fvm_check(p, &d);
+        s = fvm_compile(p, &d);
     if (s != FVM_OK)
         print_errors(&d);
     assert_int_equal(s, FVM_OK);
@@ -782,14 +782,14 @@ static void test_load_member(void **state)
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_member(path, "/server/program", &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     assert_non_null(fvm_program_func(p, "main"));
     assert_string_equal(p->root->base, "/server/program");
     fvm_program_free(p);
     /* an error in the client's program points into it */
     fvm_status s = fvm_program_load_member(path, "/client/program", &p, &d);
     if (s == FVM_OK)
-        s = fvm_check(p, &d);
+        s = fvm_compile(p, &d);
     assert_int_equal(s, FVM_ERR_FORMAT);
     assert_int_equal(d.n, 1);
     assert_string_equal(d.errs[0].loc.file, path);

@@ -98,7 +98,7 @@ static fvm_doc *run_case(fvm_arena *a, const fvm_doc *c, const fvm_vm_config *cf
     fvm_vm *vm = NULL;
     fvm_doc *result = NULL;
     assert_int_equal(fvm_program_load(path, &p, d), FVM_OK);
-    assert_int_equal(fvm_check(p, d), FVM_OK);
+    assert_int_equal(fvm_compile(p, d), FVM_OK);
     assert_int_equal(fvm_vm_new(p, cfg, &vm, d), FVM_OK);
     int64_t nclients = -1;
     if (!rounds) {

@@ -84,7 +84,7 @@ static fvm_status run_main(run *r, const char *funcs, const char *params, const 
     char *text = program(funcs, params, body);
     fvm_status s = fvm_program_load_text("test.json", text, strlen(text), &r->p, &r->d);
     if (s == FVM_OK)
-        s = fvm_check(r->p, &r->d);
+        s = fvm_compile(r->p, &r->d);
     if (s) {
         print_error("%s\n", text);
         print_errors(&r->d);
@@ -1018,7 +1018,7 @@ static void test_bind_args(void **state)
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     const fvm_func *f = fvm_program_func(p, "main");
     fvm_vm *vm = NULL;
     assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
@@ -1072,7 +1072,7 @@ static void test_call_checks_arguments(void **state)
     assert_null(res);
     fvm_vm_free(vm);
     fvm_diag_clear(&d);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
     /* a tensor of the wrong shape */
     fvm_tensor t;
@@ -1117,7 +1117,7 @@ static void test_call_checks_client_counts(void **state)
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     const fvm_func *f = fvm_program_func(p, "main");
     fvm_vm *vm = NULL;
     assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
@@ -1182,7 +1182,7 @@ static fvm_status call_main(const char *text, fvm_value *a, int64_t clients, fvm
 {
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, d), FVM_OK);
-    assert_int_equal(fvm_check(p, d), FVM_OK);
+    assert_int_equal(fvm_compile(p, d), FVM_OK);
     fvm_vm *vm = NULL;
     assert_int_equal(fvm_vm_new(p, NULL, &vm, d), FVM_OK);
     assert_int_equal(fvm_vm_set_clients(vm, clients, d), FVM_OK);

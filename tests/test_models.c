@@ -72,7 +72,7 @@ static void learns(const char *file, const char *prefix, int64_t classes, int64_
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load(path, &p, &d), FVM_OK);
-    if (fvm_check(p, &d)) {
+    if (fvm_compile(p, &d)) {
         for (int i = 0; i < d.n; i++)
             print_error("%s\n", d.errs[i].msg);
         fail_msg("%s does not check", path);

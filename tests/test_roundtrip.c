@@ -66,7 +66,7 @@ static fvm_program *load_checked_text(const char *name, const char *text, size_t
     fvm_program *p = NULL;
     fvm_status s = fvm_program_load_text(name, text, len, &p, &d);
     if (s == FVM_OK)
-        s = fvm_check(p, &d);
+        s = fvm_compile(p, &d);
     for (int i = 0; i < d.n; i++)
         print_error("%s: %s\n", name, d.errs[i].msg);
     fvm_diag_clear(&d);

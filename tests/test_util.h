@@ -9,7 +9,7 @@
 
 /* Loads src as the program file 'name' (nothing is read from disk), with
  * every single quote in it read as a double quote (so no string in src may
- * hold a quote), and checks it when 'checked'. Any error is printed and
+ * hold a quote), and compiles it (fvm_compile: checked, then the passes) when 'checked'. Any error is printed and
  * fails the test. The caller frees the program. */
 static inline fvm_program *test_load(const char *name, const char *src, bool checked)
 {
@@ -22,7 +22,7 @@ static inline fvm_program *test_load(const char *name, const char *src, bool che
     fvm_diag d = {0};
     fvm_status st = fvm_program_load_text(name, s, strlen(s), &p, &d);
     if (st == FVM_OK && checked)
-        st = fvm_check(p, &d);
+        st = fvm_compile(p, &d);
     for (int i = 0; i < d.n; i++)
         print_error("%s\n", d.errs[i].msg);
     assert_int_equal(st, FVM_OK);

@@ -25,7 +25,7 @@ static int setup(void **state)
     fvm_program *p = NULL;
     size_t len = 0;
     assert_int_equal(fvm_program_load("tests/xdev/secure_counts.json", &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     assert_int_equal(fvm_plan_cross_device(p, NULL, &plan_text, &len, &d), FVM_OK);
     assert_int_equal(strlen(plan_text), len);
     fvm_program_free(p);

@@ -220,7 +220,7 @@ static int cmd_fmt(int argc, char **argv)
     char *text = NULL;
     size_t len = 0;
     int rc = EXIT_INVALID;
-    if (fvm_program_load(file, &p, &d) == FVM_OK && fvm_check(p, &d) == FVM_OK &&
+    if (fvm_program_load(file, &p, &d) == FVM_OK && fvm_compile(p, &d) == FVM_OK &&
         fvm_module_write(p->root, yaml, &text, &len, &d) == FVM_OK) {
         if (out) {
             rc = cli_write_atomic(out, text, len);
@@ -271,7 +271,7 @@ static int cmd_grad(int argc, char **argv)
     char *text = NULL;
     size_t len = 0;
     int rc = EXIT_INVALID;
-    if (cli_load_checked(file, &p, &d) == FVM_OK && fvm_check_derive(p, fn, wrt, &derived, &d) == FVM_OK) {
+    if (cli_load_checked(file, &p, &d) == FVM_OK && fvm_passes_pullback(p, fn, wrt, &derived, &d) == FVM_OK) {
         const char *doc = fvm_arena_printf(&a, "%s with the derivative of '%s' as '%s', derived by fedvm grad", file,
                                            fn, derived->name);
         fvm_doc *root = fvm_program_to_doc(&a, p, doc);

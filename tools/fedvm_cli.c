@@ -165,7 +165,7 @@ fvm_status cli_load_checked(const char *path, fvm_program **p, fvm_diag *d)
 {
     fvm_status s = fvm_program_load(path, p, d);
     if (*p) {
-        fvm_status c = fvm_check(*p, d);
+        fvm_status c = fvm_compile(*p, d);
         if (s == FVM_OK)
             s = c;
     }

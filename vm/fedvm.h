@@ -10,6 +10,7 @@
 #include "../format/value_doc.h"
 #include "ir/check.h"
 #include "exec/interp.h"
+#include "transform/passes.h"
 #include "ir/ir.h"
 #include "core/prng.h"
 #include "core/status.h"

@@ -20,6 +20,7 @@
 #include "../../format/ir_read.h"
 #include "../../format/xdev.h"
 #include "../../vm/ir/check.h"
+#include "../../vm/transform/passes.h"
 
 #ifndef FUZZ_REPO
 #define FUZZ_REPO "."
@@ -79,7 +80,7 @@ static void setup_round(round *r, int k)
     fvm_plan_opts o = {0};
     snprintf(path, sizeof path, "%s/%s", FUZZ_REPO, r->program);
     must(fvm_program_load(path, &p, &d), &d, "load");
-    must(fvm_check(p, &d), &d, "check");
+    must(fvm_compile(p, &d), &d, "check");
     must(fvm_plan_cross_device(p, &o, &text, &len, &d), &d, "plan");
     fvm_program_free(p);
     snprintf(name, sizeof name, "plan%d.json", k);

@@ -82,6 +82,60 @@ fvm_status fvm_diag_add(fvm_diag *d, fvm_status code, const fvm_loc *loc, const 
     return code;
 }
 
+/* An error's place for fvm_diag_sort: its file's rank, line and column (an
+ * error without a line takes the place of the one before it), then where it
+ * stood, for stability. */
+typedef struct place {
+    int file, line, col, index;
+} place;
+
+static int by_place(const void *x, const void *y)
+{
+    const place *a = x, *b = y;
+    if (a->file != b->file)
+        return a->file < b->file ? -1 : 1;
+    if (a->line != b->line)
+        return a->line < b->line ? -1 : 1;
+    if (a->col != b->col)
+        return a->col < b->col ? -1 : 1;
+    return a->index < b->index ? -1 : a->index > b->index;
+}
+
+void fvm_diag_sort(fvm_diag *d, int from)
+{
+    int n = d->n - from;
+    if (n < 2)
+        return;
+    place *pl = malloc((size_t)n * sizeof *pl);
+    fvm_error *sorted = malloc((size_t)n * sizeof *sorted);
+    if (!pl || !sorted) {
+        free(pl);
+        free(sorted);
+        return; /* unsorted: still every error */
+    }
+    int nfiles = 0;
+    place last = {0, 0, 0, 0};
+    for (int i = 0; i < n; i++) {
+        const fvm_loc *l = &d->errs[from + i].loc;
+        if (l->file && l->line > 0) {
+            int f = 0;
+            while (f < i && !(d->errs[from + f].loc.file && !strcmp(d->errs[from + f].loc.file, l->file)))
+                f++;
+            last.file = f < i ? pl[f].file : nfiles++;
+            last.line = l->line;
+            last.col = l->col;
+        }
+        pl[i] = last;
+        pl[i].index = i;
+    }
+    qsort(pl, (size_t)n, sizeof *pl, by_place);
+    for (int i = 0; i < n; i++)
+        sorted[i] = d->errs[from + pl[i].index];
+    memcpy(d->errs + from, sorted, (size_t)n * sizeof *sorted);
+    free(pl);
+    free(sorted);
+}
+
 void fvm_diag_append(fvm_diag *dst, const fvm_diag *src)
 {
     for (int i = 0; src && i < src->n; i++)

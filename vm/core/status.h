@@ -78,6 +78,13 @@ void fvm_diag_locate_last(fvm_diag *d, const fvm_loc *loc);
  * location yet is changed. */
 void fvm_diag_place_last(fvm_diag *d, const fvm_loc *loc, const char *what, fvm_status code);
 
+/* Orders the errors from index 'from' on by where they are: file (in the
+ * order files first appear among them), then line and column. An error
+ * without a line stays after the one before it. Stable: errors at one place
+ * keep their order. What the loader and the checker report separately then
+ * reads as one pass over the source. */
+void fvm_diag_sort(fvm_diag *d, int from);
+
 /* Appends copies of src's errors to dst (a worker's errors to its caller's). */
 void fvm_diag_append(fvm_diag *dst, const fvm_diag *src);
 

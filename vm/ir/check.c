@@ -1,4 +1,4 @@
-/* check.c - the static checker: resolves names and functions, decodes attributes, applies the type
+/* check.c - the static checker: resolves names and functions, checks callees first, applies the type
  * rules, enforces placements, rejects recursion, computes liveness and checks program conventions. */
 #include "check.h"
 
@@ -7,10 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/doc.h"
-#include "../transform/autodiff.h"
-#include "../exec/fuse.h"
-#include "../transform/phases.h"
 #include "rules.h"
 #include "../core/suggest.h"
 
@@ -117,42 +113,15 @@ static void scope_put(scope *s, const char *k, int v)
     s->vals[i] = v;
 }
 
-/* ---- attributes --------------------------------------------------------------- */
+/* ---- callees -------------------------------------------------------------------- */
 
 static void check_func(checker *C, fvm_func *f);
 
-static const char *attr_list(uint64_t mask, char *buf, size_t n)
+/* Checks the callee g of a function attribute first (so its signature is
+ * known), detecting recursion through the stack of functions being checked;
+ * l locates the attribute. */
+static bool check_callee(checker *C, const fvm_instr *in, fvm_func *g, const fvm_loc *l)
 {
-    buf[0] = 0;
-    for (int i = 0; i < FVM_ATTR_COUNT; i++) {
-        if (!(mask & (UINT64_C(1) << i)))
-            continue;
-        if (buf[0])
-            strncat(buf, ", ", n - strlen(buf) - 1);
-        strncat(buf, fvm_attr_table[i].name, n - strlen(buf) - 1);
-    }
-    return buf;
-}
-
-
-/* Resolves a function attribute; checks the callee first (so its signature is
- * known) and detects recursion through the stack of functions being checked. */
-static fvm_func *resolve_fn(checker *C, fvm_instr *in, const fvm_doc *v, const fvm_loc *l, const char *attr)
-{
-    fvm_func *g = fvm_program_func(C->p, v->u.str.s);
-    if (!g) {
-        fvm_suggest s;
-        fvm_suggest_init(&s, v->u.str.s);
-        for (int i = 0; i < C->p->nfuncs; i++)
-            fvm_suggest_add(&s, C->p->funcs[i]->name);
-        if (s.best)
-            cerr(C, FVM_ERR_NAME, l, "%s: %s names an undefined function '%s'; did you mean '%s'?",
-                 fvm_op_table[in->op].name, attr, v->u.str.s, s.best);
-        else
-            cerr(C, FVM_ERR_NAME, l, "%s: %s names an undefined function '%s'", fvm_op_table[in->op].name, attr,
-                 v->u.str.s);
-        return NULL;
-    }
     if (g->state == F_BUSY) {
         char chain[1024] = "";
         int from = 0;
@@ -165,293 +134,30 @@ static fvm_func *resolve_fn(checker *C, fvm_instr *in, const fvm_doc *v, const f
         }
         strncat(chain, g->name, sizeof chain - strlen(chain) - 1);
         cerr(C, FVM_ERR_CYCLE, l, "%s: recursion is not allowed: %s", fvm_op_table[in->op].name, chain);
-        return NULL;
+        return false;
     }
     if (g->state == F_NEW) {
         if (C->depth == FVM_MAX_CALL_DEPTH) {
             cerr(C, FVM_ERR_LIMIT, l, "calls nest more than %d functions deep (through '%s')", FVM_MAX_CALL_DEPTH,
                  g->name);
-            return NULL;
+            return false;
         }
         check_func(C, g);
     }
-    return g;
-}
-
-/* A bound or a value as text: whole numbers without a fraction. */
-static void num_text(double x, char buf[32])
-{
-    if (x == trunc(x) && fabs(x) < 0x1p53)
-        snprintf(buf, 32, "%lld", (long long)x);
-    else
-        fvm_format_real(buf, x, false);
-}
-
-static bool in_bounds(const fvm_attr_domain *dom, double x)
-{
-    if (dom->has_min && !(dom->min_open ? x > dom->min : x >= dom->min))
-        return false;
-    if (dom->has_max && !(dom->max_open ? x < dom->max : x <= dom->max))
-        return false;
     return true;
 }
 
-/* Whether s is one of the '|'-separated values of list. */
-static bool in_list(const char *list, const char *s)
+/* Every function the instruction's attributes name (decoded at load), checked first. */
+static bool check_callees(checker *C, const fvm_instr *in)
 {
-    size_t n = strlen(s);
-    for (const char *p = list;;) {
-        const char *e = strchr(p, '|');
-        size_t k = e ? (size_t)(e - p) : strlen(p);
-        if (k == n && !strncmp(p, s, n))
-            return true;
-        if (!e)
-            return false;
-        p = e + 1;
-    }
-}
-
-/* "a, b or c" (each quoted when quote) from the '|'-separated list. */
-static void alternatives(const char *list, bool quote, char *buf, size_t n)
-{
-    size_t len = 0;
-    buf[0] = 0;
-    for (const char *p = list; len < n;) {
-        const char *e = strchr(p, '|');
-        int k = (int)(e ? (size_t)(e - p) : strlen(p));
-        const char *sep = p == list ? "" : e ? ", " : " or ";
-        len += (size_t)snprintf(buf + len, n - len, quote ? "%s\"%.*s\"" : "%s%.*s", sep, k, p);
-        if (!e)
-            break;
-        p = e + 1;
-    }
-}
-
-/* What an attribute of this kind and domain must be: "an integer from 1 to 64". */
-static const char *want_text(fvm_attr_kind kind, const fvm_attr_domain *dom, char *buf, size_t n)
-{
-    char b[96] = "", lo[32], hi[32], alts[200];
-    num_text(dom->min, lo);
-    num_text(dom->max, hi);
-    const char *ge = dom->min_open ? ">" : ">=", *le = dom->max_open ? "<" : "<=";
-    if (dom->has_min && dom->has_max && !dom->min_open && !dom->max_open)
-        snprintf(b, sizeof b, " from %s to %s", lo, hi);
-    else if (dom->has_min && dom->has_max)
-        snprintf(b, sizeof b, " %s %s and %s %s", ge, lo, le, hi);
-    else if (dom->has_min)
-        snprintf(b, sizeof b, " %s %s", ge, lo);
-    else if (dom->has_max)
-        snprintf(b, sizeof b, " %s %s", le, hi);
-    switch (kind) {
-    case FVM_AK_FUNC:
-        return "a function name (a string)";
-    case FVM_AK_INT:
-        snprintf(buf, n, "an integer%s", b);
-        return buf;
-    case FVM_AK_REAL:
-        snprintf(buf, n, "a number%s", b);
-        return buf;
-    case FVM_AK_BOOL:
-        return "true or false";
-    case FVM_AK_INTS: {
-        int nlo = dom->has_len ? dom->min_len : 0, nhi = dom->has_len ? dom->max_len : FVM_MAX_RANK;
-        if (nlo == nhi)
-            snprintf(buf, n, "a list of %d integer%s%s", nlo, nlo == 1 ? "" : "s", b);
-        else if (nlo == 0)
-            snprintf(buf, n, "a list of at most %d integers%s", nhi, b);
-        else
-            snprintf(buf, n, "a list of %d to %d integers%s", nlo, nhi, b);
-        return buf;
-    }
-    case FVM_AK_DTYPE:
-        alternatives(dom->one_of ? dom->one_of : "bool|u8|i32|i64|u32|f32|f64", false, alts, sizeof alts);
-        snprintf(buf, n, "a dtype: %s", alts);
-        return buf;
-    case FVM_AK_PLACEMENT:
-        return "a placement: \"SERVER\" or \"CLIENTS\"";
-    case FVM_AK_STRING:
-        if (!dom->one_of)
-            return "a string";
-        alternatives(dom->one_of, true, buf, n);
-        return buf;
-    case FVM_AK_STRINGS:
-        return "a list of distinct identifiers";
-    case FVM_AK_VALUE:
-        return "a value";
-    }
-    return "?";
-}
-
-/* What was found instead, for messages: "3", "\"same\"", "a list of 3 entries". */
-static const char *found_text(const fvm_doc *v, char *buf, size_t n)
-{
-    char num[32];
-    switch (v->kind) {
-    case FVM_DOC_NULL:
-        return "null";
-    case FVM_DOC_BOOL:
-        return v->u.b ? "true" : "false";
-    case FVM_DOC_INT:
-        snprintf(buf, n, "%lld", (long long)v->u.i);
-        return buf;
-    case FVM_DOC_REAL:
-        fvm_format_real(num, v->u.r, false);
-        snprintf(buf, n, "%s", num);
-        return buf;
-    case FVM_DOC_STRING:
-        for (size_t i = 0; i < v->u.str.len; i++)
-            if ((unsigned char)v->u.str.s[i] < 0x20 || v->u.str.s[i] == 0x7f)
-                return "a string";
-        if (v->u.str.len > 40)
-            return "a string";
-        snprintf(buf, n, "\"%s\"", v->u.str.s);
-        return buf;
-    case FVM_DOC_ARRAY:
-        snprintf(buf, n, "a list of %zu entr%s", v->u.coll.n, v->u.coll.n == 1 ? "y" : "ies");
-        return buf;
-    case FVM_DOC_OBJECT:
-        return "an object";
-    }
-    return "?";
-}
-
-/* Decodes each attribute of in into in->a, checking that the op takes it, its
- * JSON kind and its domain (attrs.def, op_attrs.def), and that the op's
- * required ones are there. Errors are located at the value at fault. */
-static bool decode_attrs(checker *C, fvm_func *f, fvm_instr *in)
-{
-    const fvm_op_info *op = &fvm_op_table[in->op];
-    const fvm_doc *o = in->attrs;
     bool ok = true;
-    char list[512];
-    for (size_t k = 0; o && k < o->u.coll.n; k++) {
-        const fvm_doc *key = o->u.coll.keys[k], *v = o->u.coll.items[k];
-        const char *ptr = fvm_pointer_join(C->a, in->attrs_loc.ptr, key->u.str.s);
-        fvm_loc l = {in->loc.file, v->line, v->col, ptr};
-        fvm_loc kl = {in->loc.file, key->line, key->col, ptr};
-        fvm_attr_id id = fvm_attr_lookup(key->u.str.s);
-        if (id == FVM_ATTR_COUNT || !(op->attrs & (UINT64_C(1) << id))) {
-            fvm_suggest s;
-            fvm_suggest_init(&s, key->u.str.s);
-            for (int i = 0; i < FVM_ATTR_COUNT; i++)
-                if (op->attrs & (UINT64_C(1) << i))
-                    fvm_suggest_add(&s, fvm_attr_table[i].name);
-            if (!op->attrs)
-                cerr(C, FVM_ERR_FORMAT, &kl, "%s takes no attributes, found '%s'", op->name, key->u.str.s);
-            else if (s.best)
-                cerr(C, FVM_ERR_FORMAT, &kl, "%s has no attribute '%s'; did you mean '%s'?", op->name, key->u.str.s,
-                     s.best);
-            else
-                cerr(C, FVM_ERR_FORMAT, &kl, "%s has no attribute '%s' (it takes: %s)", op->name, key->u.str.s,
-                     attr_list(op->attrs, list, sizeof list));
-            ok = false;
+    for (int id = 0; id < FVM_NFUNC_ATTRS; id++) {
+        if (!(in->a.present & (UINT64_C(1) << id)))
             continue;
-        }
-        const fvm_attr_info *ai = &fvm_attr_table[id];
-        const fvm_attr_domain *dom = fvm_attr_domain_of(in->op, id);
-        char *field = (char *)&in->a + ai->offset;
-        bool good = true;
-        int entry = -1; /* the entry of a list at fault, if one is */
-        int64_t iv = 0;
-        switch (ai->kind) {
-        case FVM_AK_FUNC:
-            if (v->kind != FVM_DOC_STRING) {
-                good = false;
-                break;
-            }
-            *(fvm_func **)field = resolve_fn(C, in, v, &l, ai->name);
-            if (!*(fvm_func **)field)
-                ok = false;
-            break;
-        case FVM_AK_INT:
-            if ((good = fvm_doc_integer(v, &iv) && in_bounds(dom, (double)iv)))
-                *(int64_t *)field = iv;
-            break;
-        case FVM_AK_BOOL:
-            if ((good = v->kind == FVM_DOC_BOOL))
-                *(bool *)field = v->u.b;
-            break;
-        case FVM_AK_INTS: {
-            fvm_ints *ints = (fvm_ints *)field;
-            size_t n = v->kind == FVM_DOC_ARRAY ? v->u.coll.n : 0;
-            good = v->kind == FVM_DOC_ARRAY && n <= FVM_MAX_RANK &&
-                   (!dom->has_len || (n >= (size_t)dom->min_len && n <= (size_t)dom->max_len));
-            for (size_t i = 0; good && i < n; i++) {
-                if (!(good = fvm_doc_integer(v->u.coll.items[i], &iv) && in_bounds(dom, (double)iv)))
-                    entry = (int)i;
-                else
-                    ints->v[ints->n++] = iv;
-            }
-            break;
-        }
-        case FVM_AK_DTYPE:
-            good = v->kind == FVM_DOC_STRING && fvm_dtype_parse(v->u.str.s, v->u.str.len, (fvm_dtype *)field) &&
-                   (!dom->one_of || in_list(dom->one_of, fvm_dtype_name(*(fvm_dtype *)field)));
-            break;
-        case FVM_AK_PLACEMENT:
-            good = v->kind == FVM_DOC_STRING && (!strcmp(v->u.str.s, "SERVER") || !strcmp(v->u.str.s, "CLIENTS"));
-            if (good)
-                *(fvm_placement *)field = !strcmp(v->u.str.s, "SERVER") ? FVM_PL_SERVER : FVM_PL_CLIENTS;
-            break;
-        case FVM_AK_STRING:
-            if ((good = v->kind == FVM_DOC_STRING && (!dom->one_of || in_list(dom->one_of, v->u.str.s))))
-                *(const char **)field = v->u.str.s;
-            break;
-        case FVM_AK_STRINGS: {
-            fvm_strings *ss = (fvm_strings *)field;
-            good = v->kind == FVM_DOC_ARRAY;
-            if (good)
-                ss->v = fvm_arena_array(C->a, v->u.coll.n + 1, sizeof(char *));
-            for (size_t i = 0; good && ss->v && i < v->u.coll.n; i++) {
-                const fvm_doc *it = v->u.coll.items[i];
-                good = it->kind == FVM_DOC_STRING && fvm_is_identifier(it->u.str.s);
-                for (int j = 0; good && j < ss->n; j++)
-                    good = strcmp(ss->v[j], it->u.str.s) != 0;
-                if (good)
-                    ss->v[ss->n++] = it->u.str.s;
-            }
-            break;
-        }
-        case FVM_AK_REAL: {
-            double x = v->kind == FVM_DOC_INT ? (double)v->u.i : v->u.r;
-            if ((good = (v->kind == FVM_DOC_REAL || v->kind == FVM_DOC_INT) && in_bounds(dom, x)))
-                *(double *)field = x;
-            break;
-        }
-        case FVM_AK_VALUE:
-            *(const fvm_doc **)field = v;
-            break;
-        }
-        if (!good) {
-            char want[256], found[64];
-            want_text(ai->kind, dom, want, sizeof want);
-            if (entry >= 0) {
-                const fvm_doc *e = v->u.coll.items[entry];
-                fvm_loc el = {in->loc.file, e->line, e->col, fvm_pointer_index(C->a, ptr, (size_t)entry)};
-                cerr(C, FVM_ERR_FORMAT, &el, "%s: attribute '%s' must be %s; entry %d is %s", op->name, ai->name,
-                     want, entry, found_text(e, found, sizeof found));
-            } else {
-                cerr(C, FVM_ERR_FORMAT, &l, "%s: attribute '%s' must be %s, found %s", op->name, ai->name, want,
-                     found_text(v, found, sizeof found));
-            }
+        fvm_func *g = *(fvm_func *const *)((const char *)&in->a + fvm_attr_table[id].offset);
+        if (!check_callee(C, in, g, &in->fn_locs[id]))
             ok = false;
-            continue;
-        }
-        in->a.present |= UINT64_C(1) << id;
     }
-    uint64_t missing = op->required & ~in->a.present;
-    /* A bad value was reported already; only report what is truly absent. */
-    for (size_t k = 0; o && k < o->u.coll.n; k++) {
-        fvm_attr_id id = fvm_attr_lookup(o->u.coll.keys[k]->u.str.s);
-        if (id != FVM_ATTR_COUNT)
-            missing &= ~(UINT64_C(1) << id);
-    }
-    if (missing) {
-        cerr(C, FVM_ERR_FORMAT, &in->loc, "%s needs the attribute%s %s", op->name,
-             (missing & (missing - 1)) ? "s" : "", attr_list(missing, list, sizeof list));
-        ok = false;
-    }
-    (void)f;
     return ok;
 }
 
@@ -500,20 +206,6 @@ static void name_suggest(checker *C, const fvm_func *f, int upto, const char *na
     else
         cerr(C, FVM_ERR_NAME, l, "undefined name '%s' in %s (names are the function's parameters and earlier "
              "instructions)", name, what);
-}
-
-/* A function a type rule adds (a derived pullback or a generated helper). */
-static fvm_status check_new(void *ctx, fvm_func *f)
-{
-    checker *C = ctx;
-    if (f->state == F_NEW) {
-        if (C->depth == FVM_MAX_CALL_DEPTH) {
-            cerr(C, FVM_ERR_LIMIT, &f->loc, "derived functions nest more than %d deep", FVM_MAX_CALL_DEPTH);
-            return FVM_ERR_LIMIT;
-        }
-        check_func(C, f);
-    }
-    return f->ok ? FVM_OK : FVM_ERR_TYPE;
 }
 
 static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_type **slot_types)
@@ -565,7 +257,7 @@ static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_t
         if (!slot_types[s])
             ok = false; /* its definition failed: already reported */
     }
-    if (!decode_attrs(C, f, in))
+    if (in->attrs_bad || !check_callees(C, in))
         ok = false;
     if (ok && !(op->flags & OPF_PLACED)) {
         for (int i = 0; i < in->nargs; i++) {
@@ -580,8 +272,7 @@ static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_t
         }
     }
     if (ok) {
-        fvm_rctx rc = {.a = C->a, .d = C->d, .p = C->p, .f = f, .in = in, .args = in->arg_types, .nargs = in->nargs,
-                       .check_new = check_new, .check_ctx = C};
+        fvm_rctx rc = {.a = C->a, .d = C->d, .p = C->p, .f = f, .in = in, .args = in->arg_types, .nargs = in->nargs};
         const fvm_type *t = NULL;
         int before = C->d->n;
         fvm_status st = rule_table[in->op](&rc, &t);
@@ -703,11 +394,8 @@ done:
      * an instruction the loader could not read leaves the program's
      * load_errors set and its slot untyped. */
     f->ok = C->errors == errors_before && params_ok && f->result_type && !C->p->load_errors;
-    if (f->ok) {
+    if (f->ok)
         liveness(C, f);
-        f->phases = fvm_phases_plan(C->a, f);
-        f->fusion = fvm_fusion_plan(C->a, f);
-    }
     if (f->ok && fvm_type_is_placed(f->result_type))
         f->federated = true;
     C->depth--;
@@ -768,27 +456,31 @@ fvm_status fvm_check(fvm_program *p, fvm_diag *d)
         check_conventions(&C);
     if (C.errors == 0 && !p->load_errors)
         return FVM_OK;
+    if (d)
+        fvm_diag_sort(d, 0);
     return d && d->n ? d->errs[0].code : FVM_ERR_TYPE;
 }
 
-fvm_status fvm_check_derive(fvm_program *p, const char *fn, const char *wrt, fvm_func **out, fvm_diag *d)
+fvm_status fvm_check_func(fvm_program *p, fvm_func *f, fvm_diag *d)
 {
-    *out = NULL;
-    fvm_func *f = fvm_program_func(p, fn);
-    if (!f)
-        return fvm_diag_add(d, FVM_ERR_NAME, NULL, "no function '%s'", fn);
-    if (!f->ok)
-        return fvm_diag_add(d, FVM_ERR_USAGE, &f->loc, "function '%s' has not passed the checker", fn);
-    int k = 0;
-    if (wrt)
-        while (k < f->nparams && strcmp(f->param_names[k], wrt))
-            k++;
-    if (k >= f->nparams || k >= 64)
-        return fvm_diag_add(d, FVM_ERR_NAME, &f->loc, wrt ? "function '%s' has no parameter '%s'"
-                                                          : "function '%s' has no parameter", fn, wrt);
-    if (fvm_ad_check_wrt(f, k, d, &f->param_locs[k]))
-        return FVM_ERR_TYPE;
     checker C = {.p = p, .a = &p->arena, .d = d};
-    fvm_ad_env env = {.p = p, .d = d, .check = check_new, .ctx = &C, .where = &f->loc};
-    return fvm_ad_pullback(&env, f, UINT64_C(1) << k, out);
+    if (f->state == F_NEW)
+        check_func(&C, f);
+    return f->ok ? FVM_OK : FVM_ERR_TYPE;
+}
+
+fvm_status fvm_check_wrt(const fvm_func *f, int k, fvm_diag *d, const fvm_loc *loc)
+{
+    const fvm_type *t = f->param_types[k];
+    char ts[256];
+    if (!fvm_type_has_floats(t))
+        return fvm_diag_add(d, FVM_ERR_TYPE, loc, "parameter '%s' (%s) holds no float: no gradient flows through "
+                            "integers", f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
+    /* A cotangent of a sequence would need sums and zeros of sequences, and
+     * sequence_map and sequence_reduce pass none to their sequence: only
+     * sequence_sum would, so it is refused everywhere alike. */
+    if (fvm_type_has_seq(t))
+        return fvm_diag_add(d, FVM_ERR_TYPE, loc, "differentiating with respect to a sequence ('%s', %s) is not "
+                            "supported", f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
+    return FVM_OK;
 }

@@ -15,21 +15,23 @@ typedef struct fvm_module fvm_module;
 typedef struct fvm_instr {
     const char *name;
     fvm_op op;
-    const struct fvm_doc *attrs; /* OBJECT as written, or NULL */
+    const struct fvm_doc *attrs; /* OBJECT as written, or NULL: what writers write; decoded into 'a' at load */
     int nargs;
     const char **arg_names;
     fvm_loc loc;       /* of the instruction array */
     fvm_loc name_loc;  /* of the bound name */
     fvm_loc *arg_locs; /* of each argument */
     fvm_loc attrs_loc; /* of the attribute object (or the instruction) */
+    fvm_loc *fn_locs;  /* of each FUNC attribute given, by fvm_attr_id (< FVM_NFUNC_ATTRS), or NULL */
+    fvm_attrs a;       /* decoded attributes (fvm_ir_decode_attrs, format/ir_read.h) */
+    bool attrs_bad;    /* ... with errors, reported: the instruction is not typed */
+    fvm_tensor konst;  /* const: the value (owned; released by fvm_program_free) */
 
     /* Filled by the checker: */
     int slot;             /* the slot this instruction writes */
     int *args;            /* slot of each argument */
     const fvm_type **arg_types;
     const fvm_type *type; /* result type */
-    fvm_attrs a;          /* decoded attributes */
-    fvm_tensor konst;     /* const: the value (owned; released by fvm_program_free) */
     fvm_func *derived;    /* grad, value_and_grad, vjp: the pullback the checker derived */
     int nrelease;         /* slots whose last use is this instruction */
     int *release;
@@ -64,6 +66,7 @@ struct fvm_func {
     const struct fvm_fusion *fusion; /* elementwise chains run as one pass (fuse.h), or NULL */
     int state;           /* checker bookkeeping */
     int height;          /* functions on its longest call chain, itself included */
+    int mark;            /* scratch of the passes that walk the call graph (vm/transform/passes.c) */
     bool ok;             /* checked without errors */
 };
 

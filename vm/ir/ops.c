@@ -21,6 +21,13 @@ const fvm_attr_info fvm_attr_table[FVM_ATTR_COUNT] = {
 #undef FVM_ATTR
 };
 
+/* The FUNC attributes are the first FVM_NFUNC_ATTRS of attrs.def. */
+#define FVM_ATTR(ID, NAME, KIND, FIELD, DOMAIN)                                                       \
+    _Static_assert((FVM_AK_##KIND == FVM_AK_FUNC) == (FVM_ATTR_##ID < FVM_NFUNC_ATTRS),              \
+                   "attrs.def: the FUNC attributes come first, FVM_NFUNC_ATTRS of them (" #ID ")");
+#include "attrs.def"
+#undef FVM_ATTR
+
 static const struct {
     fvm_op op;
     fvm_attr_id id;

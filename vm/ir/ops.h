@@ -87,6 +87,10 @@ typedef struct fvm_attr_info {
     fvm_attr_domain dom; /* in every op that does not give its own (fvm_attr_domain_of) */
 } fvm_attr_info;
 
+/* The FUNC attributes come first in attrs.def (ops.c asserts it), so that
+ * an instruction keeps their locations in an array of this many. */
+#define FVM_NFUNC_ATTRS 8
+
 extern const fvm_attr_info fvm_attr_table[FVM_ATTR_COUNT];
 /* FVM_ATTR_COUNT when unknown. */
 fvm_attr_id fvm_attr_lookup(const char *name);

@@ -3,8 +3,6 @@
 
 #include <string.h>
 
-#include "../../format/value_doc.h"
-#include "../transform/autodiff.h"
 #include "shapes.h"
 
 /* ---- helpers -------------------------------------------------------------- */
@@ -289,13 +287,7 @@ LIFTED_RULE(rule_select, leaf_select)
 
 fvm_status rule_const(fvm_rctx *c, const fvm_type **out)
 {
-    const fvm_attrs *a = &c->in->a;
-    const char *ptr = fvm_pointer_join(c->a, c->in->attrs_loc.ptr ? c->in->attrs_loc.ptr : "", "value");
-    fvm_status s = fvm_tensor_from_doc(a->value, (a->present & A(DTYPE)) != 0, a->dtype,
-                                       (a->present & A(SHAPE)) ? &a->shape : NULL, c->in->loc.file, ptr,
-                                       &c->in->konst, c->d);
-    if (s)
-        return s;
+    /* the value was read into konst with the attributes (format/ir_attrs.c) */
     *out = fvm_rule_tensor(c, c->in->konst.dtype, &c->in->konst.shape);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
@@ -1169,7 +1161,8 @@ static bool is_float_scalar(const fvm_type *t)
     return t->kind == FVM_T_TENSOR && t->u.tensor.dims.rank == 0 && fvm_dtype_is_float(t->u.tensor.dtype);
 }
 
-/* grad / value_and_grad / vjp: derive fn's pullback for the parameter wrt. */
+/* grad / value_and_grad / vjp: the type of fn's derivative for the parameter wrt (the pass after
+ * checking derives it: vm/transform/passes.h). */
 fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
 {
     fvm_func *fn = c->in->a.fn;
@@ -1195,10 +1188,10 @@ fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
     if (want_fn(c, "fn", fn, fn->nparams, c->args, false))
         return FVM_ERR_TYPE;
     const fvm_type *wt = fn->param_types[wrt];
-    if (fvm_ad_check_wrt(fn, wrt, c->d, NULL))
+    if (fvm_check_wrt(fn, wrt, c->d, NULL))
         return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
     if (op == FVM_OP_VJP) {
-        const fvm_type *ct = fvm_ad_ct_type(c->a, fn->result_type);
+        const fvm_type *ct = fvm_type_cotangent(c->a, fn->result_type);
         if (!ct || !fvm_type_compatible(c->args[n - 1], ct))
             return fvm_rerr(c, n - 1, FVM_ERR_TYPE, "the cotangent of '%s''s result must be %s, found %s", fn->name,
                             fvm_rtype(c, ct), fvm_rtype(c, c->args[n - 1]));
@@ -1207,12 +1200,7 @@ fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
                         "f32[]@SERVER); '%s' returns %s (use vjp for other results)",
                         fn->name, fvm_rtype(c, fn->result_type));
     }
-    fvm_ad_env env = {.p = (fvm_program *)c->p, .d = c->d, .check = c->check_new, .ctx = c->check_ctx,
-                      .where = &c->in->loc};
-    fvm_status s = fvm_ad_pullback(&env, fn, UINT64_C(1) << wrt, &c->in->derived);
-    if (s)
-        return s;
-    const fvm_type *g = fvm_ad_ct_type(c->a, wt);
+    const fvm_type *g = fvm_type_cotangent(c->a, wt);
     if (!g)
         return FVM_ERR_NOMEM;
     if (op != FVM_OP_VALUE_AND_GRAD) {

@@ -773,3 +773,58 @@ int fvm_type_field_index(const fvm_type *t, const char *name)
             return i;
     return -1;
 }
+
+/* ---- differentiation ---------------------------------------------------------- */
+
+bool fvm_type_has_floats(const fvm_type *t)
+{
+    switch (t->kind) {
+    case FVM_T_TENSOR:
+        return fvm_dtype_is_float(t->u.tensor.dtype);
+    case FVM_T_STRUCT:
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (fvm_type_has_floats(t->u.strct.elems[i]))
+                return true;
+        return false;
+    case FVM_T_SEQ:
+        return fvm_type_has_floats(t->u.seq.elem);
+    case FVM_T_FED:
+        return fvm_type_has_floats(t->u.fed.member);
+    case FVM_T_FN:
+        return false;
+    }
+    return false;
+}
+
+bool fvm_type_has_seq(const fvm_type *t)
+{
+    switch (t->kind) {
+    case FVM_T_SEQ:
+        return true;
+    case FVM_T_STRUCT:
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (fvm_type_has_seq(t->u.strct.elems[i]))
+                return true;
+        return false;
+    case FVM_T_FED:
+        return fvm_type_has_seq(t->u.fed.member);
+    default:
+        return false;
+    }
+}
+
+const fvm_type *fvm_type_cotangent(fvm_arena *a, const fvm_type *t)
+{
+    if (t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS && t->u.fed.all_equal)
+        return fvm_type_fed(a, t->u.fed.member, FVM_PL_CLIENTS, false);
+    if (t->kind == FVM_T_STRUCT && fvm_type_is_placed(t)) {
+        const fvm_type **es = fvm_arena_array(a, (size_t)t->u.strct.n + 1, sizeof *es);
+        if (!es)
+            return NULL;
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (!(es[i] = fvm_type_cotangent(a, t->u.strct.elems[i])))
+                return NULL;
+        return fvm_type_struct(a, t->u.strct.n, t->u.strct.names, es);
+    }
+    return t;
+}

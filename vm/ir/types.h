@@ -112,6 +112,16 @@ bool fvm_type_all_leaves(const fvm_type *t, bool (*pred)(fvm_dtype));
 /* Is s an identifier ([A-Za-z_][A-Za-z0-9_]*), as alias and field names must be? */
 bool fvm_is_identifier(const char *s);
 
+/* The cotangent type of T, ct(T) (what a gradient with respect to a T is):
+ * T, except that an all-equal value T@CLIENTS gets one cotangent per client,
+ * {T}@CLIENTS, placed structs member by member (vm/transform/autodiff.h).
+ * In arena a; NULL when it is full. */
+const fvm_type *fvm_type_cotangent(fvm_arena *a, const fvm_type *t);
+/* Does t hold any float tensor? (Only those carry gradients.) */
+bool fvm_type_has_floats(const fvm_type *t);
+/* Does t hold a sequence? */
+bool fvm_type_has_seq(const fvm_type *t);
+
 /* Index of the field named name in a struct type, or -1. */
 int fvm_type_field_index(const fvm_type *t, const char *name);
 

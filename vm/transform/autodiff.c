@@ -333,75 +333,6 @@ fvm_status fvm_ad_error(fvm_vjp *v, const char *fmt, ...)
 
 /* ---- types ------------------------------------------------------------------------- */
 
-bool fvm_ad_has_floats(const fvm_type *t)
-{
-    switch (t->kind) {
-    case FVM_T_TENSOR:
-        return fvm_dtype_is_float(t->u.tensor.dtype);
-    case FVM_T_STRUCT:
-        for (int i = 0; i < t->u.strct.n; i++)
-            if (fvm_ad_has_floats(t->u.strct.elems[i]))
-                return true;
-        return false;
-    case FVM_T_SEQ:
-        return fvm_ad_has_floats(t->u.seq.elem);
-    case FVM_T_FED:
-        return fvm_ad_has_floats(t->u.fed.member);
-    case FVM_T_FN:
-        return false;
-    }
-    return false;
-}
-
-static bool has_seq(const fvm_type *t)
-{
-    switch (t->kind) {
-    case FVM_T_SEQ:
-        return true;
-    case FVM_T_STRUCT:
-        for (int i = 0; i < t->u.strct.n; i++)
-            if (has_seq(t->u.strct.elems[i]))
-                return true;
-        return false;
-    case FVM_T_FED:
-        return has_seq(t->u.fed.member);
-    default:
-        return false;
-    }
-}
-
-fvm_status fvm_ad_check_wrt(const fvm_func *f, int k, fvm_diag *d, const fvm_loc *loc)
-{
-    const fvm_type *t = f->param_types[k];
-    char ts[256];
-    if (!fvm_ad_has_floats(t))
-        return fvm_diag_add(d, FVM_ERR_TYPE, loc, "parameter '%s' (%s) holds no float: no gradient flows through "
-                            "integers", f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
-    /* A cotangent of a sequence would need sums and zeros of sequences, and
-     * sequence_map and sequence_reduce pass none to their sequence: only
-     * sequence_sum would, so it is refused everywhere alike. */
-    if (has_seq(t))
-        return fvm_diag_add(d, FVM_ERR_TYPE, loc, "differentiating with respect to a sequence ('%s', %s) is not "
-                            "supported", f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
-    return FVM_OK;
-}
-
-const fvm_type *fvm_ad_ct_type(fvm_arena *a, const fvm_type *t)
-{
-    if (t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS && t->u.fed.all_equal)
-        return fvm_type_fed(a, t->u.fed.member, FVM_PL_CLIENTS, false);
-    if (t->kind == FVM_T_STRUCT && fvm_type_is_placed(t)) {
-        const fvm_type **es = fvm_arena_array(a, (size_t)t->u.strct.n + 1, sizeof *es);
-        if (!es)
-            return NULL;
-        for (int i = 0; i < t->u.strct.n; i++)
-            if (!(es[i] = fvm_ad_ct_type(a, t->u.strct.elems[i])))
-                return NULL;
-        return fvm_type_struct(a, t->u.strct.n, t->u.strct.names, es);
-    }
-    return t;
-}
-
 /* ---- generated helpers ---------------------------------------------------------------- */
 
 fvm_doc *fvm_ad_names(fvm_ad *ad, const fvm_type *st)
@@ -781,7 +712,7 @@ static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t, const char *l
 {
     if (!c->n)
         return NULL;
-    const fvm_type *ct = fvm_ad_ct_type(ad->a, t);
+    const fvm_type *ct = fvm_type_cotangent(ad->a, t);
     if (!ct)
         return nomem(ad), NULL;
     const char *sum = NULL;
@@ -885,7 +816,7 @@ static bool grads_match(fvm_ad *ad, const fvm_func *f, uint64_t mask, const fvm_
     for (int i = 0; i < f->nparams; i++) {
         if (!(mask >> i & 1))
             continue;
-        const fvm_type *want = fvm_ad_ct_type(ad->a, f->param_types[i]);
+        const fvm_type *want = fvm_type_cotangent(ad->a, f->param_types[i]);
         const fvm_type *got = gs && gs->kind == FVM_T_STRUCT && k < gs->u.strct.n ? gs->u.strct.elems[k] : NULL;
         k++;
         if (!want)
@@ -922,7 +853,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             int v = nd->args[k];
             any = any || (v < fl.nparams ? (mask >> v & 1) : fl.nodes[v - fl.nparams].varied);
         }
-        nd->varied = any && vjp_table[nd->in->op] != vjp_none && nd->in->type && fvm_ad_has_floats(nd->in->type);
+        nd->varied = any && vjp_table[nd->in->op] != vjp_none && nd->in->type && fvm_type_has_floats(nd->in->type);
     }
     if (result >= fl.nparams)
         fl.nodes[result - fl.nparams].useful = true;
@@ -943,7 +874,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             pt[i] = f->param_types[i];
         }
         pn[f->nparams] = "ct";
-        pt[f->nparams] = fvm_ad_ct_type(ad->a, f->result_type);
+        pt[f->nparams] = fvm_type_cotangent(ad->a, f->result_type);
         char sel[256] = "";
         for (int i = 0; i < f->nparams; i++)
             if (mask >> i & 1) {
@@ -1020,7 +951,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             if (!(mask >> i & 1))
                 continue;
             const char *g = ct_total(ad, &ct[i], f->param_types[i], pb->param_names[i]);
-            const fvm_type *want = fvm_ad_ct_type(ad->a, f->param_types[i]);
+            const fvm_type *want = fvm_type_cotangent(ad->a, f->param_types[i]);
             if (!want)
                 goto oom;
             gs[ng++] = g ? fvm_ad_conform(ad, g, want) : fvm_ad_zeros(ad, pb->param_names[i], f->param_types[i]);

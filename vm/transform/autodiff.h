@@ -76,16 +76,6 @@ typedef struct fvm_ad_env {
  * are reported in env->d at the instruction at fault. */
 fvm_status fvm_ad_pullback(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out);
 
-/* Can f be differentiated with respect to its parameter k? Its type must
- * hold a float and no sequence; else an error in d at loc (which may be
- * NULL), FVM_ERR_TYPE. The one check of the grad ops and of
- * fvm_check_derive (fedvm grad). */
-fvm_status fvm_ad_check_wrt(const fvm_func *f, int k, fvm_diag *d, const fvm_loc *loc);
-
-/* ct(T) (see above), in arena a. */
-const fvm_type *fvm_ad_ct_type(fvm_arena *a, const fvm_type *t);
-/* Does t hold any float tensor? (Only those carry gradients.) */
-bool fvm_ad_has_floats(const fvm_type *t);
 /* Is t a tensor, or a struct tree of tensors, whose leaves are all floats of
  * one dtype (then *dt)? False for a tree without leaves. */
 bool fvm_ad_one_float_dtype(const fvm_type *t, fvm_dtype *dt);

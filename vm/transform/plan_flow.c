@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../ir/check.h"
+#include "passes.h"
 #include "../../format/ir_read.h"
 #include "../../format/ir_write.h"
 
@@ -570,7 +571,7 @@ fvm_status fvm_form_write(fvm_arena *a, const fvm_flow *fl, const char *doc, fvm
     fvm_program *q = NULL;
     s = fvm_program_load_text("form.json", text, *len, &q, &sub);
     if (s == FVM_OK)
-        s = fvm_check(q, &sub);
+        s = fvm_compile(q, &sub);
     fvm_program_free(q);
     if (s) {
         free(text);

@@ -16,6 +16,7 @@
 #include "../exec/aggregate.h"
 #include "../../format/doc_io.h"
 #include "../ir/check.h"
+#include "passes.h"
 #include "../../format/ir_read.h"
 #include "../../format/ir_write.h"
 #include "plan_mr.h"
@@ -389,7 +390,7 @@ static fvm_status verify(xw *x, const fvm_doc *prog, const char *phase)
     if (s == FVM_OK)
         s = fvm_program_load_text(fvm_arena_printf(x->a, "plan.json#/%s/program", phase), text, len, &q, &sub);
     if (s == FVM_OK)
-        s = fvm_check(q, &sub);
+        s = fvm_compile(q, &sub);
     fvm_program_free(q);
     free(text);
     if (s) {
@@ -504,7 +505,7 @@ fvm_status fvm_plan_cross_device(const fvm_program *p, const fvm_plan_opts *o, c
         s = fvm_form_write(&a, &x.fl, NULL, form, x.m.funcs, &text, &n, d);
     fvm_program *q = NULL;
     if (s == FVM_OK && (s = fvm_program_load_text("plan.json", text, n, &q, d)) == FVM_OK)
-        s = fvm_check(q, d);
+        s = fvm_compile(q, d);
     free(text);
     if (s == FVM_OK)
         s = plan_doc(&x, q, &root);

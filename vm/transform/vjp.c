@@ -191,7 +191,7 @@ fvm_status vjp_cast(fvm_vjp *v)
      * flows. */
     const fvm_type *t = v->in->arg_types[0];
     fvm_dtype dt;
-    if (!fvm_ad_has_floats(t))
+    if (!fvm_type_has_floats(t))
         return FVM_OK;
     if (!fvm_ad_one_float_dtype(t, &dt)) {
         set(v, 0, cast_back(v, v->ct, v->x[0], t));
@@ -620,10 +620,10 @@ static const fvm_type *carry_type(fvm_vjp *v, const fvm_type *state, int first_e
     if (!es)
         return NULL;
     int n = 0;
-    es[n++] = fvm_ad_ct_type(a, state);
+    es[n++] = fvm_type_cotangent(a, state);
     for (int k = first_extra; k < first_extra + nextra; k++)
         if (v->want[k])
-            es[n++] = fvm_ad_ct_type(a, v->in->arg_types[k]);
+            es[n++] = fvm_type_cotangent(a, v->in->arg_types[k]);
     return fvm_type_struct(a, n, NULL, es);
 }
 
@@ -788,9 +788,9 @@ fvm_status vjp_sequence_map(fvm_vjp *v)
     int ne = 0;
     for (int k = 1; k <= nx; k++)
         if (v->want[k])
-            es[ne++] = fvm_ad_ct_type(a, v->in->arg_types[k]);
+            es[ne++] = fvm_type_cotangent(a, v->in->arg_types[k]);
     const fvm_type *ct = fvm_type_struct(a, ne, NULL, es);
-    const fvm_type *pair_elems[2] = {body->param_types[0], fvm_ad_ct_type(a, body->result_type)};
+    const fvm_type *pair_elems[2] = {body->param_types[0], fvm_type_cotangent(a, body->result_type)};
     int np = 2 + nx;
     const char **pn = fvm_arena_array(a, (size_t)np, sizeof *pn);
     const fvm_type **pt = fvm_arena_array(a, (size_t)np, sizeof *pt);
