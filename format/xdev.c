@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../vm/exec/aggregate.h"
+#include "../vm/ir/aggregation.h"
 #include "../vm/transform/passes.h"
 #include "doc_io.h"
 #include "../vm/ir/check.h"

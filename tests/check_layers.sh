@@ -24,12 +24,10 @@ declare -A allowed=(
 # Includes that still point the wrong way, each to be removed by the step
 # of the redesign that moves its code ("FILE -> HEADER").
 known=(
-    "vm/transform/plan_xdev.c -> vm/exec/aggregate.h"
     "vm/transform/passes.c -> vm/exec/fuse.h"
     "vm/ir/rules_nn.c -> vm/kernels/kernels_nn.h"
     "format/bind.c -> vm/runtime/sample.h"
     "format/plan.c -> vm/transform/plan_form.h"
-    "format/xdev.c -> vm/exec/aggregate.h"
     "format/xdev.c -> vm/transform/passes.h"
     "format/xdev.h -> vm/exec/interp.h"
 )

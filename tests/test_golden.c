@@ -14,7 +14,7 @@
 #include "../vm/fedvm.h"
 #include "../format/doc_io.h"
 
-/* Numbers within tol relative (absolute below 1); structure exact. */
+/* Numbers within tol relative (absolute below 1), zeros of the same sign; structure exact. */
 static bool close_docs(const fvm_doc *a, const fvm_doc *b, double tol, char *why, size_t n)
 {
     bool an = a->kind == FVM_DOC_INT || a->kind == FVM_DOC_REAL;
@@ -23,6 +23,10 @@ static bool close_docs(const fvm_doc *a, const fvm_doc *b, double tol, char *why
         double x = a->kind == FVM_DOC_INT ? (double)a->u.i : a->u.r;
         double y = b->kind == FVM_DOC_INT ? (double)b->u.i : b->u.r;
         double lim = tol * (fabs(y) > 1 ? fabs(y) : 1);
+        if (x == 0 && y == 0 && signbit(x) != signbit(y)) {
+            snprintf(why, n, "got %s0.0, expected %s0.0", signbit(x) ? "-" : "", signbit(y) ? "-" : "");
+            return false;
+        }
         if (fabs(x - y) <= lim)
             return true;
         snprintf(why, n, "got %.17g, expected %.17g (tolerance %g)", x, y, lim);

@@ -1,11 +1,12 @@
 /* aggregate.h - the fixed reduction tree every aggregation over clients uses, on every backend.
  *
- * Clients 0..n-1 are cut into blocks of FVM_AGG_BLOCK consecutive clients.
- * Each block is accumulated left to right (its first client starts the
- * partial). The block partials are then merged pairwise, level by level:
- * (p0,p1), (p2,p3), ..., an odd last partial carried up unchanged, until one
- * remains. The order depends only on n, never on timing or the backend, so
- * floating-point results are bit-identical everywhere.
+ * The tree is vm/ir/aggregation.h's: clients 0..n-1 are cut into blocks of
+ * FVM_AGG_BLOCK consecutive clients. Each block is accumulated left to right
+ * (its first client starts the partial). The block partials are then merged
+ * pairwise, level by level: (p0,p1), (p2,p3), ..., an odd last partial
+ * carried up unchanged, until one remains. The order depends only on n,
+ * never on timing or the backend, so floating-point results are
+ * bit-identical everywhere.
  *
  * The same tree is built as the block partials arrive, in block order (a
  * binary counter: two subtrees of 2^j blocks merge as soon as both exist,
@@ -15,9 +16,8 @@
 #ifndef FVM_AGGREGATE_H
 #define FVM_AGGREGATE_H
 
+#include "../ir/aggregation.h"
 #include "exec.h"
-
-#define FVM_AGG_BLOCK 16
 
 typedef struct fvm_reducer {
     /* Folds client i into acc (NULL for the first client of a block) and
@@ -53,9 +53,10 @@ fvm_status fvm_tree_finish(fvm_ctx *x, fvm_tree_merger *m, fvm_value **out);
 /* Releases the partials held (after an error elsewhere); the merger is empty. */
 void fvm_tree_merger_clear(fvm_tree_merger *m);
 
-/* The arithmetic of one aggregation instruction (exec_federated.c), for
- * running it instruction-at-a-time or fused with the per-client work that
- * feeds it (phases.h). All values are borrowed unless stated.
+/* The arithmetic of one aggregation instruction, its rule of
+ * vm/ir/aggregations.def run on values (exec_federated.c), for running it
+ * instruction-at-a-time or fused with the per-client work that feeds it
+ * (phases.h). All values are borrowed unless stated.
  *
  * step folds one client into acc (NULL: the first client of a block):
  * vals[k] is the client's member of argument k when that argument is a

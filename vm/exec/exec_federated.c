@@ -316,95 +316,90 @@ static uint64_t bit_mask(const fvm_instr *in)
     return (UINT64_C(1) << in->a.bitwidth) - 1;
 }
 
-fvm_status fvm_agg_step(fvm_ctx *x, const fvm_instr *in, fvm_value *const *vals, fvm_value *acc, fvm_value **out)
+/* The elementwise kernel of a COMBINE column that names one. */
+static fvm_binary combine_kernel(fvm_op op)
 {
-    fvm_value *v = vals[0], *p = NULL;
+    return op == FVM_OP_MINIMUM ? FVM_BIN_MINIMUM : op == FVM_OP_MAXIMUM ? FVM_BIN_MAXIMUM : FVM_BIN_ADD;
+}
+
+/* A client's update from its arguments vals (the rule's LIFT). */
+static fvm_status lift(fvm_ctx *x, const fvm_agg_rule *r, const fvm_instr *in, fvm_value *const *vals,
+                       fvm_value **out)
+{
+    fvm_value *p = NULL;
     fvm_status s;
-    switch (in->op) {
-    case FVM_OP_FEDERATED_SUM:
-    case FVM_OP_FEDERATED_MEAN:
-        if (!acc) {
-            *out = fvm_value_retain(v);
-            return FVM_OK;
-        }
-        return fvm_lift_binary(x, FVM_BIN_ADD, acc, v, true, out);
-    case FVM_OP_FEDERATED_MIN:
-    case FVM_OP_FEDERATED_MAX:
-        if (!acc) {
-            *out = fvm_value_retain(v);
-            return FVM_OK;
-        }
-        return fvm_lift_binary(x, in->op == FVM_OP_FEDERATED_MIN ? FVM_BIN_MINIMUM : FVM_BIN_MAXIMUM, acc, v, true,
-                               out);
-    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
-        /* partials are <sum of w*x, sum of w> */
+    switch (r->lift) {
+    case FVM_AGG_LIFT_WEIGHTED: /* <sum=value * weight, weight> */
         if (!(p = fvm_value_list(FVM_V_STRUCT, 2)))
             return fvm_nomem(x);
-        s = scale_tree(x, FVM_BIN_MUL, v, fvm_tensor_get_f64(&vals[1]->t, 0), &p->items[0]);
-        if (s == FVM_OK)
-            p->items[1] = fvm_value_retain(vals[1]);
-        if (s == FVM_OK && acc) {
-            fvm_value *sum = NULL;
-            s = fvm_lift_binary(x, FVM_BIN_ADD, acc, p, true, &sum);
-            fvm_value_release(p);
-            p = sum;
-        }
+        s = scale_tree(x, FVM_BIN_MUL, vals[0], fvm_tensor_get_f64(&vals[1]->t, 0), &p->items[0]);
         if (s) {
             fvm_value_release(p);
             return s;
         }
+        p->items[1] = fvm_value_retain(vals[1]);
         *out = p;
         return FVM_OK;
-    case FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH:
-        /* every summand reduced modulo 2^bitwidth first */
-        s = modsum(x, v, NULL, bit_mask(in), acc ? &p : out);
-        if (s || !acc)
-            return s;
-        s = modsum(x, acc, p, bit_mask(in), out);
-        fvm_value_release(p);
-        return s;
-    default: { /* FEDERATED_AGGREGATE: user functions; a block starts from the zero */
-        fvm_value *argv[2] = {acc ? acc : vals[1], v};
+    case FVM_AGG_LIFT_MODULO:
+        return modsum(x, vals[0], NULL, bit_mask(in), out);
+    default: /* VALUE */
+        *out = fvm_value_retain(vals[0]);
+        return FVM_OK;
+    }
+}
+
+/* a combined with b (the rule's COMBINE, not USER). */
+static fvm_status combine(fvm_ctx *x, const fvm_agg_rule *r, const fvm_instr *in, fvm_value *a, fvm_value *b,
+                          fvm_value **out)
+{
+    if (r->combine == FVM_AGG_COMBINE_ADD_MODULO)
+        return modsum(x, a, b, bit_mask(in), out);
+    return fvm_lift_binary(x, combine_kernel(r->combine_op), a, b, true, out);
+}
+
+fvm_status fvm_agg_step(fvm_ctx *x, const fvm_instr *in, fvm_value *const *vals, fvm_value *acc, fvm_value **out)
+{
+    const fvm_agg_rule *r = fvm_agg_rule_of(in->op);
+    if (r->lift == FVM_AGG_LIFT_USER) { /* a block starts from the zero */
+        fvm_value *argv[2] = {acc ? acc : vals[1], vals[0]};
         return fvm_exec_call(x, in->a.accumulate, argv, out);
     }
-    }
+    fvm_value *u = NULL;
+    fvm_status s = lift(x, r, in, vals, acc ? &u : out);
+    if (s || !acc)
+        return s; /* a block's first client starts its partial */
+    s = combine(x, r, in, acc, u, out);
+    fvm_value_release(u);
+    return s;
 }
 
 fvm_status fvm_agg_merge(fvm_ctx *x, const fvm_instr *in, fvm_value *a, fvm_value *b, fvm_value **out)
 {
-    switch (in->op) {
-    case FVM_OP_FEDERATED_MIN:
-        return fvm_lift_binary(x, FVM_BIN_MINIMUM, a, b, true, out);
-    case FVM_OP_FEDERATED_MAX:
-        return fvm_lift_binary(x, FVM_BIN_MAXIMUM, a, b, true, out);
-    case FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH:
-        return modsum(x, a, b, bit_mask(in), out);
-    case FVM_OP_FEDERATED_AGGREGATE: {
+    const fvm_agg_rule *r = fvm_agg_rule_of(in->op);
+    if (r->combine == FVM_AGG_COMBINE_USER) {
         fvm_value *argv[2] = {a, b};
         return fvm_exec_call(x, in->a.merge, argv, out);
     }
-    default: /* sums, means, weighted means */
-        return fvm_lift_binary(x, FVM_BIN_ADD, a, b, true, out);
-    }
+    return combine(x, r, in, a, b, out);
 }
 
 fvm_status fvm_agg_finish(fvm_ctx *x, const fvm_instr *in, int64_t n, fvm_value *acc, fvm_value **out)
 {
     fvm_status s;
-    switch (in->op) {
-    case FVM_OP_FEDERATED_MEAN:
+    switch (fvm_agg_rule_of(in->op)->report) {
+    case FVM_AGG_REPORT_PER_CLIENT:
         s = scale_tree(x, FVM_BIN_DIV, acc, (double)n, out);
         break;
-    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
+    case FVM_AGG_REPORT_PER_WEIGHT:
         s = scale_tree(x, FVM_BIN_DIV, acc->items[0], fvm_tensor_get_f64(&acc->items[1]->t, 0), out);
         break;
-    case FVM_OP_FEDERATED_AGGREGATE:
+    case FVM_AGG_REPORT_USER:
         if (in->a.report) {
             s = fvm_exec_call(x, in->a.report, &acc, out);
             break;
         }
         /* fall through */
-    default:
+    default: /* VALUE */
         *out = acc;
         return FVM_OK;
     }
@@ -414,11 +409,10 @@ fvm_status fvm_agg_finish(fvm_ctx *x, const fvm_instr *in, int64_t n, fvm_value 
 
 fvm_status fvm_agg_empty(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
-    switch (in->op) {
-    case FVM_OP_FEDERATED_AGGREGATE:
+    switch (fvm_agg_rule_of(in->op)->empty) {
+    case FVM_AGG_EMPTY_REPORT_ZERO:
         return fvm_agg_finish(x, in, 0, fvm_value_retain(args[1]), out);
-    case FVM_OP_FEDERATED_SUM:
-    case FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH:
+    case FVM_AGG_EMPTY_ZEROS:
         return fvm_zeros_of_type(x, in->type->u.fed.member, out);
     default:
         return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "%s over zero clients is undefined",

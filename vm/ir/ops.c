@@ -1,6 +1,8 @@
 /* ops.c - the op and attribute tables and their name lookups. */
 #include "ops.h"
 
+#include "aggregation.h"
+
 #include <stddef.h>
 #include <string.h>
 
@@ -77,4 +79,53 @@ const fvm_attr_domain *fvm_attr_domain_of(fvm_op op, fvm_attr_id id)
         if (op_domains[i].op == op && op_domains[i].id == id)
             return &op_domains[i].dom;
     return &fvm_attr_table[id].dom;
+}
+
+/* ---- aggregations ----------------------------------------------------------------- */
+
+#define FVM_AGG_OP_ADD FVM_OP_ADD
+#define FVM_AGG_OP_MINIMUM FVM_OP_MINIMUM
+#define FVM_AGG_OP_MAXIMUM FVM_OP_MAXIMUM
+#define FVM_AGG_OP_ADD_MODULO FVM_OP_COUNT
+#define FVM_AGG_OP_USER FVM_OP_COUNT
+
+static const struct {
+    bool valid;
+    fvm_agg_rule rule;
+} agg_rules[FVM_OP_COUNT] = {
+#define FVM_AGG(OP, CLIENT_ARGS, LIFT, COMBINE, REPORT, EMPTY)                                                   \
+    [FVM_OP_##OP] = {true,                                                                                       \
+                     {CLIENT_ARGS, FVM_AGG_LIFT_##LIFT, FVM_AGG_COMBINE_##COMBINE, FVM_AGG_OP_##COMBINE,          \
+                      FVM_AGG_REPORT_##REPORT, FVM_AGG_EMPTY_##EMPTY}},
+#include "aggregations.def"
+#undef FVM_AGG
+};
+
+/* Every row is an OPF_AGG op, and there are as many rows as OPF_AGG ops:
+ * each aggregating op has exactly one rule. */
+enum {
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) FVM_OP_FLAGS_##ID = (FLAGS),
+#include "ops.def"
+#undef FVM_OP
+};
+#define FVM_AGG(OP, CLIENT_ARGS, LIFT, COMBINE, REPORT, EMPTY) \
+    _Static_assert(FVM_OP_FLAGS_##OP & OPF_AGG, "aggregations.def: " #OP " is not OPF_AGG in ops.def");
+#include "aggregations.def"
+#undef FVM_AGG
+enum {
+    NAGG_OPS = 0
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) +(((FLAGS) & OPF_AGG) != 0)
+#include "ops.def"
+#undef FVM_OP
+    ,
+    NAGG_ROWS = 0
+#define FVM_AGG(OP, CLIENT_ARGS, LIFT, COMBINE, REPORT, EMPTY) +1
+#include "aggregations.def"
+#undef FVM_AGG
+};
+_Static_assert(NAGG_OPS == NAGG_ROWS, "every OPF_AGG op of ops.def needs its row in aggregations.def");
+
+const fvm_agg_rule *fvm_agg_rule_of(fvm_op op)
+{
+    return (unsigned)op < FVM_OP_COUNT && agg_rules[op].valid ? &agg_rules[op].rule : NULL;
 }

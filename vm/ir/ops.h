@@ -106,6 +106,7 @@ enum {
     OPF_LIFT = 1 << 0,
     OPF_PLACED = 1 << 1,
     OPF_FED = 1 << 2,
+    OPF_AGG = 1 << 3,
 };
 
 /* Static facts about an op (from ops.def). The rule and exec pointers are

@@ -12,21 +12,12 @@ static bool is_list(const fvm_type *t)
 
 bool fvm_phases_is_aggregation(const fvm_instr *in)
 {
-    switch (in->op) {
-    case FVM_OP_FEDERATED_SUM:
-    case FVM_OP_FEDERATED_MEAN:
-    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
-    case FVM_OP_FEDERATED_MIN:
-    case FVM_OP_FEDERATED_MAX:
-    case FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH:
-    case FVM_OP_FEDERATED_AGGREGATE:
-        for (int k = 0; k < in->nargs; k++)
-            if (is_list(in->arg_types[k]))
-                return true;
+    if (!(fvm_op_table[in->op].flags & OPF_AGG))
         return false;
-    default:
-        return false;
-    }
+    for (int k = 0; k < in->nargs; k++)
+        if (is_list(in->arg_types[k]))
+            return true;
+    return false;
 }
 
 /* Makes a {T}@CLIENTS list one member per client. */

@@ -14,6 +14,7 @@
  * zeros), so server_result never reads the server inputs again. */
 #include <string.h>
 
+#include "../ir/aggregation.h"
 #include "plan_flow.h"
 #include "plan_form.h"
 
@@ -59,9 +60,9 @@ static void need(da *m, int i, bool *seen)
         return;
     seen[i] = true;
     const fvm_fnode *n = &m->fl->nodes[i];
-    if (fvm_flow_is_aggregation(m->fl, i)) {
-        if (n->in->op == FVM_OP_FEDERATED_AGGREGATE)
-            mark(m, n->args[1]);
+    if (fvm_flow_is_aggregation(m->fl, i)) { /* its arguments past the clients' are the server's */
+        for (int k = fvm_agg_rule_of(n->in->op)->client_args; k < n->nargs; k++)
+            mark(m, n->args[k]);
         return;
     }
     if (!n->view && n->stage == FVM_STAGE_SERVER) {
@@ -151,11 +152,9 @@ static fvm_status types_of(da *m, da_types *t)
         return nomem(m->d);
     for (int i = 0; i < m->nagg; i++) {
         const fvm_fnode *g = &m->fl->nodes[m->agg[i]];
-        un[m->nupdates] = g->args[0];
-        m->update_names[m->nupdates++] = str(m, "v%d", i);
-        if (g->in->op == FVM_OP_FEDERATED_WEIGHTED_MEAN) {
-            un[m->nupdates] = g->args[1];
-            m->update_names[m->nupdates++] = str(m, "w%d", i);
+        for (int k = 0; k < fvm_agg_rule_of(g->in->op)->client_args; k++) {
+            un[m->nupdates] = g->args[k];
+            m->update_names[m->nupdates++] = str(m, k ? "w%d" : "v%d", i);
         }
     }
     t->updates = struct_of(m, m->nupdates, m->update_names, un, false);
@@ -232,9 +231,8 @@ static fvm_status write_work(da *m, const da_types *t)
     int k = 0;
     for (int i = 0; i < m->nagg; i++) {
         const fvm_fnode *g = &m->fl->nodes[m->agg[i]];
-        FVM_TRY(fvm_fwriter_node(&w, g->args[0], &u[k++]));
-        if (g->in->op == FVM_OP_FEDERATED_WEIGHTED_MEAN)
-            FVM_TRY(fvm_fwriter_node(&w, g->args[1], &u[k++]));
+        for (int j = 0; j < fvm_agg_rule_of(g->in->op)->client_args; j++)
+            FVM_TRY(fvm_fwriter_node(&w, g->args[j], &u[k++]));
     }
     FVM_TRY(fvm_fwriter_struct(&w, "@updates", m->nupdates, m->update_names, u));
     return add_func(m, WORK, &w,
@@ -255,16 +253,19 @@ static fvm_status write_aggregate(da *m, const da_types *t)
     int k = 0;
     for (int i = 0; i < m->nagg; i++) {
         const fvm_fnode *g = &m->fl->nodes[m->agg[i]];
-        const char *args[2];
-        int nargs = 1;
-        args[0] = str(m, "@updates/%d", k);
-        FVM_TRY(fvm_fwriter_field(&w, args[0], m->update_names[k++], "@updates"));
-        if (g->in->op == FVM_OP_FEDERATED_WEIGHTED_MEAN) {
-            args[nargs] = str(m, "@updates/%d", k);
-            FVM_TRY(fvm_fwriter_field(&w, args[nargs++], m->update_names[k++], "@updates"));
-        } else if (g->in->op == FVM_OP_FEDERATED_AGGREGATE) {
-            args[nargs++] = w.bound[g->args[1]];
+        const char **args = fvm_arena_array(m->a, (size_t)g->nargs + 1, sizeof *args);
+        if (!args)
+            return nomem(m->d);
+        int nclient = fvm_agg_rule_of(g->in->op)->client_args;
+        for (int j = 0; j < g->nargs; j++) { /* the clients' updates, then the server's values */
+            if (j < nclient) {
+                args[j] = str(m, "@updates/%d", k);
+                FVM_TRY(fvm_fwriter_field(&w, args[j], m->update_names[k++], "@updates"));
+            } else {
+                args[j] = w.bound[g->args[j]];
+            }
         }
+        int nargs = g->nargs;
         r[i] = g->name;
         FVM_TRY(fvm_fwriter_instr(&w, g->name, fvm_op_table[g->in->op].name, (fvm_doc *)g->in->attrs, nargs, args));
     }

@@ -31,20 +31,7 @@ const fvm_type *fvm_flow_unplaced(const fvm_type *t)
 bool fvm_flow_is_aggregation(const fvm_flow *fl, int i)
 {
     const fvm_instr *in = fl->nodes[i].in;
-    if (!in)
-        return false;
-    switch (in->op) {
-    case FVM_OP_FEDERATED_SUM:
-    case FVM_OP_FEDERATED_MEAN:
-    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
-    case FVM_OP_FEDERATED_MIN:
-    case FVM_OP_FEDERATED_MAX:
-    case FVM_OP_FEDERATED_AGGREGATE:
-    case FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH:
-        return true;
-    default:
-        return false;
-    }
+    return in && (fvm_op_table[in->op].flags & OPF_AGG);
 }
 
 bool fvm_flow_is_broadcast(const fvm_flow *fl, int i)

@@ -11,17 +11,17 @@
  * all local functions, and F itself rewritten to run them with intrinsics
  * only (federated_apply, _broadcast, _map, _aggregate, _secure_sum_bitwidth),
  * so `fedvm run` executes the form. Each aggregation of F becomes one member
- * of A, U and R. The accumulators follow the built-in aggregations'
- * arithmetic (sums and means add in the same order, weighted means scale by
- * the weight first, the mean divides at the end), and federated_aggregate
- * folds blocks from the zero in the same tree, so the form gives F's bits:
- * the one difference is that a sum starts from +0 where the built-in starts
- * from the first client, so a sum of -0.0 values is +0.0.
+ * of A, U and R, built from its rule (vm/ir/aggregations.def), as the
+ * interpreter's is: the same arithmetic in the same order (sums and means
+ * add from the identity -0.0, weighted means scale by the weight first, the
+ * mean divides at the end), and federated_aggregate folds blocks from the
+ * zero in the same tree, so the form gives F's bits, -0.0 included.
  *
  * The parts are built by fvm_mr_build (plan_mr.h), which the cross-device
  * plan (plan_xdev.c) shares. */
 #include <string.h>
 
+#include "../ir/aggregation.h"
 #include "plan_form.h"
 #include "plan_mr.h"
 
@@ -118,180 +118,225 @@ static fvm_status struct2(fvm_fwriter *w, const char *name, const char *n0, cons
 
 /* ---- the accumulator of one aggregation ---------------------------------- */
 
+/* Aggregation g's accumulator is built from its rule (vm/ir/aggregations.def):
+ * the combined updates, and beside them, when the rule needs them, how many
+ * clients were folded (a mean divides by it) and whether any was (a combine
+ * without an identity, minimum and maximum, starts from the first client; a
+ * sum of floats over no clients is +0.0, where folding from the identity
+ * -0.0 would give -0.0). The zero of an addition is -0.0, which adding
+ * changes no bit of: the form's sums and means are the built-in ones bit for
+ * bit, -0.0 included. */
+typedef struct acc_shape {
+    const fvm_agg_rule *r;
+    const fvm_type *lifted; /* one client's update as combined: T, or <sum=T, weight=W> */
+    bool count, seen;       /* extra members; with neither the accumulator is the combined updates */
+} acc_shape;
+
+static acc_shape shape_of(mr *m, int g)
+{
+    const fvm_fnode *n = &m->fl->nodes[g];
+    acc_shape a = {.r = fvm_agg_rule_of(n->in->op)};
+    const fvm_type *t = fvm_mr_node_type(m, n->args[0]);
+    a.lifted = t;
+    if (a.r->lift == FVM_AGG_LIFT_WEIGHTED) {
+        const char *names[2] = {"sum", "weight"};
+        const fvm_type *elems[2] = {t, fvm_mr_node_type(m, n->args[1])};
+        a.lifted = fvm_type_struct(m->a, 2, names, elems);
+    }
+    a.count = a.r->report == FVM_AGG_REPORT_PER_CLIENT;
+    a.seen = a.r->combine != FVM_AGG_COMBINE_ADD ||
+             (a.r->empty == FVM_AGG_EMPTY_ZEROS && fvm_type_has_floats(t));
+    return a;
+}
+
+static bool extras(const acc_shape *a)
+{
+    return a->count || a->seen;
+}
+
 /* The accumulator type of aggregation g. */
 static const fvm_type *acc_type(mr *m, int g)
 {
     const fvm_fnode *n = &m->fl->nodes[g];
-    const fvm_type *t = fvm_mr_node_type(m, n->args[0]);
-    const char *names[2];
-    const fvm_type *elems[2] = {t, NULL};
-    switch (n->in->op) {
-    case FVM_OP_FEDERATED_SUM:
-        return t;
-    case FVM_OP_FEDERATED_MEAN:
-        names[0] = "sum", names[1] = "count";
-        elems[1] = fvm_type_scalar(m->a, FVM_DTYPE_I64);
-        break;
-    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
-        names[0] = "sum", names[1] = "weight";
-        elems[1] = fvm_mr_node_type(m, n->args[1]);
-        break;
-    case FVM_OP_FEDERATED_MIN:
-    case FVM_OP_FEDERATED_MAX:
-        names[0] = "value", names[1] = "seen";
-        elems[1] = fvm_type_scalar(m->a, FVM_DTYPE_BOOL);
-        break;
-    default: /* federated_aggregate: the zero's type */
+    acc_shape a = shape_of(m, g);
+    if (a.r->lift == FVM_AGG_LIFT_USER) /* federated_aggregate: the zero's type */
         return fvm_mr_node_type(m, n->args[1]);
-    }
-    return elems[1] ? fvm_type_struct(m->a, 2, names, elems) : NULL;
+    if (!a.lifted || !extras(&a))
+        return a.lifted;
+    const char *names[3] = {"value"};
+    const fvm_type *elems[3] = {a.lifted};
+    int k = 1;
+    if (a.count)
+        names[k] = "count", elems[k++] = fvm_type_scalar(m->a, FVM_DTYPE_I64);
+    if (a.seen)
+        names[k] = "seen", elems[k++] = fvm_type_scalar(m->a, FVM_DTYPE_BOOL);
+    return fvm_type_struct(m->a, k, names, elems);
 }
 
-/* The update type of aggregation g (what one client contributes). */
+/* The update type of aggregation g (what one client contributes): its
+ * client arguments, <value, weight> for two. */
 static const fvm_type *update_type(mr *m, int g)
 {
     const fvm_fnode *n = &m->fl->nodes[g];
     const fvm_type *t = fvm_mr_node_type(m, n->args[0]);
-    if (n->in->op != FVM_OP_FEDERATED_WEIGHTED_MEAN)
+    if (fvm_agg_rule_of(n->in->op)->client_args == 1)
         return t;
     const char *names[2] = {"value", "weight"};
     const fvm_type *elems[2] = {t, fvm_mr_node_type(m, n->args[1])};
     return fvm_type_struct(m->a, 2, names, elems);
 }
 
+/* name = <value=v, count=c, seen=s> with the members an accumulator with extras has. */
+static fvm_status pack(fvm_fwriter *w, const acc_shape *a, const char *name, const char *v, const char *c,
+                       const char *s)
+{
+    const char *names[3] = {"value"}, *args[3] = {v};
+    int k = 1;
+    if (a->count)
+        names[k] = "count", args[k++] = c;
+    if (a->seen)
+        names[k] = "seen", args[k++] = s;
+    return fvm_fwriter_struct(w, name, k, names, args);
+}
+
 /* The zero of aggregation g's accumulator; *name: its name. */
 static fvm_status zero_of(mr *m, fvm_fwriter *w, int g, const char **name)
 {
     const fvm_fnode *n = &m->fl->nodes[g];
-    const char *v = str(m, "@a%d/zeros", m->aggidx[g]), *x = str(m, "@a%d/second", m->aggidx[g]);
+    acc_shape a = shape_of(m, g);
+    const char *z = str(m, "@a%d/zeros", m->aggidx[g]), *v = str(m, "@a%d/value", m->aggidx[g]),
+               *c = str(m, "@a%d/count", m->aggidx[g]), *s = str(m, "@a%d/seen", m->aggidx[g]);
     *name = str(m, "@a%d", m->aggidx[g]);
-    switch (n->in->op) {
-    case FVM_OP_FEDERATED_SUM:
-        return fvm_fwriter_zeros(w, *name, fvm_mr_node_type(m, n->args[0]));
-    case FVM_OP_FEDERATED_MEAN:
-        FVM_TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
-        FVM_TRY(const_scalar(w, x, fvm_doc_int(w->a, 0), "i64"));
-        return struct2(w, *name, "sum", v, "count", x);
-    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
-        FVM_TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
-        FVM_TRY(fvm_fwriter_zeros(w, x, fvm_mr_node_type(m, n->args[1])));
-        return struct2(w, *name, "sum", v, "weight", x);
-    case FVM_OP_FEDERATED_MIN:
-    case FVM_OP_FEDERATED_MAX:
-        FVM_TRY(fvm_fwriter_zeros(w, v, fvm_mr_node_type(m, n->args[0])));
-        FVM_TRY(const_scalar(w, x, fvm_doc_bool(w->a, false), "bool"));
-        return struct2(w, *name, "value", v, "seen", x);
-    default: { /* federated_aggregate: its own zero, built from constants alone */
-        const fvm_fnode *z = &m->fl->nodes[n->args[1]];
-        if (z->stage != FVM_STAGE_LOCAL)
+    if (a.r->lift == FVM_AGG_LIFT_USER) { /* federated_aggregate: its own zero, built from constants alone */
+        const fvm_fnode *zn = &m->fl->nodes[n->args[1]];
+        if (zn->stage != FVM_STAGE_LOCAL)
             return fvm_diag_add(m->d, FVM_ERR_PLACEMENT, &n->in->loc,
                                 "the zero of '%s' depends on the function's inputs ('%s'); in the MapReduce "
                                 "form zero() takes no arguments, so the zero must be built from constants",
-                                n->name, z->name);
+                                n->name, zn->name);
         return fvm_fwriter_node(w, n->args[1], name);
     }
+    /* an addition's identity, -0.0 (-0 for integers); a combine without one starts unseen */
+    const char *value = extras(&a) ? v : *name;
+    if (a.r->combine == FVM_AGG_COMBINE_ADD) {
+        FVM_TRY(fvm_fwriter_zeros(w, z, a.lifted));
+        FVM_TRY(fvm_fwriter_instr(w, value, "neg", NULL, 1, &z));
+    } else {
+        FVM_TRY(fvm_fwriter_zeros(w, value, a.lifted));
     }
+    if (!extras(&a))
+        return FVM_OK;
+    if (a.count)
+        FVM_TRY(const_scalar(w, c, fvm_doc_int(w->a, 0), "i64"));
+    if (a.seen)
+        FVM_TRY(const_scalar(w, s, fvm_doc_bool(w->a, false), "bool"));
+    return pack(w, &a, *name, v, c, s);
+}
+
+/* x combined with y by the rule (not USER). */
+static fvm_status combine(fvm_fwriter *w, const acc_shape *a, const char *name, const char *x, const char *y)
+{
+    return binop(w, name, fvm_op_table[a->r->combine_op].name, x, y);
 }
 
 /* acc' = accumulate(acc, u) for aggregation g; acc, u: names of its members. */
 static fvm_status accumulate_one(mr *m, fvm_fwriter *w, int g, const char *acc, const char *u, const char *name)
 {
     const fvm_instr *in = m->fl->nodes[g].in;
-    const char *t1 = str(m, "@a%d/t1", m->aggidx[g]), *t2 = str(m, "@a%d/t2", m->aggidx[g]), *t3 = str(m, "@a%d/t3", m->aggidx[g]),
-               *t4 = str(m, "@a%d/t4", m->aggidx[g]), *t5 = str(m, "@a%d/t5", m->aggidx[g]);
-    switch (in->op) {
-    case FVM_OP_FEDERATED_SUM:
-        return binop(w, name, "add", acc, u);
-    case FVM_OP_FEDERATED_MEAN:
-        FVM_TRY(const_scalar(w, t1, fvm_doc_int(w->a, 1), "i64"));
-        FVM_TRY(struct2(w, t2, "sum", u, "count", t1));
-        return binop(w, name, "add", acc, t2);
-    case FVM_OP_FEDERATED_WEIGHTED_MEAN: {
-        fvm_dtype dt;
-        FVM_TRY(float_dtype(m, g, &dt));
-        const fvm_type *wt = fvm_mr_node_type(m, m->fl->nodes[g].args[1]);
-        const char *wcast;
-        FVM_TRY(fvm_fwriter_field(w, t1, "value", u));
-        FVM_TRY(fvm_fwriter_field(w, t2, "weight", u));
-        FVM_TRY(cast_to(w, t3, t2, wt->u.tensor.dtype, dt, &wcast));
-        FVM_TRY(binop(w, t4, "mul", t1, wcast));
-        FVM_TRY(struct2(w, t5, "sum", t4, "weight", t2));
-        return binop(w, name, "add", acc, t5);
-    }
-    case FVM_OP_FEDERATED_MIN:
-    case FVM_OP_FEDERATED_MAX:
-        FVM_TRY(fvm_fwriter_field(w, t1, "value", acc));
-        FVM_TRY(fvm_fwriter_field(w, t2, "seen", acc));
-        FVM_TRY(binop(w, t3, in->op == FVM_OP_FEDERATED_MIN ? "minimum" : "maximum", t1, u));
-        FVM_TRY(select3(w, t4, t2, t3, u));
-        FVM_TRY(const_scalar(w, t5, fvm_doc_bool(w->a, true), "bool"));
-        return struct2(w, name, "value", t4, "seen", t5);
-    default: {
+    acc_shape a = shape_of(m, g);
+    const char *t[12];
+    for (int k = 0; k < 12; k++)
+        t[k] = fvm_arena_printf(m->a, "@a%d/t%d", m->aggidx[g], k + 1);
+    if (a.r->lift == FVM_AGG_LIFT_USER) {
         const char *args[2] = {acc, u};
         fvm_doc *attrs = fvm_attr1(w->a, "fn", in->a.accumulate->name);
         return attrs ? fvm_fwriter_instr(w, name, "call", attrs, 2, args) : nomem(m->d);
     }
+    const char *lifted = u;
+    if (a.r->lift == FVM_AGG_LIFT_WEIGHTED) { /* <sum=value * weight, weight> */
+        fvm_dtype dt;
+        FVM_TRY(float_dtype(m, g, &dt));
+        const fvm_type *wt = fvm_mr_node_type(m, m->fl->nodes[g].args[1]);
+        const char *wcast;
+        FVM_TRY(fvm_fwriter_field(w, t[0], "value", u));
+        FVM_TRY(fvm_fwriter_field(w, t[1], "weight", u));
+        FVM_TRY(cast_to(w, t[2], t[1], wt->u.tensor.dtype, dt, &wcast));
+        FVM_TRY(binop(w, t[3], "mul", t[0], wcast));
+        FVM_TRY(struct2(w, t[4], "sum", t[3], "weight", t[1]));
+        lifted = t[4];
     }
+    if (!extras(&a))
+        return combine(w, &a, name, acc, lifted);
+    const char *value = t[5], *count = NULL, *seen = t[9];
+    FVM_TRY(fvm_fwriter_field(w, t[6], "value", acc));
+    if (a.r->combine == FVM_AGG_COMBINE_ADD) {
+        FVM_TRY(combine(w, &a, value, t[6], lifted));
+    } else { /* no identity: the first client's update as it is */
+        FVM_TRY(fvm_fwriter_field(w, t[7], "seen", acc));
+        FVM_TRY(combine(w, &a, t[8], t[6], lifted));
+        FVM_TRY(select3(w, value, t[7], t[8], lifted));
+    }
+    if (a.count) {
+        count = t[10];
+        FVM_TRY(fvm_fwriter_field(w, t[11], "count", acc));
+        FVM_TRY(const_scalar(w, str(m, "@a%d/one", m->aggidx[g]), fvm_doc_int(w->a, 1), "i64"));
+        FVM_TRY(binop(w, count, "add", t[11], str(m, "@a%d/one", m->aggidx[g])));
+    }
+    if (a.seen)
+        FVM_TRY(const_scalar(w, seen, fvm_doc_bool(w->a, true), "bool"));
+    return pack(w, &a, name, value, count, seen);
 }
 
 static fvm_status merge_one(mr *m, fvm_fwriter *w, int g, const char *x, const char *y, const char *name)
 {
     const fvm_instr *in = m->fl->nodes[g].in;
-    const char *t[8];
-    for (int k = 0; k < 8; k++)
+    acc_shape a = shape_of(m, g);
+    const char *t[12];
+    for (int k = 0; k < 12; k++)
         t[k] = fvm_arena_printf(m->a, "@a%d/m%d", m->aggidx[g], k);
-    switch (in->op) {
-    case FVM_OP_FEDERATED_MIN:
-    case FVM_OP_FEDERATED_MAX:
-        /* the built-in merges two partials with minimum/maximum; an empty
-         * side (a block of no clients cannot occur, but merge must be total)
-         * gives the other */
-        FVM_TRY(fvm_fwriter_field(w, t[0], "value", x));
-        FVM_TRY(fvm_fwriter_field(w, t[1], "seen", x));
-        FVM_TRY(fvm_fwriter_field(w, t[2], "value", y));
-        FVM_TRY(fvm_fwriter_field(w, t[3], "seen", y));
-        FVM_TRY(binop(w, t[4], in->op == FVM_OP_FEDERATED_MIN ? "minimum" : "maximum", t[0], t[2]));
-        FVM_TRY(select3(w, t[5], t[3], t[4], t[0]));
-        FVM_TRY(select3(w, t[6], t[1], t[5], t[2]));
-        FVM_TRY(binop(w, t[7], "or", t[1], t[3]));
-        return struct2(w, name, "value", t[6], "seen", t[7]);
-    case FVM_OP_FEDERATED_AGGREGATE: {
+    if (a.r->combine == FVM_AGG_COMBINE_USER) {
         const char *args[2] = {x, y};
         fvm_doc *attrs = fvm_attr1(w->a, "fn", in->a.merge->name);
         return attrs ? fvm_fwriter_instr(w, name, "call", attrs, 2, args) : nomem(m->d);
     }
-    default: /* sums, means, weighted means: partials add */
-        return binop(w, name, "add", x, y);
+    if (!extras(&a))
+        return combine(w, &a, name, x, y);
+    FVM_TRY(fvm_fwriter_field(w, t[0], "value", x));
+    FVM_TRY(fvm_fwriter_field(w, t[2], "value", y));
+    const char *value = t[4], *count = NULL, *seen = NULL;
+    if (a.seen) {
+        FVM_TRY(fvm_fwriter_field(w, t[1], "seen", x));
+        FVM_TRY(fvm_fwriter_field(w, t[3], "seen", y));
+        seen = t[7];
+        FVM_TRY(binop(w, seen, "or", t[1], t[3]));
     }
+    if (a.r->combine == FVM_AGG_COMBINE_ADD) {
+        FVM_TRY(combine(w, &a, value, t[0], t[2]));
+    } else {
+        /* an empty side (a block of no clients cannot occur, but merge must
+         * be total) gives the other */
+        FVM_TRY(combine(w, &a, t[8], t[0], t[2]));
+        FVM_TRY(select3(w, t[5], t[3], t[8], t[0]));
+        FVM_TRY(select3(w, value, t[1], t[5], t[2]));
+    }
+    if (a.count) {
+        FVM_TRY(fvm_fwriter_field(w, t[9], "count", x));
+        FVM_TRY(fvm_fwriter_field(w, t[10], "count", y));
+        count = t[11];
+        FVM_TRY(binop(w, count, "add", t[9], t[10]));
+    }
+    return pack(w, &a, name, value, count, seen);
 }
 
 static fvm_status report_one(mr *m, fvm_fwriter *w, int g, const char *acc, const char **name)
 {
     const fvm_fnode *n = &m->fl->nodes[g];
-    const char *t1 = str(m, "@r%d/t1", m->aggidx[g]), *t2 = str(m, "@r%d/t2", m->aggidx[g]), *t3 = str(m, "@r%d/t3", m->aggidx[g]),
-               *out = str(m, "@r%d", m->aggidx[g]);
-    fvm_dtype dt;
-    switch (n->in->op) {
-    case FVM_OP_FEDERATED_SUM:
-        *name = acc;
-        return FVM_OK;
-    case FVM_OP_FEDERATED_MEAN:
-    case FVM_OP_FEDERATED_WEIGHTED_MEAN: {
-        FVM_TRY(float_dtype(m, g, &dt));
-        bool mean = n->in->op == FVM_OP_FEDERATED_MEAN;
-        fvm_dtype from = mean ? FVM_DTYPE_I64 : fvm_mr_node_type(m, n->args[1])->u.tensor.dtype;
-        const char *den;
-        FVM_TRY(fvm_fwriter_field(w, t1, "sum", acc));
-        FVM_TRY(fvm_fwriter_field(w, t2, mean ? "count" : "weight", acc));
-        FVM_TRY(cast_to(w, t3, t2, from, dt, &den));
-        *name = out;
-        return binop(w, out, "div", t1, den);
-    }
-    case FVM_OP_FEDERATED_MIN:
-    case FVM_OP_FEDERATED_MAX:
-        *name = out;
-        return fvm_fwriter_field(w, out, "value", acc);
-    default:
+    acc_shape a = shape_of(m, g);
+    const char *t[6];
+    for (int k = 0; k < 6; k++)
+        t[k] = fvm_arena_printf(m->a, "@r%d/t%d", m->aggidx[g], k + 1);
+    const char *out = str(m, "@r%d", m->aggidx[g]);
+    if (a.r->report == FVM_AGG_REPORT_USER) {
         if (!n->in->a.report) {
             *name = acc;
             return FVM_OK;
@@ -299,6 +344,36 @@ static fvm_status report_one(mr *m, fvm_fwriter *w, int g, const char *acc, cons
         *name = out;
         fvm_doc *attrs = fvm_attr1(w->a, "fn", n->in->a.report->name);
         return attrs ? fvm_fwriter_instr(w, out, "call", attrs, 1, &acc) : nomem(m->d);
+    }
+    const char *value = acc;
+    if (extras(&a)) {
+        value = t[0];
+        FVM_TRY(fvm_fwriter_field(w, value, "value", acc));
+    }
+    *name = out;
+    fvm_dtype dt;
+    const char *num = value, *den = NULL, *by = t[2];
+    switch (a.r->report) {
+    case FVM_AGG_REPORT_PER_CLIENT:
+        FVM_TRY(float_dtype(m, g, &dt));
+        FVM_TRY(fvm_fwriter_field(w, t[1], "count", acc));
+        FVM_TRY(cast_to(w, t[2], t[1], FVM_DTYPE_I64, dt, &den));
+        return binop(w, out, "div", num, den);
+    case FVM_AGG_REPORT_PER_WEIGHT:
+        FVM_TRY(float_dtype(m, g, &dt));
+        num = t[3];
+        FVM_TRY(fvm_fwriter_field(w, num, "sum", value));
+        FVM_TRY(fvm_fwriter_field(w, t[1], "weight", value));
+        FVM_TRY(cast_to(w, by, t[1], fvm_mr_node_type(m, n->args[1])->u.tensor.dtype, dt, &den));
+        return binop(w, out, "div", num, den);
+    default: /* VALUE */
+        if (a.seen && a.r->empty == FVM_AGG_EMPTY_ZEROS) { /* no clients: +0, not the identity -0.0 */
+            FVM_TRY(fvm_fwriter_field(w, t[4], "seen", acc));
+            FVM_TRY(fvm_fwriter_zeros(w, t[5], a.lifted));
+            return select3(w, out, t[4], value, t[5]);
+        }
+        *name = value;
+        return FVM_OK;
     }
 }
 
@@ -445,7 +520,7 @@ static fvm_status write_work(mr *m, const mr_types *t)
     for (int i = 0; i < m->nagg; i++) {
         const fvm_fnode *g = &m->fl->nodes[m->agg[i]];
         FVM_TRY(fvm_fwriter_node(&w, g->args[0], &u[i]));
-        if (g->in->op == FVM_OP_FEDERATED_WEIGHTED_MEAN) {
+        if (fvm_agg_rule_of(g->in->op)->client_args == 2) { /* <value, weight> (update_type) */
             const char *wt, *name = str(m, "@u%d", i);
             FVM_TRY(fvm_fwriter_node(&w, g->args[1], &wt));
             FVM_TRY(struct2(&w, name, "value", u[i], "weight", wt));

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../exec/aggregate.h"
+#include "../ir/aggregation.h"
 #include "../../format/doc_io.h"
 #include "../ir/check.h"
 #include "passes.h"
@@ -189,22 +189,10 @@ static fvm_status broadcasts(xw *x, fvm_doc *list)
     return FVM_OK;
 }
 
+/* "sum", "weighted_mean", "aggregate": the intrinsic's name after "federated_". */
 static const char *aggregation_name(fvm_op op)
 {
-    switch (op) {
-    case FVM_OP_FEDERATED_SUM:
-        return "sum";
-    case FVM_OP_FEDERATED_MEAN:
-        return "mean";
-    case FVM_OP_FEDERATED_WEIGHTED_MEAN:
-        return "weighted_mean";
-    case FVM_OP_FEDERATED_MIN:
-        return "min";
-    case FVM_OP_FEDERATED_MAX:
-        return "max";
-    default:
-        return "aggregate";
-    }
+    return fvm_op_table[op].name + strlen("federated_");
 }
 
 static fvm_status outputs(xw *x, fvm_doc *list)
@@ -227,12 +215,12 @@ static fvm_status outputs(xw *x, fvm_doc *list)
             if (!put(x, e, "bitwidth", fvm_doc_int(x->a, bits)) ||
                 !put(x, e, "modulus", fvm_doc_int(x->a, INT64_C(1) << bits)))
                 return nomem(x->d);
-        } else if (n->in->op == FVM_OP_FEDERATED_WEIGHTED_MEAN) {
+        } else if (fvm_agg_rule_of(n->in->op)->client_args == 2) { /* <value, weight> */
             if (!put(x, e, "value", str(x, join(x, prefix, "value"))) ||
                 !put(x, e, "weight", str(x, join(x, prefix, "weight"))))
                 return nomem(x->d);
             t = m->t.U->u.strct.elems[k];
-        } else if (n->in->op == FVM_OP_FEDERATED_AGGREGATE) {
+        } else if (fvm_agg_rule_of(n->in->op)->lift == FVM_AGG_LIFT_USER) {
             const fvm_attrs *at = &n->in->a;
             if (!put(x, e, "accumulate", str(x, at->accumulate->name)) || !put(x, e, "merge", str(x, at->merge->name)) ||
                 (at->report && !put(x, e, "report", str(x, at->report->name))))
