@@ -647,6 +647,7 @@ CHECKER_ONLY = {
     "reshape_count": SHAPES,
     "secure_sum_bitwidth": TYPES + " (a bitwidth must fit the dtype)",
     "secure_sum_narrow_leaf_late": TYPES + " (a bitwidth must fit the dtype)",
+    "select_float_keys": TYPES,
     "shuffle_bad_key": TYPES,
     "type_alias_chain_deep": TYPE_STRINGS,
     "type_alias_chain_huge": TYPE_STRINGS,

@@ -627,3 +627,35 @@ fvm_status exec_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fv
     *out = vg;
     return FVM_OK;
 }
+
+fvm_status exec_select_keys(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_tensor *keys = &args[0]->t;
+    int64_t max = fvm_tensor_get_i64(&args[1]->t, 0), n = fvm_tensor_count(keys);
+    fvm_value *seq = fvm_value_list(FVM_V_SEQ, n);
+    if (!seq)
+        return fvm_nomem(x);
+    static const fvm_dims scalar = {0};
+    fvm_status s = FVM_OK;
+    for (int64_t j = 0; j < n && s == FVM_OK; j++) {
+        int64_t k = fvm_tensor_get_i64(keys, j);
+        if (k < 0 || k >= max) {
+            s = fvm_diag_add(x->d, FVM_ERR_RUNTIME, &in->loc, "%s: key %lld (entry %lld of the keys) is outside [0, %lld)",
+                             fvm_op_table[in->op].name, (long long)k, (long long)j, (long long)max);
+            break;
+        }
+        fvm_value *key = NULL;
+        if ((s = fvm_new_tensor(x, FVM_DTYPE_I32, &scalar, &key)))
+            break;
+        fvm_tensor_set_i64(&key->t, 0, k);
+        fvm_value *argv[2] = {args[2], key};
+        s = fvm_exec_call(x, in->a.fn, argv, &seq->items[j]);
+        fvm_value_release(key);
+    }
+    if (s) {
+        fvm_value_release(seq);
+        return s;
+    }
+    *out = seq;
+    return FVM_OK;
+}

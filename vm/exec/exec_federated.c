@@ -130,7 +130,10 @@ static fvm_status map_task(fvm_ctx *x, void *u, int64_t i, fvm_value **out)
     return s;
 }
 
-fvm_status exec_federated_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+/* One value per client, task(i) on the backend for each client of the
+ * instruction's client arguments. */
+static fvm_status per_client(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_task_fn task,
+                             fvm_value **out)
 {
     int64_t n;
     fvm_status s = list_count(x, in, args, &n);
@@ -140,13 +143,40 @@ fvm_status exec_federated_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const 
     if (!res)
         return fvm_nomem(x);
     map_job m = {in, args};
-    s = x->vm->backend->iface->run(x->vm->backend, x, n, map_task, &m, res->items);
+    s = x->vm->backend->iface->run(x->vm->backend, x, n, task, &m, res->items);
     if (s) {
         fvm_value_release(res);
         return s;
     }
     *out = res;
     return FVM_OK;
+}
+
+fvm_status exec_federated_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    return per_client(x, in, args, map_task, out);
+}
+
+/* One client of a federated_select: its select_keys. */
+static fvm_status select_task(fvm_ctx *x, void *u, int64_t i, fvm_value **out)
+{
+    const map_job *m = u;
+    fvm_value *keys = NULL;
+    fvm_status s = fvm_client_get(x, m->args[0], m->in->arg_types[0], i, &keys);
+    if (s == FVM_OK) {
+        fvm_value *args[3] = {keys, m->args[1], m->args[2]};
+        s = exec_select_keys(x, m->in, args, out);
+        if (s)
+            fvm_diag_add(x->d, s, &m->in->loc, "federated_select: the error above is client %lld's (counting from 0)",
+                         (long long)i);
+    }
+    fvm_value_release(keys);
+    return s;
+}
+
+fvm_status exec_federated_select(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    return per_client(x, in, args, select_task, out);
 }
 
 /* A zip whose arguments include client values read on demand is itself read

@@ -32,7 +32,8 @@ typedef struct fvm_instr {
     int *args;            /* slot of each argument */
     const fvm_type **arg_types;
     const fvm_type *type; /* result type */
-    fvm_func *derived;    /* grad, value_and_grad, vjp: the pullback the checker derived */
+    fvm_func *derived;    /* grad, value_and_grad, vjp: the pullback; federated_select: its client half
+                             (both made by the passes after checking, vm/transform/passes.h) */
     int nrelease;         /* slots whose last use is this instruction */
     int *release;
 } fvm_instr;

@@ -797,6 +797,46 @@ fvm_status rule_federated_broadcast(fvm_rctx *c, const fvm_type **out)
     return fed_out(c, c->args[0]->u.fed.member, FVM_PL_CLIENTS, true, out);
 }
 
+/* select_keys(keys i32[n], max_key i32[], v T), fn (T, i32[]) -> U: the sequence of fn(v, key), U*.
+ * The types of federated_select's members are the same (ts: keys, max_key, v). */
+static fvm_status select_keys(fvm_rctx *c, const fvm_type *const *ts, const fvm_type **out)
+{
+    const fvm_type *keys = ts[0], *max = ts[1];
+    if (keys->kind != FVM_T_TENSOR || keys->u.tensor.dtype != FVM_DTYPE_I32 || keys->u.tensor.dims.rank != 1)
+        return fvm_rerr(c, 0, FVM_ERR_TYPE, "the keys must be a list of keys, i32[n], found %s", fvm_rtype(c, keys));
+    if (max->kind != FVM_T_TENSOR || max->u.tensor.dtype != FVM_DTYPE_I32 || max->u.tensor.dims.rank != 0)
+        return fvm_rerr(c, 1, FVM_ERR_TYPE, "the key bound must be i32[], found %s", fvm_rtype(c, max));
+    const fvm_func *fn = c->in->a.fn;
+    if (!fn->ok)
+        return *out = NULL, FVM_OK;
+    const fvm_type *fts[2] = {ts[2], fvm_type_scalar(c->a, FVM_DTYPE_I32)};
+    if (!fts[1])
+        return FVM_ERR_NOMEM;
+    if (want_fn(c, "fn", fn, 2, fts, true))
+        return FVM_ERR_TYPE;
+    *out = fvm_type_seq(c->a, fn->result_type);
+    return *out ? FVM_OK : FVM_ERR_NOMEM;
+}
+
+fvm_status rule_select_keys(fvm_rctx *c, const fvm_type **out)
+{
+    return select_keys(c, c->args, out);
+}
+
+/* federated_select(keys {i32[n]}@CLIENTS, max_key i32[]@SERVER, v T@SERVER): each client's
+ * select_keys, {U*}@CLIENTS. */
+fvm_status rule_federated_select(fvm_rctx *c, const fvm_type **out)
+{
+    if (want_clients(c, 0) || want_server(c, 1) || want_server(c, 2))
+        return FVM_ERR_PLACEMENT;
+    const fvm_type *ts[3] = {c->args[0]->u.fed.member, c->args[1]->u.fed.member, c->args[2]->u.fed.member};
+    const fvm_type *seq = NULL;
+    fvm_status s = select_keys(c, ts, &seq);
+    if (s || !seq)
+        return *out = NULL, s;
+    return fed_out(c, seq, FVM_PL_CLIENTS, false, out);
+}
+
 static fvm_status placed_call(fvm_rctx *c, bool clients, const fvm_type **out)
 {
     const fvm_func *fn = c->in->a.fn;

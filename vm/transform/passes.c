@@ -34,6 +34,58 @@ static fvm_status derive(fvm_program *p, fvm_instr *in, fvm_diag *d)
     return fvm_ad_pullback(&env, fn, UINT64_C(1) << wrt, &in->derived);
 }
 
+/* federated_select's client half as a function of its own,
+ *   <fn>.select(keys, max_key, value) = select_keys[fn](keys, max_key, value)
+ * (in->derived), so that a round form runs it as a federated_map of the
+ * broadcast server values (plan_flow.c). */
+static fvm_status select_client(fvm_program *p, fvm_instr *in, fvm_diag *d)
+{
+    fvm_arena *a = &p->arena;
+    fvm_func *g = fvm_arena_alloc(a, sizeof *g);
+    fvm_instr *body = fvm_arena_alloc(a, sizeof *body);
+    static const char *const names[3] = {"keys", "max_key", "value"};
+    const char *name = fvm_arena_printf(a, "%s.select", in->a.fn->name);
+    for (int k = 2; name && fvm_program_func(p, name); k++)
+        name = fvm_arena_printf(a, "%s.select.%d", in->a.fn->name, k);
+    fvm_doc *attrs = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!g || !body || !name || !attrs || fvm_doc_set(a, attrs, "fn", fvm_doc_string(a, in->a.fn->name)))
+        return fvm_diag_add(d, FVM_ERR_NOMEM, &in->loc, "out of memory");
+    attrs->flow = true;
+    g->name = name;
+    g->doc = "The client half of a federated_select: the selected values of this client's keys.";
+    g->loc = in->loc;
+    g->nparams = 3;
+    g->param_names = (const char **)names;
+    g->param_types = fvm_arena_array(a, 3, sizeof *g->param_types);
+    g->param_locs = fvm_arena_array(a, 3, sizeof *g->param_locs);
+    g->param_name_locs = fvm_arena_array(a, 3, sizeof *g->param_name_locs);
+    body->arg_names = (const char **)names;
+    body->arg_locs = fvm_arena_array(a, 3, sizeof *body->arg_locs);
+    if (!g->param_types || !g->param_locs || !g->param_name_locs || !body->arg_locs)
+        return fvm_diag_add(d, FVM_ERR_NOMEM, &in->loc, "out of memory");
+    for (int k = 0; k < 3; k++) {
+        g->param_types[k] = in->arg_types[k]->u.fed.member;
+        g->param_locs[k] = g->param_name_locs[k] = body->arg_locs[k] = in->loc;
+    }
+    body->name = "selected";
+    body->op = FVM_OP_SELECT_KEYS;
+    body->attrs = attrs;
+    body->nargs = 3;
+    body->loc = body->name_loc = body->attrs_loc = in->loc;
+    g->instrs = body;
+    g->ninstrs = 1;
+    g->result_name = body->name;
+    g->result_loc = in->loc;
+    fvm_status s = fvm_program_add_func(p, g);
+    if (s)
+        return fvm_diag_add(d, s, &in->loc, "out of memory");
+    if (fvm_ir_decode_func(p, a, g, d) || fvm_check_func(p, g, d))
+        return fvm_diag_add(d, FVM_ERR_TYPE, &in->loc, "internal: the client half of this federated_select does not "
+                            "check");
+    in->derived = g;
+    return FVM_OK;
+}
+
 static bool is_grad(fvm_op op)
 {
     return op == FVM_OP_GRAD || op == FVM_OP_VALUE_AND_GRAD || op == FVM_OP_VJP;
@@ -59,8 +111,8 @@ static fvm_status derive_from(fvm_program *p, fvm_func *f, fvm_diag *d)
                     first = s;
             }
         }
-        if (is_grad(in->op) && in->type && !in->derived) {
-            fvm_status s = derive(p, in, d);
+        if (in->type && !in->derived && (is_grad(in->op) || in->op == FVM_OP_FEDERATED_SELECT)) {
+            fvm_status s = is_grad(in->op) ? derive(p, in, d) : select_client(p, in, d);
             if (s && !first)
                 first = s;
         }

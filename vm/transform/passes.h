@@ -4,9 +4,11 @@
  * decoded) -> check (vm/ir/check.h: names, types, placements) -> these
  * passes -> run (vm/exec) or lower into a plan (vm/transform/plan_*.c):
  *
- *   1. derivatives: every grad, value_and_grad and vjp instruction gets the
- *      pullback it calls (vm/transform/autodiff.h), a plain-IR function
- *      added to the program, decoded and checked like a loaded one;
+ *   1. derived functions: every grad, value_and_grad and vjp instruction
+ *      gets the pullback it calls (vm/transform/autodiff.h), every
+ *      federated_select its client half (what a round form maps over the
+ *      clients): plain-IR functions added to the program, decoded and
+ *      checked like loaded ones;
  *   2. phases: each federated function's client work fused with the
  *      aggregations that consume it (vm/transform/phases.h);
  *   3. fusion: chains of elementwise instructions run as one pass.

@@ -199,6 +199,34 @@ static fvm_status inline_derivative(flat *F, const fvm_instr *in, const char *na
     return (*out = add_node(F, &v)) < 0 ? nomem(F->d) : FVM_OK;
 }
 
+/* federated_select as a round runs it: its server values broadcast, then its
+ * client half (the function the passes made, vm/transform/passes.h) mapped
+ * over the clients with their keys. */
+static fvm_status flatten_select(flat *F, const fvm_instr *in, const char *name, const int *args, int *out)
+{
+    int *m = fvm_arena_array(F->a, 3, sizeof *m);
+    if (!m || !in->derived)
+        return nomem(F->d);
+    m[0] = args[0];
+    for (int k = 1; k < 3; k++) {
+        int *b = fvm_arena_array(F->a, 1, sizeof *b);
+        const fvm_type *t = fvm_type_fed(F->a, in->arg_types[k]->u.fed.member, FVM_PL_CLIENTS, true);
+        const char *bn = fvm_arena_printf(F->a, "%s/%s", name, k == 1 ? "max_key" : "value");
+        if (!b || !t || !bn)
+            return nomem(F->d);
+        b[0] = args[k];
+        if ((m[k] = made_up(F, in, bn, FVM_OP_FEDERATED_BROADCAST, NULL, FVM_PL_CLIENTS, t, 1, b)) < 0)
+            return nomem(F->d);
+    }
+    fvm_doc *attrs = fvm_attr1(F->a, "fn", in->derived->name);
+    int r = attrs ? made_up(F, in, name, FVM_OP_FEDERATED_MAP, attrs, FVM_PL_CLIENTS, in->type, 3, m) : -1;
+    if (r < 0)
+        return nomem(F->d);
+    ((fvm_instr *)F->fl->nodes[r].in)->a.fn = in->derived;
+    *out = r;
+    return FVM_OK;
+}
+
 static fvm_status flatten(flat *F, const fvm_func *f, const char *prefix, const int *params, int *result, int depth)
 {
     if (depth > MAX_INLINE_DEPTH)
@@ -230,6 +258,12 @@ static fvm_status flatten(flat *F, const fvm_func *f, const char *prefix, const 
             if (!sub)
                 return nomem(F->d);
             fvm_status s = flatten(F, in->a.fn, sub, args, &slot[in->slot], depth + 1);
+            if (s)
+                return s;
+            continue;
+        }
+        if (in->op == FVM_OP_FEDERATED_SELECT) {
+            fvm_status s = flatten_select(F, in, name, args, &slot[in->slot]);
             if (s)
                 return s;
             continue;

@@ -855,6 +855,70 @@ fvm_status vjp_federated_broadcast(fvm_vjp *v)
     return FVM_OK;
 }
 
+/* select_keys(keys, max_key, x) = [fn(x, k) for k in keys]: the cotangent of
+ * x is the sum over the keys of fn's pullback for x at (x, k) with that
+ * element's cotangent, computed by a generated function
+ *   fn.select_back(keys, cts, x) = fori n of fn.select_step from zeros_like(x)
+ *   fn.select_step(i, acc, keys, cts, x) = acc + fn'(x, keys[i], cts[i]).grads[0]
+ * The keys are integers (no cotangent) and must be a fixed number n, the
+ * loop's trip count. NULL after an error. */
+static const fvm_func *select_back(fvm_vjp *v, const fvm_type *keys, const fvm_type *cts)
+{
+    fvm_func *fn = v->in->a.fn;
+    const fvm_type *val = fn->param_types[0];
+    int64_t n = keys->u.tensor.dims.d[0];
+    if (n < 0)
+        return fvm_ad_error(v, "the keys must be a fixed number (i32[n], not i32[?]): the derivative loops over "
+                               "them"), NULL;
+    fvm_func *pb = fvm_ad_pullback_of(v->ad, fn, UINT64_C(1) << 0);
+    if (!pb)
+        return NULL;
+    fvm_arena *a = fvm_ad_arena(v->ad);
+    const char *pn[5] = {"i", "acc", "keys", "cts", "x"};
+    const fvm_type *pt[5] = {fvm_type_scalar(a, FVM_DTYPE_I32), val, keys, cts, val};
+    if (fvm_ad_begin(v->ad, fvm_arena_printf(a, "%s.select_step", fn->name), 5, pn, pt))
+        return NULL;
+    const char *i = fvm_ad_param(v->ad, 0), *acc = fvm_ad_param(v->ad, 1);
+    const char *args[3] = {fvm_ad_param(v->ad, 4), OP(GATHER, NULL, fvm_ad_param(v->ad, 2), i),
+                           OP(SEQUENCE_GET, NULL, fvm_ad_param(v->ad, 3), i)};
+    const char *g = field_index(v, field_name(v, fn_op(v, FVM_OP_CALL, "fn", pb, 3, args), "grads"), 0);
+    const fvm_func *step = fvm_ad_end(v->ad, OP(ADD, NULL, acc, g));
+    if (!step || fvm_ad_begin(v->ad, fvm_arena_printf(a, "%s.select_back", fn->name), 3, pn + 2, pt + 2))
+        return NULL;
+    const char *fa[4] = {OP(ZEROS_LIKE, NULL, fvm_ad_param(v->ad, 2)), fvm_ad_param(v->ad, 0),
+                         fvm_ad_param(v->ad, 1), fvm_ad_param(v->ad, 2)};
+    fvm_doc *o = attrs(v);
+    fvm_ad_set_str(v->ad, o, "fn", step->name);
+    fvm_ad_set_int(v->ad, o, "n", n);
+    return fvm_ad_end(v->ad, fvm_ad_op(v->ad, FVM_OP_FORI, o, 4, fa));
+}
+
+fvm_status vjp_select_keys(fvm_vjp *v)
+{
+    if (!v->want[2])
+        return FVM_OK;
+    const fvm_func *back = select_back(v, v->in->arg_types[0], v->in->type);
+    if (!back)
+        return FVM_ERR_TYPE;
+    const char *args[3] = {v->x[0], v->ct, v->x[2]};
+    v->dx[2] = fn_op(v, FVM_OP_CALL, "fn", back, 3, args);
+    return FVM_OK;
+}
+
+/* federated_select: each client's select_keys; the server value's cotangent
+ * is the sum over the clients of select_keys's (its adjoint broadcast). */
+fvm_status vjp_federated_select(fvm_vjp *v)
+{
+    if (!v->want[2])
+        return FVM_OK;
+    const fvm_func *back = select_back(v, v->in->arg_types[0]->u.fed.member, v->in->type->u.fed.member);
+    if (!back)
+        return FVM_ERR_TYPE;
+    const char *args[3] = {v->x[0], v->ct, OP(FEDERATED_BROADCAST, NULL, v->x[2])};
+    v->dx[2] = OP(FEDERATED_SUM, NULL, fn_op(v, FVM_OP_FEDERATED_MAP, "fn", back, 3, args));
+    return FVM_OK;
+}
+
 fvm_status vjp_federated_sum(fvm_vjp *v)
 {
     set(v, 0, OP(FEDERATED_BROADCAST, NULL, v->ct));
