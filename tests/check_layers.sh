@@ -34,7 +34,6 @@ known=(
     "format/bind.c -> vm/runtime/sample.h"
     "format/plan.c -> vm/transform/plan_form.h"
     "format/xdev.c -> vm/exec/aggregate.h"
-    "format/xdev.h -> vm/exec/interp.h"
 )
 
 bad=0
