@@ -101,8 +101,9 @@ fvm_status fvm_session_new(const fvm_program *p, const fvm_session_opts *o, fvm_
  * FVM_SESSION_INIT are reported. Errors name the option, file or
  * parameter: a value that does not bind (located in its text or file), an
  * argument no parameter takes, an unknown client id, more clients per round
- * than clients, a checkpoint of another seed, program or state. Called by
- * fvm_session_step and fvm_session_run when not called before; once. */
+ * than clients, a checkpoint of another seed, clients per round or state
+ * type. Called by fvm_session_step and fvm_session_run when not called
+ * before; once. */
 fvm_status fvm_session_start(fvm_session *s, fvm_diag *d);
 
 /* Runs the next round, if any is left (see above). After the last round
