@@ -181,7 +181,7 @@ test: deps
 	+@$(MAKE) --no-print-directory test-run
 
 test-run: all $(TEST_BIN)
-	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+	@set -e; for t in $(TEST_BIN); do echo "== $$t"; FVM_BIN=$(BIN) $$t; done
 	@tests/check_layers.sh
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_hostile.sh $(BIN)

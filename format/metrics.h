@@ -1,4 +1,4 @@
-/* metrics.h - training metrics files (the JSON lines 'fedvm run --metrics' writes) read into series.
+/* metrics.h - training metrics files (JSON lines, one per round): a round's line written from its values, files cut back for a resumed run, files read into series.
  *
  * A metrics file holds one JSON object per line, one line per round:
  *   {"round": 3, "train": {"loss": 0.71, "examples": 5257.0}, "eval": {...}, "seconds": 0.02, ...}
@@ -16,6 +16,54 @@
 
 #include "../vm/core/arena.h"
 #include "../vm/core/status.h"
+#include "../vm/ir/types.h"
+#include "../vm/ir/value.h"
+
+/* ---- writing ------------------------------------------------------------------ */
+
+/* The optional members of a round's line (bits of fvm_metrics_round.fields). */
+enum {
+    FVM_METRICS_TIMES = 1,   /* "seconds", "eval_seconds" (when evaluated), "cpu_seconds" */
+    FVM_METRICS_CLIENTS = 2, /* "clients" */
+    FVM_METRICS_SAMPLED = 4, /* "sampled": the round's clients */
+};
+
+/* One round's figures, all borrowed. */
+typedef struct fvm_metrics_round {
+    int64_t round;
+    const fvm_value *train;      /* next's metrics, of type train_type */
+    const fvm_type *train_type;
+    const fvm_value *eval;       /* evaluate's result after the round, or NULL */
+    const fvm_type *eval_type;
+    unsigned fields;             /* FVM_METRICS_*: which members below the line has */
+    double seconds;              /* wall time of the round (next and evaluate) */
+    double eval_seconds;         /* the part of it in evaluate */
+    double cpu_seconds;          /* CPU time of the process in the round */
+    int64_t nclients;            /* "clients" */
+    const int64_t *clients;      /* "sampled": nclients client indices */
+} fvm_metrics_round;
+
+/* The round's line, the one writer of every metrics line ('fedvm run' prints
+ * it and appends it to --metrics; 'fedvm server aggregate' and 'merge' do
+ * the same): {"round": R, "train": METRICS, "eval": EVAL, "seconds": S,
+ * "eval_seconds": E, "cpu_seconds": C, "clients": N, "sampled": [...]}, with
+ * "eval" only when r->eval is set and the others only as r->fields asks, in
+ * this order, on one line ending with a newline (doc_io.h's JSON writer;
+ * seconds rounded to the microsecond). *out is malloc'd (the caller frees
+ * it); FVM_ERR_NOMEM is the only error. */
+fvm_status fvm_metrics_line(const fvm_metrics_round *r, char **out, size_t *len, fvm_diag *d);
+
+/* Cuts the metrics file at path back for a run resumed after round last:
+ * keeps its lines up to the first one whose "round" is after last, drops
+ * that one and everything after it (the resumed run writes those rounds
+ * again) and an incomplete last line (the run was stopped while writing
+ * it), and rewrites the file atomically when something was dropped. A line
+ * that is not a JSON object with an integer "round" is kept. A missing file
+ * is left missing; one that is not a regular file (a FIFO) or has more than
+ * 1 GiB is an error naming it. */
+fvm_status fvm_metrics_cut(const char *path, int64_t last, fvm_diag *d);
+
+/* ---- reading ------------------------------------------------------------------ */
 
 /* One scalar over rounds: n points with increasing rounds, one per round. */
 typedef struct fvm_series {

@@ -864,9 +864,3 @@ char *xdev_ints_text(const int64_t *v, int64_t n)
     }
     return text;
 }
-
-fvm_status xdev_vm(const fvm_program *p, fvm_vm **out, fvm_diag *d)
-{
-    fvm_vm_config cfg = {.nclients = -1};
-    return fvm_vm_new(p, &cfg, out, d);
-}

@@ -54,13 +54,6 @@ fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *pl
 fvm_status xdev_kind(const fvm_safetensors *f, const char *path, const char *kind, const fvm_xdev_plan *plan,
                      fvm_diag *d);
 
-/* Checks an update file f (named path, of this plan) for round 'round'
- * whose clients are sel[0..n) (increasing): its round, its client (one of
- * sel; *client) and its tensors (those the server aggregates). Every
- * problem is an error naming path. */
-fvm_status xdev_check_update(const fvm_xdev_plan *pl, const char *path, const fvm_safetensors *f, int64_t round,
-                             const int64_t *sel, int64_t n, int64_t *client, fvm_diag *d);
-
 /* The integer metadata value of key (an error naming the file when it is
  * missing or not a decimal integer in [lo, hi]). */
 fvm_status xdev_meta_int(const fvm_safetensors *f, const char *path, const char *key, int64_t lo, int64_t hi,
@@ -92,8 +85,5 @@ fvm_status xdev_tensor_list(fvm_arena *a, fvm_doc *list, const char *prefix, con
  * field of a sequence of named examples with its type (a flow object), or
  * NULL when it has none (*nomem tells an allocation failure apart). */
 fvm_doc *xdev_columns(fvm_arena *a, const fvm_type *member, bool *nomem);
-
-/* A new VM (sequential) for a phase's program. */
-fvm_status xdev_vm(const fvm_program *p, fvm_vm **out, fvm_diag *d);
 
 #endif

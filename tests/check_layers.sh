@@ -29,7 +29,6 @@ known=(
     "format/bind.c -> vm/runtime/sample.h"
     "format/plan.c -> vm/transform/plan_form.h"
     "format/xdev.c -> vm/transform/passes.h"
-    "format/xdev.h -> vm/exec/interp.h"
 )
 
 declare -A known_left=()

@@ -14,6 +14,7 @@
 
 #include "../format/safetensors.h"
 #include "../format/xdev.h"
+#include "../vm/runtime/xdev.h"
 #include "../vm/fedvm.h"
 
 static char *plan_text; /* the plan of tests/xdev/secure_counts.json */

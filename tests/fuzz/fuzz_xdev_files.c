@@ -19,6 +19,7 @@
 
 #include "../../format/ir_read.h"
 #include "../../format/xdev.h"
+#include "../../vm/runtime/xdev.h"
 #include "../../vm/ir/check.h"
 #include "../../vm/transform/passes.h"
 

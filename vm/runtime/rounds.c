@@ -78,7 +78,7 @@ fvm_status fvm_rounds_initialize(fvm_vm *vm, const fvm_func *init, uint64_t seed
     return s;
 }
 
-fvm_status fvm_rounds_run(const fvm_rounds *r, fvm_value *state, fvm_value **out, fvm_diag *d)
+fvm_status fvm_rounds_step(const fvm_rounds *r, int64_t round, fvm_value *state, fvm_value **out, fvm_diag *d)
 {
     *out = NULL;
     if (r->population >= 0 && (r->per_round < 0 || r->per_round > r->population))
@@ -88,69 +88,59 @@ fvm_status fvm_rounds_run(const fvm_rounds *r, fvm_value *state, fvm_value **out
     int np = r->next->nparams;
     int64_t *picked = malloc((size_t)(r->per_round > 0 ? r->per_round : 1) * sizeof *picked);
     fvm_value **args = calloc((size_t)np, sizeof *args);
-    if (s == FVM_OK && (!picked || !args))
+    if (!picked || !args)
         s = fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-    fvm_value *cur = fvm_value_retain(state);
-    const fvm_type *mt = r->next->result_type->u.strct.elems[1];
-    for (int64_t round = r->first; s == FVM_OK && round <= r->last; round++) {
-        double t0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_PROCESS_CPUTIME_ID), e0 = 0;
-        if (r->population < 0)
-            ; /* no client data and no client count: nothing to pick */
-        else if (r->fixed)
-            memcpy(picked, r->fixed, (size_t)r->per_round * sizeof *picked);
-        else if (r->per_round == r->population)
-            for (int64_t j = 0; j < r->per_round; j++)
-                picked[j] = j;
-        else
-            s = fvm_sample_clients(r->seed, round, r->population, r->per_round, picked, d);
-        fvm_value *res = NULL, *ev = NULL;
-        fvm_vm_forget_clients(r->vm);
-        if (s == FVM_OK && r->population >= 0)
-            s = fvm_vm_set_clients(r->vm, r->per_round, d);
-        if (s == FVM_OK)
-            s = round_args(r, round, picked, cur, args, d);
-        if (s == FVM_OK)
-            s = fvm_vm_call(r->vm, r->next, args, &res, d);
-        for (int i = 0; i < np; i++) {
-            fvm_value_release(args[i]);
-            args[i] = NULL;
-        }
-        if (s)
-            break;
-        fvm_value_release(cur);
-        cur = fvm_value_retain(res->items[0]);
-        bool eval_now = r->evaluate && (round == r->last || (r->eval_every > 0 && round % r->eval_every == 0));
-        if (eval_now) {
-            e0 = seconds(CLOCK_MONOTONIC);
-            s = evaluate(r, cur, &ev, d);
-        }
-        if (s == FVM_OK && r->report) {
-            double t1 = seconds(CLOCK_MONOTONIC);
-            fvm_round_report rep = {
+    double t0 = seconds(CLOCK_MONOTONIC), c0 = seconds(CLOCK_PROCESS_CPUTIME_ID), e0 = 0;
+    if (s || r->population < 0)
+        ; /* no client data and no client count: nothing to pick */
+    else if (r->fixed)
+        memcpy(picked, r->fixed, (size_t)r->per_round * sizeof *picked);
+    else if (r->per_round == r->population)
+        for (int64_t j = 0; j < r->per_round; j++)
+            picked[j] = j;
+    else
+        s = fvm_sample_clients(r->seed, round, r->population, r->per_round, picked, d);
+    fvm_value *res = NULL, *ev = NULL;
+    fvm_vm_forget_clients(r->vm);
+    if (s == FVM_OK && r->population >= 0)
+        s = fvm_vm_set_clients(r->vm, r->per_round, d);
+    if (s == FVM_OK)
+        s = round_args(r, round, picked, state, args, d);
+    if (s == FVM_OK)
+        s = fvm_vm_call(r->vm, r->next, args, &res, d);
+    for (int i = 0; args && i < np; i++)
+        fvm_value_release(args[i]);
+    bool eval_now = r->evaluate && (round == r->last || (r->eval_every > 0 && round % r->eval_every == 0));
+    if (s == FVM_OK && eval_now) {
+        e0 = seconds(CLOCK_MONOTONIC);
+        s = evaluate(r, res->items[0], &ev, d);
+    }
+    if (s == FVM_OK && r->report) {
+        double t1 = seconds(CLOCK_MONOTONIC);
+        fvm_round_report rep = {
+            .last = r->last,
+            .state = res->items[0],
+            .figures = {
                 .round = round,
-                .last = r->last,
-                .clients = picked,
-                .nclients = r->per_round,
+                .train = res->items[1],
+                .train_type = r->next->result_type->u.strct.elems[1],
+                .eval = ev,
+                .eval_type = r->evaluate ? r->evaluate->result_type : NULL,
+                .fields = FVM_METRICS_TIMES | FVM_METRICS_CLIENTS,
                 .seconds = t1 - t0,
                 .eval_seconds = eval_now ? t1 - e0 : 0,
                 .cpu_seconds = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0,
-                .state = cur,
-                .metrics = res->items[1],
-                .metrics_type = mt,
-                .eval = ev,
-                .eval_type = r->evaluate ? r->evaluate->result_type : NULL,
-            };
-            s = r->report(r->user, &rep, d);
-        }
-        fvm_value_release(ev);
-        fvm_value_release(res);
+                .nclients = r->per_round,
+                .clients = picked,
+            },
+        };
+        s = r->report(r->user, &rep, d);
     }
+    if (s == FVM_OK)
+        *out = fvm_value_retain(res->items[0]);
+    fvm_value_release(ev);
+    fvm_value_release(res);
     free(picked);
     free(args);
-    if (s) {
-        fvm_value_release(cur);
-        return s;
-    }
-    *out = cur;
-    return FVM_OK;
+    return s;
 }

@@ -1,4 +1,4 @@
-/* xdev_device.c - 'fedvm device': a cross-device plan's client phase run on a device's data (see xdev.h). */
+/* xdev_device.c - 'fedvm device': a cross-device plan's client phase run on a device's data (see vm/runtime/xdev.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include "../../format/file.h"
 #include "../../format/value_doc.h"
 #include "../../format/xdev_impl.h"
+#include "xdev.h"
 
 struct fvm_xdev_device {
     const fvm_xdev_plan *plan;
@@ -188,7 +189,7 @@ fvm_status fvm_xdev_device_open(const fvm_xdev_plan *plan, const char *checkpoin
     if (s == FVM_OK)
         s = bind_inputs(dev, ndata, data, d);
     if (s == FVM_OK)
-        s = xdev_vm(plan->client, &dev->vm, d);
+        s = fvm_vm_new(plan->client, &(fvm_vm_config){.nclients = -1}, &dev->vm, d);
     if (s) {
         fvm_xdev_device_close(dev);
         return s;
@@ -417,7 +418,7 @@ fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients,
     for (int64_t k = 0, lo = block * FVM_AGG_BLOCK; k < n && !s; k++)
         s = client_update(dev, dev->selected[lo + k], &updates->items[k], d);
     if (!s)
-        s = xdev_vm(pl->server, &vm, d);
+        s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
     if (!s)
         s = fvm_vm_set_clients(vm, n, d);
     if (!s)

@@ -1,4 +1,4 @@
-/* xdev_server.c - 'fedvm server': a cross-device plan's server phase, the initial state, a round's broadcast and its aggregation (see xdev.h). */
+/* xdev_server.c - 'fedvm server': a cross-device plan's server phase, the initial state, a round's broadcast and its aggregation (see vm/runtime/xdev.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -14,7 +14,9 @@
 #include "../exec/aggregate.h"
 #include "rounds.h"
 #include "sample.h"
+#include "xdev.h"
 #include "../../format/file.h"
+#include "../../format/metrics.h"
 #include "../../format/xdev_impl.h"
 
 static fvm_status nomem(fvm_diag *d)
@@ -99,7 +101,7 @@ fvm_status fvm_xdev_server_init(const fvm_xdev_plan *pl, uint64_t seed, const ch
     const char *in[] = {pl->path, init_weights}, *role[] = {"the plan", "the initial weights (--init)"};
     fvm_status s = fvm_file_not_input(out, "the state's file (--out)", 2, in, role, d);
     if (s == FVM_OK)
-        s = xdev_vm(pl->server, &vm, d);
+        s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
     if (s == FVM_OK)
         s = fvm_rounds_initialize(vm, pl->initialize, seed, &state, d);
     if (s == FVM_OK && init_weights)
@@ -146,7 +148,7 @@ fvm_status fvm_xdev_server_prepare(const fvm_xdev_plan *pl, const char *state_pa
     if (s == FVM_OK)
         s = server_args(pl, state, key, args, d);
     if (s == FVM_OK)
-        s = xdev_vm(pl->server, &vm, d);
+        s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
     if (s == FVM_OK)
         s = fvm_vm_call(vm, pl->prepare, args, &bc, d);
     if (s == FVM_OK && !(list = xdev_ints_text(picked, per_round)))
@@ -279,30 +281,12 @@ static fvm_status list_dir(const char *dir, char ***out, int64_t *n, fvm_diag *d
     return FVM_OK;
 }
 
-/* Checks one update file of round 'round': its plan, round, client (one of
- * sel, not seen before in at[]) and tensors; records it in at[]. */
-static fvm_status check_update(const fvm_xdev_plan *pl, char *path, int64_t round, const int64_t *sel, int64_t n,
-                               char **at, uint8_t (*digest)[SHA256_DIGEST_SIZE], fvm_diag *d)
-{
-    fvm_safetensors *f = NULL;
-    int64_t c = 0, pos = -1;
-    fvm_loc loc = {.file = path};
-    fvm_status s = xdev_load(path, "update", pl, &f, d);
-    if (s == FVM_OK)
-        s = xdev_check_update(pl, path, f, round, sel, n, &c, d);
-    if (s == FVM_OK && at[pos = xdev_position(sel, n, c)])
-        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "a second update of client %lld (the first is %s)", (long long)c,
-                         at[pos]);
-    if (s == FVM_OK) {
-        at[pos] = path;
-        digest_of(f, digest[pos]);
-    }
-    fvm_safetensors_free(f);
-    return s;
-}
-
-fvm_status xdev_check_update(const fvm_xdev_plan *pl, const char *path, const fvm_safetensors *f, int64_t round,
-                             const int64_t *sel, int64_t n, int64_t *client, fvm_diag *d)
+/* Checks an update file f (named path, of this plan) for round 'round'
+ * whose clients are sel[0..n) (increasing): its round, its client (one of
+ * sel; *client) and its tensors (those the server aggregates). Every
+ * problem is an error naming path. */
+static fvm_status update_fits(const fvm_xdev_plan *pl, const char *path, const fvm_safetensors *f, int64_t round,
+                              const int64_t *sel, int64_t n, int64_t *client, fvm_diag *d)
 {
     fvm_value *v = NULL;
     int64_t r = 0, c = 0;
@@ -325,6 +309,28 @@ fvm_status xdev_check_update(const fvm_xdev_plan *pl, const char *path, const fv
     return s;
 }
 
+/* Checks one update file of round 'round': its plan, round, client (one of
+ * sel, not seen before in at[]) and tensors; records it in at[]. */
+static fvm_status check_update(const fvm_xdev_plan *pl, char *path, int64_t round, const int64_t *sel, int64_t n,
+                               char **at, uint8_t (*digest)[SHA256_DIGEST_SIZE], fvm_diag *d)
+{
+    fvm_safetensors *f = NULL;
+    int64_t c = 0, pos = -1;
+    fvm_loc loc = {.file = path};
+    fvm_status s = xdev_load(path, "update", pl, &f, d);
+    if (s == FVM_OK)
+        s = update_fits(pl, path, f, round, sel, n, &c, d);
+    if (s == FVM_OK && at[pos = xdev_position(sel, n, c)])
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "a second update of client %lld (the first is %s)", (long long)c,
+                         at[pos]);
+    if (s == FVM_OK) {
+        at[pos] = path;
+        digest_of(f, digest[pos]);
+    }
+    fvm_safetensors_free(f);
+    return s;
+}
+
 fvm_status fvm_xdev_update_parse(const fvm_xdev_plan *pl, const char *name, const void *bytes, size_t len,
                                  int64_t round, const int64_t *clients, int64_t n, int64_t *client, fvm_diag *d)
 {
@@ -336,7 +342,7 @@ fvm_status fvm_xdev_update_parse(const fvm_xdev_plan *pl, const char *name, cons
     if (s == FVM_OK)
         s = xdev_kind(f, name, "update", pl, d);
     if (s == FVM_OK)
-        s = xdev_check_update(pl, name, f, round, clients, n, client, d);
+        s = update_fits(pl, name, f, round, clients, n, client, d);
     fvm_safetensors_free(f);
     return s;
 }
@@ -584,7 +590,7 @@ fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *pl, const char *state_
     if (s == FVM_OK)
         s = read_updates(pl, dir, r, res->clients, res->nclients, &work, d);
     if (s == FVM_OK)
-        s = xdev_vm(pl->server, &vm, d);
+        s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
     if (s == FVM_OK)
         s = fvm_vm_set_clients(vm, res->nclients, d);
     if (s == FVM_OK)
@@ -632,7 +638,7 @@ fvm_status fvm_xdev_server_merge(const fvm_xdev_plan *pl, const char *state_path
         s = read_partials(pl, dir, r, res->clients, res->nclients, &parts, d);
     }
     if (s == FVM_OK)
-        s = xdev_vm(pl->server, &vm, d);
+        s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
     /* the accumulators merged pairwise in block order, as the aggregation's tree merges its blocks */
     if (s == FVM_OK && !(partials = fvm_value_list(FVM_V_CLIENTS, nblocks)))
         s = nomem(d);
@@ -732,12 +738,26 @@ static void undo_line(const char *metrics, int fd, off_t before)
     }
 }
 
-fvm_status fvm_xdev_result_commit(fvm_xdev_result *res, const char *metrics, const char *line, size_t len,
-                                  fvm_diag *d)
+fvm_metrics_round fvm_xdev_result_figures(const fvm_xdev_result *res)
+{
+    return (fvm_metrics_round){.round = res->round,
+                               .train = res->metrics,
+                               .train_type = res->metrics_type,
+                               .fields = FVM_METRICS_CLIENTS,
+                               .nclients = res->nclients,
+                               .clients = res->clients};
+}
+
+fvm_status fvm_xdev_result_commit(fvm_xdev_result *res, const char *metrics, fvm_diag *d)
 {
     int fd = -1;
     off_t before = -1;
+    char *line = NULL;
+    size_t len = 0;
+    fvm_metrics_round fig = fvm_xdev_result_figures(res);
     fvm_status s = res->state.tmp ? FVM_OK : fvm_diag_add(d, FVM_ERR_USAGE, NULL, "no new state to commit");
+    if (s == FVM_OK && metrics)
+        s = fvm_metrics_line(&fig, &line, &len, d);
     /* the line first, synced; then the state, whose rename cannot run out of space: a step that fails
        leaves neither */
     if (s == FVM_OK && metrics && (s = append_line(metrics, line, len, &fd, &before, d)) != FVM_OK)
@@ -746,6 +766,7 @@ fvm_status fvm_xdev_result_commit(fvm_xdev_result *res, const char *metrics, con
         undo_line(metrics, fd, before);
     if (fd >= 0)
         close(fd);
+    free(line);
     fvm_xdev_result_clear(res);
     return s;
 }
