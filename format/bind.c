@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../vm/core/prng.h"
-#include "../vm/runtime/sample.h"
+#include "../vm/ir/keys.h"
 #include "../vm/core/suggest.h"
 #include "data_bind.h"
 #include "../vm/core/doc.h"

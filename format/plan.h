@@ -1,8 +1,8 @@
 /* plan.h - plan writers: a checked program re-emitted for another system, one writer per format (PLANS.md).
  *
- * The formats are listed once, in fvm_plan_formats (plan.c). Adding a
- * format means writing its writer (format/plan_<format>.c) and adding its
- * entry. */
+ * What every writer shares: its options, its signature, and the choice of
+ * the function a plan is made of. The formats are listed once, in
+ * vm/transform/plans.c (they lower through the round forms). */
 #ifndef FVM_PLAN_H
 #define FVM_PLAN_H
 
@@ -27,13 +27,6 @@ typedef struct fvm_plan_format {
     const char *summary;    /* one line for help texts */
     fvm_plan_writer write;
 } fvm_plan_format;
-
-/* Every format, in the order help texts list them; fvm_plan_nformats entries. */
-extern const fvm_plan_format fvm_plan_formats[];
-extern const int fvm_plan_nformats;
-
-/* The format named name, or NULL when there is none (static storage). */
-const fvm_plan_format *fvm_plan_format_lookup(const char *name);
 
 /* The function a plan is made of: the one named fn, or (fn NULL) the
  * iterative process's 'next', else 'main'. When there is no such function:

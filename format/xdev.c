@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "../vm/ir/aggregation.h"
-#include "../vm/transform/passes.h"
 #include "doc_io.h"
 #include "../vm/ir/check.h"
 #include "../vm/core/doc.h"
@@ -83,7 +82,7 @@ static fvm_status load_program(rd *r, const char *ptr, fvm_program **out)
     fvm_load_opts o = {.no_include = true};
     fvm_status s = fvm_program_load_opts(r->pl->path, r->text, r->len, ptr, &o, out, r->d);
     if (s == FVM_OK)
-        s = fvm_compile(*out, r->d);
+        s = fvm_check(*out, r->d);
     return s;
 }
 

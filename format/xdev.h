@@ -30,14 +30,6 @@
 /* The plan format version this fedvm writes and reads. */
 #define FVM_XDEV_VERSION 2
 
-/* fedplan's writer (an fvm_plan_writer): the cross-device plan of the
- * iterative process's next (o->fn may name it; it must be 'next' of a
- * program with 'initialize'). A round that has no MapReduce form, a server
- * input other than the state and the round key, or a value exchanged
- * between server and devices that safetensors cannot hold (a sequence, an
- * unknown dimension) is refused with its location and the reason. */
-fvm_status fvm_plan_cross_device(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len,
-                                 fvm_diag *d);
 
 /* ---- reading a plan ---------------------------------------------------------- */
 
@@ -67,7 +59,9 @@ fvm_status fvm_xdev_open(const char *path, unsigned phases, fvm_xdev_plan **out,
  * tensors, the state's type and tensors, the metrics' type, a partial's
  * tensors; one state type through initialize, prepare and result; and,
  * with both phases, the server sends what the client takes and aggregates
- * what it sends). *out (free with fvm_xdev_close) is NULL on error. */
+ * what it sends). *out (free with fvm_xdev_close) is NULL on error. Before
+ * the programs run, the passes after checking must run over them
+ * (fvm_xdev_compile, vm/runtime/xdev.h). */
 fvm_status fvm_xdev_parse(const char *name, const char *text, size_t len, unsigned phases, fvm_xdev_plan **out,
                           fvm_diag *d);
 

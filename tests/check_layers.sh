@@ -26,9 +26,6 @@ declare -A allowed=(
 known=(
     "vm/transform/passes.c -> vm/exec/fuse.h"
     "vm/ir/rules_nn.c -> vm/kernels/kernels_nn.h"
-    "format/bind.c -> vm/runtime/sample.h"
-    "format/plan.c -> vm/transform/plan_form.h"
-    "format/xdev.c -> vm/transform/passes.h"
 )
 
 declare -A known_left=()

@@ -49,7 +49,7 @@ static int setup(void **state)
     fvm_diag d = {0};
     fvm_status s = fvm_program_load(program_path, &program, &d);
     if (s == FVM_OK)
-        s = fvm_check(program, &d);
+        s = fvm_compile(program, &d);
     fvm_diag_clear(&d);
     return s == FVM_OK ? 0 : -1;
 }
@@ -405,7 +405,7 @@ static void test_errors(void **state)
     fvm_diag d = {0};
     fvm_session *s = NULL;
     assert_int_equal(fvm_program_load("programs/histogram.json", &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     assert_int_equal(fvm_session_new(p, &o, &s, &d), FVM_ERR_USAGE);
     assert_null(s);
     fvm_program_free(p);

@@ -14,6 +14,7 @@
 
 #include "../format/safetensors.h"
 #include "../format/xdev.h"
+#include "../vm/transform/plan_form.h"
 #include "../vm/runtime/xdev.h"
 #include "../vm/fedvm.h"
 

@@ -146,7 +146,7 @@ int fvm_cmd_device(int argc, char **argv)
     int64_t idx[MAX_LIST];
     rc = EXIT_INVALID;
     if (fvm_xdev_open(o.plan, FVM_XDEV_CLIENT | (o.partial ? FVM_XDEV_SERVER : 0), &plan, &d) ||
-        fvm_xdev_device_open(plan, o.checkpoint, o.ndata, o.data, &dev, &d))
+        fvm_xdev_compile(plan, &d) || fvm_xdev_device_open(plan, o.checkpoint, o.ndata, o.data, &dev, &d))
         goto done;
     /* every client is checked before any runs */
     for (int k = 0; k < o.nclients; k++)
@@ -268,7 +268,7 @@ int fvm_cmd_server(int argc, char **argv)
     fvm_diag d = {0};
     fvm_xdev_plan *plan = NULL;
     rc = EXIT_INVALID;
-    if (fvm_xdev_open(o.plan, FVM_XDEV_SERVER, &plan, &d))
+    if (fvm_xdev_open(o.plan, FVM_XDEV_SERVER, &plan, &d) || fvm_xdev_compile(plan, &d))
         goto done;
     if (!strcmp(o.step, "init")) {
         int replaced = 0;

@@ -11,6 +11,7 @@
 #include "ir/check.h"
 #include "exec/interp.h"
 #include "transform/passes.h"
+#include "transform/plans.h"
 #include "ir/ir.h"
 #include "core/prng.h"
 #include "core/status.h"

@@ -19,6 +19,7 @@
 
 #include "../../format/ir_read.h"
 #include "../../format/xdev.h"
+#include "../../vm/transform/plan_form.h"
 #include "../../vm/runtime/xdev.h"
 #include "../../vm/ir/check.h"
 #include "../../vm/transform/passes.h"
@@ -88,6 +89,7 @@ static void setup_round(round *r, int k)
     fuzz_write(fuzz_path(path, sizeof path, name), text, len);
     free(text);
     must(fvm_xdev_open(path, FVM_XDEV_CLIENT | FVM_XDEV_SERVER, &r->plan, &d), &d, "open the plan");
+    must(fvm_xdev_compile(r->plan, &d), &d, "compile the plan");
     int replaced = 0;
     snprintf(name, sizeof name, "s0-%d.safetensors", k);
     must(fvm_xdev_server_init(r->plan, 5, NULL, fuzz_path(r->state0, sizeof r->state0, name), &replaced, &d), &d,

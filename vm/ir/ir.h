@@ -115,6 +115,7 @@ typedef struct fvm_program {
     int naliases;
     fvm_alias **aliases;
     bool load_errors; /* the loader reported errors: check may add more, but it cannot run */
+    bool compiled;    /* the passes after checking ran (vm/transform/passes.h) */
     int cap_funcs;    /* capacity of funcs (0: exactly nfuncs, as loaded) */
     struct fvm_ad_cache *ad; /* derived functions, by (function, parameters) (autodiff.c) */
 } fvm_program;

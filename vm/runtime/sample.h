@@ -1,36 +1,19 @@
-/* sample.h - which clients take part in a round, and the keys of rounds and clients.
+/* sample.h - which clients take part in a round.
  *
- * Everything here is a pure function of the seed, the round number and a
- * client's index in its dataset, so a round's clients and keys do not depend
- * on the backend, the thread count or the order of execution, and a run
- * resumed from a checkpoint draws exactly what an uninterrupted run draws.
- *
- * With base = fvm_prng_key(seed) (random_key of the seed):
- * - the key of round r (r >= 1) is fold_in(base, r), and initialize's key is
- *   that of round 0, fold_in(base, 0): keys that initialize derives from its
- *   own (fold_in(its key, i) for a model's layers) are no round's key;
- * - the key of client c in round r is fold_in(key of round r, c);
- * - the sample of round r is drawn from the word stream (rand.h) of
- *   fold_in(fold_in(base, 0xffffffff), r), a key no round uses (rounds stop
- *   below 2^32 - 1). */
+ * A pure function of the seed and the round number, so a round's clients do
+ * not depend on the backend, the thread count or the order of execution, and
+ * a run resumed from a checkpoint draws exactly what an uninterrupted run
+ * draws: the sample of round r is drawn from the word stream (rand.h) of
+ * fold_in(fold_in(fvm_prng_key(seed), 0xffffffff), r), a key no round uses
+ * (rounds stop below 2^32 - 1; the rounds' and clients' keys are keys.h's). */
 #ifndef FVM_SAMPLE_H
 #define FVM_SAMPLE_H
 
 #include <stdint.h>
 
 #include "../core/status.h"
+#include "../ir/keys.h"
 #include "../ir/value.h"
-
-void fvm_round_key(uint64_t seed, int64_t round, uint32_t out[2]);
-void fvm_client_key(uint64_t seed, int64_t round, int64_t client, uint32_t out[2]);
-
-/* A key as a u32[2] value (a new reference). */
-fvm_status fvm_key_value(const uint32_t key[2], fvm_value **out, fvm_diag *d);
-/* The {u32[2]}@CLIENTS value of n client keys: member j is
- * fvm_prng_fold_in(key, idx[j]) (idx NULL: j), made when read (idx is
- * copied; the value holds no member in memory). */
-fvm_status fvm_client_keys_value(const uint32_t key[2], const int64_t *idx, int64_t n, fvm_value **out,
-                                 fvm_diag *d);
 
 /* k distinct clients of 0..n-1 for round 'round', uniform without
  * replacement, in increasing order, into out[0..k). A partial Fisher-Yates

@@ -134,6 +134,8 @@ static void plan(fvm_program *p, int from)
 
 fvm_status fvm_passes_run(fvm_program *p, fvm_diag *d)
 {
+    if (p->compiled)
+        return FVM_OK;
     int n = p->nfuncs; /* the derived ones, added from here on, hold no grad */
     for (int k = 0; k < n; k++)
         p->funcs[k]->mark = 0;
@@ -148,6 +150,7 @@ fvm_status fvm_passes_run(fvm_program *p, fvm_diag *d)
     if (first)
         return first;
     plan(p, 0);
+    p->compiled = true;
     return FVM_OK;
 }
 

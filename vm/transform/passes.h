@@ -22,7 +22,7 @@
 /* Runs the passes over checked program p (fvm_check returned FVM_OK).
  * Errors (an op that cannot be differentiated on the way from a parameter to
  * the result, a derivation past its limits) are located at the instruction
- * at fault. */
+ * at fault. Once per program: again is a no-op (p->compiled). */
 fvm_status fvm_passes_run(fvm_program *p, fvm_diag *d);
 
 /* fvm_check, then fvm_passes_run: what a loaded program needs before

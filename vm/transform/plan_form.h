@@ -30,4 +30,13 @@ fvm_status fvm_plan_mapreduce(const fvm_program *p, const fvm_plan_opts *o, char
 fvm_status fvm_plan_distribute_aggregate(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len,
                                          fvm_diag *d);
 
+/* fedplan's writer (an fvm_plan_writer): the cross-device plan of the
+ * iterative process's next (o->fn may name it; it must be 'next' of a
+ * program with 'initialize'). A round that has no MapReduce form, a server
+ * input other than the state and the round key, or a value exchanged
+ * between server and devices that safetensors cannot hold (a sequence, an
+ * unknown dimension) is refused with its location and the reason. */
+fvm_status fvm_plan_cross_device(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len,
+                                 fvm_diag *d);
+
 #endif

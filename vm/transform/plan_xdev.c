@@ -19,6 +19,7 @@
 #include "passes.h"
 #include "../../format/ir_read.h"
 #include "../../format/ir_write.h"
+#include "plan_form.h"
 #include "plan_mr.h"
 #include "../../format/safetensors.h"
 #include "../../format/xdev_impl.h"
