@@ -182,7 +182,7 @@ test: deps
 
 test-run: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; FVM_BIN=$(BIN) $$t; done
-	@tests/check_layers.sh
+	@tests/check_layers.sh $(BUILD)
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_hostile.sh $(BIN)
 	@tests/run_cli.sh $(BIN)/fedvm

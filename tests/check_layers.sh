@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # check_layers.sh - the library's layers include only the layers beneath them (docs/ARCHITECTURE.md).
 #
-# usage: tests/check_layers.sh
+# usage: tests/check_layers.sh [BUILD]
 #
+# With BUILD (the build directory, 'build'), the objects are checked too:
+# a function or table a layer's object uses must be defined in its own
+# layer or one it may include (nm), so that no call reaches up through a
+# declaration put in a lower layer's header.
 # Layers, bottom up; a file may include headers of its own layer and of the
 # layers listed for it. tools/ may include anything (the public headers, in
 # time); tests/ and bench/ are not checked.
@@ -28,9 +32,11 @@ known=(
     "vm/ir/rules_nn.c -> vm/kernels/kernels_nn.h"
 )
 
-declare -A known_left=()
+declare -A known_left=() known_objects=()
 for k in "${known[@]}"; do
     known_left["$k"]=1
+    f=${k%% -> *} target=${k##* -> }
+    known_objects["${f%.*} -> $(dirname "$target")"]=1
 done
 bad=0
 checked=0
@@ -53,12 +59,39 @@ for layer in "${!allowed[@]}"; do
         done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
     done
 done
+# The objects: every undefined symbol of a layer's object that another
+# layer's object defines must come from an allowed layer.
+if [ $# -ge 1 ] && [ -d "$1" ]; then
+    build=$1
+    declare -A home=()
+    for layer in "${!allowed[@]}"; do
+        for o in "$build/$layer"/*.o; do
+            [ -e "$o" ] || continue
+            while read -r sym; do home[$sym]=$layer; done < <(nm --defined-only -g "$o" | awk '{print $3}')
+        done
+    done
+    for layer in "${!allowed[@]}"; do
+        for o in "$build/$layer"/*.o; do
+            [ -e "$o" ] || continue
+            checked=$((checked + 1))
+            while read -r sym; do
+                h=${home[$sym]-}
+                [ -z "$h" ] || [ "$h" = "$layer" ] && continue
+                case " ${allowed[$layer]} " in *" $h "*) continue ;; esac
+                src=${o#"$build"/}
+                [ -n "${known_objects["${src%.o} -> $h"]+x}" ] && continue
+                echo "check_layers: $o uses $sym of $h: $layer may use only ${allowed[$layer]:-its own files}"
+                bad=$((bad + 1))
+            done < <(nm -u "$o" | awk '{print $2}')
+        done
+    done
+fi
 for k in "${!known_left[@]}"; do
     echo "check_layers: '$k' is listed as a known exception but no longer occurs: remove it from the list"
     bad=$((bad + 1))
 done
 if [ $bad -gt 0 ]; then
-    echo "check_layers: $bad include(s) point up or sideways"
+    echo "check_layers: $bad include(s) or use(s) point up or sideways"
     exit 1
 fi
 echo "check_layers: ok ($checked files; ${#known[@]} known exceptions left)"
