@@ -36,8 +36,11 @@
  * 2^31-1 examples per client, 4 GiB per array counting every non-zero dim.
  * The path must be a regular file.
  *
- * format/DATASETS.md describes both in full. A handle is not thread-safe:
- * open one per thread. */
+ * format/DATASETS.md describes both in full. In the code each format is one
+ * set of functions behind an internal interface (struct fvm_dataset_format_i
+ * in dataset_impl.h), listed in one table in dataset.c; what is common to
+ * them (opening, splits, the schema, checking and building each client) is
+ * written once there. A handle is not thread-safe: open one per thread. */
 #ifndef FVM_DATASET_H
 #define FVM_DATASET_H
 

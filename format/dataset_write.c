@@ -53,14 +53,10 @@ static fvm_status werr(const fvm_dataset_writer *w, fvm_diag *d, fvm_status code
 
 static fvm_status werr(const fvm_dataset_writer *w, fvm_diag *d, fvm_status code, const char *fmt, ...)
 {
-    fvm_loc loc = {.file = w->path};
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    fvm_dataset_verror(w->path, d, code, fmt, ap);
     va_end(ap);
-    ds_clean(msg);
-    fvm_diag_add(d, code, &loc, "%s", msg);
     return code;
 }
 

@@ -148,4 +148,21 @@ static inline void fuzz_check_dataset(fvm_dataset *ds)
     }
 }
 
+/* Opens the default split of the dataset at path: an error is located, and
+ * a split that opens has n clients, each checked (fuzz_check_dataset). */
+static inline void fuzz_check_file(const char *path, int n)
+{
+    fvm_diag d = {0};
+    fvm_dataset *ds = NULL;
+    fvm_status s = fvm_dataset_open(path, NULL, &ds, &d);
+    fuzz_check_errors(s, &d, 1);
+    if (s == FVM_OK) {
+        if (fvm_dataset_clients(ds) != n)
+            FUZZ_FAIL("%lld clients of %d", (long long)fvm_dataset_clients(ds), n);
+        fuzz_check_dataset(ds);
+    }
+    fvm_dataset_close(ds);
+    fvm_diag_clear(&d);
+}
+
 #endif

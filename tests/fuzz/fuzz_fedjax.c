@@ -45,17 +45,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     char path[512];
     fuzz_db_save(db, fuzz_path(path, sizeof path, "fedjax.sqlite"));
-
-    fvm_diag d = {0};
-    fvm_dataset *ds = NULL;
-    fvm_status s = fvm_dataset_open(path, NULL, &ds, &d);
-    fuzz_check_errors(s, &d, 1);
-    if (s == FVM_OK) {
-        if (fvm_dataset_clients(ds) != n)
-            FUZZ_FAIL("%lld clients of %d", (long long)fvm_dataset_clients(ds), n);
-        fuzz_check_dataset(ds);
-    }
-    fvm_dataset_close(ds);
-    fvm_diag_clear(&d);
+    fuzz_check_file(path, n);
     return 0;
 }
