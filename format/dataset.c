@@ -822,6 +822,11 @@ const char *fvm_dataset_format(const fvm_dataset *ds)
     return ds->fmt->name;
 }
 
+const char *fvm_dataset_format_title(const fvm_dataset *ds)
+{
+    return ds->fmt->title;
+}
+
 int64_t fvm_dataset_clients(const fvm_dataset *ds)
 {
     return ds->n;

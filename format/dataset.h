@@ -75,6 +75,8 @@ void fvm_dataset_close(fvm_dataset *ds);
 
 /* "fedjax" or "tff". */
 const char *fvm_dataset_format(const fvm_dataset *ds);
+/* The format's name for people: "FedJAX SQLite", "TFF SQLite". */
+const char *fvm_dataset_format_title(const fvm_dataset *ds);
 /* The splits a file holds (malloc'd array of malloc'd names; free with
  * fvm_dataset_free_splits): for FedJAX "default" first, then the other
  * tables' splits by name; for TFF the split names, sorted. */

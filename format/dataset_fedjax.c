@@ -872,6 +872,7 @@ static void fedjax_close(fvm_dataset *ds)
 
 const struct fvm_dataset_format_i fvm_dataset_format_fedjax = {
     .name = "fedjax",
+    .title = "FedJAX SQLite",
     .tables = "table federated_data (FedJAX)",
     .default_split = "default",
     .size = sizeof(fedjax),

@@ -56,6 +56,7 @@ typedef struct ds_raw {
  * in dataset.c. Errors go through ds_err / ds_sql_err (located at the file). */
 struct fvm_dataset_format_i {
     const char *name;          /* what fvm_dataset_format returns: "fedjax", "tff" */
+    const char *title;         /* what fvm_dataset_format_title returns: "FedJAX SQLite", "TFF SQLite" */
     const char *tables;        /* what the file lacks when it is no dataset: "table federated_data (FedJAX)" */
     const char *default_split; /* the split a NULL name opens; NULL: the file's only split */
     const char *no_splits;     /* the error when the file lists no split and none is named (NULL: a generic one) */

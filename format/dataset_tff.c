@@ -658,6 +658,7 @@ static void tff_close(fvm_dataset *ds)
 
 const struct fvm_dataset_format_i fvm_dataset_format_tff = {
     .name = "tff",
+    .title = "TFF SQLite",
     .tables = "tables examples and client_metadata (TFF)",
     .default_split = NULL,
     .no_splits = "the TFF dataset has no splits (client_metadata is empty)",

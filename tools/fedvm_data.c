@@ -660,7 +660,7 @@ static int cmd_info(int argc, char **argv)
         fvm_dataset_free_splits(splits, nsplits);
         return fail(&d);
     }
-    printf("%s: %s SQLite, splits:", file, !strcmp(fvm_dataset_format(probe), "fedjax") ? "FedJAX" : "TFF");
+    printf("%s: %s, splits:", file, fvm_dataset_format_title(probe));
     for (int i = 0; i < nsplits; i++) {
         char name[256];
         printf("%s %s", i ? "," : "", shown(splits[i], name));
