@@ -95,7 +95,8 @@ TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Installed headers: everything but the internal ones.
 PRIVATE_H := vm/exec/exec.h vm/ir/rules.h vm/exec/aggregate.h vm/kernels/kernels_impl.h vm/kernels/kernels_gemm_tile.h \
-             vm/exec/fuse.h vm/ir/bufcache.h format/yaml_core.h format/dataset_impl.h format/xdev_impl.h
+             vm/kernels/kernels_scalar.h vm/exec/fuse.h vm/transform/fuse_plan.h vm/ir/bufcache.h format/yaml_core.h \
+             format/dataset_impl.h format/xdev_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h $(foreach d,$(LAYERS),$(d)/*.h)))
 
 .PHONY: all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean

@@ -26,7 +26,7 @@ declare -A allowed=(
 known=(
     "vm/transform/plan_xdev.c -> vm/exec/aggregate.h"
     "vm/ir/check.c -> vm/transform/autodiff.h"
-    "vm/ir/check.c -> vm/exec/fuse.h"
+    "vm/ir/check.c -> vm/transform/fuse_plan.h"
     "vm/ir/check.c -> vm/transform/phases.h"
     "vm/ir/rules.c -> format/value_doc.h"
     "vm/ir/rules.c -> vm/transform/autodiff.h"

@@ -70,10 +70,6 @@ static inline void fvm_argv_free(fvm_argv *a)
  * placed at the instruction. */
 fvm_status fvm_exec_instr(fvm_ctx *x, const fvm_instr *in, fvm_value **slots);
 
-/* The kernel op of an elementwise unary or binary instruction (exec_tensor.c). */
-fvm_unary fvm_unary_of(fvm_op op);
-fvm_binary fvm_binary_of(fvm_op op);
-
 /* Shared helpers (exec_tensor.c). */
 fvm_status fvm_nomem(fvm_ctx *x);
 /* A new tensor value of the given dtype/shape (uninitialised). */

@@ -68,77 +68,12 @@ static fvm_status lift(fvm_ctx *x, const fvm_instr *in, const fvm_value *const *
     return FVM_OK;
 }
 
-fvm_unary fvm_unary_of(fvm_op op)
-{
-    switch (op) {
-    case FVM_OP_NEG:
-        return FVM_UN_NEG;
-    case FVM_OP_ABS:
-        return FVM_UN_ABS;
-    case FVM_OP_EXP:
-        return FVM_UN_EXP;
-    case FVM_OP_LOG:
-        return FVM_UN_LOG;
-    case FVM_OP_SQRT:
-        return FVM_UN_SQRT;
-    case FVM_OP_TANH:
-        return FVM_UN_TANH;
-    case FVM_OP_SIGMOID:
-        return FVM_UN_SIGMOID;
-    case FVM_OP_RELU:
-        return FVM_UN_RELU;
-    default:
-        return FVM_UN_NOT;
-    }
-}
-
-fvm_binary fvm_binary_of(fvm_op op)
-{
-    switch (op) {
-    case FVM_OP_ADD:
-        return FVM_BIN_ADD;
-    case FVM_OP_SUB:
-        return FVM_BIN_SUB;
-    case FVM_OP_MUL:
-        return FVM_BIN_MUL;
-    case FVM_OP_DIV:
-        return FVM_BIN_DIV;
-    case FVM_OP_POW:
-        return FVM_BIN_POW;
-    case FVM_OP_MAXIMUM:
-        return FVM_BIN_MAXIMUM;
-    case FVM_OP_MINIMUM:
-        return FVM_BIN_MINIMUM;
-    case FVM_OP_EQ:
-        return FVM_BIN_EQ;
-    case FVM_OP_NE:
-        return FVM_BIN_NE;
-    case FVM_OP_LT:
-        return FVM_BIN_LT;
-    case FVM_OP_LE:
-        return FVM_BIN_LE;
-    case FVM_OP_GT:
-        return FVM_BIN_GT;
-    case FVM_OP_GE:
-        return FVM_BIN_GE;
-    case FVM_OP_AND:
-        return FVM_BIN_AND;
-    default:
-        return FVM_BIN_OR;
-    }
-}
-
-static bool is_comparison(fvm_binary b)
-{
-    return b >= FVM_BIN_EQ && b <= FVM_BIN_GE;
-}
-
 static fvm_status leaf_unary(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n, fvm_value **out)
 {
     fvm_status s = fvm_new_tensor(x, ts[0]->dtype, &ts[0]->shape, out);
     if (s)
         return s;
-    if ((s = fvm_k_unary(fvm_unary_of(in->op), ts[0], &(*out)->t, x->d))) {
+    if ((s = fvm_k_unary(fvm_elementwise_unary(in->op), ts[0], &(*out)->t, x->d))) {
         fvm_value_release(*out);
         *out = NULL;
     }
@@ -164,7 +99,7 @@ static fvm_status binary_tensor(fvm_ctx *x, fvm_binary op, const fvm_tensor *a, 
     fvm_status s = fvm_dims_broadcast(&a->shape, &b->shape, &dims, x->d);
     if (s)
         return s;
-    if ((s = fvm_new_tensor(x, is_comparison(op) ? FVM_DTYPE_BOOL : a->dtype, &dims, out)))
+    if ((s = fvm_new_tensor(x, fvm_elementwise_compares(op) ? FVM_DTYPE_BOOL : a->dtype, &dims, out)))
         return s;
     if ((s = fvm_k_binary(op, a, b, &(*out)->t, x->d))) {
         fvm_value_release(*out);
@@ -175,7 +110,7 @@ static fvm_status binary_tensor(fvm_ctx *x, fvm_binary op, const fvm_tensor *a, 
 
 static fvm_status leaf_binary(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n, fvm_value **out)
 {
-    return binary_tensor(x, fvm_binary_of(in->op), ts[0], ts[1], out);
+    return binary_tensor(x, fvm_elementwise_binary(in->op), ts[0], ts[1], out);
 }
 
 static fvm_status leaf_select(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n, fvm_value **out)
@@ -199,7 +134,9 @@ static fvm_status leaf_fill(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *c
     fvm_status s = fvm_new_tensor(x, ts[0]->dtype, &ts[0]->shape, out);
     if (s)
         return s;
-    if ((s = fvm_k_fill(in->op == FVM_OP_ONES_LIKE ? 1.0 : 0.0, &(*out)->t, x->d))) {
+    fvm_fstep st; /* the value of its row of ops.def */
+    fvm_elementwise_step(in, &st);
+    if ((s = fvm_k_fill(st.value, &(*out)->t, x->d))) {
         fvm_value_release(*out);
         *out = NULL;
     }

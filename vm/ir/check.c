@@ -9,7 +9,7 @@
 
 #include "../core/doc.h"
 #include "../transform/autodiff.h"
-#include "../exec/fuse.h"
+#include "../transform/fuse_plan.h"
 #include "../transform/phases.h"
 #include "rules.h"
 #include "../core/suggest.h"

@@ -1,4 +1,4 @@
-/* kernels_impl.h - helpers shared by the kernel files (private to vm/kernels_*.c). */
+/* kernels_impl.h - helpers shared by the kernel files and the providers (private to vm/kernels). */
 #ifndef FVM_KERNELS_IMPL_H
 #define FVM_KERNELS_IMPL_H
 
@@ -106,6 +106,28 @@ static inline void kernel_strides(const fvm_dims *s, int64_t *stride)
         n *= s->d[i];
     }
 }
+
+/* ---- shared by the providers (provider.h) ------------------------------------------ */
+
+/* The checks of fvm_k_unary, fvm_k_binary (with its integer divisor), fvm_k_select and
+ * fvm_k_cast, in their order and with their errors: FVM_OK when the kernel
+ * may run (kernels_elementwise.c). */
+fvm_status fvm_kernel_unary_check(fvm_unary op, const fvm_tensor *x, const fvm_tensor *out, fvm_diag *d);
+fvm_status fvm_kernel_binary_check(fvm_binary op, const fvm_tensor *a, const fvm_tensor *b, const fvm_tensor *out,
+                                   fvm_diag *d);
+fvm_status fvm_kernel_select_check(const fvm_tensor *p, const fvm_tensor *a, const fvm_tensor *b, const fvm_tensor *out,
+                                   fvm_diag *d);
+fvm_status fvm_kernel_cast_check(const fvm_tensor *x, const fvm_tensor *out, fvm_diag *d);
+/* The number of operands of a step (1, 2 or 3). */
+static inline int kernel_step_arity(const fvm_fstep *st)
+{
+    return st->kind == FVM_FS_BINARY ? 2 : st->kind == FVM_FS_SELECT ? 3 : 1;
+}
+/* The dtype of every step of a chain over inputs of dtypes in_dt into
+ * dt[0..nsteps); false when fvm_k_fused_dtype is. */
+bool fvm_kernel_fused_types(const fvm_fstep *steps, int nsteps, const fvm_dtype *in_dt, int nin, fvm_dtype *dt);
+/* v as one element of dtype t (fvm_dtype_size(t) bytes at out), converted as fvm_k_fill converts it. */
+void fvm_kernel_fill_value(fvm_dtype t, double v, void *out);
 
 /* A matrix product's operands as op(a) [M,K] and op(b) [K,N] read through
  * element strides: A(i,k) = a[i*a_si + k*a_sk], B(k,j) = b[k*b_sk + j*b_sj].
