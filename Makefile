@@ -161,7 +161,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # tests/run_train.sh training runs over datasets, tests/run_memory.sh that
 # a round's peak memory does not grow with its clients, tests/run_backends.sh
 # the same bits on every backend (seq, threads, and mpi on 1-3 ranks under
-# mpirun when it is installed), tests/run_plot.sh the
+# mpirun when it is installed), tests/run_providers.sh training runs with the
+# portable kernel provider against the CPU one, tests/run_plot.sh the
 # pictures 'fedvm plot' draws of them, tests/run_plan.sh the fedplan
 # command and its plans (the pictures through Graphviz's dot),
 # tests/run_forms.sh the round forms, run against their sources,
@@ -191,6 +192,7 @@ test-run: all $(TEST_BIN)
 	@tests/run_train.sh $(BIN)/fedvm
 	@tests/run_memory.sh $(BIN)/fedvm
 	@tests/run_backends.sh $(BIN)/fedvm $(BUILD)/tests/test_golden
+	@tests/run_providers.sh $(BIN)/fedvm
 	@tests/run_plot.sh $(BIN)/fedvm
 	@tests/run_plan.sh $(BIN)/fedplan
 	@tests/run_forms.sh $(BIN)

@@ -87,7 +87,7 @@ static fvm_status run_lifted(fvm_ctx *x, const fvm_fused *c, fvm_value *const *v
             }
         }
     fvm_status e = o ? FVM_OK : fvm_new_tensor(x, dt, &shape, &o);
-    if (e == FVM_OK && (e = fvm_k_fused(c->steps, c->nsteps, ts, c->nin, &o->t, x->d))) {
+    if (e == FVM_OK && (e = x->vm->kernels->fused(c->steps, c->nsteps, ts, c->nin, &o->t, x->d))) {
         fvm_value_release(o);
         return e;
     }

@@ -100,6 +100,17 @@ fvm_status fvm_k_transpose(const fvm_tensor *x, const int *perm, fvm_tensor *out
  * all inside x (the caller's bounds; asserted). */
 fvm_status fvm_k_slice(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out, fvm_diag *d);
 
+/* out = x broadcast to out's shape (NumPy's rule; out has x's dtype):
+ * each element of out a copy of the one of x it broadcasts from. */
+fvm_status fvm_k_broadcast(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d);
+
+/* The adjoint of fvm_k_slice: out (x's dtype and rank) is zeros but for the
+ * positions fvm_k_slice with start and step would read from it, which hold
+ * x's elements (x has the slice's shape; every position inside out, the
+ * caller's bounds, asserted). */
+fvm_status fvm_k_unslice(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out,
+                         fvm_diag *d);
+
 /* Concatenation of n >= 1 tensors (same dtype, same shape except along
  * axis); inputs of differing dtypes are a type error. */
 fvm_status fvm_k_concat(const fvm_tensor *const *xs, int n, int axis, fvm_tensor *out, fvm_diag *d);

@@ -105,8 +105,7 @@ static void bcast_run(const bcast *it, run_fn f, const void *ctx, const unsigned
     }
 }
 
-/* True when every input broadcasts to exactly out's shape. */
-static bool bcast_matches(const fvm_tensor *const *in, int nin, const fvm_dims *out)
+bool fvm_kernel_bcast_matches(const fvm_tensor *const *in, int nin, const fvm_dims *out)
 {
     fvm_dims s = in[0]->shape;
     for (int k = 1; k < nin; k++)
@@ -258,7 +257,7 @@ fvm_status fvm_kernel_binary_check(fvm_binary op, const fvm_tensor *a, const fvm
         return kernel_type_error(d, name, a->dtype);
     const fvm_tensor *in[2] = {a, b};
     KREQUIRE(d, out->dtype == (fvm_elementwise_compares(op) ? FVM_DTYPE_BOOL : a->dtype) &&
-                    bcast_matches(in, 2, &out->shape),
+                    fvm_kernel_bcast_matches(in, 2, &out->shape),
              "%s: out must have the broadcast shape and the result dtype", name);
     if (fvm_tensor_count(out) > 0 && op == FVM_BIN_DIV && fvm_dtype_is_int(a->dtype)) {
         int64_t z = find_zero(kernel_bytes(b), b->dtype, fvm_tensor_count(b));
@@ -331,7 +330,7 @@ fvm_status fvm_kernel_select_check(const fvm_tensor *p, const fvm_tensor *a, con
         return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "select: branch dtypes differ (%s and %s)",
                             fvm_dtype_name(a->dtype), fvm_dtype_name(b->dtype));
     const fvm_tensor *in[3] = {p, a, b};
-    KREQUIRE(d, out->dtype == a->dtype && bcast_matches(in, 3, &out->shape),
+    KREQUIRE(d, out->dtype == a->dtype && fvm_kernel_bcast_matches(in, 3, &out->shape),
              "select: out must have the broadcast shape and the branches' dtype");
     return FVM_OK;
 }
@@ -665,7 +664,7 @@ fvm_status fvm_k_fused(const fvm_fstep *steps, int nsteps, const fvm_tensor *con
     KREQUIRE_TENSOR(d, out, "fused: out");
     fused_ctx c;
     KREQUIRE(d, fused_plan(&c, steps, nsteps, in, nin), "fused: a step is not defined for its operands");
-    KREQUIRE(d, out->dtype == c.dt[nsteps - 1] && bcast_matches(in, nin, &out->shape),
+    KREQUIRE(d, out->dtype == c.dt[nsteps - 1] && fvm_kernel_bcast_matches(in, nin, &out->shape),
              "fused: out must have the broadcast shape and the chain's dtype");
     if (fvm_tensor_count(out) == 0)
         return FVM_OK;
