@@ -32,6 +32,16 @@ static inline double stable_sigmoid(double x)
     return e / (1.0 + e);
 }
 
+/* log(1 + e^x) as max(x, 0) + log1p(e^-|x|): exp never overflows; NaN stays NaN. */
+static inline float stable_softplusf(float x)
+{
+    return (x > 0 ? x : 0.0f) + log1pf(expf(-fabsf(x)));
+}
+static inline double stable_softplus(double x)
+{
+    return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x)));
+}
+
 /* Comparisons, in every dtype (bool as 0 < 1). */
 #define SK_COMPARE(S, T)                                               \
     static inline uint8_t sk_eq_##S(T x, T y) { return x == y; }       \
@@ -51,6 +61,7 @@ static inline double stable_sigmoid(double x)
     static inline T sk_sqrt_##S(T x) { return sqrt##F(x); }                            \
     static inline T sk_tanh_##S(T x) { return tanh##F(x); }                            \
     static inline T sk_sigmoid_##S(T x) { return stable_sigmoid##F(x); }               \
+    static inline T sk_softplus_##S(T x) { return stable_softplus##F(x); }             \
     static inline T sk_relu_##S(T x) { return x < 0 ? 0 : x; }                         \
     static inline T sk_add_##S(T x, T y) { return x + y; }                             \
     static inline T sk_sub_##S(T x, T y) { return x - y; }                             \
