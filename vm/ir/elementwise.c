@@ -3,11 +3,17 @@
 
 #include <string.h>
 
-/* Every FVM_EW row names its kernel and its VJP rule (vjp_none when no
- * gradient flows); its step is one of fvm_fstep_kind's (any other name does
- * not compile: see ew_of below). */
+/* Every FVM_EW row names its kernel, its dtypes and its VJP rule: a rule
+ * of its own, or vjp_none when no gradient flows, never vjp_unsupported
+ * (EW_UNSUPPORTED(v) is 1 for that name and 0 for any other, the
+ * preprocessor's probe idiom). Its step is one of fvm_fstep_kind's (any
+ * other name does not compile: see ew_of below). */
+#define EW_PROBE_vjp_unsupported ~, 1
+#define EW_SECOND(a, b, ...) b
+#define EW_PROBE(...) EW_SECOND(__VA_ARGS__, 0, ~)
+#define EW_UNSUPPORTED(v) EW_PROBE(EW_PROBE_##v)
 #define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
-    _Static_assert(sizeof #KERNEL > 1 && sizeof #VJP > 1 && sizeof #DTYPES > 1,              \
+    _Static_assert(sizeof #KERNEL > 1 && sizeof #DTYPES > 1 && sizeof #VJP > 1 && !EW_UNSUPPORTED(VJP), \
                    NAME ": an elementwise op names its kernel, its dtypes and its VJP rule in ops.def");
 #include "ops.def"
 #undef FVM_EW
