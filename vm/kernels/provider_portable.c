@@ -315,6 +315,10 @@ static fvm_status p_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bo
     fvm_status st = fvm_kernel_matmul_shape(a, b, ta, tb, out, &s, d);
     if (st || fvm_tensor_count(out) == 0)
         return st;
+    if (s.k == 0) { /* empty sums (and empty operands, without buffers): all-zero bytes are 0 and +0.0 */
+        memset(kernel_bytes(out), 0, fvm_tensor_bytes(out));
+        return FVM_OK;
+    }
     const void *ap = kernel_bytes(a), *bp = kernel_bytes(b);
     void *op = kernel_bytes(out);
     switch (a->dtype) {
