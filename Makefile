@@ -95,7 +95,8 @@ TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # Installed headers: everything but the internal ones.
 PRIVATE_H := vm/exec/exec.h vm/ir/rules.h vm/exec/aggregate.h vm/kernels/kernels_impl.h vm/kernels/kernels_gemm_tile.h \
-             vm/exec/fuse.h vm/ir/bufcache.h format/yaml_core.h format/dataset_impl.h format/xdev_impl.h
+             vm/kernels/kernels_scalar.h vm/exec/fuse.h vm/transform/fuse_plan.h vm/ir/bufcache.h format/yaml_core.h \
+             format/dataset_impl.h format/xdev_impl.h
 PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h $(foreach d,$(LAYERS),$(d)/*.h)))
 
 .PHONY: all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
@@ -160,7 +161,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # tests/run_train.sh training runs over datasets, tests/run_memory.sh that
 # a round's peak memory does not grow with its clients, tests/run_backends.sh
 # the same bits on every backend (seq, threads, and mpi on 1-3 ranks under
-# mpirun when it is installed), tests/run_plot.sh the
+# mpirun when it is installed), tests/run_providers.sh training runs with the
+# portable kernel provider against the CPU one, tests/run_plot.sh the
 # pictures 'fedvm plot' draws of them, tests/run_plan.sh the fedplan
 # command and its plans (the pictures through Graphviz's dot),
 # tests/run_forms.sh the round forms, run against their sources,
@@ -190,6 +192,7 @@ test-run: all $(TEST_BIN)
 	@tests/run_train.sh $(BIN)/fedvm
 	@tests/run_memory.sh $(BIN)/fedvm
 	@tests/run_backends.sh $(BIN)/fedvm $(BUILD)/tests/test_golden
+	@tests/run_providers.sh $(BIN)/fedvm
 	@tests/run_plot.sh $(BIN)/fedvm
 	@tests/run_plan.sh $(BIN)/fedplan
 	@tests/run_forms.sh $(BIN)

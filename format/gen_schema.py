@@ -34,9 +34,10 @@ IDENT = "^[A-Za-z_][A-Za-z0-9_]*$"
 # before a final newline.
 CONTROL = {"pattern": "[\\u0000-\\u001f\\u007f]"}
 
+# FVM_OP rows, and FVM_EW rows (elementwise ops: FVM_OP's columns, then their kernel's)
 OP_RE = re.compile(
-    r'^FVM_OP\(\s*(\w+)\s*,\s*"([^"]+)"\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*([^,]+?)\s*,'
-    r'\s*([^,]+?)\s*,\s*([^,]+?)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*\)')
+    r'^FVM_(?:OP|EW)\(\s*(\w+)\s*,\s*"([^"]+)"\s*,\s*(-?\d+)\s*,\s*(-?\d+)\s*,\s*([^,]+?)\s*,'
+    r'\s*([^,]+?)\s*,\s*([^,]+?)\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(\w+)\s*(?:,[^()]*)?\)$')
 GROUP_RE = re.compile(r'^/\*\s*--\s*(.*?)\s*--\s*\*/')
 ATTR_RE = re.compile(r'^FVM_ATTR\(\s*(\w+)\s*,\s*"([^"]+)"\s*,\s*(\w+)\s*,\s*(\w+)\s*,\s*(D\(.*\))\s*\)$')
 OP_ATTR_RE = re.compile(r'^FVM_OP_ATTR\(\s*(\w+)\s*,\s*(\w+)\s*,\s*(D\(.*\))\s*\)$')

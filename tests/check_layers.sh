@@ -25,19 +25,6 @@ declare -A allowed=(
     [vm]="vm/core vm/ir vm/kernels vm/transform format vm/exec vm/runtime"
 )
 
-# Includes that still point the wrong way, each to be removed by the step
-# of the redesign that moves its code ("FILE -> HEADER").
-known=(
-    "vm/transform/passes.c -> vm/exec/fuse.h"
-    "vm/ir/rules_nn.c -> vm/kernels/kernels_nn.h"
-)
-
-declare -A known_left=() known_objects=()
-for k in "${known[@]}"; do
-    known_left["$k"]=1
-    f=${k%% -> *} target=${k##* -> }
-    known_objects["${f%.*} -> $(dirname "$target")"]=1
-done
 bad=0
 checked=0
 for layer in "${!allowed[@]}"; do
@@ -50,12 +37,8 @@ for layer in "${!allowed[@]}"; do
             [ "$tdir" = "$layer" ] && continue
             case " ${allowed[$layer]} " in *" $tdir "*) continue ;; esac
             case $tdir in build/* | build) continue ;; esac # generated headers
-            if [ -n "${known_left["$f -> $target"]+x}" ]; then
-                unset 'known_left["$f -> $target"]'
-            else
-                echo "check_layers: $f includes $target: $layer may include only ${allowed[$layer]:-its own files}"
-                bad=$((bad + 1))
-            fi
+            echo "check_layers: $f includes $target: $layer may include only ${allowed[$layer]:-its own files}"
+            bad=$((bad + 1))
         done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
     done
 done
@@ -78,20 +61,14 @@ if [ $# -ge 1 ] && [ -d "$1" ]; then
                 h=${home[$sym]-}
                 [ -z "$h" ] || [ "$h" = "$layer" ] && continue
                 case " ${allowed[$layer]} " in *" $h "*) continue ;; esac
-                src=${o#"$build"/}
-                [ -n "${known_objects["${src%.o} -> $h"]+x}" ] && continue
                 echo "check_layers: $o uses $sym of $h: $layer may use only ${allowed[$layer]:-its own files}"
                 bad=$((bad + 1))
             done < <(nm -u "$o" | awk '{print $2}')
         done
     done
 fi
-for k in "${!known_left[@]}"; do
-    echo "check_layers: '$k' is listed as a known exception but no longer occurs: remove it from the list"
-    bad=$((bad + 1))
-done
 if [ $bad -gt 0 ]; then
     echo "check_layers: $bad include(s) or use(s) point up or sideways"
     exit 1
 fi
-echo "check_layers: ok ($checked files; ${#known[@]} known exceptions left)"
+echo "check_layers: ok ($checked files and objects)"

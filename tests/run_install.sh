@@ -9,7 +9,7 @@ root="$T/usr"
 for f in bin/fedvm bin/fedplan lib/libfedvm.a lib/libfedvm.so lib/libfedvm.so.0 lib/pkgconfig/fedvm.pc include/fedvm/vm/fedvm.h; do
     [ -e "$root/$f" ] || { echo "install: missing $f"; exit 1; }
 done
-for f in include/fedvm/vm/exec/exec.h include/fedvm/vm/kernels/kernels_impl.h include/fedvm/vm/kernels/kernels_gemm_tile.h include/fedvm/vm/exec/fuse.h include/fedvm/format/xdev_impl.h include/fedvm/format/dataset_impl.h; do
+for f in include/fedvm/vm/exec/exec.h include/fedvm/vm/kernels/kernels_impl.h include/fedvm/vm/kernels/kernels_gemm_tile.h include/fedvm/vm/exec/fuse.h include/fedvm/vm/transform/fuse_plan.h include/fedvm/vm/kernels/kernels_scalar.h include/fedvm/format/xdev_impl.h include/fedvm/format/dataset_impl.h; do
     [ ! -e "$root/$f" ] || { echo "install: private header $f was installed"; exit 1; }
 done
 cat > "$T/use.c" <<'C'

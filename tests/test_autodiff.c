@@ -411,6 +411,7 @@ static const gcase ops[] = {
     {"sqrt", "{'x': 'f64[4]', 'r': 'f64[4]'}", "[['y', 'sqrt', 'x'], " PROJ "]", "x", POS, NULL},
     {"tanh", "{'x': 'f64[4]', 'r': 'f64[4]'}", "[['y', 'tanh', 'x'], " PROJ "]", "x", ANY, NULL},
     {"sigmoid", "{'x': 'f64[4]', 'r': 'f64[4]'}", "[['y', 'sigmoid', 'x'], " PROJ "]", "x", ANY, NULL},
+    {"softplus", "{'x': 'f64[4]', 'r': 'f64[4]'}", "[['y', 'softplus', 'x'], " PROJ "]", "x", ANY, NULL},
     {"relu", "{'x': 'f64[6]', 'r': 'f64[6]'}", "[['y', 'relu', 'x'], " PROJ "]", "x", AWAY, NULL},
     {"cast", "{'x': 'f64[3]', 'r': 'f64[3]'}", "[['y', 'cast', {'dtype': 'f64'}, 'x'], " PROJ "]", "x", ANY, NULL},
     /* elementwise, binary, with broadcasting */

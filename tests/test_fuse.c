@@ -1,4 +1,4 @@
-/* test_fuse.c - elementwise chains (vm/exec/fuse.c, fvm_k_fused): the fused kernel against its steps run one by one,
+/* test_fuse.c - elementwise chains (vm/transform/fuse_plan.c, vm/exec/fuse.c, fvm_k_fused): the fused kernel against its steps run one by one,
  * which instructions the planner fuses, and fused runs against unfused ones, bit for bit. */
 #include <math.h>
 #include <setjmp.h>
@@ -13,6 +13,7 @@
 
 #include "../vm/fedvm.h"
 #include "../vm/exec/fuse.h"
+#include "../vm/kernels/kernels.h"
 #include "test_util.h"
 
 /* ---- the kernel -------------------------------------------------------------------- */

@@ -176,14 +176,16 @@ static void test_golden_cases(void **state)
             print_error("%s: %s\n", path, d.errs[i].msg);
         assert_non_null(got);
         /* The same bits one instruction at a time, and on 1, 2 and 4 threads
-         * (or on mpi's ranks, fused and unfused). */
-        for (int k = 0; k < (mpi ? 2 : 4); k++) {
-            fvm_backend *b = mpi || !k ? NULL : fvm_backend_threads(1 << (k - 1));
-            fvm_vm_config cfg = {.nclients = -1, .unfused = k == 0, .backend = mpi ? mpi : b};
+         * (or on mpi's ranks, fused and unfused), and with the portable
+         * kernel provider, fused on 2 threads and unfused in sequence. */
+        for (int k = 0; k < (mpi ? 2 : 6); k++) {
+            fvm_backend *b = mpi || !k || k == 5 ? NULL : fvm_backend_threads(k == 4 ? 2 : 1 << (k - 1));
+            fvm_vm_config cfg = {.nclients = -1, .unfused = k == 0 || k == 5, .backend = mpi ? mpi : b,
+                                 .kernels = k >= 4 ? fvm_kernels_portable() : NULL};
             fvm_doc *other = run_case(&a, c, &cfg, &d);
             if (!other || !same_bits(got, other))
-                fail_msg("%s: differs %s%s", path, k == 0 ? "when run unfused" : "fused",
-                         mpi ? " on mpi" : k ? " on threads" : "");
+                fail_msg("%s: differs %s%s", path, cfg.unfused ? "when run unfused" : "fused",
+                         mpi ? " on mpi" : k >= 4 ? " with the portable kernels" : k ? " on threads" : "");
             fvm_backend_free(b);
         }
         const fvm_doc *tol = fvm_doc_get(c, "tolerance");

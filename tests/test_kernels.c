@@ -140,6 +140,7 @@ static double ref_unary(fvm_unary op, double x)
     case FVM_UN_SQRT: return sqrt(x);
     case FVM_UN_TANH: return tanh(x);
     case FVM_UN_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case FVM_UN_SOFTPLUS: return log(1.0 + exp(x));
     case FVM_UN_RELU: return x > 0 ? x : 0.0;
     default: return NAN;
     }
@@ -184,10 +185,19 @@ static void test_unary_special_values(void **state)
     fvm_tensor_release(&x);
     fvm_tensor_release(&out);
 
+    /* softplus: no overflow at either end, NaN stays NaN */
+    fvm_tensor sp = F32(D1(6), -1000.0f, 1000.0f, 0.0f, -20.0f, NAN, INFINITY), spo = junk(FVM_DTYPE_F32, D1(6));
+    assert_int_equal(fvm_k_unary(FVM_UN_SOFTPLUS, &sp, &spo, &d), FVM_OK);
+    EXPECT(&spo, 0.0, 1000.0, (double)logf(2.0f), (double)log1pf(expf(-20.0f)), NAN, INFINITY);
+    fvm_tensor_release(&sp);
+    fvm_tensor_release(&spo);
+
     fvm_tensor y = F64(D1(5), -800.0, 800.0, -40.0, NAN, -INFINITY), out2 = junk(FVM_DTYPE_F64, D1(5));
     assert_int_equal(fvm_k_unary(FVM_UN_SIGMOID, &y, &out2, &d), FVM_OK);
     EXPECT(&out2, exp(-800.0), 1.0, exp(-40.0) / (1.0 + exp(-40.0)), NAN, 0.0);
     /* relu: negatives to 0, NaN stays NaN */
+    assert_int_equal(fvm_k_unary(FVM_UN_SOFTPLUS, &y, &out2, &d), FVM_OK);
+    EXPECT(&out2, 0.0, 800.0, log1p(exp(-40.0)), NAN, 0.0);
     assert_int_equal(fvm_k_unary(FVM_UN_RELU, &y, &out2, &d), FVM_OK);
     EXPECT(&out2, 0.0, 800.0, 0.0, NAN, 0.0);
     assert_int_equal(fvm_k_unary(FVM_UN_ABS, &y, &out2, &d), FVM_OK);

@@ -17,6 +17,7 @@
 const char *const fvm_usage_run =
     "usage: fedvm run FILE [--fn NAME] [--arg NAME=VALUE|@FILE]... [--data NAME=FILE[:SPLIT]]...\n"
     "                 [--clients N] [--seed S] [--backend seq|threads|mpi] [--threads N]\n"
+    "                 [--kernels cpu|portable]\n"
     "                 [--rounds R] [--clients-per-round K]\n"
     "                 [--client-ids ID,...|@FILE] [--eval-every E] [--metrics FILE.jsonl]\n"
     "                 [--checkpoint-dir D [--checkpoint-every N]] [--resume D] [--init FILE]\n"
@@ -43,6 +44,10 @@ const char *const fvm_usage_run =
     "                     else threads; results are bit-identical on every backend,\n"
     "                     thread count and rank count\n"
     "  --threads N        worker threads of the threads backend (default: one per core)\n"
+    "  --kernels NAME     what computes the ops: cpu (default: vectorised loops and\n"
+    "                     BLAS) or portable (plain loops, no SIMD, no BLAS: what a\n"
+    "                     device without them runs; slower); the same bits but where\n"
+    "                     the cpu kernels use BLAS (format/SPEC.md, reproducibility)\n"
     "  --max-steps N      stop with an error once N steps have run (instructions,\n"
     "                     counted as their functions are entered, on every thread and\n"
     "                     over every round; default: no bound)\n"
@@ -78,6 +83,7 @@ const char *const fvm_usage_run =
 
 typedef struct run_opts {
     const char *file, *fn, *client_ids, *metrics, *checkpoint_dir, *resume, *init, *backend;
+    const fvm_kernels *kernels;
     fvm_named_text args[MAX_ARGS];
     int nargs;
     long long clients, seed, rounds, per_round, eval_every, checkpoint_every, threads, max_steps;
@@ -136,6 +142,9 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             if (strcmp(v, "seq") && strcmp(v, "threads") && strcmp(v, "mpi"))
                 return cli_usage_error(fvm_usage_run, "--backend is seq, threads or mpi, found '%s'", v);
             o->backend = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--kernels"))) {
+            if (!(o->kernels = fvm_kernels_lookup(v)))
+                return cli_usage_error(fvm_usage_run, "--kernels is cpu or portable, found '%s'", v);
         } else if ((v = cli_opt(argc, argv, &i, "--threads"))) {
             if (!cli_int(v, 1, 1024, &n))
                 return cli_usage_error(fvm_usage_run, "--threads needs a number from 1 to 1024, found '%s'", v);
@@ -357,6 +366,7 @@ static int run_training(fvm_backend *b, const fvm_program *p, const run_opts *o,
         .resume = o->resume,
         .init = o->init,
         .backend = b,
+        .kernels = o->kernels,
         .max_steps = o->max_steps,
         .time_limit = o->time_limit,
         .progress = progress,
@@ -441,7 +451,8 @@ int fvm_cmd_run(int argc, char **argv)
         rc = EXIT_USAGE;
         goto done;
     }
-    fvm_vm_config cfg = {.nclients = -1, .backend = backend, .max_steps = o.max_steps, .time_limit = o.time_limit};
+    fvm_vm_config cfg = {.nclients = -1, .backend = backend, .kernels = o.kernels, .max_steps = o.max_steps,
+                         .time_limit = o.time_limit};
     if (fvm_vm_new(p, &cfg, &vm, &d))
         goto done;
     rc = run_once(vm, backend, f, &o, &d);

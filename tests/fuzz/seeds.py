@@ -369,7 +369,7 @@ def dict_file(name, tokens):
 
 
 def dicts():
-    ops = names_of("vm/ir/ops.def", "FVM_OP")
+    ops = names_of("vm/ir/ops.def", "FVM_(?:OP|EW)")
     attrs = names_of("vm/ir/attrs.def", "FVM_ATTR")
     keys = ["fedvm", "doc", "form", "include", "types", "functions", "params", "body", "result"]
     types = ["f32", "f64", "i32", "i64", "u8", "u32", "bool", "@CLIENTS", "@SERVER", "{", "}@CLIENTS", "<", ">",

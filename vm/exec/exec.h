@@ -5,10 +5,11 @@
 #include <stdlib.h>
 
 #include "interp.h"
-#include "../kernels/kernels.h"
+#include "../kernels/provider.h"
 
 struct fvm_vm {
     const fvm_program *p;
+    const fvm_kernels *kernels; /* every kernel and result buffer of the run (provider.h) */
     fvm_backend *backend;
     fvm_backend *own_backend; /* when the VM made it */
     int64_t nclients;
@@ -70,13 +71,9 @@ static inline void fvm_argv_free(fvm_argv *a)
  * placed at the instruction. */
 fvm_status fvm_exec_instr(fvm_ctx *x, const fvm_instr *in, fvm_value **slots);
 
-/* The kernel op of an elementwise unary or binary instruction (exec_tensor.c). */
-fvm_unary fvm_unary_of(fvm_op op);
-fvm_binary fvm_binary_of(fvm_op op);
-
 /* Shared helpers (exec_tensor.c). */
 fvm_status fvm_nomem(fvm_ctx *x);
-/* A new tensor value of the given dtype/shape (uninitialised). */
+/* A new tensor value of the given dtype/shape (uninitialised), from the VM's kernel provider. */
 fvm_status fvm_new_tensor(fvm_ctx *x, fvm_dtype dt, const fvm_dims *shape, fvm_value **out);
 /* Elementwise a op b lifted over structs (a tensor broadcasts to every leaf).
  * With same_shape, tensors must have equal shapes (aggregating values of

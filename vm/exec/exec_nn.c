@@ -1,11 +1,10 @@
-/* exec_nn.c - runtime of the neural-network ops: kernels of kernels_nn.h, and the layer norm, LSTM
- * cell and global norms, computed here in fixed order. */
+/* exec_nn.c - runtime of the neural-network ops: the shapes checked at run time, then the kernels of
+ * kernels_nn.h through the VM's kernel provider. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "exec.h"
-#include "../kernels/kernels_nn.h"
 #include "../ir/shapes.h"
 
 /* Runs a kernel into a new tensor of the given dtype and shape. */
@@ -32,7 +31,7 @@ fvm_status exec_softmax(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args,
 {
     const fvm_tensor *t = &args[0]->t;
     INTO(t->dtype, &t->shape,
-         fvm_k_softmax(t, axis_of(in, t->shape.rank, -1), in->op == FVM_OP_LOG_SOFTMAX, o, x->d));
+         x->vm->kernels->softmax(t, axis_of(in, t->shape.rank, -1), in->op == FVM_OP_LOG_SOFTMAX, o, x->d));
 }
 
 /* A runtime error for an operand whose shape is not the one the op needs:
@@ -60,7 +59,7 @@ fvm_status exec_softmax_xent(fvm_ctx *x, const fvm_instr *in, fvm_value *const *
         snprintf(why, sizeof why, "the logits %s without the class axis", ls);
         return bad_shape(x, in, "the labels", &y->shape, &want, why);
     }
-    INTO(l->dtype, &y->shape, fvm_k_softmax_xent(l, y, o, x->d));
+    INTO(l->dtype, &y->shape, x->vm->kernels->softmax_xent(l, y, o, x->d));
 }
 
 /* The window of a conv/pool instruction for actual shapes. */
@@ -99,7 +98,7 @@ fvm_status exec_conv2d(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
     fvm_status s = windowed(x, &xi->shape, &win, w->shape.d[3], &od);
     if (s)
         return s;
-    INTO(xi->dtype, &od, fvm_k_conv2d(xi, w, &win, o, x->d));
+    INTO(xi->dtype, &od, x->vm->kernels->conv2d(xi, w, &win, o, x->d));
 }
 
 fvm_status exec_conv2d_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -130,8 +129,8 @@ fvm_status exec_conv2d_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *a
         return bad_shape(x, in, "dy", &dy->shape, &od, why);
     }
     if (input)
-        INTO(like->dtype, &like->shape, fvm_k_conv2d_grad_input(dy, w, &win, o, x->d));
-    INTO(like->dtype, &like->shape, fvm_k_conv2d_grad_filter(xi, dy, &win, o, x->d));
+        INTO(like->dtype, &like->shape, x->vm->kernels->conv2d_grad_input(dy, w, &win, o, x->d));
+    INTO(like->dtype, &like->shape, x->vm->kernels->conv2d_grad_filter(xi, dy, &win, o, x->d));
 }
 
 static fvm_pool pool_kind(fvm_op op)
@@ -147,7 +146,7 @@ fvm_status exec_pool(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fv
     fvm_status s = windowed(x, &xi->shape, &win, xi->shape.d[3], &od);
     if (s)
         return s;
-    INTO(xi->dtype, &od, fvm_k_pool(pool_kind(in->op), xi, &win, o, x->d));
+    INTO(xi->dtype, &od, x->vm->kernels->pool(pool_kind(in->op), xi, &win, o, x->d));
 }
 
 fvm_status exec_pool_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -166,7 +165,7 @@ fvm_status exec_pool_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
                  xs);
         return bad_shape(x, in, "dy", &dy->shape, &od, why);
     }
-    INTO(xi->dtype, &xi->shape, fvm_k_pool_grad(pool_kind(in->op), xi, dy, &win, o, x->d));
+    INTO(xi->dtype, &xi->shape, x->vm->kernels->pool_grad(pool_kind(in->op), xi, dy, &win, o, x->d));
 }
 
 fvm_status exec_embedding(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -176,7 +175,7 @@ fvm_status exec_embedding(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
     fvm_status s = fvm_shape_gather(&args[0]->t.shape, &args[1]->t.shape, 0, &od, &ax, x->d);
     if (s)
         return s;
-    INTO(args[0]->t.dtype, &od, fvm_k_gather(&args[0]->t, &args[1]->t, 0, o, x->d));
+    INTO(args[0]->t.dtype, &od, x->vm->kernels->gather(&args[0]->t, &args[1]->t, 0, o, x->d));
 }
 
 fvm_status exec_scatter_add(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -195,7 +194,7 @@ fvm_status exec_scatter_add(fvm_ctx *x, const fvm_instr *in, fvm_value *const *a
         snprintf(why, sizeof why, "the gather of %s at indices %s along axis %d", ls, is, ax);
         return bad_shape(x, in, "the updates", &u->shape, &want, why);
     }
-    INTO(like->dtype, &like->shape, fvm_k_scatter_add(idx, u, ax, o, x->d));
+    INTO(like->dtype, &like->shape, x->vm->kernels->scatter_add(idx, u, ax, o, x->d));
 }
 
 fvm_status exec_dropout(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -205,7 +204,7 @@ fvm_status exec_dropout(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args,
     if (args[1]->t.shape.rank != 1 || args[1]->t.shape.d[0] != 2)
         return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "a random key must have shape [2]");
     uint32_t key[2] = {k[0], k[1]};
-    INTO(t->dtype, &t->shape, fvm_k_dropout(t, key, in->a.rate, o, x->d));
+    INTO(t->dtype, &t->shape, x->vm->kernels->dropout(t, key, in->a.rate, o, x->d));
 }
 
 /* ---- layer norm, LSTM cell, global norms ---------------------------------------------- */
@@ -213,30 +212,6 @@ fvm_status exec_dropout(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args,
 static double epsilon_of(const fvm_instr *in)
 {
     return (in->a.present & A(EPSILON)) ? in->a.epsilon : FVM_LAYER_NORM_EPSILON;
-}
-
-/* y = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis; sums
- * in index order, in double, rounded once to the dtype. */
-static fvm_status layer_norm(const fvm_tensor *xt, const fvm_tensor *g, const fvm_tensor *b, double eps,
-                             fvm_tensor *o)
-{
-    int64_t d = xt->shape.d[xt->shape.rank - 1], rows = d ? fvm_tensor_count(xt) / d : 0;
-    for (int64_t r = 0; r < rows; r++) {
-        double mean = 0, var = 0;
-        for (int64_t j = 0; j < d; j++)
-            mean += fvm_tensor_get_f64(xt, r * d + j);
-        mean /= (double)d;
-        for (int64_t j = 0; j < d; j++) {
-            double c = fvm_tensor_get_f64(xt, r * d + j) - mean;
-            var += c * c;
-        }
-        double inv = 1.0 / sqrt(var / (double)d + eps);
-        for (int64_t j = 0; j < d; j++) {
-            double xh = (fvm_tensor_get_f64(xt, r * d + j) - mean) * inv;
-            fvm_tensor_set_f64(o, r * d + j, xh * fvm_tensor_get_f64(g, j) + fvm_tensor_get_f64(b, j));
-        }
-    }
-    return FVM_OK;
 }
 
 fvm_status exec_layer_norm(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -252,12 +227,7 @@ fvm_status exec_layer_norm(fvm_ctx *x, const fvm_instr *in, fvm_value *const *ar
                             "layer_norm: gamma %s and beta %s must be [%lld], the last dimension of x %s", gs, bs,
                             (long long)d, xs);
     }
-    INTO(xt->dtype, &xt->shape, layer_norm(xt, g, b, epsilon_of(in), o));
-}
-
-static double sigm(double v)
-{
-    return v >= 0 ? 1.0 / (1.0 + exp(-v)) : exp(v) / (1.0 + exp(v));
+    INTO(xt->dtype, &xt->shape, x->vm->kernels->layer_norm(xt, g, b, epsilon_of(in), o, x->d));
 }
 
 fvm_status exec_lstm_cell(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -283,33 +253,20 @@ fvm_status exec_lstm_cell(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
                             sh[0], sh[1], sh[2], sh[3], sh[4], sh[5]);
     }
     fvm_dims zd = {.rank = 2, .d = {B, 4 * H}};
+    const fvm_kernels *k = x->vm->kernels;
     fvm_tensor zx = {0}, zh = {0};
-    fvm_status s;
-    if ((s = fvm_tensor_alloc(&zx, xt->dtype, &zd, x->d)) || (s = fvm_tensor_alloc(&zh, xt->dtype, &zd, x->d)) ||
-        (s = fvm_k_matmul(xt, wx, false, false, &zx, x->d)) || (s = fvm_k_matmul(h, wh, false, false, &zh, x->d))) {
-        fvm_tensor_release(&zx);
-        fvm_tensor_release(&zh);
-        return s;
-    }
     fvm_value *hn = NULL, *cn = NULL;
-    if ((s = fvm_new_tensor(x, xt->dtype, &h->shape, &hn)) || (s = fvm_new_tensor(x, xt->dtype, &h->shape, &cn))) {
+    fvm_status s;
+    if ((s = k->alloc(&zx, xt->dtype, &zd, x->d)) || (s = k->alloc(&zh, xt->dtype, &zd, x->d)) ||
+        (s = k->matmul(xt, wx, false, false, &zx, x->d)) || (s = k->matmul(h, wh, false, false, &zh, x->d)) ||
+        (s = fvm_new_tensor(x, xt->dtype, &h->shape, &hn)) || (s = fvm_new_tensor(x, xt->dtype, &h->shape, &cn)) ||
+        (s = k->lstm_gates(&zx, &zh, bias, c, &hn->t, &cn->t, x->d))) {
         fvm_value_release(hn);
+        fvm_value_release(cn);
         fvm_tensor_release(&zx);
         fvm_tensor_release(&zh);
         return s;
     }
-    for (int64_t r = 0; r < B; r++)
-        for (int64_t j = 0; j < H; j++) {
-            double z[4];
-            for (int q = 0; q < 4; q++) {
-                int64_t k = q * H + j;
-                z[q] = fvm_tensor_get_f64(&zx, r * 4 * H + k) + fvm_tensor_get_f64(&zh, r * 4 * H + k) +
-                       fvm_tensor_get_f64(bias, k);
-            }
-            double cv = sigm(z[1]) * fvm_tensor_get_f64(c, r * H + j) + sigm(z[0]) * tanh(z[2]);
-            fvm_tensor_set_f64(&cn->t, r * H + j, cv);
-            fvm_tensor_set_f64(&hn->t, r * H + j, sigm(z[3]) * tanh(fvm_tensor_get_f64(&cn->t, r * H + j)));
-        }
     fvm_tensor_release(&zx);
     fvm_tensor_release(&zh);
     fvm_value *res = fvm_value_list(FVM_V_STRUCT, 2);
@@ -324,36 +281,42 @@ fvm_status exec_lstm_cell(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
     return FVM_OK;
 }
 
-/* Sum of squares of every leaf, in leaf order and index order, in double. */
-static double squares(const fvm_value *v)
+/* *sum = the sum of squares of every leaf, each leaf's in index order in
+ * double (the provider's sum_squares), added in leaf order. */
+static fvm_status squares(fvm_ctx *x, const fvm_value *v, double *sum)
 {
-    if (v->kind == FVM_V_TENSOR) {
-        double s = 0;
-        for (int64_t i = 0; i < fvm_tensor_count(&v->t); i++) {
-            double e = fvm_tensor_get_f64(&v->t, i);
-            s += e * e;
-        }
-        return s;
-    }
+    if (v->kind == FVM_V_TENSOR)
+        return x->vm->kernels->sum_squares(&v->t, sum, x->d);
     double s = 0;
-    for (int64_t i = 0; i < v->n; i++)
-        s += squares(v->items[i]);
-    return s;
+    for (int64_t i = 0; i < v->n; i++) {
+        double e;
+        fvm_status st = squares(x, v->items[i], &e);
+        if (st)
+            return st;
+        s += e;
+    }
+    *sum = s;
+    return FVM_OK;
 }
 
 fvm_status exec_global_norm(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     fvm_dims none = {0};
-    fvm_status s = fvm_new_tensor(x, in->type->u.tensor.dtype, &none, out);
-    if (s == FVM_OK)
-        fvm_tensor_set_f64(&(*out)->t, 0, sqrt(squares(args[0])));
+    double sum;
+    fvm_status s = squares(x, args[0], &sum);
+    if (s == FVM_OK && (s = fvm_new_tensor(x, in->type->u.tensor.dtype, &none, out)) == FVM_OK)
+        fvm_tensor_set_f64(&(*out)->t, 0, sqrt(sum));
     return s;
 }
 
 fvm_status exec_clip_by_global_norm(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     /* x * min(1, max_norm / norm): unchanged when the norm is within the bound. */
-    double norm = sqrt(squares(args[0])), m = fvm_tensor_get_f64(&args[1]->t, 0);
+    double sum, m = fvm_tensor_get_f64(&args[1]->t, 0);
+    fvm_status s = squares(x, args[0], &sum);
+    if (s)
+        return s;
+    double norm = sqrt(sum);
     if (!(m >= 0))
         return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "the maximum norm must be >= 0, found %g", m);
     if (norm <= m) {
@@ -362,7 +325,7 @@ fvm_status exec_clip_by_global_norm(fvm_ctx *x, const fvm_instr *in, fvm_value *
     }
     fvm_value *scale = NULL;
     fvm_dims none = {0};
-    fvm_status s = fvm_new_tensor(x, args[1]->t.dtype, &none, &scale);
+    s = fvm_new_tensor(x, args[1]->t.dtype, &none, &scale);
     if (s)
         return s;
     fvm_tensor_set_f64(&scale->t, 0, m / norm);

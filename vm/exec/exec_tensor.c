@@ -14,7 +14,7 @@ fvm_status fvm_nomem(fvm_ctx *x)
 fvm_status fvm_new_tensor(fvm_ctx *x, fvm_dtype dt, const fvm_dims *shape, fvm_value **out)
 {
     fvm_tensor t;
-    fvm_status s = fvm_tensor_alloc(&t, dt, shape, x->d);
+    fvm_status s = x->vm->kernels->alloc(&t, dt, shape, x->d);
     if (s)
         return s;
     *out = fvm_value_tensor_take(&t);
@@ -68,77 +68,12 @@ static fvm_status lift(fvm_ctx *x, const fvm_instr *in, const fvm_value *const *
     return FVM_OK;
 }
 
-fvm_unary fvm_unary_of(fvm_op op)
-{
-    switch (op) {
-    case FVM_OP_NEG:
-        return FVM_UN_NEG;
-    case FVM_OP_ABS:
-        return FVM_UN_ABS;
-    case FVM_OP_EXP:
-        return FVM_UN_EXP;
-    case FVM_OP_LOG:
-        return FVM_UN_LOG;
-    case FVM_OP_SQRT:
-        return FVM_UN_SQRT;
-    case FVM_OP_TANH:
-        return FVM_UN_TANH;
-    case FVM_OP_SIGMOID:
-        return FVM_UN_SIGMOID;
-    case FVM_OP_RELU:
-        return FVM_UN_RELU;
-    default:
-        return FVM_UN_NOT;
-    }
-}
-
-fvm_binary fvm_binary_of(fvm_op op)
-{
-    switch (op) {
-    case FVM_OP_ADD:
-        return FVM_BIN_ADD;
-    case FVM_OP_SUB:
-        return FVM_BIN_SUB;
-    case FVM_OP_MUL:
-        return FVM_BIN_MUL;
-    case FVM_OP_DIV:
-        return FVM_BIN_DIV;
-    case FVM_OP_POW:
-        return FVM_BIN_POW;
-    case FVM_OP_MAXIMUM:
-        return FVM_BIN_MAXIMUM;
-    case FVM_OP_MINIMUM:
-        return FVM_BIN_MINIMUM;
-    case FVM_OP_EQ:
-        return FVM_BIN_EQ;
-    case FVM_OP_NE:
-        return FVM_BIN_NE;
-    case FVM_OP_LT:
-        return FVM_BIN_LT;
-    case FVM_OP_LE:
-        return FVM_BIN_LE;
-    case FVM_OP_GT:
-        return FVM_BIN_GT;
-    case FVM_OP_GE:
-        return FVM_BIN_GE;
-    case FVM_OP_AND:
-        return FVM_BIN_AND;
-    default:
-        return FVM_BIN_OR;
-    }
-}
-
-static bool is_comparison(fvm_binary b)
-{
-    return b >= FVM_BIN_EQ && b <= FVM_BIN_GE;
-}
-
 static fvm_status leaf_unary(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n, fvm_value **out)
 {
     fvm_status s = fvm_new_tensor(x, ts[0]->dtype, &ts[0]->shape, out);
     if (s)
         return s;
-    if ((s = fvm_k_unary(fvm_unary_of(in->op), ts[0], &(*out)->t, x->d))) {
+    if ((s = x->vm->kernels->unary(fvm_elementwise_unary(in->op), ts[0], &(*out)->t, x->d))) {
         fvm_value_release(*out);
         *out = NULL;
     }
@@ -150,7 +85,7 @@ static fvm_status leaf_cast(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *c
     fvm_status s = fvm_new_tensor(x, in->a.dtype, &ts[0]->shape, out);
     if (s)
         return s;
-    if ((s = fvm_k_cast(ts[0], &(*out)->t, x->d))) {
+    if ((s = x->vm->kernels->cast(ts[0], &(*out)->t, x->d))) {
         fvm_value_release(*out);
         *out = NULL;
     }
@@ -164,9 +99,9 @@ static fvm_status binary_tensor(fvm_ctx *x, fvm_binary op, const fvm_tensor *a, 
     fvm_status s = fvm_dims_broadcast(&a->shape, &b->shape, &dims, x->d);
     if (s)
         return s;
-    if ((s = fvm_new_tensor(x, is_comparison(op) ? FVM_DTYPE_BOOL : a->dtype, &dims, out)))
+    if ((s = fvm_new_tensor(x, fvm_elementwise_compares(op) ? FVM_DTYPE_BOOL : a->dtype, &dims, out)))
         return s;
-    if ((s = fvm_k_binary(op, a, b, &(*out)->t, x->d))) {
+    if ((s = x->vm->kernels->binary(op, a, b, &(*out)->t, x->d))) {
         fvm_value_release(*out);
         *out = NULL;
     }
@@ -175,7 +110,7 @@ static fvm_status binary_tensor(fvm_ctx *x, fvm_binary op, const fvm_tensor *a, 
 
 static fvm_status leaf_binary(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n, fvm_value **out)
 {
-    return binary_tensor(x, fvm_binary_of(in->op), ts[0], ts[1], out);
+    return binary_tensor(x, fvm_elementwise_binary(in->op), ts[0], ts[1], out);
 }
 
 static fvm_status leaf_select(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n, fvm_value **out)
@@ -187,7 +122,7 @@ static fvm_status leaf_select(fvm_ctx *x, const fvm_instr *in, const fvm_tensor 
         return s;
     if ((s = fvm_new_tensor(x, ts[1]->dtype, &dims, out)))
         return s;
-    if ((s = fvm_k_select(ts[0], ts[1], ts[2], &(*out)->t, x->d))) {
+    if ((s = x->vm->kernels->select(ts[0], ts[1], ts[2], &(*out)->t, x->d))) {
         fvm_value_release(*out);
         *out = NULL;
     }
@@ -199,7 +134,9 @@ static fvm_status leaf_fill(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *c
     fvm_status s = fvm_new_tensor(x, ts[0]->dtype, &ts[0]->shape, out);
     if (s)
         return s;
-    if ((s = fvm_k_fill(in->op == FVM_OP_ONES_LIKE ? 1.0 : 0.0, &(*out)->t, x->d))) {
+    fvm_fstep st; /* the value of its row of ops.def */
+    fvm_elementwise_step(in, &st);
+    if ((s = x->vm->kernels->fill(st.value, &(*out)->t, x->d))) {
         fvm_value_release(*out);
         *out = NULL;
     }
@@ -282,15 +219,12 @@ fvm_status fvm_zeros_of_type(fvm_ctx *x, const fvm_type *t, fvm_value **out)
     if (t->kind == FVM_T_TENSOR) {
         if (fvm_dims_count(&t->u.tensor.dims) < 0)
             return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "cannot make zeros of a type with unknown dimensions");
-        fvm_tensor z;
-        fvm_status s = fvm_tensor_zeros(&z, t->u.tensor.dtype, &t->u.tensor.dims, x->d);
-        if (s)
-            return s;
-        if (!(*out = fvm_value_tensor_take(&z))) {
-            fvm_tensor_release(&z);
-            return fvm_nomem(x);
+        fvm_status s = fvm_new_tensor(x, t->u.tensor.dtype, &t->u.tensor.dims, out);
+        if (s == FVM_OK && (s = x->vm->kernels->fill(0.0, &(*out)->t, x->d))) {
+            fvm_value_release(*out);
+            *out = NULL;
         }
-        return FVM_OK;
+        return s;
     }
     fvm_value *r = fvm_value_list(FVM_V_STRUCT, t->u.strct.n);
     if (!r)
@@ -337,7 +271,7 @@ fvm_status exec_iota(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fv
 {
     const fvm_dims *dims = &in->type->u.tensor.dims;
     int axis = (int)(in->a.axis < 0 ? in->a.axis + dims->rank : in->a.axis);
-    KERNEL_INTO(in->type->u.tensor.dtype, dims, fvm_k_iota(axis, o, x->d));
+    KERNEL_INTO(in->type->u.tensor.dtype, dims, x->vm->kernels->iota(axis, o, x->d));
 }
 
 /* ---- linear algebra, reductions, shapes ------------------------------------------ */
@@ -349,7 +283,7 @@ fvm_status exec_matmul(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
     fvm_status s = fvm_shape_matmul(&a->shape, &b->shape, in->a.transpose_a, in->a.transpose_b, &dims, x->d);
     if (s)
         return s;
-    KERNEL_INTO(a->dtype, &dims, fvm_k_matmul(a, b, in->a.transpose_a, in->a.transpose_b, o, x->d));
+    KERNEL_INTO(a->dtype, &dims, x->vm->kernels->matmul(a, b, in->a.transpose_a, in->a.transpose_b, o, x->d));
 }
 
 fvm_status exec_reduce(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -365,7 +299,7 @@ fvm_status exec_reduce(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
                    : in->op == FVM_OP_MEAN ? FVM_RED_MEAN
                    : in->op == FVM_OP_MAX  ? FVM_RED_MAX
                                            : FVM_RED_MIN;
-    KERNEL_INTO(t->dtype, &dims, fvm_k_reduce(r, t, mask, o, x->d));
+    KERNEL_INTO(t->dtype, &dims, x->vm->kernels->reduce(r, t, mask, o, x->d));
 }
 
 fvm_status exec_argmax(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -376,7 +310,7 @@ fvm_status exec_argmax(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
     fvm_status s = fvm_shape_argmax(&t->shape, (in->a.present & A(AXIS)) ? in->a.axis : -1, &dims, &ax, x->d);
     if (s)
         return s;
-    KERNEL_INTO(FVM_DTYPE_I64, &dims, fvm_k_argmax(t, ax, o, x->d));
+    KERNEL_INTO(FVM_DTYPE_I64, &dims, x->vm->kernels->argmax(t, ax, o, x->d));
 }
 
 fvm_status exec_reshape(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -393,42 +327,13 @@ fvm_status exec_reshape(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args,
     return FVM_OK;
 }
 
-/* out = x broadcast to out's shape: copy with zero strides on broadcast axes. */
-static fvm_status broadcast_copy(const fvm_tensor *src, fvm_tensor *dst)
-{
-    int r = dst->shape.rank, off = r - src->shape.rank;
-    int64_t stride[FVM_MAX_RANK], idx[FVM_MAX_RANK] = {0};
-    int64_t acc = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        int64_t sd = i >= off ? src->shape.d[i - off] : 1;
-        stride[i] = sd == 1 ? 0 : acc;
-        acc *= sd;
-    }
-    size_t es = fvm_dtype_size(src->dtype);
-    int64_t n = fvm_tensor_count(dst);
-    const unsigned char *sp = fvm_tensor_data(src);
-    unsigned char *dp = fvm_tensor_data(dst);
-    for (int64_t k = 0; k < n; k++) {
-        int64_t si = 0;
-        for (int i = 0; i < r; i++)
-            si += idx[i] * stride[i];
-        memcpy(dp + (size_t)k * es, sp + (size_t)si * es, es);
-        for (int i = r - 1; i >= 0; i--) {
-            if (++idx[i] < dst->shape.d[i])
-                break;
-            idx[i] = 0;
-        }
-    }
-    return FVM_OK;
-}
-
 fvm_status exec_broadcast_to(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     fvm_dims dims;
     fvm_status s = fvm_shape_broadcast_to(&args[0]->t.shape, &in->a.shape, &dims, x->d);
     if (s)
         return s;
-    KERNEL_INTO(args[0]->t.dtype, &dims, broadcast_copy(&args[0]->t, o));
+    KERNEL_INTO(args[0]->t.dtype, &dims, x->vm->kernels->broadcast(&args[0]->t, o, x->d));
 }
 
 fvm_status exec_transpose(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -439,7 +344,7 @@ fvm_status exec_transpose(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
                                        perm, x->d);
     if (s)
         return s;
-    KERNEL_INTO(args[0]->t.dtype, &dims, fvm_k_transpose(&args[0]->t, perm, o, x->d));
+    KERNEL_INTO(args[0]->t.dtype, &dims, x->vm->kernels->transpose(&args[0]->t, perm, o, x->d));
 }
 
 fvm_status exec_slice(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -452,7 +357,7 @@ fvm_status exec_slice(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, f
                                    &dims, start, step, x->d);
     if (s)
         return s;
-    KERNEL_INTO(args[0]->t.dtype, &dims, fvm_k_slice(&args[0]->t, start, step, o, x->d));
+    KERNEL_INTO(args[0]->t.dtype, &dims, x->vm->kernels->slice(&args[0]->t, start, step, o, x->d));
 }
 
 fvm_status exec_concat(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -468,7 +373,7 @@ fvm_status exec_concat(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
     fvm_status s = fvm_shape_concat(dims, in->nargs, in->a.axis, &res, &ax, x->d);
     if (s)
         return s;
-    KERNEL_INTO(args[0]->t.dtype, &res, fvm_k_concat(ts, in->nargs, ax, o, x->d));
+    KERNEL_INTO(args[0]->t.dtype, &res, x->vm->kernels->concat(ts, in->nargs, ax, o, x->d));
 }
 
 fvm_status exec_gather(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -478,7 +383,7 @@ fvm_status exec_gather(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
     fvm_status s = fvm_shape_gather(&args[0]->t.shape, &args[1]->t.shape, in->a.axis, &dims, &ax, x->d);
     if (s)
         return s;
-    KERNEL_INTO(args[0]->t.dtype, &dims, fvm_k_gather(&args[0]->t, &args[1]->t, ax, o, x->d));
+    KERNEL_INTO(args[0]->t.dtype, &dims, x->vm->kernels->gather(&args[0]->t, &args[1]->t, ax, o, x->d));
 }
 
 /* ---- random numbers ----------------------------------------------------------------- */
@@ -617,7 +522,7 @@ static fvm_status unbroadcast_tensor(fvm_ctx *x, const fvm_tensor *ct, const fvm
         }
         return FVM_OK;
     }
-    KERNEL_INTO(ct->dtype, &like->shape, fvm_k_reduce(FVM_RED_SUM, ct, mask, o, x->d));
+    KERNEL_INTO(ct->dtype, &like->shape, x->vm->kernels->reduce(FVM_RED_SUM, ct, mask, o, x->d));
 }
 
 static fvm_status unbroadcast_value(fvm_ctx *x, const fvm_value *ct, const fvm_value *like, fvm_value **out)
@@ -657,7 +562,7 @@ static fvm_status unbroadcast_value(fvm_ctx *x, const fvm_value *ct, const fvm_v
     }
     if (!acc) { /* an empty struct: nothing reached the tensor */
         fvm_status s = fvm_new_tensor(x, like->t.dtype, &like->t.shape, out);
-        if (s == FVM_OK && (s = fvm_k_fill(0.0, &(*out)->t, x->d))) {
+        if (s == FVM_OK && (s = x->vm->kernels->fill(0.0, &(*out)->t, x->d))) {
             fvm_value_release(*out);
             *out = NULL;
         }
@@ -679,7 +584,7 @@ static fvm_status leaf_broadcast_like(fvm_ctx *x, const fvm_instr *in, const fvm
     fvm_status s = fvm_dims_broadcast(&ts[0]->shape, &ts[1]->shape, &b, x->d);
     if (s)
         return s;
-    KERNEL_INTO(ts[0]->dtype, &b, broadcast_copy(ts[0], o));
+    KERNEL_INTO(ts[0]->dtype, &b, x->vm->kernels->broadcast(ts[0], o, x->d));
 }
 
 static fvm_status leaf_reshape_like(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n,
@@ -706,35 +611,6 @@ fvm_status exec_reshape_like(fvm_ctx *x, const fvm_instr *in, fvm_value *const *
     return lift_args(x, in, args, leaf_reshape_like, out);
 }
 
-/* Zeros of like's shape with ct written at the slice positions (the adjoint of slice). */
-static fvm_status unslice_copy(const fvm_tensor *ct, const int64_t *start, const int64_t *step, fvm_tensor *o)
-{
-    size_t es = fvm_dtype_size(o->dtype);
-    memset(fvm_tensor_data(o), 0, fvm_tensor_bytes(o));
-    int64_t n = fvm_tensor_count(ct);
-    int r = ct->shape.rank;
-    int64_t idx[FVM_MAX_RANK] = {0}, ostride[FVM_MAX_RANK];
-    int64_t acc = 1;
-    for (int i = r - 1; i >= 0; i--) {
-        ostride[i] = acc;
-        acc *= o->shape.d[i];
-    }
-    const unsigned char *src = fvm_tensor_data(ct);
-    unsigned char *dst = fvm_tensor_data(o);
-    for (int64_t k = 0; k < n; k++) {
-        int64_t off = 0;
-        for (int i = 0; i < r; i++)
-            off += (start[i] + idx[i] * step[i]) * ostride[i];
-        memcpy(dst + (size_t)off * es, src + (size_t)k * es, es);
-        for (int i = r - 1; i >= 0; i--) {
-            if (++idx[i] < ct->shape.d[i])
-                break;
-            idx[i] = 0;
-        }
-    }
-    return FVM_OK;
-}
-
 fvm_status exec_unslice(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     const fvm_attrs *a = &in->a;
@@ -752,5 +628,5 @@ fvm_status exec_unslice(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args,
         fvm_dims_format(&dims, sd);
         return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "the cotangent has shape %s, the slice %s", sc, sd);
     }
-    KERNEL_INTO(like->dtype, &like->shape, unslice_copy(ct, start, step, o));
+    KERNEL_INTO(like->dtype, &like->shape, x->vm->kernels->unslice(ct, start, step, o, x->d));
 }

@@ -1,6 +1,4 @@
 /* interp.c - the interpreter loop: frames of slots, op dispatch, liveness-driven release. */
-#include <cblas.h>
-
 #include "exec.h"
 #include "fuse.h"
 #include "../transform/phases.h"
@@ -46,8 +44,10 @@ fvm_status fvm_vm_new(const fvm_program *p, const fvm_vm_config *cfg, fvm_vm **o
     fvm_vm *vm = calloc(1, sizeof *vm);
     if (!vm)
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-    openblas_set_num_threads(1); /* bit-identical results whatever the core count */
     vm->p = p;
+    vm->kernels = cfg && cfg->kernels ? cfg->kernels : fvm_kernels_cpu();
+    if (vm->kernels->init)
+        vm->kernels->init();
     vm->nclients = cfg ? cfg->nclients : -1;
     vm->backend = cfg ? cfg->backend : NULL;
     if (cfg) {

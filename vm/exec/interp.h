@@ -5,12 +5,15 @@
 #include "backend.h"
 #include "../ir/ir.h"
 #include "../ir/value.h"
+#include "../kernels/provider.h"
 
 typedef struct fvm_vm fvm_vm;
 
 typedef struct fvm_vm_config {
     int64_t nclients;      /* clients in {T}@CLIENTS values; -1: not known yet (taken from bound data) */
     fvm_backend *backend;  /* borrowed; NULL: the sequential backend */
+    const fvm_kernels *kernels; /* the kernel provider (provider.h): fvm_kernels_cpu() (NULL
+                              too) or fvm_kernels_portable(), or a device's */
     bool unfused;          /* run every function one instruction at a time: federated
                               ones with every {T}@CLIENTS list held whole, elementwise
                               chains (fuse.h) one op at a time (tests compare the two ways) */
@@ -25,10 +28,11 @@ typedef struct fvm_vm_config {
     double time_limit;
 } fvm_vm_config;
 
-/* A VM for a checked program (borrowed: it must outlive the VM).
- * It sets OpenBLAS to one thread for the whole process: BLAS results change
- * in their last bits with OpenBLAS's thread count, and fedvm's results must
- * not depend on the machine; parallelism comes from the backends instead. */
+/* A VM for a checked program (borrowed: it must outlive the VM). It runs
+ * its kernel provider's init (the CPU provider's sets OpenBLAS to one thread
+ * for the whole process: BLAS results change in their last bits with
+ * OpenBLAS's thread count, and fedvm's results must not depend on the
+ * machine; parallelism comes from the backends instead). */
 fvm_status fvm_vm_new(const fvm_program *p, const fvm_vm_config *cfg, fvm_vm **out, fvm_diag *d);
 /* NULL is a no-op. */
 void fvm_vm_free(fvm_vm *vm);

@@ -2,7 +2,6 @@
  * embeddings, dropout, layer norm, the LSTM cell, global norms. */
 #include <string.h>
 
-#include "../kernels/kernels_nn.h"
 #include "rules.h"
 #include "shapes.h"
 

@@ -284,3 +284,34 @@ fvm_status fvm_shape_gather(const fvm_dims *x, const fvm_dims *idx, int64_t axis
     *axis_out = ax;
     return FVM_OK;
 }
+
+fvm_status fvm_window_out(int64_t in, int64_t k, int64_t stride, bool same, int64_t *out, int64_t *pad_before,
+                          fvm_diag *d)
+{
+    if (k < 1 || stride < 1)
+        return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "window size %lld and stride %lld must be at least 1",
+                            (long long)k, (long long)stride);
+    if (in < -1)
+        return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "image side %lld is negative", (long long)in);
+    int64_t o, p;
+    if (in == -1) {
+        o = -1;
+        p = same ? -1 : 0;
+    } else if (same) {
+        o = in / stride + (in % stride != 0);
+        /* (o-1)*stride <= in-1, so the total padding is at most k-1: no overflow */
+        int64_t total = o == 0 ? 0 : k - (in - (o - 1) * stride);
+        p = total > 0 ? total / 2 : 0;
+    } else {
+        if (in < k)
+            return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "VALID window of size %lld is larger than the image side %lld",
+                                (long long)k, (long long)in);
+        o = (in - k) / stride + 1;
+        p = 0;
+    }
+    if (out)
+        *out = o;
+    if (pad_before)
+        *pad_before = p;
+    return FVM_OK;
+}

@@ -31,4 +31,24 @@ fvm_status fvm_shape_concat(const fvm_dims *const *xs, int n, int64_t axis, fvm_
 fvm_status fvm_shape_gather(const fvm_dims *x, const fvm_dims *idx, int64_t axis, fvm_dims *out, int *axis_out,
                             fvm_diag *d);
 
+/* A 2-D window: size (pooling window or filter), strides, and padding.
+ * SAME pads so that out = ceil(in / stride), with the extra row/column at the
+ * bottom/right (TensorFlow's rule); VALID uses no padding: out =
+ * floor((in - size) / stride) + 1. */
+typedef struct fvm_window {
+    int64_t kh, kw; /* window size >= 1 (for conv2d: the filter's KH, KW) */
+    int64_t sh, sw; /* strides >= 1 */
+    bool same;
+} fvm_window;
+
+/* Output height/width and the padding before (top/left) for one image side.
+ * SAME: out = ceil(in / stride), total padding max((out-1)*stride + k - in, 0),
+ * of which floor(total / 2) comes before. VALID: pad_before 0, and in >= k
+ * is required. in may be -1 (an unknown dim in a static type): *out is then
+ * -1 and *pad_before -1 for SAME (0 for VALID). FVM_ERR_TYPE in d, outputs
+ * untouched, for k < 1, stride < 1, in < -1 or a VALID window larger than
+ * the input. out and pad_before may be NULL when not wanted. */
+fvm_status fvm_window_out(int64_t in, int64_t k, int64_t stride, bool same, int64_t *out, int64_t *pad_before,
+                          fvm_diag *d);
+
 #endif

@@ -1,6 +1,7 @@
 /* tensor.c - dtypes, shape helpers and refcounted tensor buffers. */
 #include "tensor.h"
 #include "bufcache.h"
+#include "saturate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,48 +247,6 @@ fvm_status fvm_tensor_reshape(const fvm_tensor *t, const fvm_dims *shape, fvm_te
     return FVM_OK;
 }
 
-/* Float to integer conversions that are defined for every input: truncate
- * toward zero, saturate at the range, NaN gives 0. */
-static int64_t sat_i64(double v)
-{
-    if (v != v)
-        return 0;
-    if (v >= 0x1p63)
-        return INT64_MAX;
-    if (v < -0x1p63)
-        return INT64_MIN;
-    return (int64_t)v;
-}
-
-static int32_t sat_i32(double v)
-{
-    if (v != v)
-        return 0;
-    if (v >= 0x1p31)
-        return INT32_MAX;
-    if (v <= -0x1p31 - 1.0)
-        return INT32_MIN;
-    return (int32_t)v;
-}
-
-static uint32_t sat_u32(double v)
-{
-    if (!(v >= 1.0))
-        return 0; /* NaN, negatives and [0, 1) */
-    if (v >= 0x1p32)
-        return UINT32_MAX;
-    return (uint32_t)v;
-}
-
-static uint8_t sat_u8(double v)
-{
-    if (!(v >= 1.0))
-        return 0; /* NaN, negatives and [0, 1) */
-    if (v >= 255.0)
-        return UINT8_MAX;
-    return (uint8_t)v;
-}
-
 double fvm_tensor_get_f64(const fvm_tensor *t, int64_t i)
 {
     const unsigned char *p = (const unsigned char *)fvm_tensor_data(t) + (size_t)i * fvm_dtype_size(t->dtype);
@@ -312,8 +271,8 @@ int64_t fvm_tensor_get_i64(const fvm_tensor *t, int64_t i)
     case FVM_DTYPE_I32: { int32_t v; memcpy(&v, p, sizeof v); return v; }
     case FVM_DTYPE_I64: { int64_t v; memcpy(&v, p, sizeof v); return v; }
     case FVM_DTYPE_U32: { uint32_t v; memcpy(&v, p, sizeof v); return v; }
-    case FVM_DTYPE_F32: { float v; memcpy(&v, p, sizeof v); return sat_i64(v); }
-    case FVM_DTYPE_F64: { double v; memcpy(&v, p, sizeof v); return sat_i64(v); }
+    case FVM_DTYPE_F32: { float v; memcpy(&v, p, sizeof v); return fvm_sat_i64(v); }
+    case FVM_DTYPE_F64: { double v; memcpy(&v, p, sizeof v); return fvm_sat_i64(v); }
     default: return 0;
     }
 }
@@ -323,10 +282,10 @@ void fvm_tensor_set_f64(fvm_tensor *t, int64_t i, double v)
     unsigned char *p = (unsigned char *)fvm_tensor_data(t) + (size_t)i * fvm_dtype_size(t->dtype);
     switch (t->dtype) {
     case FVM_DTYPE_BOOL: *p = v != 0; break;
-    case FVM_DTYPE_U8: *p = sat_u8(v); break;
-    case FVM_DTYPE_I32: { int32_t x = sat_i32(v); memcpy(p, &x, sizeof x); break; }
-    case FVM_DTYPE_I64: { int64_t x = sat_i64(v); memcpy(p, &x, sizeof x); break; }
-    case FVM_DTYPE_U32: { uint32_t x = sat_u32(v); memcpy(p, &x, sizeof x); break; }
+    case FVM_DTYPE_U8: *p = fvm_sat_u8(v); break;
+    case FVM_DTYPE_I32: { int32_t x = fvm_sat_i32(v); memcpy(p, &x, sizeof x); break; }
+    case FVM_DTYPE_I64: { int64_t x = fvm_sat_i64(v); memcpy(p, &x, sizeof x); break; }
+    case FVM_DTYPE_U32: { uint32_t x = fvm_sat_u32(v); memcpy(p, &x, sizeof x); break; }
     case FVM_DTYPE_F32: { float x = (float)v; memcpy(p, &x, sizeof x); break; }
     case FVM_DTYPE_F64: memcpy(p, &v, sizeof v); break;
     default: break;

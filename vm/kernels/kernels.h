@@ -1,4 +1,7 @@
-/* kernels.h - tensor compute kernels: pure functions of tensors, no IR knowledge.
+/* kernels.h - tensor compute kernels: pure functions of tensors (the CPU provider's, provider.h).
+ *
+ * They know nothing of the IR but the elementwise ops' enums, generated
+ * from the op table (vm/ir/elementwise.h).
  *
  * Conventions for every kernel:
  * - Inputs are borrowed. 'out' is an already allocated tensor of the dtype and
@@ -26,39 +29,8 @@
 
 #include <stdbool.h>
 
+#include "../ir/elementwise.h"
 #include "../ir/tensor.h"
-
-typedef enum fvm_unary {
-    FVM_UN_NEG,
-    FVM_UN_ABS,
-    FVM_UN_EXP,
-    FVM_UN_LOG,
-    FVM_UN_SQRT,
-    FVM_UN_TANH,
-    FVM_UN_SIGMOID,
-    FVM_UN_RELU,
-    FVM_UN_NOT,   /* bool only */
-    FVM_UN_COUNT
-} fvm_unary;
-
-typedef enum fvm_binary {
-    FVM_BIN_ADD,
-    FVM_BIN_SUB,
-    FVM_BIN_MUL,
-    FVM_BIN_DIV,
-    FVM_BIN_POW,     /* floats only */
-    FVM_BIN_MAXIMUM,
-    FVM_BIN_MINIMUM,
-    FVM_BIN_EQ,      /* comparisons give bool */
-    FVM_BIN_NE,
-    FVM_BIN_LT,
-    FVM_BIN_LE,
-    FVM_BIN_GT,
-    FVM_BIN_GE,
-    FVM_BIN_AND,     /* bool only */
-    FVM_BIN_OR,      /* bool only */
-    FVM_BIN_COUNT
-} fvm_binary;
 
 typedef enum fvm_reduce {
     FVM_RED_SUM,
@@ -68,15 +40,17 @@ typedef enum fvm_reduce {
     FVM_RED_COUNT
 } fvm_reduce;
 
-/* out: same dtype and shape as x. Float unaries on float dtypes; NEG/ABS/RELU
- * also on signed ints (i32, i64; not u32); NOT on bool. sigmoid is
- * 1/(1+exp(-x)) computed stably. NEG and ABS of INT_MIN wrap to INT_MIN;
- * relu keeps NaN. */
+/* out: same dtype and shape as x; op is defined for the dtypes of its row
+ * of ops.def (the FVM_EW rows whose step is UNARY): float unaries on f32,
+ * f64; NEG/ABS/RELU also on signed ints (i32, i64; not u32); NOT on bool.
+ * sigmoid is 1/(1+exp(-x)) computed stably. NEG and ABS of INT_MIN wrap to
+ * INT_MIN; relu keeps NaN. */
 fvm_status fvm_k_unary(fvm_unary op, const fvm_tensor *x, fvm_tensor *out, fvm_diag *d);
 
 /* out: broadcast shape of a and b (same dtype); dtype of a, or bool for
- * comparisons. Integer DIV by zero is a runtime error (nothing is written).
- * Dtypes: ADD..DIV, MAXIMUM, MINIMUM on i32/i64/u32/f32/f64; POW on floats;
+ * comparisons (the rows of ops.def whose step is COMPARE). Integer DIV by
+ * zero is a runtime error (nothing is written). Dtypes, those of op's row:
+ * ADD..DIV, MAXIMUM, MINIMUM on u8/i32/i64/u32/f32/f64; POW on floats;
  * comparisons on every dtype (bool as 0 < 1); AND/OR on bool. Float
  * MAXIMUM/MINIMUM propagate NaN. */
 fvm_status fvm_k_binary(fvm_binary op, const fvm_tensor *a, const fvm_tensor *b, fvm_tensor *out, fvm_diag *d);
@@ -126,6 +100,17 @@ fvm_status fvm_k_transpose(const fvm_tensor *x, const int *perm, fvm_tensor *out
  * all inside x (the caller's bounds; asserted). */
 fvm_status fvm_k_slice(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out, fvm_diag *d);
 
+/* out = x broadcast to out's shape (NumPy's rule; out has x's dtype):
+ * each element of out a copy of the one of x it broadcasts from. */
+fvm_status fvm_k_broadcast(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d);
+
+/* The adjoint of fvm_k_slice: out (x's dtype and rank) is zeros but for the
+ * positions fvm_k_slice with start and step would read from it, which hold
+ * x's elements (x has the slice's shape; every position inside out, the
+ * caller's bounds, asserted). */
+fvm_status fvm_k_unslice(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out,
+                         fvm_diag *d);
+
 /* Concatenation of n >= 1 tensors (same dtype, same shape except along
  * axis); inputs of differing dtypes are a type error. */
 fvm_status fvm_k_concat(const fvm_tensor *const *xs, int n, int axis, fvm_tensor *out, fvm_diag *d);
@@ -143,31 +128,12 @@ fvm_status fvm_k_iota(int axis, fvm_tensor *out, fvm_diag *d);
  * f64 (truncating and saturating for integers, NaN gives 0). */
 fvm_status fvm_k_fill(double v, fvm_tensor *out, fvm_diag *d);
 
-/* A chain of elementwise steps computed in one pass over the output, block
- * by block, so that no intermediate tensor is made: each step is a unary,
- * binary, select or cast kernel above, or a fill, with the same arithmetic
- * per element, so the result is exactly that of the steps run one by one.
- * Step s's operands arg[j] are inputs (arg >= 0) or earlier steps (arg = -t-1
- * for step t); the last step is the result. Inputs broadcast together to
- * out's shape (every intermediate has it too). */
-typedef enum fvm_fstep_kind {
-    FVM_FS_UNARY,  /* op: an fvm_unary; one operand */
-    FVM_FS_BINARY, /* op: an fvm_binary; two operands */
-    FVM_FS_SELECT, /* three operands: predicate, then, else */
-    FVM_FS_CAST,   /* to dtype; one operand */
-    FVM_FS_FILL,   /* value in the operand's dtype, as fvm_k_fill converts it; the operand is not read */
-} fvm_fstep_kind;
-
-typedef struct fvm_fstep {
-    fvm_fstep_kind kind;
-    int op;
-    fvm_dtype dtype;
-    double value;
-    int arg[3];
-} fvm_fstep;
-
-#define FVM_FUSED_MAX_IN 6
-#define FVM_FUSED_MAX_STEPS 16
+/* A chain of elementwise steps (vm/ir/elementwise.h's fvm_fstep) computed
+ * in one pass over the output, block by block, so that no intermediate
+ * tensor is made: each step is a unary, binary, select or cast kernel above,
+ * or a fill, with the same arithmetic per element, so the result is exactly
+ * that of the steps run one by one. Inputs broadcast together to out's
+ * shape (every intermediate has it too); the last step is the result. */
 
 /* The chain's result dtype for inputs of these dtypes (their data is not
  * read); false when a step is not defined for its operands' dtypes, for an

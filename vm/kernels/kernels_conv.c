@@ -1,4 +1,4 @@
-/* kernels_conv.c - 2-D convolution (im2col + BLAS gemm) and its gradients, max/avg pooling and theirs. */
+/* kernels_conv.c - 2-D convolution (im2col + a gemm: BLAS's in the CPU provider) and its gradients, max/avg pooling and theirs. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdint.h>
@@ -8,37 +8,6 @@
 #include "kernels_nn.h"
 
 /* ---- windows ------------------------------------------------------------- */
-
-fvm_status fvm_window_out(int64_t in, int64_t k, int64_t stride, bool same, int64_t *out, int64_t *pad_before,
-                          fvm_diag *d)
-{
-    if (k < 1 || stride < 1)
-        return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "window size %lld and stride %lld must be at least 1",
-                            (long long)k, (long long)stride);
-    if (in < -1)
-        return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "image side %lld is negative", (long long)in);
-    int64_t o, p;
-    if (in == -1) {
-        o = -1;
-        p = same ? -1 : 0;
-    } else if (same) {
-        o = in / stride + (in % stride != 0);
-        /* (o-1)*stride <= in-1, so the total padding is at most k-1: no overflow */
-        int64_t total = o == 0 ? 0 : k - (in - (o - 1) * stride);
-        p = total > 0 ? total / 2 : 0;
-    } else {
-        if (in < k)
-            return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "VALID window of size %lld is larger than the image side %lld",
-                                (long long)k, (long long)in);
-        o = (in - k) / stride + 1;
-        p = 0;
-    }
-    if (out)
-        *out = o;
-    if (pad_before)
-        *pad_before = p;
-    return FVM_OK;
-}
 
 /* A failed precondition reported by a helper (FVM_ERR_USAGE) is a caller's
  * bug: asserted like KREQUIRE, returned as is when asserts are off. */
@@ -222,12 +191,12 @@ static void im2col(const unsigned char *x, const conv_geom *g, int64_t images, u
 COL2IM(f32, float)
 COL2IM(f64, double)
 
-/* C [m,n] = alpha op(A) op(B) + beta C, row-major, in the dtype of the plan. */
-static void conv_gemm(const conv_geom *g, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
-                      int64_t lda, const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc)
+/* The CPU provider's products: OpenBLAS's gemm. */
+static void blas_gemm(size_t es, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                      const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc)
 {
     enum CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans, ob = tb ? CblasTrans : CblasNoTrans;
-    if (g->es == sizeof(float))
+    if (es == sizeof(float))
         cblas_sgemm(CblasRowMajor, oa, ob, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb,
                     accumulate ? 1.0f : 0.0f, c, (int)ldc);
     else
@@ -256,8 +225,8 @@ static fvm_dims dims4(int64_t a, int64_t b, int64_t c, int64_t e)
              "conv2d: workspace of %zu bytes, %zu needed (aligned to %zu)", (size_t)(ws_bytes), (g).scratch, \
              (g).es)
 
-fvm_status fvm_k_conv2d_ws(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, void *ws,
-                           size_t ws_bytes, fvm_tensor *y, fvm_diag *d)
+static fvm_status conv2d_ws(fvm_kernel_gemm_fn gemm, const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win,
+                            void *ws, size_t ws_bytes, fvm_tensor *y, fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, x, "conv2d: x");
     KREQUIRE_TENSOR(d, w, "conv2d: w");
@@ -286,14 +255,14 @@ fvm_status fvm_k_conv2d_ws(const fvm_tensor *x, const fvm_tensor *w, const fvm_w
             im2col(xi, &g, nb, ws);
             a = ws;
         }
-        conv_gemm(&g, false, false, nb * g.m, g.o, g.k, a, g.k, wp, g.o, false, yp + (size_t)(i0 * g.m * g.o) * es,
+        gemm(g.es, false, false, nb * g.m, g.o, g.k, a, g.k, wp, g.o, false, yp + (size_t)(i0 * g.m * g.o) * es,
                   g.o);
     }
     return FVM_OK;
 }
 
-fvm_status fvm_k_conv2d_grad_input_ws(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win, void *ws,
-                                      size_t ws_bytes, fvm_tensor *dx, fvm_diag *d)
+static fvm_status conv2d_grad_input_ws(fvm_kernel_gemm_fn gemm, const fvm_tensor *dy, const fvm_tensor *w,
+                                       const fvm_window *win, void *ws, size_t ws_bytes, fvm_tensor *dx, fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, dy, "conv2d_grad_input: dy");
     KREQUIRE_TENSOR(d, w, "conv2d_grad_input: w");
@@ -319,10 +288,10 @@ fvm_status fvm_k_conv2d_grad_input_ws(const fvm_tensor *dy, const fvm_tensor *w,
         unsigned char *dxi = dxp + (size_t)(i0 * g.h * g.w * g.c) * es;
         const unsigned char *dyi = dyp + (size_t)(i0 * g.m * g.o) * es;
         if (g.direct) { /* the patch matrix is dx itself */
-            conv_gemm(&g, false, true, nb * g.m, g.k, g.o, dyi, g.o, wp, g.o, false, dxi, g.k);
+            gemm(g.es, false, true, nb * g.m, g.k, g.o, dyi, g.o, wp, g.o, false, dxi, g.k);
             continue;
         }
-        conv_gemm(&g, false, true, nb * g.m, g.k, g.o, dyi, g.o, wp, g.o, false, ws, g.k);
+        gemm(g.es, false, true, nb * g.m, g.k, g.o, dyi, g.o, wp, g.o, false, ws, g.k);
         memset(dxi, 0, (size_t)(nb * g.h * g.w * g.c) * es);
         if (es == sizeof(float))
             col2im_f32(ws, &g, nb, (float *)(void *)dxi);
@@ -332,8 +301,8 @@ fvm_status fvm_k_conv2d_grad_input_ws(const fvm_tensor *dy, const fvm_tensor *w,
     return FVM_OK;
 }
 
-fvm_status fvm_k_conv2d_grad_filter_ws(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win, void *ws,
-                                       size_t ws_bytes, fvm_tensor *dw, fvm_diag *d)
+static fvm_status conv2d_grad_filter_ws(fvm_kernel_gemm_fn gemm, const fvm_tensor *x, const fvm_tensor *dy,
+                                        const fvm_window *win, void *ws, size_t ws_bytes, fvm_tensor *dw, fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, x, "conv2d_grad_filter: x");
     KREQUIRE_TENSOR(d, dy, "conv2d_grad_filter: dy");
@@ -362,7 +331,7 @@ fvm_status fvm_k_conv2d_grad_filter_ws(const fvm_tensor *x, const fvm_tensor *dy
             im2col(xi, &g, nb, ws);
             a = ws;
         }
-        conv_gemm(&g, true, false, g.k, g.o, nb * g.m, a, g.k, dyp + (size_t)(i0 * g.m * g.o) * es, g.o, i0 > 0,
+        gemm(g.es, true, false, g.k, g.o, nb * g.m, a, g.k, dyp + (size_t)(i0 * g.m * g.o) * es, g.o, i0 > 0,
                   dwp, g.o);
     }
     return FVM_OK;
@@ -383,42 +352,78 @@ static fvm_status conv_scratch(const fvm_tensor *x_like, const fvm_tensor *w_lik
     return FVM_OK;
 }
 
-fvm_status fvm_k_conv2d(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, fvm_tensor *y,
-                        fvm_diag *d)
+fvm_status fvm_kernel_conv2d(fvm_kernel_gemm_fn gemm, const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win,
+                             fvm_tensor *y, fvm_diag *d)
 {
     void *ws = NULL;
     size_t bytes = 0;
     fvm_status st = conv_scratch(x, w, win, x, w, &ws, &bytes, d);
     if (st == FVM_OK)
-        st = fvm_k_conv2d_ws(x, w, win, ws, bytes, y, d);
+        st = conv2d_ws(gemm, x, w, win, ws, bytes, y, d);
     free(ws);
     return st;
 }
 
-fvm_status fvm_k_conv2d_grad_input(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win,
-                                   fvm_tensor *dx, fvm_diag *d)
+fvm_status fvm_kernel_conv2d_grad_input(fvm_kernel_gemm_fn gemm, const fvm_tensor *dy, const fvm_tensor *w,
+                                        const fvm_window *win, fvm_tensor *dx, fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, dx, "conv2d_grad_input: dx");
     void *ws = NULL;
     size_t bytes = 0;
     fvm_status st = conv_scratch(dx, w, win, dy, w, &ws, &bytes, d);
     if (st == FVM_OK)
-        st = fvm_k_conv2d_grad_input_ws(dy, w, win, ws, bytes, dx, d);
+        st = conv2d_grad_input_ws(gemm, dy, w, win, ws, bytes, dx, d);
     free(ws);
     return st;
 }
 
-fvm_status fvm_k_conv2d_grad_filter(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win,
-                                    fvm_tensor *dw, fvm_diag *d)
+fvm_status fvm_kernel_conv2d_grad_filter(fvm_kernel_gemm_fn gemm, const fvm_tensor *x, const fvm_tensor *dy,
+                                         const fvm_window *win, fvm_tensor *dw, fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, dw, "conv2d_grad_filter: dw");
     void *ws = NULL;
     size_t bytes = 0;
     fvm_status st = conv_scratch(x, dw, win, x, dy, &ws, &bytes, d);
     if (st == FVM_OK)
-        st = fvm_k_conv2d_grad_filter_ws(x, dy, win, ws, bytes, dw, d);
+        st = conv2d_grad_filter_ws(gemm, x, dy, win, ws, bytes, dw, d);
     free(ws);
     return st;
+}
+
+fvm_status fvm_k_conv2d_ws(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, void *ws,
+                           size_t ws_bytes, fvm_tensor *y, fvm_diag *d)
+{
+    return conv2d_ws(blas_gemm, x, w, win, ws, ws_bytes, y, d);
+}
+
+fvm_status fvm_k_conv2d_grad_input_ws(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win, void *ws,
+                                      size_t ws_bytes, fvm_tensor *dx, fvm_diag *d)
+{
+    return conv2d_grad_input_ws(blas_gemm, dy, w, win, ws, ws_bytes, dx, d);
+}
+
+fvm_status fvm_k_conv2d_grad_filter_ws(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win, void *ws,
+                                       size_t ws_bytes, fvm_tensor *dw, fvm_diag *d)
+{
+    return conv2d_grad_filter_ws(blas_gemm, x, dy, win, ws, ws_bytes, dw, d);
+}
+
+fvm_status fvm_k_conv2d(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, fvm_tensor *y,
+                        fvm_diag *d)
+{
+    return fvm_kernel_conv2d(blas_gemm, x, w, win, y, d);
+}
+
+fvm_status fvm_k_conv2d_grad_input(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win,
+                                   fvm_tensor *dx, fvm_diag *d)
+{
+    return fvm_kernel_conv2d_grad_input(blas_gemm, dy, w, win, dx, d);
+}
+
+fvm_status fvm_k_conv2d_grad_filter(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win,
+                                    fvm_tensor *dw, fvm_diag *d)
+{
+    return fvm_kernel_conv2d_grad_filter(blas_gemm, x, dy, win, dw, d);
 }
 
 /* ---- pooling ------------------------------------------------------------- */

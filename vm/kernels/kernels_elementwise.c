@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "kernels_impl.h"
+#include "kernels_scalar.h"
 
 /* Elementwise kernels may write into a buffer that is exactly one of their
  * same-shaped inputs (each element is read before it is written); partial
@@ -104,8 +105,7 @@ static void bcast_run(const bcast *it, run_fn f, const void *ctx, const unsigned
     }
 }
 
-/* True when every input broadcasts to exactly out's shape. */
-static bool bcast_matches(const fvm_tensor *const *in, int nin, const fvm_dims *out)
+bool fvm_kernel_bcast_matches(const fvm_tensor *const *in, int nin, const fvm_dims *out)
 {
     fvm_dims s = in[0]->shape;
     for (int k = 1; k < nin; k++)
@@ -114,271 +114,110 @@ static bool bcast_matches(const fvm_tensor *const *in, int nin, const fvm_dims *
     return fvm_dims_equal(&s, out);
 }
 
-/* ---- element conversions ------------------------------------------------- */
+/* ---- the loops of the scalar kernels ----------------------------------------- */
 
-/* From double: truncate toward zero, saturate, NaN gives 0 (defined for every input). */
-static inline uint8_t from_f_b(double v) { return v != 0; }
-static inline float from_f_f32(double v) { return (float)v; }
-static inline double from_f_f64(double v) { return v; }
-static inline int32_t from_f_i32(double v)
-{
-    if (v != v)
-        return 0;
-    if (v >= 0x1p31)
-        return INT32_MAX;
-    if (v <= -0x1p31 - 1.0)
-        return INT32_MIN;
-    return (int32_t)v;
-}
-static inline int64_t from_f_i64(double v)
-{
-    if (v != v)
-        return 0;
-    if (v >= 0x1p63)
-        return INT64_MAX;
-    if (v < -0x1p63)
-        return INT64_MIN;
-    return (int64_t)v;
-}
-static inline uint8_t from_f_u8(double v)
-{
-    if (!(v >= 1.0))
-        return 0; /* NaN, negatives and [0, 1) */
-    if (v >= 255.0)
-        return UINT8_MAX;
-    return (uint8_t)v;
-}
-static inline uint32_t from_f_u32(double v)
-{
-    if (!(v >= 1.0))
-        return 0; /* NaN, negatives and [0, 1) */
-    if (v >= 0x1p32)
-        return UINT32_MAX;
-    return (uint32_t)v;
-}
-
-/* From an integer (every integer dtype fits int64): wraps modulo 2^bits. */
-static inline uint8_t from_i_b(int64_t v) { return v != 0; }
-static inline int32_t from_i_i32(int64_t v) { return (int32_t)(uint32_t)(uint64_t)v; }
-static inline int64_t from_i_i64(int64_t v) { return v; }
-static inline uint32_t from_i_u32(int64_t v) { return (uint32_t)(uint64_t)v; }
-static inline uint8_t from_i_u8(int64_t v) { return (uint8_t)(uint64_t)v; }
-static inline float from_i_f32(int64_t v) { return (float)v; }
-static inline double from_i_f64(int64_t v) { return (double)v; }
-/* From a dtype whose values fit int32 (bool, u8, i32): the same results as
- * from int64, in conversions the compiler vectorises. */
-static inline uint8_t from_s_b(int32_t v) { return v != 0; }
-static inline int32_t from_s_i32(int32_t v) { return v; }
-static inline int64_t from_s_i64(int32_t v) { return v; }
-static inline uint32_t from_s_u32(int32_t v) { return (uint32_t)v; }
-static inline uint8_t from_s_u8(int32_t v) { return (uint8_t)(uint32_t)v; }
-static inline float from_s_f32(int32_t v) { return (float)v; }
-static inline double from_s_f64(int32_t v) { return (double)v; }
-
-/* name, C type, conversion family (f: via double, i: via int64, s: via int32), enum */
-#define FVM_K_DTYPES(X)              \
-    X(b, uint8_t, s, BOOL)           \
-    X(i32, int32_t, s, I32)          \
-    X(i64, int64_t, i, I64)          \
-    X(u32, uint32_t, i, U32)         \
-    X(u8, uint8_t, s, U8)            \
-    X(f32, float, f, F32)            \
-    X(f64, double, f, F64)
-
-/* ---- unary --------------------------------------------------------------- */
+/* Each FVM_EW row of ops.def whose step is UNARY, BINARY or COMPARE gets one
+ * loop per dtype of its dtypes column over its scalar kernel
+ * (kernels_scalar.h), vectorised (KERNEL_CLONES, KERNEL_FOR), and a row of
+ * the tables below; a row whose kernel has no scalar function for one of
+ * its dtypes does not compile. */
 
 typedef void (*map_fn)(const void *x, void *out, int64_t n);
 
-#define UN_FN(name, T, EXPR)                                  \
-    KERNEL_CLONES static void name(const void *px, void *po, int64_t n) \
-    {                                                         \
-        const T *xs = px;                                     \
-        T *o = po;                                            \
-        KERNEL_FOR(i, n, T x = xs[i]; o[i] = (EXPR););        \
+/* out[i] = K(x[i]) over n elements of dtype T. */
+#define UN_LOOP(K, S, T, E)                                              \
+    KERNEL_CLONES static void un_##K##_##S(const void *px, void *po, int64_t n) \
+    {                                                                    \
+        const T *xs = px;                                                \
+        T *o = po;                                                       \
+        KERNEL_FOR(i, n, T x = xs[i]; o[i] = sk_##K##_##S(x););          \
     }
 
-/* 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below: exp never overflows. */
-static inline float stable_sigmoidf(float x)
-{
-    if (x >= 0)
-        return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
-static inline double stable_sigmoid(double x)
-{
-    if (x >= 0)
-        return 1.0 / (1.0 + exp(-x));
-    double e = exp(x);
-    return e / (1.0 + e);
-}
+/* One run of a binary op in the four stride patterns (bit 0: a repeats,
+ * bit 1: b repeats); the result has dtype TO. */
+#define BIN_LOOP_TO(K, S, T, TO)                                                                          \
+    KERNEL_CLONES static void bin_##K##_##S(const void *const in[BC_MAX_IN], unsigned sc, void *po, int64_t n, \
+                                            const void *ctx)                                              \
+    {                                                                                                     \
+        const T *as = in[0], *bs = in[1];                                                                 \
+        TO *o = po;                                                                                       \
+        (void)ctx;                                                                                        \
+        if (sc == 0) {                                                                                    \
+            KERNEL_FOR(i, n, T x = as[i]; T y = bs[i]; o[i] = sk_##K##_##S(x, y););                      \
+        } else if (sc == 2) {                                                                             \
+            T y = bs[0];                                                                                  \
+            KERNEL_FOR(i, n, T x = as[i]; o[i] = sk_##K##_##S(x, y););                                   \
+        } else if (sc == 1) {                                                                             \
+            T x = as[0];                                                                                  \
+            KERNEL_FOR(i, n, T y = bs[i]; o[i] = sk_##K##_##S(x, y););                                   \
+        } else {                                                                                          \
+            T x = as[0], y = bs[0];                                                                       \
+            TO r = sk_##K##_##S(x, y);                                                                    \
+            KERNEL_FOR(i, n, o[i] = r;);                                                                  \
+        }                                                                                                 \
+    }
+#define BIN_LOOP(K, S, T, E) BIN_LOOP_TO(K, S, T, T)
+#define CMP_LOOP(K, S, T, E) BIN_LOOP_TO(K, S, T, uint8_t)
 
-/* relu keeps NaN (NaN < 0 is false). */
-#define FLOAT_UNARY(S, T, F)                        \
-    UN_FN(neg_##S, T, -x)                           \
-    UN_FN(abs_##S, T, fabs##F(x))                   \
-    UN_FN(exp_##S, T, exp##F(x))                    \
-    UN_FN(log_##S, T, log##F(x))                    \
-    UN_FN(sqrt_##S, T, sqrt##F(x))                  \
-    UN_FN(tanh_##S, T, tanh##F(x))                  \
-    UN_FN(sigmoid_##S, T, stable_sigmoid##F(x))     \
-    UN_FN(relu_##S, T, x < 0 ? 0 : x)
+#define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
+    EW_LOOPS_##STEP(KERNEL, DTYPES)
+#define EW_LOOPS_UNARY(K, D) SK_DTYPES_##D(UN_LOOP, K)
+#define EW_LOOPS_BINARY(K, D) SK_DTYPES_##D(BIN_LOOP, K)
+#define EW_LOOPS_COMPARE(K, D) SK_DTYPES_##D(CMP_LOOP, K)
+#define EW_LOOPS_SELECT(K, D)
+#define EW_LOOPS_CAST(K, D)
+#define EW_LOOPS_FILL(K, D)
+#include "../ir/ops.def"
+#undef FVM_EW
 
-/* Negation through the unsigned type: -INT_MIN wraps to INT_MIN. */
-#define SINT_UNARY(S, T, UT)                                        \
-    UN_FN(neg_##S, T, (T)((UT)0 - (UT)x))                           \
-    UN_FN(abs_##S, T, x < 0 ? (T)((UT)0 - (UT)x) : x)               \
-    UN_FN(relu_##S, T, x < 0 ? 0 : x)
-
-FLOAT_UNARY(f32, float, f)
-FLOAT_UNARY(f64, double, )
-SINT_UNARY(i32, int32_t, uint32_t)
-SINT_UNARY(i64, int64_t, uint64_t)
-UN_FN(not_b, uint8_t, x == 0)
-
-#define UN_FLOAT_ROW(op) {[FVM_DTYPE_F32] = op##_f32, [FVM_DTYPE_F64] = op##_f64}
-#define UN_SIGNED_ROW(op) \
-    {[FVM_DTYPE_I32] = op##_i32, [FVM_DTYPE_I64] = op##_i64, [FVM_DTYPE_F32] = op##_f32, [FVM_DTYPE_F64] = op##_f64}
+#define UN_ENTRY(K, S, T, E) [FVM_DTYPE_##E] = un_##K##_##S,
+#define BIN_ENTRY(K, S, T, E) [FVM_DTYPE_##E] = bin_##K##_##S,
 
 static const map_fn unary_table[FVM_UN_COUNT][FVM_DTYPE_COUNT] = {
-    [FVM_UN_NEG] = UN_SIGNED_ROW(neg),
-    [FVM_UN_ABS] = UN_SIGNED_ROW(abs),
-    [FVM_UN_EXP] = UN_FLOAT_ROW(exp),
-    [FVM_UN_LOG] = UN_FLOAT_ROW(log),
-    [FVM_UN_SQRT] = UN_FLOAT_ROW(sqrt),
-    [FVM_UN_TANH] = UN_FLOAT_ROW(tanh),
-    [FVM_UN_SIGMOID] = UN_FLOAT_ROW(sigmoid),
-    [FVM_UN_RELU] = UN_SIGNED_ROW(relu),
-    [FVM_UN_NOT] = {[FVM_DTYPE_BOOL] = not_b},
+#define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
+    FVM_EW_IF_UNARY_##STEP([FVM_UN_##ID] = {SK_DTYPES_##DTYPES(UN_ENTRY, KERNEL)},)
+#include "../ir/ops.def"
+#undef FVM_EW
 };
 
-static const char *const unary_names[FVM_UN_COUNT] = {
-    "neg", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "relu", "not",
+static const run_fn binary_table[FVM_BIN_COUNT][FVM_DTYPE_COUNT] = {
+#define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
+    FVM_EW_IF_BINARY_##STEP([FVM_BIN_##ID] = {SK_DTYPES_##DTYPES(BIN_ENTRY, KERNEL)},)
+#include "../ir/ops.def"
+#undef FVM_EW
 };
 
-fvm_status fvm_k_unary(fvm_unary op, const fvm_tensor *x, fvm_tensor *out, fvm_diag *d)
+_Static_assert(sizeof unary_table / sizeof *unary_table == FVM_UN_COUNT &&
+                   sizeof binary_table / sizeof *binary_table == FVM_BIN_COUNT,
+               "a loop table row for every unary and binary op of ops.def");
+
+/* ---- unary --------------------------------------------------------------- */
+
+fvm_status fvm_kernel_unary_check(fvm_unary op, const fvm_tensor *x, const fvm_tensor *out, fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, x, "unary: x");
     KREQUIRE_TENSOR(d, out, "unary: out");
     if ((unsigned)op >= FVM_UN_COUNT)
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "unknown unary op %d", (int)op);
-    map_fn f = unary_table[op][x->dtype];
-    if (!f)
-        return kernel_type_error(d, unary_names[op], x->dtype);
+    if (!unary_table[op][x->dtype])
+        return kernel_type_error(d, fvm_elementwise_unary_name(op), x->dtype);
     KREQUIRE(d, out->dtype == x->dtype && fvm_dims_equal(&out->shape, &x->shape),
-             "%s: out must have x's dtype and shape", unary_names[op]);
+             "%s: out must have x's dtype and shape", fvm_elementwise_unary_name(op));
+    return FVM_OK;
+}
+
+fvm_status fvm_k_unary(fvm_unary op, const fvm_tensor *x, fvm_tensor *out, fvm_diag *d)
+{
+    fvm_status s = fvm_kernel_unary_check(op, x, out, d);
+    if (s)
+        return s;
     int64_t n = fvm_tensor_count(x);
     if (n > 0)
-        f(kernel_bytes(x), kernel_bytes(out), n);
+        unary_table[op][x->dtype](kernel_bytes(x), kernel_bytes(out), n);
     return FVM_OK;
 }
 
 /* ---- binary -------------------------------------------------------------- */
-
-/* One run of a binary op in the four stride patterns (bit 0: a repeats,
- * bit 1: b repeats). */
-#define BIN_FN(name, T, TO, EXPR)                                                       \
-    KERNEL_CLONES static void name(const void *const in[BC_MAX_IN], unsigned sc, void *po, int64_t n, \
-                     const void *ctx)                                                   \
-    {                                                                                   \
-        const T *as = in[0], *bs = in[1];                                               \
-        TO *o = po;                                                                     \
-        (void)ctx;                                                                      \
-        if (sc == 0) {                                                                  \
-            KERNEL_FOR(i, n, T x = as[i]; T y = bs[i]; o[i] = (EXPR););                 \
-        } else if (sc == 2) {                                                           \
-            T y = bs[0];                                                                \
-            KERNEL_FOR(i, n, T x = as[i]; o[i] = (EXPR););                              \
-        } else if (sc == 1) {                                                           \
-            T x = as[0];                                                                \
-            KERNEL_FOR(i, n, T y = bs[i]; o[i] = (EXPR););                              \
-        } else {                                                                        \
-            T x = as[0], y = bs[0];                                                     \
-            TO r = (EXPR);                                                              \
-            KERNEL_FOR(i, n, o[i] = r;);                                                \
-        }                                                                               \
-    }
-
-#define CMP_BIN(S, T)                        \
-    BIN_FN(eq_##S, T, uint8_t, x == y)       \
-    BIN_FN(ne_##S, T, uint8_t, x != y)       \
-    BIN_FN(lt_##S, T, uint8_t, x < y)        \
-    BIN_FN(le_##S, T, uint8_t, x <= y)       \
-    BIN_FN(gt_##S, T, uint8_t, x > y)        \
-    BIN_FN(ge_##S, T, uint8_t, x >= y)
-
-/* maximum/minimum propagate NaN (from either side). */
-#define FLOAT_BIN(S, T, F)                                   \
-    BIN_FN(add_##S, T, T, x + y)                             \
-    BIN_FN(sub_##S, T, T, x - y)                             \
-    BIN_FN(mul_##S, T, T, x * y)                             \
-    BIN_FN(div_##S, T, T, x / y)                             \
-    BIN_FN(pow_##S, T, T, pow##F(x, y))                      \
-    BIN_FN(maximum_##S, T, T, (x > y || x != x) ? x : y)     \
-    BIN_FN(minimum_##S, T, T, (x < y || x != x) ? x : y)     \
-    CMP_BIN(S, T)
-
-/* Signed arithmetic in the unsigned type wraps; the divisor is never 0 here
- * (checked first), and x / -1 is negation so INT_MIN / -1 gives INT_MIN. */
-#define SINT_BIN(S, T, UT)                                          \
-    BIN_FN(add_##S, T, T, (T)((UT)x + (UT)y))                       \
-    BIN_FN(sub_##S, T, T, (T)((UT)x - (UT)y))                       \
-    BIN_FN(mul_##S, T, T, (T)((UT)x * (UT)y))                       \
-    BIN_FN(div_##S, T, T, y == -1 ? (T)((UT)0 - (UT)x) : x / y)     \
-    BIN_FN(maximum_##S, T, T, x > y ? x : y)                        \
-    BIN_FN(minimum_##S, T, T, x < y ? x : y)                        \
-    CMP_BIN(S, T)
-
-/* uint32_t is unsigned int: no promotion, arithmetic wraps natively. */
-#define UINT_BIN(S, T)                               \
-    BIN_FN(add_##S, T, T, (T)(x + y))                \
-    BIN_FN(sub_##S, T, T, (T)(x - y))                \
-    BIN_FN(mul_##S, T, T, (T)(x * y))                \
-    BIN_FN(div_##S, T, T, x / y)                     \
-    BIN_FN(maximum_##S, T, T, x > y ? x : y)         \
-    BIN_FN(minimum_##S, T, T, x < y ? x : y)         \
-    CMP_BIN(S, T)
-
-FLOAT_BIN(f32, float, f)
-FLOAT_BIN(f64, double, )
-SINT_BIN(i32, int32_t, uint32_t)
-SINT_BIN(i64, int64_t, uint64_t)
-UINT_BIN(u32, uint32_t)
-UINT_BIN(u8, uint8_t) /* promoted to int, then truncated: wraps modulo 256 */
-CMP_BIN(b, uint8_t)
-BIN_FN(and_b, uint8_t, uint8_t, (x != 0) & (y != 0))
-BIN_FN(or_b, uint8_t, uint8_t, (x != 0) | (y != 0))
-
-#define BIN_NUM_ROW(op)                                                                     \
-    {[FVM_DTYPE_U8] = op##_u8, [FVM_DTYPE_I32] = op##_i32, [FVM_DTYPE_I64] = op##_i64,       \
-     [FVM_DTYPE_U32] = op##_u32, [FVM_DTYPE_F32] = op##_f32, [FVM_DTYPE_F64] = op##_f64}
-#define BIN_ALL_ROW(op)                                                                     \
-    {[FVM_DTYPE_BOOL] = op##_b, [FVM_DTYPE_U8] = op##_u8, [FVM_DTYPE_I32] = op##_i32,       \
-     [FVM_DTYPE_I64] = op##_i64, [FVM_DTYPE_U32] = op##_u32, [FVM_DTYPE_F32] = op##_f32,     \
-     [FVM_DTYPE_F64] = op##_f64}
-
-static const run_fn binary_table[FVM_BIN_COUNT][FVM_DTYPE_COUNT] = {
-    [FVM_BIN_ADD] = BIN_NUM_ROW(add),
-    [FVM_BIN_SUB] = BIN_NUM_ROW(sub),
-    [FVM_BIN_MUL] = BIN_NUM_ROW(mul),
-    [FVM_BIN_DIV] = BIN_NUM_ROW(div),
-    [FVM_BIN_POW] = {[FVM_DTYPE_F32] = pow_f32, [FVM_DTYPE_F64] = pow_f64},
-    [FVM_BIN_MAXIMUM] = BIN_NUM_ROW(maximum),
-    [FVM_BIN_MINIMUM] = BIN_NUM_ROW(minimum),
-    [FVM_BIN_EQ] = BIN_ALL_ROW(eq),
-    [FVM_BIN_NE] = BIN_ALL_ROW(ne),
-    [FVM_BIN_LT] = BIN_ALL_ROW(lt),
-    [FVM_BIN_LE] = BIN_ALL_ROW(le),
-    [FVM_BIN_GT] = BIN_ALL_ROW(gt),
-    [FVM_BIN_GE] = BIN_ALL_ROW(ge),
-    [FVM_BIN_AND] = {[FVM_DTYPE_BOOL] = and_b},
-    [FVM_BIN_OR] = {[FVM_DTYPE_BOOL] = or_b},
-};
-
-static const char *const binary_names[FVM_BIN_COUNT] = {
-    "add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
-    "ne",  "lt",  "le",  "gt",  "ge",  "and",     "or",
-};
 
 /* Index of the first zero among n integers of dtype t, or -1. */
 static int64_t find_zero(const void *p, fvm_dtype t, int64_t n)
@@ -402,37 +241,44 @@ static int64_t find_zero(const void *p, fvm_dtype t, int64_t n)
     }
 }
 
-fvm_status fvm_k_binary(fvm_binary op, const fvm_tensor *a, const fvm_tensor *b, fvm_tensor *out, fvm_diag *d)
+fvm_status fvm_kernel_binary_check(fvm_binary op, const fvm_tensor *a, const fvm_tensor *b, const fvm_tensor *out,
+                                   fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, a, "binary: a");
     KREQUIRE_TENSOR(d, b, "binary: b");
     KREQUIRE_TENSOR(d, out, "binary: out");
     if ((unsigned)op >= FVM_BIN_COUNT)
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "unknown binary op %d", (int)op);
-    const char *name = binary_names[op];
+    const char *name = fvm_elementwise_binary_name(op);
     if (a->dtype != b->dtype)
         return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "%s: operand dtypes differ (%s and %s)", name,
                             fvm_dtype_name(a->dtype), fvm_dtype_name(b->dtype));
-    run_fn f = binary_table[op][a->dtype];
-    if (!f)
+    if (!binary_table[op][a->dtype])
         return kernel_type_error(d, name, a->dtype);
-    bool cmp = op >= FVM_BIN_EQ && op <= FVM_BIN_GE;
     const fvm_tensor *in[2] = {a, b};
-    KREQUIRE(d, out->dtype == (cmp ? FVM_DTYPE_BOOL : a->dtype) && bcast_matches(in, 2, &out->shape),
+    KREQUIRE(d, out->dtype == (fvm_elementwise_compares(op) ? FVM_DTYPE_BOOL : a->dtype) &&
+                    fvm_kernel_bcast_matches(in, 2, &out->shape),
              "%s: out must have the broadcast shape and the result dtype", name);
-    if (fvm_tensor_count(out) == 0)
-        return FVM_OK;
-    if (op == FVM_BIN_DIV && fvm_dtype_is_int(a->dtype)) {
+    if (fvm_tensor_count(out) > 0 && op == FVM_BIN_DIV && fvm_dtype_is_int(a->dtype)) {
         int64_t z = find_zero(kernel_bytes(b), b->dtype, fvm_tensor_count(b));
         if (z >= 0)
             return fvm_diag_add(d, FVM_ERR_RUNTIME, NULL, "integer division by zero (divisor element %lld)",
                                 (long long)z);
     }
+    return FVM_OK;
+}
+
+fvm_status fvm_k_binary(fvm_binary op, const fvm_tensor *a, const fvm_tensor *b, fvm_tensor *out, fvm_diag *d)
+{
+    fvm_status s = fvm_kernel_binary_check(op, a, b, out, d);
+    if (s || fvm_tensor_count(out) == 0)
+        return s;
+    const fvm_tensor *in[2] = {a, b};
     bcast it;
     bcast_init(&it, &out->shape, in, 2);
     const unsigned char *ptr[2] = {kernel_bytes(a), kernel_bytes(b)};
     size_t es[2] = {fvm_dtype_size(a->dtype), fvm_dtype_size(b->dtype)};
-    bcast_run(&it, f, NULL, ptr, es, kernel_bytes(out), fvm_dtype_size(out->dtype));
+    bcast_run(&it, binary_table[op][a->dtype], NULL, ptr, es, kernel_bytes(out), fvm_dtype_size(out->dtype));
     return FVM_OK;
 }
 
@@ -470,7 +316,8 @@ SEL_FN(select_1, uint8_t)
 SEL_FN(select_4, uint32_t)
 SEL_FN(select_8, uint64_t)
 
-fvm_status fvm_k_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tensor *b, fvm_tensor *out, fvm_diag *d)
+fvm_status fvm_kernel_select_check(const fvm_tensor *p, const fvm_tensor *a, const fvm_tensor *b, const fvm_tensor *out,
+                                   fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, p, "select: p");
     KREQUIRE_TENSOR(d, a, "select: a");
@@ -483,10 +330,17 @@ fvm_status fvm_k_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tens
         return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "select: branch dtypes differ (%s and %s)",
                             fvm_dtype_name(a->dtype), fvm_dtype_name(b->dtype));
     const fvm_tensor *in[3] = {p, a, b};
-    KREQUIRE(d, out->dtype == a->dtype && bcast_matches(in, 3, &out->shape),
+    KREQUIRE(d, out->dtype == a->dtype && fvm_kernel_bcast_matches(in, 3, &out->shape),
              "select: out must have the broadcast shape and the branches' dtype");
-    if (fvm_tensor_count(out) == 0)
-        return FVM_OK;
+    return FVM_OK;
+}
+
+fvm_status fvm_k_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tensor *b, fvm_tensor *out, fvm_diag *d)
+{
+    fvm_status s = fvm_kernel_select_check(p, a, b, out, d);
+    if (s || fvm_tensor_count(out) == 0)
+        return s;
+    const fvm_tensor *in[3] = {p, a, b};
     size_t es = fvm_dtype_size(a->dtype);
     run_fn f = es == 1 ? select_1 : es == 4 ? select_4 : select_8;
     bcast it;
@@ -527,14 +381,20 @@ FVM_K_DTYPES(CAST_FROM)
 
 static const map_fn cast_table[FVM_DTYPE_COUNT][FVM_DTYPE_COUNT] = {FVM_K_DTYPES(CAST_ROW)};
 
-fvm_status fvm_k_cast(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d)
+fvm_status fvm_kernel_cast_check(const fvm_tensor *x, const fvm_tensor *out, fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, x, "cast: x");
     KREQUIRE_TENSOR(d, out, "cast: out");
     KREQUIRE(d, fvm_dims_equal(&x->shape, &out->shape), "cast: out must have x's shape");
+    return FVM_OK;
+}
+
+fvm_status fvm_k_cast(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d)
+{
+    fvm_status s = fvm_kernel_cast_check(x, out, d);
     int64_t n = fvm_tensor_count(x);
-    if (n == 0)
-        return FVM_OK;
+    if (s || n == 0)
+        return s;
     if (x->dtype == out->dtype) {
         if (kernel_bytes(out) != kernel_bytes(x))
             memmove(kernel_bytes(out), kernel_bytes(x), fvm_tensor_bytes(x));
@@ -625,19 +485,67 @@ typedef struct fused_ctx {
     size_t tmp_off[FVM_FUSED_MAX_STEPS];   /* each step's block in the scratch area */
 } fused_ctx;
 
-/* The dtype of step k's operand j. */
-static fvm_dtype operand_dtype(const fused_ctx *c, const fvm_fstep *st, int j)
+bool fvm_kernel_fused_types(const fvm_fstep *steps, int nsteps, const fvm_dtype *in_dt, int nin, fvm_dtype *dt)
 {
-    int a = st->arg[j];
-    return a >= 0 ? c->in_dt[a] : c->dt[-a - 1];
+    if (nsteps < 1 || nsteps > FVM_FUSED_MAX_STEPS || nin < 1 || nin > FVM_FUSED_MAX_IN)
+        return false;
+    for (int k = 0; k < nin; k++)
+        if ((unsigned)in_dt[k] >= FVM_DTYPE_COUNT)
+            return false;
+    for (int s = 0; s < nsteps; s++) {
+        const fvm_fstep *st = &steps[s];
+        fvm_dtype op[3];
+        for (int j = 0; j < kernel_step_arity(st); j++) {
+            int a = st->arg[j];
+            if (a >= nin || a < -s)
+                return false;
+            op[j] = a >= 0 ? in_dt[a] : dt[-a - 1];
+        }
+        switch (st->kind) {
+        case FVM_FS_UNARY:
+            if ((unsigned)st->op >= FVM_UN_COUNT || !unary_table[st->op][op[0]])
+                return false;
+            dt[s] = op[0];
+            break;
+        case FVM_FS_BINARY:
+            if ((unsigned)st->op >= FVM_BIN_COUNT || !binary_table[st->op][op[0]] || op[1] != op[0] ||
+                (st->op == FVM_BIN_DIV && fvm_dtype_is_int(op[0])))
+                return false;
+            dt[s] = fvm_elementwise_compares((fvm_binary)st->op) ? FVM_DTYPE_BOOL : op[0];
+            break;
+        case FVM_FS_SELECT:
+            if (op[0] != FVM_DTYPE_BOOL || op[1] != op[2])
+                return false;
+            dt[s] = op[1];
+            break;
+        case FVM_FS_CAST:
+            if ((unsigned)st->dtype >= FVM_DTYPE_COUNT)
+                return false;
+            dt[s] = st->dtype;
+            break;
+        case FVM_FS_FILL:
+            dt[s] = op[0];
+            break;
+        default:
+            return false;
+        }
+    }
+    return true;
 }
 
-static int step_arity(const fvm_fstep *st)
+void fvm_kernel_fill_value(fvm_dtype t, double v, void *out)
 {
-    switch (st->kind) {
-    case FVM_FS_BINARY: return 2;
-    case FVM_FS_SELECT: return 3;
-    default: return 1;
+    switch (t) {
+#define FILL_VALUE(S, T, K, E)                        \
+    case FVM_DTYPE_##E: {                             \
+        T x = from_f_##S(v);                          \
+        memcpy(out, &x, sizeof x);                    \
+        break;                                        \
+    }
+        FVM_K_DTYPES(FILL_VALUE)
+#undef FILL_VALUE
+    default:
+        break;
     }
 }
 
@@ -646,62 +554,23 @@ static int step_arity(const fvm_fstep *st)
  * kernels report it) or is an integer division (which checks its divisor). */
 static bool fused_plan(fused_ctx *c, const fvm_fstep *steps, int nsteps, const fvm_tensor *const *in, int nin)
 {
-    if (nsteps < 1 || nsteps > FVM_FUSED_MAX_STEPS || nin < 1 || nin > FVM_FUSED_MAX_IN)
+    if (nin < 1 || nin > FVM_FUSED_MAX_IN)
+        return false;
+    for (int k = 0; k < nin; k++)
+        c->in_dt[k] = in[k]->dtype;
+    if (!fvm_kernel_fused_types(steps, nsteps, c->in_dt, nin, c->dt))
         return false;
     c->steps = steps;
     c->nsteps = nsteps;
-    for (int k = 0; k < nin; k++)
-        c->in_dt[k] = in[k]->dtype;
     for (int s = 0; s < nsteps; s++) {
         const fvm_fstep *st = &steps[s];
-        int n = step_arity(st);
-        for (int j = 0; j < n; j++) {
-            if (st->arg[j] >= nin || st->arg[j] < -s)
-                return false;
-            c->op_dt[s][j] = operand_dtype(c, st, j);
+        for (int j = 0; j < kernel_step_arity(st); j++) {
+            int a = st->arg[j];
+            c->op_dt[s][j] = a >= 0 ? c->in_dt[a] : c->dt[-a - 1];
             c->op_size[s][j] = fvm_dtype_size(c->op_dt[s][j]);
         }
-        fvm_dtype a = operand_dtype(c, st, 0);
-        switch (st->kind) {
-        case FVM_FS_UNARY:
-            if ((unsigned)st->op >= FVM_UN_COUNT || !unary_table[st->op][a])
-                return false;
-            c->dt[s] = a;
-            break;
-        case FVM_FS_BINARY:
-            if ((unsigned)st->op >= FVM_BIN_COUNT || !binary_table[st->op][a] || operand_dtype(c, st, 1) != a ||
-                (st->op == FVM_BIN_DIV && fvm_dtype_is_int(a)))
-                return false;
-            c->dt[s] = st->op >= FVM_BIN_EQ && st->op <= FVM_BIN_GE ? FVM_DTYPE_BOOL : a;
-            break;
-        case FVM_FS_SELECT:
-            if (a != FVM_DTYPE_BOOL || operand_dtype(c, st, 1) != operand_dtype(c, st, 2))
-                return false;
-            c->dt[s] = operand_dtype(c, st, 1);
-            break;
-        case FVM_FS_CAST:
-            if ((unsigned)st->dtype >= FVM_DTYPE_COUNT)
-                return false;
-            c->dt[s] = st->dtype;
-            break;
-        case FVM_FS_FILL:
-            c->dt[s] = a;
-            switch (a) {
-#define FILL_VALUE(S, T, K, E)                        \
-    case FVM_DTYPE_##E: {                             \
-        T x = from_f_##S(st->value);                  \
-        memcpy(c->fill[s], &x, sizeof x);             \
-        break;                                        \
-    }
-                FVM_K_DTYPES(FILL_VALUE)
-#undef FILL_VALUE
-            default:
-                return false;
-            }
-            break;
-        default:
-            return false;
-        }
+        if (st->kind == FVM_FS_FILL)
+            fvm_kernel_fill_value(c->dt[s], st->value, c->fill[s]);
     }
     size_t per = 0; /* scratch bytes per element, each step's block 64-byte aligned */
     for (int s = 0; s < nsteps; s++)
@@ -738,7 +607,7 @@ static void fused_run(const void *const in[BC_MAX_IN], unsigned sc, void *po, in
             const void *ops[BC_MAX_IN] = {NULL};
             unsigned osc = 0;
             bool all = true;
-            for (int j = 0; j < step_arity(st); j++) {
+            for (int j = 0; j < kernel_step_arity(st); j++) {
                 int a = st->arg[j];
                 bool one = a >= 0 ? (sc >> a) & 1 : scalar[-a - 1];
                 ops[j] = a >= 0 ? (const unsigned char *)in[a] + (one ? 0 : (size_t)b * c->op_size[s][j]) : tmp[-a - 1];
@@ -795,7 +664,7 @@ fvm_status fvm_k_fused(const fvm_fstep *steps, int nsteps, const fvm_tensor *con
     KREQUIRE_TENSOR(d, out, "fused: out");
     fused_ctx c;
     KREQUIRE(d, fused_plan(&c, steps, nsteps, in, nin), "fused: a step is not defined for its operands");
-    KREQUIRE(d, out->dtype == c.dt[nsteps - 1] && bcast_matches(in, nin, &out->shape),
+    KREQUIRE(d, out->dtype == c.dt[nsteps - 1] && fvm_kernel_bcast_matches(in, nin, &out->shape),
              "fused: out must have the broadcast shape and the chain's dtype");
     if (fvm_tensor_count(out) == 0)
         return FVM_OK;

@@ -1,4 +1,4 @@
-/* kernels_impl.h - helpers shared by the kernel files (private to vm/kernels_*.c). */
+/* kernels_impl.h - helpers shared by the kernel files and the providers (private to vm/kernels). */
 #ifndef FVM_KERNELS_IMPL_H
 #define FVM_KERNELS_IMPL_H
 
@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels.h"
+#include "kernels_nn.h"
 
 /* Before an elementwise loop whose output may be exactly one of its inputs
  * (never a partial overlap): there is no dependency between iterations, so
@@ -107,6 +108,30 @@ static inline void kernel_strides(const fvm_dims *s, int64_t *stride)
     }
 }
 
+/* ---- shared by the providers (provider.h) ------------------------------------------ */
+
+/* True when every input broadcasts to exactly out's shape (kernels_elementwise.c). */
+bool fvm_kernel_bcast_matches(const fvm_tensor *const *in, int nin, const fvm_dims *out);
+/* The checks of fvm_k_unary, fvm_k_binary (with its integer divisor), fvm_k_select and
+ * fvm_k_cast, in their order and with their errors: FVM_OK when the kernel
+ * may run (kernels_elementwise.c). */
+fvm_status fvm_kernel_unary_check(fvm_unary op, const fvm_tensor *x, const fvm_tensor *out, fvm_diag *d);
+fvm_status fvm_kernel_binary_check(fvm_binary op, const fvm_tensor *a, const fvm_tensor *b, const fvm_tensor *out,
+                                   fvm_diag *d);
+fvm_status fvm_kernel_select_check(const fvm_tensor *p, const fvm_tensor *a, const fvm_tensor *b, const fvm_tensor *out,
+                                   fvm_diag *d);
+fvm_status fvm_kernel_cast_check(const fvm_tensor *x, const fvm_tensor *out, fvm_diag *d);
+/* The number of operands of a step (1, 2 or 3). */
+static inline int kernel_step_arity(const fvm_fstep *st)
+{
+    return st->kind == FVM_FS_BINARY ? 2 : st->kind == FVM_FS_SELECT ? 3 : 1;
+}
+/* The dtype of every step of a chain over inputs of dtypes in_dt into
+ * dt[0..nsteps); false when fvm_k_fused_dtype is. */
+bool fvm_kernel_fused_types(const fvm_fstep *steps, int nsteps, const fvm_dtype *in_dt, int nin, fvm_dtype *dt);
+/* v as one element of dtype t (fvm_dtype_size(t) bytes at out), converted as fvm_k_fill converts it. */
+void fvm_kernel_fill_value(fvm_dtype t, double v, void *out);
+
 /* A matrix product's operands as op(a) [M,K] and op(b) [K,N] read through
  * element strides: A(i,k) = a[i*a_si + k*a_sk], B(k,j) = b[k*b_sk + j*b_sj].
  * A vector on the left is a 1-row matrix, a vector on the right a 1-column
@@ -115,6 +140,25 @@ typedef struct mm_shape {
     int64_t m, n, k;
     int64_t a_si, a_sk, b_sk, b_sj;
 } mm_shape;
+
+/* The checks of fvm_k_matmul, in its order and with its errors, and the
+ * product's shape (kernels_linalg.c). */
+fvm_status fvm_kernel_matmul_shape(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *out,
+                                   mm_shape *shape, fvm_diag *d);
+
+/* C [m,n] = op(A) op(B), plus C when accumulate, row-major, of f32 (es 4)
+ * or f64 (es 8) elements with leading dimensions lda, ldb, ldc; op
+ * transposes when its flag is set: the products of the conv2d kernels. */
+typedef void (*fvm_kernel_gemm_fn)(size_t es, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
+                                   int64_t lda, const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc);
+/* The conv2d kernels of kernels_nn.h with their products computed by gemm
+ * (fvm_k_conv2d and its gradients are these with BLAS's; kernels_conv.c). */
+fvm_status fvm_kernel_conv2d(fvm_kernel_gemm_fn gemm, const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win,
+                             fvm_tensor *y, fvm_diag *d);
+fvm_status fvm_kernel_conv2d_grad_input(fvm_kernel_gemm_fn gemm, const fvm_tensor *dy, const fvm_tensor *w,
+                                        const fvm_window *win, fvm_tensor *dx, fvm_diag *d);
+fvm_status fvm_kernel_conv2d_grad_filter(fvm_kernel_gemm_fn gemm, const fvm_tensor *x, const fvm_tensor *dy,
+                                         const fvm_window *win, fvm_tensor *dw, fvm_diag *d);
 
 /* f32 products of two matrices (kernels_gemm.c), for those that fit
  * fvm_gemm_f32_fits (larger ones go to BLAS): c = op(a) op(b), every element

@@ -68,7 +68,8 @@ INT_MATMUL(u8, uint8_t, uint32_t) /* accumulated in 32 bits, stored modulo 256 *
 BLAS_MATMUL(f32, float, s)
 BLAS_MATMUL(f64, double, d)
 
-fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, fvm_tensor *out, fvm_diag *d)
+fvm_status fvm_kernel_matmul_shape(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *out,
+                                   mm_shape *shape, fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, a, "matmul: a");
     KREQUIRE_TENSOR(d, b, "matmul: b");
@@ -110,6 +111,18 @@ fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool 
     KREQUIRE(d, s.k == kb, "matmul: inner dims differ (%lld and %lld)", (long long)s.k, (long long)kb);
     KREQUIRE(d, out->dtype == a->dtype && fvm_dims_equal(&out->shape, &want),
              "matmul: out must have the operands' dtype and the product's shape");
+    *shape = s;
+    return FVM_OK;
+}
+
+fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, fvm_tensor *out, fvm_diag *d)
+{
+    mm_shape s;
+    fvm_status st = fvm_kernel_matmul_shape(a, b, ta, tb, out, &s, d);
+    if (st)
+        return st;
+    int ra = a->shape.rank, rb = b->shape.rank;
+    const int64_t *ad = a->shape.d, *bd = b->shape.d;
     if (fvm_tensor_count(out) == 0)
         return FVM_OK;
     if (s.k == 0) { /* an empty sum: all-zero bytes are 0 and +0.0 */

@@ -1,5 +1,5 @@
 /* kernels_nn.h - neural-network kernels: convolution, pooling, softmax, cross-entropy, scatter-add,
- * dropout, and the backward kernels their gradients need.
+ * dropout, layer norm, the LSTM cell, and the backward kernels their gradients need.
  *
  * Conventions are those of kernels.h: inputs borrowed, 'out' allocated by
  * the caller with the shape the matching shape helper computes, float dtypes
@@ -23,27 +23,8 @@
 #ifndef FVM_KERNELS_NN_H
 #define FVM_KERNELS_NN_H
 
+#include "../ir/shapes.h"
 #include "kernels.h"
-
-/* A 2-D window: size (pooling window or filter), strides, and padding.
- * SAME pads so that out = ceil(in / stride), with the extra row/column at the
- * bottom/right (TensorFlow's rule); VALID uses no padding: out =
- * floor((in - size) / stride) + 1. */
-typedef struct fvm_window {
-    int64_t kh, kw; /* window size >= 1 (for conv2d: the filter's KH, KW) */
-    int64_t sh, sw; /* strides >= 1 */
-    bool same;
-} fvm_window;
-
-/* Output height/width and the padding before (top/left) for one image side.
- * SAME: out = ceil(in / stride), total padding max((out-1)*stride + k - in, 0),
- * of which floor(total / 2) comes before. VALID: pad_before 0, and in >= k
- * is required. in may be -1 (an unknown dim in a static type): *out is then
- * -1 and *pad_before -1 for SAME (0 for VALID). FVM_ERR_TYPE in d, outputs
- * untouched, for k < 1, stride < 1, in < -1 or a VALID window larger than
- * the input. out and pad_before may be NULL when not wanted. */
-fvm_status fvm_window_out(int64_t in, int64_t k, int64_t stride, bool same, int64_t *out, int64_t *pad_before,
-                          fvm_diag *d);
 
 /* y[n,oh,ow,o] = sum over kh,kw,c of xpad[n, oh*sh+kh, ow*sw+kw, c] * w[kh,kw,c,o],
  * where xpad is x padded with zeros by the window's rule (fvm_window_out);
@@ -136,5 +117,23 @@ fvm_status fvm_k_scatter_add(const fvm_tensor *idx, const fvm_tensor *updates, i
  * be x itself. The same key gives the same mask, so applying it to a
  * cotangent gives the gradient. */
 fvm_status fvm_k_dropout(const fvm_tensor *x, const uint32_t key[2], double rate, fvm_tensor *out, fvm_diag *d);
+
+/* The layer norm over x's last axis: y = (x - mean) / sqrt(var + eps) *
+ * gamma + beta, gamma and beta [D] for x [..., D], mean and var (the biased
+ * variance) summed in index order in f64, y rounded once to the dtype. y has
+ * x's shape; a zero-length last axis gives an empty y. */
+fvm_status fvm_k_layer_norm(const fvm_tensor *x, const fvm_tensor *gamma, const fvm_tensor *beta, double eps,
+                            fvm_tensor *y, fvm_diag *d);
+
+/* An LSTM cell from its pre-activations zx = x wx and zh = h wh ([B,4H]),
+ * the bias b [4H] and the cell state c [B,H]: per element, in f64, z = zx +
+ * zh + b; gates i, f, g, o are z's four column blocks of H; c_out =
+ * sigmoid(f) c + sigmoid(i) tanh(g) (rounded to the dtype), h_out =
+ * sigmoid(o) tanh(c_out), sigmoid computed stably (as the sigmoid op). */
+fvm_status fvm_k_lstm_gates(const fvm_tensor *zx, const fvm_tensor *zh, const fvm_tensor *b, const fvm_tensor *c,
+                            fvm_tensor *h_out, fvm_tensor *c_out, fvm_diag *d);
+
+/* *out = the sum of the squares of x's elements (any dtype), in index order, in f64. */
+fvm_status fvm_k_sum_squares(const fvm_tensor *x, double *out, fvm_diag *d);
 
 #endif

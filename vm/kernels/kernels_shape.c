@@ -256,3 +256,75 @@ fvm_status fvm_k_gather(const fvm_tensor *x, const fvm_tensor *idx, int axis, fv
     }
     return FVM_OK;
 }
+
+/* ---- broadcast and unslice ------------------------------------------------ */
+
+fvm_status fvm_k_broadcast(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d)
+{
+    KREQUIRE_TENSOR(d, x, "broadcast: x");
+    KREQUIRE_TENSOR(d, out, "broadcast: out");
+    fvm_dims b;
+    KREQUIRE(d, out->dtype == x->dtype && fvm_dims_broadcast(&x->shape, &out->shape, &b, NULL) == FVM_OK &&
+                    fvm_dims_equal(&b, &out->shape),
+             "broadcast: out must have x's dtype and a shape x broadcasts to");
+    int r = out->shape.rank, off = r - x->shape.rank;
+    int64_t stride[FVM_MAX_RANK], idx[FVM_MAX_RANK] = {0};
+    int64_t acc = 1;
+    for (int i = r - 1; i >= 0; i--) {
+        int64_t sd = i >= off ? x->shape.d[i - off] : 1;
+        stride[i] = sd == 1 ? 0 : acc;
+        acc *= sd;
+    }
+    size_t es = fvm_dtype_size(x->dtype);
+    int64_t n = fvm_tensor_count(out);
+    if (n == 0)
+        return FVM_OK;
+    const unsigned char *sp = kernel_bytes(x);
+    unsigned char *dp = kernel_bytes(out);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t si = 0;
+        for (int i = 0; i < r; i++)
+            si += idx[i] * stride[i];
+        memcpy(dp + (size_t)k * es, sp + (size_t)si * es, es);
+        for (int i = r - 1; i >= 0; i--) {
+            if (++idx[i] < out->shape.d[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    return FVM_OK;
+}
+
+fvm_status fvm_k_unslice(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out,
+                         fvm_diag *d)
+{
+    KREQUIRE_TENSOR(d, x, "unslice: x");
+    KREQUIRE_TENSOR(d, out, "unslice: out");
+    int r = x->shape.rank;
+    KREQUIRE(d, out->dtype == x->dtype && out->shape.rank == r, "unslice: out must have x's dtype and rank");
+    for (int i = 0; i < r; i++)
+        KREQUIRE(d, step[i] >= 1 && start[i] >= 0 &&
+                        (x->shape.d[i] == 0 || start[i] + (x->shape.d[i] - 1) * step[i] < out->shape.d[i]),
+                 "unslice: the slice leaves out's axis %d", i);
+    if (fvm_tensor_count(out) == 0)
+        return FVM_OK;
+    size_t es = fvm_dtype_size(out->dtype);
+    memset(kernel_bytes(out), 0, fvm_tensor_bytes(out));
+    int64_t n = fvm_tensor_count(x);
+    int64_t idx[FVM_MAX_RANK] = {0}, ostride[FVM_MAX_RANK];
+    kernel_strides(&out->shape, ostride);
+    const unsigned char *src = n ? kernel_bytes(x) : NULL;
+    unsigned char *dst = kernel_bytes(out);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t off = 0;
+        for (int i = 0; i < r; i++)
+            off += (start[i] + idx[i] * step[i]) * ostride[i];
+        memcpy(dst + (size_t)off * es, src + (size_t)k * es, es);
+        for (int i = r - 1; i >= 0; i--) {
+            if (++idx[i] < x->shape.d[i])
+                break;
+            idx[i] = 0;
+        }
+    }
+    return FVM_OK;
+}

@@ -114,7 +114,7 @@ fvm_status fvm_session_new(const fvm_program *p, const fvm_session_opts *o, fvm_
         free(ss);
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     }
-    fvm_vm_config cfg = {.nclients = -1, .backend = ss->backend, .max_steps = so.max_steps,
+    fvm_vm_config cfg = {.nclients = -1, .backend = ss->backend, .kernels = so.kernels, .max_steps = so.max_steps,
                          .time_limit = so.time_limit};
     if ((s = fvm_vm_new(p, &cfg, &ss->vm, d))) {
         fvm_session_free(ss);

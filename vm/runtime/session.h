@@ -83,6 +83,7 @@ typedef struct fvm_session_opts {
     const char *resume;        /* NULL, or a checkpoint directory to continue from */
     const char *init;          /* NULL, or a safetensors file laid over the initial state */
     fvm_backend *backend;      /* NULL: the sequential backend; borrowed */
+    const fvm_kernels *kernels; /* what computes the ops (vm/kernels/provider.h); NULL: the cpu kernels */
     int64_t max_steps;         /* bounds on the VM (interp.h's fvm_vm_config); 0: none */
     double time_limit;
     fvm_session_progress_fn progress; /* optional */

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "../../format/ir_read.h"
-#include "../exec/fuse.h"
+#include "fuse_plan.h"
 #include "../ir/check.h"
 #include "autodiff.h"
 #include "phases.h"

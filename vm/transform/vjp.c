@@ -156,6 +156,12 @@ fvm_status vjp_sigmoid(fvm_vjp *v)
     return FVM_OK;
 }
 
+fvm_status vjp_softplus(fvm_vjp *v)
+{
+    set(v, 0, OP(MUL, NULL, v->ct, OP(SIGMOID, NULL, v->x[0]))); /* softplus' = sigmoid */
+    return FVM_OK;
+}
+
 fvm_status vjp_relu(fvm_vjp *v)
 {
     const char *pos = OP(GT, NULL, v->x[0], OP(ZEROS_LIKE, NULL, v->x[0]));
