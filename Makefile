@@ -24,7 +24,7 @@ BIN      ?= bin
 LIBD     ?= lib
 OPT      ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-            -Wwrite-strings -Wno-unused-parameter -Wvla
+            -Wwrite-strings -Wno-unused-parameter -Wvla -Werror=implicit-function-declaration
 CSTD     := -std=c11 -D_GNU_SOURCE
 PKGS     := jansson yaml-0.1 sqlite3 zlib libdeflate msgpack libprotobuf-c nettle
 # OpenBLAS's pthread build (Debian's default): it is safe to call from
@@ -43,7 +43,10 @@ BLAS_CFLAGS := $(shell $(PKG_CONFIG) --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell $(PKG_CONFIG) --libs openblas 2>/dev/null || echo -lopenblas)
 endif
 CFLAGS   ?= $(OPT)
-ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
+# The library exports only what its public headers mark FVM_API (docs/API.md);
+# calls inside it to its own exported functions bind locally.
+VISIBILITY := -fvisibility=hidden -fno-semantic-interposition
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC $(VISIBILITY) -MMD -MP \
              $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) -I$(BUILD)/gen
 LIBS     = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -ldeflate -lmsgpackc -lprotobuf-c -lnettle) \
            $(BLAS_LIBS) -lm -lpthread
@@ -65,7 +68,7 @@ ifeq ($(MPI)$(MPI_LIBS),yes)
 $(error MPI=yes but Open MPI's development files were not found (make deps installs libopenmpi-dev))
 endif
 PYTHON   ?= python3
-VERSION  := 0.1.0
+VERSION  := $(shell sed -n 's/^\#define FVM_VERSION "\(.*\)"/\1/p' vm/core/api.h)
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
@@ -93,11 +96,16 @@ FEDVM_OBJ := $(patsubst %.c,$(BUILD)/%.o,tools/fedvm.c $(wildcard tools/fedvm_*.
 FEDPLAN_OBJ := $(BUILD)/tools/fedplan.o $(BUILD)/tools/fedvm_cli.o
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-# Installed headers: everything but the internal ones.
-PRIVATE_H := vm/exec/exec.h vm/ir/rules.h vm/exec/aggregate.h vm/kernels/kernels_impl.h vm/kernels/kernels_gemm_tile.h \
-             vm/kernels/kernels_scalar.h vm/exec/fuse.h vm/transform/fuse_plan.h vm/ir/bufcache.h format/yaml_core.h \
-             format/dataset_impl.h format/xdev_impl.h
-PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h $(foreach d,$(LAYERS),$(d)/*.h)))
+# The public headers, the only ones installed: vm/fedvm.h and every header it
+# includes (tests/check_api.sh checks the list against the includes, and that
+# libfedvm.so exports exactly their FVM_API functions). The others are internal.
+PUBLIC_H  := vm/fedvm.h vm/core/api.h vm/core/arena.h vm/core/doc.h vm/core/prng.h vm/core/status.h vm/core/suggest.h \
+             vm/ir/check.h vm/ir/ir.h vm/ir/keys.h vm/ir/ops.h vm/ir/tensor.h vm/ir/types.h vm/ir/value.h \
+             vm/ir/ops.def vm/ir/attrs.def vm/kernels/providers.h vm/transform/passes.h vm/transform/plans.h \
+             vm/exec/backend.h vm/exec/interp.h vm/runtime/partition.h vm/runtime/session.h \
+             vm/runtime/synthetic.h vm/runtime/xdev.h format/atomic.h format/bind.h format/checkpoint.h \
+             format/data_bind.h format/dataset.h format/doc_io.h format/file.h format/idx.h format/ir_read.h \
+             format/ir_write.h format/metrics.h format/plan.h format/safetensors.h format/value_doc.h format/xdev.h
 
 .PHONY: all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
 
@@ -126,7 +134,7 @@ $(BUILD)/gen/beam_pipeline.h: format/beam_pipeline.js
 $(BUILD)/format/plan_beam.o: $(BUILD)/gen/beam_pipeline.h
 
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c | $(PROTO_H)
-	$(CC) $(CSTD) $(CFLAGS) -fPIC -MMD -MP -I$(BUILD)/gen $(shell $(PKG_CONFIG) --cflags libprotobuf-c) -c $< -o $@
+	$(CC) $(CSTD) $(CFLAGS) -fPIC $(VISIBILITY) -MMD -MP -I$(BUILD)/gen $(shell $(PKG_CONFIG) --cflags libprotobuf-c) -c $< -o $@
 
 $(LIBD)/libfedvm.a: $(LIB_OBJ)
 	@mkdir -p $(LIBD)
@@ -135,7 +143,8 @@ $(LIBD)/libfedvm.a: $(LIB_OBJ)
 
 $(LIBD)/libfedvm.so: $(LIB_OBJ)
 	@mkdir -p $(LIBD)
-	$(CC) -shared -Wl,-soname,libfedvm.so.0 -o $@ $^ $(LIBS)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libfedvm.so.0 -Wl,-Bsymbolic-functions -o $@ $^ $(LIBS)
+	ln -sf libfedvm.so $(LIBD)/libfedvm.so.0
 
 $(BUILD)/tools/fedvm_plot.o: ALL_CFLAGS += $(PLOT_CFLAGS)
 ifneq ($(MPI_LIBS),)
@@ -143,13 +152,16 @@ $(BUILD)/vm/exec/backend_mpi.o: ALL_CFLAGS += -DFVM_HAVE_MPI $(MPI_CFLAGS)
 LIBS += $(MPI_LIBS)
 endif
 
-$(BIN)/fedvm: $(FEDVM_OBJ) $(LIBD)/libfedvm.a
+# The commands link libfedvm.so, so they can use its public API only; they
+# find it beside them ($ORIGIN: lib/ next to bin/, here and once installed).
+TOOL_LDFLAGS = -L$(LIBD) -lfedvm -Wl,-rpath,'$$ORIGIN/$(shell realpath -m --relative-to=$(BIN) $(LIBD))' -lm
+$(BIN)/fedvm: $(FEDVM_OBJ) $(LIBD)/libfedvm.so
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $(FEDVM_OBJ) $(LIBD)/libfedvm.a $(LIBS) $(PLOT_LIBS)
+	$(CC) $(CFLAGS) -o $@ $(FEDVM_OBJ) $(TOOL_LDFLAGS) $(PLOT_LIBS)
 
-$(BIN)/fedplan: $(FEDPLAN_OBJ) $(LIBD)/libfedvm.a
+$(BIN)/fedplan: $(FEDPLAN_OBJ) $(LIBD)/libfedvm.so
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $(FEDPLAN_OBJ) $(LIBD)/libfedvm.a $(LIBS)
+	$(CC) $(CFLAGS) -o $@ $(FEDPLAN_OBJ) $(TOOL_LDFLAGS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(TEST_LIBS) $(LIBS)
@@ -185,6 +197,7 @@ test: deps
 test-run: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; FVM_BIN=$(BIN) $$t; done
 	@tests/check_layers.sh $(BUILD)
+	@tests/check_api.sh $(LIBD)/libfedvm.so $(PUBLIC_H)
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_hostile.sh $(BIN)
 	@tests/run_cli.sh $(BIN)/fedvm
@@ -376,7 +389,9 @@ install: all
 	install -m 755 $(LIBD)/libfedvm.so $(DESTDIR)$(PREFIX)/lib/libfedvm.so.$(VERSION)
 	ln -sf libfedvm.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfedvm.so.0
 	ln -sf libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so
-	for h in $(PUBLIC_H) vm/ir/ops.def vm/ir/attrs.def; do install -m 644 $$h $(DESTDIR)$(PREFIX)/include/fedvm/$$h || exit 1; done
+	for h in $(PUBLIC_H); do install -m 644 $$h $(DESTDIR)$(PREFIX)/include/fedvm/$$h || exit 1; done
+	printf '%s\n' '/* fedvm.h - the public API of libfedvm (docs/API.md of the sources). */' '#include "vm/fedvm.h"' \
+	  > $(DESTDIR)$(PREFIX)/include/fedvm/fedvm.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@MPI_LIBS@|$(MPI_LIBS)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
 	@# A system install (no DESTDIR) is found by the dynamic linker at once: its
 	@# cache is rebuilt, and a PREFIX outside its search path is said.

@@ -7,7 +7,7 @@
 /* Parse JSON text (jansson). On error records a FVM_ERR_SYNTAX with file:line:col
  * in d and returns it. Duplicate keys are errors; nesting deeper than
  * FVM_MAX_DEPTH collections is FVM_ERR_LIMIT. *out lives in arena a. */
-fvm_status fvm_json_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
+FVM_API fvm_status fvm_json_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
 
 /* Parse YAML text (libyaml, UTF-8, exactly one document) into the same tree.
  * Plain scalars are resolved by YAML 1.2's core schema (null, true/false, ints,
@@ -21,7 +21,7 @@ fvm_status fvm_json_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, f
  * own anchor; FVM_ERR_FORMAT for no or several documents, keys that are not
  * strings, duplicate keys, ints outside int64, NUL in a string. "<<" is an
  * ordinary key (no YAML 1.1 merge). Errors carry file:line:col. */
-fvm_status fvm_yaml_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
+FVM_API fvm_status fvm_yaml_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
 
 /* Writers (output malloc'd and NUL-terminated; caller frees; *out is NULL on
  * error; out_len may be NULL). A collection with 'flow' set is written on one
@@ -38,11 +38,11 @@ fvm_status fvm_yaml_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, f
  * NUL; FVM_ERR_LIMIT past FVM_MAX_DEPTH or FVM_MAX_DOC_NODES. Anything the
  * readers return can be written and reads back fvm_doc_equal (from JSON, bar
  * non-finite reals, which come back as the strings above). */
-fvm_status fvm_json_write(const fvm_doc *doc, char **out, size_t *out_len, fvm_diag *d);
-fvm_status fvm_yaml_write(const fvm_doc *doc, char **out, size_t *out_len, fvm_diag *d);
+FVM_API fvm_status fvm_json_write(const fvm_doc *doc, char **out, size_t *out_len, fvm_diag *d);
+FVM_API fvm_status fvm_yaml_write(const fvm_doc *doc, char **out, size_t *out_len, fvm_diag *d);
 
 /* Parse by file name: ".yaml"/".yml" use YAML, everything else JSON. */
-fvm_status fvm_doc_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
+FVM_API fvm_status fvm_doc_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fvm_diag *d);
 
 /* The largest program, value (--arg @FILE), metrics file or list fedvm reads. */
 #define FVM_MAX_TEXT_FILE ((1ull << 31) - 1)
@@ -50,6 +50,6 @@ fvm_status fvm_doc_parse(fvm_arena *a, const fvm_doc_src *src, fvm_doc **out, fv
 /* Read a whole file into a malloc'd NUL-terminated buffer (caller frees): a
  * regular file of at most FVM_MAX_TEXT_FILE bytes (file.h's fvm_file_read;
  * a FIFO, a device or a directory is refused by name). */
-fvm_status fvm_read_file(const char *path, char **out_text, size_t *out_len, fvm_diag *d);
+FVM_API fvm_status fvm_read_file(const char *path, char **out_text, size_t *out_len, fvm_diag *d);
 
 #endif

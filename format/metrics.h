@@ -51,7 +51,7 @@ typedef struct fvm_metrics_round {
  * this order, on one line ending with a newline (doc_io.h's JSON writer;
  * seconds rounded to the microsecond). *out is malloc'd (the caller frees
  * it); FVM_ERR_NOMEM is the only error. */
-fvm_status fvm_metrics_line(const fvm_metrics_round *r, char **out, size_t *len, fvm_diag *d);
+FVM_API fvm_status fvm_metrics_line(const fvm_metrics_round *r, char **out, size_t *len, fvm_diag *d);
 
 /* Cuts the metrics file at path back for a run resumed after round last:
  * keeps its lines up to the first one whose "round" is after last, drops
@@ -61,7 +61,7 @@ fvm_status fvm_metrics_line(const fvm_metrics_round *r, char **out, size_t *len,
  * that is not a JSON object with an integer "round" is kept. A missing file
  * is left missing; one that is not a regular file (a FIFO) or has more than
  * 1 GiB is an error naming it. */
-fvm_status fvm_metrics_cut(const char *path, int64_t last, fvm_diag *d);
+FVM_API fvm_status fvm_metrics_cut(const char *path, int64_t last, fvm_diag *d);
 
 /* ---- reading ------------------------------------------------------------------ */
 
@@ -102,17 +102,17 @@ typedef struct fvm_metrics {
  * FVM_ERR_FORMAT for a line that is not an object or lacks an integer
  * "round" >= 0, and for a file with no usable rows (no lines, or no numbers
  * besides the rounds). */
-fvm_status fvm_metrics_read(const char *path, fvm_metrics **out, fvm_diag *d);
+FVM_API fvm_status fvm_metrics_read(const char *path, fvm_metrics **out, fvm_diag *d);
 
 /* The same over text already in memory; file names it in errors (borrowed
  * for the call, copied into the result). */
-fvm_status fvm_metrics_parse(const char *file, const char *text, size_t len, fvm_metrics **out, fvm_diag *d);
+FVM_API fvm_status fvm_metrics_parse(const char *file, const char *text, size_t len, fvm_metrics **out, fvm_diag *d);
 
 /* The series called name, or NULL. A file's series have distinct names;
  * finding one takes the same time however many there are. */
-const fvm_series *fvm_metrics_get(const fvm_metrics *m, const char *name);
+FVM_API const fvm_series *fvm_metrics_get(const fvm_metrics *m, const char *name);
 
 /* Frees m and everything in it; NULL is a no-op. */
-void fvm_metrics_free(fvm_metrics *m);
+FVM_API void fvm_metrics_free(fvm_metrics *m);
 
 #endif

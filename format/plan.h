@@ -33,6 +33,6 @@ typedef struct fvm_plan_format {
  * FVM_ERR_NAME located at the program's "functions" object (file:line:col,
  * pointer /functions), with a suggestion for a misspelt fn or else the
  * names of the functions the program's file defines. *out is borrowed from p. */
-fvm_status fvm_plan_entry(const fvm_program *p, const char *fn, const fvm_func **out, fvm_diag *d);
+FVM_API fvm_status fvm_plan_entry(const fvm_program *p, const char *fn, const fvm_func **out, fvm_diag *d);
 
 #endif

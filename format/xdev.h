@@ -46,7 +46,7 @@ typedef struct fvm_xdev_plan fvm_xdev_plan;
 /* Reads the plan file at path, once (a regular file of at most
  * FVM_XDEV_MAX_PLAN bytes; format/file.h), and parses it as
  * fvm_xdev_parse does. */
-fvm_status fvm_xdev_open(const char *path, unsigned phases, fvm_xdev_plan **out, fvm_diag *d);
+FVM_API fvm_status fvm_xdev_open(const char *path, unsigned phases, fvm_xdev_plan **out, fvm_diag *d);
 
 /* The plan in len bytes of text (borrowed; name is the file name errors
  * give): loads and checks the programs of the phases asked for (a bitwise
@@ -62,13 +62,13 @@ fvm_status fvm_xdev_open(const char *path, unsigned phases, fvm_xdev_plan **out,
  * what it sends). *out (free with fvm_xdev_close) is NULL on error. Before
  * the programs run, the passes after checking must run over them
  * (fvm_xdev_compile, vm/runtime/xdev.h). */
-fvm_status fvm_xdev_parse(const char *name, const char *text, size_t len, unsigned phases, fvm_xdev_plan **out,
+FVM_API fvm_status fvm_xdev_parse(const char *name, const char *text, size_t len, unsigned phases, fvm_xdev_plan **out,
                           fvm_diag *d);
 
 /* Frees the plan; NULL is a no-op. */
-void fvm_xdev_close(fvm_xdev_plan *plan);
+FVM_API void fvm_xdev_close(fvm_xdev_plan *plan);
 
 /* The plan's id: the SHA-256 of its file's bytes, 64 hex digits (owned by plan). */
-const char *fvm_xdev_id(const fvm_xdev_plan *plan);
+FVM_API const char *fvm_xdev_id(const fvm_xdev_plan *plan);
 
 #endif

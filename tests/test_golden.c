@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
+#include "../vm/kernels/provider.h"
 #include "../format/doc_io.h"
 
 /* Numbers within tol relative (absolute below 1), zeros of the same sign; structure exact. */

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include "api.h"
+
 typedef struct fvm_arena_chunk fvm_arena_chunk;
 
 /* Zero-initialise to use. Not thread-safe. */
@@ -14,15 +16,15 @@ typedef struct fvm_arena {
 } fvm_arena;
 
 /* Zeroed, 16-byte aligned memory valid until fvm_arena_free(); NULL when out of memory. */
-void *fvm_arena_alloc(fvm_arena *a, size_t size);
+FVM_API void *fvm_arena_alloc(fvm_arena *a, size_t size);
 /* Overflow-checked n * size allocation. */
-void *fvm_arena_array(fvm_arena *a, size_t n, size_t size);
+FVM_API void *fvm_arena_array(fvm_arena *a, size_t n, size_t size);
 /* Copies of strings; NULL when out of memory. strndup copies exactly len bytes and adds a NUL. */
-char *fvm_arena_strdup(fvm_arena *a, const char *s);
-char *fvm_arena_strndup(fvm_arena *a, const char *s, size_t len);
+FVM_API char *fvm_arena_strdup(fvm_arena *a, const char *s);
+FVM_API char *fvm_arena_strndup(fvm_arena *a, const char *s, size_t len);
 /* printf into the arena. */
-char *fvm_arena_printf(fvm_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+FVM_API char *fvm_arena_printf(fvm_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Frees every chunk; the arena is empty and reusable. */
-void fvm_arena_free(fvm_arena *a);
+FVM_API void fvm_arena_free(fvm_arena *a);
 
 #endif

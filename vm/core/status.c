@@ -231,3 +231,8 @@ char *fvm_error_format(const fvm_error *e)
         snprintf(s, len, "%s%s", where, e->msg);
     return s;
 }
+
+const char *fvm_version(void)
+{
+    return FVM_VERSION;
+}

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "api.h"
+
 /* Every fallible function returns one of these; results go to out_ parameters. */
 typedef enum fvm_status {
     FVM_OK = 0,
@@ -33,7 +35,7 @@ typedef enum fvm_status {
     } while (0)
 
 /* Short lowercase name of a status ("type", "placement", ...). Never NULL. */
-const char *fvm_status_name(fvm_status s);
+FVM_API const char *fvm_status_name(fvm_status s);
 
 /* Where something is in a source document. Strings are borrowed (they live in
  * the program's arena or are static). line/col are 1-based; 0 means unknown.
@@ -63,37 +65,37 @@ typedef struct fvm_diag {
 /* Append an error; loc may be NULL (unknown location). Copies every string.
  * Returns code, so callers can write 'return fvm_diag_add(...)'. If d is NULL
  * nothing is recorded. */
-fvm_status fvm_diag_add(fvm_diag *d, fvm_status code, const fvm_loc *loc, const char *fmt, ...)
+FVM_API fvm_status fvm_diag_add(fvm_diag *d, fvm_status code, const fvm_loc *loc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-fvm_status fvm_diag_vadd(fvm_diag *d, fvm_status code, const fvm_loc *loc, const char *fmt, va_list ap);
+FVM_API fvm_status fvm_diag_vadd(fvm_diag *d, fvm_status code, const fvm_loc *loc, const char *fmt, va_list ap);
 
 /* Give the last error a location if it has none (used when a kernel reports an
  * error and the interpreter knows which instruction ran it). */
-void fvm_diag_locate_last(fvm_diag *d, const fvm_loc *loc);
+FVM_API void fvm_diag_locate_last(fvm_diag *d, const fvm_loc *loc);
 /* The same, also making its message say "what: " first, once: a message
  * that starts with the word what is kept; one that starts with another
  * label ("gather: index 5 ...", from a kernel or helper that what used) gets
  * what in place of that label; any other gets "what: " in front. When code
  * is not FVM_OK it replaces the error's code. Only an error that has no
  * location yet is changed. */
-void fvm_diag_place_last(fvm_diag *d, const fvm_loc *loc, const char *what, fvm_status code);
+FVM_API void fvm_diag_place_last(fvm_diag *d, const fvm_loc *loc, const char *what, fvm_status code);
 
 /* Orders the errors from index 'from' on by where they are: file (in the
  * order files first appear among them), then line and column. An error
  * without a line stays after the one before it. Stable: errors at one place
  * keep their order. What the loader and the checker report separately then
  * reads as one pass over the source. */
-void fvm_diag_sort(fvm_diag *d, int from);
+FVM_API void fvm_diag_sort(fvm_diag *d, int from);
 
 /* Appends copies of src's errors to dst (a worker's errors to its caller's). */
-void fvm_diag_append(fvm_diag *dst, const fvm_diag *src);
+FVM_API void fvm_diag_append(fvm_diag *dst, const fvm_diag *src);
 
 /* Free all errors; the diag is empty and reusable afterwards. */
-void fvm_diag_clear(fvm_diag *d);
+FVM_API void fvm_diag_clear(fvm_diag *d);
 
 /* Format one error as "file:line:col: pointer: message" into a malloc'd string
  * (caller frees), or NULL when out of memory. */
-char *fvm_error_format(const fvm_error *e);
+FVM_API char *fvm_error_format(const fvm_error *e);
 
 /* Library log sink: the library never prints, it calls this when set. */
 typedef enum fvm_log_level { FVM_LOG_DEBUG, FVM_LOG_INFO, FVM_LOG_WARN } fvm_log_level;

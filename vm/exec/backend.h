@@ -51,12 +51,12 @@ struct fvm_backend {
 
 /* The sequential reference backend: tasks in order, on the calling thread.
  * NULL when out of memory. */
-fvm_backend *fvm_backend_seq(void);
+FVM_API fvm_backend *fvm_backend_seq(void);
 
 /* A pool of 'threads' worker threads (0: one per online core); tasks are
  * handed out in increasing order as workers become free. NULL when out of
  * memory. */
-fvm_backend *fvm_backend_threads(int threads);
+FVM_API fvm_backend *fvm_backend_threads(int threads);
 
 /* Open MPI's processes (the ranks of mpirun, or one process started
  * alone). Every rank runs the whole program: the server part is replicated
@@ -72,7 +72,7 @@ fvm_backend *fvm_backend_threads(int threads);
  * MPI is initialised here when it is not yet, and then finalised by
  * fvm_backend_free (MPI allows that once per process: make one such
  * backend per process). FVM_ERR_USAGE when this build of fedvm has no MPI. */
-fvm_status fvm_backend_mpi(fvm_backend **out, fvm_diag *d);
+FVM_API fvm_status fvm_backend_mpi(fvm_backend **out, fvm_diag *d);
 
 /* b's agree, or s when it has none. */
 static inline fvm_status fvm_backend_agree(fvm_backend *b, fvm_status s, fvm_diag *d)

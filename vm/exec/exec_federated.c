@@ -46,7 +46,7 @@ fvm_status fvm_client_get(fvm_ctx *x, const fvm_value *v, const fvm_type *t, int
 
 static fvm_status replicate(fvm_ctx *x, fvm_value *v, fvm_value **out)
 {
-    int64_t n;
+    int64_t n = 0;
     fvm_status s = fvm_need_clients(x, &n);
     if (s)
         return s;

@@ -5,7 +5,7 @@
 #include "backend.h"
 #include "../ir/ir.h"
 #include "../ir/value.h"
-#include "../kernels/provider.h"
+#include "../kernels/providers.h"
 
 typedef struct fvm_vm fvm_vm;
 
@@ -33,22 +33,22 @@ typedef struct fvm_vm_config {
  * for the whole process: BLAS results change in their last bits with
  * OpenBLAS's thread count, and fedvm's results must not depend on the
  * machine; parallelism comes from the backends instead). */
-fvm_status fvm_vm_new(const fvm_program *p, const fvm_vm_config *cfg, fvm_vm **out, fvm_diag *d);
+FVM_API fvm_status fvm_vm_new(const fvm_program *p, const fvm_vm_config *cfg, fvm_vm **out, fvm_diag *d);
 /* NULL is a no-op. */
-void fvm_vm_free(fvm_vm *vm);
+FVM_API void fvm_vm_free(fvm_vm *vm);
 
 /* The number of clients, once known (-1 before). Binding a {T}@CLIENTS value
  * sets it; a later value with another count is an error. */
-int64_t fvm_vm_clients(const fvm_vm *vm);
-fvm_status fvm_vm_set_clients(fvm_vm *vm, int64_t n, fvm_diag *d);
+FVM_API int64_t fvm_vm_clients(const fvm_vm *vm);
+FVM_API fvm_status fvm_vm_set_clients(fvm_vm *vm, int64_t n, fvm_diag *d);
 /* Forgets the number of clients, for a call over other clients (a round
  * driver runs next over a round's clients and evaluate over all of them). */
-void fvm_vm_forget_clients(fvm_vm *vm);
+FVM_API void fvm_vm_forget_clients(fvm_vm *vm);
 
 /* Calls f with args (borrowed; one per parameter, of compatible types) and
  * returns its result in *out (owned by the caller). Runtime errors (a bad
  * index, integer division by zero, a loop past max_iter) are reported in d
  * with the location of the instruction that failed. */
-fvm_status fvm_vm_call(fvm_vm *vm, const fvm_func *f, fvm_value *const *args, fvm_value **out, fvm_diag *d);
+FVM_API fvm_status fvm_vm_call(fvm_vm *vm, const fvm_func *f, fvm_value *const *args, fvm_value **out, fvm_diag *d);
 
 #endif

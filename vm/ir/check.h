@@ -14,39 +14,16 @@
  * (fvm_diag_sort).
  * What runs a program needs more: the passes after checking
  * (vm/transform/passes.h, fvm_compile does both). */
-fvm_status fvm_check(fvm_program *p, fvm_diag *d);
+FVM_API fvm_status fvm_check(fvm_program *p, fvm_diag *d);
 
 /* Checks function f, added to checked program p after fvm_check (a derived
  * function or a generated helper: its attributes decoded, the functions it
  * names checked already). FVM_OK when f checks (f->ok). */
-fvm_status fvm_check_func(fvm_program *p, fvm_func *f, fvm_diag *d);
+FVM_API fvm_status fvm_check_func(fvm_program *p, fvm_func *f, fvm_diag *d);
 
 /* Can f be differentiated with respect to its parameter k? Its type must
  * hold a float and no sequence; else an error in d at loc (which may be
  * NULL), FVM_ERR_TYPE. The one check of the grad ops and of fedvm grad. */
-fvm_status fvm_check_wrt(const fvm_func *f, int k, fvm_diag *d, const fvm_loc *loc);
-
-/* The context a type rule sees (rules.c). */
-typedef struct fvm_rctx {
-    fvm_arena *a;
-    fvm_diag *d;
-    const fvm_program *p;
-    fvm_func *f;   /* the function being checked */
-    fvm_instr *in; /* the instruction */
-    const fvm_type **args;
-    int nargs;
-} fvm_rctx;
-
-/* A type rule: computes the result type of c->in into *out, or reports why
- * it can't. *out == NULL with FVM_OK means "already reported elsewhere"
- * (a callee that failed its own check), so errors don't cascade. */
-typedef fvm_status (*fvm_rule_fn)(fvm_rctx *c, const fvm_type **out);
-
-/* Reports an error at argument i (i >= 0), the attributes (FVM_RLOC_ATTRS) or
- * the instruction (FVM_RLOC_INSTR). Prefixes the message with the op name. */
-enum { FVM_RLOC_INSTR = -1, FVM_RLOC_ATTRS = -2 };
-fvm_status fvm_rerr(fvm_rctx *c, int i, fvm_status code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* A type as text for messages (arena string). */
-const char *fvm_rtype(fvm_rctx *c, const fvm_type *t);
+FVM_API fvm_status fvm_check_wrt(const fvm_func *f, int k, fvm_diag *d, const fvm_loc *loc);
 
 #endif

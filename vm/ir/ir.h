@@ -122,13 +122,13 @@ typedef struct fvm_program {
 
 /* Adds a function (derived or generated, in p's arena) to the namespace;
  * its name must be new. FVM_ERR_NOMEM when the arena cannot grow. */
-fvm_status fvm_program_add_func(fvm_program *p, fvm_func *f);
+FVM_API fvm_status fvm_program_add_func(fvm_program *p, fvm_func *f);
 
 /* Function or alias by name in the merged namespace, or NULL. */
-fvm_func *fvm_program_func(const fvm_program *p, const char *name);
-fvm_alias *fvm_program_alias(const fvm_program *p, const char *name);
+FVM_API fvm_func *fvm_program_func(const fvm_program *p, const char *name);
+FVM_API fvm_alias *fvm_program_alias(const fvm_program *p, const char *name);
 
 /* Frees the program and everything in it. NULL is a no-op. */
-void fvm_program_free(fvm_program *p);
+FVM_API void fvm_program_free(fvm_program *p);
 
 #endif

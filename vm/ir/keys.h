@@ -20,15 +20,15 @@
 #include "../core/status.h"
 #include "value.h"
 
-void fvm_round_key(uint64_t seed, int64_t round, uint32_t out[2]);
-void fvm_client_key(uint64_t seed, int64_t round, int64_t client, uint32_t out[2]);
+FVM_API void fvm_round_key(uint64_t seed, int64_t round, uint32_t out[2]);
+FVM_API void fvm_client_key(uint64_t seed, int64_t round, int64_t client, uint32_t out[2]);
 
 /* A key as a u32[2] value (a new reference). */
-fvm_status fvm_key_value(const uint32_t key[2], fvm_value **out, fvm_diag *d);
+FVM_API fvm_status fvm_key_value(const uint32_t key[2], fvm_value **out, fvm_diag *d);
 /* The {u32[2]}@CLIENTS value of n client keys: member j is
  * fvm_prng_fold_in(key, idx[j]) (idx NULL: j), made when read (idx is
  * copied; the value holds no member in memory). */
-fvm_status fvm_client_keys_value(const uint32_t key[2], const int64_t *idx, int64_t n, fvm_value **out,
+FVM_API fvm_status fvm_client_keys_value(const uint32_t key[2], const int64_t *idx, int64_t n, fvm_value **out,
                                  fvm_diag *d);
 
 #endif

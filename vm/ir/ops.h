@@ -91,9 +91,9 @@ typedef struct fvm_attr_info {
  * an instruction keeps their locations in an array of this many. */
 #define FVM_NFUNC_ATTRS 8
 
-extern const fvm_attr_info fvm_attr_table[FVM_ATTR_COUNT];
+FVM_API extern const fvm_attr_info fvm_attr_table[FVM_ATTR_COUNT];
 /* FVM_ATTR_COUNT when unknown. */
-fvm_attr_id fvm_attr_lookup(const char *name);
+FVM_API fvm_attr_id fvm_attr_lookup(const char *name);
 
 typedef enum fvm_op {
 #define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) FVM_OP_##ID,
@@ -119,12 +119,12 @@ typedef struct fvm_op_info {
     uint64_t attrs, required;
 } fvm_op_info;
 
-extern const fvm_op_info fvm_op_table[FVM_OP_COUNT];
+FVM_API extern const fvm_op_info fvm_op_table[FVM_OP_COUNT];
 /* FVM_OP_COUNT when unknown. */
-fvm_op fvm_op_lookup(const char *name);
+FVM_API fvm_op fvm_op_lookup(const char *name);
 
 /* The domain of attribute id in op: the op's own (op_attrs.def) or the
  * attribute's (attrs.def). Static storage. */
-const fvm_attr_domain *fvm_attr_domain_of(fvm_op op, fvm_attr_id id);
+FVM_API const fvm_attr_domain *fvm_attr_domain_of(fvm_op op, fvm_attr_id id);
 
 #endif

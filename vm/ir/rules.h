@@ -7,6 +7,29 @@
 
 #include "check.h"
 
+/* The context a type rule sees (rules.c). */
+typedef struct fvm_rctx {
+    fvm_arena *a;
+    fvm_diag *d;
+    const fvm_program *p;
+    fvm_func *f;   /* the function being checked */
+    fvm_instr *in; /* the instruction */
+    const fvm_type **args;
+    int nargs;
+} fvm_rctx;
+
+/* A type rule: computes the result type of c->in into *out, or reports why
+ * it can't. *out == NULL with FVM_OK means "already reported elsewhere"
+ * (a callee that failed its own check), so errors don't cascade. */
+typedef fvm_status (*fvm_rule_fn)(fvm_rctx *c, const fvm_type **out);
+
+/* Reports an error at argument i (i >= 0), the attributes (FVM_RLOC_ATTRS) or
+ * the instruction (FVM_RLOC_INSTR). Prefixes the message with the op name. */
+enum { FVM_RLOC_INSTR = -1, FVM_RLOC_ATTRS = -2 };
+fvm_status fvm_rerr(fvm_rctx *c, int i, fvm_status code, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* A type as text for messages (arena string). */
+const char *fvm_rtype(fvm_rctx *c, const fvm_type *t);
+
 /* Helpers the rule files share (rules.c). */
 const fvm_type *fvm_rule_tensor(fvm_rctx *c, fvm_dtype dt, const fvm_dims *dims);
 /* Argument i must be a tensor (else an error naming 'what'). */

@@ -19,11 +19,11 @@ typedef enum fvm_dtype {
     FVM_DTYPE_COUNT
 } fvm_dtype;
 
-const char *fvm_dtype_name(fvm_dtype t);              /* "f32" */
-bool fvm_dtype_parse(const char *s, size_t len, fvm_dtype *out);
-size_t fvm_dtype_size(fvm_dtype t);                    /* bytes per element */
-bool fvm_dtype_is_float(fvm_dtype t);
-bool fvm_dtype_is_int(fvm_dtype t);                    /* u8, i32, i64, u32 */
+FVM_API const char *fvm_dtype_name(fvm_dtype t);              /* "f32" */
+FVM_API bool fvm_dtype_parse(const char *s, size_t len, fvm_dtype *out);
+FVM_API size_t fvm_dtype_size(fvm_dtype t);                    /* bytes per element */
+FVM_API bool fvm_dtype_is_float(fvm_dtype t);
+FVM_API bool fvm_dtype_is_int(fvm_dtype t);                    /* u8, i32, i64, u32 */
 
 /* A shape: rank dims; in static types a dim may be -1 (unknown, written '?'). */
 typedef struct fvm_dims {
@@ -34,21 +34,21 @@ typedef struct fvm_dims {
 /* Number of elements, or -1 if a dim is unknown; 0 if a dim is 0 whatever
  * the others; INT64_MAX when the product does not fit (fvm_dims_check_size
  * rejects such shapes before anything is allocated). */
-int64_t fvm_dims_count(const fvm_dims *s);
-bool fvm_dims_equal(const fvm_dims *a, const fvm_dims *b);
+FVM_API int64_t fvm_dims_count(const fvm_dims *s);
+FVM_API bool fvm_dims_equal(const fvm_dims *a, const fvm_dims *b);
 /* Checks that the elements of dtype t fit FVM_MAX_TENSOR_BYTES (unknown dims
  * count as 1). Records a FVM_ERR_LIMIT in d (no location) when they don't.
  * The product is computed without overflow; zero dims are left out of it,
  * so a tensor without elements has its other dims bounded all the same.
  * A rank outside [0, FVM_MAX_RANK] or a dim below -1 is FVM_ERR_USAGE. */
-fvm_status fvm_dims_check_size(const fvm_dims *s, fvm_dtype t, fvm_diag *d);
+FVM_API fvm_status fvm_dims_check_size(const fvm_dims *s, fvm_dtype t, fvm_diag *d);
 /* NumPy broadcasting of two shapes (unknown dims allowed: ? with 1 gives ?,
  * ? with n gives n). FVM_ERR_TYPE with a message when incompatible (*out is
  * then unchanged). out may be a or b. */
-fvm_status fvm_dims_broadcast(const fvm_dims *a, const fvm_dims *b, fvm_dims *out, fvm_diag *d);
+FVM_API fvm_status fvm_dims_broadcast(const fvm_dims *a, const fvm_dims *b, fvm_dims *out, fvm_diag *d);
 /* "[784,10]" / "[?,3]" / "[]" into buf (at most FVM_DIMS_STR bytes). */
 #define FVM_DIMS_STR 200
-void fvm_dims_format(const fvm_dims *s, char buf[FVM_DIMS_STR]);
+FVM_API void fvm_dims_format(const fvm_dims *s, char buf[FVM_DIMS_STR]);
 
 /* A reference-counted byte buffer. The count is atomic: tensors may be shared
  * across worker threads. */
@@ -76,11 +76,11 @@ typedef struct fvm_tensor {
  * zeroed on failure. Data is 64-byte aligned; a zero-element tensor gets no
  * buffer (buf == NULL). Buffers come from and go back to a per-thread cache
  * of freed ones (bufcache.h). */
-fvm_status fvm_tensor_alloc(fvm_tensor *t, fvm_dtype dtype, const fvm_dims *shape, fvm_diag *d);
-fvm_status fvm_tensor_zeros(fvm_tensor *t, fvm_dtype dtype, const fvm_dims *shape, fvm_diag *d);
-void fvm_tensor_retain(const fvm_tensor *t);
+FVM_API fvm_status fvm_tensor_alloc(fvm_tensor *t, fvm_dtype dtype, const fvm_dims *shape, fvm_diag *d);
+FVM_API fvm_status fvm_tensor_zeros(fvm_tensor *t, fvm_dtype dtype, const fvm_dims *shape, fvm_diag *d);
+FVM_API void fvm_tensor_retain(const fvm_tensor *t);
 /* Drops one reference and clears *t. Safe on a zeroed tensor. */
-void fvm_tensor_release(fvm_tensor *t);
+FVM_API void fvm_tensor_release(fvm_tensor *t);
 
 static inline void *fvm_tensor_data(const fvm_tensor *t)
 {
@@ -98,21 +98,21 @@ static inline size_t fvm_tensor_bytes(const fvm_tensor *t)
 /* A view of row i of the leading axis (shares the buffer, retained; an empty
  * row has no buffer). FVM_ERR_USAGE, nothing recorded, when t is a scalar or
  * i is outside [0, t->shape.d[0]). */
-fvm_status fvm_tensor_row(const fvm_tensor *t, int64_t i, fvm_tensor *out);
+FVM_API fvm_status fvm_tensor_row(const fvm_tensor *t, int64_t i, fvm_tensor *out);
 /* The same buffer under a new shape with the same element count (retained;
  * out may be t). FVM_ERR_TYPE in d when the counts differ. */
-fvm_status fvm_tensor_reshape(const fvm_tensor *t, const fvm_dims *shape, fvm_tensor *out, fvm_diag *d);
+FVM_API fvm_status fvm_tensor_reshape(const fvm_tensor *t, const fvm_dims *shape, fvm_tensor *out, fvm_diag *d);
 /* Element i (C order) converted to double / to int64 (floats to int64
  * truncate toward zero and saturate; NaN gives 0). */
-double fvm_tensor_get_f64(const fvm_tensor *t, int64_t i);
-int64_t fvm_tensor_get_i64(const fvm_tensor *t, int64_t i);
+FVM_API double fvm_tensor_get_f64(const fvm_tensor *t, int64_t i);
+FVM_API int64_t fvm_tensor_get_i64(const fvm_tensor *t, int64_t i);
 /* Sets element i from a double (rounded to the dtype as a C cast would; for
  * integer dtypes the value must be representable). Out-of-range values are
  * still defined: they saturate as fvm_k_cast does, NaN gives 0, bool is v != 0.
  * set_i64 wraps modulo 2^32 for i32/u32. */
-void fvm_tensor_set_f64(fvm_tensor *t, int64_t i, double v);
-void fvm_tensor_set_i64(fvm_tensor *t, int64_t i, int64_t v);
+FVM_API void fvm_tensor_set_f64(fvm_tensor *t, int64_t i, double v);
+FVM_API void fvm_tensor_set_i64(fvm_tensor *t, int64_t i, int64_t v);
 /* Bitwise equality of dtype, shape and bytes. */
-bool fvm_tensor_identical(const fvm_tensor *a, const fvm_tensor *b);
+FVM_API bool fvm_tensor_identical(const fvm_tensor *a, const fvm_tensor *b);
 
 #endif

@@ -46,29 +46,29 @@ struct fvm_value {
 
 /* New values start with one reference owned by the caller; NULL when out of
  * memory. _take functions take over the caller's reference to what they get. */
-fvm_value *fvm_value_tensor_take(fvm_tensor *t); /* clears *t on success */
+FVM_API fvm_value *fvm_value_tensor_take(fvm_tensor *t); /* clears *t on success */
 /* A STRUCT, SEQ or CLIENTS list of n empty slots to fill with owned values. */
-fvm_value *fvm_value_list(fvm_vkind kind, int64_t n);
-fvm_value *fvm_value_seq_cols_take(int64_t n, fvm_value *cols);
+FVM_API fvm_value *fvm_value_list(fvm_vkind kind, int64_t n);
+FVM_API fvm_value *fvm_value_seq_cols_take(int64_t n, fvm_value *cols);
 /* A {T}@CLIENTS value of n members read from src on demand (takes src). */
-fvm_value *fvm_value_clients_source_take(int64_t n, fvm_source *src);
-fvm_value *fvm_value_retain(fvm_value *v);
+FVM_API fvm_value *fvm_value_clients_source_take(int64_t n, fvm_source *src);
+FVM_API fvm_value *fvm_value_retain(fvm_value *v);
 /* Drops one reference; NULL is a no-op. Thread-safe. */
-void fvm_value_release(fvm_value *v);
+FVM_API void fvm_value_release(fvm_value *v);
 
 /* The members idx[0..k) of a CLIENTS value, as a new CLIENTS value of k
  * members (held members are shared; a value read on demand stays so). */
-fvm_status fvm_clients_pick(fvm_value *v, const int64_t *idx, int64_t k, fvm_value **out, fvm_diag *d);
+FVM_API fvm_status fvm_clients_pick(fvm_value *v, const int64_t *idx, int64_t k, fvm_value **out, fvm_diag *d);
 
 /* Member i of a CLIENTS value (a new reference): held, or read from its source. */
-fvm_status fvm_clients_get(const fvm_value *v, int64_t i, fvm_value **out, fvm_diag *d);
+FVM_API fvm_status fvm_clients_get(const fvm_value *v, int64_t i, fvm_value **out, fvm_diag *d);
 
 /* Element i of a sequence (a new reference). */
-fvm_status fvm_seq_get(const fvm_value *seq, int64_t i, fvm_value **out, fvm_diag *d);
+FVM_API fvm_status fvm_seq_get(const fvm_value *seq, int64_t i, fvm_value **out, fvm_diag *d);
 /* Rows [lo, hi) of a column-stored value as a new tensor tree of views. */
-fvm_status fvm_value_rows(const fvm_value *cols, int64_t lo, int64_t hi, fvm_value **out, fvm_diag *d);
+FVM_API fvm_status fvm_value_rows(const fvm_value *cols, int64_t lo, int64_t hi, fvm_value **out, fvm_diag *d);
 
 /* Same structure and bit-identical tensors. */
-bool fvm_value_identical(const fvm_value *a, const fvm_value *b);
+FVM_API bool fvm_value_identical(const fvm_value *a, const fvm_value *b);
 
 #endif

@@ -23,8 +23,9 @@
 
 #include "kernels.h"
 #include "kernels_nn.h"
+#include "providers.h"
 
-typedef struct fvm_kernels {
+struct fvm_kernels {
     /* Required. The provider's name ("cpu", "portable"): fedvm run --kernels NAME. */
     const char *name;
     /* Optional (NULL: nothing to do; not taken from the CPU provider). Called
@@ -86,7 +87,7 @@ typedef struct fvm_kernels {
                              fvm_tensor *y, fvm_diag *d);
     fvm_status (*lstm_gates)(const fvm_tensor *zx, const fvm_tensor *zh, const fvm_tensor *b, const fvm_tensor *c,
                              fvm_tensor *h_out, fvm_tensor *c_out, fvm_diag *d);
-} fvm_kernels;
+};
 
 /* The CPU provider: the kernels of kernels.h and kernels_nn.h (elementwise
  * loops compiled for AVX-512, AVX2 and the baseline, fedvm's f32 matrix
@@ -106,9 +107,6 @@ const fvm_kernels *fvm_kernels_cpu(void);
  * conv2d and its gradients, which differ in the last bits (BLAS orders the
  * sums its own way). Static storage. */
 const fvm_kernels *fvm_kernels_portable(void);
-
-/* The provider of that name, NULL when there is none. */
-const fvm_kernels *fvm_kernels_lookup(const char *name);
 
 /* Puts the CPU provider's kernel in every NULL kernel member of k (not in
  * name or init). For a provider's constructor. */

@@ -42,7 +42,7 @@ typedef struct fvm_partition_spec {
 /* Parses "iid", "shards:K" (K >= 1) or "dirichlet:ALPHA" (ALPHA > 0, finite)
  * into *out (min_size set to FVM_PARTITION_MIN_SIZE). FVM_ERR_USAGE with a
  * message naming the spec when it is none of these. */
-fvm_status fvm_partition_parse(const char *text, fvm_partition_spec *out, fvm_diag *d);
+FVM_API fvm_status fvm_partition_parse(const char *text, fvm_partition_spec *out, fvm_diag *d);
 
 /* Client k holds the examples index[offsets[k]] .. index[offsets[k+1] - 1]. */
 typedef struct fvm_partition {
@@ -58,9 +58,9 @@ typedef struct fvm_partition {
  * no Dirichlet draw gives every client min_size examples: the message says
  * what to change); FVM_ERR_NOMEM. *out is owned by the caller (free with
  * fvm_partition_free) and zeroed on error. */
-fvm_status fvm_partition_make(const fvm_partition_spec *spec, const int32_t *labels, int64_t n, int64_t nclients,
+FVM_API fvm_status fvm_partition_make(const fvm_partition_spec *spec, const int32_t *labels, int64_t n, int64_t nclients,
                               uint64_t seed, fvm_partition *out, fvm_diag *d);
 /* Frees the arrays and zeroes *p; a zeroed partition is fine. */
-void fvm_partition_free(fvm_partition *p);
+FVM_API void fvm_partition_free(fvm_partition *p);
 
 #endif

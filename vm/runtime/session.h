@@ -96,7 +96,7 @@ typedef struct fvm_session_opts {
  * next), when some of evaluate's parameters are given but not all, for
  * eval_every without evaluate's data, for both resume and init; *out
  * (free with fvm_session_free) is NULL on error. */
-fvm_status fvm_session_new(const fvm_program *p, const fvm_session_opts *o, fvm_session **out, fvm_diag *d);
+FVM_API fvm_status fvm_session_new(const fvm_program *p, const fvm_session_opts *o, fvm_session **out, fvm_diag *d);
 
 /* Reads what the session starts from (see above); FVM_SESSION_RESUMED or
  * FVM_SESSION_INIT are reported. Errors name the option, file or
@@ -105,44 +105,44 @@ fvm_status fvm_session_new(const fvm_program *p, const fvm_session_opts *o, fvm_
  * than clients, a checkpoint of another seed, clients per round or state
  * type. Called by fvm_session_step and fvm_session_run when not called
  * before; once. */
-fvm_status fvm_session_start(fvm_session *s, fvm_diag *d);
+FVM_API fvm_status fvm_session_start(fvm_session *s, fvm_diag *d);
 
 /* Runs the next round, if any is left (see above). After the last round
  * the metrics file is closed. */
-fvm_status fvm_session_step(fvm_session *s, fvm_diag *d);
+FVM_API fvm_status fvm_session_step(fvm_session *s, fvm_diag *d);
 
 /* Runs every round left (starting the session when it was not started),
  * then closes the metrics file. */
-fvm_status fvm_session_run(fvm_session *s, fvm_diag *d);
+FVM_API fvm_status fvm_session_run(fvm_session *s, fvm_diag *d);
 
 /* After an error, the session only answers questions: step and run return
  * FVM_ERR_USAGE. */
 
 /* Whether every round has run. */
-bool fvm_session_done(const fvm_session *s);
+FVM_API bool fvm_session_done(const fvm_session *s);
 
 /* The last round whose state the session holds: 0 after initialize, the
  * checkpoint's round after a resume; -1 before fvm_session_start. */
-int64_t fvm_session_round(const fvm_session *s);
+FVM_API int64_t fvm_session_round(const fvm_session *s);
 
 /* The first round this session runs (1, or the one after the resumed checkpoint's). */
-int64_t fvm_session_first(const fvm_session *s);
+FVM_API int64_t fvm_session_first(const fvm_session *s);
 
 /* The state after fvm_session_round (NULL before the start), of type *type
  * (the state's, S@SERVER); borrowed until the next step. */
-const fvm_value *fvm_session_state(const fvm_session *s, const fvm_type **type);
+FVM_API const fvm_value *fvm_session_state(const fvm_session *s, const fvm_type **type);
 
 /* The latest round's metrics (train) or the latest evaluation's (eval) of
  * this session, NULL when there is none yet; borrowed until the next step. */
-const fvm_value *fvm_session_train(const fvm_session *s, const fvm_type **type);
-const fvm_value *fvm_session_eval(const fvm_session *s, const fvm_type **type);
+FVM_API const fvm_value *fvm_session_train(const fvm_session *s, const fvm_type **type);
+FVM_API const fvm_value *fvm_session_eval(const fvm_session *s, const fvm_type **type);
 
 /* A scalar of the latest metrics by its name in a metrics file:
  * "train.loss", "eval.accuracy" (a field of the metrics struct holding one
  * number); NAN when there is no such number yet. */
-double fvm_session_metric(const fvm_session *s, const char *name);
+FVM_API double fvm_session_metric(const fvm_session *s, const char *name);
 
 /* Frees the session (closing the metrics file); NULL is a no-op. */
-void fvm_session_free(fvm_session *s);
+FVM_API void fvm_session_free(fvm_session *s);
 
 #endif

@@ -49,7 +49,7 @@ typedef struct fvm_synth_config {
 } fvm_synth_config;
 
 /* The defaults above for a kind. */
-void fvm_synth_defaults(fvm_synth_kind kind, fvm_synth_config *c);
+FVM_API void fvm_synth_defaults(fvm_synth_kind kind, fvm_synth_config *c);
 
 typedef struct fvm_synth fvm_synth;
 
@@ -58,15 +58,15 @@ typedef struct fvm_synth fvm_synth;
  * clusters in [1, 1000], alpha and beta finite and >= 0, min_examples >= 1,
  * max_examples 0 or >= min_examples) and draws what clients share. *out is
  * owned by the caller. */
-fvm_status fvm_synth_new(const fvm_synth_config *c, fvm_synth **out, fvm_diag *d);
-void fvm_synth_free(fvm_synth *s);
+FVM_API fvm_status fvm_synth_new(const fvm_synth_config *c, fvm_synth **out, fvm_diag *d);
+FVM_API void fvm_synth_free(fvm_synth *s);
 
 /* The number of examples of client k (0 <= k < clients), without generating them. */
-int64_t fvm_synth_size(const fvm_synth *s, int64_t k);
+FVM_API int64_t fvm_synth_size(const fvm_synth *s, int64_t k);
 
 /* Generates client k into new tensors *x (f32[n, dim]) and *y (i32[n]), each
  * owned by the caller. FVM_ERR_LIMIT when a client would pass
  * FVM_MAX_TENSOR_BYTES, FVM_ERR_NOMEM. Thread-safe (s is only read). */
-fvm_status fvm_synth_client(const fvm_synth *s, int64_t k, fvm_tensor *x, fvm_tensor *y, fvm_diag *d);
+FVM_API fvm_status fvm_synth_client(const fvm_synth *s, int64_t k, fvm_tensor *x, fvm_tensor *y, fvm_diag *d);
 
 #endif

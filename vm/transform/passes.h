@@ -23,17 +23,17 @@
  * Errors (an op that cannot be differentiated on the way from a parameter to
  * the result, a derivation past its limits) are located at the instruction
  * at fault. Once per program: again is a no-op (p->compiled). */
-fvm_status fvm_passes_run(fvm_program *p, fvm_diag *d);
+FVM_API fvm_status fvm_passes_run(fvm_program *p, fvm_diag *d);
 
 /* fvm_check, then fvm_passes_run: what a loaded program needs before
  * anything runs it, and what 'fedvm check' reports. */
-fvm_status fvm_compile(fvm_program *p, fvm_diag *d);
+FVM_API fvm_status fvm_compile(fvm_program *p, fvm_diag *d);
 
 /* Derives, in a compiled program, the pullback of function fn with respect
  * to its parameter wrt (NULL: the first) as a grad instruction would:
  *   fn'(params..., ct) -> <value=fn(params...), grads=<cotangent of wrt>>
  * The new function and the helpers it uses are added to p and checked
  * ('fedvm grad'). */
-fvm_status fvm_passes_pullback(fvm_program *p, const char *fn, const char *wrt, fvm_func **out, fvm_diag *d);
+FVM_API fvm_status fvm_passes_pullback(fvm_program *p, const char *fn, const char *wrt, fvm_func **out, fvm_diag *d);
 
 #endif

@@ -10,10 +10,10 @@
 #include "../../format/plan.h"
 
 /* Every format, in the order help texts list them; fvm_plan_nformats entries. */
-extern const fvm_plan_format fvm_plan_formats[];
-extern const int fvm_plan_nformats;
+FVM_API extern const fvm_plan_format fvm_plan_formats[];
+FVM_API extern const int fvm_plan_nformats;
 
 /* The format named name, or NULL when there is none (static storage). */
-const fvm_plan_format *fvm_plan_format_lookup(const char *name);
+FVM_API const fvm_plan_format *fvm_plan_format_lookup(const char *name);
 
 #endif
