@@ -14,17 +14,9 @@
 
 #include "../vm/fedvm.h"
 #include "../vm/runtime/synthetic.h"
+#include "test_util.h"
 
 /* ---- programs --------------------------------------------------------------------- */
-
-static void print_errors(const fvm_diag *d)
-{
-    for (int i = 0; i < d->n; i++) {
-        char *m = fvm_error_format(&d->errs[i]);
-        print_error("  %s\n", m ? m : d->errs[i].msg);
-        free(m);
-    }
-}
 
 typedef struct algo {
     fvm_program *p;
@@ -36,7 +28,7 @@ static void algo_open(algo *a, const char *path)
 {
     memset(a, 0, sizeof *a);
     if (fvm_program_load(path, &a->p, &a->d) || fvm_compile(a->p, &a->d)) {
-        print_errors(&a->d);
+        test_print_errors(&a->d, "  ");
         fail_msg("%s does not check", path);
     }
     assert_int_equal(fvm_vm_new(a->p, NULL, &a->vm, &a->d), FVM_OK);
@@ -61,7 +53,7 @@ static fvm_value *call(algo *a, const fvm_func *f, fvm_value *const *args)
 {
     fvm_value *r = NULL;
     if (fvm_vm_call(a->vm, f, args, &r, &a->d)) {
-        print_errors(&a->d);
+        test_print_errors(&a->d, "  ");
         fail_msg("%s failed", f->name);
     }
     return r;

@@ -12,6 +12,7 @@
 
 #include "../vm/fedvm.h"
 #include "../format/doc_io.h"
+#include "test_util.h"
 
 /* A case: a function f(params) -> s, a scalar f64 (or f64[]@SERVER), and the
  * parameter to differentiate. Single quotes stand for double quotes. */
@@ -964,13 +965,7 @@ static void test_federated_identities(void **state)
 static fvm_doc *run_file(fvm_arena *a, const char *path, const char *fn, int nargs, const fvm_named_text *args)
 {
     fvm_diag d = {0};
-    fvm_program *p = NULL;
-    assert_int_equal(fvm_program_load(path, &p, &d), FVM_OK);
-    if (fvm_compile(p, &d)) {
-        for (int i = 0; i < d.n; i++)
-            print_error("%s\n", d.errs[i].msg);
-        fail_msg("%s does not check", path);
-    }
+    fvm_program *p = test_load_file(path, &d);
     const fvm_func *f = fvm_program_func(p, fn);
     fvm_vm *vm = NULL;
     fvm_value **vals = NULL, *res = NULL;

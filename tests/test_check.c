@@ -11,41 +11,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
-
-/* Programs are written with single quotes for readability; this turns them
- * into JSON (no string in these programs contains a quote). */
-static char *json(const char *src)
-{
-    char *s = strdup(src);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    return s;
-}
-
-/* A program of 'funcs' (a JSON fragment of more functions, or "") and
- * main(params) { body } returning r. */
-static char *program(const char *funcs, const char *params, const char *body)
-{
-    const char *fmt = "{'fedvm': 1, 'functions': {%s%s'main': {'params': %s, 'body': %s, 'result': 'r'}}}";
-    size_t n = strlen(fmt) + strlen(funcs) + strlen(params) + strlen(body) + 8;
-    char *raw = malloc(n);
-    assert_non_null(raw);
-    snprintf(raw, n, fmt, funcs, *funcs ? ", " : "", params, body);
-    char *s = json(raw);
-    free(raw);
-    return s;
-}
-
-static void print_errors(const fvm_diag *d)
-{
-    for (int i = 0; i < d->n; i++) {
-        char *m = fvm_error_format(&d->errs[i]);
-        print_error("  %s\n", m ? m : d->errs[i].msg);
-        free(m);
-    }
-}
+#include "test_util.h"
 
 /* Loads and checks text; *out is the program (NULL if it could not be parsed). */
 static fvm_status load_check(const char *text, fvm_program **out, fvm_diag *d)
@@ -67,13 +33,13 @@ static void run_type_cases(const tcase *cases, size_t n)
 {
     int failures = 0;
     for (size_t i = 0; i < n; i++) {
-        char *text = program(cases[i].funcs ? cases[i].funcs : "", cases[i].params, cases[i].body);
+        char *text = test_program_text(cases[i].funcs ? cases[i].funcs : "", cases[i].params, cases[i].body);
         fvm_diag d = {0};
         fvm_program *p = NULL;
         fvm_status s = load_check(text, &p, &d);
         if (s != FVM_OK) {
             print_error("case %zu: %s\n", i, text);
-            print_errors(&d);
+            test_print_errors(&d, "  ");
             failures++;
         } else {
             char buf[512];
@@ -372,7 +338,7 @@ static void expect_errors(char *text, const want_err *want, int n)
                !strcmp(d.errs[i].loc.file, "test.json");
     if (!good) {
         print_error("program: %s\ngot %d errors (status %d):\n", text, d.n, (int)s);
-        print_errors(&d);
+        test_print_errors(&d, "  ");
         print_error("expected %d:\n", n);
         for (int i = 0; i < n; i++)
             print_error("  [%d] %s: ...%s...\n", (int)want[i].code, want[i].ptr, want[i].text);
@@ -395,11 +361,11 @@ static void test_errors_in_one_pass(void **state)
     (void)state;
     /* Three independent mistakes: an undefined argument, a matmul whose inner
      * dims differ, an unknown attribute. All three are reported, in order. */
-    char *text = program("", "{'x': 'f32[2,3]'}",
-                         "[['a', 'add', 'x', 'nope'], "
-                         " ['b', 'matmul', 'x', 'x'], "
-                         " ['c', 'sum', {'axs': [1]}, 'x'], "
-                         " ['r', 'neg', 'x']]");
+    char *text = test_program_text("", "{'x': 'f32[2,3]'}",
+                                   "[['a', 'add', 'x', 'nope'], "
+                                   " ['b', 'matmul', 'x', 'x'], "
+                                   " ['c', 'sum', {'axs': [1]}, 'x'], "
+                                   " ['r', 'neg', 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_NAME, "/functions/main/body/0/3", "nope"},
                   {FVM_ERR_TYPE, "/functions/main/body/1", "inner"},
                   {FVM_ERR_FORMAT, "/functions/main/body/2/2/axs", "axes"});
@@ -407,10 +373,10 @@ static void test_errors_in_one_pass(void **state)
     /* Mistakes in two functions and in a type string (found by the loader)
      * are reported together; a use of a failed instruction is not reported
      * again. */
-    text = program("'f': {'params': {'v': 'f32[?'}, 'body': [['w', 'neg', 'v']], 'result': 'w'}, "
-                   "'g': {'params': {'v': 'i32[2]'}, 'body': [['w', 'exp', 'v'], ['u', 'neg', 'w']], 'result': 'u'}",
-                   "{'x': 'f32[2]@SERVER'}",
-                   "[['y', 'add', 'x', 'x'], ['r', 'neg', 'y']]");
+    text = test_program_text(
+        "'f': {'params': {'v': 'f32[?'}, 'body': [['w', 'neg', 'v']], 'result': 'w'}, "
+        "'g': {'params': {'v': 'i32[2]'}, 'body': [['w', 'exp', 'v'], ['u', 'neg', 'w']], 'result': 'u'}",
+        "{'x': 'f32[2]@SERVER'}", "[['y', 'add', 'x', 'x'], ['r', 'neg', 'y']]");
     EXPECT_ERRORS(text, {FVM_ERR_SYNTAX, "/functions/f/params/v", "f32[?"},
                   {FVM_ERR_TYPE, "/functions/g/body/0", "float"},
                   {FVM_ERR_PLACEMENT, "/functions/main/body/0/2", "federated_map"});
@@ -421,21 +387,23 @@ static void test_error_locations(void **state)
     (void)state;
     char *text;
     /* an aggregation of a server value: at the argument */
-    text = program("", "{'x': 'f32[]@SERVER'}", "[['r', 'federated_sum', 'x']]");
+    text = test_program_text("", "{'x': 'f32[]@SERVER'}", "[['r', 'federated_sum', 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_PLACEMENT, "/functions/main/body/0/2", "CLIENTS"});
     /* shapes that do not broadcast: at the instruction */
-    text = program("", "{'x': 'f32[2,3]', 'y': 'f32[4]'}", "[['r', 'add', 'x', 'y']]");
+    text = test_program_text("", "{'x': 'f32[2,3]', 'y': 'f32[4]'}", "[['r', 'add', 'x', 'y']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0", "broadcast"});
     /* a bitwidth too wide for i32: at the attributes */
-    text = program("", "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]");
+    text = test_program_text("", "{'x': '{i32[]}@CLIENTS'}",
+                             "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "31"});
     /* a federated function run per client */
-    text = program("'h': {'params': {'v': 'f32[]'}, 'body': [['w', 'federated_value', {'placement': 'SERVER'}, 'v']], "
-                   "'result': 'w'}",
-                   "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'h'}, 'x']]");
+    text = test_program_text(
+        "'h': {'params': {'v': 'f32[]'}, 'body': [['w', 'federated_value', {'placement': 'SERVER'}, 'v']], "
+        "'result': 'w'}",
+        "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'h'}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_PLACEMENT, "/functions/main/body/0/2", "local"});
     /* mean of integers */
-    text = program("", "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]");
+    text = test_program_text("", "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "float"});
 }
 
@@ -444,8 +412,8 @@ static void test_secure_sum_bitwidth_bound(void **state)
     (void)state;
     /* The narrowest leaf bounds the bitwidth: 31 for i32, 32 for u32, 62 for
      * i64, wherever the leaf sits in the struct. */
-    char *text = program("", "{'x': '{<a=i64[],b=<u32[2]>>}@CLIENTS'}",
-                         "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 33}, 'x']]");
+    char *text = test_program_text("", "{'x': '{<a=i64[],b=<u32[2]>>}@CLIENTS'}",
+                                   "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 33}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "32"});
     /* a struct of 64 i64 leaves and one i32 leaf: the i32 leaf bounds the
      * bitwidth to 31 whether it comes first or last */
@@ -454,10 +422,10 @@ static void test_secure_sum_bitwidth_bound(void **state)
         strcat(members, "i64[],");
     char params[2200];
     snprintf(params, sizeof params, "{'x': '{<i32[],%.*s>}@CLIENTS'}", (int)strlen(members) - 1, members);
-    text = program("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
+    text = test_program_text("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "31"});
     snprintf(params, sizeof params, "{'x': '{<%si32[]>}@CLIENTS'}", members);
-    text = program("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
+    text = test_program_text("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "31"});
 }
 
@@ -466,11 +434,11 @@ static void test_shape_errors_at_attributes(void **state)
     (void)state;
     /* Errors in what an attribute says point at the attributes object (as
      * every rule that reports through FVM_RLOC_ATTRS does). */
-    char *text = program("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [5]}, 'x']]");
+    char *text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [5]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "axis 5"});
-    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'reshape', {'shape': [4, -1]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'reshape', {'shape': [4, -1]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "reshape"});
-    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'transpose', {'perm': [0, 0]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'transpose', {'perm': [0, 0]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "perm"});
 }
 
@@ -481,31 +449,33 @@ static void test_attribute_domains(void **state)
 {
     (void)state;
     char *text;
-    text = program("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'max_pool', {'window': [2, 2], 'padding': 'same'}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[1,4,4,1]'}",
+                             "[['r', 'max_pool', {'window': [2, 2], 'padding': 'same'}, 'x']]");
     EXPECT_ERRORS(text,
                   {FVM_ERR_FORMAT, "/functions/main/body/0/2/padding", "must be \"SAME\" or \"VALID\", found \"same\""});
-    text = program("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'avg_pool', {'window': [2, 2, 1]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'avg_pool', {'window': [2, 2, 1]}, 'x']]");
     EXPECT_ERRORS(text,
                   {FVM_ERR_FORMAT, "/functions/main/body/0/2/window", "a list of 2 integers >= 1, found a list of 3"});
-    text = program("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'avg_pool', {'window': [2, 0]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'avg_pool', {'window': [2, 0]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/window/1", "entry 1 is 0"});
-    text = program("", "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 0}, 'x']]");
+    text = test_program_text("", "{'x': '{i32[]}@CLIENTS'}",
+                             "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 0}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/bitwidth", "from 1 to 64, found 0"});
     /* an op's own domain: n of random_split is 1 to 2^24, of fori 0 to 2^31-1 */
-    text = program("", "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 0}, 'k']]");
+    text = test_program_text("", "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 0}, 'k']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/n", "from 1 to 16777216, found 0"});
-    text = program("'step': {'params': {'i': 'i32[]', 'v': 'f32[]'}, 'result': 'v'}", "{'x': 'f32[]'}",
-                   "[['r', 'fori', {'fn': 'step', 'n': 2147483648}, 'x']]");
+    text = test_program_text("'step': {'params': {'i': 'i32[]', 'v': 'f32[]'}, 'result': 'v'}", "{'x': 'f32[]'}",
+                             "[['r', 'fori', {'fn': 'step', 'n': 2147483648}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/n", "from 0 to 2147483647"});
-    text = program("", "{'k': 'u32[2]'}", "[['r', 'random_normal', {'shape': [2], 'dtype': 'i32'}, 'k']]");
+    text = test_program_text("", "{'k': 'u32[2]'}", "[['r', 'random_normal', {'shape': [2], 'dtype': 'i32'}, 'k']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/dtype", "f32 or f64, found \"i32\""});
-    text = program("", "{'x': 'f32[4]', 'k': 'u32[2]'}", "[['r', 'dropout', {'rate': -0.5}, 'x', 'k']]");
+    text = test_program_text("", "{'x': 'f32[4]', 'k': 'u32[2]'}", "[['r', 'dropout', {'rate': -0.5}, 'x', 'k']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/rate", ">= 0 and < 1, found -0.5"});
-    text = program("", "{'x': 'f32[4]', 'g': 'f32[4]', 'b': 'f32[4]'}",
-                   "[['r', 'layer_norm', {'epsilon': 0}, 'x', 'g', 'b']]");
+    text = test_program_text("", "{'x': 'f32[4]', 'g': 'f32[4]', 'b': 'f32[4]'}",
+                             "[['r', 'layer_norm', {'epsilon': 0}, 'x', 'g', 'b']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/epsilon", "a number > 0, found 0"});
     /* not an integer; and one error per attribute, each at its value */
-    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'slice', {'step': [1, 2.5], 'start': [0.5]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'slice', {'step': [1, 2.5], 'start': [0.5]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/step/1", "integers >= 1; entry 1 is 2.5"},
                   {FVM_ERR_FORMAT, "/functions/main/body/0/2/start/0", "entry 0 is 0.5"});
 }
@@ -535,19 +505,19 @@ static void test_integers_as_reals(void **state)
     if (s == FVM_OK)
         s = fvm_compile(p, &d);
     if (s != FVM_OK)
-        print_errors(&d);
+        test_print_errors(&d, "  ");
     assert_int_equal(s, FVM_OK);
     char buf[64];
     assert_string_equal(fvm_type_format(fvm_program_func(p, "main")->result_type, false, buf, sizeof buf), "f32[3]");
     fvm_program_free(p);
     fvm_diag_clear(&d);
     /* Reals outside int64 are not integers; -2^63 is (and is then no axis of a rank-2 tensor). */
-    char *text = program("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [9223372036854775808.0]}, 'x']]");
+    char *text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [9223372036854775808.0]}, 'x']]");
     EXPECT_ERRORS(text,
                   {FVM_ERR_FORMAT, "/functions/main/body/0/2/axes/0", "integers; entry 0 is 9.223372036854776e+18"});
-    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [-9223372036854775808.0]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [-9223372036854775808.0]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "axis -9223372036854775808"});
-    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [1e300]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [1e300]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/axes/0", "entry 0 is 1e+300"});
 }
 
@@ -556,38 +526,38 @@ static void test_recursion(void **state)
     (void)state;
     char *text;
     /* direct */
-    text = json("{'fedvm': 1, 'functions': {"
-                "'f': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'f'}, 'x']], 'result': 'y'}}}");
+    text = test_json("{'fedvm': 1, 'functions': {"
+                     "'f': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'f'}, 'x']], 'result': 'y'}}}");
     EXPECT_ERRORS(text, {FVM_ERR_CYCLE, "/functions/f/body/0/2/fn", "recursion is not allowed: f -> f"});
     /* direct, through a conditional's branch */
-    text = json("{'fedvm': 1, 'functions': {"
-                "'id': {'params': {'x': 'f32[]'}, 'body': [], 'result': 'x'}, "
-                "'f': {'params': {'p': 'bool[]', 'x': 'f32[]'}, "
-                "      'body': [['y', 'cond', {'then': 'id', 'else': 'f'}, 'p', 'x']], 'result': 'y'}}}");
+    text = test_json("{'fedvm': 1, 'functions': {"
+                     "'id': {'params': {'x': 'f32[]'}, 'body': [], 'result': 'x'}, "
+                     "'f': {'params': {'p': 'bool[]', 'x': 'f32[]'}, "
+                     "      'body': [['y', 'cond', {'then': 'id', 'else': 'f'}, 'p', 'x']], 'result': 'y'}}}");
     EXPECT_ERRORS(text, {FVM_ERR_CYCLE, "/functions/f/body/0/2/else", "f -> f"});
     /* mutual: a -> b -> a, found while checking b's call; main calling a adds
      * no error of its own */
-    text = json("{'fedvm': 1, 'functions': {"
-                "'a': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'b'}, 'x']], 'result': 'y'}, "
-                "'b': {'params': {'x': 'f32[]'}, 'body': [['y', 'neg', 'x'], ['z', 'call', {'fn': 'a'}, 'y']], "
-                "      'result': 'z'}, "
-                "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}}}");
+    text = test_json("{'fedvm': 1, 'functions': {"
+                     "'a': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'b'}, 'x']], 'result': 'y'}, "
+                     "'b': {'params': {'x': 'f32[]'}, 'body': [['y', 'neg', 'x'], ['z', 'call', {'fn': 'a'}, 'y']], "
+                     "      'result': 'z'}, "
+                     "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}}}");
     EXPECT_ERRORS(text, {FVM_ERR_CYCLE, "/functions/b/body/1/2/fn", "recursion is not allowed: a -> b -> a"});
     /* a longer cycle entered from main: the chain starts at the repeated function */
-    text = json("{'fedvm': 1, 'functions': {"
-                "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}, "
-                "'a': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'b'}, 'x']], 'result': 'y'}, "
-                "'b': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'c'}, 'x']], 'result': 'y'}, "
-                "'c': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}}}");
+    text = test_json("{'fedvm': 1, 'functions': {"
+                     "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}, "
+                     "'a': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'b'}, 'x']], 'result': 'y'}, "
+                     "'b': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'c'}, 'x']], 'result': 'y'}, "
+                     "'c': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}}}");
     EXPECT_ERRORS(text, {FVM_ERR_CYCLE, "/functions/c/body/0/2/fn", "a -> b -> c -> a"});
 
     /* Calling one function twice, or from two places, is no recursion. */
-    text = json("{'fedvm': 1, 'functions': {"
-                "'sq': {'params': {'x': 'f32[]'}, 'body': [['y', 'mul', 'x', 'x']], 'result': 'y'}, "
-                "'quad': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'sq'}, 'x'], "
-                "         ['z', 'call', {'fn': 'sq'}, 'y']], 'result': 'z'}, "
-                "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'quad'}, 'x'], "
-                "         ['r', 'call', {'fn': 'sq'}, 'y']], 'result': 'r'}}}");
+    text = test_json("{'fedvm': 1, 'functions': {"
+                     "'sq': {'params': {'x': 'f32[]'}, 'body': [['y', 'mul', 'x', 'x']], 'result': 'y'}, "
+                     "'quad': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'sq'}, 'x'], "
+                     "         ['z', 'call', {'fn': 'sq'}, 'y']], 'result': 'z'}, "
+                     "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'quad'}, 'x'], "
+                     "         ['r', 'call', {'fn': 'sq'}, 'y']], 'result': 'r'}}}");
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(load_check(text, &p, &d), FVM_OK);
@@ -660,7 +630,7 @@ static void run_main(const char *text, double out[2])
     assert_int_equal(fvm_bind_args(f, 2, args, 0, &nc, &vals, &d), FVM_OK);
     fvm_status s = fvm_vm_call(vm, f, vals, &res, &d);
     if (s)
-        print_errors(&d);
+        test_print_errors(&d, "  ");
     assert_int_equal(s, FVM_OK);
     assert_int_equal(res->kind, FVM_V_TENSOR);
     assert_int_equal(fvm_tensor_count(&res->t), 2);
@@ -677,11 +647,11 @@ static void test_liveness(void **state)
 {
     (void)state;
     /* slots: x 0, y 1 (unused), a 2, dead 3, b 4, r 5 */
-    char *text = program("", "{'x': 'f32[2]', 'y': 'f32[]'}",
-                         "[['a', 'mul', 'x', 'x'], "
-                         " ['dead', 'add', 'a', 'a'], "
-                         " ['b', 'neg', 'a'], "
-                         " ['r', 'add', 'b', 'x']]");
+    char *text = test_program_text("", "{'x': 'f32[2]', 'y': 'f32[]'}",
+                                   "[['a', 'mul', 'x', 'x'], "
+                                   " ['dead', 'add', 'a', 'a'], "
+                                   " ['b', 'neg', 'a'], "
+                                   " ['r', 'add', 'b', 'x']]");
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(load_check(text, &p, &d), FVM_OK);
@@ -708,8 +678,8 @@ static void test_liveness(void **state)
     double with[2], without[2];
     run_main(text, with);
     free(text);
-    text = program("", "{'x': 'f32[2]', 'y': 'f32[]'}",
-                   "[['a', 'mul', 'x', 'x'], ['b', 'neg', 'a'], ['r', 'add', 'b', 'x']]");
+    text = test_program_text("", "{'x': 'f32[2]', 'y': 'f32[]'}",
+                             "[['a', 'mul', 'x', 'x'], ['b', 'neg', 'a'], ['r', 'add', 'b', 'x']]");
     run_main(text, without);
     free(text);
     assert_true(with[0] == 0.0 && with[1] == -2.0);
@@ -734,12 +704,12 @@ static void test_liveness_shapes(void **state)
         " 'body': [['r', 'mul', 'y', 'y']], 'result': 'r'}}}",
     };
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
-        char *text = json(texts[i]);
+        char *text = test_json(texts[i]);
         fvm_diag d = {0};
         fvm_program *p = NULL;
         fvm_status s = load_check(text, &p, &d);
         if (s)
-            print_errors(&d);
+            test_print_errors(&d, "  ");
         assert_int_equal(s, FVM_OK);
         for (int k = 0; k < p->nfuncs; k++)
             check_release_lists(p->funcs[k]);
@@ -772,10 +742,11 @@ static void test_load_member(void **state)
     char path[] = "/tmp/fvm_test_member_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    char *text = json("{'plan': 1,\n 'client': {'program': {'fedvm': 1, 'functions': {\n"
-                      "  'main': {'params': {'x': 'f32[]'}, 'body': [['r', 'ad', 'x', 'x']], 'result': 'r'}}}},\n"
-                      " 'server': {'program': {'fedvm': 1, 'functions': {\n"
-                      "  'main': {'params': {'x': 'f32[]'}, 'body': [['r', 'add', 'x', 'x']], 'result': 'r'}}}}}\n");
+    char *text =
+        test_json("{'plan': 1,\n 'client': {'program': {'fedvm': 1, 'functions': {\n"
+                  "  'main': {'params': {'x': 'f32[]'}, 'body': [['r', 'ad', 'x', 'x']], 'result': 'r'}}}},\n"
+                  " 'server': {'program': {'fedvm': 1, 'functions': {\n"
+                  "  'main': {'params': {'x': 'f32[]'}, 'body': [['r', 'add', 'x', 'x']], 'result': 'r'}}}}}\n");
     assert_true(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
     close(fd);
     free(text);

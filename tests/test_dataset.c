@@ -21,57 +21,12 @@
 #include "../format/dataset_impl.h"
 #include "../vm/core/doc.h"
 #include "example.pb-c.h"
-
-static char tmpdir[64];
-
-/* tmpdir/name in buf. */
-static const char *tmp(const char *name, char buf[256])
-{
-    snprintf(buf, 256, "%s/%s", tmpdir, name);
-    return buf;
-}
+#include "test_files.h"
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/fvm_test_dataset_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-/* The first error must have this code and its formatted text every one of
- * the NULL-terminated substrings. Clears d. */
-static void expect_error(fvm_diag *d, fvm_status code, ...)
-{
-    if (d->n < 1)
-        fail_msg("expected a %s error, got none", fvm_status_name(code));
-    char *text = fvm_error_format(&d->errs[0]);
-    assert_non_null(text);
-    if (d->errs[0].code != code)
-        fail_msg("expected a %s error, got %s: %s", fvm_status_name(code), fvm_status_name(d->errs[0].code), text);
-    va_list ap;
-    va_start(ap, code);
-    for (const char *s; (s = va_arg(ap, const char *));)
-        if (!strstr(text, s))
-            fail_msg("error '%s' does not mention '%s'", text, s);
-    va_end(ap);
-    free(text);
-    fvm_diag_clear(d);
-}
-
-static void ok(fvm_status s, fvm_diag *d)
-{
-    if (s != FVM_OK) {
-        char *text = d->n ? fvm_error_format(&d->errs[0]) : NULL;
-        fail_msg("unexpected error: %s", text ? text : fvm_status_name(s));
-    }
+    return tmpdir_make("test_dataset");
 }
 
 /* ---- the shared fixtures -------------------------------------------------------------- */
@@ -1903,5 +1858,5 @@ int main(void)
         cmocka_unit_test(test_special_files),
         cmocka_unit_test(test_locked_file),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, tmpdir_teardown);
 }

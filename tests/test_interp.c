@@ -13,40 +13,9 @@
 #include "../vm/exec/aggregate.h"
 #include "../format/doc_io.h"
 #include "../vm/fedvm.h"
+#include "test_util.h"
 
 /* ---- running programs ------------------------------------------------------------ */
-
-/* Programs and values are written with single quotes; this makes them JSON. */
-static char *json(const char *src)
-{
-    char *s = strdup(src);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    return s;
-}
-
-static char *program(const char *funcs, const char *params, const char *body)
-{
-    const char *fmt = "{'fedvm': 1, 'functions': {%s%s'main': {'params': %s, 'body': %s, 'result': 'r'}}}";
-    size_t n = strlen(fmt) + strlen(funcs) + strlen(params) + strlen(body) + 8;
-    char *raw = malloc(n);
-    assert_non_null(raw);
-    snprintf(raw, n, fmt, funcs, *funcs ? ", " : "", params, body);
-    char *s = json(raw);
-    free(raw);
-    return s;
-}
-
-static void print_errors(const fvm_diag *d)
-{
-    for (int i = 0; i < d->n; i++) {
-        char *m = fvm_error_format(&d->errs[i]);
-        print_error("  %s\n", m ? m : d->errs[i].msg);
-        free(m);
-    }
-}
 
 /* One run of main: the program, its VM, the result and the errors. */
 typedef struct run {
@@ -61,14 +30,14 @@ typedef struct run {
 /* A value of type t from single-quoted JSON text. */
 static fvm_value *value_of(run *r, const fvm_type *t, const char *text, int64_t *nclients)
 {
-    char *s = json(text);
+    char *s = test_json(text);
     fvm_doc_src src = {"arg", s, strlen(s)};
     fvm_doc *doc = NULL;
     assert_int_equal(fvm_json_parse(&r->a, &src, &doc, &r->d), FVM_OK);
     fvm_value *v = NULL;
     fvm_status st = fvm_value_from_doc(doc, t, "arg", "", nclients, &v, &r->d);
     if (st)
-        print_errors(&r->d);
+        test_print_errors(&r->d, "  ");
     assert_int_equal(st, FVM_OK);
     free(s);
     return v;
@@ -81,13 +50,13 @@ static fvm_status run_main(run *r, const char *funcs, const char *params, const 
                            const char *const *args)
 {
     memset(r, 0, sizeof *r);
-    char *text = program(funcs, params, body);
+    char *text = test_program_text(funcs, params, body);
     fvm_status s = fvm_program_load_text("test.json", text, strlen(text), &r->p, &r->d);
     if (s == FVM_OK)
         s = fvm_compile(r->p, &r->d);
     if (s) {
         print_error("%s\n", text);
-        print_errors(&r->d);
+        test_print_errors(&r->d, "  ");
     }
     free(text);
     assert_int_equal(s, FVM_OK);
@@ -165,7 +134,7 @@ static void expect_result(run *r, const char *want)
 {
     fvm_doc *got = fvm_value_to_doc(&r->a, r->res, r->f->result_type);
     assert_non_null(got);
-    char *w = json(want);
+    char *w = test_json(want);
     fvm_doc_src src = {"want", w, strlen(w)};
     fvm_doc *exp = NULL;
     assert_int_equal(fvm_json_parse(&r->a, &src, &exp, &r->d), FVM_OK);
@@ -190,7 +159,7 @@ static void run_expect(const char *funcs, const char *params, const char *body, 
     run r;
     fvm_status s = run_main(&r, funcs, params, body, clients, args);
     if (s) {
-        print_errors(&r.d);
+        test_print_errors(&r.d, "  ");
         run_free(&r);
         fail_msg("the run failed (status %d); expected %s", (int)s, want);
     }
@@ -214,7 +183,7 @@ static void run_expect_error(const char *funcs, const char *params, const char *
                 r.d.errs[0].loc.file && !strcmp(r.d.errs[0].loc.file, "test.json") && r.d.errs[0].loc.line > 0;
     if (!good) {
         print_error("status %d, %d errors:\n", (int)s, r.d.n);
-        print_errors(&r.d);
+        test_print_errors(&r.d, "  ");
     }
     run_free(&r);
     if (!good)
@@ -584,7 +553,7 @@ static void run_tensor(const char *params, const char *body, const char *const *
     run r;
     fvm_status s = run_main(&r, "", params, body, -1, args);
     if (s)
-        print_errors(&r.d);
+        test_print_errors(&r.d, "  ");
     assert_int_equal(s, FVM_OK);
     assert_int_equal(r.res->kind, FVM_V_TENSOR);
     assert_int_equal(fvm_tensor_bytes(&r.res->t), bytes);
@@ -943,7 +912,7 @@ static void test_reduction_tree_order(void **state)
         run r;
         fvm_status s = run_main(&r, "", "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1, ARGS(text));
         if (s)
-            print_errors(&r.d);
+            test_print_errors(&r.d, "  ");
         assert_int_equal(s, FVM_OK);
         assert_int_equal(r.res->t.dtype, FVM_DTYPE_F32);
         memcpy(&got[rep], fvm_tensor_data(&r.res->t), sizeof(float));
@@ -1013,8 +982,8 @@ static void test_runtime_errors(void **state)
 static void test_bind_args(void **state)
 {
     (void)state;
-    char *text = program("", "{'x': '{f32[]}@CLIENTS', 'key': 'u32[2]'}",
-                         "[['s', 'federated_sum', 'x'], ['r', 'struct', 's', 'key']]");
+    char *text = test_program_text("", "{'x': '{f32[]}@CLIENTS', 'key': 'u32[2]'}",
+                                   "[['s', 'federated_sum', 'x'], ['r', 'struct', 's', 'key']]");
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
@@ -1059,7 +1028,7 @@ static void test_bind_args(void **state)
 static void test_call_checks_arguments(void **state)
 {
     (void)state;
-    char *text = program("", "{'x': 'f32[3]'}", "[['r', 'neg', 'x']]");
+    char *text = test_program_text("", "{'x': 'f32[3]'}", "[['r', 'neg', 'x']]");
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
@@ -1113,7 +1082,8 @@ static void test_call_checks_client_counts(void **state)
     /* Every {T}@CLIENTS value of one run has the same number of clients, also
      * when the lists sit inside a struct argument: a struct holding lists of 2
      * and 3 clients is refused at the call, before anything runs. */
-    char *text = program("", "{'s': '<a={f32[]}@CLIENTS,b={f32[]}@CLIENTS>'}", "[['r', 'field', {'name': 'a'}, 's']]");
+    char *text =
+        test_program_text("", "{'s': '<a={f32[]}@CLIENTS,b={f32[]}@CLIENTS>'}", "[['r', 'field', {'name': 'a'}, 's']]");
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
@@ -1199,12 +1169,13 @@ static void test_clients_read_on_demand(void **state)
     /* Client data read on demand (as a dataset gives it) goes through zip,
      * map and every aggregation with the results of the same data held in
      * memory: x_i = 1 + i over 37 clients (three blocks of the tree). */
-    char *text = program("'sq': {'params': {'p': '<f32[],f32[]>'}, 'body': [['a', 'field', {'index': 0}, 'p'], "
-                         "['b', 'field', {'index': 1}, 'p'], ['r', 'mul', 'a', 'b']], 'result': 'r'}",
-                         "{'x': '{f32[]}@CLIENTS'}",
-                         "[['z', 'federated_zip', 'x', 'x'], ['q', 'federated_map', {'fn': 'sq'}, 'z'], "
-                         "['s', 'federated_sum', 'q'], ['m', 'federated_max', 'x'], "
-                         "['w', 'federated_weighted_mean', 'x', 'x'], ['r', 'federated_zip', 's', 'm', 'w']]");
+    char *text =
+        test_program_text("'sq': {'params': {'p': '<f32[],f32[]>'}, 'body': [['a', 'field', {'index': 0}, 'p'], "
+                          "['b', 'field', {'index': 1}, 'p'], ['r', 'mul', 'a', 'b']], 'result': 'r'}",
+                          "{'x': '{f32[]}@CLIENTS'}",
+                          "[['z', 'federated_zip', 'x', 'x'], ['q', 'federated_map', {'fn': 'sq'}, 'z'], "
+                          "['s', 'federated_sum', 'q'], ['m', 'federated_max', 'x'], "
+                          "['w', 'federated_weighted_mean', 'x', 'x'], ['r', 'federated_zip', 's', 'm', 'w']]");
     const int n = 37;
     fvm_diag d = {0};
     int gets = 0;

@@ -15,6 +15,7 @@
 #include "../format/doc_io.h"
 #include "../format/metrics.h"
 #include "../format/value_doc.h"
+#include "test_util.h"
 
 /* Per-test state, freed by the teardown even when an assertion fails. */
 typedef struct fx {
@@ -24,9 +25,7 @@ typedef struct fx {
 
 static int setup(void **state)
 {
-    fx *f = calloc(1, sizeof *f);
-    *state = f;
-    return f ? 0 : -1;
+    return test_fixture_new(state, sizeof(fx));
 }
 
 static int teardown(void **state)

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "../vm/kernels/provider.h"
+#include "test_tensors.h"
 
 /* The providers compared with the CPU one: each runs every test below. */
 static const fvm_kernels *(*const others[])(void) = {fvm_kernels_portable};
@@ -57,17 +58,8 @@ static fvm_tensor rnd(fvm_dtype dt, fvm_dims s)
     return t;
 }
 
-/* Output tensors filled with a pattern, so unwritten elements show. */
-static fvm_tensor junk(fvm_dtype dt, fvm_dims s)
-{
-    fvm_tensor t;
-    assert_int_equal(fvm_tensor_alloc(&t, dt, &s, NULL), FVM_OK);
-    if (t.buf)
-        memset(fvm_tensor_data(&t), 0xa5, fvm_tensor_bytes(&t));
-    return t;
-}
-
-static fvm_dims dims(int rank, const int64_t *d)
+/* The shape of rank dimensions, d[0] to d[rank - 1]. */
+static fvm_dims dims_of(int rank, const int64_t *d)
 {
     fvm_dims s = {.rank = rank};
     for (int i = 0; i < rank; i++)
@@ -130,7 +122,7 @@ static void test_unary(void **state)
         for (int dt = 0; dt < FVM_DTYPE_COUNT; dt++) {
             char what[64];
             snprintf(what, sizeof what, "%s %s", fvm_elementwise_unary_name((fvm_unary)op), fvm_dtype_name((fvm_dtype)dt));
-            fvm_tensor x = rnd((fvm_dtype)dt, dims(2, sh)), oc = junk((fvm_dtype)dt, x.shape),
+            fvm_tensor x = rnd((fvm_dtype)dt, dims_of(2, sh)), oc = junk((fvm_dtype)dt, x.shape),
                        op_ = junk((fvm_dtype)dt, x.shape);
             fvm_diag dc = {0}, dp = {0};
             fvm_status sc = cpu->unary((fvm_unary)op, &x, &oc, &dc), sp = port->unary((fvm_unary)op, &x, &op_, &dp);
@@ -168,10 +160,10 @@ static void test_binary(void **state)
                 char what[80];
                 snprintf(what, sizeof what, "%s %s, shapes %zu", fvm_elementwise_binary_name((fvm_binary)op),
                          fvm_dtype_name((fvm_dtype)dt), p);
-                fvm_tensor a = rnd((fvm_dtype)dt, dims(pairs[p].ra, pairs[p].a));
-                fvm_tensor b = rnd((fvm_dtype)dt, dims(pairs[p].rb, pairs[p].b));
+                fvm_tensor a = rnd((fvm_dtype)dt, dims_of(pairs[p].ra, pairs[p].a));
+                fvm_tensor b = rnd((fvm_dtype)dt, dims_of(pairs[p].rb, pairs[p].b));
                 fvm_dtype od = fvm_elementwise_compares((fvm_binary)op) ? FVM_DTYPE_BOOL : (fvm_dtype)dt;
-                fvm_tensor oc = junk(od, dims(pairs[p].ro, pairs[p].o)), op_ = junk(od, oc.shape);
+                fvm_tensor oc = junk(od, dims_of(pairs[p].ro, pairs[p].o)), op_ = junk(od, oc.shape);
                 fvm_diag dc = {0}, dp = {0};
                 fvm_status sc = cpu->binary((fvm_binary)op, &a, &b, &oc, &dc);
                 fvm_status sp = port->binary((fvm_binary)op, &a, &b, &op_, &dp);
@@ -183,7 +175,7 @@ static void test_binary(void **state)
             }
     /* operands of two dtypes: the same type error */
     const int64_t n[] = {3};
-    fvm_tensor a = rnd(FVM_DTYPE_F32, dims(1, n)), b = rnd(FVM_DTYPE_F64, dims(1, n));
+    fvm_tensor a = rnd(FVM_DTYPE_F32, dims_of(1, n)), b = rnd(FVM_DTYPE_F64, dims_of(1, n));
     fvm_tensor oc = junk(FVM_DTYPE_F32, a.shape), op_ = junk(FVM_DTYPE_F32, a.shape);
     fvm_diag dc = {0}, dp = {0};
     fvm_status sc = cpu->binary(FVM_BIN_ADD, &a, &b, &oc, &dc), sp = port->binary(FVM_BIN_ADD, &a, &b, &op_, &dp);
@@ -200,10 +192,10 @@ static void test_select_cast_fill(void **state)
     (void)state;
     for (int dt = 0; dt < FVM_DTYPE_COUNT; dt++)
         for (size_t p = 0; p < sizeof pairs / sizeof *pairs; p++) {
-            fvm_tensor c = rnd(FVM_DTYPE_BOOL, dims(pairs[p].ra, pairs[p].a));
-            fvm_tensor a = rnd((fvm_dtype)dt, dims(pairs[p].rb, pairs[p].b));
-            fvm_tensor b = rnd((fvm_dtype)dt, dims(pairs[p].ro, pairs[p].o));
-            fvm_tensor oc = junk((fvm_dtype)dt, dims(pairs[p].ro, pairs[p].o)), op_ = junk((fvm_dtype)dt, oc.shape);
+            fvm_tensor c = rnd(FVM_DTYPE_BOOL, dims_of(pairs[p].ra, pairs[p].a));
+            fvm_tensor a = rnd((fvm_dtype)dt, dims_of(pairs[p].rb, pairs[p].b));
+            fvm_tensor b = rnd((fvm_dtype)dt, dims_of(pairs[p].ro, pairs[p].o));
+            fvm_tensor oc = junk((fvm_dtype)dt, dims_of(pairs[p].ro, pairs[p].o)), op_ = junk((fvm_dtype)dt, oc.shape);
             fvm_diag dc = {0}, dp = {0};
             fvm_status sc = cpu->select(&c, &a, &b, &oc, &dc), sp = port->select(&c, &a, &b, &op_, &dp);
             agree("select", sc, &dc, &oc, sp, &dp, &op_);
@@ -218,7 +210,7 @@ static void test_select_cast_fill(void **state)
         for (int to = 0; to < FVM_DTYPE_COUNT; to++) {
             char what[64];
             snprintf(what, sizeof what, "cast %s to %s", fvm_dtype_name((fvm_dtype)from), fvm_dtype_name((fvm_dtype)to));
-            fvm_tensor x = rnd((fvm_dtype)from, dims(2, sh));
+            fvm_tensor x = rnd((fvm_dtype)from, dims_of(2, sh));
             fvm_tensor oc = junk((fvm_dtype)to, x.shape), op_ = junk((fvm_dtype)to, x.shape);
             fvm_diag dc = {0}, dp = {0};
             fvm_status sc = cpu->cast(&x, &oc, &dc), sp = port->cast(&x, &op_, &dp);
@@ -230,7 +222,7 @@ static void test_select_cast_fill(void **state)
     for (int dt = 0; dt < FVM_DTYPE_COUNT; dt++)
         for (int i = 0; i < 20; i++) {
             double v = special();
-            fvm_tensor oc = junk((fvm_dtype)dt, dims(2, sh)), op_ = junk((fvm_dtype)dt, dims(2, sh));
+            fvm_tensor oc = junk((fvm_dtype)dt, dims_of(2, sh)), op_ = junk((fvm_dtype)dt, dims_of(2, sh));
             fvm_diag dc = {0}, dp = {0};
             fvm_status sc = cpu->fill(v, &oc, &dc), sp = port->fill(v, &op_, &dp);
             agree("fill", sc, &dc, &oc, sp, &dp, &op_);
@@ -278,7 +270,7 @@ static void test_fused(void **state)
         for (int k = 0; k < nin; k++) {
             int r = k == 0 ? pairs[p].ra : k == 1 ? pairs[p].rb : pairs[p].ro;
             const int64_t *d = k == 0 ? pairs[p].a : k == 1 ? pairs[p].b : pairs[p].o;
-            in[k] = rnd(next32() % 4 ? common : FVM_DTYPE_BOOL, dims(r, d));
+            in[k] = rnd(next32() % 4 ? common : FVM_DTYPE_BOOL, dims_of(r, d));
             ins[k] = &in[k];
         }
         fvm_dtype dt;
@@ -344,10 +336,10 @@ static void test_matmul(void **state)
                 bool vec = shape >= 4, ta = !vec && (shape & 1), tb = !vec && (shape & 2); /* 4: vector @ matrix, 5: matrix @ vector */
                 int64_t m = mnk[c][0], k = mnk[c][1], n = mnk[c][2];
                 int64_t ad[2] = {ta ? k : m, ta ? m : k}, bd[2] = {tb ? n : k, tb ? k : n};
-                fvm_tensor a = finite_rnd((fvm_dtype)dt, vec && shape == 4 ? dims(1, &k) : dims(2, ad));
-                fvm_tensor b = finite_rnd((fvm_dtype)dt, vec && shape == 5 ? dims(1, &k) : dims(2, bd));
+                fvm_tensor a = finite_rnd((fvm_dtype)dt, vec && shape == 4 ? dims_of(1, &k) : dims_of(2, ad));
+                fvm_tensor b = finite_rnd((fvm_dtype)dt, vec && shape == 5 ? dims_of(1, &k) : dims_of(2, bd));
                 int64_t od[2] = {m, n};
-                fvm_dims os = shape == 4 ? dims(1, &n) : shape == 5 ? dims(1, &m) : dims(2, od);
+                fvm_dims os = shape == 4 ? dims_of(1, &n) : shape == 5 ? dims_of(1, &m) : dims_of(2, od);
                 fvm_tensor oc = junk((fvm_dtype)dt, os), op_ = junk((fvm_dtype)dt, os);
                 fvm_diag dc = {0}, dp = {0};
                 fvm_status sc = cpu->matmul(&a, &b, ta, tb, &oc, &dc);
@@ -390,12 +382,13 @@ static void test_conv2d(void **state)
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
             fvm_window win = {.kh = cases[c].w[0], .kw = cases[c].w[1], .sh = cases[c].sh, .sw = cases[c].sw,
                               .same = cases[c].same};
-            fvm_tensor x = finite_rnd((fvm_dtype)dt, dims(4, cases[c].x)), w = finite_rnd((fvm_dtype)dt, dims(4, cases[c].w));
+            fvm_tensor x = finite_rnd((fvm_dtype)dt, dims_of(4, cases[c].x)),
+                       w = finite_rnd((fvm_dtype)dt, dims_of(4, cases[c].w));
             int64_t oh, ow;
             assert_int_equal(fvm_window_out(x.shape.d[1], win.kh, win.sh, win.same, &oh, NULL, NULL), FVM_OK);
             assert_int_equal(fvm_window_out(x.shape.d[2], win.kw, win.sw, win.same, &ow, NULL, NULL), FVM_OK);
             int64_t yd[4] = {x.shape.d[0], oh, ow, w.shape.d[3]};
-            fvm_tensor dy = finite_rnd((fvm_dtype)dt, dims(4, yd));
+            fvm_tensor dy = finite_rnd((fvm_dtype)dt, dims_of(4, yd));
             fvm_tensor yc = junk((fvm_dtype)dt, dy.shape), yp = junk((fvm_dtype)dt, dy.shape);
             fvm_tensor xc = junk((fvm_dtype)dt, x.shape), xp = junk((fvm_dtype)dt, x.shape);
             fvm_tensor wc = junk((fvm_dtype)dt, w.shape), wp = junk((fvm_dtype)dt, w.shape);
@@ -418,8 +411,8 @@ static void test_conv2d(void **state)
         }
     /* the same errors: a non-float dtype */
     const int64_t xd[] = {1, 4, 4, 1}, wd[] = {2, 2, 1, 1};
-    fvm_tensor xi = rnd(FVM_DTYPE_I32, dims(4, xd)), wi = rnd(FVM_DTYPE_I32, dims(4, wd));
-    fvm_tensor yc = junk(FVM_DTYPE_I32, dims(4, xd)), yp = junk(FVM_DTYPE_I32, dims(4, xd));
+    fvm_tensor xi = rnd(FVM_DTYPE_I32, dims_of(4, xd)), wi = rnd(FVM_DTYPE_I32, dims_of(4, wd));
+    fvm_tensor yc = junk(FVM_DTYPE_I32, dims_of(4, xd)), yp = junk(FVM_DTYPE_I32, dims_of(4, xd));
     fvm_window win = {.kh = 2, .kw = 2, .sh = 1, .sw = 1, .same = true};
     fvm_diag dc = {0}, dp = {0};
     fvm_status sc = cpu->conv2d(&xi, &wi, &win, &yc, &dc), sp = port->conv2d(&xi, &wi, &win, &yp, &dp);

@@ -15,6 +15,7 @@
 #include "../format/metrics.h"
 #include "../vm/fedvm.h"
 #include "../vm/runtime/session.h"
+#include "test_util.h"
 
 /* FedAvg of programs/ over 12 clients of Synthetic(1,1), made once by the
  * fedvm command ($FVM_BIN/fedvm, default bin/fedvm; the Makefile sets
@@ -118,16 +119,6 @@ static fvm_status progress(void *user, const fvm_session_event *e, fvm_diag *d)
     return FVM_OK;
 }
 
-/* Prints d's errors (a failing test shows why). */
-static void show(const fvm_diag *d)
-{
-    for (int i = 0; i < d->n; i++) {
-        char *s = fvm_error_format(&d->errs[i]);
-        print_error("%s\n", s ? s : d->errs[i].msg);
-        free(s);
-    }
-}
-
 /* Runs a session to its end; its final state (a new reference) in *state. */
 static void run_session(const fvm_session_opts *o, fvm_value **state)
 {
@@ -136,7 +127,7 @@ static void run_session(const fvm_session_opts *o, fvm_value **state)
     fvm_status st = fvm_session_new(program, o, &s, &d);
     if (st == FVM_OK)
         st = fvm_session_run(s, &d);
-    show(&d);
+    test_print_errors(&d, "");
     assert_int_equal(st, FVM_OK);
     assert_true(fvm_session_done(s));
     assert_int_equal(fvm_session_round(s), o->rounds);
@@ -209,7 +200,7 @@ static void test_same_as_fedvm_run(void **state)
     assert_false(fvm_session_done(s));
     assert_true(isnan(fvm_session_metric(s, "train.loss")));
     fvm_status st = fvm_session_run(s, &d);
-    show(&d);
+    test_print_errors(&d, "");
     assert_int_equal(st, FVM_OK);
     assert_int_equal(sn.rounds, 3);
     assert_int_equal(sn.first, 1);
@@ -345,7 +336,7 @@ static void refused(const fvm_session_opts *o, bool at_new, fvm_status code, con
     const fvm_error *e = &d.errs[0];
     if (e->code != code || !strstr(e->msg, text) || (file && (!e->loc.file || !strstr(e->loc.file, file))) ||
         (!file && e->loc.file) || (line && e->loc.line != line)) {
-        show(&d);
+        test_print_errors(&d, "");
         fail_msg("expected %s error '%s' at %s:%d", fvm_status_name(code), text, file ? file : "-", line);
     }
     fvm_session_free(s);

@@ -11,21 +11,7 @@
 
 #include "../vm/ir/bufcache.h"
 #include "../vm/ir/tensor.h"
-
-static fvm_dims dims(int rank, ...)
-{
-    fvm_dims s = {.rank = rank};
-    va_list ap;
-    va_start(ap, rank);
-    for (int i = 0; i < rank; i++)
-        s.d[i] = va_arg(ap, int64_t);
-    va_end(ap);
-    return s;
-}
-#define D0() dims(0)
-#define D1(a) dims(1, (int64_t)(a))
-#define D2(a, b) dims(2, (int64_t)(a), (int64_t)(b))
-#define D3(a, b, c) dims(3, (int64_t)(a), (int64_t)(b), (int64_t)(c))
+#include "test_tensors.h"
 
 static void test_dtype_names(void **state)
 {

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "../vm/ir/types.h"
+#include "test_util.h"
 
 /* Every error location is given relative to this one: the type string is the
  * JSON string whose opening quote is at line 7, column 20 of prog.json, so the
@@ -24,11 +25,7 @@ typedef struct fixture {
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f)
-        return -1;
-    *state = f;
-    return 0;
+    return test_fixture_new(state, sizeof(fixture));
 }
 
 static int teardown(void **state)
