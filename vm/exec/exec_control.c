@@ -574,7 +574,7 @@ static fvm_status one_like(fvm_ctx *x, const fvm_type *t, fvm_value **out)
     return s;
 }
 
-/* grad, value_and_grad, vjp: call the pullback the checker derived,
+/* grad, value_and_grad, vjp: call the pullback the passes derived (vm/transform/passes.h),
  * f'(args, ct) -> <value, grads=<g>>. */
 fvm_status exec_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {

@@ -134,7 +134,7 @@ static int made_up(flat *F, const fvm_instr *at, const char *name, fvm_op op, fv
 }
 
 /* grad, value_and_grad or vjp of a federated function: its pullback (the
- * checker derived it: fn'(params..., ct) -> <value, grads=<g>>) inlined
+ * passes derived it: fn'(params..., ct) -> <value, grads=<g>>) inlined
  * like a call, with the cotangent 1 made up for grad and value_and_grad. */
 static fvm_status inline_derivative(flat *F, const fvm_instr *in, const char *name, int *args, int *out, int depth)
 {
