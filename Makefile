@@ -12,6 +12,7 @@
 # make bench-doc  the same, its tables written into BENCHMARKS.md
 # make demo     the main job on a built-in default (installs missing packages first)
 # make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
+# make format   the C sources in .clang-format's style (make test checks it)
 # make MPI=no   any of these without Open MPI (the mpi backend then says it is missing)
 
 # ---- settings --------------------------------------------------------------
@@ -75,7 +76,7 @@ DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libdeflate-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
                 python3-msgpack python3-numpy python3-yaml dataset-fashion-mnist \
-                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz nettle-dev \
+                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz nettle-dev clang-format \
                 libopenmpi-dev openmpi-bin
 
 # ---- sources ---------------------------------------------------------------
@@ -107,7 +108,7 @@ PUBLIC_H  := vm/fedvm.h vm/core/api.h vm/core/arena.h vm/core/doc.h vm/core/prng
              format/data_bind.h format/dataset.h format/doc_io.h format/file.h format/idx.h format/ir_read.h \
              format/ir_write.h format/metrics.h format/plan.h format/safetensors.h format/value_doc.h format/xdev.h
 
-.PHONY: all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
+.PHONY: format format-check all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -197,6 +198,7 @@ test: deps
 test-run: all $(TEST_BIN)
 	@set -e; for t in $(TEST_BIN); do echo "== $$t"; FVM_BIN=$(BIN) $$t; done
 	@tests/check_layers.sh $(BUILD)
+	@$(MAKE) --no-print-directory format-check
 	@tests/check_api.sh $(LIBD)/libfedvm.so $(PUBLIC_H)
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_hostile.sh $(BIN)
@@ -241,6 +243,16 @@ test-beam: all
 # about ten minutes; CI runs it).
 fresh-root:
 	tests/fresh_root.sh
+
+# The C style of .clang-format (clang-format 14, Debian 12's): make format
+# rewrites the sources in place, make format-check (in make test) fails
+# on any file it would change.
+FORMAT_SRC = $(shell git ls-files 'vm/*.[ch]' 'format/*.[ch]' 'tools/*.[ch]' 'tests/*.[ch]' 'bench/*.[ch]' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_SRC)
+
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_SRC) && echo "format-check: ok ($(words $(FORMAT_SRC)) files)"
 
 asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

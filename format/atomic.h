@@ -22,9 +22,9 @@
 
 /* A file being replaced. Zero-initialise (fd 0 is never used: begin sets it). */
 typedef struct fvm_atomic {
-    char *path;  /* the file to replace (malloc'd copy) */
-    char *tmp;   /* the temporary beside it (malloc'd) */
-    int fd;      /* open for writing and locked; -1 once committed or aborted */
+    char *path; /* the file to replace (malloc'd copy) */
+    char *tmp; /* the temporary beside it (malloc'd) */
+    int fd; /* open for writing and locked; -1 once committed or aborted */
     bool synced; /* fvm_atomic_sync succeeded */
 } fvm_atomic;
 

@@ -23,10 +23,10 @@ FVM_API bool fvm_bind_is_key(const fvm_type *t);
 FVM_API bool fvm_bind_is_client_keys(const fvm_type *t);
 
 typedef struct fvm_bind_opts {
-    int first;        /* bind parameters first.. (values[i < first] stay NULL) */
-    uint64_t seed;    /* for "key" and "client_keys" */
-    bool leave_keys;  /* leave "key" and "client_keys" NULL (a round driver sets them) */
-    bool *used;       /* NULL: an argument naming no parameter is an error; else
+    int first; /* bind parameters first.. (values[i < first] stay NULL) */
+    uint64_t seed; /* for "key" and "client_keys" */
+    bool leave_keys; /* leave "key" and "client_keys" NULL (a round driver sets them) */
+    bool *used; /* NULL: an argument naming no parameter is an error; else
                          such arguments are skipped and used[k] is set for the others */
 } fvm_bind_opts;
 
@@ -36,11 +36,11 @@ typedef struct fvm_bind_opts {
  * when already >= 0). Every problem is reported; errors in a value point into
  * its text or file. */
 FVM_API fvm_status fvm_bind_params(const fvm_func *f, int nargs, const fvm_named_text *args, const fvm_bind_opts *o,
-                           int64_t *nclients, fvm_value ***out_values, fvm_diag *d);
+                                   int64_t *nclients, fvm_value ***out_values, fvm_diag *d);
 
 /* fvm_bind_params with every parameter bound and no argument left over. */
-FVM_API fvm_status fvm_bind_args(const fvm_func *f, int nargs, const fvm_named_text *args, uint64_t seed, int64_t *nclients,
-                         fvm_value ***out_values, fvm_diag *d);
+FVM_API fvm_status fvm_bind_args(const fvm_func *f, int nargs, const fvm_named_text *args, uint64_t seed,
+                                 int64_t *nclients, fvm_value ***out_values, fvm_diag *d);
 
 /* Releases values[0..n) and frees the array. NULL is a no-op. */
 FVM_API void fvm_values_free(fvm_value **values, int n);

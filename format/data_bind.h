@@ -28,6 +28,6 @@ FVM_API fvm_status fvm_data_spec(const char *text, char **file, char **split, fv
  * the field and both types, and listing the file's columns. *out (owned by
  * the caller) is NULL on error. */
 FVM_API fvm_status fvm_data_bind(const char *path, const char *split, const char *param, const fvm_type *t,
-                         fvm_value **out, fvm_diag *d);
+                                 fvm_value **out, fvm_diag *d);
 
 #endif

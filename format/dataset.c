@@ -32,7 +32,11 @@ void fvm_dataset_cols_free(ds_col *cols, int n)
  * *cp gets its code point. */
 static size_t utf8_char(const unsigned char *p, size_t n, uint32_t *cp)
 {
-    size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
+    size_t len = p[0] < 0x80             ? 1
+                 : (p[0] & 0xe0) == 0xc0 ? 2
+                 : (p[0] & 0xf0) == 0xe0 ? 3
+                 : (p[0] & 0xf8) == 0xf0 ? 4
+                                         : 0;
     if (len == 0 || len > n)
         return 0;
     uint32_t c = len == 1 ? p[0] : p[0] & (0x7f >> len);
@@ -269,9 +273,11 @@ static fvm_status col_check(const fvm_dataset *ds, const fvm_column *schema, con
     char got[FVM_DIMS_STR], want[FVM_DIMS_STR], esc[DS_ESC];
     fvm_dims_format(&shape, got);
     fvm_dims_format(&schema->shape, want);
-    return ds_err(ds, d, FVM_ERR_TYPE, "client %s, column '%s': examples are %s%s, but the dataset's schema (from its "
-                  "first client) has %s%s", who, ds_esc(schema->name, strlen(schema->name), esc),
-                  fvm_dtype_name(dt), got, fvm_dtype_name(schema->dtype), want);
+    return ds_err(ds, d, FVM_ERR_TYPE,
+                  "client %s, column '%s': examples are %s%s, but the dataset's schema (from its "
+                  "first client) has %s%s",
+                  who, ds_esc(schema->name, strlen(schema->name), esc), fvm_dtype_name(dt), got,
+                  fvm_dtype_name(schema->dtype), want);
 }
 
 /* Names compare as SQLite's BINARY collation does: bytes, then the shorter first. */
@@ -316,8 +322,8 @@ int fvm_dataset_column_find(const fvm_dataset *ds, const char *name)
     return ds_column_find(ds, name, strlen(name));
 }
 
-fvm_status ds_set_schema(fvm_dataset *ds, const char *who, int ncols, const char *const *names,
-                         const size_t *name_lens, const ds_col *cols, fvm_diag *d)
+fvm_status ds_set_schema(fvm_dataset *ds, const char *who, int ncols, const char *const *names, const size_t *name_lens,
+                         const ds_col *cols, fvm_diag *d)
 {
     if (ncols < 0 || ncols > DS_MAX_COLUMNS)
         return ds_err(ds, d, FVM_ERR_LIMIT, "client %s: %d columns, more than fedvm reads (%d)", who, ncols,
@@ -484,8 +490,8 @@ fvm_status fvm_dataset_has_table(fvm_dataset *ds, const char *name, bool *yes, f
 {
     sqlite3_stmt *st = NULL;
     *yes = false;
-    int rc = sqlite3_prepare_v2(ds->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &st,
-                                NULL);
+    int rc =
+        sqlite3_prepare_v2(ds->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &st, NULL);
     if (rc)
         return ds_sql_err(ds, d, rc, "reading the tables");
     sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
@@ -549,8 +555,10 @@ fvm_status ds_check_table(fvm_dataset *ds, const char *table, const char *const 
             *rowid = aliases[a];
             return FVM_OK;
         }
-    return ds_err(ds, d, FVM_ERR_FORMAT, "table %s has columns named rowid, _rowid_ and oid, which hide all the names "
-                  "of its row ids: fedvm cannot tell its rows apart", table);
+    return ds_err(ds, d, FVM_ERR_FORMAT,
+                  "table %s has columns named rowid, _rowid_ and oid, which hide all the names "
+                  "of its row ids: fedvm cannot tell its rows apart",
+                  table);
 }
 
 /* ---- the formats ------------------------------------------------------------------ */
@@ -627,11 +635,11 @@ static fvm_status open_db(const char *path, fvm_dataset **out, fvm_diag *d)
     /* SQLite would wait forever opening a FIFO, and read a device as a file. */
     if (!S_ISREG(sb.st_mode))
         return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot open: %s, not a regular file",
-                            S_ISDIR(sb.st_mode)                            ? "a directory"
-                            : S_ISFIFO(sb.st_mode)                         ? "a FIFO"
-                            : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode)   ? "a device"
-                            : S_ISSOCK(sb.st_mode)                         ? "a socket"
-                                                                           : "a special file");
+                            S_ISDIR(sb.st_mode)                          ? "a directory"
+                            : S_ISFIFO(sb.st_mode)                       ? "a FIFO"
+                            : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                            : S_ISSOCK(sb.st_mode)                       ? "a socket"
+                                                                         : "a special file");
     if (sb.st_size == 0)
         return fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "not a federated dataset: the file is empty");
     fvm_dataset *ds = ds_new(path, NULL);
@@ -842,8 +850,8 @@ static fvm_status check_index(const fvm_dataset *ds, int64_t i, fvm_diag *d)
 {
     if (i < 0 || i >= ds->n) {
         char esc[DS_ESC];
-        return ds_err(ds, d, FVM_ERR_USAGE, "client index %lld out of range: split '%s' has %lld clients",
-                      (long long)i, ds_esc(ds->split, strlen(ds->split), esc), (long long)ds->n);
+        return ds_err(ds, d, FVM_ERR_USAGE, "client index %lld out of range: split '%s' has %lld clients", (long long)i,
+                      ds_esc(ds->split, strlen(ds->split), esc), (long long)ds->n);
     }
     return FVM_OK;
 }

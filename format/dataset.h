@@ -102,7 +102,7 @@ FVM_API char *fvm_dataset_escape(const void *name, size_t len, char *buf, size_t
  * of examples, from the table (no decoding). FVM_ERR_USAGE when i is out of
  * range. */
 FVM_API fvm_status fvm_dataset_client(fvm_dataset *ds, int64_t i, const void **id, size_t *id_len, int64_t *examples,
-                              fvm_diag *d);
+                                      fvm_diag *d);
 /* The index of the client with this id, or -1. (FedJAX: an indexed lookup,
  * the id as a blob, then as text; TFF: a binary search over the sorted ids.) */
 FVM_API int64_t fvm_dataset_find(fvm_dataset *ds, const void *id, size_t id_len);
@@ -135,7 +135,7 @@ FVM_API fvm_status fvm_dataset_create(const char *path, fvm_dataset_writer **out
  * a split is FVM_ERR_NAME, a bad argument FVM_ERR_USAGE; after such a refusal
  * the writer can go on. */
 FVM_API fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void *id, size_t id_len, int ncols,
-                           const char *const *names, const fvm_tensor *cols, fvm_diag *d);
+                                   const char *const *names, const fvm_tensor *cols, fvm_diag *d);
 /* Commits and renames into place; frees w (also on error). */
 FVM_API fvm_status fvm_dataset_finish(fvm_dataset_writer *w, fvm_diag *d);
 /* Discards the temporary file; frees w. NULL is a no-op. */

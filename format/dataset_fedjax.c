@@ -12,16 +12,16 @@
 
 /* An open FedJAX split: the format's state (ds->impl). */
 typedef struct fedjax {
-    char *table;       /* the table of the split */
+    char *table; /* the table of the split */
     const char *rowid; /* the name by which SQL reaches the table's real rowid (ds_check_table) */
     /* Client i's row: rowid0 + i when the rowids are contiguous (rowids
      * NULL), else rowids[i] (table order). */
     int64_t rowid0;
     int64_t *rowids;
-    sqlite3_stmt *st_row;  /* id, data, count by rowid */
-    sqlite3_stmt *st_id;   /* id, count by rowid (no data) */
+    sqlite3_stmt *st_row; /* id, data, count by rowid */
+    sqlite3_stmt *st_id; /* id, count by rowid (no data) */
     sqlite3_stmt *st_find; /* rowid by id */
-    unsigned char *buf;    /* scratch: inflated client data, reused */
+    unsigned char *buf; /* scratch: inflated client data, reused */
     size_t buf_cap;
     struct libdeflate_decompressor *inflater; /* made at the first client */
 } fedjax;
@@ -63,7 +63,6 @@ char *ds_fedjax_table(const char *split, const char *path, fvm_diag *d)
         snprintf(t, n + 16, "federated_data_%s", split);
     return t;
 }
-
 
 static fvm_status prepare(fvm_dataset *ds, const char *sql, sqlite3_stmt **st, fvm_diag *d)
 {
@@ -124,15 +123,19 @@ static fvm_status check_unique_ids(fvm_dataset *ds, fvm_diag *d)
         if (rc != SQLITE_ROW)
             return ds_sql_err(ds, d, rc, "reading the client table");
     }
-    snprintf(sql, sizeof sql, "SELECT CAST(client_id AS BLOB), count(*) FROM \"%s\" GROUP BY 1 HAVING count(*) > 1 "
-             "LIMIT 1", fj->table);
+    snprintf(sql, sizeof sql,
+             "SELECT CAST(client_id AS BLOB), count(*) FROM \"%s\" GROUP BY 1 HAVING count(*) > 1 "
+             "LIMIT 1",
+             fj->table);
     if ((s = prepare(ds, sql, &st, d)))
         return s;
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         char who[DS_WHO];
-        s = ds_err(ds, d, FVM_ERR_FORMAT, "client id %s appears %lld times in table %s: a client id must name one "
-                   "client", ds_who(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), -1, who),
+        s = ds_err(ds, d, FVM_ERR_FORMAT,
+                   "client id %s appears %lld times in table %s: a client id must name one "
+                   "client",
+                   ds_who(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), -1, who),
                    (long long)sqlite3_column_int64(st, 1), fj->table);
     } else if (rc != SQLITE_DONE) {
         s = ds_sql_err(ds, d, rc, "reading the client table");
@@ -180,14 +183,15 @@ static fvm_status read_index(fvm_dataset *ds, int64_t *clients, fvm_diag *d)
     sqlite3_finalize(st);
     if ((rc != SQLITE_DONE && rc != SQLITE_ROW) || i != n)
         return rc != SQLITE_DONE && rc != SQLITE_ROW ? ds_sql_err(ds, d, rc, "reading the client index")
-                                                     : ds_err(ds, d, FVM_ERR_IO, "the client table changed while "
+                                                     : ds_err(ds, d, FVM_ERR_IO,
+                                                              "the client table changed while "
                                                               "it was read");
     return FVM_OK;
 }
 
 /* Runs st (rowid bound) and checks the id and count; leaves the row current. */
-static fvm_status fetch_row(fvm_dataset *ds, sqlite3_stmt *st, int64_t i, int id_col, int count_col,
-                            int64_t *examples, char who[DS_WHO], fvm_diag *d)
+static fvm_status fetch_row(fvm_dataset *ds, sqlite3_stmt *st, int64_t i, int id_col, int count_col, int64_t *examples,
+                            char who[DS_WHO], fvm_diag *d)
 {
     const fedjax *fj = ds->impl;
     sqlite3_reset(st);
@@ -464,8 +468,8 @@ static bool parse_dtype(const char *s, size_t len, fvm_dtype *dt, int64_t *width
     static const struct {
         const char *name;
         fvm_dtype dt;
-    } map[] = {{"bool", FVM_DTYPE_BOOL},   {"uint8", FVM_DTYPE_U8},     {"int32", FVM_DTYPE_I32},
-               {"int64", FVM_DTYPE_I64},   {"uint32", FVM_DTYPE_U32},   {"float32", FVM_DTYPE_F32},
+    } map[] = {{"bool", FVM_DTYPE_BOOL},  {"uint8", FVM_DTYPE_U8},   {"int32", FVM_DTYPE_I32},
+               {"int64", FVM_DTYPE_I64},  {"uint32", FVM_DTYPE_U32}, {"float32", FVM_DTYPE_F32},
                {"float64", FVM_DTYPE_F64}};
     *width = 0;
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
@@ -540,14 +544,16 @@ static fvm_status decode_ndarray(const colctx *c, const msgpack_object_ext *ext,
         goto done;
     }
     if (!parse_dtype(bytes_ptr(&f[1]), bytes_len(&f[1]), &dt, &width)) {
-        snprintf(buf, sizeof buf, "unsupported dtype '%.*s' (fedvm reads bool, uint8, int32, int64, uint32, float32, "
-                 "float64 and fixed-width byte strings)", (int)(bytes_len(&f[1]) < 64 ? bytes_len(&f[1]) : 64),
-                 bytes_ptr(&f[1]));
+        snprintf(buf, sizeof buf,
+                 "unsupported dtype '%.*s' (fedvm reads bool, uint8, int32, int64, uint32, float32, "
+                 "float64 and fixed-width byte strings)",
+                 (int)(bytes_len(&f[1]) < 64 ? bytes_len(&f[1]) : 64), bytes_ptr(&f[1]));
         s = col_err(c, FVM_ERR_TYPE, buf);
         goto done;
     }
     if (!parse_shape(&f[0], width ? 1 : 0, &shape) || !is_bytes(&f[2])) {
-        s = col_err(c, FVM_ERR_FORMAT, "the array's shape is not a list of 1 to 8 non-negative integers, or its "
+        s = col_err(c, FVM_ERR_FORMAT,
+                    "the array's shape is not a list of 1 to 8 non-negative integers, or its "
                     "data is not bytes");
         goto done;
     }
@@ -558,8 +564,10 @@ static fvm_status decode_ndarray(const colctx *c, const msgpack_object_ext *ext,
     if (!ds_dims_bounded(&shape, dt)) {
         char dims[FVM_DIMS_STR];
         fvm_dims_format(&shape, dims);
-        snprintf(buf, sizeof buf, "an array of %s%s is larger than fedvm's limit of %llu bytes (counting its "
-                 "non-zero dims)", fvm_dtype_name(dt), dims, (unsigned long long)FVM_MAX_TENSOR_BYTES);
+        snprintf(buf, sizeof buf,
+                 "an array of %s%s is larger than fedvm's limit of %llu bytes (counting its "
+                 "non-zero dims)",
+                 fvm_dtype_name(dt), dims, (unsigned long long)FVM_MAX_TENSOR_BYTES);
         s = col_err(c, FVM_ERR_LIMIT, buf);
         goto done;
     }
@@ -742,8 +750,10 @@ static fvm_status decode_map(fvm_dataset *ds, const char *who, size_t len, int64
     for (int k = 0; s == FVM_OK && !first && k < ncols; k++)
         if (!names[k]) {
             char esc[DS_ESC];
-            s = ds_err(ds, d, FVM_ERR_TYPE, "client %s lacks column '%s' of the dataset's schema (from its first "
-                       "client)", who, ds_esc(ds->cols[k].name, strlen(ds->cols[k].name), esc));
+            s = ds_err(ds, d, FVM_ERR_TYPE,
+                       "client %s lacks column '%s' of the dataset's schema (from its first "
+                       "client)",
+                       who, ds_esc(ds->cols[k].name, strlen(ds->cols[k].name), esc));
         }
     if (s == FVM_OK && first) {
         s = ds_set_schema(ds, who, ncols, names, name_lens, cols, d);
@@ -766,8 +776,8 @@ done:
 }
 
 /* Inflates and decodes one client's blob into columns; *n as for decode_map. */
-static fvm_status decode_blob(fvm_dataset *ds, const char *who, const void *blob, size_t len, int64_t *n,
-                              ds_col **out, fvm_diag *d)
+static fvm_status decode_blob(fvm_dataset *ds, const char *who, const void *blob, size_t len, int64_t *n, ds_col **out,
+                              fvm_diag *d)
 {
     size_t size = 0;
     *out = NULL;
@@ -822,8 +832,10 @@ static fvm_status fedjax_splits(fvm_dataset *ds, ds_names *out, fvm_diag *d)
 {
     if (fvm_dataset_names_push(out, "default", 7))
         return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
-    return fvm_dataset_list_splits(ds, "SELECT substr(name, 16) FROM sqlite_master WHERE type = 'table' AND name LIKE "
-                                   "'federated\\_data\\_%' ESCAPE '\\' ORDER BY name", fedjax_split_ok, out, d);
+    return fvm_dataset_list_splits(ds,
+                                   "SELECT substr(name, 16) FROM sqlite_master WHERE type = 'table' AND name LIKE "
+                                   "'federated\\_data\\_%' ESCAPE '\\' ORDER BY name",
+                                   fedjax_split_ok, out, d);
 }
 
 static fvm_status fedjax_open(fvm_dataset *ds, int64_t *clients, fvm_diag *d)

@@ -55,12 +55,12 @@ typedef struct ds_raw {
  * is made, freed after close). Formats are tried in the order of the table
  * in dataset.c. Errors go through ds_err / ds_sql_err (located at the file). */
 struct fvm_dataset_format_i {
-    const char *name;          /* what fvm_dataset_format returns: "fedjax", "tff" */
-    const char *title;         /* what fvm_dataset_format_title returns: "FedJAX SQLite", "TFF SQLite" */
-    const char *tables;        /* what the file lacks when it is no dataset: "table federated_data (FedJAX)" */
+    const char *name; /* what fvm_dataset_format returns: "fedjax", "tff" */
+    const char *title; /* what fvm_dataset_format_title returns: "FedJAX SQLite", "TFF SQLite" */
+    const char *tables; /* what the file lacks when it is no dataset: "table federated_data (FedJAX)" */
     const char *default_split; /* the split a NULL name opens; NULL: the file's only split */
-    const char *no_splits;     /* the error when the file lists no split and none is named (NULL: a generic one) */
-    size_t size;               /* bytes of the format's state (ds->impl) */
+    const char *no_splits; /* the error when the file lists no split and none is named (NULL: a generic one) */
+    size_t size; /* bytes of the format's state (ds->impl) */
     /* Required. Does ds->db hold this format's tables? *yes when it does,
      * and then its tables are checked (an error is the file's: the file is
      * of this format but unreadable). When it does not, *partial may name
@@ -99,8 +99,7 @@ struct fvm_dataset_format_i {
     /* Optional (NULL: FVM_ERR_USAGE). The same as read, for a client's
      * stored data given from memory (no file behind the handle): for tests
      * and fuzzing. 'who' names the client in errors. */
-    fvm_status (*decode)(fvm_dataset *ds, const char *who, const ds_raw *raw, int64_t *n, ds_col **cols,
-                         fvm_diag *d);
+    fvm_status (*decode)(fvm_dataset *ds, const char *who, const ds_raw *raw, int64_t *n, ds_col **cols, fvm_diag *d);
     /* Optional (NULL: nothing to free). Frees what ds->impl holds (its
      * statements before the database closes), not ds->impl itself. */
     void (*close)(fvm_dataset *ds);
@@ -115,15 +114,15 @@ extern const struct fvm_dataset_format_i fvm_dataset_format_tff;
 struct fvm_dataset {
     char *path;
     const struct fvm_dataset_format_i *fmt; /* NULL until the format is known */
-    void *impl;                /* the format's state (fmt->size bytes), owned */
-    char *split;               /* the split's name as fvm_dataset_splits lists it */
-    sqlite3 *db;               /* NULL for a handle made by ds_new (decoding from memory) */
-    int64_t n;                 /* clients */
-    bool schema;               /* the columns are known (cols may still be empty: a TFF split without examples) */
+    void *impl; /* the format's state (fmt->size bytes), owned */
+    char *split; /* the split's name as fvm_dataset_splits lists it */
+    sqlite3 *db; /* NULL for a handle made by ds_new (decoding from memory) */
+    int64_t n; /* clients */
+    bool schema; /* the columns are known (cols may still be empty: a TFF split without examples) */
     int ncols;
-    fvm_column *cols;          /* names malloc'd */
-    ds_name *index;            /* ncols entries, sorted by name */
-    unsigned char *id;         /* the last client id read (NUL-terminated copy) */
+    fvm_column *cols; /* names malloc'd */
+    ds_name *index; /* ncols entries, sorted by name */
+    unsigned char *id; /* the last client id read (NUL-terminated copy) */
     size_t id_len, id_cap;
 };
 
@@ -217,8 +216,8 @@ void ds_col_shape(const ds_col *c, fvm_dtype *dtype, fvm_dims *shape);
  * by ds_check_name, and a name given twice is an error naming the client
  * 'who'). ncols may be 0. With cols NULL, the caller sets the dtypes and
  * shapes. */
-fvm_status ds_set_schema(fvm_dataset *ds, const char *who, int ncols, const char *const *names,
-                         const size_t *name_lens, const ds_col *cols, fvm_diag *d);
+fvm_status ds_set_schema(fvm_dataset *ds, const char *who, int ncols, const char *const *names, const size_t *name_lens,
+                         const ds_col *cols, fvm_diag *d);
 
 /* A handle of format fmt for decoding clients from memory, with no file
  * behind it (path only names it in messages): for fuzzing the decoders and

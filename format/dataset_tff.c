@@ -13,8 +13,8 @@ typedef struct tff {
      * of examples: "rowid", "_rowid_" or "oid", whichever no column of the
      * table hides. */
     const char *rowid, *ex_rowid;
-    int64_t *rowids;           /* client i's row of client_metadata (clients in client_id order) */
-    sqlite3_stmt *st_row;      /* id, count by rowid */
+    int64_t *rowids; /* client i's row of client_metadata (clients in client_id order) */
+    sqlite3_stmt *st_row; /* id, count by rowid */
     sqlite3_stmt *st_examples; /* a client's serialized examples */
 } tff;
 
@@ -39,10 +39,11 @@ static fvm_status check_tables(fvm_dataset *ds, fvm_diag *d)
     /* Every row of client_metadata: names are text (a split name stored as a
      * blob would list as a split of no clients), counts are counts. */
     char sql[512];
-    snprintf(sql, sizeof sql, "SELECT %s, typeof(client_id), typeof(split_name), typeof(num_examples), num_examples "
+    snprintf(sql, sizeof sql,
+             "SELECT %s, typeof(client_id), typeof(split_name), typeof(num_examples), num_examples "
              "FROM client_metadata WHERE typeof(client_id) != 'text' OR typeof(split_name) != 'text' OR "
-             "typeof(num_examples) != 'integer' OR num_examples < 0 OR num_examples > %lld LIMIT 1", t->rowid,
-             (long long)DS_MAX_EXAMPLES);
+             "typeof(num_examples) != 'integer' OR num_examples < 0 OR num_examples > %lld LIMIT 1",
+             t->rowid, (long long)DS_MAX_EXAMPLES);
     sqlite3_stmt *st = NULL;
     if ((s = prepare(ds, sql, &st, d)))
         return s;
@@ -52,8 +53,12 @@ static fvm_status check_tables(fvm_dataset *ds, fvm_diag *d)
         const char *types[3] = {(const char *)sqlite3_column_text(st, 1), (const char *)sqlite3_column_text(st, 2),
                                 (const char *)sqlite3_column_text(st, 3)};
         for (int k = 0; k < 3; k++) /* typeof's names, as words */
-            types[k] = !types[k] ? "?" : !strcmp(types[k], "blob") ? "a blob" : !strcmp(types[k], "real") ? "a real"
-                       : !strcmp(types[k], "integer") ? "an integer" : !strcmp(types[k], "null") ? "NULL" : types[k];
+            types[k] = !types[k]                      ? "?"
+                       : !strcmp(types[k], "blob")    ? "a blob"
+                       : !strcmp(types[k], "real")    ? "a real"
+                       : !strcmp(types[k], "integer") ? "an integer"
+                       : !strcmp(types[k], "null")    ? "NULL"
+                                                      : types[k];
         if (strcmp(types[0], "text"))
             s = ds_err(ds, d, FVM_ERR_FORMAT, "client_metadata row %lld: client_id is %s, not text", row, types[0]);
         else if (strcmp(types[1], "text"))
@@ -62,8 +67,10 @@ static fvm_status check_tables(fvm_dataset *ds, fvm_diag *d)
             s = ds_err(ds, d, FVM_ERR_FORMAT, "client_metadata row %lld: num_examples is %s, not an integer", row,
                        types[2]);
         else
-            s = ds_err(ds, d, FVM_ERR_FORMAT, "client_metadata row %lld: num_examples is %lld, not a count from 0 to "
-                       "%lld", row, (long long)sqlite3_column_int64(st, 4), (long long)DS_MAX_EXAMPLES);
+            s = ds_err(ds, d, FVM_ERR_FORMAT,
+                       "client_metadata row %lld: num_examples is %lld, not a count from 0 to "
+                       "%lld",
+                       row, (long long)sqlite3_column_int64(st, 4), (long long)DS_MAX_EXAMPLES);
     } else if (rc != SQLITE_DONE) {
         s = ds_sql_err(ds, d, rc, "reading client_metadata");
     }
@@ -81,8 +88,10 @@ static fvm_status fetch_client(fvm_dataset *ds, int64_t i, int64_t *examples, ch
     int rc = sqlite3_step(st);
     fvm_status s = FVM_OK;
     if (rc != SQLITE_ROW) {
-        s = rc == SQLITE_DONE ? ds_err(ds, d, FVM_ERR_IO, "client %lld vanished from client_metadata while the file "
-                                       "was open", (long long)i)
+        s = rc == SQLITE_DONE ? ds_err(ds, d, FVM_ERR_IO,
+                                       "client %lld vanished from client_metadata while the file "
+                                       "was open",
+                                       (long long)i)
                               : ds_sql_err(ds, d, rc, "reading client_metadata");
         goto done;
     }
@@ -288,7 +297,7 @@ static bool feature_values(const Tensorflow__Feature *f, fvm_dtype *dt, int64_t 
 static const char *feature_fault(const Tensorflow__Feature *f)
 {
     return f && f->kind_case == TENSORFLOW__FEATURE__KIND_BYTES_LIST ? "a bytes_list must hold exactly one value"
-                                                                      : "the feature holds no list";
+                                                                     : "the feature holds no list";
 }
 
 static size_t n_features(const Tensorflow__Example *ex)
@@ -328,7 +337,8 @@ static fvm_status first_schema(fvm_dataset *ds, const examples *ex, const char *
     qsort(byname, nf, sizeof *byname, ds_name_cmp);
     size_t m = 0;
     for (size_t k = 0; k < nf && s == FVM_OK; k++) {
-        if (k + 1 < nf && byname[k + 1].len == byname[k].len && !memcmp(byname[k + 1].name, byname[k].name, byname[k].len))
+        if (k + 1 < nf && byname[k + 1].len == byname[k].len &&
+            !memcmp(byname[k + 1].name, byname[k].name, byname[k].len))
             continue;
         int64_t len;
         const void *data;
@@ -363,8 +373,8 @@ done:
  * the schema lacks. mark[c] == tag marks the columns seen. col[] holds the
  * previous example's columns on entry: examples written alike find each
  * name at once. */
-static fvm_status map_features(fvm_dataset *ds, const char *who, const Tensorflow__Example *ex, int64_t e,
-                               int64_t tag, int64_t *mark, int *col, int *seen, fvm_diag *d)
+static fvm_status map_features(fvm_dataset *ds, const char *who, const Tensorflow__Example *ex, int64_t e, int64_t tag,
+                               int64_t *mark, int *col, int *seen, fvm_diag *d)
 {
     size_t nf = n_features(ex);
     *seen = 0;
@@ -374,8 +384,10 @@ static fvm_status map_features(fvm_dataset *ds, const char *who, const Tensorflo
         int c = ds_column_near(ds, key, klen, col[k]);
         if (c < 0) {
             char esc[DS_ESC];
-            return ds_err(ds, d, FVM_ERR_TYPE, "client %s, example %lld has a feature '%s' that the dataset's schema "
-                          "(from its first client with examples) lacks", who, (long long)e, ds_esc(key, klen, esc));
+            return ds_err(ds, d, FVM_ERR_TYPE,
+                          "client %s, example %lld has a feature '%s' that the dataset's schema "
+                          "(from its first client with examples) lacks",
+                          who, (long long)e, ds_esc(key, klen, esc));
         }
         if (mark[c] == tag) {
             col[k] = -1;
@@ -432,10 +444,11 @@ static fvm_status gather(fvm_dataset *ds, const examples *ex, const char *who, d
                 s = ds_err(ds, d, FVM_ERR_TYPE, "client %s, example %lld, feature '%s': %s", who, (long long)e,
                            ds_esc(ds->cols[c].name, strlen(ds->cols[c].name), esc), feature_fault(f));
             else if (t != ds->cols[c].dtype)
-                s = ds_err(ds, d, FVM_ERR_TYPE, "client %s, example %lld, feature '%s': a %s list, but the dataset's "
-                           "schema (from its first client with examples) has a %s list", who, (long long)e,
-                           ds_esc(ds->cols[c].name, strlen(ds->cols[c].name), esc), fvm_dtype_name(t),
-                           fvm_dtype_name(ds->cols[c].dtype));
+                s = ds_err(ds, d, FVM_ERR_TYPE,
+                           "client %s, example %lld, feature '%s': a %s list, but the dataset's "
+                           "schema (from its first client with examples) has a %s list",
+                           who, (long long)e, ds_esc(ds->cols[c].name, strlen(ds->cols[c].name), esc),
+                           fvm_dtype_name(t), fvm_dtype_name(ds->cols[c].dtype));
             else if (e == 0)
                 len0[c] = len;
             else if (len != len0[c])
@@ -497,8 +510,7 @@ done:
 
 /* One client's parsed examples into columns (setting the schema from them
  * when there is none and they are not empty). */
-static fvm_status columns(fvm_dataset *ds, const examples *ex, const char *who, int64_t *n, ds_col **cols,
-                          fvm_diag *d)
+static fvm_status columns(fvm_dataset *ds, const examples *ex, const char *who, int64_t *n, ds_col **cols, fvm_diag *d)
 {
     fvm_status s = FVM_OK;
     *cols = NULL;
@@ -558,8 +570,7 @@ static fvm_status tff_recognize(fvm_dataset *ds, bool *yes, const char **partial
 }
 
 /* Split names must be text a C string holds: an error names the row. */
-static fvm_status tff_split_ok(fvm_dataset *ds, sqlite3_stmt *st, const char *name, size_t len, bool *yes,
-                               fvm_diag *d)
+static fvm_status tff_split_ok(fvm_dataset *ds, sqlite3_stmt *st, const char *name, size_t len, bool *yes, fvm_diag *d)
 {
     if (!memchr(name, 0, len) && ds_utf8(name, len))
         return FVM_OK;
@@ -575,8 +586,10 @@ static fvm_status tff_splits(fvm_dataset *ds, ds_names *out, fvm_diag *d)
     const tff *t = ds->impl;
     char sql[256];
     /* the names are text (check_tables); compared as bytes whatever the column's collation */
-    snprintf(sql, sizeof sql, "SELECT split_name, min(%s) FROM client_metadata GROUP BY split_name COLLATE BINARY "
-             "ORDER BY split_name COLLATE BINARY", t->rowid);
+    snprintf(sql, sizeof sql,
+             "SELECT split_name, min(%s) FROM client_metadata GROUP BY split_name COLLATE BINARY "
+             "ORDER BY split_name COLLATE BINARY",
+             t->rowid);
     return fvm_dataset_list_splits(ds, sql, tff_split_ok, out, d);
 }
 
@@ -587,8 +600,10 @@ static fvm_status tff_open(fvm_dataset *ds, int64_t *clients, fvm_diag *d)
      * sorts str by code point, as BINARY compares UTF-8. An id listed twice
      * is refused: which count would be its own? */
     char sql[512];
-    snprintf(sql, sizeof sql, "SELECT min(%s), count(*), client_id FROM client_metadata WHERE split_name = ?1 COLLATE "
-             "BINARY GROUP BY client_id COLLATE BINARY ORDER BY client_id COLLATE BINARY", t->rowid);
+    snprintf(sql, sizeof sql,
+             "SELECT min(%s), count(*), client_id FROM client_metadata WHERE split_name = ?1 COLLATE "
+             "BINARY GROUP BY client_id COLLATE BINARY ORDER BY client_id COLLATE BINARY",
+             t->rowid);
     sqlite3_stmt *st = NULL;
     fvm_status s = prepare(ds, sql, &st, d);
     if (s)
@@ -600,8 +615,10 @@ static fvm_status tff_open(fvm_dataset *ds, int64_t *clients, fvm_diag *d)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (sqlite3_column_int64(st, 1) > 1) {
             char who[DS_WHO], esc[DS_ESC];
-            s = ds_err(ds, d, FVM_ERR_FORMAT, "client_metadata has %lld rows for client %s in split '%s': a client "
-                       "has one", (long long)sqlite3_column_int64(st, 1),
+            s = ds_err(ds, d, FVM_ERR_FORMAT,
+                       "client_metadata has %lld rows for client %s in split '%s': a client "
+                       "has one",
+                       (long long)sqlite3_column_int64(st, 1),
                        ds_who(sqlite3_column_text(st, 2), (size_t)sqlite3_column_bytes(st, 2), -1, who),
                        ds_esc(ds->split, strlen(ds->split), esc));
             break;
@@ -627,8 +644,10 @@ static fvm_status tff_open(fvm_dataset *ds, int64_t *clients, fvm_diag *d)
     snprintf(sql, sizeof sql, "SELECT client_id, num_examples FROM client_metadata WHERE %s = ?1", t->rowid);
     if ((s = prepare(ds, sql, &t->st_row, d)))
         return s;
-    snprintf(sql, sizeof sql, "SELECT serialized_example_proto FROM examples WHERE split_name = ?1 COLLATE BINARY "
-             "AND client_id = ?2 COLLATE BINARY ORDER BY %s", t->ex_rowid);
+    snprintf(sql, sizeof sql,
+             "SELECT serialized_example_proto FROM examples WHERE split_name = ?1 COLLATE BINARY "
+             "AND client_id = ?2 COLLATE BINARY ORDER BY %s",
+             t->ex_rowid);
     return prepare(ds, sql, &t->st_examples, d);
 }
 
@@ -636,14 +655,16 @@ static fvm_status tff_open(fvm_dataset *ds, int64_t *clients, fvm_diag *d)
 static fvm_status tff_schema_client(fvm_dataset *ds, int64_t *first, fvm_diag *d)
 {
     sqlite3_stmt *st = NULL;
-    fvm_status s = prepare(ds, "SELECT client_id FROM client_metadata WHERE split_name = ?1 COLLATE BINARY AND "
-                           "num_examples > 0 ORDER BY client_id COLLATE BINARY LIMIT 1", &st, d);
+    fvm_status s = prepare(ds,
+                           "SELECT client_id FROM client_metadata WHERE split_name = ?1 COLLATE BINARY AND "
+                           "num_examples > 0 ORDER BY client_id COLLATE BINARY LIMIT 1",
+                           &st, d);
     if (s)
         return s;
     sqlite3_bind_text(st, 1, ds->split, -1, SQLITE_STATIC);
     int rc = sqlite3_step(st);
-    *first = rc == SQLITE_ROW ? fvm_dataset_find(ds, sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0))
-                              : -1;
+    *first =
+        rc == SQLITE_ROW ? fvm_dataset_find(ds, sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0)) : -1;
     sqlite3_finalize(st);
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? FVM_OK : ds_sql_err(ds, d, rc, "reading client_metadata");
 }

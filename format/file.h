@@ -18,9 +18,9 @@
 
 /* An open regular file. */
 typedef struct fvm_file {
-    int fd;           /* -1 when closed */
+    int fd; /* -1 when closed */
     const char *path; /* borrowed: the name errors give */
-    uint64_t size;    /* at the open */
+    uint64_t size; /* at the open */
 } fvm_file;
 
 /* Opens path for reading: a regular file (following symbolic links) of at
@@ -43,7 +43,8 @@ FVM_API void fvm_file_close(fvm_file *f);
 
 /* The whole file at path (fvm_file_open's checks and cap) into *out
  * (malloc'd, NUL-terminated after its *len bytes; the caller frees it). */
-FVM_API fvm_status fvm_file_read(const char *path, const char *what, uint64_t max, char **out, size_t *len, fvm_diag *d);
+FVM_API fvm_status fvm_file_read(const char *path, const char *what, uint64_t max, char **out, size_t *len,
+                                 fvm_diag *d);
 
 /* Whether paths a and b name the same file: the same device and inode when
  * both exist (a symbolic link is followed), else the same absolute path
@@ -59,6 +60,6 @@ FVM_API bool fvm_file_in_dir(const char *path, const char *dir);
  * against in[0..n) (what_in[k]: "the state"; NULL entries are skipped).
  * FVM_ERR_USAGE naming out and the input it would overwrite. */
 FVM_API fvm_status fvm_file_not_input(const char *out, const char *what_out, int n, const char *const *in,
-                              const char *const *what_in, fvm_diag *d);
+                                      const char *const *what_in, fvm_diag *d);
 
 #endif

@@ -40,7 +40,6 @@ static const char *attr_list(uint64_t mask, char *buf, size_t n)
     return buf;
 }
 
-
 /* A bound or a value as text: whole numbers without a fraction. */
 static void num_text(double x, char buf[32])
 {
@@ -315,8 +314,8 @@ static bool decode(dec *C, fvm_instr *in)
             if (entry >= 0) {
                 const fvm_doc *e = v->u.coll.items[entry];
                 fvm_loc el = {in->loc.file, e->line, e->col, fvm_pointer_index(C->a, ptr, (size_t)entry)};
-                cerr(C, FVM_ERR_FORMAT, &el, "%s: attribute '%s' must be %s; entry %d is %s", op->name, ai->name,
-                     want, entry, found_text(e, found, sizeof found));
+                cerr(C, FVM_ERR_FORMAT, &el, "%s: attribute '%s' must be %s; entry %d is %s", op->name, ai->name, want,
+                     entry, found_text(e, found, sizeof found));
             } else {
                 cerr(C, FVM_ERR_FORMAT, &l, "%s: attribute '%s' must be %s, found %s", op->name, ai->name, want,
                      found_text(v, found, sizeof found));
@@ -334,13 +333,12 @@ static bool decode(dec *C, fvm_instr *in)
             missing &= ~(UINT64_C(1) << id);
     }
     if (missing) {
-        cerr(C, FVM_ERR_FORMAT, &in->loc, "%s needs the attribute%s %s", op->name,
-             (missing & (missing - 1)) ? "s" : "", attr_list(missing, list, sizeof list));
+        cerr(C, FVM_ERR_FORMAT, &in->loc, "%s needs the attribute%s %s", op->name, (missing & (missing - 1)) ? "s" : "",
+             attr_list(missing, list, sizeof list));
         ok = false;
     }
     return ok;
 }
-
 
 /* const: the value as a tensor of its dtype and shape. */
 static bool decode_const(dec *C, fvm_instr *in)

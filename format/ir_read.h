@@ -27,7 +27,7 @@ FVM_API fvm_status fvm_program_load_member(const char *path, const char *member,
 /* The same from text in memory; display_name names it in errors and decides
  * JSON or YAML by its extension; includes are resolved relative to it. */
 FVM_API fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out,
-                                 fvm_diag *d);
+                                         fvm_diag *d);
 
 /* How a program is loaded. */
 typedef struct fvm_load_opts {
@@ -39,7 +39,7 @@ typedef struct fvm_load_opts {
  * program that is member 'member' of the document text ("" or NULL: all of
  * it; a JSON pointer as fvm_program_load_member takes it). */
 FVM_API fvm_status fvm_program_load_opts(const char *display_name, const char *text, size_t len, const char *member,
-                                 const fvm_load_opts *o, fvm_program **out, fvm_diag *d);
+                                         const fvm_load_opts *o, fvm_program **out, fvm_diag *d);
 
 /* Decodes the attributes of instruction in (its 'attrs' document, as written)
  * into in->a, by the tables of attrs.def and op_attrs.def: the op must take

@@ -4,10 +4,10 @@
 
 #include <string.h>
 
-#define TRY(x)               \
-    do {                     \
-        if ((x) != FVM_OK)   \
-            return NULL;     \
+#define TRY(x) \
+    do { \
+        if ((x) != FVM_OK) \
+            return NULL; \
     } while (0)
 
 static fvm_doc *type_doc(fvm_arena *a, const fvm_type *t, bool definition)

@@ -10,7 +10,7 @@ typedef struct scan {
     const char *p, *end;
     int line, col;
     fvm_arena *a;
-    fvm_status err;     /* why convert() returned NULL */
+    fvm_status err; /* why convert() returned NULL */
     int err_line, err_col;
 } scan;
 

@@ -136,9 +136,9 @@ typedef struct reader {
     size_t npts, cappts;
     const char **names; /* series names, in the result's arena */
     size_t nnames, capnames;
-    size_t *slots;      /* the names' index (see fvm_metrics), handed to the result */
+    size_t *slots; /* the names' index (see fvm_metrics), handed to the result */
     size_t nslots;
-    char path[512];     /* the dotted path being walked */
+    char path[512]; /* the dotted path being walked */
     fvm_diag *d;
 } reader;
 
@@ -268,8 +268,7 @@ static fvm_status walk(reader *r, const fvm_doc *v, size_t len, int depth)
 
 /* One non-blank line, numbered lineno. The file's last line, when it has no
  * newline and is not JSON, is a line cut short: *skipped is set instead of an error. */
-static fvm_status read_line(reader *r, const char *text, size_t len, int lineno, bool last_unterminated,
-                            bool *skipped)
+static fvm_status read_line(reader *r, const char *text, size_t len, int lineno, bool last_unterminated, bool *skipped)
 {
     fvm_arena a = {0};
     fvm_doc *doc = NULL;

@@ -23,7 +23,7 @@
 
 /* The optional members of a round's line (bits of fvm_metrics_round.fields). */
 enum {
-    FVM_METRICS_TIMES = 1,   /* "seconds", "eval_seconds" (when evaluated), "cpu_seconds" */
+    FVM_METRICS_TIMES = 1, /* "seconds", "eval_seconds" (when evaluated), "cpu_seconds" */
     FVM_METRICS_CLIENTS = 2, /* "clients" */
     FVM_METRICS_SAMPLED = 4, /* "sampled": the round's clients */
 };
@@ -31,16 +31,16 @@ enum {
 /* One round's figures, all borrowed. */
 typedef struct fvm_metrics_round {
     int64_t round;
-    const fvm_value *train;      /* next's metrics, of type train_type */
+    const fvm_value *train; /* next's metrics, of type train_type */
     const fvm_type *train_type;
-    const fvm_value *eval;       /* evaluate's result after the round, or NULL */
+    const fvm_value *eval; /* evaluate's result after the round, or NULL */
     const fvm_type *eval_type;
-    unsigned fields;             /* FVM_METRICS_*: which members below the line has */
-    double seconds;              /* wall time of the round (next and evaluate) */
-    double eval_seconds;         /* the part of it in evaluate */
-    double cpu_seconds;          /* CPU time of the process in the round */
-    int64_t nclients;            /* "clients" */
-    const int64_t *clients;      /* "sampled": nclients client indices */
+    unsigned fields; /* FVM_METRICS_*: which members below the line has */
+    double seconds; /* wall time of the round (next and evaluate) */
+    double eval_seconds; /* the part of it in evaluate */
+    double cpu_seconds; /* CPU time of the process in the round */
+    int64_t nclients; /* "clients" */
+    const int64_t *clients; /* "sampled": nclients client indices */
 } fvm_metrics_round;
 
 /* The round's line, the one writer of every metrics line ('fedvm run' prints
@@ -67,24 +67,24 @@ FVM_API fvm_status fvm_metrics_cut(const char *path, int64_t last, fvm_diag *d);
 
 /* One scalar over rounds: n points with increasing rounds, one per round. */
 typedef struct fvm_series {
-    const char *name;      /* dotted path: "train.loss", "eval.accuracy", "seconds", "train", ... */
+    const char *name; /* dotted path: "train.loss", "eval.accuracy", "seconds", "train", ... */
     size_t n;
     const int64_t *rounds; /* strictly increasing */
-    const double *values;  /* may be NaN or infinite */
+    const double *values; /* may be NaN or infinite */
 } fvm_series;
 
 /* A file's series. Everything lives in 'arena', freed by fvm_metrics_free. */
 typedef struct fvm_metrics {
-    const char *file;   /* the display name given to the reader (copied) */
-    size_t rounds;      /* distinct rounds read */
+    const char *file; /* the display name given to the reader (copied) */
+    size_t rounds; /* distinct rounds read */
     size_t nseries;
     fvm_series *series; /* in order of first appearance in the file */
     /* Lines are in round order when one run wrote the file. A run appended to
      * an older file starts again at a round already seen: each round then
      * takes its values from the last line that has it, whole (no mixing of
      * the two lines' metrics). */
-    int restart_line;   /* 0, or the first line whose round is not after the line before */
-    size_t replaced;    /* lines superseded by a later line of the same round */
+    int restart_line; /* 0, or the first line whose round is not after the line before */
+    size_t replaced; /* lines superseded by a later line of the same round */
     /* A process stopped while writing leaves an incomplete last line (no
      * newline, not valid JSON); it is skipped and its number kept here. */
     int partial_line;

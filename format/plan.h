@@ -23,8 +23,8 @@ typedef fvm_status (*fvm_plan_writer)(const fvm_program *p, const fvm_plan_opts 
                                       fvm_diag *d);
 
 typedef struct fvm_plan_format {
-    const char *name;       /* as given to 'fedplan --to' */
-    const char *summary;    /* one line for help texts */
+    const char *name; /* as given to 'fedplan --to' */
+    const char *summary; /* one line for help texts */
     fvm_plan_writer write;
 } fvm_plan_format;
 

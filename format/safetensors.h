@@ -57,23 +57,23 @@ FVM_API const char *fvm_safetensors_dtype_name(fvm_dtype t);
  * UTF-8; FVM_ERR_NAME when two leaves get the same name; FVM_ERR_IO when the
  * file cannot be written (path is then unchanged). */
 FVM_API fvm_status fvm_safetensors_save(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
-                                const char *const *meta, fvm_diag *d);
+                                        const char *const *meta, fvm_diag *d);
 
 /* The same, but the file is left written and synced in its temporary, *out
  * (atomic.h), for the caller to commit (fvm_atomic_end) or drop
  * (fvm_atomic_abort): for steps that replace several files all or none. On
  * error nothing is left behind and *out is clear. */
 FVM_API fvm_status fvm_safetensors_stage(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
-                                 const char *const *meta, fvm_atomic *out, fvm_diag *d);
+                                         const char *const *meta, fvm_atomic *out, fvm_diag *d);
 
 /* A loaded, validated file. Owns its bytes and its strings. */
 typedef struct fvm_safetensors fvm_safetensors;
 
 /* One tensor of a file. */
 typedef struct fvm_safetensors_entry {
-    const char *name;    /* owned by the file object */
+    const char *name; /* owned by the file object */
     fvm_dtype dtype;
-    fvm_dims shape;      /* concrete; rank <= FVM_MAX_RANK */
+    fvm_dims shape; /* concrete; rank <= FVM_MAX_RANK */
     uint64_t begin, end; /* its bytes in the data buffer */
 } fvm_safetensors_entry;
 
@@ -105,7 +105,7 @@ FVM_API fvm_status fvm_safetensors_load(const char *path, fvm_safetensors **out,
 /* The same for len bytes in memory (copied; the caller keeps them); name is
  * the file name errors give (borrowed, copied). */
 FVM_API fvm_status fvm_safetensors_parse(const char *name, const void *bytes, size_t len, fvm_safetensors **out,
-                                 fvm_diag *d);
+                                         fvm_diag *d);
 
 /* Frees f and everything it owns; NULL is a no-op. Values built from f do
  * not depend on it. */
@@ -166,12 +166,12 @@ FVM_API fvm_status fvm_safetensors_value(const fvm_safetensors *f, const fvm_typ
  * replaces nothing. FVM_ERR_TYPE for a part of t that cannot be saved,
  * FVM_ERR_USAGE when v does not have type t. */
 FVM_API fvm_status fvm_safetensors_overlay(const fvm_safetensors *f, fvm_value *v, const fvm_type *t, fvm_value **out,
-                                   int *replaced, fvm_diag *d);
+                                           int *replaced, fvm_diag *d);
 
 /* fvm_safetensors_overlay from the file at path onto *state (of type t),
  * which it replaces: the old value is released, *state is the new one (a
  * new reference). On error *state is left as it was. */
 FVM_API fvm_status fvm_safetensors_overlay_file(const char *path, const fvm_type *t, fvm_value **state, int *replaced,
-                                        fvm_diag *d);
+                                                fvm_diag *d);
 
 #endif

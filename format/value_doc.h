@@ -13,7 +13,7 @@
  * checked before anything is allocated. Errors carry the location of the
  * offending node (file from 'file', pointer built under 'ptr'). */
 FVM_API fvm_status fvm_tensor_from_doc(const fvm_doc *v, bool has_dtype, fvm_dtype dtype, const fvm_ints *shape,
-                               const char *file, const char *ptr, fvm_tensor *out, fvm_diag *d);
+                                       const char *file, const char *ptr, fvm_tensor *out, fvm_diag *d);
 
 /* A value of type t from a document: tensors as above; structs as objects by
  * field name (or arrays, by position); sequences as arrays of elements;
@@ -21,7 +21,7 @@ FVM_API fvm_status fvm_tensor_from_doc(const fvm_doc *v, bool has_dtype, fvm_dty
  * match *nclients; *nclients < 0 means not yet known); T@CLIENTS and T@SERVER
  * as the member itself. Shapes must be compatible with t. */
 FVM_API fvm_status fvm_value_from_doc(const fvm_doc *v, const fvm_type *t, const char *file, const char *ptr,
-                              int64_t *nclients, fvm_value **out, fvm_diag *d);
+                                      int64_t *nclients, fvm_value **out, fvm_diag *d);
 
 /* A document for a value of type t: tensors as (nested) numbers, named structs
  * as objects, positional structs, sequences and client lists as arrays.

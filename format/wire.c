@@ -70,7 +70,8 @@ static fvm_status put_value(fvm_bytes *b, const fvm_value *v, fvm_diag *d)
         return (s = put_u8(b, TAG_SEQ_COLS, d)) || (s = put_i64(b, v->n, d)) ? s : put_value(b, v->cols, d);
     switch (v->kind) {
     case FVM_V_TENSOR:
-        if ((s = put_u8(b, TAG_TENSOR, d)) || (s = put_u8(b, v->t.dtype, d)) || (s = put_u8(b, (unsigned)v->t.shape.rank, d)))
+        if ((s = put_u8(b, TAG_TENSOR, d)) || (s = put_u8(b, v->t.dtype, d)) ||
+            (s = put_u8(b, (unsigned)v->t.shape.rank, d)))
             return s;
         for (int i = 0; i < v->t.shape.rank; i++)
             if ((s = put_i64(b, v->t.shape.d[i], d)))
@@ -79,7 +80,11 @@ static fvm_status put_value(fvm_bytes *b, const fvm_value *v, fvm_diag *d)
     case FVM_V_SEQ: /* a list of elements */
     case FVM_V_STRUCT:
     case FVM_V_CLIENTS:
-        if ((s = put_u8(b, v->kind == FVM_V_SEQ ? TAG_SEQ_LIST : v->kind == FVM_V_STRUCT ? TAG_STRUCT : TAG_CLIENTS, d)) ||
+        if ((s = put_u8(b,
+                        v->kind == FVM_V_SEQ      ? TAG_SEQ_LIST
+                        : v->kind == FVM_V_STRUCT ? TAG_STRUCT
+                                                  : TAG_CLIENTS,
+                        d)) ||
             (s = put_i64(b, v->n, d)))
             return s;
         for (int64_t i = 0; i < v->n; i++) {
@@ -221,7 +226,10 @@ static fvm_status get_value(reader *r, int depth, fvm_value **out)
     }
     if ((s = get_count(r, &n)))
         return s;
-    fvm_value *v = fvm_value_list(tag == TAG_STRUCT ? FVM_V_STRUCT : tag == TAG_SEQ_LIST ? FVM_V_SEQ : FVM_V_CLIENTS, n);
+    fvm_value *v = fvm_value_list(tag == TAG_STRUCT     ? FVM_V_STRUCT
+                                  : tag == TAG_SEQ_LIST ? FVM_V_SEQ
+                                                        : FVM_V_CLIENTS,
+                                  n);
     if (!v)
         return fvm_diag_add(r->d, FVM_ERR_NOMEM, NULL, "out of memory");
     for (int64_t i = 0; i < n && s == FVM_OK; i++)

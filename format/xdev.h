@@ -30,7 +30,6 @@
 /* The plan format version this fedvm writes and reads. */
 #define FVM_XDEV_VERSION 2
 
-
 /* ---- reading a plan ---------------------------------------------------------- */
 
 typedef enum fvm_xdev_phase { FVM_XDEV_CLIENT = 1, FVM_XDEV_SERVER = 2 } fvm_xdev_phase;
@@ -63,7 +62,7 @@ FVM_API fvm_status fvm_xdev_open(const char *path, unsigned phases, fvm_xdev_pla
  * the programs run, the passes after checking must run over them
  * (fvm_xdev_compile, vm/runtime/xdev.h). */
 FVM_API fvm_status fvm_xdev_parse(const char *name, const char *text, size_t len, unsigned phases, fvm_xdev_plan **out,
-                          fvm_diag *d);
+                                  fvm_diag *d);
 
 /* Frees the plan; NULL is a no-op. */
 FVM_API void fvm_xdev_close(fvm_xdev_plan *plan);

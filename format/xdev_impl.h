@@ -15,20 +15,20 @@ struct fvm_xdev_plan {
     fvm_arena arena;
     /* client phase (phases & FVM_XDEV_CLIENT) */
     fvm_program *client;
-    const fvm_func *work;      /* (inputs..., broadcast) -> <updates, secure> */
-    int ninputs;               /* work's parameters but the broadcast */
-    xdev_input_kind *inputs;   /* XDEV_DATA or XDEV_CLIENT_KEY */
+    const fvm_func *work; /* (inputs..., broadcast) -> <updates, secure> */
+    int ninputs; /* work's parameters but the broadcast */
+    xdev_input_kind *inputs; /* XDEV_DATA or XDEV_CLIENT_KEY */
     int nsecure;
-    int *bitwidth;             /* of each secure sum, in the order of work's 'secure' fields */
+    int *bitwidth; /* of each secure sum, in the order of work's 'secure' fields */
     /* server phase (phases & FVM_XDEV_SERVER) */
     fvm_program *server;
     const fvm_func *initialize, *prepare, *aggregate, *result;
     const fvm_func *partial, *merge, *combine; /* the aggregation in stages (server.partial) */
-    const fvm_type *partial_type;              /* a block's partial <acc, secure>, unplaced */
-    int nserver;               /* prepare's parameters */
+    const fvm_type *partial_type; /* a block's partial <acc, secure>, unplaced */
+    int nserver; /* prepare's parameters */
     xdev_input_kind *server_inputs; /* [0] XDEV_STATE, then XDEV_ROUND_KEY */
-    const fvm_type *state;     /* unplaced */
-    const fvm_type *metrics;   /* unplaced */
+    const fvm_type *state; /* unplaced */
+    const fvm_type *metrics; /* unplaced */
 };
 
 /* The metadata keys of the files, and the kinds of files. */
@@ -47,8 +47,7 @@ struct fvm_xdev_plan {
 /* Loads the safetensors file at path, which must be of the given kind
  * ("state", "broadcast", "update") and, unless plan is NULL, of that plan.
  * Errors name the file and say what was expected. */
-fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *plan, fvm_safetensors **out,
-                     fvm_diag *d);
+fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *plan, fvm_safetensors **out, fvm_diag *d);
 
 /* The same checks of a file already read. */
 fvm_status xdev_kind(const fvm_safetensors *f, const char *path, const char *kind, const fvm_xdev_plan *plan,

@@ -58,9 +58,9 @@ static void run_type_cases(const tcase *cases, size_t n)
         fail_msg("%d of %zu cases failed", failures, n);
 }
 
-#define CASES(...)                                              \
-    do {                                                        \
-        static const tcase cases_[] = {__VA_ARGS__};            \
+#define CASES(...) \
+    do { \
+        static const tcase cases_[] = {__VA_ARGS__}; \
         run_type_cases(cases_, sizeof cases_ / sizeof *cases_); \
     } while (0)
 
@@ -69,110 +69,102 @@ static void run_type_cases(const tcase *cases, size_t n)
 static void test_elementwise_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'x': 'f32[2,3]', 'y': 'f32[3]'}", "[['r', 'add', 'x', 'y']]", "f32[2,3]"},
-        {0, "{'x': 'f32[3]', 'y': 'f32[2,3]'}", "[['r', 'sub', 'x', 'y']]", "f32[2,3]"},
-        {0, "{'x': 'f32[4,1]', 'y': 'f32[3]'}", "[['r', 'mul', 'x', 'y']]", "f32[4,3]"},
-        {0, "{'x': 'f32[?,3]', 'y': 'f32[1]'}", "[['r', 'div', 'x', 'y']]", "f32[?,3]"},
-        {0, "{'x': 'f32[?,3]', 'y': 'f32[5,1]'}", "[['r', 'div', 'x', 'y']]", "f32[5,3]"},
-        {0, "{'x': 'i32[2,1,5]', 'y': 'i32[3,1]'}", "[['r', 'maximum', 'x', 'y']]", "i32[2,3,5]"},
-        {0, "{'x': 'u32[]', 'y': 'u32[7]'}", "[['r', 'minimum', 'x', 'y']]", "u32[7]"},
-        {0, "{'x': 'f64[]', 'y': 'f64[5]'}", "[['r', 'pow', 'x', 'y']]", "f64[5]"},
-        {0, "{'x': 'f32[2,3]', 'y': 'f32[3]'}", "[['r', 'lt', 'x', 'y']]", "bool[2,3]"},
-        {0, "{'x': 'bool[3]', 'y': 'bool[3]'}", "[['r', 'eq', 'x', 'y']]", "bool[3]"},
-        {0, "{'x': 'bool[3]', 'y': 'bool[]'}", "[['r', 'and', 'x', 'y']]", "bool[3]"},
-        {0, "{'p': 'bool[2,1]', 'a': 'f32[3]', 'b': 'f32[]'}", "[['r', 'select', 'p', 'a', 'b']]", "f32[2,3]"},
-        {0, "{'x': 'i32[3]'}", "[['r', 'cast', {'dtype': 'f64'}, 'x']]", "f64[3]"},
-        {0, "{'x': 'f32[2]'}", "[['r', 'exp', 'x']]", "f32[2]"},
-        {0, "{'x': 'i64[2]'}", "[['r', 'neg', 'x']]", "i64[2]"},
-        {0, "{'x': 'bool[2]'}", "[['r', 'not', 'x']]", "bool[2]"},
-        {0, "{}", "[['r', 'iota', {'shape': [3, 4]}]]", "i32[3,4]"},
-        {0, "{}", "[['r', 'iota', {'shape': [3, 4], 'dtype': 'f32', 'axis': -1}]]", "f32[3,4]"},
-        {0, "{}", "[['r', 'const', {'value': [[1, 2], [3, 4]]}]]", "i32[2,2]"},
-        {0, "{}", "[['r', 'const', {'value': 1.5}]]", "f32[]"},
-        {0, "{}", "[['r', 'const', {'value': 2, 'dtype': 'f64', 'shape': [3]}]]", "f64[3]"},
-        {0, "{}", "[['r', 'const', {'value': [true, false]}]]", "bool[2]"},
-    );
+    CASES({0, "{'x': 'f32[2,3]', 'y': 'f32[3]'}", "[['r', 'add', 'x', 'y']]", "f32[2,3]"},
+          {0, "{'x': 'f32[3]', 'y': 'f32[2,3]'}", "[['r', 'sub', 'x', 'y']]", "f32[2,3]"},
+          {0, "{'x': 'f32[4,1]', 'y': 'f32[3]'}", "[['r', 'mul', 'x', 'y']]", "f32[4,3]"},
+          {0, "{'x': 'f32[?,3]', 'y': 'f32[1]'}", "[['r', 'div', 'x', 'y']]", "f32[?,3]"},
+          {0, "{'x': 'f32[?,3]', 'y': 'f32[5,1]'}", "[['r', 'div', 'x', 'y']]", "f32[5,3]"},
+          {0, "{'x': 'i32[2,1,5]', 'y': 'i32[3,1]'}", "[['r', 'maximum', 'x', 'y']]", "i32[2,3,5]"},
+          {0, "{'x': 'u32[]', 'y': 'u32[7]'}", "[['r', 'minimum', 'x', 'y']]", "u32[7]"},
+          {0, "{'x': 'f64[]', 'y': 'f64[5]'}", "[['r', 'pow', 'x', 'y']]", "f64[5]"},
+          {0, "{'x': 'f32[2,3]', 'y': 'f32[3]'}", "[['r', 'lt', 'x', 'y']]", "bool[2,3]"},
+          {0, "{'x': 'bool[3]', 'y': 'bool[3]'}", "[['r', 'eq', 'x', 'y']]", "bool[3]"},
+          {0, "{'x': 'bool[3]', 'y': 'bool[]'}", "[['r', 'and', 'x', 'y']]", "bool[3]"},
+          {0, "{'p': 'bool[2,1]', 'a': 'f32[3]', 'b': 'f32[]'}", "[['r', 'select', 'p', 'a', 'b']]", "f32[2,3]"},
+          {0, "{'x': 'i32[3]'}", "[['r', 'cast', {'dtype': 'f64'}, 'x']]", "f64[3]"},
+          {0, "{'x': 'f32[2]'}", "[['r', 'exp', 'x']]", "f32[2]"},
+          {0, "{'x': 'i64[2]'}", "[['r', 'neg', 'x']]", "i64[2]"},
+          {0, "{'x': 'bool[2]'}", "[['r', 'not', 'x']]", "bool[2]"},
+          {0, "{}", "[['r', 'iota', {'shape': [3, 4]}]]", "i32[3,4]"},
+          {0, "{}", "[['r', 'iota', {'shape': [3, 4], 'dtype': 'f32', 'axis': -1}]]", "f32[3,4]"},
+          {0, "{}", "[['r', 'const', {'value': [[1, 2], [3, 4]]}]]", "i32[2,2]"},
+          {0, "{}", "[['r', 'const', {'value': 1.5}]]", "f32[]"},
+          {0, "{}", "[['r', 'const', {'value': 2, 'dtype': 'f64', 'shape': [3]}]]", "f64[3]"},
+          {0, "{}", "[['r', 'const', {'value': [true, false]}]]", "bool[2]"}, );
 }
 
 static void test_matmul_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'a': 'f32[2,3]', 'b': 'f32[3,4]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2,4]"},
-        {0, "{'a': 'f32[3,2]', 'b': 'f32[3,4]'}", "[['r', 'matmul', {'transpose_a': true}, 'a', 'b']]", "f32[2,4]"},
-        {0, "{'a': 'f32[2,3]', 'b': 'f32[4,3]'}", "[['r', 'matmul', {'transpose_b': true}, 'a', 'b']]", "f32[2,4]"},
-        {0, "{'a': 'f32[3,2]', 'b': 'f32[4,3]'}",
-         "[['r', 'matmul', {'transpose_a': true, 'transpose_b': true}, 'a', 'b']]", "f32[2,4]"},
-        {0, "{'a': 'f32[3]', 'b': 'f32[3,4]'}", "[['r', 'matmul', 'a', 'b']]", "f32[4]"},
-        {0, "{'a': 'f32[2,3]', 'b': 'f32[3]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2]"},
-        {0, "{'a': 'f64[3]', 'b': 'f64[3]'}", "[['r', 'matmul', 'a', 'b']]", "f64[]"},
-        {0, "{'a': 'f32[?,3]', 'b': 'f32[3,5]'}", "[['r', 'matmul', 'a', 'b']]", "f32[?,5]"},
-        {0, "{'a': 'f32[2,?]', 'b': 'f32[7,5]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2,5]"},
-        {0, "{'a': 'i32[2,2]', 'b': 'i32[2,6]'}", "[['r', 'matmul', 'a', 'b']]", "i32[2,6]"},
-    );
+    CASES({0, "{'a': 'f32[2,3]', 'b': 'f32[3,4]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2,4]"},
+          {0, "{'a': 'f32[3,2]', 'b': 'f32[3,4]'}", "[['r', 'matmul', {'transpose_a': true}, 'a', 'b']]", "f32[2,4]"},
+          {0, "{'a': 'f32[2,3]', 'b': 'f32[4,3]'}", "[['r', 'matmul', {'transpose_b': true}, 'a', 'b']]", "f32[2,4]"},
+          {0, "{'a': 'f32[3,2]', 'b': 'f32[4,3]'}",
+           "[['r', 'matmul', {'transpose_a': true, 'transpose_b': true}, 'a', 'b']]", "f32[2,4]"},
+          {0, "{'a': 'f32[3]', 'b': 'f32[3,4]'}", "[['r', 'matmul', 'a', 'b']]", "f32[4]"},
+          {0, "{'a': 'f32[2,3]', 'b': 'f32[3]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2]"},
+          {0, "{'a': 'f64[3]', 'b': 'f64[3]'}", "[['r', 'matmul', 'a', 'b']]", "f64[]"},
+          {0, "{'a': 'f32[?,3]', 'b': 'f32[3,5]'}", "[['r', 'matmul', 'a', 'b']]", "f32[?,5]"},
+          {0, "{'a': 'f32[2,?]', 'b': 'f32[7,5]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2,5]"},
+          {0, "{'a': 'i32[2,2]', 'b': 'i32[2,6]'}", "[['r', 'matmul', 'a', 'b']]", "i32[2,6]"}, );
 }
 
 static void test_reduce_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', 'x']]", "f32[]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': []}, 'x']]", "f32[2,3,4]"}, /* none, as NumPy's axis=() */
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': [1]}, 'x']]", "f32[2,4]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': [1], 'keepdims': true}, 'x']]", "f32[2,1,4]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'mean', {'axes': [-1, 0]}, 'x']]", "f32[3]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'max', {'keepdims': true}, 'x']]", "f32[1,1,1]"},
-        {0, "{'x': 'i64[2,3,4]'}", "[['r', 'min', {'axes': [2]}, 'x']]", "i64[2,3]"},
-        {0, "{'x': 'f32[?,3]'}", "[['r', 'sum', {'axes': [1]}, 'x']]", "f32[?]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'argmax', 'x']]", "i64[2,3]"},
-        {0, "{'x': 'i32[2,3,4]'}", "[['r', 'argmax', {'axis': 0}, 'x']]", "i64[3,4]"},
-        {0, "{'x': 'f32[5]'}", "[['r', 'argmax', 'x']]", "i64[]"},
-    );
+    CASES({0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', 'x']]", "f32[]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': []}, 'x']]", "f32[2,3,4]"}, /* none, as NumPy's axis=() */
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': [1]}, 'x']]", "f32[2,4]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': [1], 'keepdims': true}, 'x']]", "f32[2,1,4]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'mean', {'axes': [-1, 0]}, 'x']]", "f32[3]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'max', {'keepdims': true}, 'x']]", "f32[1,1,1]"},
+          {0, "{'x': 'i64[2,3,4]'}", "[['r', 'min', {'axes': [2]}, 'x']]", "i64[2,3]"},
+          {0, "{'x': 'f32[?,3]'}", "[['r', 'sum', {'axes': [1]}, 'x']]", "f32[?]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'argmax', 'x']]", "i64[2,3]"},
+          {0, "{'x': 'i32[2,3,4]'}", "[['r', 'argmax', {'axis': 0}, 'x']]", "i64[3,4]"},
+          {0, "{'x': 'f32[5]'}", "[['r', 'argmax', 'x']]", "i64[]"}, );
 }
 
 static void test_shape_op_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [-1, 4]}, 'x']]", "f32[6,4]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [4, -1]}, 'x']]", "f32[4,6]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [2, -1, 3]}, 'x']]", "f32[2,4,3]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [24]}, 'x']]", "f32[24]"},
-        {0, "{'x': 'f32[?,4]'}", "[['r', 'reshape', {'shape': [-1, 2]}, 'x']]", "f32[?,2]"},
-        {0, "{'x': 'f32[1]'}", "[['r', 'reshape', {'shape': []}, 'x']]", "f32[]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', 'x']]", "f32[4,3,2]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', {'perm': [1, 0, 2]}, 'x']]", "f32[3,2,4]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', {'perm': [-1, 0, 1]}, 'x']]", "f32[4,2,3]"},
-        {0, "{'x': 'f32[3]'}", "[['r', 'broadcast_to', {'shape': [2, 3]}, 'x']]", "f32[2,3]"},
-        {0, "{'x': 'f32[2,1]'}", "[['r', 'broadcast_to', {'shape': [4, 2, 5]}, 'x']]", "f32[4,2,5]"},
-        /* slices: Python's rules, size = ceil((stop - start) / step) after clamping */
-        {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'start': [-8], 'stop': [-1], 'step': [3]}, 'x']]", "f32[3]"},
-        {0, "{'x': 'f32[5,6]'}", "[['r', 'slice', {'start': [1, -3], 'step': [2]}, 'x']]", "f32[2,3]"},
-        {0, "{'x': 'f32[4]'}", "[['r', 'slice', {'start': [-100]}, 'x']]", "f32[4]"},
-        {0, "{'x': 'f32[4]'}", "[['r', 'slice', {'start': [7]}, 'x']]", "f32[0]"},
-        {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'stop': [-12]}, 'x']]", "f32[0]"},
-        {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'start': [6], 'stop': [2]}, 'x']]", "f32[0]"},
-        {0, "{'x': 'f32[9]'}", "[['r', 'slice', {'step': [4]}, 'x']]", "f32[3]"},
-        {0, "{'x': 'f32[?,3]'}", "[['r', 'slice', {'start': [1, 1]}, 'x']]", "f32[?,2]"},
-        {0, "{'a': 'f32[2,3]', 'b': 'f32[4,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[6,3]"},
-        {0, "{'a': 'f32[2,3]', 'b': 'f32[2,5]'}", "[['r', 'concat', {'axis': -1}, 'a', 'b']]", "f32[2,8]"},
-        {0, "{'a': 'f32[?,3]', 'b': 'f32[2,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[?,3]"},
-        {0, "{'a': 'f32[2,?]', 'b': 'f32[4,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[6,3]"},
-        {0, "{'a': 'i32[1]', 'b': 'i32[2]', 'c': 'i32[3]'}", "[['r', 'concat', 'a', 'b', 'c']]", "i32[6]"},
-        {0, "{'x': 'f32[5,3]', 'i': 'i32[2,4]'}", "[['r', 'gather', 'x', 'i']]", "f32[2,4,3]"},
-        {0, "{'x': 'f32[5,3]', 'i': 'i64[7]'}", "[['r', 'gather', {'axis': 1}, 'x', 'i']]", "f32[5,7]"},
-        {0, "{'x': 'f32[5,3]', 'i': 'i32[]'}", "[['r', 'gather', 'x', 'i']]", "f32[3]"},
-    );
+    CASES({0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [-1, 4]}, 'x']]", "f32[6,4]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [4, -1]}, 'x']]", "f32[4,6]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [2, -1, 3]}, 'x']]", "f32[2,4,3]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [24]}, 'x']]", "f32[24]"},
+          {0, "{'x': 'f32[?,4]'}", "[['r', 'reshape', {'shape': [-1, 2]}, 'x']]", "f32[?,2]"},
+          {0, "{'x': 'f32[1]'}", "[['r', 'reshape', {'shape': []}, 'x']]", "f32[]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', 'x']]", "f32[4,3,2]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', {'perm': [1, 0, 2]}, 'x']]", "f32[3,2,4]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', {'perm': [-1, 0, 1]}, 'x']]", "f32[4,2,3]"},
+          {0, "{'x': 'f32[3]'}", "[['r', 'broadcast_to', {'shape': [2, 3]}, 'x']]", "f32[2,3]"},
+          {0, "{'x': 'f32[2,1]'}", "[['r', 'broadcast_to', {'shape': [4, 2, 5]}, 'x']]", "f32[4,2,5]"},
+          /* slices: Python's rules, size = ceil((stop - start) / step) after clamping */
+          {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'start': [-8], 'stop': [-1], 'step': [3]}, 'x']]", "f32[3]"},
+          {0, "{'x': 'f32[5,6]'}", "[['r', 'slice', {'start': [1, -3], 'step': [2]}, 'x']]", "f32[2,3]"},
+          {0, "{'x': 'f32[4]'}", "[['r', 'slice', {'start': [-100]}, 'x']]", "f32[4]"},
+          {0, "{'x': 'f32[4]'}", "[['r', 'slice', {'start': [7]}, 'x']]", "f32[0]"},
+          {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'stop': [-12]}, 'x']]", "f32[0]"},
+          {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'start': [6], 'stop': [2]}, 'x']]", "f32[0]"},
+          {0, "{'x': 'f32[9]'}", "[['r', 'slice', {'step': [4]}, 'x']]", "f32[3]"},
+          {0, "{'x': 'f32[?,3]'}", "[['r', 'slice', {'start': [1, 1]}, 'x']]", "f32[?,2]"},
+          {0, "{'a': 'f32[2,3]', 'b': 'f32[4,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[6,3]"},
+          {0, "{'a': 'f32[2,3]', 'b': 'f32[2,5]'}", "[['r', 'concat', {'axis': -1}, 'a', 'b']]", "f32[2,8]"},
+          {0, "{'a': 'f32[?,3]', 'b': 'f32[2,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[?,3]"},
+          {0, "{'a': 'f32[2,?]', 'b': 'f32[4,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[6,3]"},
+          {0, "{'a': 'i32[1]', 'b': 'i32[2]', 'c': 'i32[3]'}", "[['r', 'concat', 'a', 'b', 'c']]", "i32[6]"},
+          {0, "{'x': 'f32[5,3]', 'i': 'i32[2,4]'}", "[['r', 'gather', 'x', 'i']]", "f32[2,4,3]"},
+          {0, "{'x': 'f32[5,3]', 'i': 'i64[7]'}", "[['r', 'gather', {'axis': 1}, 'x', 'i']]", "f32[5,7]"},
+          {0, "{'x': 'f32[5,3]', 'i': 'i32[]'}", "[['r', 'gather', 'x', 'i']]", "f32[3]"}, );
 }
 
 static void test_sequence_types(void **state)
 {
     (void)state;
 #define SEQ_FNS \
-        "'total': {'params': {'v': 'f32[3]'}, 'body': [['r', 'sum', 'v']], 'result': 'r'}, " \
-        "'acc': {'params': {'a': 'f32[]', 'v': 'f32[3]'}, 'body': [['s', 'sum', 'v'], ['r', 'add', 'a', 's']], " \
-        "'result': 'r'}"
+    "'total': {'params': {'v': 'f32[3]'}, 'body': [['r', 'sum', 'v']], 'result': 'r'}, " \
+    "'acc': {'params': {'a': 'f32[]', 'v': 'f32[3]'}, 'body': [['s', 'sum', 'v'], ['r', 'add', 'a', 's']], " \
+    "'result': 'r'}"
     CASES(
         {0, "{'s': 'f32[3]*'}", "[['r', 'batch', {'size': 4}, 's']]", "f32[?,3]*"},
         {0, "{'s': 'f32[3]*'}", "[['r', 'batch', {'size': 4, 'drop_remainder': true}, 's']]", "f32[4,3]*"},
@@ -184,66 +176,61 @@ static void test_sequence_types(void **state)
         {0, "{'s': 'f32[3]*'}", "[['r', 'sequence_length', 's']]", "i32[]"},
         {0, "{'s': '<a=f32[2],b=i32[]>*'}", "[['r', 'sequence_sum', 's']]", "<a=f32[2],b=i32[]>"},
         {SEQ_FNS, "{'s': 'f32[3]*'}", "[['r', 'sequence_map', {'fn': 'total'}, 's']]", "f32[]*"},
-        {SEQ_FNS, "{'s': 'f32[3]*', 'z': 'f32[]'}", "[['r', 'sequence_reduce', {'fn': 'acc'}, 's', 'z']]", "f32[]"},
-    );
+        {SEQ_FNS, "{'s': 'f32[3]*', 'z': 'f32[]'}", "[['r', 'sequence_reduce', {'fn': 'acc'}, 's', 'z']]", "f32[]"}, );
 }
 
 static void test_struct_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', {'names': ['a', 'b']}, 'x', 'y']]", "<a=f32[2],b=i32[]>"},
-        {0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', 'x', 'y']]", "<f32[2],i32[]>"},
-        {0, "{}", "[['r', 'struct']]", "<>"},
-        {0, "{'x': 'f32[2]', 'y': 'i32[]'}",
-         "[['s', 'struct', {'names': ['a', 'b']}, 'x', 'y'], ['r', 'field', {'name': 'b'}, 's']]", "i32[]"},
-        {0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['s', 'struct', 'x', 'y'], ['r', 'field', {'index': 0}, 's']]",
-         "f32[2]"},
-        {0, "{'s': '<p=<q=f64[4]>,r=f32[]>'}",
-         "[['t', 'field', {'name': 'p'}, 's'], ['r', 'field', {'name': 'q'}, 't']]", "f64[4]"},
-        {0, "{'x': 'f32[]@SERVER', 'y': '{i32[]}@CLIENTS'}", "[['r', 'struct', 'x', 'y']]",
-         "<f32[]@SERVER,{i32[]}@CLIENTS>"},
-        {0, "{'s': '<a=f32[]@SERVER,b={i32[]}@CLIENTS>'}", "[['r', 'field', {'name': 'b'}, 's']]", "{i32[]}@CLIENTS"},
-    );
+    CASES({0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', {'names': ['a', 'b']}, 'x', 'y']]",
+           "<a=f32[2],b=i32[]>"},
+          {0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', 'x', 'y']]", "<f32[2],i32[]>"},
+          {0, "{}", "[['r', 'struct']]", "<>"},
+          {0, "{'x': 'f32[2]', 'y': 'i32[]'}",
+           "[['s', 'struct', {'names': ['a', 'b']}, 'x', 'y'], ['r', 'field', {'name': 'b'}, 's']]", "i32[]"},
+          {0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['s', 'struct', 'x', 'y'], ['r', 'field', {'index': 0}, 's']]",
+           "f32[2]"},
+          {0, "{'s': '<p=<q=f64[4]>,r=f32[]>'}",
+           "[['t', 'field', {'name': 'p'}, 's'], ['r', 'field', {'name': 'q'}, 't']]", "f64[4]"},
+          {0, "{'x': 'f32[]@SERVER', 'y': '{i32[]}@CLIENTS'}", "[['r', 'struct', 'x', 'y']]",
+           "<f32[]@SERVER,{i32[]}@CLIENTS>"},
+          {0, "{'s': '<a=f32[]@SERVER,b={i32[]}@CLIENTS>'}", "[['r', 'field', {'name': 'b'}, 's']]",
+           "{i32[]}@CLIENTS"}, );
 }
 
 static void test_lifted_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'s': '<a=f32[2],b=f32[]>', 'k': 'f32[]'}", "[['r', 'add', 's', 'k']]", "<a=f32[2],b=f32[]>"},
-        {0, "{'s': '<a=f32[2],b=f32[]>', 'k': 'f32[]'}", "[['r', 'mul', 'k', 's']]", "<a=f32[2],b=f32[]>"},
-        {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'sub', 's', 's']]", "<a=f32[2],b=f32[]>"},
-        {0, "{'s': '<a=f32[2],b=f32[]>', 't': '<a=f32[3,2],b=f32[4]>'}", "[['r', 'add', 's', 't']]",
-         "<a=f32[3,2],b=f32[4]>"},
-        {0, "{'s': '<p=<q=f32[2]>,r=f32[]>', 'k': 'f32[2]'}", "[['r', 'mul', 's', 'k']]", "<p=<q=f32[2]>,r=f32[2]>"},
-        {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'neg', 's']]", "<a=f32[2],b=f32[]>"},
-        {0, "{'s': '<a=f32[2],b=i32[]>'}", "[['r', 'cast', {'dtype': 'f64'}, 's']]", "<a=f64[2],b=f64[]>"},
-        {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'lt', 's', 's']]", "<a=bool[2],b=bool[]>"},
-        {0, "{'s': '<f32[2],<i32[]>>'}", "[['r', 'zeros_like', 's']]", "<f32[2],<i32[]>>"},
-        {0, "{'s': '<a=f32[2],b=i32[]>'}", "[['r', 'ones_like', 's']]", "<a=f32[2],b=i32[]>"},
-        {0, "{'p': 'bool[]', 's': '<a=f32[2],b=f32[]>', 't': '<a=f32[2],b=f32[]>'}",
-         "[['r', 'select', 'p', 's', 't']]", "<a=f32[2],b=f32[]>"},
-    );
+    CASES({0, "{'s': '<a=f32[2],b=f32[]>', 'k': 'f32[]'}", "[['r', 'add', 's', 'k']]", "<a=f32[2],b=f32[]>"},
+          {0, "{'s': '<a=f32[2],b=f32[]>', 'k': 'f32[]'}", "[['r', 'mul', 'k', 's']]", "<a=f32[2],b=f32[]>"},
+          {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'sub', 's', 's']]", "<a=f32[2],b=f32[]>"},
+          {0, "{'s': '<a=f32[2],b=f32[]>', 't': '<a=f32[3,2],b=f32[4]>'}", "[['r', 'add', 's', 't']]",
+           "<a=f32[3,2],b=f32[4]>"},
+          {0, "{'s': '<p=<q=f32[2]>,r=f32[]>', 'k': 'f32[2]'}", "[['r', 'mul', 's', 'k']]", "<p=<q=f32[2]>,r=f32[2]>"},
+          {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'neg', 's']]", "<a=f32[2],b=f32[]>"},
+          {0, "{'s': '<a=f32[2],b=i32[]>'}", "[['r', 'cast', {'dtype': 'f64'}, 's']]", "<a=f64[2],b=f64[]>"},
+          {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'lt', 's', 's']]", "<a=bool[2],b=bool[]>"},
+          {0, "{'s': '<f32[2],<i32[]>>'}", "[['r', 'zeros_like', 's']]", "<f32[2],<i32[]>>"},
+          {0, "{'s': '<a=f32[2],b=i32[]>'}", "[['r', 'ones_like', 's']]", "<a=f32[2],b=i32[]>"},
+          {0, "{'p': 'bool[]', 's': '<a=f32[2],b=f32[]>', 't': '<a=f32[2],b=f32[]>'}",
+           "[['r', 'select', 'p', 's', 't']]", "<a=f32[2],b=f32[]>"}, );
 }
 
 static void test_random_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'seed': 'i32[]'}", "[['r', 'random_key', 'seed']]", "u32[2]"},
-        {0, "{'seed': 'i64[]'}", "[['r', 'random_key', 'seed']]", "u32[2]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_split', 'k']]", "u32[2,2]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 5}, 'k']]", "u32[5,2]"},
-        {0, "{'k': 'u32[2]', 'i': 'i32[]'}", "[['r', 'random_fold_in', 'k', 'i']]", "u32[2]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_uniform', {'shape': [2, 3]}, 'k']]", "f32[2,3]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_uniform', {'shape': [2, 3], 'dtype': 'f64'}, 'k']]", "f64[2,3]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_normal', {'shape': []}, 'k']]", "f32[]"},
-        {0, "{'k': 'u32[2]'}",
-         "[['ks', 'random_split', {'n': 3}, 'k'], ['i', 'const', {'value': 1}], ['k1', 'gather', 'ks', 'i'], "
-         "['r', 'random_normal', {'shape': [4]}, 'k1']]",
-         "f32[4]"},
-    );
+    CASES({0, "{'seed': 'i32[]'}", "[['r', 'random_key', 'seed']]", "u32[2]"},
+          {0, "{'seed': 'i64[]'}", "[['r', 'random_key', 'seed']]", "u32[2]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_split', 'k']]", "u32[2,2]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 5}, 'k']]", "u32[5,2]"},
+          {0, "{'k': 'u32[2]', 'i': 'i32[]'}", "[['r', 'random_fold_in', 'k', 'i']]", "u32[2]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_uniform', {'shape': [2, 3]}, 'k']]", "f32[2,3]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_uniform', {'shape': [2, 3], 'dtype': 'f64'}, 'k']]", "f64[2,3]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_normal', {'shape': []}, 'k']]", "f32[]"},
+          {0, "{'k': 'u32[2]'}",
+           "[['ks', 'random_split', {'n': 3}, 'k'], ['i', 'const', {'value': 1}], ['k1', 'gather', 'ks', 'i'], "
+           "['r', 'random_normal', {'shape': [4]}, 'k1']]",
+           "f32[4]"}, );
 }
 
 /* Helper functions for the federated cases. */
@@ -256,65 +243,62 @@ static void test_random_types(void **state)
     "'merge': {'params': {'a': 'i32[]', 'b': 'i32[]'}, 'body': [['r', 'add', 'a', 'b']], 'result': 'r'}, " \
     "'report': {'params': {'n': 'i32[]'}, 'body': [['r', 'cast', {'dtype': 'f64'}, 'n']], 'result': 'r'}"
 
-
 static void test_federated_types(void **state)
 {
     (void)state;
-    CASES(
-        {FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'SERVER'}, 'x']]", "f32[2]@SERVER"},
-        {FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'CLIENTS'}, 'x']]", "f32[2]@CLIENTS"},
-        {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'CLIENTS'}]]", "{f32[]}@CLIENTS"},
-        {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'SERVER'}]]", "f32[]@SERVER"},
-        {FED_FNS, "{'x': 'f32[2]@SERVER'}", "[['r', 'federated_broadcast', 'x']]", "f32[2]@CLIENTS"},
-        /* federated_map runs fn once per client: one result per client, also
+    CASES({FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'SERVER'}, 'x']]", "f32[2]@SERVER"},
+          {FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'CLIENTS'}, 'x']]", "f32[2]@CLIENTS"},
+          {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'CLIENTS'}]]", "{f32[]}@CLIENTS"},
+          {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'SERVER'}]]", "f32[]@SERVER"},
+          {FED_FNS, "{'x': 'f32[2]@SERVER'}", "[['r', 'federated_broadcast', 'x']]", "f32[2]@CLIENTS"},
+          /* federated_map runs fn once per client: one result per client, also
          * when the argument is all-equal */
-        {FED_FNS, "{'x': '{f32[3]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[3]@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[3]@SERVER'}",
-         "[['b', 'federated_broadcast', 'x'], ['r', 'federated_map', {'fn': 'total'}, 'b']]", "{f32[]}@CLIENTS"},
-        {FED_FNS, "{'x': '{f32[3]}@CLIENTS', 'y': 'f32[3]@CLIENTS'}",
-         "[['r', 'federated_map', {'fn': 'plus'}, 'x', 'y']]", "{f32[3]}@CLIENTS"},
-        {FED_FNS, "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[3]@SERVER'}", "[['r', 'federated_apply', {'fn': 'total'}, 'x']]", "f32[]@SERVER"},
-        {FED_FNS, "{'x': 'f32[3]@SERVER', 'y': 'f32[3]@SERVER'}",
-         "[['r', 'federated_apply', {'fn': 'plus'}, 'x', 'y']]", "f32[3]@SERVER"},
-        /* zips */
-        {FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': '{i32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
-         "{<f32[],i32[]>}@CLIENTS"},
-        {FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': '{i32[]}@CLIENTS'}",
-         "[['r', 'federated_zip', {'names': ['a', 'b']}, 'x', 'y']]", "{<a=f32[],b=i32[]>}@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[]@CLIENTS', 'y': 'i32[]@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
-         "<f32[],i32[]>@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[]@CLIENTS', 'y': '{i32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
-         "{<f32[],i32[]>}@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[]@SERVER', 'y': 'i32[]@SERVER'}", "[['r', 'federated_zip', 'x', 'y']]",
-         "<f32[],i32[]>@SERVER"},
-        {FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x']]", "{<f32[]>}@CLIENTS"},
-        /* aggregations */
-        {FED_FNS, "{'x': '{f32[2]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", "f32[2]@SERVER"},
-        {FED_FNS, "{'x': 'f32[2]@CLIENTS'}", "[['r', 'federated_sum', 'x']]", "f32[2]@SERVER"},
-        {FED_FNS, "{'x': '{<a=f32[2],n=i32[]>}@CLIENTS'}", "[['r', 'federated_sum', 'x']]",
-         "<a=f32[2],n=i32[]>@SERVER"},
-        {FED_FNS, "{'x': '{f64[2]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", "f64[2]@SERVER"},
-        {FED_FNS, "{'x': '{f32[2]}@CLIENTS', 'w': '{f32[]}@CLIENTS'}",
-         "[['r', 'federated_weighted_mean', 'x', 'w']]", "f32[2]@SERVER"},
-        {FED_FNS, "{'x': '{i32[3]}@CLIENTS'}", "[['r', 'federated_min', 'x']]", "i32[3]@SERVER"},
-        {FED_FNS, "{'x': '{u32[3]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", "u32[3]@SERVER"},
-        {FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
-         "[['zero', 'const', {'value': 0}], "
-         " ['r', 'federated_aggregate', {'accumulate': 'count', 'merge': 'merge', 'report': 'report'}, 'x', 'zero']]",
-         "f64[]@SERVER"},
-        {FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
-         "[['zero', 'const', {'value': 0}], "
-         " ['r', 'federated_aggregate', {'accumulate': 'count', 'merge': 'merge'}, 'x', 'zero']]",
-         "i32[]@SERVER"},
-        {FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 8}, 'x']]",
-         "i32[2]@SERVER"},
-        {FED_FNS, "{'x': '{u32[2]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]",
-         "u32[2]@SERVER"},
-        {FED_FNS, "{'x': '{<a=i64[],b=i32[2]>}@CLIENTS'}",
-         "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 31}, 'x']]", "<a=i64[],b=i32[2]>@SERVER"},
-    );
+          {FED_FNS, "{'x': '{f32[3]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[3]@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[3]@SERVER'}",
+           "[['b', 'federated_broadcast', 'x'], ['r', 'federated_map', {'fn': 'total'}, 'b']]", "{f32[]}@CLIENTS"},
+          {FED_FNS, "{'x': '{f32[3]}@CLIENTS', 'y': 'f32[3]@CLIENTS'}",
+           "[['r', 'federated_map', {'fn': 'plus'}, 'x', 'y']]", "{f32[3]}@CLIENTS"},
+          {FED_FNS, "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[3]@SERVER'}", "[['r', 'federated_apply', {'fn': 'total'}, 'x']]", "f32[]@SERVER"},
+          {FED_FNS, "{'x': 'f32[3]@SERVER', 'y': 'f32[3]@SERVER'}",
+           "[['r', 'federated_apply', {'fn': 'plus'}, 'x', 'y']]", "f32[3]@SERVER"},
+          /* zips */
+          {FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': '{i32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
+           "{<f32[],i32[]>}@CLIENTS"},
+          {FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': '{i32[]}@CLIENTS'}",
+           "[['r', 'federated_zip', {'names': ['a', 'b']}, 'x', 'y']]", "{<a=f32[],b=i32[]>}@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[]@CLIENTS', 'y': 'i32[]@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
+           "<f32[],i32[]>@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[]@CLIENTS', 'y': '{i32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
+           "{<f32[],i32[]>}@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[]@SERVER', 'y': 'i32[]@SERVER'}", "[['r', 'federated_zip', 'x', 'y']]",
+           "<f32[],i32[]>@SERVER"},
+          {FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x']]", "{<f32[]>}@CLIENTS"},
+          /* aggregations */
+          {FED_FNS, "{'x': '{f32[2]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", "f32[2]@SERVER"},
+          {FED_FNS, "{'x': 'f32[2]@CLIENTS'}", "[['r', 'federated_sum', 'x']]", "f32[2]@SERVER"},
+          {FED_FNS, "{'x': '{<a=f32[2],n=i32[]>}@CLIENTS'}", "[['r', 'federated_sum', 'x']]",
+           "<a=f32[2],n=i32[]>@SERVER"},
+          {FED_FNS, "{'x': '{f64[2]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", "f64[2]@SERVER"},
+          {FED_FNS, "{'x': '{f32[2]}@CLIENTS', 'w': '{f32[]}@CLIENTS'}", "[['r', 'federated_weighted_mean', 'x', 'w']]",
+           "f32[2]@SERVER"},
+          {FED_FNS, "{'x': '{i32[3]}@CLIENTS'}", "[['r', 'federated_min', 'x']]", "i32[3]@SERVER"},
+          {FED_FNS, "{'x': '{u32[3]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", "u32[3]@SERVER"},
+          {FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
+           "[['zero', 'const', {'value': 0}], "
+           " ['r', 'federated_aggregate', {'accumulate': 'count', 'merge': 'merge', 'report': 'report'}, 'x', 'zero']]",
+           "f64[]@SERVER"},
+          {FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
+           "[['zero', 'const', {'value': 0}], "
+           " ['r', 'federated_aggregate', {'accumulate': 'count', 'merge': 'merge'}, 'x', 'zero']]",
+           "i32[]@SERVER"},
+          {FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 8}, 'x']]",
+           "i32[2]@SERVER"},
+          {FED_FNS, "{'x': '{u32[2]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]",
+           "u32[2]@SERVER"},
+          {FED_FNS, "{'x': '{<a=i64[],b=i32[2]>}@CLIENTS'}",
+           "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 31}, 'x']]", "<a=i64[],b=i32[2]>@SERVER"}, );
 }
 
 /* ---- errors ----------------------------------------------------------------------------- */
@@ -350,10 +334,10 @@ static void expect_errors(char *text, const want_err *want, int n)
         fail_msg("errors differ");
 }
 
-#define EXPECT_ERRORS(text, ...)                                      \
-    do {                                                              \
-        static const want_err w_[] = {__VA_ARGS__};                   \
-        expect_errors(text, w_, (int)(sizeof w_ / sizeof *w_));       \
+#define EXPECT_ERRORS(text, ...) \
+    do { \
+        static const want_err w_[] = {__VA_ARGS__}; \
+        expect_errors(text, w_, (int)(sizeof w_ / sizeof *w_)); \
     } while (0)
 
 static void test_errors_in_one_pass(void **state)
@@ -451,8 +435,8 @@ static void test_attribute_domains(void **state)
     char *text;
     text = test_program_text("", "{'x': 'f32[1,4,4,1]'}",
                              "[['r', 'max_pool', {'window': [2, 2], 'padding': 'same'}, 'x']]");
-    EXPECT_ERRORS(text,
-                  {FVM_ERR_FORMAT, "/functions/main/body/0/2/padding", "must be \"SAME\" or \"VALID\", found \"same\""});
+    EXPECT_ERRORS(
+        text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/padding", "must be \"SAME\" or \"VALID\", found \"same\""});
     text = test_program_text("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'avg_pool', {'window': [2, 2, 1]}, 'x']]");
     EXPECT_ERRORS(text,
                   {FVM_ERR_FORMAT, "/functions/main/body/0/2/window", "a list of 2 integers >= 1, found a list of 3"});
@@ -485,13 +469,11 @@ static void test_attribute_domains(void **state)
 static void test_integers_as_reals(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [1.0]}, 'x']]", "f32[2]"},
-        {0, "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [-1.0], 'keepdims': true}, 'x']]", "f32[2,1]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 3.0}, 'k']]", "u32[3,2]"},
-        {0, "{}", "[['r', 'iota', {'shape': [2e0, 3.0], 'axis': 1.0}]]", "i32[2,3]"},
-        {0, "{}", "[['r', 'const', {'value': [1.0, -0.0, 1e2], 'dtype': 'i64'}]]", "i64[3]"},
-    );
+    CASES({0, "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [1.0]}, 'x']]", "f32[2]"},
+          {0, "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [-1.0], 'keepdims': true}, 'x']]", "f32[2,1]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 3.0}, 'k']]", "u32[3,2]"},
+          {0, "{}", "[['r', 'iota', {'shape': [2e0, 3.0], 'axis': 1.0}]]", "i32[2,3]"},
+          {0, "{}", "[['r', 'const', {'value': [1.0, -0.0, 1e2], 'dtype': 'i64'}]]", "i64[3]"}, );
     const char *yaml = "fedvm: 1.0\n"
                        "functions:\n"
                        "  main:\n"

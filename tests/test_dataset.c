@@ -294,8 +294,8 @@ typedef struct spec_col {
 } spec_col;
 
 static const spec_col spec[] = {
-    {"flag", FVM_DTYPE_BOOL, 1, {3}},      {"pixels", FVM_DTYPE_U8, 2, {2, 2}},  {"label", FVM_DTYPE_I32, 0, {0}},
-    {"ids", FVM_DTYPE_I64, 1, {4}},        {"mask", FVM_DTYPE_U32, 0, {0}},      {"x", FVM_DTYPE_F32, 1, {5}},
+    {"flag", FVM_DTYPE_BOOL, 1, {3}}, {"pixels", FVM_DTYPE_U8, 2, {2, 2}}, {"label", FVM_DTYPE_I32, 0, {0}},
+    {"ids", FVM_DTYPE_I64, 1, {4}},   {"mask", FVM_DTYPE_U32, 0, {0}},     {"x", FVM_DTYPE_F32, 1, {5}},
     {"w", FVM_DTYPE_F64, 2, {2, 3}},
 };
 enum { NSPEC = sizeof spec / sizeof spec[0] };
@@ -535,19 +535,19 @@ static void sql_file(const char *path, const char *text)
 }
 
 /* FedJAX's table, without its closing parenthesis (for more columns). */
-#define FEDJAX_COLUMNS                                                                                              \
+#define FEDJAX_COLUMNS \
     "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, num_examples INTEGER NOT " \
     "NULL"
 #define FEDJAX_TABLE FEDJAX_COLUMNS ")"
 /* TFF's tables. */
-#define TFF_TABLES                                                                                                  \
-    "CREATE TABLE examples (split_name TEXT NOT NULL, client_id TEXT NOT NULL, serialized_example_proto BLOB NOT "   \
-    "NULL); CREATE TABLE client_metadata (client_id TEXT NOT NULL, split_name TEXT NOT NULL, num_examples INTEGER "  \
+#define TFF_TABLES \
+    "CREATE TABLE examples (split_name TEXT NOT NULL, client_id TEXT NOT NULL, serialized_example_proto BLOB NOT " \
+    "NULL); CREATE TABLE client_metadata (client_id TEXT NOT NULL, split_name TEXT NOT NULL, num_examples INTEGER " \
     "NOT NULL);"
 
 /* A FedJAX file whose clients' data blobs are given raw. */
-static void fedjax_file(const char *path, int n, const char *const *ids, const void *const *blobs,
-                        const size_t *lens, const int64_t *counts)
+static void fedjax_file(const char *path, int n, const char *const *ids, const void *const *blobs, const size_t *lens,
+                        const int64_t *counts)
 {
     sqlite3 *db = db_new(path, FEDJAX_TABLE);
     sqlite3_stmt *st;
@@ -639,8 +639,7 @@ static void check_bad_client(const char *name, const void *blob, size_t len, int
     fvm_dataset_close(ds);
 }
 
-static void check_bad_map(const char *name, const mcol *cols, int n, int64_t count, fvm_status code,
-                          const char *want)
+static void check_bad_map(const char *name, const mcol *cols, int n, int64_t count, fvm_status code, const char *want)
 {
     unsigned char *blob;
     size_t len;
@@ -853,7 +852,12 @@ static void test_fedjax_sparse_rowids(void **state)
 static bool valid_text(const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        int n = *p < 0x20 ? -1 : *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : (*p & 0xf8) == 0xf0 ? 3 : -1;
+        int n = *p < 0x20             ? -1
+                : *p < 0x80           ? 0
+                : (*p & 0xe0) == 0xc0 ? 1
+                : (*p & 0xf0) == 0xe0 ? 2
+                : (*p & 0xf8) == 0xf0 ? 3
+                                      : -1;
         if (n < 0)
             return false;
         p++;
@@ -1032,7 +1036,8 @@ static void insert_example(sqlite3_stmt *st, int col, int64_t label, int n, cons
 
 static void tff_file(const char *path, bool corrupt_second, int second_len)
 {
-    sqlite3 *db = db_new(path, TFF_TABLES "INSERT INTO client_metadata VALUES ('zed', 'train', 2), ('amy', 'train', 1)");
+    sqlite3 *db =
+        db_new(path, TFF_TABLES "INSERT INTO client_metadata VALUES ('zed', 'train', 2), ('amy', 'train', 1)");
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO examples VALUES ('train', ?, ?)", -1, &st, NULL), SQLITE_OK);
     struct {
@@ -1127,11 +1132,14 @@ static void test_escape(void **state)
     assert_string_equal(fvm_dataset_escape("it's \"q\" \\", 10, buf, sizeof buf), "it\\'s \\\"q\\\" \\\\");
     assert_string_equal(fvm_dataset_escape("a\nb\tc\x1b[31m", 10, buf, sizeof buf), "a\\nb\\tc\\x1b[31m");
     assert_string_equal(fvm_dataset_escape("x\xff\xc3", 3, buf, sizeof buf), "x\\xff\\xc3");
-    assert_string_equal(fvm_dataset_escape("caf\xc3\xa9", 5, buf, sizeof buf), "caf\xc3\xa9");           /* é */
-    assert_string_equal(fvm_dataset_escape("a\xe2\x80\xae" "b", 5, buf, sizeof buf), "a\\u202eb");        /* RLO */
-    assert_string_equal(fvm_dataset_escape("\xc2\x85", 2, buf, sizeof buf), "\\u0085");               /* NEL */
-    assert_string_equal(fvm_dataset_escape("\xed\xa0\x80", 3, buf, sizeof buf), "\\xed\\xa0\\x80");   /* a surrogate */
-    assert_string_equal(fvm_dataset_escape("\xc0\xaf", 2, buf, sizeof buf), "\\xc0\\xaf");            /* overlong '/' */
+    assert_string_equal(fvm_dataset_escape("caf\xc3\xa9", 5, buf, sizeof buf), "caf\xc3\xa9"); /* é */
+    assert_string_equal(fvm_dataset_escape("a\xe2\x80\xae"
+                                           "b",
+                                           5, buf, sizeof buf),
+                        "a\\u202eb"); /* RLO */
+    assert_string_equal(fvm_dataset_escape("\xc2\x85", 2, buf, sizeof buf), "\\u0085"); /* NEL */
+    assert_string_equal(fvm_dataset_escape("\xed\xa0\x80", 3, buf, sizeof buf), "\\xed\\xa0\\x80"); /* a surrogate */
+    assert_string_equal(fvm_dataset_escape("\xc0\xaf", 2, buf, sizeof buf), "\\xc0\\xaf"); /* overlong '/' */
     /* too long: cut at a whole escape, "..." after */
     assert_string_equal(fvm_dataset_escape("abcdefghij", 10, buf, 8), "abcd...");
     assert_string_equal(fvm_dataset_escape("\x01\x02\x03", 3, buf, 10), "\\x01...");
@@ -1300,8 +1308,10 @@ static void odd_table(const char *path, const char *create, const char *after)
     pack_client(two, 1, &b2, &l2);
     sqlite3 *db = db_new(path, create);
     sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO federated_data (client_id, data, num_examples) VALUES (?, ?, ?)",
-                                        -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "INSERT INTO federated_data (client_id, data, num_examples) VALUES (?, ?, ?)",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
     for (int i = 0; i < 2; i++) {
         sqlite3_bind_blob(st, 1, i ? "b" : "a", 1, SQLITE_STATIC);
         sqlite3_bind_blob(st, 2, i ? b2 : b1, (int)(i ? l2 : l1), SQLITE_STATIC);
@@ -1399,14 +1409,16 @@ static void test_duplicate_ids(void **state)
     char path[256];
     tmp("dup.sqlite", path);
     /* no primary key: one id twice */
-    odd_table(path, "CREATE TABLE federated_data (client_id BLOB, data BLOB, num_examples INTEGER)",
-              "INSERT INTO federated_data SELECT client_id, data, num_examples FROM federated_data WHERE client_id = x'62'");
+    odd_table(
+        path, "CREATE TABLE federated_data (client_id BLOB, data BLOB, num_examples INTEGER)",
+        "INSERT INTO federated_data SELECT client_id, data, num_examples FROM federated_data WHERE client_id = x'62'");
     fvm_diag d = {0};
     fvm_dataset *ds;
     assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, path, "client id 'b' appears 2 times", NULL);
     /* FedJAX's primary key, with the text 'b' beside the bytes 'b' */
-    odd_table(path, FEDJAX_TABLE, "INSERT INTO federated_data SELECT CAST(client_id AS TEXT), data, "
+    odd_table(path, FEDJAX_TABLE,
+              "INSERT INTO federated_data SELECT CAST(client_id AS TEXT), data, "
               "num_examples FROM federated_data WHERE client_id = x'62'");
     assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, path, "client id 'b' appears 2 times", NULL);
@@ -1416,8 +1428,10 @@ static void test_duplicate_ids(void **state)
     assert_int_equal(fvm_dataset_find(ds, "b", 1), 1);
     fvm_dataset_close(ds);
     /* ids found as bytes whatever collation the file declares: 'B' is not 'b' */
-    odd_table(path, "CREATE TABLE federated_data (client_id TEXT COLLATE NOCASE NOT NULL PRIMARY KEY, data BLOB NOT "
-              "NULL, num_examples INTEGER NOT NULL)", "UPDATE federated_data SET client_id = upper(client_id)");
+    odd_table(path,
+              "CREATE TABLE federated_data (client_id TEXT COLLATE NOCASE NOT NULL PRIMARY KEY, data BLOB NOT "
+              "NULL, num_examples INTEGER NOT NULL)",
+              "UPDATE federated_data SET client_id = upper(client_id)");
     ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
     assert_int_equal(fvm_dataset_find(ds, "B", 1), 1);
     assert_int_equal(fvm_dataset_find(ds, "b", 1), -1);
@@ -1434,8 +1448,8 @@ static fvm_status fedjax_decode(fvm_dataset *ds, const char *who, const void *bl
 }
 
 /* Decodes a TFF client's n serialized examples from memory. */
-static fvm_status tff_decode(fvm_dataset *ds, const char *who, int64_t n, const void *const *protos,
-                             const size_t *lens, fvm_value **out, fvm_diag *d)
+static fvm_status tff_decode(fvm_dataset *ds, const char *who, int64_t n, const void *const *protos, const size_t *lens,
+                             fvm_value **out, fvm_diag *d)
 {
     ds_raw raw = {n, n, protos, lens};
     return fvm_dataset_decode(ds, who, &raw, out, d);
@@ -1497,11 +1511,11 @@ static void test_decode_memory(void **state)
     free(b2);
 
     /* tf.train.Example, written out by hand: {features {feature {key: "y\0" value {int64_list {value: 1}}}}} */
-    static const unsigned char nul_key[] = {0x0a, 0x0d, 0x0a, 0x0b, 0x0a, 0x02, 'y', 0x00, 0x12,
-                                            0x05, 0x1a, 0x03, 0x0a, 0x01, 0x01};
+    static const unsigned char nul_key[] = {0x0a, 0x0d, 0x0a, 0x0b, 0x0a, 0x02, 'y', 0x00,
+                                            0x12, 0x05, 0x1a, 0x03, 0x0a, 0x01, 0x01};
     /* the same with key "y" (one byte less in every length) */
-    static const unsigned char y_key[] = {0x0a, 0x0c, 0x0a, 0x0a, 0x0a, 0x01, 'y', 0x12,
-                                          0x05, 0x1a, 0x03, 0x0a, 0x01, 0x07};
+    static const unsigned char y_key[] = {0x0a, 0x0c, 0x0a, 0x0a, 0x0a, 0x01, 'y',
+                                          0x12, 0x05, 0x1a, 0x03, 0x0a, 0x01, 0x07};
     ds = ds_new("memory", &fvm_dataset_format_tff);
     const void *protos[2] = {y_key, nul_key};
     size_t lens[2] = {sizeof y_key, sizeof nul_key};
@@ -1746,11 +1760,12 @@ static void test_tff_collation(void **state)
     (void)state;
     char path[256];
     tmp("tff_nocase.sqlite", path);
-    sqlite3 *db = db_new(path, "CREATE TABLE examples (split_name TEXT NOT NULL COLLATE NOCASE, client_id TEXT NOT "
-                         "NULL COLLATE NOCASE, serialized_example_proto BLOB NOT NULL);"
-                         "CREATE TABLE client_metadata (client_id TEXT NOT NULL COLLATE NOCASE, split_name TEXT NOT "
-                         "NULL, num_examples INTEGER NOT NULL);"
-                         "INSERT INTO client_metadata VALUES ('a', 'train', 1), ('A', 'train', 2), ('b', 'TRAIN', 1)");
+    sqlite3 *db =
+        db_new(path, "CREATE TABLE examples (split_name TEXT NOT NULL COLLATE NOCASE, client_id TEXT NOT "
+                     "NULL COLLATE NOCASE, serialized_example_proto BLOB NOT NULL);"
+                     "CREATE TABLE client_metadata (client_id TEXT NOT NULL COLLATE NOCASE, split_name TEXT NOT "
+                     "NULL, num_examples INTEGER NOT NULL);"
+                     "INSERT INTO client_metadata VALUES ('a', 'train', 1), ('A', 'train', 2), ('b', 'TRAIN', 1)");
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO examples VALUES (?, ?, ?)", -1, &st, NULL), SQLITE_OK);
     const char *rows[4][2] = {{"train", "a"}, {"train", "A"}, {"train", "A"}, {"TRAIN", "b"}};

@@ -412,10 +412,10 @@ static void test_checkpoint_resume(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_not_regular),      cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_not_regular),        cmocka_unit_test(test_caps),
         cmocka_unit_test(test_changed_while_read), cmocka_unit_test(test_same_file),
-        cmocka_unit_test(test_stale_temporaries), cmocka_unit_test(test_begin_abort),
-        cmocka_unit_test(test_checkpoint_names),  cmocka_unit_test(test_checkpoint_resume),
+        cmocka_unit_test(test_stale_temporaries),  cmocka_unit_test(test_begin_abort),
+        cmocka_unit_test(test_checkpoint_names),   cmocka_unit_test(test_checkpoint_resume),
     };
     return cmocka_run_group_tests(tests, setup, tmpdir_teardown);
 }

@@ -181,12 +181,17 @@ static void test_golden_cases(void **state)
          * kernel provider, fused on 2 threads and unfused in sequence. */
         for (int k = 0; k < (mpi ? 2 : 6); k++) {
             fvm_backend *b = mpi || !k || k == 5 ? NULL : fvm_backend_threads(k == 4 ? 2 : 1 << (k - 1));
-            fvm_vm_config cfg = {.nclients = -1, .unfused = k == 0 || k == 5, .backend = mpi ? mpi : b,
+            fvm_vm_config cfg = {.nclients = -1,
+                                 .unfused = k == 0 || k == 5,
+                                 .backend = mpi ? mpi : b,
                                  .kernels = k >= 4 ? fvm_kernels_portable() : NULL};
             fvm_doc *other = run_case(&a, c, &cfg, &d);
             if (!other || !same_bits(got, other))
                 fail_msg("%s: differs %s%s", path, cfg.unfused ? "when run unfused" : "fused",
-                         mpi ? " on mpi" : k >= 4 ? " with the portable kernels" : k ? " on threads" : "");
+                         mpi      ? " on mpi"
+                         : k >= 4 ? " with the portable kernels"
+                         : k      ? " on threads"
+                                  : "");
             fvm_backend_free(b);
         }
         const fvm_doc *tol = fvm_doc_get(c, "tolerance");

@@ -25,8 +25,7 @@ static fvm_tensor mk(fvm_dtype t, fvm_dims s, const void *data, size_t n)
         memcpy(fvm_tensor_data(&x), data, n * fvm_dtype_size(t));
     return x;
 }
-#define MK(dt, CT, shape, ...) \
-    mk(dt, shape, (const CT[]){__VA_ARGS__}, sizeof((const CT[]){__VA_ARGS__}) / sizeof(CT))
+#define MK(dt, CT, shape, ...) mk(dt, shape, (const CT[]){__VA_ARGS__}, sizeof((const CT[]){__VA_ARGS__}) / sizeof(CT))
 #define F32(shape, ...) MK(FVM_DTYPE_F32, float, shape, __VA_ARGS__)
 #define F64(shape, ...) MK(FVM_DTYPE_F64, double, shape, __VA_ARGS__)
 #define I32(shape, ...) MK(FVM_DTYPE_I32, int32_t, shape, __VA_ARGS__)
@@ -77,16 +76,26 @@ static int64_t bcast_index(const fvm_dims *out, const fvm_dims *in, int64_t i)
 static double ref_unary(fvm_unary op, double x)
 {
     switch (op) {
-    case FVM_UN_NEG: return -x;
-    case FVM_UN_ABS: return fabs(x);
-    case FVM_UN_EXP: return exp(x);
-    case FVM_UN_LOG: return log(x);
-    case FVM_UN_SQRT: return sqrt(x);
-    case FVM_UN_TANH: return tanh(x);
-    case FVM_UN_SIGMOID: return 1.0 / (1.0 + exp(-x));
-    case FVM_UN_SOFTPLUS: return log(1.0 + exp(x));
-    case FVM_UN_RELU: return x > 0 ? x : 0.0;
-    default: return NAN;
+    case FVM_UN_NEG:
+        return -x;
+    case FVM_UN_ABS:
+        return fabs(x);
+    case FVM_UN_EXP:
+        return exp(x);
+    case FVM_UN_LOG:
+        return log(x);
+    case FVM_UN_SQRT:
+        return sqrt(x);
+    case FVM_UN_TANH:
+        return tanh(x);
+    case FVM_UN_SIGMOID:
+        return 1.0 / (1.0 + exp(-x));
+    case FVM_UN_SOFTPLUS:
+        return log(1.0 + exp(x));
+    case FVM_UN_RELU:
+        return x > 0 ? x : 0.0;
+    default:
+        return NAN;
     }
 }
 
@@ -509,7 +518,8 @@ static void test_broadcast(void **state)
     check_broadcast(D3(2, 3, 33), D2(3, 1));
     check_broadcast(D3(4, 1, 33), D3(1, 3, 33));
     check_broadcast(D3(2, 1, 1), D3(1, 1, 65));
-    check_broadcast(dims(4, (int64_t)2, (int64_t)1, (int64_t)3, (int64_t)1), dims(3, (int64_t)4, (int64_t)1, (int64_t)5));
+    check_broadcast(dims(4, (int64_t)2, (int64_t)1, (int64_t)3, (int64_t)1),
+                    dims(3, (int64_t)4, (int64_t)1, (int64_t)5));
     check_broadcast(D2(1, 1), D3(2, 1, 1));
 }
 
@@ -718,22 +728,23 @@ static void check_matmul(fvm_dtype dt, int64_t m, int64_t k, int64_t n, bool ta,
 static void test_gemm_f32(void **state)
 {
     (void)state;
-    static const int64_t shapes[][3] = {{1, 1, 1},    {3, 5, 2},    {10, 784, 200}, {12, 17, 33}, {13, 600, 31},
-                                        {25, 10, 16}, {200, 10, 10}, {31, 257, 47}, {10, 200, 10}, {7, 256, 65}};
+    static const int64_t shapes[][3] = {{1, 1, 1},    {3, 5, 2},     {10, 784, 200}, {12, 17, 33},  {13, 600, 31},
+                                        {25, 10, 16}, {200, 10, 10}, {31, 257, 47},  {10, 200, 10}, {7, 256, 65}};
     unsigned seed = 1;
     for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
         for (int t = 0; t < 4; t++) {
             int64_t m = shapes[c][0], k = shapes[c][1], n = shapes[c][2];
             bool ta = t & 1, tb = t & 2;
-            fvm_tensor a = junk(FVM_DTYPE_F32, ta ? D2(k, m) : D2(m, k)), b = junk(FVM_DTYPE_F32, tb ? D2(n, k) : D2(k, n));
+            fvm_tensor a = junk(FVM_DTYPE_F32, ta ? D2(k, m) : D2(m, k)),
+                       b = junk(FVM_DTYPE_F32, tb ? D2(n, k) : D2(k, n));
             fvm_tensor o = junk(FVM_DTYPE_F32, D2(m, n));
             float *pa = fvm_tensor_data(&a), *pb = fvm_tensor_data(&b), *po = fvm_tensor_data(&o);
             for (int64_t i = 0; i < m * k; i++)
                 pa[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / (1 << 23) - 1.0f;
             for (int64_t i = 0; i < k * n; i++)
                 pb[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / (1 << 23) - 1.0f;
-            mm_shape s = {.m = m, .n = n, .k = k, .a_si = ta ? 1 : k, .a_sk = ta ? m : 1, .b_sk = tb ? 1 : n,
-                          .b_sj = tb ? k : 1};
+            mm_shape s = {
+                .m = m, .n = n, .k = k, .a_si = ta ? 1 : k, .a_sk = ta ? m : 1, .b_sk = tb ? 1 : n, .b_sj = tb ? k : 1};
             assert_true(fvm_gemm_f32_fits(&s));
             for (int isa = FVM_GEMM_GENERIC; isa <= FVM_GEMM_AVX512 + 1; isa++) {
                 if (isa <= FVM_GEMM_AVX512 && !fvm_gemm_f32_isa((fvm_gemm_isa)isa))
@@ -750,8 +761,9 @@ static void test_gemm_f32(void **state)
                             want = fmaf(pa[ta ? l * m + i : i * k + l], pb[tb ? j * k + l : l * n + j], want);
                         if (memcmp(&po[i * n + j], &want, sizeof want) != 0)
                             fail_msg("implementation %d, m=%lld k=%lld n=%lld ta=%d tb=%d: out[%lld,%lld] = %a, "
-                                     "expected %a", isa, (long long)m, (long long)k, (long long)n, ta, tb,
-                                     (long long)i, (long long)j, po[i * n + j], want);
+                                     "expected %a",
+                                     isa, (long long)m, (long long)k, (long long)n, ta, tb, (long long)i, (long long)j,
+                                     po[i * n + j], want);
                     }
             }
             rel(&a, &b, &o);
@@ -773,8 +785,8 @@ static void test_matmul(void **state)
                 check_matmul(dt, 5, 7, 3, ta, tb, false, false);
                 check_matmul(dt, 1, 1, 1, ta, tb, false, false);
                 check_matmul(dt, 33, 40, 35, ta, tb, false, false);
-                check_matmul(dt, 1, 6, 5, ta, tb, true, false);  /* vector @ op(b) */
-                check_matmul(dt, 4, 6, 1, ta, tb, false, true);  /* op(a) @ vector */
+                check_matmul(dt, 1, 6, 5, ta, tb, true, false); /* vector @ op(b) */
+                check_matmul(dt, 4, 6, 1, ta, tb, false, true); /* op(a) @ vector */
                 check_matmul(dt, 1, 45, 37, ta, tb, true, false);
                 check_matmul(dt, 37, 45, 1, ta, tb, false, true);
             }

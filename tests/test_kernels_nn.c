@@ -126,8 +126,8 @@ static void expect_fd(double fd, double g, const char *what, int64_t i)
 {
     double rel = fabs(fd - g) / fmax(fabs(g), 1e-3);
     if (!(rel < 1e-6))
-        fail_msg("%s: element %lld: finite difference %.15g, gradient %.15g (relative error %.3g)", what,
-                 (long long)i, fd, g, rel);
+        fail_msg("%s: element %lld: finite difference %.15g, gradient %.15g (relative error %.3g)", what, (long long)i,
+                 fd, g, rel);
 }
 
 /* ---- windows ------------------------------------------------------------- */
@@ -203,20 +203,20 @@ typedef struct conv_case {
 } conv_case;
 
 static const conv_case CONV_CASES[] = {
-    {2, 5, 5, 1, 3, 3, 2, 1, 1, true},     /* odd sizes, SAME */
-    {2, 6, 7, 3, 3, 3, 4, 1, 1, false},    /* VALID */
-    {1, 7, 6, 2, 2, 3, 3, 2, 2, true},     /* even filter side, stride 2 */
-    {3, 8, 8, 4, 4, 4, 5, 2, 2, true},     /* even everything */
-    {2, 9, 8, 3, 3, 2, 2, 2, 1, false},    /* mixed strides */
-    {3, 11, 10, 3, 3, 3, 4, 2, 2, false},  /* stride 2, VALID, leftover rows */
-    {2, 5, 5, 3, 1, 1, 4, 1, 1, true},     /* 1x1, strides 1: no im2col */
-    {2, 6, 6, 3, 1, 1, 2, 2, 2, false},    /* 1x1, stride 2 */
-    {1, 4, 4, 2, 5, 5, 3, 1, 1, true},     /* filter larger than the image */
-    {2, 3, 3, 1, 5, 5, 2, 3, 3, true},     /* one output, padding on all sides */
-    {2, 28, 28, 1, 5, 5, 32, 1, 1, true},  /* the CNN's first layer */
-    {5, 14, 14, 32, 5, 5, 8, 1, 1, true},  /* the CNN's second layer */
-    {9, 14, 14, 32, 5, 5, 4, 1, 1, true},  /* ... in several gemm groups (f32 and f64) */
-    {3, 10, 9, 16, 3, 3, 6, 2, 2, true},   /* many channels, stride 2 */
+    {2, 5, 5, 1, 3, 3, 2, 1, 1, true}, /* odd sizes, SAME */
+    {2, 6, 7, 3, 3, 3, 4, 1, 1, false}, /* VALID */
+    {1, 7, 6, 2, 2, 3, 3, 2, 2, true}, /* even filter side, stride 2 */
+    {3, 8, 8, 4, 4, 4, 5, 2, 2, true}, /* even everything */
+    {2, 9, 8, 3, 3, 2, 2, 2, 1, false}, /* mixed strides */
+    {3, 11, 10, 3, 3, 3, 4, 2, 2, false}, /* stride 2, VALID, leftover rows */
+    {2, 5, 5, 3, 1, 1, 4, 1, 1, true}, /* 1x1, strides 1: no im2col */
+    {2, 6, 6, 3, 1, 1, 2, 2, 2, false}, /* 1x1, stride 2 */
+    {1, 4, 4, 2, 5, 5, 3, 1, 1, true}, /* filter larger than the image */
+    {2, 3, 3, 1, 5, 5, 2, 3, 3, true}, /* one output, padding on all sides */
+    {2, 28, 28, 1, 5, 5, 32, 1, 1, true}, /* the CNN's first layer */
+    {5, 14, 14, 32, 5, 5, 8, 1, 1, true}, /* the CNN's second layer */
+    {9, 14, 14, 32, 5, 5, 4, 1, 1, true}, /* ... in several gemm groups (f32 and f64) */
+    {3, 10, 9, 16, 3, 3, 6, 2, 2, true}, /* many channels, stride 2 */
 };
 
 typedef struct conv_ref {
@@ -231,9 +231,9 @@ static conv_ref ref_geom(const conv_case *cc)
     return r;
 }
 
-#define X_AT(n, i, j, c) ((((n) * cc->h + (i)) * cc->w + (j)) * cc->c + (c))
-#define W_AT(i, j, c, o) ((((i) * cc->kw + (j)) * cc->c + (c)) * cc->o + (o))
-#define Y_AT(n, i, j, o) ((((n) * r.oh + (i)) * r.ow + (j)) * cc->o + (o))
+#define X_AT(n, i, j, c) ((((n)*cc->h + (i)) * cc->w + (j)) * cc->c + (c))
+#define W_AT(i, j, c, o) ((((i)*cc->kw + (j)) * cc->c + (c)) * cc->o + (o))
+#define Y_AT(n, i, j, o) ((((n)*r.oh + (i)) * r.ow + (j)) * cc->o + (o))
 
 /* The direct 7-loop convolution; abs gets the sum of |terms| per output. */
 static void naive_conv(const conv_case *cc, const double *x, const double *w, double *y, double *abs)
@@ -619,7 +619,8 @@ static void test_max_pool_ties_and_nan(void **state)
         assert_int_equal(fvm_k_pool_grad(FVM_POOL_MAX, &xz, &dy, &v12, &dxz, &d), FVM_OK);
         EXPECT(&dxz, 7, 0);
         /* NaN is the maximum; the first NaN wins */
-        fvm_tensor xn = TD(t, D4(1, 1, 4, 1), 1, NAN, 3, NAN), yn = junk(t, D4(1, 1, 1, 1)), dxn = junk(t, D4(1, 1, 4, 1));
+        fvm_tensor xn = TD(t, D4(1, 1, 4, 1), 1, NAN, 3, NAN), yn = junk(t, D4(1, 1, 1, 1)),
+                   dxn = junk(t, D4(1, 1, 4, 1));
         fvm_window v14 = {.kh = 1, .kw = 4, .sh = 1, .sw = 1, .same = false};
         assert_int_equal(fvm_k_pool(FVM_POOL_MAX, &xn, &v14, &yn, &d), FVM_OK);
         assert_true(isnan(fvm_tensor_get_f64(&yn, 0)));
@@ -858,7 +859,8 @@ static void test_softmax_xent(void **state)
         expect_one_error(&d, FVM_ERR_RUNTIME, "label 0", "[0, 0)");
         release(9, &x, &lab, &loss, &x1, &l0, &loss0, &xe, &le, &losse);
     }
-    fvm_tensor x = TD(FVM_DTYPE_F32, D2(1, 2), 0, 0), lf = TD(FVM_DTYPE_F32, D1(1), 0), loss = junk(FVM_DTYPE_F32, D1(1));
+    fvm_tensor x = TD(FVM_DTYPE_F32, D2(1, 2), 0, 0), lf = TD(FVM_DTYPE_F32, D1(1), 0),
+               loss = junk(FVM_DTYPE_F32, D1(1));
     assert_int_equal(fvm_k_softmax_xent(&x, &lf, &loss, &d), FVM_ERR_TYPE);
     expect_one_error(&d, FVM_ERR_TYPE, "i32 or i64", "f32");
     release(3, &x, &lf, &loss);

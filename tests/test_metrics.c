@@ -73,16 +73,17 @@ static void expect_error(fx *f, fvm_status code, int line, int col, const char *
 static void test_what_fedvm_run_writes(void **state)
 {
     fx *f = *state;
-    assert_int_equal(parse(f, "{\"round\": 1, \"train\": {\"loss\": 2.5, \"examples\": 100.0}, \"seconds\": 0.5, "
-                              "\"clients\": 10, \"sampled\": [1, 4, 7]}\n"
-                              "{\"round\": 2, \"train\": {\"loss\": 1.5, \"examples\": 90.0}, \"eval\": {\"loss\": 1.25, "
-                              "\"accuracy\": 0.5}, \"seconds\": 0.25, \"clients\": 10, \"sampled\": [0, 2, 3]}\n"),
+    assert_int_equal(parse(f,
+                           "{\"round\": 1, \"train\": {\"loss\": 2.5, \"examples\": 100.0}, \"seconds\": 0.5, "
+                           "\"clients\": 10, \"sampled\": [1, 4, 7]}\n"
+                           "{\"round\": 2, \"train\": {\"loss\": 1.5, \"examples\": 90.0}, \"eval\": {\"loss\": 1.25, "
+                           "\"accuracy\": 0.5}, \"seconds\": 0.25, \"clients\": 10, \"sampled\": [0, 2, 3]}\n"),
                      FVM_OK);
     assert_string_equal(f->m->file, "m.jsonl");
     assert_int_equal(f->m->rounds, 2);
     /* in order of first appearance; the sampled clients are no series */
-    static const char *const names[] = {"train.loss", "train.examples", "seconds", "clients", "eval.loss",
-                                        "eval.accuracy"};
+    static const char *const names[] = {"train.loss", "train.examples", "seconds",
+                                        "clients",    "eval.loss",      "eval.accuracy"};
     assert_int_equal(f->m->nseries, 6);
     for (int i = 0; i < 6; i++)
         assert_string_equal(f->m->series[i].name, names[i]);
@@ -211,7 +212,8 @@ static void test_appended_runs(void **state)
     assert_int_equal(ev->rounds[0], 3);
     assert_true(ev->values[0] == 0.5);
     /* lines out of order are sorted */
-    assert_int_equal(parse(f, "{\"round\": 5, \"v\": 5}\n{\"round\": 2, \"v\": 2}\n{\"round\": 9, \"v\": 9}\n"), FVM_OK);
+    assert_int_equal(parse(f, "{\"round\": 5, \"v\": 5}\n{\"round\": 2, \"v\": 2}\n{\"round\": 9, \"v\": 9}\n"),
+                     FVM_OK);
     const fvm_series *v = series(f, "v", 3);
     assert_int_equal(v->rounds[0], 2);
     assert_int_equal(v->rounds[1], 5);
@@ -259,8 +261,8 @@ static void test_many_series(void **state)
         len += (size_t)snprintf(text + len, cap - len, ", \"w%d\": %d", k, k);
     len += (size_t)snprintf(text + len, cap - len, "}\n");
     for (int r = 1; r <= LINES; r++)
-        len += (size_t)snprintf(text + len, cap - len, "{\"round\": %d, \"n\": {\"s%d\": %d}, \"w%d\": 1}\n", r, r,
-                                -r, r % WIDE);
+        len += (size_t)snprintf(text + len, cap - len, "{\"round\": %d, \"n\": {\"s%d\": %d}, \"w%d\": 1}\n", r, r, -r,
+                                r % WIDE);
     clock_t start = clock();
     fvm_status s = fvm_metrics_parse("m.jsonl", text, len, &f->m, &f->d);
     double cpu = (double)(clock() - start) / CLOCKS_PER_SEC;
@@ -351,8 +353,9 @@ static void test_line(void **state)
     r.fields = FVM_METRICS_CLIENTS;
     r.nclients = 2;
     line_is(&r, "{\"round\": 3, \"train\": {\"loss\": 0.25, \"examples\": 3.0}, \"clients\": 2}\n");
-    r = (fvm_metrics_round){3, train, tt, eval, et, FVM_METRICS_TIMES | FVM_METRICS_CLIENTS | FVM_METRICS_SAMPLED,
-                            0.12345678, 0.0500004, 1.5, 2, clients};
+    r = (fvm_metrics_round){
+        3,          train,     tt,  eval, et,     FVM_METRICS_TIMES | FVM_METRICS_CLIENTS | FVM_METRICS_SAMPLED,
+        0.12345678, 0.0500004, 1.5, 2,    clients};
     line_is(&r, "{\"round\": 3, \"train\": {\"loss\": 0.25, \"examples\": 3.0}, \"eval\": {\"accuracy\": 0.75}, "
                 "\"seconds\": 0.123457, \"eval_seconds\": 0.05, \"cpu_seconds\": 1.5, \"clients\": 2, "
                 "\"sampled\": [4, 9]}\n");

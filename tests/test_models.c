@@ -65,8 +65,8 @@ static double call_scalar(fvm_vm *vm, const fvm_func *f, fvm_value **args, fvm_d
 }
 
 /* copy: the targets are the inputs (a task the character model can learn in a few steps) */
-static void learns(const char *file, const char *prefix, int64_t classes, int64_t batch, double lr, int steps, bool copy,
-                   double ratio)
+static void learns(const char *file, const char *prefix, int64_t classes, int64_t batch, double lr, int steps,
+                   bool copy, double ratio)
 {
     char path[256], name[128];
     snprintf(path, sizeof path, "tests/models/train_%s.json", file);

@@ -191,8 +191,8 @@ static void test_late_error_every_way(void **state)
         fvm_backend *b = k && k < 4 ? fvm_backend_threads(k == 3 ? 4 : k) : NULL;
         fvm_diag d = {0};
         fvm_status st;
-        fvm_value *got = run(p, "main", 3000, 0.0f, (fvm_vm_config){.nclients = -1, .backend = b, .unfused = k == 4},
-                             &st, &d);
+        fvm_value *got =
+            run(p, "main", 3000, 0.0f, (fvm_vm_config){.nclients = -1, .backend = b, .unfused = k == 4}, &st, &d);
         assert_null(got);
         assert_int_equal(st, FVM_ERR_RUNTIME);
         bool named = false;

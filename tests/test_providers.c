@@ -30,8 +30,9 @@ static uint32_t next32(void)
  * tiny, huge and integer extremes, and random ones of both signs. */
 static double special(void)
 {
-    static const double v[] = {0.0, -0.0, 1.0, -1.0, 0.5, -2.5, INFINITY, -INFINITY, NAN, 1e-40, -1e-310,
-                                3e38, -1e300, 2147483647.0, -2147483648.0, 4294967296.0, 255.0, 256.0, 1e19, 7.0};
+    static const double v[] = {0.0,           -0.0,         1.0,   -1.0,    0.5,  -2.5,   INFINITY,
+                               -INFINITY,     NAN,          1e-40, -1e-310, 3e38, -1e300, 2147483647.0,
+                               -2147483648.0, 4294967296.0, 255.0, 256.0,   1e19, 7.0};
     return v[next32() % (sizeof v / sizeof *v)];
 }
 
@@ -121,7 +122,8 @@ static void test_unary(void **state)
     for (int op = 0; op < FVM_UN_COUNT; op++)
         for (int dt = 0; dt < FVM_DTYPE_COUNT; dt++) {
             char what[64];
-            snprintf(what, sizeof what, "%s %s", fvm_elementwise_unary_name((fvm_unary)op), fvm_dtype_name((fvm_dtype)dt));
+            snprintf(what, sizeof what, "%s %s", fvm_elementwise_unary_name((fvm_unary)op),
+                     fvm_dtype_name((fvm_dtype)dt));
             fvm_tensor x = rnd((fvm_dtype)dt, dims_of(2, sh)), oc = junk((fvm_dtype)dt, x.shape),
                        op_ = junk((fvm_dtype)dt, x.shape);
             fvm_diag dc = {0}, dp = {0};
@@ -146,9 +148,14 @@ static const struct {
     int ra, rb, ro;
     int64_t a[3], b[3], o[3];
 } pairs[] = {
-    {2, 2, 2, {4, 33}, {4, 33}, {4, 33}}, {0, 2, 2, {0}, {4, 33}, {4, 33}},   {2, 0, 2, {4, 33}, {0}, {4, 33}},
-    {2, 1, 2, {5, 7}, {7}, {5, 7}},       {2, 2, 2, {5, 1}, {1, 9}, {5, 9}},  {3, 2, 3, {2, 1, 6}, {3, 1}, {2, 3, 6}},
-    {0, 0, 0, {0}, {0}, {0}},             {1, 1, 1, {0}, {1}, {0}},
+    {2, 2, 2, {4, 33}, {4, 33}, {4, 33}},
+    {0, 2, 2, {0}, {4, 33}, {4, 33}},
+    {2, 0, 2, {4, 33}, {0}, {4, 33}},
+    {2, 1, 2, {5, 7}, {7}, {5, 7}},
+    {2, 2, 2, {5, 1}, {1, 9}, {5, 9}},
+    {3, 2, 3, {2, 1, 6}, {3, 1}, {2, 3, 6}},
+    {0, 0, 0, {0}, {0}, {0}},
+    {1, 1, 1, {0}, {1}, {0}},
 };
 
 static void test_binary(void **state)
@@ -209,7 +216,8 @@ static void test_select_cast_fill(void **state)
     for (int from = 0; from < FVM_DTYPE_COUNT; from++)
         for (int to = 0; to < FVM_DTYPE_COUNT; to++) {
             char what[64];
-            snprintf(what, sizeof what, "cast %s to %s", fvm_dtype_name((fvm_dtype)from), fvm_dtype_name((fvm_dtype)to));
+            snprintf(what, sizeof what, "cast %s to %s", fvm_dtype_name((fvm_dtype)from),
+                     fvm_dtype_name((fvm_dtype)to));
             fvm_tensor x = rnd((fvm_dtype)from, dims_of(2, sh));
             fvm_tensor oc = junk((fvm_dtype)to, x.shape), op_ = junk((fvm_dtype)to, x.shape);
             fvm_diag dc = {0}, dp = {0};
@@ -242,12 +250,26 @@ static int random_chain(fvm_fstep *st, int nin)
         for (int j = 0; j < 3; j++)
             st[s].arg[j] = s > 0 && next32() % 2 ? -(int)(next32() % (uint32_t)s) - 1 : (int)(next32() % (uint32_t)nin);
         switch (next32() % 6) {
-        case 0: st[s].kind = FVM_FS_UNARY; st[s].op = (int)(next32() % FVM_UN_COUNT); break;
+        case 0:
+            st[s].kind = FVM_FS_UNARY;
+            st[s].op = (int)(next32() % FVM_UN_COUNT);
+            break;
         case 1:
-        case 2: st[s].kind = FVM_FS_BINARY; st[s].op = (int)(next32() % FVM_BIN_COUNT); break;
-        case 3: st[s].kind = FVM_FS_SELECT; break;
-        case 4: st[s].kind = FVM_FS_CAST; st[s].dtype = (fvm_dtype)(next32() % FVM_DTYPE_COUNT); break;
-        default: st[s].kind = FVM_FS_FILL; st[s].value = special(); break;
+        case 2:
+            st[s].kind = FVM_FS_BINARY;
+            st[s].op = (int)(next32() % FVM_BIN_COUNT);
+            break;
+        case 3:
+            st[s].kind = FVM_FS_SELECT;
+            break;
+        case 4:
+            st[s].kind = FVM_FS_CAST;
+            st[s].dtype = (fvm_dtype)(next32() % FVM_DTYPE_COUNT);
+            break;
+        default:
+            st[s].kind = FVM_FS_FILL;
+            st[s].value = special();
+            break;
         }
     }
     return n;
@@ -264,8 +286,8 @@ static void test_fused(void **state)
         size_t p = next32() % (sizeof pairs / sizeof *pairs);
         fvm_tensor in[3];
         const fvm_tensor *ins[3];
-        static const fvm_dtype pick[] = {FVM_DTYPE_F32, FVM_DTYPE_F32, FVM_DTYPE_F64, FVM_DTYPE_I32, FVM_DTYPE_BOOL,
-                                         FVM_DTYPE_U8};
+        static const fvm_dtype pick[] = {FVM_DTYPE_F32, FVM_DTYPE_F32,  FVM_DTYPE_F64,
+                                         FVM_DTYPE_I32, FVM_DTYPE_BOOL, FVM_DTYPE_U8};
         fvm_dtype common = pick[next32() % 6];
         for (int k = 0; k < nin; k++) {
             int r = k == 0 ? pairs[p].ra : k == 1 ? pairs[p].rb : pairs[p].ro;
@@ -320,20 +342,22 @@ static fvm_tensor finite_rnd(fvm_dtype dt, fvm_dims s)
     fvm_tensor t;
     assert_int_equal(fvm_tensor_alloc(&t, dt, &s, NULL), FVM_OK);
     for (int64_t i = 0; i < fvm_tensor_count(&t); i++)
-        fvm_tensor_set_f64(&t, i, fvm_dtype_is_float(dt) ? ((double)(next32() >> 8) / (1 << 24) - 0.5) * 4.0
-                                                         : (double)(next32() % 200) - 100.0);
+        fvm_tensor_set_f64(&t, i,
+                           fvm_dtype_is_float(dt) ? ((double)(next32() >> 8) / (1 << 24) - 0.5) * 4.0
+                                                  : (double)(next32() % 200) - 100.0);
     return t;
 }
 
 static void test_matmul(void **state)
 {
     (void)state;
-    static const int64_t mnk[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {64, 200, 10}, {10, 784, 200}, {3, 0, 4},
-                                     {0, 4, 2}};
+    static const int64_t mnk[][3] = {{1, 1, 1},      {7, 5, 3}, {33, 17, 65}, {64, 200, 10},
+                                     {10, 784, 200}, {3, 0, 4}, {0, 4, 2}};
     for (int dt = 0; dt < FVM_DTYPE_COUNT; dt++)
         for (size_t c = 0; c < sizeof mnk / sizeof *mnk; c++)
             for (int shape = 0; shape < 6; shape++) {
-                bool vec = shape >= 4, ta = !vec && (shape & 1), tb = !vec && (shape & 2); /* 4: vector @ matrix, 5: matrix @ vector */
+                bool vec = shape >= 4, ta = !vec && (shape & 1),
+                     tb = !vec && (shape & 2); /* 4: vector @ matrix, 5: matrix @ vector */
                 int64_t m = mnk[c][0], k = mnk[c][1], n = mnk[c][2];
                 int64_t ad[2] = {ta ? k : m, ta ? m : k}, bd[2] = {tb ? n : k, tb ? k : n};
                 fvm_tensor a = finite_rnd((fvm_dtype)dt, vec && shape == 4 ? dims_of(1, &k) : dims_of(2, ad));
@@ -348,8 +372,7 @@ static void test_matmul(void **state)
                 snprintf(what, sizeof what, "matmul %s %lldx%lldx%lld shape %d", fvm_dtype_name((fvm_dtype)dt),
                          (long long)m, (long long)k, (long long)n, shape);
                 /* BLAS computes f64 products and f32 ones with a vector operand: its bits, within a bound */
-                if (sc == FVM_OK && sp == FVM_OK &&
-                    (dt == FVM_DTYPE_F64 || (dt == FVM_DTYPE_F32 && vec))) {
+                if (sc == FVM_OK && sp == FVM_OK && (dt == FVM_DTYPE_F64 || (dt == FVM_DTYPE_F32 && vec))) {
                     double tol = dt == FVM_DTYPE_F64 ? 1e-13 : 1e-5;
                     if (!(rel_diff(&oc, &op_) <= tol))
                         fail_msg("%s: differs by %g of the largest element", what, rel_diff(&oc, &op_));
@@ -380,8 +403,8 @@ static void test_conv2d(void **state)
     };
     for (int dt = FVM_DTYPE_F32; dt <= FVM_DTYPE_F64; dt++)
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-            fvm_window win = {.kh = cases[c].w[0], .kw = cases[c].w[1], .sh = cases[c].sh, .sw = cases[c].sw,
-                              .same = cases[c].same};
+            fvm_window win = {
+                .kh = cases[c].w[0], .kw = cases[c].w[1], .sh = cases[c].sh, .sw = cases[c].sw, .same = cases[c].same};
             fvm_tensor x = finite_rnd((fvm_dtype)dt, dims_of(4, cases[c].x)),
                        w = finite_rnd((fvm_dtype)dt, dims_of(4, cases[c].w));
             int64_t oh, ow;
@@ -427,7 +450,7 @@ static void test_conv2d(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lookup),   cmocka_unit_test(test_unary),  cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_lookup),           cmocka_unit_test(test_unary), cmocka_unit_test(test_binary),
         cmocka_unit_test(test_select_cast_fill), cmocka_unit_test(test_fused), cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_conv2d),
     };

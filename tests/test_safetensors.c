@@ -39,8 +39,12 @@ static void fill(fvm_tensor *x, int k)
     unsigned char *p = fvm_tensor_data(x);
     for (int64_t i = 0; i < n; i++) {
         switch (x->dtype) {
-        case FVM_DTYPE_BOOL: p[i] = (i * 7 + k) % 3 == 0; break;
-        case FVM_DTYPE_U8: p[i] = (unsigned char)((i * 37 + k) % 256); break;
+        case FVM_DTYPE_BOOL:
+            p[i] = (i * 7 + k) % 3 == 0;
+            break;
+        case FVM_DTYPE_U8:
+            p[i] = (unsigned char)((i * 37 + k) % 256);
+            break;
         case FVM_DTYPE_I32:
         case FVM_DTYPE_U32: {
             uint32_t v = (uint32_t)((uint64_t)i * 2654435761u + (uint64_t)k * 97u);
@@ -62,7 +66,8 @@ static void fill(fvm_tensor *x, int k)
             memcpy(p + 8 * i, &v, 8);
             break;
         }
-        default: break;
+        default:
+            break;
         }
     }
 }
@@ -96,8 +101,10 @@ static fvm_value *make(const fvm_type *t, int *k)
         if (t->u.fed.all_equal)
             return make(t->u.fed.member, k);
         return fvm_value_list(FVM_V_CLIENTS, 0);
-    case FVM_T_SEQ: return fvm_value_list(FVM_V_SEQ, 0);
-    default: return fvm_value_list(FVM_V_STRUCT, 0); /* functions have no value */
+    case FVM_T_SEQ:
+        return fvm_value_list(FVM_V_SEQ, 0);
+    default:
+        return fvm_value_list(FVM_V_STRUCT, 0); /* functions have no value */
     }
 }
 
@@ -230,7 +237,8 @@ static void test_shapes_and_paths(void **state)
     fvm_arena a = {0};
     /* scalars, empty tensors, full rank, nesting, positional fields, placements */
     const fvm_type *t =
-        ty(&a, "<s=f64[],e=f32[0],z=i32[3,0,2],r=u8[1,2,1,2,1,2,1,2],n=<m=<k=i64[2]>>,p=<f32[2],<bool[],x=u32[]>>>@SERVER");
+        ty(&a,
+           "<s=f64[],e=f32[0],z=i32[3,0,2],r=u8[1,2,1,2,1,2,1,2],n=<m=<k=i64[2]>>,p=<f32[2],<bool[],x=u32[]>>>@SERVER");
     fvm_value *v = make_value(t);
     const char *names[] = {"n.m.k", "s", "e", "p.0", "p.1.x", "z", "r", "p.1.0"};
     fvm_safetensors *f = round_trip("shapes.safetensors", v, t, 8, names);
@@ -279,8 +287,8 @@ static void test_exact_bytes(void **state)
                                  "\"b\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[8,12]}}"
                                  "       ";
     static const unsigned char lenb[8] = {0x90, 0, 0, 0, 0, 0, 0, 0};
-    static const unsigned char data[12] = {0x00, 0x00, 0x80, 0x3f,  /* 1.0f */
-                                           0x00, 0x00, 0x00, 0xc0,  /* -2.0f */
+    static const unsigned char data[12] = {0x00, 0x00, 0x80, 0x3f, /* 1.0f */
+                                           0x00, 0x00, 0x00, 0xc0, /* -2.0f */
                                            0x07, 0x00, 0x00, 0x00}; /* 7 */
     assert_int_equal(strlen(header), 0x90);
     unsigned char want[8 + 0x90 + 12];
@@ -341,9 +349,9 @@ static void test_aligned_bytes(void **state)
                                  "\"c\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[8,12]},"
                                  "\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[12,15]}}"
                                  "       ";
-    static const unsigned char data[15] = {0, 0, 0, 0, 0, 0, 0xe0, 0x3f, /* 0.5 */
-                                           0xff, 0xff, 0xff, 0xff,       /* -1 */
-                                           1, 2, 3};
+    static const unsigned char data[15] = {0,    0,    0,    0,    0, 0, 0xe0, 0x3f, /* 0.5 */
+                                           0xff, 0xff, 0xff, 0xff, /* -1 */
+                                           1,    2,    3};
     assert_int_equal(strlen(header), 0xa8);
     unsigned char want[8 + 0xa8 + 15] = {0xa8};
     memcpy(want + 8, header, 0xa8);
@@ -389,7 +397,7 @@ static void test_metadata(void **state)
     char path[256];
     fvm_diag d = {0};
     const char *meta[] = {"program", "fedavg.json", "round", "3", "note", "quote \" backslash \\ newline \n \xc3\xa9",
-                          "", "empty key"};
+                          "",        "empty key"};
     ok_silent(fvm_safetensors_save(tmp("meta.safetensors", path), v, t, 4, meta, &d), &d);
     fvm_safetensors *f = NULL;
     ok_silent(fvm_safetensors_load(path, &f, &d), &d);
@@ -531,7 +539,8 @@ static void good_header(const char *h, size_t n)
     free(b);
 }
 
-#define T(name, dt, shape, b, e) "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":[" b "," e "]}"
+#define T(name, dt, shape, b, e) \
+    "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":[" b "," e "]}"
 
 static void test_load_errors(void **state)
 {
@@ -589,14 +598,16 @@ static void test_load_errors(void **state)
     bad_header("{\"a\":{\"shape\":[],\"data_offsets\":[0,4]}}", 4, FVM_ERR_FORMAT, "tensor 'a' has no \"dtype\"");
     bad_header("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, FVM_ERR_FORMAT, "'a' has no \"shape\"");
     bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[]}}", 4, FVM_ERR_FORMAT, "'a' has no \"data_offsets\"");
-    bad_header("{" T("a", "F16", "[2]", "0", "4") "}", 4, FVM_ERR_FORMAT, "'a' has dtype 'F16', which fedvm does not read");
+    bad_header("{" T("a", "F16", "[2]", "0", "4") "}", 4, FVM_ERR_FORMAT,
+               "'a' has dtype 'F16', which fedvm does not read");
     bad_header("{" T("b", "BF16", "[2]", "0", "4") "}", 4, FVM_ERR_FORMAT, "'b' has dtype 'BF16'");
     bad_header("{" T("a", "f32", "[1]", "0", "4") "}", 4, FVM_ERR_FORMAT, "dtype 'f32'");
     /* control characters in names are not printed */
     bad_header("{" T("a\\u001b[2J\\n", "F16", "[1]", "0", "2") "}", 2, FVM_ERR_FORMAT, "tensor 'a?[2J?' has dtype");
     bad_header("{\"a\":{\"dtype\":5,\"shape\":[],\"data_offsets\":[0,4]}}", 4, FVM_ERR_FORMAT, "dtype is an integer");
     /* shapes */
-    bad_header("{" T("a", "F32", "[-1]", "0", "4") "}", 4, FVM_ERR_FORMAT, "'a': shape element 0 is not a non-negative");
+    bad_header("{" T("a", "F32", "[-1]", "0", "4") "}", 4, FVM_ERR_FORMAT,
+               "'a': shape element 0 is not a non-negative");
     bad_header("{" T("a", "F32", "[1.5]", "0", "4") "}", 4, FVM_ERR_FORMAT, "shape element 0");
     bad_header("{" T("a", "F32", "[1,\"2\"]", "0", "8") "}", 8, FVM_ERR_FORMAT, "shape element 1");
     bad_header("{" T("a", "F32", "4", "0", "16") "}", 16, FVM_ERR_FORMAT, "'a': shape is an integer, not an array");
@@ -612,7 +623,8 @@ static void test_load_errors(void **state)
                "'a': data_offsets is not [begin, end]");
     bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", 8, FVM_ERR_FORMAT,
                "data_offsets is not");
-    bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":{}}}", 4, FVM_ERR_FORMAT, "data_offsets is not");
+    bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":{}}}", 4, FVM_ERR_FORMAT,
+               "data_offsets is not");
     bad_header("{" T("a", "F32", "[1]", "-4", "0") "}", 4, FVM_ERR_FORMAT, "data_offsets is not");
     bad_header("{" T("a", "F32", "[1]", "8", "4") "}", 8, FVM_ERR_FORMAT, "[8, 4] is not a range");
     bad_header("{" T("a", "F32", "[1]", "4", "8") "}", 4, FVM_ERR_FORMAT, "within the data buffer (4 bytes)");
@@ -627,11 +639,13 @@ static void test_load_errors(void **state)
     bad_header("{" T("a", "F32", "[2]", "0", "8") "," T("b", "I32", "[2]", "12", "20") "}", 20, FVM_ERR_FORMAT,
                "bytes [8, 12) of the data buffer belong to no tensor (a hole before 'b')");
     bad_header("{" T("b", "I32", "[2]", "4", "12") "}", 12, FVM_ERR_FORMAT, "bytes [0, 4)");
-    bad_header("{" T("a", "F32", "[2]", "0", "8") "}", 10, FVM_ERR_FORMAT, "bytes [8, 10) of the data buffer belong to no tensor (after 'a'");
+    bad_header("{" T("a", "F32", "[2]", "0", "8") "}", 10, FVM_ERR_FORMAT,
+               "bytes [8, 10) of the data buffer belong to no tensor (after 'a'");
     bad_header("{}", 3, FVM_ERR_FORMAT, "holds 3 bytes but the header has no tensors");
     /* metadata */
     bad_header("{\"__metadata__\":[]}", 0, FVM_ERR_FORMAT, "__metadata__ is an array, not an object");
-    bad_header("{\"__metadata__\":{\"round\":3}}", 0, FVM_ERR_FORMAT, "__metadata__ 'round' is an integer, not a string");
+    bad_header("{\"__metadata__\":{\"round\":3}}", 0, FVM_ERR_FORMAT,
+               "__metadata__ 'round' is an integer, not a string");
     bad_header("{\"__metadata__\":{\"x\":null}}", 0, FVM_ERR_FORMAT, "'x' is null");
     bad_header("{\"__metadata__\":{\"x\":{\"y\":\"z\"}}}", 0, FVM_ERR_FORMAT, "'x' is an object");
     bad_header("{\"__metadata__\":{},\"__metadata__\":{}}", 0, FVM_ERR_FORMAT, "twice");
@@ -641,9 +655,11 @@ static void test_load_errors(void **state)
      * tensors anywhere, metadata last, whitespace */
     good_header("{}", 0);
     good_header("{" T("b", "I32", "[2]", "8", "16") "," T("a", "F32", "[2]", "0", "8") "}", 16);
-    good_header("{\"a\":{\"data_offsets\":[0,2],\"shape\":[2],\"dtype\":\"U8\",\"extra\":[1]},\"__metadata__\":{\"k\":\"v\"}}", 2);
-    good_header("{" T("e", "F64", "[0,3]", "0", "0") "," T("a", "BOOL", "[2]", "0", "2") "," T("z", "I64", "[]", "2", "10")
-                "," T("y", "U32", "[3,0]", "10", "10") "}  \n\t ",
+    good_header(
+        "{\"a\":{\"data_offsets\":[0,2],\"shape\":[2],\"dtype\":\"U8\",\"extra\":[1]},\"__metadata__\":{\"k\":\"v\"}}",
+        2);
+    good_header("{" T("e", "F64", "[0,3]", "0", "0") "," T("a", "BOOL", "[2]", "0", "2") "," T(
+                    "z", "I64", "[]", "2", "10") "," T("y", "U32", "[3,0]", "10", "10") "}  \n\t ",
                 10);
 
     /* the order of the listing is the order of the data */
@@ -774,8 +790,9 @@ static void test_value_mismatches(void **state)
     fvm_value_release(out);
 
     out = (fvm_value *)&out;
-    assert_int_equal(fvm_safetensors_value(f, ty(&a, "<model=<w1=f32[3,4],b1=f32[4],w2=f32[4]>,count=i32[]>"), &out, &d),
-                     FVM_ERR_NAME);
+    assert_int_equal(
+        fvm_safetensors_value(f, ty(&a, "<model=<w1=f32[3,4],b1=f32[4],w2=f32[4]>,count=i32[]>"), &out, &d),
+        FVM_ERR_NAME);
     assert_null(out);
     expect_error(&d, FVM_ERR_NAME, "v.safetensors: ", "no tensor 'model.w2' (f32[4])", NULL);
     assert_int_equal(fvm_safetensors_value(f, ty(&a, "<model=<w1=f64[3,4],b1=f32[4]>,count=i32[]>"), &out, &d),
@@ -790,9 +807,9 @@ static void test_value_mismatches(void **state)
                  "another program", NULL);
     assert_int_equal(fvm_safetensors_value(f, ty(&a, "f32[3,4]"), &out, &d), FVM_ERR_NAME);
     expect_error(&d, FVM_ERR_NAME, "no tensor 'value'", NULL);
-    assert_int_equal(fvm_safetensors_value(f, ty(&a, "<model=<w1=f32[3,4],b1=f32[4]>,count=i32[],d=f32[2]*>"), &out,
-                                           &d),
-                     FVM_ERR_TYPE);
+    assert_int_equal(
+        fvm_safetensors_value(f, ty(&a, "<model=<w1=f32[3,4],b1=f32[4]>,count=i32[],d=f32[2]*>"), &out, &d),
+        FVM_ERR_TYPE);
     expect_error(&d, FVM_ERR_TYPE, "'d' is a sequence", NULL);
     fvm_safetensors_free(f);
     fvm_value_release(v);
@@ -874,8 +891,8 @@ static void test_overlay(void **state)
     assert_null(out);
     assert_int_equal(replaced, 0);
     assert_int_equal(d.n, 2);
-    expect_error(&d, FVM_ERR_TYPE, "wrong.safetensors", "tensor 'w1' is f32[4,3] in the file, the state's 'model.w1' needs f32[3,4]",
-                 NULL);
+    expect_error(&d, FVM_ERR_TYPE, "wrong.safetensors",
+                 "tensor 'w1' is f32[4,3] in the file, the state's 'model.w1' needs f32[3,4]", NULL);
     fvm_safetensors_free(f);
     fvm_value_release(part);
 
@@ -968,12 +985,12 @@ static void test_export(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_dtype),       cmocka_unit_test(test_shapes_and_paths),
-        cmocka_unit_test(test_exact_bytes),       cmocka_unit_test(test_aligned_bytes),
-        cmocka_unit_test(test_metadata),
-        cmocka_unit_test(test_unsaveable),        cmocka_unit_test(test_load_errors),
-        cmocka_unit_test(test_random_corruption), cmocka_unit_test(test_value_mismatches),
-        cmocka_unit_test(test_overlay),           cmocka_unit_test(test_export),
+        cmocka_unit_test(test_every_dtype),      cmocka_unit_test(test_shapes_and_paths),
+        cmocka_unit_test(test_exact_bytes),      cmocka_unit_test(test_aligned_bytes),
+        cmocka_unit_test(test_metadata),         cmocka_unit_test(test_unsaveable),
+        cmocka_unit_test(test_load_errors),      cmocka_unit_test(test_random_corruption),
+        cmocka_unit_test(test_value_mismatches), cmocka_unit_test(test_overlay),
+        cmocka_unit_test(test_export),
     };
     /* With FVM_SAFETENSORS_OUT set, only write the files for the Python check. */
     if (getenv("FVM_SAFETENSORS_OUT")) {

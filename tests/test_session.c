@@ -80,13 +80,13 @@ static void bind_data(bindings *b)
 
 /* What the progress callback saw. */
 typedef struct seen {
-    int rounds, resumed;         /* ROUND and RESUMED events */
+    int rounds, resumed; /* ROUND and RESUMED events */
     int64_t last_round, first;
     int64_t resumed_after;
-    char lines[8192];            /* each round's line as fedvm run prints it */
+    char lines[8192]; /* each round's line as fedvm run prints it */
     size_t len;
     const fvm_session **session; /* to read the state from the callback */
-    bool state_is_rounds;        /* the session's state was the round's in every callback */
+    bool state_is_rounds; /* the session's state was the round's in every callback */
 } seen;
 
 static fvm_status progress(void *user, const fvm_session_event *e, fvm_diag *d)
@@ -189,8 +189,15 @@ static void test_same_as_fedvm_run(void **state)
     in_dir("run.out", run_out);
     const fvm_session *handle = NULL;
     seen sn = {.session = &handle, .state_is_rounds = true};
-    fvm_session_opts o = {.program = program_path, .args = b.args, .nargs = 2, .seed = 3, .rounds = 3,
-                          .clients_per_round = 4, .eval_every = 2, .metrics = metrics, .progress = progress,
+    fvm_session_opts o = {.program = program_path,
+                          .args = b.args,
+                          .nargs = 2,
+                          .seed = 3,
+                          .rounds = 3,
+                          .clients_per_round = 4,
+                          .eval_every = 2,
+                          .metrics = metrics,
+                          .progress = progress,
                           .user = &sn};
     fvm_session *s = NULL;
     fvm_diag d = {0};
@@ -252,8 +259,14 @@ static void test_resume(void **state)
     in_dir("whole", whole);
     in_dir("part", part);
     in_dir("resumed.jsonl", metrics);
-    fvm_session_opts o = {.program = program_path, .args = b.args, .nargs = 2, .seed = 9, .rounds = 4,
-                          .clients_per_round = 5, .checkpoint_dir = whole, .checkpoint_every = 2};
+    fvm_session_opts o = {.program = program_path,
+                          .args = b.args,
+                          .nargs = 2,
+                          .seed = 9,
+                          .rounds = 4,
+                          .clients_per_round = 5,
+                          .checkpoint_dir = whole,
+                          .checkpoint_every = 2};
     fvm_value *a = NULL, *c = NULL, *e = NULL;
     run_session(&o, &a);
     char ck[300];
@@ -297,8 +310,8 @@ static void test_resume(void **state)
     fvm_metrics_free(m);
 
     /* one round at a time */
-    fvm_session_opts one = {.program = program_path, .args = b.args, .nargs = 2, .seed = 9, .rounds = 4,
-                            .clients_per_round = 5};
+    fvm_session_opts one = {
+        .program = program_path, .args = b.args, .nargs = 2, .seed = 9, .rounds = 4, .clients_per_round = 5};
     assert_int_equal(fvm_session_new(program, &one, &s, &d), FVM_OK);
     for (int64_t k = 1; k <= 4; k++) {
         assert_false(fvm_session_done(s));

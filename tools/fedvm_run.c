@@ -101,8 +101,8 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             return -1;
         } else if ((v = cli_opt(argc, argv, &i, "--fn"))) {
             o->fn = v;
-        } else if ((v = cli_opt(argc, argv, &i, "--arg")) || ((v = cli_opt(argc, argv, &i, "--data")) &&
-                                                               (kind = FVM_ARG_DATA))) {
+        } else if ((v = cli_opt(argc, argv, &i, "--arg")) ||
+                   ((v = cli_opt(argc, argv, &i, "--data")) && (kind = FVM_ARG_DATA))) {
             const char *eq = strchr(v, '=');
             const char *opt = kind == FVM_ARG_DATA ? "--data" : "--arg";
             if (!eq || eq == v)
@@ -209,8 +209,7 @@ static int run_once(fvm_vm *vm, fvm_backend *b, const fvm_func *f, const run_opt
     /* binding reads files: every rank must have them */
     if (fvm_backend_agree(b, fvm_bind_args(f, o->nargs, o->args, (uint64_t)o->seed, &nclients, &vals, d), d) ==
             FVM_OK &&
-        (nclients < 0 || fvm_vm_set_clients(vm, nclients, d) == FVM_OK) &&
-        fvm_vm_call(vm, f, vals, &res, d) == FVM_OK)
+        (nclients < 0 || fvm_vm_set_clients(vm, nclients, d) == FVM_OK) && fvm_vm_call(vm, f, vals, &res, d) == FVM_OK)
         rc = b->rank ? 0 : cli_print_value(res, f->result_type, stdout);
     fvm_value_release(res);
     fvm_values_free(vals, f->nparams);
@@ -223,7 +222,7 @@ static int run_once(fvm_vm *vm, fvm_backend *b, const fvm_func *f, const run_opt
 typedef struct show {
     const run_opts *o;
     const fvm_session *session;
-    bool bar;     /* a progress bar on stdout (a terminal) instead of JSON lines */
+    bool bar; /* a progress bar on stdout (a terminal) instead of JSON lines */
     double start; /* wall clock at the start */
 } show;
 
@@ -451,8 +450,8 @@ int fvm_cmd_run(int argc, char **argv)
         rc = EXIT_USAGE;
         goto done;
     }
-    fvm_vm_config cfg = {.nclients = -1, .backend = backend, .kernels = o.kernels, .max_steps = o.max_steps,
-                         .time_limit = o.time_limit};
+    fvm_vm_config cfg = {
+        .nclients = -1, .backend = backend, .kernels = o.kernels, .max_steps = o.max_steps, .time_limit = o.time_limit};
     if (fvm_vm_new(p, &cfg, &vm, &d))
         goto done;
     rc = run_once(vm, backend, f, &o, &d);

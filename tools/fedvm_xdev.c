@@ -292,8 +292,8 @@ int fvm_cmd_server(int argc, char **argv)
         if (o.metrics && fvm_file_not_input(o.metrics, "the metrics file (--metrics)", 4, in, role, &d))
             goto done;
         fvm_xdev_result res;
-        if ((!strcmp(o.step, "merge") ? fvm_xdev_server_merge : fvm_xdev_server_aggregate)(
-                plan, o.state, o.broadcast, o.updates, o.out, &res, &d))
+        if ((!strcmp(o.step, "merge") ? fvm_xdev_server_merge : fvm_xdev_server_aggregate)(plan, o.state, o.broadcast,
+                                                                                           o.updates, o.out, &res, &d))
             goto done;
         /* the round's line as 'fedvm run' prints it (the metrics file's has the clients too), made first;
            the state and the metrics line are then written all or nothing, and the round is printed only

@@ -36,8 +36,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         char id[16];
         snprintf(id, sizeof id, "client%d", i);
-        fuzz_db_row(db, (flags & 2) ? "INSERT INTO federated_data VALUES (?1, ?2, ?3)"
-                                    : "INSERT INTO federated_data VALUES (CAST(?1 AS BLOB), ?2, ?3)",
+        fuzz_db_row(db,
+                    (flags & 2) ? "INSERT INTO federated_data VALUES (?1, ?2, ?3)"
+                                : "INSERT INTO federated_data VALUES (CAST(?1 AS BLOB), ?2, ?3)",
                     "tbi", id, strlen(id), blob, len, count);
         free(z);
     }

@@ -108,8 +108,7 @@ static void setup_round(round *r, int k)
         must(fvm_xdev_device_update(dev, c, fuzz_path(r->good[c], sizeof r->good[c], name), &d), &d, "update");
     }
     snprintf(name, sizeof name, "p0-%d.safetensors", k);
-    must(fvm_xdev_device_partial(dev, clients, n, fuzz_path(r->partial0, sizeof r->partial0, name), &d), &d,
-         "partial");
+    must(fvm_xdev_device_partial(dev, clients, n, fuzz_path(r->partial0, sizeof r->partial0, name), &d), &d, "partial");
     fvm_xdev_device_close(dev);
     free(clients);
     fvm_diag_clear(&d);

@@ -11,8 +11,8 @@ typedef struct fvm_arena_chunk fvm_arena_chunk;
 /* Zero-initialise to use. Not thread-safe. */
 typedef struct fvm_arena {
     fvm_arena_chunk *head;
-    size_t used;   /* bytes used in head */
-    size_t total;  /* bytes handed out, for statistics */
+    size_t used; /* bytes used in head */
+    size_t total; /* bytes handed out, for statistics */
 } fvm_arena;
 
 /* Zeroed, 16-byte aligned memory valid until fvm_arena_free(); NULL when out of memory. */

@@ -129,8 +129,10 @@ static unsigned hex4(const char *p)
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
         char c = p[i];
-        v = v * 16 + (unsigned)(c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 0);
+        v = v * 16 + (unsigned)(c >= '0' && c <= '9'   ? c - '0'
+                                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                       : 0);
     }
     return v;
 }

@@ -27,7 +27,7 @@ typedef struct fvm_doc fvm_doc;
 struct fvm_doc {
     fvm_doc_kind kind;
     int line, col; /* 1-based; col counts code points */
-    bool flow;     /* writers: put this collection on one line */
+    bool flow; /* writers: put this collection on one line */
     union {
         bool b;
         int64_t i;
@@ -35,7 +35,7 @@ struct fvm_doc {
         struct {
             const char *s; /* NUL-terminated UTF-8 (may contain no NUL) */
             size_t len;
-            char quote;      /* '"' or '\'' when written quoted (the text starts a column later), else 0 */
+            char quote; /* '"' or '\'' when written quoted (the text starts a column later), else 0 */
             const char *raw; /* the source text between the quotes when escapes make it differ
                               * from s; "" when it cannot be mapped (multi-line); NULL when equal */
         } str;

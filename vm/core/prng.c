@@ -29,7 +29,7 @@ void fvm_threefry2x32(const uint32_t key[2], const uint32_t ctr[2], uint32_t out
         x0 += x1;
         x1 = rotl32(x1, rot[r % 8]);
         x1 ^= x0;
-        if (r % 4 == 3) {   /* key injection s after every four rounds */
+        if (r % 4 == 3) { /* key injection s after every four rounds */
             unsigned s = r / 4 + 1;
             x0 += ks[s % 3];
             x1 += ks[(s + 1) % 3] + (uint32_t)s;
@@ -57,7 +57,7 @@ void fvm_prng_key(uint64_t seed, uint32_t out[2])
 
 void fvm_prng_bits(const uint32_t key[2], size_t m, uint32_t *out)
 {
-    const uint32_t k[2] = {key[0], key[1]};   /* out may overlap key */
+    const uint32_t k[2] = {key[0], key[1]}; /* out may overlap key */
     size_t h = m / 2 + m % 2;
 
     for (size_t i = 0; i < h; i++) {

@@ -20,8 +20,8 @@
 typedef struct fvm_rand {
     uint32_t key[2];
     uint64_t block; /* the next block to hash */
-    uint32_t w[2];  /* words of the current block */
-    int left;       /* words of w not yet used (0, 1 or 2) */
+    uint32_t w[2]; /* words of the current block */
+    int left; /* words of w not yet used (0, 1 or 2) */
 } fvm_rand;
 
 /* A stream keyed by key (copied). */

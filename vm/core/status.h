@@ -12,26 +12,26 @@
 /* Every fallible function returns one of these; results go to out_ parameters. */
 typedef enum fvm_status {
     FVM_OK = 0,
-    FVM_ERR_IO,        /* a file could not be read or written */
-    FVM_ERR_SYNTAX,    /* bad JSON/YAML text, or a malformed type string */
-    FVM_ERR_FORMAT,    /* well-formed text that is not a valid fedvm document */
-    FVM_ERR_NAME,      /* undefined, duplicate or clashing name */
-    FVM_ERR_TYPE,      /* dtype, shape, arity or attribute mismatch */
+    FVM_ERR_IO, /* a file could not be read or written */
+    FVM_ERR_SYNTAX, /* bad JSON/YAML text, or a malformed type string */
+    FVM_ERR_FORMAT, /* well-formed text that is not a valid fedvm document */
+    FVM_ERR_NAME, /* undefined, duplicate or clashing name */
+    FVM_ERR_TYPE, /* dtype, shape, arity or attribute mismatch */
     FVM_ERR_PLACEMENT, /* a federated value used at the wrong placement */
-    FVM_ERR_CYCLE,     /* recursion, cyclic calls or cyclic includes/aliases */
-    FVM_ERR_LIMIT,     /* a size or depth limit was exceeded */
-    FVM_ERR_NOMEM,     /* an allocation failed */
-    FVM_ERR_RUNTIME,   /* an error while executing (bad index, division by zero, ...) */
-    FVM_ERR_USAGE,     /* a caller passed something the API does not accept */
+    FVM_ERR_CYCLE, /* recursion, cyclic calls or cyclic includes/aliases */
+    FVM_ERR_LIMIT, /* a size or depth limit was exceeded */
+    FVM_ERR_NOMEM, /* an allocation failed */
+    FVM_ERR_RUNTIME, /* an error while executing (bad index, division by zero, ...) */
+    FVM_ERR_USAGE, /* a caller passed something the API does not accept */
     FVM_STATUS_COUNT
 } fvm_status;
 
 /* Evaluates x, a fvm_status, and returns it from the enclosing function unless FVM_OK. */
-#define FVM_TRY(x)                 \
-    do {                           \
+#define FVM_TRY(x) \
+    do { \
         fvm_status fvm_try_ = (x); \
-        if (fvm_try_ != FVM_OK)    \
-            return fvm_try_;       \
+        if (fvm_try_ != FVM_OK) \
+            return fvm_try_; \
     } while (0)
 
 /* Short lowercase name of a status ("type", "placement", ...). Never NULL. */
@@ -102,12 +102,12 @@ typedef enum fvm_log_level { FVM_LOG_DEBUG, FVM_LOG_INFO, FVM_LOG_WARN } fvm_log
 typedef void (*fvm_log_fn)(void *user, fvm_log_level level, const char *msg);
 
 /* Limits on what a user-supplied document may ask for. */
-#define FVM_MAX_RANK 8                     /* tensor rank */
-#define FVM_MAX_TENSOR_BYTES (1ull << 32)  /* 4 GiB per tensor */
-#define FVM_MAX_DEPTH 512                  /* nesting of documents and types */
-#define FVM_MAX_DOC_NODES 10000000         /* nodes in a document after YAML alias expansion */
-#define FVM_MAX_CLIENTS 100000000          /* clients in one federated value */
-#define FVM_MAX_SEQ_LEN 2147483647LL       /* elements of a sequence made by sequence_repeat */
-#define FVM_MAX_CALL_DEPTH 256             /* functions on one call chain */
+#define FVM_MAX_RANK 8 /* tensor rank */
+#define FVM_MAX_TENSOR_BYTES (1ull << 32) /* 4 GiB per tensor */
+#define FVM_MAX_DEPTH 512 /* nesting of documents and types */
+#define FVM_MAX_DOC_NODES 10000000 /* nodes in a document after YAML alias expansion */
+#define FVM_MAX_CLIENTS 100000000 /* clients in one federated value */
+#define FVM_MAX_SEQ_LEN 2147483647LL /* elements of a sequence made by sequence_repeat */
+#define FVM_MAX_CALL_DEPTH 256 /* functions on one call chain */
 
 #endif

@@ -37,10 +37,10 @@ fvm_status fvm_tree_block(fvm_ctx *x, const fvm_reducer *r, int64_t lo, int64_t 
 
 /* The merge stage, fed one block partial at a time in block order. */
 typedef struct fvm_tree_merger {
-    fvm_reducer r;        /* a copy; only merge is used */
-    int depth;            /* partials held */
-    fvm_value *part[64];  /* part[i] merges blocks[i] consecutive blocks (owned) */
-    int64_t blocks[64];   /* powers of two, decreasing: at most 63 are held */
+    fvm_reducer r; /* a copy; only merge is used */
+    int depth; /* partials held */
+    fvm_value *part[64]; /* part[i] merges blocks[i] consecutive blocks (owned) */
+    int64_t blocks[64]; /* powers of two, decreasing: at most 63 are held */
 } fvm_tree_merger;
 
 /* An empty merger using r's merge (r is copied). */

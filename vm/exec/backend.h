@@ -45,7 +45,7 @@ struct fvm_backend {
     void *impl;
     int workers; /* tasks it runs at once (1 for seq): the interpreter cuts work finer when
                     there are fewer natural tasks than workers */
-    int rank;    /* this process's number among a distributed backend's processes, 0
+    int rank; /* this process's number among a distributed backend's processes, 0
                     otherwise: only process 0 prints and writes files */
 };
 

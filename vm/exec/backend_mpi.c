@@ -22,7 +22,7 @@ fvm_status fvm_backend_mpi(fvm_backend **out, fvm_diag *d)
 typedef struct mpi {
     int rank, size;
     bool finalize; /* MPI was initialised here */
-    bool in_task;  /* a task of a run is running in this process */
+    bool in_task; /* a task of a run is running in this process */
 } mpi;
 
 /* Tasks [lo, hi) of n belong to rank r. */
@@ -110,8 +110,8 @@ static void release_all(int64_t n, fvm_value **out)
 
 /* Tasks [lo, hi) in this process, in order, until one fails (its number in
  * *failed, its errors in d; n when none fails). */
-static void run_tasks(mpi *m, fvm_ctx *w, int64_t lo, int64_t hi, int64_t n, fvm_task_fn task, void *u,
-                      fvm_value **out, int64_t *failed)
+static void run_tasks(mpi *m, fvm_ctx *w, int64_t lo, int64_t hi, int64_t n, fvm_task_fn task, void *u, fvm_value **out,
+                      int64_t *failed)
 {
     bool was = m->in_task;
     m->in_task = true;

@@ -13,25 +13,25 @@ typedef struct job {
     void *u;
     fvm_value **out;
     pthread_mutex_t lock;
-    int64_t next;      /* the next task to hand out */
-    int64_t failed;    /* the lowest failing task so far, or n */
-    fvm_diag errors;   /* that task's errors */
+    int64_t next; /* the next task to hand out */
+    int64_t failed; /* the lowest failing task so far, or n */
+    fvm_diag errors; /* that task's errors */
 } job;
 
 /* The workers live as long as the backend, so that what they keep between
  * runs (their caches of tensor buffers, bufcache.h) stays warm from one run
  * to the next. The calling thread works on every run too. */
 typedef struct pool {
-    int threads;             /* the caller and the workers */
-    int nworkers;            /* workers started */
+    int threads; /* the caller and the workers */
+    int nworkers; /* workers started */
     pthread_t *tids;
     pthread_mutex_t run_lock; /* one run at a time */
-    pthread_mutex_t lock;     /* the fields below */
-    pthread_cond_t posted;    /* a job was posted, or stop was set */
-    pthread_cond_t finished;  /* the last worker left the job */
-    job *job;                 /* the current job */
+    pthread_mutex_t lock; /* the fields below */
+    pthread_cond_t posted; /* a job was posted, or stop was set */
+    pthread_cond_t finished; /* the last worker left the job */
+    job *job; /* the current job */
     unsigned long generation; /* jobs posted so far: a worker joins each once */
-    int busy;                 /* workers still on the current job */
+    int busy; /* workers still on the current job */
     bool stop;
 } pool;
 

@@ -16,10 +16,10 @@ struct fvm_vm {
     bool unfused;
     fvm_log_fn log;
     void *log_user;
-    int64_t max_steps;       /* 0: no bound (fvm_vm_config) */
-    _Atomic int64_t steps;   /* counted on function entry, by every thread */
-    double time_limit;       /* seconds; 0: no bound */
-    double deadline;         /* on the monotonic clock, when time_limit > 0 */
+    int64_t max_steps; /* 0: no bound (fvm_vm_config) */
+    _Atomic int64_t steps; /* counted on function entry, by every thread */
+    double time_limit; /* seconds; 0: no bound */
+    double deadline; /* on the monotonic clock, when time_limit > 0 */
 };
 
 /* One thread of execution: the VM and where its errors go. Backends that run
@@ -88,7 +88,6 @@ fvm_status fvm_need_clients(fvm_ctx *x, int64_t *n);
 /* Member i of a value of static type t placed at CLIENTS (a new reference:
  * an all-equal value itself, a held member, or one read from a dataset). */
 fvm_status fvm_client_get(fvm_ctx *x, const fvm_value *v, const fvm_type *t, int64_t i, fvm_value **out);
-
 
 /* Converts a value of static type 'from' for a parameter of type 'to': an
  * all-equal T@CLIENTS becomes a list with one (shared) member per client

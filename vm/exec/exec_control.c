@@ -640,8 +640,9 @@ fvm_status exec_select_keys(fvm_ctx *x, const fvm_instr *in, fvm_value *const *a
     for (int64_t j = 0; j < n && s == FVM_OK; j++) {
         int64_t k = fvm_tensor_get_i64(keys, j);
         if (k < 0 || k >= max) {
-            s = fvm_diag_add(x->d, FVM_ERR_RUNTIME, &in->loc, "%s: key %lld (entry %lld of the keys) is outside [0, %lld)",
-                             fvm_op_table[in->op].name, (long long)k, (long long)j, (long long)max);
+            s = fvm_diag_add(x->d, FVM_ERR_RUNTIME, &in->loc,
+                             "%s: key %lld (entry %lld of the keys) is outside [0, %lld)", fvm_op_table[in->op].name,
+                             (long long)k, (long long)j, (long long)max);
             break;
         }
         fvm_value *key = NULL;

@@ -29,8 +29,8 @@ static fvm_status list_count(fvm_ctx *x, const fvm_instr *in, fvm_value *const *
         if (!is_list(in->arg_types[k]))
             continue;
         if (*n >= 0 && args[k]->n != *n)
-            return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "client values with %lld and %lld clients",
-                                (long long)*n, (long long)args[k]->n);
+            return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "client values with %lld and %lld clients", (long long)*n,
+                                (long long)args[k]->n);
         *n = args[k]->n;
     }
     return *n >= 0 ? FVM_OK : fvm_need_clients(x, n);
@@ -63,8 +63,7 @@ fvm_status fvm_coerce(fvm_ctx *x, fvm_value *v, const fvm_type *from, const fvm_
 {
     if (is_list(to) && from->kind == FVM_T_FED && from->u.fed.all_equal)
         return replicate(x, v, out);
-    if (to->kind == FVM_T_STRUCT && from->kind == FVM_T_STRUCT && v->kind == FVM_V_STRUCT &&
-        fvm_type_is_placed(to)) {
+    if (to->kind == FVM_T_STRUCT && from->kind == FVM_T_STRUCT && v->kind == FVM_V_STRUCT && fvm_type_is_placed(to)) {
         fvm_value *r = fvm_value_list(FVM_V_STRUCT, v->n);
         if (!r)
             return fvm_nomem(x);
@@ -132,8 +131,7 @@ static fvm_status map_task(fvm_ctx *x, void *u, int64_t i, fvm_value **out)
 
 /* One value per client, task(i) on the backend for each client of the
  * instruction's client arguments. */
-static fvm_status per_client(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_task_fn task,
-                             fvm_value **out)
+static fvm_status per_client(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_task_fn task, fvm_value **out)
 {
     int64_t n;
     fvm_status s = list_count(x, in, args, &n);
@@ -184,8 +182,8 @@ fvm_status exec_federated_select(fvm_ctx *x, const fvm_instr *in, fvm_value *con
 typedef struct zip_source {
     fvm_source base;
     int nargs;
-    fvm_value **args;        /* owned references */
-    const fvm_type **types;  /* the argument types (owned by the program) */
+    fvm_value **args; /* owned references */
+    const fvm_type **types; /* the argument types (owned by the program) */
 } zip_source;
 
 static fvm_status zip_get(fvm_source *src, int64_t i, fvm_value **out, fvm_diag *d)
@@ -353,8 +351,7 @@ static fvm_binary combine_kernel(fvm_op op)
 }
 
 /* A client's update from its arguments vals (the rule's LIFT). */
-static fvm_status lift(fvm_ctx *x, const fvm_agg_rule *r, const fvm_instr *in, fvm_value *const *vals,
-                       fvm_value **out)
+static fvm_status lift(fvm_ctx *x, const fvm_agg_rule *r, const fvm_instr *in, fvm_value *const *vals, fvm_value **out)
 {
     fvm_value *p = NULL;
     fvm_status s;

@@ -8,17 +8,17 @@
 #include "../ir/shapes.h"
 
 /* Runs a kernel into a new tensor of the given dtype and shape. */
-#define INTO(dt, dims, call)                              \
-    do {                                                  \
+#define INTO(dt, dims, call) \
+    do { \
         fvm_status s_ = fvm_new_tensor(x, dt, dims, out); \
-        if (s_)                                           \
-            return s_;                                    \
-        fvm_tensor *o = &(*out)->t;                       \
-        if ((s_ = (call))) {                              \
-            fvm_value_release(*out);                      \
-            *out = NULL;                                  \
-        }                                                 \
-        return s_;                                        \
+        if (s_) \
+            return s_; \
+        fvm_tensor *o = &(*out)->t; \
+        if ((s_ = (call))) { \
+            fvm_value_release(*out); \
+            *out = NULL; \
+        } \
+        return s_; \
     } while (0)
 
 static int axis_of(const fvm_instr *in, int rank, int64_t fallback)
@@ -161,8 +161,7 @@ fvm_status exec_pool_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
     if (!fvm_dims_equal(&dy->shape, &od)) {
         char xs[FVM_DIMS_STR], why[FVM_DIMS_STR + 48];
         fvm_dims_format(&xi->shape, xs);
-        snprintf(why, sizeof why, "%s's result for x %s", in->op == FVM_OP_MAX_POOL_GRAD ? "max_pool" : "avg_pool",
-                 xs);
+        snprintf(why, sizeof why, "%s's result for x %s", in->op == FVM_OP_MAX_POOL_GRAD ? "max_pool" : "avg_pool", xs);
         return bad_shape(x, in, "dy", &dy->shape, &od, why);
     }
     INTO(xi->dtype, &xi->shape, x->vm->kernels->pool_grad(pool_kind(in->op), xi, dy, &win, o, x->d));

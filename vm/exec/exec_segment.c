@@ -22,14 +22,14 @@ static bool is_list(const fvm_type *t)
 typedef struct seg_run {
     const fvm_func *f;
     const fvm_segment *sg;
-    int *pos;             /* per instruction of f: its position in sg, or -1 */
-    int *aggs;            /* positions in sg of the aggregations, in order */
+    int *pos; /* per instruction of f: its position in sg, or -1 */
+    int *aggs; /* positions in sg of the aggregations, in order */
     int nagg;
-    bool *read_by_agg;    /* per position: a map or zip whose members an aggregation reads */
-    fvm_value **slots;    /* the function's values (borrowed, read only) */
-    int64_t n;            /* clients */
-    int64_t block_lo;     /* block_task: the chunk's first block */
-    int64_t chunk_lo;     /* by_clients: the chunk's first client */
+    bool *read_by_agg; /* per position: a map or zip whose members an aggregation reads */
+    fvm_value **slots; /* the function's values (borrowed, read only) */
+    int64_t n; /* clients */
+    int64_t block_lo; /* block_task: the chunk's first block */
+    int64_t chunk_lo; /* by_clients: the chunk's first client */
 } seg_run;
 
 /* Argument k of instruction in, for client i: the client's member made in

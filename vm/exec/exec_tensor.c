@@ -92,8 +92,7 @@ static fvm_status leaf_cast(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *c
     return s;
 }
 
-static fvm_status binary_tensor(fvm_ctx *x, fvm_binary op, const fvm_tensor *a, const fvm_tensor *b,
-                                fvm_value **out)
+static fvm_status binary_tensor(fvm_ctx *x, fvm_binary op, const fvm_tensor *a, const fvm_tensor *b, fvm_value **out)
 {
     fvm_dims dims;
     fvm_status s = fvm_dims_broadcast(&a->shape, &b->shape, &dims, x->d);
@@ -187,8 +186,10 @@ static fvm_status lift_pair(fvm_ctx *x, fvm_binary op, const fvm_value *a, const
             char sa[FVM_DIMS_STR], sb[FVM_DIMS_STR];
             fvm_dims_format(&a->t.shape, sa);
             fvm_dims_format(&b->t.shape, sb);
-            return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "values of different shapes, %s and %s, cannot be "
-                                "aggregated", sa, sb);
+            return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL,
+                                "values of different shapes, %s and %s, cannot be "
+                                "aggregated",
+                                sa, sb);
         }
         return binary_tensor(x, op, &a->t, &b->t, out);
     }
@@ -254,17 +255,17 @@ fvm_status exec_const(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, f
 }
 
 /* Runs a kernel into a new tensor of the given dtype and shape. */
-#define KERNEL_INTO(dt, dims, call)                  \
-    do {                                             \
+#define KERNEL_INTO(dt, dims, call) \
+    do { \
         fvm_status s_ = fvm_new_tensor(x, dt, dims, out); \
-        if (s_)                                      \
-            return s_;                               \
-        fvm_tensor *o = &(*out)->t;                  \
-        if ((s_ = (call))) {                         \
-            fvm_value_release(*out);                 \
-            *out = NULL;                             \
-        }                                            \
-        return s_;                                   \
+        if (s_) \
+            return s_; \
+        fvm_tensor *o = &(*out)->t; \
+        if ((s_ = (call))) { \
+            fvm_value_release(*out); \
+            *out = NULL; \
+        } \
+        return s_; \
     } while (0)
 
 fvm_status exec_iota(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -291,11 +292,11 @@ fvm_status exec_reduce(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
     const fvm_tensor *t = &args[0]->t;
     fvm_dims dims;
     uint32_t mask;
-    fvm_status s = fvm_shape_reduce(&t->shape, (in->a.present & A(AXES)) ? &in->a.axes : NULL, in->a.keepdims, &dims,
-                                    &mask, x->d);
+    fvm_status s =
+        fvm_shape_reduce(&t->shape, (in->a.present & A(AXES)) ? &in->a.axes : NULL, in->a.keepdims, &dims, &mask, x->d);
     if (s)
         return s;
-    fvm_reduce r = in->op == FVM_OP_SUM ? FVM_RED_SUM
+    fvm_reduce r = in->op == FVM_OP_SUM    ? FVM_RED_SUM
                    : in->op == FVM_OP_MEAN ? FVM_RED_MEAN
                    : in->op == FVM_OP_MAX  ? FVM_RED_MAX
                                            : FVM_RED_MIN;
@@ -340,8 +341,8 @@ fvm_status exec_transpose(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
 {
     fvm_dims dims;
     int perm[FVM_MAX_RANK];
-    fvm_status s = fvm_shape_transpose(&args[0]->t.shape, (in->a.present & A(PERM)) ? &in->a.perm : NULL, &dims,
-                                       perm, x->d);
+    fvm_status s =
+        fvm_shape_transpose(&args[0]->t.shape, (in->a.present & A(PERM)) ? &in->a.perm : NULL, &dims, perm, x->d);
     if (s)
         return s;
     KERNEL_INTO(args[0]->t.dtype, &dims, x->vm->kernels->transpose(&args[0]->t, perm, o, x->d));

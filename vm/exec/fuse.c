@@ -77,8 +77,8 @@ static fvm_status run_lifted(fvm_ctx *x, const fvm_fused *c, fvm_value *const *v
     fvm_k_fused_dtype(c->steps, c->nsteps, ts, c->nin, &dt);
     fvm_value *o = NULL;
     for (int k = 0; k < c->nin && !o; k++)
-        if (owned[k] && ts[k]->buf && __atomic_load_n(&ts[k]->buf->refs, __ATOMIC_ACQUIRE) == 1 &&
-            ts[k]->dtype == dt && fvm_dims_equal(&ts[k]->shape, &shape)) {
+        if (owned[k] && ts[k]->buf && __atomic_load_n(&ts[k]->buf->refs, __ATOMIC_ACQUIRE) == 1 && ts[k]->dtype == dt &&
+            fvm_dims_equal(&ts[k]->shape, &shape)) {
             fvm_tensor t = *ts[k];
             fvm_tensor_retain(&t);
             if (!(o = fvm_value_tensor_take(&t))) {

@@ -29,12 +29,16 @@ static fvm_status budget(fvm_ctx *x, const fvm_func *f)
     if (vm->max_steps) {
         int64_t n = atomic_fetch_add_explicit(&vm->steps, f->ninstrs + 1, memory_order_relaxed) + f->ninstrs + 1;
         if (n > vm->max_steps)
-            return fvm_diag_add(x->d, FVM_ERR_LIMIT, &f->loc, "the run passed its bound of %lld steps (--max-steps) "
-                                "entering '%s'", (long long)vm->max_steps, f->name);
+            return fvm_diag_add(x->d, FVM_ERR_LIMIT, &f->loc,
+                                "the run passed its bound of %lld steps (--max-steps) "
+                                "entering '%s'",
+                                (long long)vm->max_steps, f->name);
     }
     if (vm->time_limit && now() > vm->deadline)
-        return fvm_diag_add(x->d, FVM_ERR_LIMIT, &f->loc, "the run passed its time limit of %g s (--time-limit) "
-                            "entering '%s'", vm->time_limit, f->name);
+        return fvm_diag_add(x->d, FVM_ERR_LIMIT, &f->loc,
+                            "the run passed its time limit of %g s (--time-limit) "
+                            "entering '%s'",
+                            vm->time_limit, f->name);
     return FVM_OK;
 }
 
@@ -89,11 +93,10 @@ int64_t fvm_vm_clients(const fvm_vm *vm)
 fvm_status fvm_vm_set_clients(fvm_vm *vm, int64_t n, fvm_diag *d)
 {
     if (n < 0 || n > FVM_MAX_CLIENTS)
-        return fvm_diag_add(d, FVM_ERR_LIMIT, NULL, "the number of clients must be between 0 and %d",
-                            FVM_MAX_CLIENTS);
+        return fvm_diag_add(d, FVM_ERR_LIMIT, NULL, "the number of clients must be between 0 and %d", FVM_MAX_CLIENTS);
     if (vm->nclients >= 0 && vm->nclients != n)
-        return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "the data has %lld clients but the run has %lld",
-                            (long long)n, (long long)vm->nclients);
+        return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "the data has %lld clients but the run has %lld", (long long)n,
+                            (long long)vm->nclients);
     vm->nclients = n;
     return FVM_OK;
 }
@@ -162,7 +165,11 @@ static const char *describe_value(const fvm_value *v, char buf[FVM_DIMS_STR + 16
         fvm_dims_format(&v->t.shape, dims);
         snprintf(buf, FVM_DIMS_STR + 16, "%s%s", fvm_dtype_name(v->t.dtype), dims);
     } else {
-        snprintf(buf, FVM_DIMS_STR + 16, "a %s of %lld", v->kind == FVM_V_STRUCT ? "struct" : v->kind == FVM_V_SEQ ? "sequence" : "client list", (long long)v->n);
+        snprintf(buf, FVM_DIMS_STR + 16, "a %s of %lld",
+                 v->kind == FVM_V_STRUCT ? "struct"
+                 : v->kind == FVM_V_SEQ  ? "sequence"
+                                         : "client list",
+                 (long long)v->n);
     }
     return buf;
 }
@@ -201,9 +208,8 @@ fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, 
         if (!conforms(x->vm, args[i], f->param_types[i], 0)) {
             char t[256], v[FVM_DIMS_STR + 16];
             return fvm_diag_add(x->d, FVM_ERR_RUNTIME, &f->param_locs[i],
-                                "function '%s': parameter '%s' has type %s but is given %s", f->name,
-                                f->param_names[i], fvm_type_format(f->param_types[i], true, t, sizeof t),
-                                describe_value(args[i], v));
+                                "function '%s': parameter '%s' has type %s but is given %s", f->name, f->param_names[i],
+                                fvm_type_format(f->param_types[i], true, t, sizeof t), describe_value(args[i], v));
         }
     }
     fvm_value *local[32];

@@ -10,14 +10,14 @@
 typedef struct fvm_vm fvm_vm;
 
 typedef struct fvm_vm_config {
-    int64_t nclients;      /* clients in {T}@CLIENTS values; -1: not known yet (taken from bound data) */
-    fvm_backend *backend;  /* borrowed; NULL: the sequential backend */
+    int64_t nclients; /* clients in {T}@CLIENTS values; -1: not known yet (taken from bound data) */
+    fvm_backend *backend; /* borrowed; NULL: the sequential backend */
     const fvm_kernels *kernels; /* the kernel provider (provider.h): fvm_kernels_cpu() (NULL
                               too) or fvm_kernels_portable(), or a device's */
-    bool unfused;          /* run every function one instruction at a time: federated
+    bool unfused; /* run every function one instruction at a time: federated
                               ones with every {T}@CLIENTS list held whole, elementwise
                               chains (fuse.h) one op at a time (tests compare the two ways) */
-    fvm_log_fn log;        /* optional */
+    fvm_log_fn log; /* optional */
     void *log_user;
     /* Bounds on a run, for programs whose loops would run too long: 0 means
      * none. max_steps counts instructions as their functions are entered (a

@@ -23,33 +23,33 @@
 
 /* A client's update from its arguments (the LIFT column). */
 typedef enum fvm_agg_lift_kind {
-    FVM_AGG_LIFT_VALUE,    /* the value itself */
+    FVM_AGG_LIFT_VALUE, /* the value itself */
     FVM_AGG_LIFT_WEIGHTED, /* <sum=value * weight, weight>, the weight cast to the value's dtype */
-    FVM_AGG_LIFT_MODULO,   /* every entry modulo 2^bitwidth */
-    FVM_AGG_LIFT_USER      /* accumulate(partial, value); a block starts from the zero */
+    FVM_AGG_LIFT_MODULO, /* every entry modulo 2^bitwidth */
+    FVM_AGG_LIFT_USER /* accumulate(partial, value); a block starts from the zero */
 } fvm_agg_lift_kind;
 
 /* How updates and partials combine (the COMBINE column). */
 typedef enum fvm_agg_combine_kind {
-    FVM_AGG_COMBINE_ADD,        /* elementwise add (identity -0.0, so adding it changes no bit) */
-    FVM_AGG_COMBINE_MINIMUM,    /* elementwise minimum (no identity) */
-    FVM_AGG_COMBINE_MAXIMUM,    /* elementwise maximum (no identity) */
+    FVM_AGG_COMBINE_ADD, /* elementwise add (identity -0.0, so adding it changes no bit) */
+    FVM_AGG_COMBINE_MINIMUM, /* elementwise minimum (no identity) */
+    FVM_AGG_COMBINE_MAXIMUM, /* elementwise maximum (no identity) */
     FVM_AGG_COMBINE_ADD_MODULO, /* add, modulo 2^bitwidth */
-    FVM_AGG_COMBINE_USER        /* merge(partial, partial) */
+    FVM_AGG_COMBINE_USER /* merge(partial, partial) */
 } fvm_agg_combine_kind;
 
 /* The result from the partial of all clients (the REPORT column). */
 typedef enum fvm_agg_report_kind {
-    FVM_AGG_REPORT_VALUE,      /* the partial */
+    FVM_AGG_REPORT_VALUE, /* the partial */
     FVM_AGG_REPORT_PER_CLIENT, /* the partial divided by the number of clients */
     FVM_AGG_REPORT_PER_WEIGHT, /* the partial's sum divided by its weight */
-    FVM_AGG_REPORT_USER        /* report(partial), or the partial when there is no report */
+    FVM_AGG_REPORT_USER /* report(partial), or the partial when there is no report */
 } fvm_agg_report_kind;
 
 /* The result over no clients (the EMPTY column). */
 typedef enum fvm_agg_empty_kind {
-    FVM_AGG_EMPTY_ZEROS,      /* zeros of the result type */
-    FVM_AGG_EMPTY_UNDEFINED,  /* a run-time error */
+    FVM_AGG_EMPTY_ZEROS, /* zeros of the result type */
+    FVM_AGG_EMPTY_UNDEFINED, /* a run-time error */
     FVM_AGG_EMPTY_REPORT_ZERO /* report(zero) */
 } fvm_agg_empty_kind;
 

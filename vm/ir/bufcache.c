@@ -28,7 +28,7 @@ enum { BUF_ALIGN = 64 };
  * thread allocated fresh memory (and took its page faults) every round. */
 typedef struct buf_cache {
     int n;
-    size_t total;    /* allocation sizes of the cached buffers, summed */
+    size_t total; /* allocation sizes of the cached buffers, summed */
     fvm_buf *slot[FVM_BUFCACHE_SLOTS];
 } buf_cache;
 

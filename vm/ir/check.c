@@ -185,8 +185,7 @@ static int callee_height(const fvm_instr *in)
     return h;
 }
 
-static void name_suggest(checker *C, const fvm_func *f, int upto, const char *name, const fvm_loc *l,
-                         const char *what)
+static void name_suggest(checker *C, const fvm_func *f, int upto, const char *name, const fvm_loc *l, const char *what)
 {
     fvm_suggest s;
     fvm_suggest_init(&s, name);
@@ -204,8 +203,10 @@ static void name_suggest(checker *C, const fvm_func *f, int upto, const char *na
     else if (s.best)
         cerr(C, FVM_ERR_NAME, l, "undefined name '%s' in %s; did you mean '%s'?", name, what, s.best);
     else
-        cerr(C, FVM_ERR_NAME, l, "undefined name '%s' in %s (names are the function's parameters and earlier "
-             "instructions)", name, what);
+        cerr(C, FVM_ERR_NAME, l,
+             "undefined name '%s' in %s (names are the function's parameters and earlier "
+             "instructions)",
+             name, what);
 }
 
 static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_type **slot_types)
@@ -292,8 +293,10 @@ static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_t
         int prev = scope_get(sc, in->name);
         if (prev >= 0) {
             const fvm_loc *pl = prev < f->nparams ? &f->param_name_locs[prev] : &f->instrs[prev - f->nparams].name_loc;
-            cerr(C, FVM_ERR_NAME, &in->name_loc, "'%s' is already defined (at %d:%d); every instruction binds a new "
-                 "name", in->name, pl->line, pl->col);
+            cerr(C, FVM_ERR_NAME, &in->name_loc,
+                 "'%s' is already defined (at %d:%d); every instruction binds a new "
+                 "name",
+                 in->name, pl->line, pl->col);
         } else {
             scope_put(sc, in->name, in->slot);
         }
@@ -426,13 +429,15 @@ static void check_conventions(checker *C)
     bool key_only = k && !strcmp(init->param_names[0], "key") && k->kind == FVM_T_TENSOR &&
                     k->u.tensor.dtype == FVM_DTYPE_U32 && k->u.tensor.dims.rank == 1 && k->u.tensor.dims.d[0] == 2;
     if ((init->nparams != 0 && !key_only) || s->kind != FVM_T_FED || s->u.fed.pl != FVM_PL_SERVER) {
-        cerr(C, FVM_ERR_TYPE, &init->loc, "initialize must take no parameters (or only 'key': u32[2]) and return the "
-             "server state S@SERVER; it is (%d parameters) -> %s", init->nparams, tstr(C, s));
+        cerr(C, FVM_ERR_TYPE, &init->loc,
+             "initialize must take no parameters (or only 'key': u32[2]) and return the "
+             "server state S@SERVER; it is (%d parameters) -> %s",
+             init->nparams, tstr(C, s));
         return;
     }
     if (next->nparams < 1 || !fvm_type_compatible(s, next->param_types[0])) {
-        cerr(C, FVM_ERR_TYPE, &next->loc, "next's first parameter must be the state %s from initialize%s%s",
-             tstr(C, s), next->nparams ? "; it is " : "", next->nparams ? tstr(C, next->param_types[0]) : "");
+        cerr(C, FVM_ERR_TYPE, &next->loc, "next's first parameter must be the state %s from initialize%s%s", tstr(C, s),
+             next->nparams ? "; it is " : "", next->nparams ? tstr(C, next->param_types[0]) : "");
         return;
     }
     const fvm_type *r = next->result_type;
@@ -474,13 +479,17 @@ fvm_status fvm_check_wrt(const fvm_func *f, int k, fvm_diag *d, const fvm_loc *l
     const fvm_type *t = f->param_types[k];
     char ts[256];
     if (!fvm_type_has_floats(t))
-        return fvm_diag_add(d, FVM_ERR_TYPE, loc, "parameter '%s' (%s) holds no float: no gradient flows through "
-                            "integers", f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
+        return fvm_diag_add(d, FVM_ERR_TYPE, loc,
+                            "parameter '%s' (%s) holds no float: no gradient flows through "
+                            "integers",
+                            f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
     /* A cotangent of a sequence would need sums and zeros of sequences, and
      * sequence_map and sequence_reduce pass none to their sequence: only
      * sequence_sum would, so it is refused everywhere alike. */
     if (fvm_type_has_seq(t))
-        return fvm_diag_add(d, FVM_ERR_TYPE, loc, "differentiating with respect to a sequence ('%s', %s) is not "
-                            "supported", f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
+        return fvm_diag_add(d, FVM_ERR_TYPE, loc,
+                            "differentiating with respect to a sequence ('%s', %s) is not "
+                            "supported",
+                            f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
     return FVM_OK;
 }

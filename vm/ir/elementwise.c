@@ -27,12 +27,30 @@ typedef struct ew_info {
     double value;
 } ew_info;
 
-#define EW_UNARY(ID, KERNEL) {FVM_FS_UNARY + 1, FVM_UN_##ID, false, 0}
-#define EW_BINARY(ID, KERNEL) {FVM_FS_BINARY + 1, FVM_BIN_##ID, false, 0}
-#define EW_COMPARE(ID, KERNEL) {FVM_FS_BINARY + 1, FVM_BIN_##ID, true, 0}
-#define EW_SELECT(ID, KERNEL) {FVM_FS_SELECT + 1, 0, false, 0}
-#define EW_CAST(ID, KERNEL) {FVM_FS_CAST + 1, 0, false, 0}
-#define EW_FILL(ID, KERNEL) {FVM_FS_FILL + 1, 0, false, (KERNEL)}
+#define EW_UNARY(ID, KERNEL) \
+    { \
+        FVM_FS_UNARY + 1, FVM_UN_##ID, false, 0 \
+    }
+#define EW_BINARY(ID, KERNEL) \
+    { \
+        FVM_FS_BINARY + 1, FVM_BIN_##ID, false, 0 \
+    }
+#define EW_COMPARE(ID, KERNEL) \
+    { \
+        FVM_FS_BINARY + 1, FVM_BIN_##ID, true, 0 \
+    }
+#define EW_SELECT(ID, KERNEL) \
+    { \
+        FVM_FS_SELECT + 1, 0, false, 0 \
+    }
+#define EW_CAST(ID, KERNEL) \
+    { \
+        FVM_FS_CAST + 1, 0, false, 0 \
+    }
+#define EW_FILL(ID, KERNEL) \
+    { \
+        FVM_FS_FILL + 1, 0, false, (KERNEL) \
+    }
 
 static const ew_info ew_of[FVM_OP_COUNT] = {
 #define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
@@ -46,14 +64,14 @@ _Static_assert(FVM_UN_COUNT <= 127 && FVM_BIN_COUNT <= 127, "kernel ops fit a si
 /* The op of each kernel op. */
 static const fvm_op unary_op[FVM_UN_COUNT] = {
 #define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
-    FVM_EW_IF_UNARY_##STEP([FVM_UN_##ID] = FVM_OP_##ID,)
+    FVM_EW_IF_UNARY_##STEP([FVM_UN_##ID] = FVM_OP_##ID, )
 #include "ops.def"
 #undef FVM_EW
 };
 
 static const fvm_op binary_op[FVM_BIN_COUNT] = {
 #define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
-    FVM_EW_IF_BINARY_##STEP([FVM_BIN_##ID] = FVM_OP_##ID,)
+    FVM_EW_IF_BINARY_##STEP([FVM_BIN_##ID] = FVM_OP_##ID, )
 #include "ops.def"
 #undef FVM_EW
 };
@@ -61,13 +79,13 @@ static const fvm_op binary_op[FVM_BIN_COUNT] = {
 fvm_unary fvm_elementwise_unary(fvm_op op)
 {
     return (unsigned)op < FVM_OP_COUNT && ew_of[op].kind == FVM_FS_UNARY + 1 ? (fvm_unary)ew_of[op].kernel
-                                                                           : FVM_UN_COUNT;
+                                                                             : FVM_UN_COUNT;
 }
 
 fvm_binary fvm_elementwise_binary(fvm_op op)
 {
     return (unsigned)op < FVM_OP_COUNT && ew_of[op].kind == FVM_FS_BINARY + 1 ? (fvm_binary)ew_of[op].kernel
-                                                                            : FVM_BIN_COUNT;
+                                                                              : FVM_BIN_COUNT;
 }
 
 const char *fvm_elementwise_unary_name(fvm_unary op)

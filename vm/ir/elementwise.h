@@ -32,7 +32,7 @@
 /* The ops whose step is UNARY, in ops.def order: FVM_UN_<ID>. */
 typedef enum fvm_unary {
 #define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
-    FVM_EW_IF_UNARY_##STEP(FVM_UN_##ID,)
+    FVM_EW_IF_UNARY_##STEP(FVM_UN_##ID, )
 #include "ops.def"
 #undef FVM_EW
     FVM_UN_COUNT
@@ -41,7 +41,7 @@ typedef enum fvm_unary {
 /* The ops whose step is BINARY or COMPARE, in ops.def order: FVM_BIN_<ID>. */
 typedef enum fvm_binary {
 #define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
-    FVM_EW_IF_BINARY_##STEP(FVM_BIN_##ID,)
+    FVM_EW_IF_BINARY_##STEP(FVM_BIN_##ID, )
 #include "ops.def"
 #undef FVM_EW
     FVM_BIN_COUNT
@@ -50,11 +50,11 @@ typedef enum fvm_binary {
 /* The kinds of step (the step column of ops.def; COMPARE is a BINARY step
  * whose result is bool). */
 typedef enum fvm_fstep_kind {
-    FVM_FS_UNARY,  /* op: an fvm_unary; one operand */
+    FVM_FS_UNARY, /* op: an fvm_unary; one operand */
     FVM_FS_BINARY, /* op: an fvm_binary; two operands */
     FVM_FS_SELECT, /* three operands: predicate, then, else */
-    FVM_FS_CAST,   /* to dtype; one operand */
-    FVM_FS_FILL,   /* value in the operand's dtype, as fvm_k_fill converts it; the operand is not read */
+    FVM_FS_CAST, /* to dtype; one operand */
+    FVM_FS_FILL, /* value in the operand's dtype, as fvm_k_fill converts it; the operand is not read */
 } fvm_fstep_kind;
 
 /* One elementwise step of a fused chain (fvm_k_fused): step s's operands
@@ -62,9 +62,9 @@ typedef enum fvm_fstep_kind {
  * step t). */
 typedef struct fvm_fstep {
     fvm_fstep_kind kind;
-    int op;         /* UNARY: an fvm_unary; BINARY: an fvm_binary */
+    int op; /* UNARY: an fvm_unary; BINARY: an fvm_binary */
     fvm_dtype dtype; /* CAST: the dtype cast to */
-    double value;   /* FILL: the value */
+    double value; /* FILL: the value */
     int arg[3];
 } fvm_fstep;
 

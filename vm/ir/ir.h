@@ -18,23 +18,23 @@ typedef struct fvm_instr {
     const struct fvm_doc *attrs; /* OBJECT as written, or NULL: what writers write; decoded into 'a' at load */
     int nargs;
     const char **arg_names;
-    fvm_loc loc;       /* of the instruction array */
-    fvm_loc name_loc;  /* of the bound name */
+    fvm_loc loc; /* of the instruction array */
+    fvm_loc name_loc; /* of the bound name */
     fvm_loc *arg_locs; /* of each argument */
     fvm_loc attrs_loc; /* of the attribute object (or the instruction) */
-    fvm_loc *fn_locs;  /* of each FUNC attribute given, by fvm_attr_id (< FVM_NFUNC_ATTRS), or NULL */
-    fvm_attrs a;       /* decoded attributes (fvm_ir_decode_attrs, format/ir_read.h) */
-    bool attrs_bad;    /* ... with errors, reported: the instruction is not typed */
-    fvm_tensor konst;  /* const: the value (owned; released by fvm_program_free) */
+    fvm_loc *fn_locs; /* of each FUNC attribute given, by fvm_attr_id (< FVM_NFUNC_ATTRS), or NULL */
+    fvm_attrs a; /* decoded attributes (fvm_ir_decode_attrs, format/ir_read.h) */
+    bool attrs_bad; /* ... with errors, reported: the instruction is not typed */
+    fvm_tensor konst; /* const: the value (owned; released by fvm_program_free) */
 
     /* Filled by the checker: */
-    int slot;             /* the slot this instruction writes */
-    int *args;            /* slot of each argument */
+    int slot; /* the slot this instruction writes */
+    int *args; /* slot of each argument */
     const fvm_type **arg_types;
     const fvm_type *type; /* result type */
-    fvm_func *derived;    /* grad, value_and_grad, vjp: the pullback; federated_select: its client half
+    fvm_func *derived; /* grad, value_and_grad, vjp: the pullback; federated_select: its client half
                              (both made by the passes after checking, vm/transform/passes.h) */
-    int nrelease;         /* slots whose last use is this instruction */
+    int nrelease; /* slots whose last use is this instruction */
     int *release;
 } fvm_instr;
 
@@ -46,8 +46,8 @@ struct fvm_func {
     const fvm_type **param_types;
     const char **param_type_text; /* as written */
     const struct fvm_doc **param_type_nodes;
-    fvm_loc *param_locs;          /* of each type string */
-    fvm_loc *param_name_locs;     /* of each name */
+    fvm_loc *param_locs; /* of each type string */
+    fvm_loc *param_name_locs; /* of each name */
     int ninstrs;
     fvm_instr *instrs;
     const char *result_name;
@@ -58,17 +58,17 @@ struct fvm_func {
     /* Filled by the checker: */
     const fvm_type *result_type;
     int result_slot;
-    int nslots;          /* params then one per instruction */
-    int nparam_release;  /* params never used: released at entry */
+    int nslots; /* params then one per instruction */
+    int nparam_release; /* params never used: released at entry */
     int *param_release;
-    bool federated;      /* uses placed values or intrinsics (directly or through calls) */
-    bool entry_check;    /* some caller passes a less specific type (a '?' dim): check arguments at entry */
+    bool federated; /* uses placed values or intrinsics (directly or through calls) */
+    bool entry_check; /* some caller passes a less specific type (a '?' dim): check arguments at entry */
     const struct fvm_phases *phases; /* client work fused with its aggregations (phases.h), or NULL */
     const struct fvm_fusion *fusion; /* elementwise chains run as one pass (fuse_plan.h), or NULL */
-    int state;           /* checker bookkeeping */
-    int height;          /* functions on its longest call chain, itself included */
-    int mark;            /* scratch of the passes that walk the call graph (vm/transform/passes.c) */
-    bool ok;             /* checked without errors */
+    int state; /* checker bookkeeping */
+    int height; /* functions on its longest call chain, itself included */
+    int mark; /* scratch of the passes that walk the call graph (vm/transform/passes.c) */
+    bool ok; /* checked without errors */
 };
 
 /* A type alias. */
@@ -78,15 +78,15 @@ typedef struct fvm_alias {
     const struct fvm_doc *node; /* the type string */
     fvm_loc loc;
     const fvm_type *type; /* resolved by the loader */
-    int height;           /* nesting levels its definition uses */
+    int height; /* nesting levels its definition uses */
     int state;
     fvm_module *module;
 } fvm_alias;
 
 /* One source file. */
 struct fvm_module {
-    const char *path;    /* as given (display name) */
-    const char *real;    /* canonical path, identifies the file */
+    const char *path; /* as given (display name) */
+    const char *real; /* canonical path, identifies the file */
     const char *doc;
     const struct fvm_doc *form; /* "form": what fedplan wrote this program as (format/PLANS.md), or NULL */
     int version;
@@ -99,7 +99,7 @@ struct fvm_module {
     int nfuncs;
     fvm_func **funcs;
     const struct fvm_doc *root; /* the parsed document (the program's member of it, see base) */
-    const char *base;    /* the JSON pointer of the program in its file: "" for a whole file, else
+    const char *base; /* the JSON pointer of the program in its file: "" for a whole file, else
                             the member fvm_program_load_member read (error pointers start with it) */
 };
 
@@ -115,8 +115,8 @@ typedef struct fvm_program {
     int naliases;
     fvm_alias **aliases;
     bool load_errors; /* the loader reported errors: check may add more, but it cannot run */
-    bool compiled;    /* the passes after checking ran (vm/transform/passes.h) */
-    int cap_funcs;    /* capacity of funcs (0: exactly nfuncs, as loaded) */
+    bool compiled; /* the passes after checking ran (vm/transform/passes.h) */
+    int cap_funcs; /* capacity of funcs (0: exactly nfuncs, as loaded) */
     struct fvm_ad_cache *ad; /* derived functions, by (function, parameters) (autodiff.c) */
 } fvm_program;
 

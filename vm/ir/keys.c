@@ -60,8 +60,7 @@ static void keys_free(fvm_source *src)
 
 static const struct fvm_source_i keys_iface = {.get = keys_get, .free = keys_free};
 
-fvm_status fvm_client_keys_value(const uint32_t key[2], const int64_t *idx, int64_t n, fvm_value **out,
-                                 fvm_diag *d)
+fvm_status fvm_client_keys_value(const uint32_t key[2], const int64_t *idx, int64_t n, fvm_value **out, fvm_diag *d)
 {
     keys_source *ks = calloc(1, sizeof *ks);
     if (ks && idx && (ks->idx = malloc((size_t)(n > 0 ? n : 1) * sizeof *idx)))

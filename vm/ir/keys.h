@@ -29,6 +29,6 @@ FVM_API fvm_status fvm_key_value(const uint32_t key[2], fvm_value **out, fvm_dia
  * fvm_prng_fold_in(key, idx[j]) (idx NULL: j), made when read (idx is
  * copied; the value holds no member in memory). */
 FVM_API fvm_status fvm_client_keys_value(const uint32_t key[2], const int64_t *idx, int64_t n, fvm_value **out,
-                                 fvm_diag *d);
+                                         fvm_diag *d);
 
 #endif

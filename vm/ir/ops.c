@@ -7,7 +7,10 @@
 #include <string.h>
 
 /* The DOMAIN column of attrs.def and op_attrs.def, as designated initializers. */
-#define D(...) {__VA_ARGS__}
+#define D(...) \
+    { \
+        __VA_ARGS__ \
+    }
 #define ANY .one_of = NULL
 #define MIN(x) .has_min = true, .min = (x)
 #define ABOVE(x) .has_min = true, .min_open = true, .min = (x)
@@ -24,8 +27,8 @@ const fvm_attr_info fvm_attr_table[FVM_ATTR_COUNT] = {
 };
 
 /* The FUNC attributes are the first FVM_NFUNC_ATTRS of attrs.def. */
-#define FVM_ATTR(ID, NAME, KIND, FIELD, DOMAIN)                                                       \
-    _Static_assert((FVM_AK_##KIND == FVM_AK_FUNC) == (FVM_ATTR_##ID < FVM_NFUNC_ATTRS),              \
+#define FVM_ATTR(ID, NAME, KIND, FIELD, DOMAIN) \
+    _Static_assert((FVM_AK_##KIND == FVM_AK_FUNC) == (FVM_ATTR_##ID < FVM_NFUNC_ATTRS), \
                    "attrs.def: the FUNC attributes come first, FVM_NFUNC_ATTRS of them (" #ID ")");
 #include "attrs.def"
 #undef FVM_ATTR
@@ -52,7 +55,8 @@ static const struct {
 _Static_assert(FVM_ATTR_COUNT <= 64, "attribute masks are 64-bit");
 
 const fvm_op_info fvm_op_table[FVM_OP_COUNT] = {
-#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) [FVM_OP_##ID] = {NAME, MINA, MAXA, FLAGS, ATTRS, REQ},
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) \
+    [FVM_OP_##ID] = {NAME, MINA, MAXA, FLAGS, ATTRS, REQ},
 #include "ops.def"
 #undef FVM_OP
 };
@@ -93,9 +97,9 @@ static const struct {
     bool valid;
     fvm_agg_rule rule;
 } agg_rules[FVM_OP_COUNT] = {
-#define FVM_AGG(OP, CLIENT_ARGS, LIFT, COMBINE, REPORT, EMPTY)                                                   \
-    [FVM_OP_##OP] = {true,                                                                                       \
-                     {CLIENT_ARGS, FVM_AGG_LIFT_##LIFT, FVM_AGG_COMBINE_##COMBINE, FVM_AGG_OP_##COMBINE,          \
+#define FVM_AGG(OP, CLIENT_ARGS, LIFT, COMBINE, REPORT, EMPTY) \
+    [FVM_OP_##OP] = {true, \
+                     {CLIENT_ARGS, FVM_AGG_LIFT_##LIFT, FVM_AGG_COMBINE_##COMBINE, FVM_AGG_OP_##COMBINE, \
                       FVM_AGG_REPORT_##REPORT, FVM_AGG_EMPTY_##EMPTY}},
 #include "aggregations.def"
 #undef FVM_AGG
@@ -114,7 +118,7 @@ enum {
 #undef FVM_AGG
 enum {
     NAGG_OPS = 0
-#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) +(((FLAGS) & OPF_AGG) != 0)
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) +(((FLAGS)&OPF_AGG) != 0)
 #include "ops.def"
 #undef FVM_OP
     ,

@@ -83,7 +83,7 @@ typedef struct fvm_attr_domain {
 typedef struct fvm_attr_info {
     const char *name;
     fvm_attr_kind kind;
-    size_t offset;      /* of the field in fvm_attrs */
+    size_t offset; /* of the field in fvm_attrs */
     fvm_attr_domain dom; /* in every op that does not give its own (fvm_attr_domain_of) */
 } fvm_attr_info;
 

@@ -31,9 +31,9 @@ static bool is_bool(fvm_dtype t)
  * attributes' or the instruction's, and the op name. */
 fvm_status fvm_rule_located(fvm_rctx *c, fvm_status s, int argi)
 {
-    const fvm_loc *l = argi == FVM_RLOC_ATTRS                  ? &c->in->attrs_loc
-                       : argi >= 0 && argi < c->in->nargs      ? &c->in->arg_locs[argi]
-                                                               : &c->in->loc;
+    const fvm_loc *l = argi == FVM_RLOC_ATTRS             ? &c->in->attrs_loc
+                       : argi >= 0 && argi < c->in->nargs ? &c->in->arg_locs[argi]
+                                                          : &c->in->loc;
     if (s != FVM_OK)
         fvm_diag_place_last(c->d, l, fvm_op_table[c->in->op].name, FVM_OK);
     return s;
@@ -73,8 +73,8 @@ static fvm_status want_fn(fvm_rctx *c, const char *attr, const fvm_func *fn, int
                         "must be local (no placements, no federated intrinsics)",
                         attr, fn->name);
     if (fn->nparams != n)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "%s function '%s' takes %d parameter%s but is given %d",
-                        attr, fn->name, fn->nparams, fn->nparams == 1 ? "" : "s", n);
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "%s function '%s' takes %d parameter%s but is given %d", attr,
+                        fn->name, fn->nparams, fn->nparams == 1 ? "" : "s", n);
     for (int i = 0; i < n; i++) {
         char why[256];
         if (!fvm_type_compatible(ts[i], fn->param_types[i]))
@@ -90,8 +90,7 @@ static fvm_status want_fn(fvm_rctx *c, const char *attr, const fvm_func *fn, int
 
 /* fn's result is fed back to fn itself (a loop state, an accumulator), where
  * 'want' is expected. */
-static fvm_status want_result(fvm_rctx *c, const char *attr, const fvm_func *fn, const fvm_type *want,
-                              const char *what)
+static fvm_status want_result(fvm_rctx *c, const char *attr, const fvm_func *fn, const fvm_type *want, const char *what)
 {
     if (fvm_type_compatible(fn->result_type, want)) {
         if (!fvm_type_equal(fn->result_type, want))
@@ -133,8 +132,7 @@ static fvm_status lift(fvm_rctx *c, const fvm_type *const *ts, int n, leaf_rule 
             same = (!a && !b) || (a && b && !strcmp(a, b));
         }
         if (!same)
-            return fvm_rerr(c, i, FVM_ERR_TYPE,
-                            "elementwise operands must be structs of the same fields: %s and %s",
+            return fvm_rerr(c, i, FVM_ERR_TYPE, "elementwise operands must be structs of the same fields: %s and %s",
                             fvm_rtype(c, ts[si]), fvm_rtype(c, t));
     }
     int nf = s->u.strct.n;
@@ -266,10 +264,10 @@ static fvm_status leaf_cast(fvm_rctx *c, const fvm_type *const *ts, int n, const
 }
 
 /* Elementwise ops: the rule of each leaf, lifted over structs. */
-#define LIFTED_RULE_DEF(name, leaf)                        \
-    fvm_status name(fvm_rctx *c, const fvm_type **out)     \
-    {                                                      \
-        return lift(c, c->args, c->nargs, leaf, out, 0);   \
+#define LIFTED_RULE_DEF(name, leaf) \
+    fvm_status name(fvm_rctx *c, const fvm_type **out) \
+    { \
+        return lift(c, c->args, c->nargs, leaf, out, 0); \
     }
 #define LIFTED_RULE(name, leaf) LIFTED_RULE_DEF(name, leaf)
 LIFTED_RULE(rule_same, leaf_same)
@@ -310,8 +308,8 @@ fvm_status rule_iota(fvm_rctx *c, const fvm_type **out)
     if (static_shape(c, &a->shape, dt, &dims))
         return FVM_ERR_TYPE;
     if (a->axis < -dims.rank || a->axis >= dims.rank)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "axis %lld is out of range for rank %d",
-                        (long long)a->axis, dims.rank);
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "axis %lld is out of range for rank %d", (long long)a->axis,
+                        dims.rank);
     *out = fvm_rule_tensor(c, dt, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
@@ -327,8 +325,8 @@ fvm_status rule_matmul(fvm_rctx *c, const fvm_type **out)
         return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "operands must have one numeric dtype, found %s and %s",
                         fvm_rtype(c, x), fvm_rtype(c, y));
     fvm_dims dims;
-    fvm_status s = fvm_shape_matmul(&x->u.tensor.dims, &y->u.tensor.dims, c->in->a.transpose_a,
-                                    c->in->a.transpose_b, &dims, c->d);
+    fvm_status s =
+        fvm_shape_matmul(&x->u.tensor.dims, &y->u.tensor.dims, c->in->a.transpose_a, c->in->a.transpose_b, &dims, c->d);
     if (s)
         return fvm_rule_located(c, s, FVM_RLOC_INSTR);
     *out = fvm_rule_tensor(c, x->u.tensor.dtype, &dims);
@@ -347,8 +345,8 @@ fvm_status rule_reduce(fvm_rctx *c, const fvm_type **out)
     fvm_dims dims;
     uint32_t mask;
     const fvm_attrs *a = &c->in->a;
-    fvm_status s = fvm_shape_reduce(&x->u.tensor.dims, (a->present & A(AXES)) ? &a->axes : NULL, a->keepdims,
-                                    &dims, &mask, c->d);
+    fvm_status s =
+        fvm_shape_reduce(&x->u.tensor.dims, (a->present & A(AXES)) ? &a->axes : NULL, a->keepdims, &dims, &mask, c->d);
     if (s)
         return fvm_rule_located(c, s, FVM_RLOC_ATTRS);
     *out = fvm_rule_tensor(c, dt, &dims);
@@ -404,8 +402,7 @@ fvm_status rule_transpose(fvm_rctx *c, const fvm_type **out)
     fvm_dims dims;
     int perm[FVM_MAX_RANK];
     const fvm_attrs *a = &c->in->a;
-    if (fvm_shape_transpose(&c->args[0]->u.tensor.dims, (a->present & A(PERM)) ? &a->perm : NULL, &dims, perm,
-                            c->d))
+    if (fvm_shape_transpose(&c->args[0]->u.tensor.dims, (a->present & A(PERM)) ? &a->perm : NULL, &dims, perm, c->d))
         return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
     *out = fvm_rule_tensor(c, c->args[0]->u.tensor.dtype, &dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
@@ -473,7 +470,8 @@ static const fvm_type *key_type(fvm_rctx *c)
 fvm_status rule_random_key(fvm_rctx *c, const fvm_type **out)
 {
     if (!is_int_scalar(c->args[0]))
-        return fvm_rerr(c, 0, FVM_ERR_TYPE, "the seed must be an integer scalar (u8[], i32[], i64[] or u32[]), found %s",
+        return fvm_rerr(c, 0, FVM_ERR_TYPE,
+                        "the seed must be an integer scalar (u8[], i32[], i64[] or u32[]), found %s",
                         fvm_rtype(c, c->args[0]));
     *out = key_type(c);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
@@ -518,8 +516,7 @@ fvm_status rule_struct(fvm_rctx *c, const fvm_type **out)
 {
     const fvm_attrs *a = &c->in->a;
     if ((a->present & A(NAMES)) && a->names.n != c->nargs)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "names has %d entries for %d arguments", a->names.n,
-                        c->nargs);
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "names has %d entries for %d arguments", a->names.n, c->nargs);
     *out = fvm_type_struct(c->a, c->nargs, (a->present & A(NAMES)) ? a->names.v : NULL, c->args);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
@@ -549,8 +546,8 @@ fvm_status rule_field(fvm_rctx *c, const fvm_type **out)
                             fvm_rtype(c, t), a->name, names[0] ? names : "none named; select by index");
         }
     } else if (i >= t->u.strct.n) {
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "index %lld is out of range for %s (%d fields)",
-                        (long long)i, fvm_rtype(c, t), t->u.strct.n);
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "index %lld is out of range for %s (%d fields)", (long long)i,
+                        fvm_rtype(c, t), t->u.strct.n);
     }
     c->in->a.index = i; /* the runtime selects by index */
     *out = t->u.strct.elems[i];
@@ -579,7 +576,8 @@ fvm_status rule_cond(fvm_rctx *c, const fvm_type **out)
         return fvm_rerr(c, 0, FVM_ERR_TYPE, "the predicate must be bool[], found %s", fvm_rtype(c, c->args[0]));
     if (!t->ok || !e->ok)
         return *out = NULL, FVM_OK;
-    if (want_fn(c, "then", t, c->nargs - 1, c->args + 1, false) || want_fn(c, "else", e, c->nargs - 1, c->args + 1, false))
+    if (want_fn(c, "then", t, c->nargs - 1, c->args + 1, false) ||
+        want_fn(c, "else", e, c->nargs - 1, c->args + 1, false))
         return FVM_ERR_TYPE;
     if (!fvm_type_equal(t->result_type, e->result_type))
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "then returns %s but else returns %s",
@@ -869,8 +867,7 @@ fvm_status rule_federated_zip(fvm_rctx *c, const fvm_type **out)
 {
     const fvm_attrs *a = &c->in->a;
     if ((a->present & A(NAMES)) && a->names.n != c->nargs)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "names has %d entries for %d arguments", a->names.n,
-                        c->nargs);
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "names has %d entries for %d arguments", a->names.n, c->nargs);
     bool clients = at_clients(c->args[0]), all_equal = true;
     const fvm_type **ms = fvm_arena_array(c->a, (size_t)c->nargs + 1, sizeof *ms);
     if (!ms)
@@ -893,8 +890,10 @@ static fvm_status aggregand(fvm_rctx *c, int i, bool (*pred)(fvm_dtype), const c
         return FVM_ERR_PLACEMENT;
     const fvm_type *m = c->args[i]->u.fed.member;
     if (!fvm_type_is_tensor_tree(m) || !fvm_type_all_leaves(m, pred))
-        return fvm_rerr(c, i, FVM_ERR_TYPE, "expects client values that are %s (tensors or structs of them), "
-                        "found %s", what, fvm_rtype(c, c->args[i]));
+        return fvm_rerr(c, i, FVM_ERR_TYPE,
+                        "expects client values that are %s (tensors or structs of them), "
+                        "found %s",
+                        what, fvm_rtype(c, c->args[i]));
     return FVM_OK;
 }
 
@@ -985,8 +984,8 @@ fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
     /* The narrowest leaf bounds the bitwidth: the modular sum must fit its dtype. */
     int maxbw = narrowest_bits(m);
     if (bw > maxbw)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "bitwidth must be between 1 and %d for %s, found %lld",
-                        maxbw, fvm_rtype(c, m), (long long)bw);
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "bitwidth must be between 1 and %d for %s, found %lld", maxbw,
+                        fvm_rtype(c, m), (long long)bw);
     return fed_out(c, m, FVM_PL_SERVER, true, out);
 }
 
@@ -1032,8 +1031,8 @@ static fvm_status unbroadcast_type(fvm_rctx *c, const fvm_type *ct, const fvm_ty
         return FVM_OK;
     }
     if (like->kind != FVM_T_TENSOR || !fvm_type_is_tensor_tree(ct))
-        return fvm_rerr(c, 0, FVM_ERR_TYPE, "expects tensors or structs of tensors, found %s and %s",
-                        fvm_rtype(c, ct), fvm_rtype(c, like));
+        return fvm_rerr(c, 0, FVM_ERR_TYPE, "expects tensors or structs of tensors, found %s and %s", fvm_rtype(c, ct),
+                        fvm_rtype(c, like));
     if (ct->kind == FVM_T_STRUCT) { /* a tensor broadcast to every leaf: the leaves' sums add up */
         for (int i = 0; i < ct->u.strct.n; i++) {
             const fvm_type *f;
@@ -1070,8 +1069,8 @@ static fvm_status leaf_reshape_like(fvm_rctx *c, const fvm_type *const *ts, int 
 {
     int64_t a = fvm_dims_count(&ts[0]->u.tensor.dims), b = fvm_dims_count(&ts[1]->u.tensor.dims);
     if (a >= 0 && b >= 0 && a != b)
-        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "%s and %s have different element counts",
-                        fvm_rtype(c, ts[0]), fvm_rtype(c, ts[1]));
+        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "%s and %s have different element counts", fvm_rtype(c, ts[0]),
+                        fvm_rtype(c, ts[1]));
     *out = fvm_rule_tensor(c, ts[0]->u.tensor.dtype, &ts[1]->u.tensor.dims);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
@@ -1108,8 +1107,10 @@ static const fvm_type *with_history(fvm_rctx *c, const char *n1, const char *n2,
     if (!seq)
         return NULL;
     if (fvm_type_is_placed(t)) {
-        fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_PLACEMENT, "the loop state %s is placed; a scan keeps its states in "
-                 "a sequence, which cannot hold placed values", fvm_rtype(c, t));
+        fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_PLACEMENT,
+                 "the loop state %s is placed; a scan keeps its states in "
+                 "a sequence, which cannot hold placed values",
+                 fvm_rtype(c, t));
         return NULL;
     }
     const char *names[2] = {n1, n2};
@@ -1151,8 +1152,7 @@ fvm_status rule_sequence_zip(fvm_rctx *c, const fvm_type **out)
 {
     const fvm_attrs *a = &c->in->a;
     if ((a->present & A(NAMES)) && a->names.n != c->nargs)
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "names has %d entries for %d arguments", a->names.n,
-                        c->nargs);
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "names has %d entries for %d arguments", a->names.n, c->nargs);
     const fvm_type **es = fvm_arena_array(c->a, (size_t)c->nargs + 1, sizeof *es);
     if (!es)
         return FVM_ERR_NOMEM;
@@ -1223,8 +1223,8 @@ fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
     }
     int n = fn->nparams + (op == FVM_OP_VJP);
     if (c->nargs != n)
-        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "takes %s's %d arguments%s, found %d", fn->name,
-                        fn->nparams, op == FVM_OP_VJP ? " and the cotangent of its result" : "", c->nargs);
+        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "takes %s's %d arguments%s, found %d", fn->name, fn->nparams,
+                        op == FVM_OP_VJP ? " and the cotangent of its result" : "", c->nargs);
     if (want_fn(c, "fn", fn, fn->nparams, c->args, false))
         return FVM_ERR_TYPE;
     const fvm_type *wt = fn->param_types[wrt];
@@ -1236,7 +1236,8 @@ fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
             return fvm_rerr(c, n - 1, FVM_ERR_TYPE, "the cotangent of '%s''s result must be %s, found %s", fn->name,
                             fvm_rtype(c, ct), fvm_rtype(c, c->args[n - 1]));
     } else if (!is_float_scalar(fn->result_type)) {
-        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "needs a function returning a float scalar (f32[] or "
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE,
+                        "needs a function returning a float scalar (f32[] or "
                         "f32[]@SERVER); '%s' returns %s (use vjp for other results)",
                         fn->name, fvm_rtype(c, fn->result_type));
     }

@@ -12,7 +12,7 @@ typedef struct fvm_rctx {
     fvm_arena *a;
     fvm_diag *d;
     const fvm_program *p;
-    fvm_func *f;   /* the function being checked */
+    fvm_func *f; /* the function being checked */
     fvm_instr *in; /* the instruction */
     const fvm_type **args;
     int nargs;
@@ -40,7 +40,8 @@ fvm_status fvm_rule_want_key(fvm_rctx *c, int i);
  * (FVM_RLOC_ATTRS) or of the instruction, and the op's name; returns s. */
 fvm_status fvm_rule_located(fvm_rctx *c, fvm_status s, int argi);
 
-#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) fvm_status RULE(fvm_rctx *c, const fvm_type **out);
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) \
+    fvm_status RULE(fvm_rctx *c, const fvm_type **out);
 #include "ops.def"
 #undef FVM_OP
 

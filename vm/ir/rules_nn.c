@@ -23,8 +23,7 @@ static fvm_status same_dtype(fvm_rctx *c, int i, int j)
 {
     if (c->args[i]->u.tensor.dtype == c->args[j]->u.tensor.dtype)
         return FVM_OK;
-    return fvm_rerr(c, j, FVM_ERR_TYPE, "dtypes differ: %s and %s", fvm_rtype(c, c->args[i]),
-                    fvm_rtype(c, c->args[j]));
+    return fvm_rerr(c, j, FVM_ERR_TYPE, "dtypes differ: %s and %s", fvm_rtype(c, c->args[i]), fvm_rtype(c, c->args[j]));
 }
 
 /* Two dims that must match (either may be unknown). */
@@ -128,11 +127,13 @@ fvm_status rule_conv2d(fvm_rctx *c, const fvm_type **out)
         return FVM_ERR_TYPE;
     const fvm_dims *x = &c->args[0]->u.tensor.dims, *w = &c->args[1]->u.tensor.dims;
     if (x->rank != 4 || w->rank != 4)
-        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "takes x [N,H,W,C] and w [KH,KW,C,O], found %s "
-                        "and %s", fvm_rtype(c, c->args[0]), fvm_rtype(c, c->args[1]));
+        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE,
+                        "takes x [N,H,W,C] and w [KH,KW,C,O], found %s "
+                        "and %s",
+                        fvm_rtype(c, c->args[0]), fvm_rtype(c, c->args[1]));
     if (!agree(x->d[3], w->d[2]))
-        return fvm_rerr(c, 1, FVM_ERR_TYPE, "the filter has %lld input channels, the images %lld",
-                        (long long)w->d[2], (long long)x->d[3]);
+        return fvm_rerr(c, 1, FVM_ERR_TYPE, "the filter has %lld input channels, the images %lld", (long long)w->d[2],
+                        (long long)x->d[3]);
     if (w->d[0] < 0 || w->d[1] < 0)
         return fvm_rerr(c, 1, FVM_ERR_TYPE, "the filter's height and width must be known");
     fvm_window win;
@@ -161,8 +162,7 @@ fvm_status rule_conv2d_grad(fvm_rctx *c, const fvm_type **out)
     const fvm_dims *x = &c->args[xi]->u.tensor.dims, *w = &c->args[wi]->u.tensor.dims;
     if (!agree(x->d[3], w->d[2]))
         return fvm_rerr(c, wi, FVM_ERR_TYPE, "the filter %s expects %lld input channels, the images %s have %lld",
-                        fvm_rtype(c, c->args[wi]), (long long)w->d[2], fvm_rtype(c, c->args[xi]),
-                        (long long)x->d[3]);
+                        fvm_rtype(c, c->args[wi]), (long long)w->d[2], fvm_rtype(c, c->args[xi]), (long long)x->d[3]);
     fvm_window win;
     static const int64_t one[2] = {1, 1};
     fvm_dims o;
@@ -208,7 +208,7 @@ fvm_status rule_pool_grad(fvm_rctx *c, const fvm_type **out)
     if (windowed(c, 0, &win, x->d[3], &o) ||
         want_shape(c, 1, &o,
                    c->in->op == FVM_OP_MAX_POOL_GRAD ? "dy must have the shape max_pool gives for x"
-                                                      : "dy must have the shape avg_pool gives for x"))
+                                                     : "dy must have the shape avg_pool gives for x"))
         return FVM_ERR_TYPE;
     *out = c->args[0];
     return FVM_OK;
@@ -295,9 +295,11 @@ fvm_status rule_lstm_cell(fvm_rctx *c, const fvm_type **out)
               wh->u.tensor.dtype == wx->u.tensor.dtype && b->u.tensor.dtype == wx->u.tensor.dtype;
     ok = ok && H >= 0 && agree(x->d[0], h->d[0]) && agree(h->d[0], cs->d[0]) && agree(cs->d[1], H) &&
          agree(wx->u.tensor.dims.d[0], x->d[1]) && agree(wx->u.tensor.dims.d[1], 4 * H) &&
-         agree(wh->u.tensor.dims.d[0], H) && agree(wh->u.tensor.dims.d[1], 4 * H) && agree(b->u.tensor.dims.d[0], 4 * H);
+         agree(wh->u.tensor.dims.d[0], H) && agree(wh->u.tensor.dims.d[1], 4 * H) &&
+         agree(b->u.tensor.dims.d[0], 4 * H);
     if (!ok)
-        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "takes x [B,I], h [B,H], c [B,H] (H known) and "
+        return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE,
+                        "takes x [B,I], h [B,H], c [B,H] (H known) and "
                         "<wx=[I,4H], wh=[H,4H], b=[4H]> of one float dtype; found %s, %s, %s, %s",
                         fvm_rtype(c, c->args[0]), fvm_rtype(c, c->args[1]), fvm_rtype(c, c->args[2]), fvm_rtype(c, p));
     const char *names[2] = {"h", "c"};

@@ -202,8 +202,7 @@ fvm_status fvm_shape_transpose(const fvm_dims *x, const fvm_ints *perm, fvm_dims
 }
 
 fvm_status fvm_shape_slice(const fvm_dims *x, const fvm_ints *start, const fvm_ints *stop, const fvm_ints *step,
-                           fvm_dims *out, int64_t start_out[FVM_MAX_RANK], int64_t step_out[FVM_MAX_RANK],
-                           fvm_diag *d)
+                           fvm_dims *out, int64_t start_out[FVM_MAX_RANK], int64_t step_out[FVM_MAX_RANK], fvm_diag *d)
 {
     int r = x->rank;
     if ((start && start->n > r) || (stop && stop->n > r) || (step && step->n > r))
@@ -234,8 +233,7 @@ fvm_status fvm_shape_slice(const fvm_dims *x, const fvm_ints *start, const fvm_i
     return FVM_OK;
 }
 
-fvm_status fvm_shape_concat(const fvm_dims *const *xs, int n, int64_t axis, fvm_dims *out, int *axis_out,
-                            fvm_diag *d)
+fvm_status fvm_shape_concat(const fvm_dims *const *xs, int n, int64_t axis, fvm_dims *out, int *axis_out, fvm_diag *d)
 {
     char s0[FVM_DIMS_STR], si[FVM_DIMS_STR];
     int r = xs[0]->rank;
@@ -289,8 +287,8 @@ fvm_status fvm_window_out(int64_t in, int64_t k, int64_t stride, bool same, int6
                           fvm_diag *d)
 {
     if (k < 1 || stride < 1)
-        return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "window size %lld and stride %lld must be at least 1",
-                            (long long)k, (long long)stride);
+        return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "window size %lld and stride %lld must be at least 1", (long long)k,
+                            (long long)stride);
     if (in < -1)
         return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "image side %lld is negative", (long long)in);
     int64_t o, p;

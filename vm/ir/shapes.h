@@ -24,10 +24,8 @@ fvm_status fvm_shape_transpose(const fvm_dims *x, const fvm_ints *perm, fvm_dims
 /* Python slicing per axis (start/stop/step lists may be shorter than the rank,
  * NULL for defaults; negative start/stop count from the end; clamped; step >= 1). */
 fvm_status fvm_shape_slice(const fvm_dims *x, const fvm_ints *start, const fvm_ints *stop, const fvm_ints *step,
-                           fvm_dims *out, int64_t start_out[FVM_MAX_RANK], int64_t step_out[FVM_MAX_RANK],
-                           fvm_diag *d);
-fvm_status fvm_shape_concat(const fvm_dims *const *xs, int n, int64_t axis, fvm_dims *out, int *axis_out,
-                            fvm_diag *d);
+                           fvm_dims *out, int64_t start_out[FVM_MAX_RANK], int64_t step_out[FVM_MAX_RANK], fvm_diag *d);
+fvm_status fvm_shape_concat(const fvm_dims *const *xs, int n, int64_t axis, fvm_dims *out, int *axis_out, fvm_diag *d);
 fvm_status fvm_shape_gather(const fvm_dims *x, const fvm_dims *idx, int64_t axis, fvm_dims *out, int *axis_out,
                             fvm_diag *d);
 

@@ -10,13 +10,13 @@
 /* ---- dtypes -------------------------------------------------------------- */
 
 static const char *const dtype_names[FVM_DTYPE_COUNT] = {
-    [FVM_DTYPE_BOOL] = "bool", [FVM_DTYPE_I32] = "i32", [FVM_DTYPE_I64] = "i64",
-    [FVM_DTYPE_U32] = "u32",   [FVM_DTYPE_U8] = "u8",   [FVM_DTYPE_F32] = "f32", [FVM_DTYPE_F64] = "f64",
+    [FVM_DTYPE_BOOL] = "bool", [FVM_DTYPE_I32] = "i32", [FVM_DTYPE_I64] = "i64", [FVM_DTYPE_U32] = "u32",
+    [FVM_DTYPE_U8] = "u8",     [FVM_DTYPE_F32] = "f32", [FVM_DTYPE_F64] = "f64",
 };
 
 static const unsigned char dtype_sizes[FVM_DTYPE_COUNT] = {
-    [FVM_DTYPE_BOOL] = 1, [FVM_DTYPE_I32] = 4, [FVM_DTYPE_I64] = 8,
-    [FVM_DTYPE_U32] = 4,  [FVM_DTYPE_U8] = 1,  [FVM_DTYPE_F32] = 4, [FVM_DTYPE_F64] = 8,
+    [FVM_DTYPE_BOOL] = 1, [FVM_DTYPE_I32] = 4, [FVM_DTYPE_I64] = 8, [FVM_DTYPE_U32] = 4,
+    [FVM_DTYPE_U8] = 1,   [FVM_DTYPE_F32] = 4, [FVM_DTYPE_F64] = 8,
 };
 
 const char *fvm_dtype_name(fvm_dtype t)
@@ -135,9 +135,8 @@ fvm_status fvm_dims_broadcast(const fvm_dims *a, const fvm_dims *b, fvm_dims *ou
             char sa[FVM_DIMS_STR], sb[FVM_DIMS_STR];
             fvm_dims_format(a, sa);
             fvm_dims_format(b, sb);
-            return fvm_diag_add(d, FVM_ERR_TYPE, NULL,
-                                "shapes %s and %s do not broadcast (dim %lld against %lld)", sa, sb,
-                                (long long)x, (long long)y);
+            return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "shapes %s and %s do not broadcast (dim %lld against %lld)", sa,
+                                sb, (long long)x, (long long)y);
         }
     }
     *out = r;
@@ -251,14 +250,37 @@ double fvm_tensor_get_f64(const fvm_tensor *t, int64_t i)
 {
     const unsigned char *p = (const unsigned char *)fvm_tensor_data(t) + (size_t)i * fvm_dtype_size(t->dtype);
     switch (t->dtype) {
-    case FVM_DTYPE_BOOL: return *p ? 1.0 : 0.0;
-    case FVM_DTYPE_U8: return *p;
-    case FVM_DTYPE_I32: { int32_t v; memcpy(&v, p, sizeof v); return v; }
-    case FVM_DTYPE_I64: { int64_t v; memcpy(&v, p, sizeof v); return (double)v; }
-    case FVM_DTYPE_U32: { uint32_t v; memcpy(&v, p, sizeof v); return v; }
-    case FVM_DTYPE_F32: { float v; memcpy(&v, p, sizeof v); return v; }
-    case FVM_DTYPE_F64: { double v; memcpy(&v, p, sizeof v); return v; }
-    default: return 0.0;
+    case FVM_DTYPE_BOOL:
+        return *p ? 1.0 : 0.0;
+    case FVM_DTYPE_U8:
+        return *p;
+    case FVM_DTYPE_I32: {
+        int32_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    case FVM_DTYPE_I64: {
+        int64_t v;
+        memcpy(&v, p, sizeof v);
+        return (double)v;
+    }
+    case FVM_DTYPE_U32: {
+        uint32_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    case FVM_DTYPE_F32: {
+        float v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    case FVM_DTYPE_F64: {
+        double v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    default:
+        return 0.0;
     }
 }
 
@@ -266,14 +288,37 @@ int64_t fvm_tensor_get_i64(const fvm_tensor *t, int64_t i)
 {
     const unsigned char *p = (const unsigned char *)fvm_tensor_data(t) + (size_t)i * fvm_dtype_size(t->dtype);
     switch (t->dtype) {
-    case FVM_DTYPE_BOOL: return *p ? 1 : 0;
-    case FVM_DTYPE_U8: return *p;
-    case FVM_DTYPE_I32: { int32_t v; memcpy(&v, p, sizeof v); return v; }
-    case FVM_DTYPE_I64: { int64_t v; memcpy(&v, p, sizeof v); return v; }
-    case FVM_DTYPE_U32: { uint32_t v; memcpy(&v, p, sizeof v); return v; }
-    case FVM_DTYPE_F32: { float v; memcpy(&v, p, sizeof v); return fvm_sat_i64(v); }
-    case FVM_DTYPE_F64: { double v; memcpy(&v, p, sizeof v); return fvm_sat_i64(v); }
-    default: return 0;
+    case FVM_DTYPE_BOOL:
+        return *p ? 1 : 0;
+    case FVM_DTYPE_U8:
+        return *p;
+    case FVM_DTYPE_I32: {
+        int32_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    case FVM_DTYPE_I64: {
+        int64_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    case FVM_DTYPE_U32: {
+        uint32_t v;
+        memcpy(&v, p, sizeof v);
+        return v;
+    }
+    case FVM_DTYPE_F32: {
+        float v;
+        memcpy(&v, p, sizeof v);
+        return fvm_sat_i64(v);
+    }
+    case FVM_DTYPE_F64: {
+        double v;
+        memcpy(&v, p, sizeof v);
+        return fvm_sat_i64(v);
+    }
+    default:
+        return 0;
     }
 }
 
@@ -281,14 +326,37 @@ void fvm_tensor_set_f64(fvm_tensor *t, int64_t i, double v)
 {
     unsigned char *p = (unsigned char *)fvm_tensor_data(t) + (size_t)i * fvm_dtype_size(t->dtype);
     switch (t->dtype) {
-    case FVM_DTYPE_BOOL: *p = v != 0; break;
-    case FVM_DTYPE_U8: *p = fvm_sat_u8(v); break;
-    case FVM_DTYPE_I32: { int32_t x = fvm_sat_i32(v); memcpy(p, &x, sizeof x); break; }
-    case FVM_DTYPE_I64: { int64_t x = fvm_sat_i64(v); memcpy(p, &x, sizeof x); break; }
-    case FVM_DTYPE_U32: { uint32_t x = fvm_sat_u32(v); memcpy(p, &x, sizeof x); break; }
-    case FVM_DTYPE_F32: { float x = (float)v; memcpy(p, &x, sizeof x); break; }
-    case FVM_DTYPE_F64: memcpy(p, &v, sizeof v); break;
-    default: break;
+    case FVM_DTYPE_BOOL:
+        *p = v != 0;
+        break;
+    case FVM_DTYPE_U8:
+        *p = fvm_sat_u8(v);
+        break;
+    case FVM_DTYPE_I32: {
+        int32_t x = fvm_sat_i32(v);
+        memcpy(p, &x, sizeof x);
+        break;
+    }
+    case FVM_DTYPE_I64: {
+        int64_t x = fvm_sat_i64(v);
+        memcpy(p, &x, sizeof x);
+        break;
+    }
+    case FVM_DTYPE_U32: {
+        uint32_t x = fvm_sat_u32(v);
+        memcpy(p, &x, sizeof x);
+        break;
+    }
+    case FVM_DTYPE_F32: {
+        float x = (float)v;
+        memcpy(p, &x, sizeof x);
+        break;
+    }
+    case FVM_DTYPE_F64:
+        memcpy(p, &v, sizeof v);
+        break;
+    default:
+        break;
     }
 }
 
@@ -296,14 +364,37 @@ void fvm_tensor_set_i64(fvm_tensor *t, int64_t i, int64_t v)
 {
     unsigned char *p = (unsigned char *)fvm_tensor_data(t) + (size_t)i * fvm_dtype_size(t->dtype);
     switch (t->dtype) {
-    case FVM_DTYPE_BOOL: *p = v != 0; break;
-    case FVM_DTYPE_U8: *p = (uint8_t)(uint64_t)v; break;
-    case FVM_DTYPE_I32: { int32_t x = (int32_t)(uint32_t)(uint64_t)v; memcpy(p, &x, sizeof x); break; }
-    case FVM_DTYPE_I64: memcpy(p, &v, sizeof v); break;
-    case FVM_DTYPE_U32: { uint32_t x = (uint32_t)(uint64_t)v; memcpy(p, &x, sizeof x); break; }
-    case FVM_DTYPE_F32: { float x = (float)v; memcpy(p, &x, sizeof x); break; }
-    case FVM_DTYPE_F64: { double x = (double)v; memcpy(p, &x, sizeof x); break; }
-    default: break;
+    case FVM_DTYPE_BOOL:
+        *p = v != 0;
+        break;
+    case FVM_DTYPE_U8:
+        *p = (uint8_t)(uint64_t)v;
+        break;
+    case FVM_DTYPE_I32: {
+        int32_t x = (int32_t)(uint32_t)(uint64_t)v;
+        memcpy(p, &x, sizeof x);
+        break;
+    }
+    case FVM_DTYPE_I64:
+        memcpy(p, &v, sizeof v);
+        break;
+    case FVM_DTYPE_U32: {
+        uint32_t x = (uint32_t)(uint64_t)v;
+        memcpy(p, &x, sizeof x);
+        break;
+    }
+    case FVM_DTYPE_F32: {
+        float x = (float)v;
+        memcpy(p, &x, sizeof x);
+        break;
+    }
+    case FVM_DTYPE_F64: {
+        double x = (double)v;
+        memcpy(p, &x, sizeof x);
+        break;
+    }
+    default:
+        break;
     }
 }
 

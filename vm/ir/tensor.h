@@ -10,7 +10,7 @@
 
 typedef enum fvm_dtype {
     FVM_DTYPE_BOOL, /* stored as uint8_t 0/1 */
-    FVM_DTYPE_U8,   /* bytes: image pixels, text */
+    FVM_DTYPE_U8, /* bytes: image pixels, text */
     FVM_DTYPE_I32,
     FVM_DTYPE_I64,
     FVM_DTYPE_U32,
@@ -19,11 +19,11 @@ typedef enum fvm_dtype {
     FVM_DTYPE_COUNT
 } fvm_dtype;
 
-FVM_API const char *fvm_dtype_name(fvm_dtype t);              /* "f32" */
+FVM_API const char *fvm_dtype_name(fvm_dtype t); /* "f32" */
 FVM_API bool fvm_dtype_parse(const char *s, size_t len, fvm_dtype *out);
-FVM_API size_t fvm_dtype_size(fvm_dtype t);                    /* bytes per element */
+FVM_API size_t fvm_dtype_size(fvm_dtype t); /* bytes per element */
 FVM_API bool fvm_dtype_is_float(fvm_dtype t);
-FVM_API bool fvm_dtype_is_int(fvm_dtype t);                    /* u8, i32, i64, u32 */
+FVM_API bool fvm_dtype_is_int(fvm_dtype t); /* u8, i32, i64, u32 */
 
 /* A shape: rank dims; in static types a dim may be -1 (unknown, written '?'). */
 typedef struct fvm_dims {
@@ -65,8 +65,8 @@ typedef struct fvm_buf {
 typedef struct fvm_tensor {
     fvm_dtype dtype;
     fvm_dims shape;
-    fvm_buf *buf;   /* NULL only for an empty (zero-element) tensor */
-    size_t offset;  /* bytes */
+    fvm_buf *buf; /* NULL only for an empty (zero-element) tensor */
+    size_t offset; /* bytes */
 } fvm_tensor;
 
 /* Allocates an uninitialised (alloc) or zeroed (zeros) tensor of the given

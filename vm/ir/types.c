@@ -193,7 +193,8 @@ static fvm_status parse_dims(parser *p, fvm_dims *dims)
             if (is_ident_char(p->text[p->pos]) || p->text[p->pos] == '.')
                 return perr(p, start, FVM_ERR_SYNTAX, "a dimension must be a decimal integer or '?'");
         } else {
-            return perr(p, p->pos, FVM_ERR_SYNTAX, "expected a dimension (an integer or '?'), found %s", describe(p, b));
+            return perr(p, p->pos, FVM_ERR_SYNTAX, "expected a dimension (an integer or '?'), found %s",
+                        describe(p, b));
         }
         if (dims->rank == FVM_MAX_RANK)
             return perr(p, start, FVM_ERR_LIMIT, "more than %d dimensions", FVM_MAX_RANK);
@@ -372,8 +373,10 @@ static fvm_status parse_primary(parser *p, const fvm_type **out)
         fvm_diag tmp = {0};
         if (fvm_dims_check_size(&dims, dt, &tmp) != FVM_OK) {
             fvm_diag_clear(&tmp);
-            return perr(p, start, FVM_ERR_LIMIT, "a tensor of dtype %s and this shape is larger than the %llu-byte "
-                        "limit", fvm_dtype_name(dt), (unsigned long long)FVM_MAX_TENSOR_BYTES);
+            return perr(p, start, FVM_ERR_LIMIT,
+                        "a tensor of dtype %s and this shape is larger than the %llu-byte "
+                        "limit",
+                        fvm_dtype_name(dt), (unsigned long long)FVM_MAX_TENSOR_BYTES);
         }
         *out = fvm_type_tensor(p->a, dt, &dims);
         return *out ? FVM_OK : FVM_ERR_NOMEM;
@@ -460,8 +463,7 @@ fvm_status fvm_type_parse_ex(fvm_arena *a, const char *text, const fvm_doc *node
                              const fvm_loc *loc, int depth, int *height, const fvm_type **out, fvm_diag *d)
 {
     char b[32];
-    parser p = {.text = text, .a = a, .env = env, .loc = loc, .node = node, .d = d, .depth = depth,
-                .max_depth = depth};
+    parser p = {.text = text, .a = a, .env = env, .loc = loc, .node = node, .d = d, .depth = depth, .max_depth = depth};
     const fvm_type *t;
     fvm_status s = parse_type(&p, &t);
     if (s == FVM_ERR_NOMEM)
@@ -674,8 +676,8 @@ static bool mismatch(const fvm_type *a, const fvm_type *b, const char *at, char 
         for (int i = 0; i < a->u.strct.n; i++) {
             const char *x = a->u.strct.names[i], *y = b->u.strct.names[i];
             if (x && y && strcmp(x, y)) {
-                snprintf(buf, n, "%s has field '%s' at position %d where '%s' is expected (fields are in order)",
-                         where, x, i, y);
+                snprintf(buf, n, "%s has field '%s' at position %d where '%s' is expected (fields are in order)", where,
+                         x, i, y);
                 return true;
             }
             if (x)

@@ -11,9 +11,9 @@
 typedef enum fvm_tkind {
     FVM_T_TENSOR, /* f32[784,10], i32[], f32[?,784] */
     FVM_T_STRUCT, /* <w=f32[3],b=f32[]> or <f32[],i32[]> */
-    FVM_T_SEQ,    /* T* */
-    FVM_T_FED,    /* {T}@CLIENTS, T@CLIENTS, T@SERVER */
-    FVM_T_FN      /* (T -> U), ( -> U) */
+    FVM_T_SEQ, /* T* */
+    FVM_T_FED, /* {T}@CLIENTS, T@CLIENTS, T@SERVER */
+    FVM_T_FN /* (T -> U), ( -> U) */
 } fvm_tkind;
 
 typedef enum fvm_placement { FVM_PL_SERVER, FVM_PL_CLIENTS } fvm_placement;
@@ -63,8 +63,7 @@ FVM_API fvm_type *fvm_type_fn(fvm_arena *a, const fvm_type *param, const fvm_typ
  * definition is invalid, or it would nest the type deeper than
  * FVM_MAX_TYPE_DEPTH. */
 typedef struct fvm_type_env {
-    const fvm_type *(*lookup)(void *ctx, const char *name, const fvm_loc *loc, int depth, int *levels,
-                              fvm_diag *d);
+    const fvm_type *(*lookup)(void *ctx, const char *name, const fvm_loc *loc, int depth, int *levels, fvm_diag *d);
     void *ctx;
 } fvm_type_env;
 
@@ -75,7 +74,7 @@ typedef struct fvm_type_env {
  * FVM_MAX_TYPE_DEPTH. The result lives in a. */
 #define FVM_MAX_TYPE_DEPTH 64
 FVM_API fvm_status fvm_type_parse(fvm_arena *a, const char *text, const fvm_type_env *env, const fvm_loc *loc,
-                          const fvm_type **out, fvm_diag *d);
+                                  const fvm_type **out, fvm_diag *d);
 
 struct fvm_doc;
 /* The same for a type written in a document: node (a STRING node, or NULL)
@@ -83,8 +82,9 @@ struct fvm_doc;
  * nesting depth 'depth' (the levels of the types around it, when it defines
  * an alias used inside another type); *height (optional) gets the levels this
  * text uses. */
-FVM_API fvm_status fvm_type_parse_ex(fvm_arena *a, const char *text, const struct fvm_doc *node, const fvm_type_env *env,
-                             const fvm_loc *loc, int depth, int *height, const fvm_type **out, fvm_diag *d);
+FVM_API fvm_status fvm_type_parse_ex(fvm_arena *a, const char *text, const struct fvm_doc *node,
+                                     const fvm_type_env *env, const fvm_loc *loc, int depth, int *height,
+                                     const fvm_type **out, fvm_diag *d);
 
 /* Writes t in canonical notation into buf (truncated with "..." if longer than
  * n-1). With use_alias, a node declared as an alias prints as its name. Returns buf. */

@@ -6,9 +6,9 @@
 
 typedef enum fvm_vkind {
     FVM_V_TENSOR,
-    FVM_V_STRUCT,  /* fields; names come from the static type */
-    FVM_V_SEQ,     /* a sequence */
-    FVM_V_CLIENTS  /* {T}@CLIENTS: one member per client */
+    FVM_V_STRUCT, /* fields; names come from the static type */
+    FVM_V_SEQ, /* a sequence */
+    FVM_V_CLIENTS /* {T}@CLIENTS: one member per client */
 } fvm_vkind;
 
 /* Placement is static: T@SERVER and T@CLIENTS (all equal) are represented by
@@ -37,11 +37,11 @@ struct fvm_source {
 struct fvm_value {
     int refs;
     fvm_vkind kind;
-    fvm_tensor t;      /* TENSOR */
-    int64_t n;         /* STRUCT: fields, SEQ: length, CLIENTS: clients */
+    fvm_tensor t; /* TENSOR */
+    int64_t n; /* STRUCT: fields, SEQ: length, CLIENTS: clients */
     fvm_value **items; /* STRUCT fields, CLIENTS members, SEQ elements (list form) */
-    fvm_value *cols;   /* SEQ by columns (items NULL) */
-    fvm_source *src;   /* CLIENTS read on demand (items NULL; owned) */
+    fvm_value *cols; /* SEQ by columns (items NULL) */
+    fvm_source *src; /* CLIENTS read on demand (items NULL; owned) */
 };
 
 /* New values start with one reference owned by the caller; NULL when out of

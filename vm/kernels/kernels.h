@@ -34,7 +34,7 @@
 
 typedef enum fvm_reduce {
     FVM_RED_SUM,
-    FVM_RED_MEAN,  /* floats only */
+    FVM_RED_MEAN, /* floats only */
     FVM_RED_MAX,
     FVM_RED_MIN,
     FVM_RED_COUNT
@@ -108,8 +108,7 @@ fvm_status fvm_k_broadcast(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d);
  * positions fvm_k_slice with start and step would read from it, which hold
  * x's elements (x has the slice's shape; every position inside out, the
  * caller's bounds, asserted). */
-fvm_status fvm_k_unslice(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out,
-                         fvm_diag *d);
+fvm_status fvm_k_unslice(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out, fvm_diag *d);
 
 /* Concatenation of n >= 1 tensors (same dtype, same shape except along
  * axis); inputs of differing dtypes are a type error. */

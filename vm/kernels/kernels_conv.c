@@ -11,13 +11,13 @@
 
 /* A failed precondition reported by a helper (FVM_ERR_USAGE) is a caller's
  * bug: asserted like KREQUIRE, returned as is when asserts are off. */
-#define KUSAGE_CHECK(st)                                                         \
-    do {                                                                         \
-        fvm_status kst_ = (st);                                                  \
-        if (kst_ != FVM_OK) {                                                    \
-            assert(kst_ != FVM_ERR_USAGE && "kernel precondition failed");       \
-            return kst_;                                                         \
-        }                                                                        \
+#define KUSAGE_CHECK(st) \
+    do { \
+        fvm_status kst_ = (st); \
+        if (kst_ != FVM_OK) { \
+            assert(kst_ != FVM_ERR_USAGE && "kernel precondition failed"); \
+            return kst_; \
+        } \
     } while (0)
 
 /* ---- conv2d plan --------------------------------------------------------- */
@@ -36,16 +36,16 @@
 
 /* Geometry of one convolution: x [N,H,W,C], w [KH,KW,C,O], y [N,OH,OW,O]. */
 typedef struct conv_geom {
-    int64_t n, h, w, c;     /* x */
-    int64_t kh, kw, o;      /* w */
+    int64_t n, h, w, c; /* x */
+    int64_t kh, kw, o; /* w */
     int64_t sh, sw, ph, pw; /* strides, padding before */
-    int64_t oh, ow;         /* y */
-    int64_t m;              /* patches per image: OH*OW */
-    int64_t k;              /* patch length: KH*KW*C */
-    int64_t group;          /* images per gemm (>= 1) */
-    bool direct;            /* 1x1 filter, strides 1: x is its own patch matrix */
-    size_t es;              /* element size */
-    size_t scratch;         /* bytes of the patch matrix of one group */
+    int64_t oh, ow; /* y */
+    int64_t m; /* patches per image: OH*OW */
+    int64_t k; /* patch length: KH*KW*C */
+    int64_t group; /* images per gemm (>= 1) */
+    bool direct; /* 1x1 filter, strides 1: x is its own patch matrix */
+    size_t es; /* element size */
+    size_t scratch; /* bytes of the patch matrix of one group */
 } conv_geom;
 
 /* *r = a * b for a, b >= 0, false on overflow. */
@@ -57,8 +57,8 @@ static bool mul64(int64_t a, int64_t b, int64_t *r)
     return true;
 }
 
-static fvm_status conv_plan(fvm_dtype t, const fvm_dims *xs, const fvm_dims *ws, const fvm_window *win,
-                            conv_geom *g, fvm_diag *d)
+static fvm_status conv_plan(fvm_dtype t, const fvm_dims *xs, const fvm_dims *ws, const fvm_window *win, conv_geom *g,
+                            fvm_diag *d)
 {
     if (t != FVM_DTYPE_F32 && t != FVM_DTYPE_F64)
         return kernel_type_error(d, "conv2d", t);
@@ -69,13 +69,20 @@ static fvm_status conv_plan(fvm_dtype t, const fvm_dims *xs, const fvm_dims *ws,
         if (xs->d[i] < 0 || ws->d[i] < 0)
             return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "conv2d: unknown or negative dim");
     if (xs->d[3] != ws->d[2])
-        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "conv2d: x has %lld channels, w expects %lld",
-                            (long long)xs->d[3], (long long)ws->d[2]);
+        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "conv2d: x has %lld channels, w expects %lld", (long long)xs->d[3],
+                            (long long)ws->d[2]);
     if (win->kh != ws->d[0] || win->kw != ws->d[1])
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "conv2d: window %lldx%lld differs from the filter's %lldx%lld",
                             (long long)win->kh, (long long)win->kw, (long long)ws->d[0], (long long)ws->d[1]);
-    *g = (conv_geom){.n = xs->d[0], .h = xs->d[1], .w = xs->d[2], .c = xs->d[3],
-                     .kh = ws->d[0], .kw = ws->d[1], .o = ws->d[3], .sh = win->sh, .sw = win->sw,
+    *g = (conv_geom){.n = xs->d[0],
+                     .h = xs->d[1],
+                     .w = xs->d[2],
+                     .c = xs->d[3],
+                     .kh = ws->d[0],
+                     .kw = ws->d[1],
+                     .o = ws->d[3],
+                     .sh = win->sh,
+                     .sw = win->sw,
                      .es = fvm_dtype_size(t)};
     if (fvm_window_out(g->h, g->kh, g->sh, win->same, &g->oh, &g->ph, NULL) != FVM_OK ||
         fvm_window_out(g->w, g->kw, g->sw, win->same, &g->ow, &g->pw, NULL) != FVM_OK)
@@ -93,8 +100,9 @@ static fvm_status conv_plan(fvm_dtype t, const fvm_dims *xs, const fvm_dims *ws,
     if (g->n == 0 || g->m == 0 || g->k == 0 || g->o == 0)
         return FVM_OK; /* no gemm */
     if (g->m > INT_MAX || g->k > INT_MAX || g->o > INT_MAX)
-        return fvm_diag_add(d, FVM_ERR_LIMIT, NULL, "conv2d: %lld patches of length %lld, %lld outputs: too large for BLAS",
-                            (long long)g->m, (long long)g->k, (long long)g->o);
+        return fvm_diag_add(d, FVM_ERR_LIMIT, NULL,
+                            "conv2d: %lld patches of length %lld, %lld outputs: too large for BLAS", (long long)g->m,
+                            (long long)g->k, (long long)g->o);
     int64_t per_image = g->m * g->k; /* elements of one image's patch matrix */
     if (!g->direct && per_image > (int64_t)(FVM_MAX_TENSOR_BYTES / g->es))
         return fvm_diag_add(d, FVM_ERR_LIMIT, NULL,
@@ -165,27 +173,27 @@ static void im2col(const unsigned char *x, const conv_geom *g, int64_t images, u
 /* The adjoint of im2col: adds every patch of col back into dx (zeroed by the
  * caller), patches in row-major (b, oh, ow) order, so each element of dx sums
  * its contributions in a fixed order. Padding positions are dropped. */
-#define COL2IM(S, T)                                                                                     \
-    static void col2im_##S(const T *col, const conv_geom *g, int64_t images, T *dx)                      \
-    {                                                                                                    \
-        for (int64_t b = 0; b < images; b++) {                                                           \
-            T *img = dx + b * g->h * g->w * g->c;                                                        \
-            for (int64_t oh = 0; oh < g->oh; oh++) {                                                     \
-                int64_t ih0 = oh * g->sh - g->ph;                                                        \
-                for (int64_t ow = 0; ow < g->ow; ow++) {                                                 \
-                    int64_t iw0 = ow * g->sw - g->pw, lo, hi;                                            \
-                    conv_cols(g, iw0, &lo, &hi);                                                         \
-                    for (int64_t i = 0; i < g->kh; i++, col += g->kw * g->c) {                           \
-                        int64_t ih = ih0 + i;                                                            \
-                        if (ih < 0 || ih >= g->h || hi <= lo)                                            \
-                            continue;                                                                    \
-                        T *dst = img + (ih * g->w + iw0 + lo) * g->c;                                    \
-                        const T *src = col + lo * g->c;                                                  \
-                        KERNEL_FOR(e, (hi - lo) * g->c, dst[e] += src[e];);                              \
-                    }                                                                                    \
-                }                                                                                        \
-            }                                                                                            \
-        }                                                                                                \
+#define COL2IM(S, T) \
+    static void col2im_##S(const T *col, const conv_geom *g, int64_t images, T *dx) \
+    { \
+        for (int64_t b = 0; b < images; b++) { \
+            T *img = dx + b * g->h * g->w * g->c; \
+            for (int64_t oh = 0; oh < g->oh; oh++) { \
+                int64_t ih0 = oh * g->sh - g->ph; \
+                for (int64_t ow = 0; ow < g->ow; ow++) { \
+                    int64_t iw0 = ow * g->sw - g->pw, lo, hi; \
+                    conv_cols(g, iw0, &lo, &hi); \
+                    for (int64_t i = 0; i < g->kh; i++, col += g->kw * g->c) { \
+                        int64_t ih = ih0 + i; \
+                        if (ih < 0 || ih >= g->h || hi <= lo) \
+                            continue; \
+                        T *dst = img + (ih * g->w + iw0 + lo) * g->c; \
+                        const T *src = col + lo * g->c; \
+                        KERNEL_FOR(e, (hi - lo) * g->c, dst[e] += src[e];); \
+                    } \
+                } \
+            } \
+        } \
     }
 
 COL2IM(f32, float)
@@ -219,11 +227,9 @@ static fvm_dims dims4(int64_t a, int64_t b, int64_t c, int64_t e)
     return (fvm_dims){.rank = 4, .d = {a, b, c, e}};
 }
 
-#define KREQUIRE_WS(d, g, ws, ws_bytes)                                                                  \
-    KREQUIRE(d, (g).scratch == 0 || ((ws) != NULL && (ws_bytes) >= (g).scratch &&                       \
-                                     (uintptr_t)(ws) % (g).es == 0),                                     \
-             "conv2d: workspace of %zu bytes, %zu needed (aligned to %zu)", (size_t)(ws_bytes), (g).scratch, \
-             (g).es)
+#define KREQUIRE_WS(d, g, ws, ws_bytes) \
+    KREQUIRE(d, (g).scratch == 0 || ((ws) != NULL && (ws_bytes) >= (g).scratch && (uintptr_t)(ws) % (g).es == 0), \
+             "conv2d: workspace of %zu bytes, %zu needed (aligned to %zu)", (size_t)(ws_bytes), (g).scratch, (g).es)
 
 static fvm_status conv2d_ws(fvm_kernel_gemm_fn gemm, const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win,
                             void *ws, size_t ws_bytes, fvm_tensor *y, fvm_diag *d)
@@ -255,8 +261,7 @@ static fvm_status conv2d_ws(fvm_kernel_gemm_fn gemm, const fvm_tensor *x, const 
             im2col(xi, &g, nb, ws);
             a = ws;
         }
-        gemm(g.es, false, false, nb * g.m, g.o, g.k, a, g.k, wp, g.o, false, yp + (size_t)(i0 * g.m * g.o) * es,
-                  g.o);
+        gemm(g.es, false, false, nb * g.m, g.o, g.k, a, g.k, wp, g.o, false, yp + (size_t)(i0 * g.m * g.o) * es, g.o);
     }
     return FVM_OK;
 }
@@ -331,8 +336,7 @@ static fvm_status conv2d_grad_filter_ws(fvm_kernel_gemm_fn gemm, const fvm_tenso
             im2col(xi, &g, nb, ws);
             a = ws;
         }
-        gemm(g.es, true, false, g.k, g.o, nb * g.m, a, g.k, dyp + (size_t)(i0 * g.m * g.o) * es, g.o, i0 > 0,
-                  dwp, g.o);
+        gemm(g.es, true, false, g.k, g.o, nb * g.m, a, g.k, dyp + (size_t)(i0 * g.m * g.o) * es, g.o, i0 > 0, dwp, g.o);
     }
     return FVM_OK;
 }
@@ -390,8 +394,8 @@ fvm_status fvm_kernel_conv2d_grad_filter(fvm_kernel_gemm_fn gemm, const fvm_tens
     return st;
 }
 
-fvm_status fvm_k_conv2d_ws(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, void *ws,
-                           size_t ws_bytes, fvm_tensor *y, fvm_diag *d)
+fvm_status fvm_k_conv2d_ws(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, void *ws, size_t ws_bytes,
+                           fvm_tensor *y, fvm_diag *d)
 {
     return conv2d_ws(blas_gemm, x, w, win, ws, ws_bytes, y, d);
 }
@@ -408,20 +412,19 @@ fvm_status fvm_k_conv2d_grad_filter_ws(const fvm_tensor *x, const fvm_tensor *dy
     return conv2d_grad_filter_ws(blas_gemm, x, dy, win, ws, ws_bytes, dw, d);
 }
 
-fvm_status fvm_k_conv2d(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, fvm_tensor *y,
-                        fvm_diag *d)
+fvm_status fvm_k_conv2d(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, fvm_tensor *y, fvm_diag *d)
 {
     return fvm_kernel_conv2d(blas_gemm, x, w, win, y, d);
 }
 
-fvm_status fvm_k_conv2d_grad_input(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win,
-                                   fvm_tensor *dx, fvm_diag *d)
+fvm_status fvm_k_conv2d_grad_input(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win, fvm_tensor *dx,
+                                   fvm_diag *d)
 {
     return fvm_kernel_conv2d_grad_input(blas_gemm, dy, w, win, dx, d);
 }
 
-fvm_status fvm_k_conv2d_grad_filter(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win,
-                                    fvm_tensor *dw, fvm_diag *d)
+fvm_status fvm_k_conv2d_grad_filter(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win, fvm_tensor *dw,
+                                    fvm_diag *d)
 {
     return fvm_kernel_conv2d_grad_filter(blas_gemm, x, dy, win, dw, d);
 }
@@ -432,14 +435,19 @@ typedef struct pool_geom {
     int64_t n, h, w, c, kh, kw, sh, sw, ph, pw, oh, ow;
 } pool_geom;
 
-static fvm_status pool_plan(const char *what, const fvm_tensor *x, const fvm_window *win, pool_geom *g,
-                            fvm_diag *d)
+static fvm_status pool_plan(const char *what, const fvm_tensor *x, const fvm_window *win, pool_geom *g, fvm_diag *d)
 {
     if (x->dtype != FVM_DTYPE_F32 && x->dtype != FVM_DTYPE_F64)
         return kernel_type_error(d, what, x->dtype);
     KREQUIRE(d, x->shape.rank == 4, "%s: x must have rank 4 (got %d)", what, x->shape.rank);
-    *g = (pool_geom){.n = x->shape.d[0], .h = x->shape.d[1], .w = x->shape.d[2], .c = x->shape.d[3],
-                     .kh = win->kh, .kw = win->kw, .sh = win->sh, .sw = win->sw};
+    *g = (pool_geom){.n = x->shape.d[0],
+                     .h = x->shape.d[1],
+                     .w = x->shape.d[2],
+                     .c = x->shape.d[3],
+                     .kh = win->kh,
+                     .kw = win->kw,
+                     .sh = win->sh,
+                     .sw = win->sw};
     KREQUIRE(d,
              fvm_window_out(g->h, g->kh, g->sh, win->same, &g->oh, &g->ph, NULL) == FVM_OK &&
                  fvm_window_out(g->w, g->kw, g->sw, win->same, &g->ow, &g->pw, NULL) == FVM_OK,
@@ -473,74 +481,74 @@ static inline pool_win pool_window(const pool_geom *g, int64_t oh, int64_t ow)
 /* An output channel block handled at once by the max-pool gradient. */
 enum { POOL_CB = 64 };
 
-#define POOL_FNS(S, T)                                                                                   \
-    static void pool_fwd_##S(fvm_pool kind, const pool_geom *g, const T *x, T *y)                        \
-    {                                                                                                    \
-        int64_t c = g->c;                                                                                \
-        for (int64_t n = 0; n < g->n; n++) {                                                             \
-            const T *img = x + n * g->h * g->w * c;                                                      \
-            for (int64_t oh = 0; oh < g->oh; oh++)                                                       \
-                for (int64_t ow = 0; ow < g->ow; ow++, y += c) {                                         \
-                    pool_win p = pool_window(g, oh, ow);                                                 \
-                    bool first = true;                                                                   \
-                    for (int64_t i = p.ilo; i < p.ihi; i++)                                              \
-                        for (int64_t j = p.jlo; j < p.jhi; j++) {                                        \
-                            const T *xi = img + ((p.ih0 + i) * g->w + p.iw0 + j) * c;                    \
-                            if (first)                                                                   \
-                                memcpy(y, xi, (size_t)c * sizeof(T));                                    \
-                            else if (kind == FVM_POOL_MAX)                                               \
-                                KERNEL_FOR(e, c, y[e] = POOL_BETTER(xi[e], y[e]) ? xi[e] : y[e];);       \
-                            else                                                                         \
-                                KERNEL_FOR(e, c, y[e] += xi[e];);                                        \
-                            first = false;                                                               \
-                        }                                                                                \
-                    if (kind == FVM_POOL_AVG) {                                                          \
-                        T cnt = (T)((p.ihi - p.ilo) * (p.jhi - p.jlo));                                  \
-                        KERNEL_FOR(e, c, y[e] /= cnt;);                                                  \
-                    }                                                                                    \
-                }                                                                                        \
-        }                                                                                                \
-    }                                                                                                    \
-    /* dx is zeroed by the caller */                                                                     \
-    static void pool_bwd_##S(fvm_pool kind, const pool_geom *g, const T *x, const T *dy, T *dx)          \
-    {                                                                                                    \
-        int64_t c = g->c;                                                                                \
-        for (int64_t n = 0; n < g->n; n++) {                                                             \
-            int64_t base = n * g->h * g->w * c;                                                          \
-            for (int64_t oh = 0; oh < g->oh; oh++)                                                       \
-                for (int64_t ow = 0; ow < g->ow; ow++, dy += c) {                                        \
-                    pool_win p = pool_window(g, oh, ow);                                                 \
-                    if (kind == FVM_POOL_AVG) {                                                          \
-                        T cnt = (T)((p.ihi - p.ilo) * (p.jhi - p.jlo));                                  \
-                        for (int64_t i = p.ilo; i < p.ihi; i++)                                          \
-                            for (int64_t j = p.jlo; j < p.jhi; j++) {                                    \
-                                T *dxi = dx + base + ((p.ih0 + i) * g->w + p.iw0 + j) * c;               \
-                                KERNEL_FOR(e, c, dxi[e] += dy[e] / cnt;);                                \
-                            }                                                                            \
-                        continue;                                                                        \
-                    }                                                                                    \
-                    for (int64_t c0 = 0; c0 < c; c0 += POOL_CB) {                                        \
-                        int64_t cn = c - c0 < POOL_CB ? c - c0 : POOL_CB;                                \
-                        T best[POOL_CB];                                                                 \
-                        int64_t at[POOL_CB];                                                             \
-                        bool first = true;                                                               \
-                        for (int64_t i = p.ilo; i < p.ihi; i++)                                          \
-                            for (int64_t j = p.jlo; j < p.jhi; j++) {                                    \
-                                int64_t off = base + ((p.ih0 + i) * g->w + p.iw0 + j) * c + c0;          \
-                                for (int64_t e = 0; e < cn; e++) {                                       \
-                                    T v = x[off + e];                                                    \
-                                    if (first || POOL_BETTER(v, best[e])) {                              \
-                                        best[e] = v;                                                     \
-                                        at[e] = off + e;                                                 \
-                                    }                                                                    \
-                                }                                                                        \
-                                first = false;                                                           \
-                            }                                                                            \
-                        for (int64_t e = 0; e < cn; e++)                                                 \
-                            dx[at[e]] += dy[c0 + e];                                                     \
-                    }                                                                                    \
-                }                                                                                        \
-        }                                                                                                \
+#define POOL_FNS(S, T) \
+    static void pool_fwd_##S(fvm_pool kind, const pool_geom *g, const T *x, T *y) \
+    { \
+        int64_t c = g->c; \
+        for (int64_t n = 0; n < g->n; n++) { \
+            const T *img = x + n * g->h * g->w * c; \
+            for (int64_t oh = 0; oh < g->oh; oh++) \
+                for (int64_t ow = 0; ow < g->ow; ow++, y += c) { \
+                    pool_win p = pool_window(g, oh, ow); \
+                    bool first = true; \
+                    for (int64_t i = p.ilo; i < p.ihi; i++) \
+                        for (int64_t j = p.jlo; j < p.jhi; j++) { \
+                            const T *xi = img + ((p.ih0 + i) * g->w + p.iw0 + j) * c; \
+                            if (first) \
+                                memcpy(y, xi, (size_t)c * sizeof(T)); \
+                            else if (kind == FVM_POOL_MAX) \
+                                KERNEL_FOR(e, c, y[e] = POOL_BETTER(xi[e], y[e]) ? xi[e] : y[e];); \
+                            else \
+                                KERNEL_FOR(e, c, y[e] += xi[e];); \
+                            first = false; \
+                        } \
+                    if (kind == FVM_POOL_AVG) { \
+                        T cnt = (T)((p.ihi - p.ilo) * (p.jhi - p.jlo)); \
+                        KERNEL_FOR(e, c, y[e] /= cnt;); \
+                    } \
+                } \
+        } \
+    } \
+    /* dx is zeroed by the caller */ \
+    static void pool_bwd_##S(fvm_pool kind, const pool_geom *g, const T *x, const T *dy, T *dx) \
+    { \
+        int64_t c = g->c; \
+        for (int64_t n = 0; n < g->n; n++) { \
+            int64_t base = n * g->h * g->w * c; \
+            for (int64_t oh = 0; oh < g->oh; oh++) \
+                for (int64_t ow = 0; ow < g->ow; ow++, dy += c) { \
+                    pool_win p = pool_window(g, oh, ow); \
+                    if (kind == FVM_POOL_AVG) { \
+                        T cnt = (T)((p.ihi - p.ilo) * (p.jhi - p.jlo)); \
+                        for (int64_t i = p.ilo; i < p.ihi; i++) \
+                            for (int64_t j = p.jlo; j < p.jhi; j++) { \
+                                T *dxi = dx + base + ((p.ih0 + i) * g->w + p.iw0 + j) * c; \
+                                KERNEL_FOR(e, c, dxi[e] += dy[e] / cnt;); \
+                            } \
+                        continue; \
+                    } \
+                    for (int64_t c0 = 0; c0 < c; c0 += POOL_CB) { \
+                        int64_t cn = c - c0 < POOL_CB ? c - c0 : POOL_CB; \
+                        T best[POOL_CB]; \
+                        int64_t at[POOL_CB]; \
+                        bool first = true; \
+                        for (int64_t i = p.ilo; i < p.ihi; i++) \
+                            for (int64_t j = p.jlo; j < p.jhi; j++) { \
+                                int64_t off = base + ((p.ih0 + i) * g->w + p.iw0 + j) * c + c0; \
+                                for (int64_t e = 0; e < cn; e++) { \
+                                    T v = x[off + e]; \
+                                    if (first || POOL_BETTER(v, best[e])) { \
+                                        best[e] = v; \
+                                        at[e] = off + e; \
+                                    } \
+                                } \
+                                first = false; \
+                            } \
+                        for (int64_t e = 0; e < cn; e++) \
+                            dx[at[e]] += dy[c0 + e]; \
+                    } \
+                } \
+        } \
     }
 
 POOL_FNS(f32, float)

@@ -26,7 +26,7 @@ typedef void (*run_fn)(const void *const in[BC_MAX_IN], unsigned scalar, void *o
  * 1, so the run functions are plain vectorisable loops. */
 typedef struct bcast {
     int nin;
-    int rank;                                /* >= 1 */
+    int rank; /* >= 1 */
     int64_t shape[FVM_MAX_RANK];
     int64_t stride[BC_MAX_IN][FVM_MAX_RANK]; /* elements, 0 where broadcast */
 } bcast;
@@ -74,8 +74,8 @@ static void bcast_init(bcast *it, const fvm_dims *out, const fvm_tensor *const *
 }
 
 /* Calls f on every run; esize[k] / osize are element sizes in bytes. */
-static void bcast_run(const bcast *it, run_fn f, const void *ctx, const unsigned char *const *in,
-                      const size_t *esize, unsigned char *out, size_t osize)
+static void bcast_run(const bcast *it, run_fn f, const void *ctx, const unsigned char *const *in, const size_t *esize,
+                      unsigned char *out, size_t osize)
 {
     int r = it->rank - 1;
     int64_t n = it->shape[r];
@@ -125,36 +125,36 @@ bool fvm_kernel_bcast_matches(const fvm_tensor *const *in, int nin, const fvm_di
 typedef void (*map_fn)(const void *x, void *out, int64_t n);
 
 /* out[i] = K(x[i]) over n elements of dtype T. */
-#define UN_LOOP(K, S, T, E)                                              \
+#define UN_LOOP(K, S, T, E) \
     KERNEL_CLONES static void un_##K##_##S(const void *px, void *po, int64_t n) \
-    {                                                                    \
-        const T *xs = px;                                                \
-        T *o = po;                                                       \
-        KERNEL_FOR(i, n, T x = xs[i]; o[i] = sk_##K##_##S(x););          \
+    { \
+        const T *xs = px; \
+        T *o = po; \
+        KERNEL_FOR(i, n, T x = xs[i]; o[i] = sk_##K##_##S(x);); \
     }
 
 /* One run of a binary op in the four stride patterns (bit 0: a repeats,
  * bit 1: b repeats); the result has dtype TO. */
-#define BIN_LOOP_TO(K, S, T, TO)                                                                          \
+#define BIN_LOOP_TO(K, S, T, TO) \
     KERNEL_CLONES static void bin_##K##_##S(const void *const in[BC_MAX_IN], unsigned sc, void *po, int64_t n, \
-                                            const void *ctx)                                              \
-    {                                                                                                     \
-        const T *as = in[0], *bs = in[1];                                                                 \
-        TO *o = po;                                                                                       \
-        (void)ctx;                                                                                        \
-        if (sc == 0) {                                                                                    \
-            KERNEL_FOR(i, n, T x = as[i]; T y = bs[i]; o[i] = sk_##K##_##S(x, y););                      \
-        } else if (sc == 2) {                                                                             \
-            T y = bs[0];                                                                                  \
-            KERNEL_FOR(i, n, T x = as[i]; o[i] = sk_##K##_##S(x, y););                                   \
-        } else if (sc == 1) {                                                                             \
-            T x = as[0];                                                                                  \
-            KERNEL_FOR(i, n, T y = bs[i]; o[i] = sk_##K##_##S(x, y););                                   \
-        } else {                                                                                          \
-            T x = as[0], y = bs[0];                                                                       \
-            TO r = sk_##K##_##S(x, y);                                                                    \
-            KERNEL_FOR(i, n, o[i] = r;);                                                                  \
-        }                                                                                                 \
+                                            const void *ctx) \
+    { \
+        const T *as = in[0], *bs = in[1]; \
+        TO *o = po; \
+        (void)ctx; \
+        if (sc == 0) { \
+            KERNEL_FOR(i, n, T x = as[i]; T y = bs[i]; o[i] = sk_##K##_##S(x, y);); \
+        } else if (sc == 2) { \
+            T y = bs[0]; \
+            KERNEL_FOR(i, n, T x = as[i]; o[i] = sk_##K##_##S(x, y);); \
+        } else if (sc == 1) { \
+            T x = as[0]; \
+            KERNEL_FOR(i, n, T y = bs[i]; o[i] = sk_##K##_##S(x, y);); \
+        } else { \
+            T x = as[0], y = bs[0]; \
+            TO r = sk_##K##_##S(x, y); \
+            KERNEL_FOR(i, n, o[i] = r;); \
+        } \
     }
 #define BIN_LOOP(K, S, T, E) BIN_LOOP_TO(K, S, T, T)
 #define CMP_LOOP(K, S, T, E) BIN_LOOP_TO(K, S, T, uint8_t)
@@ -175,14 +175,14 @@ typedef void (*map_fn)(const void *x, void *out, int64_t n);
 
 static const map_fn unary_table[FVM_UN_COUNT][FVM_DTYPE_COUNT] = {
 #define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
-    FVM_EW_IF_UNARY_##STEP([FVM_UN_##ID] = {SK_DTYPES_##DTYPES(UN_ENTRY, KERNEL)},)
+    FVM_EW_IF_UNARY_##STEP([FVM_UN_##ID] = {SK_DTYPES_##DTYPES(UN_ENTRY, KERNEL)}, )
 #include "../ir/ops.def"
 #undef FVM_EW
 };
 
 static const run_fn binary_table[FVM_BIN_COUNT][FVM_DTYPE_COUNT] = {
 #define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
-    FVM_EW_IF_BINARY_##STEP([FVM_BIN_##ID] = {SK_DTYPES_##DTYPES(BIN_ENTRY, KERNEL)},)
+    FVM_EW_IF_BINARY_##STEP([FVM_BIN_##ID] = {SK_DTYPES_##DTYPES(BIN_ENTRY, KERNEL)}, )
 #include "../ir/ops.def"
 #undef FVM_EW
 };
@@ -223,13 +223,13 @@ fvm_status fvm_k_unary(fvm_unary op, const fvm_tensor *x, fvm_tensor *out, fvm_d
 static int64_t find_zero(const void *p, fvm_dtype t, int64_t n)
 {
     switch (t) {
-#define FIND_ZERO(E, T)                            \
-    case FVM_DTYPE_##E: {                          \
-        const T *v = p;                            \
-        for (int64_t i = 0; i < n; i++)            \
-            if (v[i] == 0)                         \
-                return i;                          \
-        return -1;                                 \
+#define FIND_ZERO(E, T) \
+    case FVM_DTYPE_##E: { \
+        const T *v = p; \
+        for (int64_t i = 0; i < n; i++) \
+            if (v[i] == 0) \
+                return i; \
+        return -1; \
     }
         FIND_ZERO(I32, int32_t)
         FIND_ZERO(I64, int64_t)
@@ -256,8 +256,9 @@ fvm_status fvm_kernel_binary_check(fvm_binary op, const fvm_tensor *a, const fvm
     if (!binary_table[op][a->dtype])
         return kernel_type_error(d, name, a->dtype);
     const fvm_tensor *in[2] = {a, b};
-    KREQUIRE(d, out->dtype == (fvm_elementwise_compares(op) ? FVM_DTYPE_BOOL : a->dtype) &&
-                    fvm_kernel_bcast_matches(in, 2, &out->shape),
+    KREQUIRE(d,
+             out->dtype == (fvm_elementwise_compares(op) ? FVM_DTYPE_BOOL : a->dtype) &&
+                 fvm_kernel_bcast_matches(in, 2, &out->shape),
              "%s: out must have the broadcast shape and the result dtype", name);
     if (fvm_tensor_count(out) > 0 && op == FVM_BIN_DIV && fvm_dtype_is_int(a->dtype)) {
         int64_t z = find_zero(kernel_bytes(b), b->dtype, fvm_tensor_count(b));
@@ -288,28 +289,27 @@ fvm_status fvm_k_binary(fvm_binary op, const fvm_tensor *a, const fvm_tensor *b,
  * and stores without type punning. The usual patterns (nothing repeats, or
  * one branch does: a ReLU's mask against zeros) are loops the compiler
  * vectorises; the others go element by element. */
-#define SEL_FN(name, T)                                                                          \
-    KERNEL_CLONES static void name(const void *const in[BC_MAX_IN], unsigned sc, void *po, int64_t n, \
-                                   const void *ctx)                                              \
-    {                                                                                            \
-        const uint8_t *p = in[0];                                                                \
-        const unsigned char *a = in[1], *b = in[2];                                              \
-        unsigned char *o = po;                                                                   \
-        const size_t es = sizeof(T);                                                             \
-        T x, y, r;                                                                               \
-        (void)ctx;                                                                               \
-        if (sc == 0) {                                                                           \
-            KERNEL_FOR(i, n, memcpy(&x, a + (size_t)i * es, es); memcpy(&y, b + (size_t)i * es, es); \
-                       r = p[i] ? x : y; memcpy(o + (size_t)i * es, &r, es););                    \
-        } else if (sc == 4) {                                                                    \
-            memcpy(&y, b, es);                                                                   \
-            KERNEL_FOR(i, n, memcpy(&x, a + (size_t)i * es, es); r = p[i] ? x : y;               \
-                       memcpy(o + (size_t)i * es, &r, es););                                     \
-        } else {                                                                                 \
-            int64_t sp = !(sc & 1), sa = !(sc & 2), sb = !(sc & 4);                              \
-            for (int64_t i = 0; i < n; i++)                                                      \
+#define SEL_FN(name, T) \
+    KERNEL_CLONES static void name(const void *const in[BC_MAX_IN], unsigned sc, void *po, int64_t n, const void *ctx) \
+    { \
+        const uint8_t *p = in[0]; \
+        const unsigned char *a = in[1], *b = in[2]; \
+        unsigned char *o = po; \
+        const size_t es = sizeof(T); \
+        T x, y, r; \
+        (void)ctx; \
+        if (sc == 0) { \
+            KERNEL_FOR(i, n, memcpy(&x, a + (size_t)i * es, es); memcpy(&y, b + (size_t)i * es, es); r = p[i] ? x : y; \
+                       memcpy(o + (size_t)i * es, &r, es);); \
+        } else if (sc == 4) { \
+            memcpy(&y, b, es); \
+            KERNEL_FOR(i, n, memcpy(&x, a + (size_t)i * es, es); r = p[i] ? x : y; \
+                       memcpy(o + (size_t)i * es, &r, es);); \
+        } else { \
+            int64_t sp = !(sc & 1), sa = !(sc & 2), sb = !(sc & 4); \
+            for (int64_t i = 0; i < n; i++) \
                 memcpy(o + (size_t)i * es, p[i * sp] ? a + (size_t)(i * sa) * es : b + (size_t)(i * sb) * es, es); \
-        }                                                                                        \
+        } \
     }
 
 SEL_FN(select_1, uint8_t)
@@ -327,8 +327,8 @@ fvm_status fvm_kernel_select_check(const fvm_tensor *p, const fvm_tensor *a, con
         return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "select: the predicate must be bool, not %s",
                             fvm_dtype_name(p->dtype));
     if (a->dtype != b->dtype)
-        return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "select: branch dtypes differ (%s and %s)",
-                            fvm_dtype_name(a->dtype), fvm_dtype_name(b->dtype));
+        return fvm_diag_add(d, FVM_ERR_TYPE, NULL, "select: branch dtypes differ (%s and %s)", fvm_dtype_name(a->dtype),
+                            fvm_dtype_name(b->dtype));
     const fvm_tensor *in[3] = {p, a, b};
     KREQUIRE(d, out->dtype == a->dtype && fvm_kernel_bcast_matches(in, 3, &out->shape),
              "select: out must have the broadcast shape and the branches' dtype");
@@ -353,31 +353,31 @@ fvm_status fvm_k_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tens
 
 /* ---- cast ---------------------------------------------------------------- */
 
-#define CAST_FN(name, ST, DT, CONV)                           \
+#define CAST_FN(name, ST, DT, CONV) \
     KERNEL_CLONES static void name(const void *px, void *po, int64_t n) \
-    {                                                         \
-        const ST *x = px;                                     \
-        DT *o = po;                                           \
-        KERNEL_FOR(i, n, o[i] = CONV(x[i]););                 \
+    { \
+        const ST *x = px; \
+        DT *o = po; \
+        KERNEL_FOR(i, n, o[i] = CONV(x[i]);); \
     }
 
 /* Every source/destination pair; integers convert through int64 (int32 when they fit), floats
  * through double (both exact), then the destination's conversion rounds once. */
-#define CAST_FROM(S, ST, K, E)                                   \
-    CAST_FN(cast_##S##_b, ST, uint8_t, from_##K##_b)             \
-    CAST_FN(cast_##S##_i32, ST, int32_t, from_##K##_i32)         \
-    CAST_FN(cast_##S##_i64, ST, int64_t, from_##K##_i64)         \
-    CAST_FN(cast_##S##_u32, ST, uint32_t, from_##K##_u32)        \
-    CAST_FN(cast_##S##_u8, ST, uint8_t, from_##K##_u8)           \
-    CAST_FN(cast_##S##_f32, ST, float, from_##K##_f32)           \
+#define CAST_FROM(S, ST, K, E) \
+    CAST_FN(cast_##S##_b, ST, uint8_t, from_##K##_b) \
+    CAST_FN(cast_##S##_i32, ST, int32_t, from_##K##_i32) \
+    CAST_FN(cast_##S##_i64, ST, int64_t, from_##K##_i64) \
+    CAST_FN(cast_##S##_u32, ST, uint32_t, from_##K##_u32) \
+    CAST_FN(cast_##S##_u8, ST, uint8_t, from_##K##_u8) \
+    CAST_FN(cast_##S##_f32, ST, float, from_##K##_f32) \
     CAST_FN(cast_##S##_f64, ST, double, from_##K##_f64)
 FVM_K_DTYPES(CAST_FROM)
 
-#define CAST_ROW(S, ST, K, E)                                                               \
-    [FVM_DTYPE_##E] = {[FVM_DTYPE_BOOL] = cast_##S##_b, [FVM_DTYPE_I32] = cast_##S##_i32,    \
-                       [FVM_DTYPE_I64] = cast_##S##_i64, [FVM_DTYPE_U32] = cast_##S##_u32,   \
-                       [FVM_DTYPE_U8] = cast_##S##_u8,                                       \
-                       [FVM_DTYPE_F32] = cast_##S##_f32, [FVM_DTYPE_F64] = cast_##S##_f64},
+#define CAST_ROW(S, ST, K, E) \
+    [FVM_DTYPE_## \
+        E] = {[FVM_DTYPE_BOOL] = cast_##S##_b,  [FVM_DTYPE_I32] = cast_##S##_i32, [FVM_DTYPE_I64] = cast_##S##_i64, \
+              [FVM_DTYPE_U32] = cast_##S##_u32, [FVM_DTYPE_U8] = cast_##S##_u8,   [FVM_DTYPE_F32] = cast_##S##_f32, \
+              [FVM_DTYPE_F64] = cast_##S##_f64},
 
 static const map_fn cast_table[FVM_DTYPE_COUNT][FVM_DTYPE_COUNT] = {FVM_K_DTYPES(CAST_ROW)};
 
@@ -414,11 +414,11 @@ fvm_status fvm_k_fill(double v, fvm_tensor *out, fvm_diag *d)
         return FVM_OK;
     void *p = kernel_bytes(out);
     switch (out->dtype) {
-#define FILL(S, T, K, E)                              \
-    case FVM_DTYPE_##E: {                             \
-        T x = from_f_##S(v), *o = p;                  \
-        KERNEL_FOR(i, n, o[i] = x;);                  \
-        break;                                        \
+#define FILL(S, T, K, E) \
+    case FVM_DTYPE_##E: { \
+        T x = from_f_##S(v), *o = p; \
+        KERNEL_FOR(i, n, o[i] = x;); \
+        break; \
     }
         FVM_K_DTYPES(FILL)
 #undef FILL
@@ -431,8 +431,7 @@ fvm_status fvm_k_fill(double v, fvm_tensor *out, fvm_diag *d)
 fvm_status fvm_k_iota(int axis, fvm_tensor *out, fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, out, "iota: out");
-    KREQUIRE(d, axis >= 0 && axis < out->shape.rank, "iota: axis %d out of range for rank %d", axis,
-             out->shape.rank);
+    KREQUIRE(d, axis >= 0 && axis < out->shape.rank, "iota: axis %d out of range for rank %d", axis, out->shape.rank);
     if (out->dtype == FVM_DTYPE_BOOL)
         return kernel_type_error(d, "iota", out->dtype);
     if (fvm_tensor_count(out) == 0)
@@ -443,16 +442,16 @@ fvm_status fvm_k_iota(int axis, fvm_tensor *out, fvm_diag *d)
     /* The size limit keeps every index below 2^31, so (T)i is exact for the
      * integer dtypes and rounds as C does for f32. */
     switch (out->dtype) {
-#define IOTA(S, T, K, E)                                    \
-    case FVM_DTYPE_##E: {                                   \
-        T *o = p;                                           \
-        for (int64_t r = 0; r < outer; r++)                 \
-            for (int64_t i = 0; i < len; i++) {             \
-                T v = (T)i;                                 \
-                for (int64_t j = 0; j < inner; j++)         \
-                    *o++ = v;                               \
-            }                                               \
-        break;                                              \
+#define IOTA(S, T, K, E) \
+    case FVM_DTYPE_##E: { \
+        T *o = p; \
+        for (int64_t r = 0; r < outer; r++) \
+            for (int64_t i = 0; i < len; i++) { \
+                T v = (T)i; \
+                for (int64_t j = 0; j < inner; j++) \
+                    *o++ = v; \
+            } \
+        break; \
     }
         FVM_K_DTYPES(IOTA)
 #undef IOTA
@@ -473,16 +472,16 @@ enum { FUSED_BLOCK = 1024, FUSED_SCRATCH = 32768 };
 typedef struct fused_ctx {
     const fvm_fstep *steps;
     int nsteps;
-    fvm_dtype dt[FVM_FUSED_MAX_STEPS];  /* each step's dtype */
-    bool scalar[FVM_FUSED_MAX_STEPS];   /* a step whose operands are all scalars in a run (fills) */
+    fvm_dtype dt[FVM_FUSED_MAX_STEPS]; /* each step's dtype */
+    bool scalar[FVM_FUSED_MAX_STEPS]; /* a step whose operands are all scalars in a run (fills) */
     fvm_dtype in_dt[FVM_FUSED_MAX_IN];
     /* per step and operand: its dtype and element size */
     fvm_dtype op_dt[FVM_FUSED_MAX_STEPS][3];
     size_t op_size[FVM_FUSED_MAX_STEPS][3];
     /* each fill's value, in its dtype */
     _Alignas(8) unsigned char fill[FVM_FUSED_MAX_STEPS][8];
-    int64_t block;                         /* elements a block */
-    size_t tmp_off[FVM_FUSED_MAX_STEPS];   /* each step's block in the scratch area */
+    int64_t block; /* elements a block */
+    size_t tmp_off[FVM_FUSED_MAX_STEPS]; /* each step's block in the scratch area */
 } fused_ctx;
 
 bool fvm_kernel_fused_types(const fvm_fstep *steps, int nsteps, const fvm_dtype *in_dt, int nin, fvm_dtype *dt)
@@ -536,11 +535,11 @@ bool fvm_kernel_fused_types(const fvm_fstep *steps, int nsteps, const fvm_dtype 
 void fvm_kernel_fill_value(fvm_dtype t, double v, void *out)
 {
     switch (t) {
-#define FILL_VALUE(S, T, K, E)                        \
-    case FVM_DTYPE_##E: {                             \
-        T x = from_f_##S(v);                          \
-        memcpy(out, &x, sizeof x);                    \
-        break;                                        \
+#define FILL_VALUE(S, T, K, E) \
+    case FVM_DTYPE_##E: { \
+        T x = from_f_##S(v); \
+        memcpy(out, &x, sizeof x); \
+        break; \
     }
         FVM_K_DTYPES(FILL_VALUE)
 #undef FILL_VALUE

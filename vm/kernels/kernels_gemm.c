@@ -14,11 +14,11 @@
  * whatever the vector width, so every target below gives the same bits. */
 typedef struct gemm_args {
     int64_t rows, lanes, k;
-    const float *s;  /* S(r, k) = s[r * s_r + k * s_k] */
+    const float *s; /* S(r, k) = s[r * s_r + k * s_k] */
     int64_t s_r, s_k;
-    const float *v;  /* V(k, l) = v[k * v_k + l * v_l] */
+    const float *v; /* V(k, l) = v[k * v_k + l * v_l] */
     int64_t v_k, v_l;
-    float *o;        /* out(r, l) = o[r * o_r + l * o_l] */
+    float *o; /* out(r, l) = o[r * o_r + l * o_l] */
     int64_t o_r, o_l;
 } gemm_args;
 

@@ -23,47 +23,48 @@
  * and written whole, or through the lane masks m when masked (lanes past
  * the matrix's edge are never touched). mr, nv and masked are constants
  * after inlining, so acc lives in registers. */
-static inline __attribute__((always_inline)) GEMM_ATTR void
-GEMM_NAME(tile)(const int mr, const int nv, const bool masked, const GEMM_MASK *m, int64_t kn, bool first,
-                const float *s, int64_t s_r, int64_t s_k, const float *v, int64_t v_k, float *o, int64_t o_r)
+static inline __attribute__((always_inline)) GEMM_ATTR void GEMM_NAME(tile)(const int mr, const int nv,
+                                                                            const bool masked, const GEMM_MASK *m,
+                                                                            int64_t kn, bool first, const float *s,
+                                                                            int64_t s_r, int64_t s_k, const float *v,
+                                                                            int64_t v_k, float *o, int64_t o_r)
 {
     GEMM_VEC acc[GEMM_MR][GEMM_NV];
-    GEMM_UNROLL for (int i = 0; i < mr; i++)
-        GEMM_UNROLL for (int j = 0; j < nv; j++)
-            acc[i][j] = first    ? GEMM_ZERO()
-                        : masked ? GEMM_LOADM(o + i * o_r + j * GEMM_VW, m[j])
-                                 : GEMM_LOAD(o + i * o_r + j * GEMM_VW);
+    GEMM_UNROLL for (int i = 0; i < mr; i++) GEMM_UNROLL for (int j = 0; j < nv; j++) acc[i][j] =
+        first    ? GEMM_ZERO()
+        : masked ? GEMM_LOADM(o + i * o_r + j * GEMM_VW, m[j])
+                 : GEMM_LOAD(o + i * o_r + j * GEMM_VW);
     for (int64_t k = 0; k < kn; k++) {
         const float *vk = v + k * v_k;
         GEMM_VEC vj[GEMM_NV];
-        GEMM_UNROLL for (int j = 0; j < nv; j++)
-            vj[j] = masked ? GEMM_LOADM(vk + j * GEMM_VW, m[j]) : GEMM_LOAD(vk + j * GEMM_VW);
-        GEMM_UNROLL for (int i = 0; i < mr; i++) {
+        GEMM_UNROLL for (int j = 0; j < nv; j++) vj[j] =
+            masked ? GEMM_LOADM(vk + j * GEMM_VW, m[j]) : GEMM_LOAD(vk + j * GEMM_VW);
+        GEMM_UNROLL for (int i = 0; i < mr; i++)
+        {
             GEMM_VEC si = GEMM_SET1(s[i * s_r + k * s_k]);
-            GEMM_UNROLL for (int j = 0; j < nv; j++)
-                acc[i][j] = GEMM_FMA(si, vj[j], acc[i][j]);
+            GEMM_UNROLL for (int j = 0; j < nv; j++) acc[i][j] = GEMM_FMA(si, vj[j], acc[i][j]);
         }
     }
-    GEMM_UNROLL for (int i = 0; i < mr; i++)
-        GEMM_UNROLL for (int j = 0; j < nv; j++) {
-            if (masked)
-                GEMM_STOREM(o + i * o_r + j * GEMM_VW, acc[i][j], m[j]);
-            else
-                GEMM_STORE(o + i * o_r + j * GEMM_VW, acc[i][j]);
-        }
+    GEMM_UNROLL for (int i = 0; i < mr; i++) GEMM_UNROLL for (int j = 0; j < nv; j++)
+    {
+        if (masked)
+            GEMM_STOREM(o + i * o_r + j * GEMM_VW, acc[i][j], m[j]);
+        else
+            GEMM_STORE(o + i * o_r + j * GEMM_VW, acc[i][j]);
+    }
 }
 
 /* Tiles of mr rows, mr a constant in each case: whole tiles, masked
  * ones, and masked ones of a single vector (a panel of at most GEMM_VW
  * lanes). */
-#define GEMM_CASE(n)                                                                                   \
-    case n:                                                                                            \
-        if (nl <= GEMM_VW)                                                                             \
-            GEMM_NAME(tile)(n, 1, true, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r);          \
-        else if (nl < GEMM_NR)                                                                         \
-            GEMM_NAME(tile)(n, GEMM_NV, true, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r);    \
-        else                                                                                           \
-            GEMM_NAME(tile)(n, GEMM_NV, false, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r);   \
+#define GEMM_CASE(n) \
+    case n: \
+        if (nl <= GEMM_VW) \
+            GEMM_NAME(tile)(n, 1, true, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r); \
+        else if (nl < GEMM_NR) \
+            GEMM_NAME(tile)(n, GEMM_NV, true, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r); \
+        else \
+            GEMM_NAME(tile)(n, GEMM_NV, false, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r); \
         break;
 
 /* The product of g, in tiles of GEMM_MR rows by GEMM_NR lanes (a panel of
@@ -74,7 +75,7 @@ GEMM_NAME(tile)(const int mr, const int nv, const bool masked, const GEMM_MASK *
 GEMM_ATTR static void GEMM_NAME(gemm)(const gemm_args *g)
 {
     _Alignas(64) float panel[GEMM_KB * GEMM_NR]; /* V's panel when its lanes are not contiguous */
-    _Alignas(64) float edge[GEMM_MR * GEMM_NR];  /* a tile of out that is not GEMM_NR contiguous lanes */
+    _Alignas(64) float edge[GEMM_MR * GEMM_NR]; /* a tile of out that is not GEMM_NR contiguous lanes */
     bool rows_outer = g->k <= GEMM_KB && g->v_l == 1;
     int64_t nrb = (g->rows + GEMM_MR - 1) / GEMM_MR, nlp = (g->lanes + GEMM_NR - 1) / GEMM_NR;
     for (int64_t a = 0; a < (rows_outer ? nrb : nlp); a++)

@@ -37,29 +37,29 @@
  * plus a scalar tail: GCC's -O2 cost model vectorises only loops whose trip
  * count is a known multiple of the vector length. The body must not depend on
  * other iterations (see KERNEL_IVDEP). Not nestable. */
-#define KERNEL_FOR(i, n, ...)                                              \
-    do {                                                                   \
-        int64_t kfor_n_ = (n), kfor_b_ = 0;                                \
-        for (; kfor_b_ + 32 <= kfor_n_; kfor_b_ += 32) {                   \
-            KERNEL_IVDEP                                                   \
-            for (int64_t kfor_j_ = 0; kfor_j_ < 32; kfor_j_++) {           \
-                int64_t i = kfor_b_ + kfor_j_;                             \
-                __VA_ARGS__                                                \
-            }                                                              \
-        }                                                                  \
-        for (int64_t i = kfor_b_; i < kfor_n_; i++) {                      \
-            __VA_ARGS__                                                    \
-        }                                                                  \
+#define KERNEL_FOR(i, n, ...) \
+    do { \
+        int64_t kfor_n_ = (n), kfor_b_ = 0; \
+        for (; kfor_b_ + 32 <= kfor_n_; kfor_b_ += 32) { \
+            KERNEL_IVDEP \
+            for (int64_t kfor_j_ = 0; kfor_j_ < 32; kfor_j_++) { \
+                int64_t i = kfor_b_ + kfor_j_; \
+                __VA_ARGS__ \
+            } \
+        } \
+        for (int64_t i = kfor_b_; i < kfor_n_; i++) { \
+            __VA_ARGS__ \
+        } \
     } while (0)
 
 /* A caller's bug (wrong out shape, bad axis): asserted in debug builds, and an
  * FVM_ERR_USAGE in d when asserts are compiled out, so it never corrupts memory. */
-#define KREQUIRE(d, cond, ...)                                          \
-    do {                                                                \
-        if (!(cond)) {                                                  \
-            assert(!"kernel precondition failed: " #cond);              \
+#define KREQUIRE(d, cond, ...) \
+    do { \
+        if (!(cond)) { \
+            assert(!"kernel precondition failed: " #cond); \
             return fvm_diag_add((d), FVM_ERR_USAGE, NULL, __VA_ARGS__); \
-        }                                                               \
+        } \
     } while (0)
 
 /* Rank, dims and dtype in range and a buffer present when there are elements.

@@ -22,72 +22,72 @@ enum { SM_BLOCK = 256 };
  * (o, :, j): m = its maximum (NaN propagates through the exp anyway), s = sum
  * of exp(x - m) in index order, then out = exp(x - m) / s, or
  * (x - m) - log(s). out may not overlap x except exactly. */
-#define SOFTMAX_FN(S, T, EXP, LOG)                                                                        \
-    static void softmax_##S(const T *x, T *out, int64_t outer, int64_t len, int64_t inner, bool lg)       \
-    {                                                                                                     \
-        T m[SM_BLOCK], s[SM_BLOCK];                                                                       \
-        for (int64_t o = 0; o < outer; o++) {                                                             \
-            const T *xo = x + o * len * inner;                                                            \
-            T *oo = out + o * len * inner;                                                                \
-            for (int64_t j0 = 0; j0 < inner; j0 += SM_BLOCK) {                                            \
-                int64_t nb = inner - j0 < SM_BLOCK ? inner - j0 : SM_BLOCK;                               \
-                const T *xb = xo + j0;                                                                    \
-                T *ob = oo + j0;                                                                          \
-                for (int64_t j = 0; j < nb; j++)                                                          \
-                    m[j] = xb[j];                                                                         \
-                for (int64_t a = 1; a < len; a++)                                                         \
-                    for (int64_t j = 0; j < nb; j++) {                                                    \
-                        T v = xb[a * inner + j];                                                          \
-                        m[j] = v > m[j] ? v : m[j];                                                       \
-                    }                                                                                     \
-                for (int64_t j = 0; j < nb; j++)                                                          \
-                    s[j] = 0;                                                                             \
-                for (int64_t a = 0; a < len; a++)                                                         \
-                    for (int64_t j = 0; j < nb; j++) {                                                    \
-                        T e = EXP(xb[a * inner + j] - m[j]);                                              \
-                        s[j] += e;                                                                        \
-                        if (!lg)                                                                          \
-                            ob[a * inner + j] = e;                                                        \
-                    }                                                                                     \
-                if (lg) {                                                                                 \
-                    for (int64_t j = 0; j < nb; j++)                                                      \
-                        s[j] = LOG(s[j]);                                                                 \
-                    for (int64_t a = 0; a < len; a++)                                                     \
-                        for (int64_t j = 0; j < nb; j++)                                                  \
-                            ob[a * inner + j] = (xb[a * inner + j] - m[j]) - s[j];                        \
-                } else {                                                                                  \
-                    for (int64_t a = 0; a < len; a++)                                                     \
-                        for (int64_t j = 0; j < nb; j++)                                                  \
-                            ob[a * inner + j] /= s[j];                                                    \
-                }                                                                                         \
-            }                                                                                             \
-        }                                                                                                 \
+#define SOFTMAX_FN(S, T, EXP, LOG) \
+    static void softmax_##S(const T *x, T *out, int64_t outer, int64_t len, int64_t inner, bool lg) \
+    { \
+        T m[SM_BLOCK], s[SM_BLOCK]; \
+        for (int64_t o = 0; o < outer; o++) { \
+            const T *xo = x + o * len * inner; \
+            T *oo = out + o * len * inner; \
+            for (int64_t j0 = 0; j0 < inner; j0 += SM_BLOCK) { \
+                int64_t nb = inner - j0 < SM_BLOCK ? inner - j0 : SM_BLOCK; \
+                const T *xb = xo + j0; \
+                T *ob = oo + j0; \
+                for (int64_t j = 0; j < nb; j++) \
+                    m[j] = xb[j]; \
+                for (int64_t a = 1; a < len; a++) \
+                    for (int64_t j = 0; j < nb; j++) { \
+                        T v = xb[a * inner + j]; \
+                        m[j] = v > m[j] ? v : m[j]; \
+                    } \
+                for (int64_t j = 0; j < nb; j++) \
+                    s[j] = 0; \
+                for (int64_t a = 0; a < len; a++) \
+                    for (int64_t j = 0; j < nb; j++) { \
+                        T e = EXP(xb[a * inner + j] - m[j]); \
+                        s[j] += e; \
+                        if (!lg) \
+                            ob[a * inner + j] = e; \
+                    } \
+                if (lg) { \
+                    for (int64_t j = 0; j < nb; j++) \
+                        s[j] = LOG(s[j]); \
+                    for (int64_t a = 0; a < len; a++) \
+                        for (int64_t j = 0; j < nb; j++) \
+                            ob[a * inner + j] = (xb[a * inner + j] - m[j]) - s[j]; \
+                } else { \
+                    for (int64_t a = 0; a < len; a++) \
+                        for (int64_t j = 0; j < nb; j++) \
+                            ob[a * inner + j] /= s[j]; \
+                } \
+            } \
+        } \
     }
 
 /* For a last-axis softmax (inner == 1) the block above would hold one line;
  * this form keeps each line's loops contiguous. */
-#define SOFTMAX_ROWS_FN(S, T, EXP, LOG)                                                                   \
-    static void softmax_rows_##S(const T *x, T *out, int64_t rows, int64_t len, bool lg)                  \
-    {                                                                                                     \
-        for (int64_t r = 0; r < rows; r++, x += len, out += len) {                                        \
-            T m = x[0], s = 0;                                                                            \
-            for (int64_t a = 1; a < len; a++)                                                             \
-                m = x[a] > m ? x[a] : m;                                                                  \
-            for (int64_t a = 0; a < len; a++) {                                                           \
-                T e = EXP(x[a] - m);                                                                      \
-                s += e;                                                                                   \
-                if (!lg)                                                                                  \
-                    out[a] = e;                                                                           \
-            }                                                                                             \
-            if (lg) {                                                                                     \
-                T ls = LOG(s);                                                                            \
-                for (int64_t a = 0; a < len; a++)                                                         \
-                    out[a] = (x[a] - m) - ls;                                                             \
-            } else {                                                                                      \
-                for (int64_t a = 0; a < len; a++)                                                         \
-                    out[a] /= s;                                                                          \
-            }                                                                                             \
-        }                                                                                                 \
+#define SOFTMAX_ROWS_FN(S, T, EXP, LOG) \
+    static void softmax_rows_##S(const T *x, T *out, int64_t rows, int64_t len, bool lg) \
+    { \
+        for (int64_t r = 0; r < rows; r++, x += len, out += len) { \
+            T m = x[0], s = 0; \
+            for (int64_t a = 1; a < len; a++) \
+                m = x[a] > m ? x[a] : m; \
+            for (int64_t a = 0; a < len; a++) { \
+                T e = EXP(x[a] - m); \
+                s += e; \
+                if (!lg) \
+                    out[a] = e; \
+            } \
+            if (lg) { \
+                T ls = LOG(s); \
+                for (int64_t a = 0; a < len; a++) \
+                    out[a] = (x[a] - m) - ls; \
+            } else { \
+                for (int64_t a = 0; a < len; a++) \
+                    out[a] /= s; \
+            } \
+        } \
     }
 
 SOFTMAX_FN(f32, float, expf, logf)
@@ -141,17 +141,17 @@ static inline int64_t index_at(const unsigned char *p, bool wide, int64_t i)
 }
 
 /* loss[r] = log(s) - (x[label] - m) over rows of K logits, as in softmax. */
-#define XENT_FN(S, T, EXP, LOG)                                                                           \
+#define XENT_FN(S, T, EXP, LOG) \
     static void xent_##S(const T *x, const unsigned char *lab, bool wide, T *loss, int64_t rows, int64_t k) \
-    {                                                                                                     \
-        for (int64_t r = 0; r < rows; r++, x += k) {                                                      \
-            T m = x[0], s = 0;                                                                            \
-            for (int64_t a = 1; a < k; a++)                                                               \
-                m = x[a] > m ? x[a] : m;                                                                  \
-            for (int64_t a = 0; a < k; a++)                                                               \
-                s += EXP(x[a] - m);                                                                       \
-            loss[r] = LOG(s) - (x[index_at(lab, wide, r)] - m);                                           \
-        }                                                                                                 \
+    { \
+        for (int64_t r = 0; r < rows; r++, x += k) { \
+            T m = x[0], s = 0; \
+            for (int64_t a = 1; a < k; a++) \
+                m = x[a] > m ? x[a] : m; \
+            for (int64_t a = 0; a < k; a++) \
+                s += EXP(x[a] - m); \
+            loss[r] = LOG(s) - (x[index_at(lab, wide, r)] - m); \
+        } \
     }
 
 XENT_FN(f32, float, expf, logf)
@@ -171,7 +171,8 @@ fvm_status fvm_k_softmax_xent(const fvm_tensor *logits, const fvm_tensor *labels
     KREQUIRE(d, rank >= 1, "softmax_xent: logits must have rank >= 1");
     fvm_dims want = logits->shape;
     want.rank = rank - 1;
-    KREQUIRE(d, fvm_dims_equal(&labels->shape, &want), "softmax_xent: labels must have logits' shape without the last axis");
+    KREQUIRE(d, fvm_dims_equal(&labels->shape, &want),
+             "softmax_xent: labels must have logits' shape without the last axis");
     KREQUIRE(d, loss->dtype == logits->dtype && fvm_dims_equal(&loss->shape, &want),
              "softmax_xent: loss must have logits' dtype and labels' shape");
     int64_t rows = fvm_tensor_count(labels), k = logits->shape.d[rank - 1];
@@ -191,31 +192,30 @@ fvm_status fvm_k_softmax_xent(const fvm_tensor *logits, const fvm_tensor *labels
         xent_f32((const float *)(const void *)kernel_bytes(logits), lab, wide, (float *)(void *)kernel_bytes(loss),
                  rows, k);
     else
-        xent_f64((const double *)(const void *)kernel_bytes(logits), lab, wide,
-                 (double *)(void *)kernel_bytes(loss), rows, k);
+        xent_f64((const double *)(const void *)kernel_bytes(logits), lab, wide, (double *)(void *)kernel_bytes(loss),
+                 rows, k);
     return FVM_OK;
 }
 
 /* ---- scatter-add --------------------------------------------------------- */
 
-#define SCATTER_FN(S, T)                                                                                  \
-    static void scatter_##S(const unsigned char *ip, bool wide, int64_t nidx, const T *u, T *out,         \
-                            int64_t outer, int64_t len, int64_t inner)                                    \
-    {                                                                                                     \
-        for (int64_t r = 0; r < outer; r++) {                                                             \
-            T *dst = out + r * len * inner;                                                               \
-            for (int64_t t = 0; t < nidx; t++, u += inner) {                                              \
-                T *o = dst + index_at(ip, wide, t) * inner;                                               \
-                KERNEL_FOR(e, inner, o[e] += u[e];);                                                      \
-            }                                                                                             \
-        }                                                                                                 \
+#define SCATTER_FN(S, T) \
+    static void scatter_##S(const unsigned char *ip, bool wide, int64_t nidx, const T *u, T *out, int64_t outer, \
+                            int64_t len, int64_t inner) \
+    { \
+        for (int64_t r = 0; r < outer; r++) { \
+            T *dst = out + r * len * inner; \
+            for (int64_t t = 0; t < nidx; t++, u += inner) { \
+                T *o = dst + index_at(ip, wide, t) * inner; \
+                KERNEL_FOR(e, inner, o[e] += u[e];); \
+            } \
+        } \
     }
 
 SCATTER_FN(f32, float)
 SCATTER_FN(f64, double)
 
-fvm_status fvm_k_scatter_add(const fvm_tensor *idx, const fvm_tensor *updates, int axis, fvm_tensor *out,
-                             fvm_diag *d)
+fvm_status fvm_k_scatter_add(const fvm_tensor *idx, const fvm_tensor *updates, int axis, fvm_tensor *out, fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, idx, "scatter_add: indices");
     KREQUIRE_TENSOR(d, updates, "scatter_add: updates");
@@ -284,20 +284,20 @@ static inline float unit_f32(uint32_t w)
  * no buffer is needed: hash call i (i < h = ceil(n/2)) encrypts the counter
  * pair (i, h+i) and gives draws i and h+i. Each element is read before it is
  * written, so out may be x. */
-#define DROPOUT_FN(S, T)                                                                                  \
-    static void dropout_##S(const T *x, const uint32_t key[2], double rate, T *out, int64_t n)           \
-    {                                                                                                     \
-        const uint32_t k[2] = {key[0], key[1]};                                                           \
-        const T keep = (T)(1.0 - rate);                                                                   \
-        int64_t h = n / 2 + n % 2;                                                                        \
-        for (int64_t i = 0; i < h; i++) {                                                                 \
-            const uint32_t ctr[2] = {(uint32_t)i, h + i < n ? (uint32_t)(h + i) : 0u};                    \
-            uint32_t w[2];                                                                                \
-            fvm_threefry2x32(k, ctr, w);                                                                  \
-            out[i] = (double)unit_f32(w[0]) >= rate ? x[i] / keep : (T)0;                                 \
-            if (h + i < n)                                                                                \
-                out[h + i] = (double)unit_f32(w[1]) >= rate ? x[h + i] / keep : (T)0;                     \
-        }                                                                                                 \
+#define DROPOUT_FN(S, T) \
+    static void dropout_##S(const T *x, const uint32_t key[2], double rate, T *out, int64_t n) \
+    { \
+        const uint32_t k[2] = {key[0], key[1]}; \
+        const T keep = (T)(1.0 - rate); \
+        int64_t h = n / 2 + n % 2; \
+        for (int64_t i = 0; i < h; i++) { \
+            const uint32_t ctr[2] = {(uint32_t)i, h + i < n ? (uint32_t)(h + i) : 0u}; \
+            uint32_t w[2]; \
+            fvm_threefry2x32(k, ctr, w); \
+            out[i] = (double)unit_f32(w[0]) >= rate ? x[i] / keep : (T)0; \
+            if (h + i < n) \
+                out[h + i] = (double)unit_f32(w[1]) >= rate ? x[h + i] / keep : (T)0; \
+        } \
     }
 
 DROPOUT_FN(f32, float)
@@ -321,7 +321,6 @@ fvm_status fvm_k_dropout(const fvm_tensor *x, const uint32_t key[2], double rate
     if (x->dtype == FVM_DTYPE_F32)
         dropout_f32((const float *)(const void *)kernel_bytes(x), key, rate, (float *)(void *)kernel_bytes(out), n);
     else
-        dropout_f64((const double *)(const void *)kernel_bytes(x), key, rate, (double *)(void *)kernel_bytes(out),
-                    n);
+        dropout_f64((const double *)(const void *)kernel_bytes(x), key, rate, (double *)(void *)kernel_bytes(out), n);
     return FVM_OK;
 }

@@ -33,18 +33,17 @@
  * matrix [images*OH*OW, KH*KW*C]) times w seen as [KH*KW*C, O], one cblas
  * gemm per group of images; the group size depends on the shapes only. A
  * 1x1 filter with strides 1 needs no im2col (x is its own patch matrix). */
-fvm_status fvm_k_conv2d(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, fvm_tensor *y,
-                        fvm_diag *d);
+fvm_status fvm_k_conv2d(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, fvm_tensor *y, fvm_diag *d);
 /* The gradient of conv2d's result with respect to x: dx has x's shape
  * [N,H,W,C] (given by the caller), dy is [N,OH,OW,O]. One gemm per group of
  * images (dy @ w^T, the gradient of the patch matrix), then col2im adds each
  * patch back into dx, patches in row-major (oh, ow) order. */
-fvm_status fvm_k_conv2d_grad_input(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win,
-                                   fvm_tensor *dx, fvm_diag *d);
+fvm_status fvm_k_conv2d_grad_input(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win, fvm_tensor *dx,
+                                   fvm_diag *d);
 /* ... with respect to w: dw [KH,KW,C,O] = patches^T @ dy, one gemm per group
  * of images; the groups' products are added in image order (the gemm's beta). */
-fvm_status fvm_k_conv2d_grad_filter(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win,
-                                    fvm_tensor *dw, fvm_diag *d);
+fvm_status fvm_k_conv2d_grad_filter(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win, fvm_tensor *dw,
+                                    fvm_diag *d);
 
 /* The scratch bytes the three conv2d kernels need for x's shape xs [N,H,W,C]
  * and w's shape ws [KH,KW,C,O] of dtype t (the same for all three; 0 when
@@ -58,8 +57,8 @@ fvm_status fvm_conv2d_workspace(fvm_dtype t, const fvm_dims *xs, const fvm_dims 
  * fvm_conv2d_workspace's bytes (it may be NULL when that is 0), aligned for
  * the dtype; a smaller or misaligned workspace is the caller's bug. They never
  * allocate, and give the same bits as the allocating versions. */
-fvm_status fvm_k_conv2d_ws(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, void *ws,
-                           size_t ws_bytes, fvm_tensor *y, fvm_diag *d);
+fvm_status fvm_k_conv2d_ws(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, void *ws, size_t ws_bytes,
+                           fvm_tensor *y, fvm_diag *d);
 fvm_status fvm_k_conv2d_grad_input_ws(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win, void *ws,
                                       size_t ws_bytes, fvm_tensor *dx, fvm_diag *d);
 fvm_status fvm_k_conv2d_grad_filter_ws(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win, void *ws,
@@ -105,8 +104,7 @@ fvm_status fvm_k_softmax_xent(const fvm_tensor *logits, const fvm_tensor *labels
  * [0, out.shape[axis]) is a runtime error naming the index and the range;
  * all are checked before anything (the zeros included) is written. Adds in
  * index order (p ascending), so repeated indices sum deterministically. */
-fvm_status fvm_k_scatter_add(const fvm_tensor *idx, const fvm_tensor *updates, int axis, fvm_tensor *out,
-                             fvm_diag *d);
+fvm_status fvm_k_scatter_add(const fvm_tensor *idx, const fvm_tensor *updates, int axis, fvm_tensor *out, fvm_diag *d);
 
 /* Dropout with a random key: out = x * keep_mask / (1 - rate), where element
  * i (C order) is kept when the i-th value of fvm_prng_uniform_f32(key, n),

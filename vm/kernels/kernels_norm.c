@@ -23,7 +23,8 @@ fvm_status fvm_k_layer_norm(const fvm_tensor *x, const fvm_tensor *gamma, const 
     int64_t n = x->shape.d[x->shape.rank - 1], rows = n ? fvm_tensor_count(x) / n : 0;
     KREQUIRE(d, gamma->shape.rank == 1 && gamma->shape.d[0] == n && beta->shape.rank == 1 && beta->shape.d[0] == n,
              "layer_norm: gamma and beta must be [D], D x's last dim");
-    KREQUIRE(d, y->dtype == x->dtype && fvm_dims_equal(&y->shape, &x->shape), "layer_norm: y must have x's dtype and shape");
+    KREQUIRE(d, y->dtype == x->dtype && fvm_dims_equal(&y->shape, &x->shape),
+             "layer_norm: y must have x's dtype and shape");
     for (int64_t r = 0; r < rows; r++) {
         double mean = 0, var = 0;
         for (int64_t j = 0; j < n; j++)
@@ -56,9 +57,10 @@ fvm_status fvm_k_lstm_gates(const fvm_tensor *zx, const fvm_tensor *zh, const fv
     KREQUIRE(d, c->shape.rank == 2, "lstm_cell: c must be [B,H]");
     int64_t B = c->shape.d[0], H = c->shape.d[1];
     fvm_dims z = {.rank = 2, .d = {B, 4 * H}};
-    KREQUIRE(d, fvm_dims_equal(&zx->shape, &z) && fvm_dims_equal(&zh->shape, &z) && b->shape.rank == 1 &&
-                    b->shape.d[0] == 4 * H && fvm_dims_equal(&h_out->shape, &c->shape) &&
-                    fvm_dims_equal(&c_out->shape, &c->shape) && h_out->dtype == c->dtype && c_out->dtype == c->dtype,
+    KREQUIRE(d,
+             fvm_dims_equal(&zx->shape, &z) && fvm_dims_equal(&zh->shape, &z) && b->shape.rank == 1 &&
+                 b->shape.d[0] == 4 * H && fvm_dims_equal(&h_out->shape, &c->shape) &&
+                 fvm_dims_equal(&c_out->shape, &c->shape) && h_out->dtype == c->dtype && c_out->dtype == c->dtype,
              "lstm_cell: zx, zh [B,4H], b [4H], c, h_out, c_out [B,H] of one dtype");
     for (int64_t r = 0; r < B; r++)
         for (int64_t j = 0; j < H; j++) {

@@ -12,7 +12,7 @@
  * the reduced axes, and a kept innermost run is an elementwise loop over
  * contiguous rows. */
 typedef struct red_plan {
-    int rank;                      /* >= 1 */
+    int rank; /* >= 1 */
     int64_t shape[FVM_MAX_RANK];
     bool red[FVM_MAX_RANK];
     int64_t ostride[FVM_MAX_RANK]; /* out element stride, 0 for reduced runs */
@@ -50,62 +50,62 @@ static void red_plan_init(red_plan *p, const fvm_dims *x, uint32_t mask)
 /* COMBINE(a, v) folds element v into the running value a. An output's first
  * element is copied (not combined with an identity), so a sum of one -0.0 is
  * -0.0 and a max needs no -inf. */
-#define RED_FN(name, T, COMBINE)                                                   \
-    static void name(const void *px, void *pout, const red_plan *p)                \
-    {                                                                              \
-        const T *x = px;                                                           \
-        T *out = pout;                                                             \
-        int r = p->rank - 1;                                                       \
-        int64_t n = p->shape[r], rows = 1;                                         \
-        for (int i = 0; i < r; i++)                                                \
-            rows *= p->shape[i];                                                   \
-        int64_t idx[FVM_MAX_RANK] = {0}, oo = 0;                                   \
-        int started = 0; /* reduced outer axes at a nonzero index */               \
-        for (int64_t row = 0; row < rows; row++, x += n) {                         \
-            T *o = out + oo;                                                       \
-            if (p->red[r]) {                                                       \
-                int64_t j = 0;                                                     \
-                T a;                                                               \
-                if (started) {                                                     \
-                    a = o[0];                                                      \
-                } else {                                                           \
-                    a = x[0];                                                      \
-                    j = 1;                                                         \
-                }                                                                  \
-                for (; j < n; j++) {                                               \
-                    T v = x[j];                                                    \
-                    a = (COMBINE);                                                 \
-                }                                                                  \
-                o[0] = a;                                                          \
-            } else if (!started) {                                                 \
-                memcpy(o, x, (size_t)n * sizeof(T));                               \
-            } else {                                                               \
-                KERNEL_FOR(j, n, T a = o[j]; T v = x[j]; o[j] = (COMBINE););       \
-            }                                                                      \
-            for (int i = r - 1; i >= 0; i--) {                                     \
-                oo += p->ostride[i];                                               \
-                if (idx[i]++ == 0 && p->red[i])                                    \
-                    started++;                                                     \
-                if (idx[i] < p->shape[i])                                          \
-                    break;                                                         \
-                oo -= p->ostride[i] * p->shape[i];                                 \
-                idx[i] = 0;                                                        \
-                if (p->red[i])                                                     \
-                    started--;                                                     \
-            }                                                                      \
-        }                                                                          \
+#define RED_FN(name, T, COMBINE) \
+    static void name(const void *px, void *pout, const red_plan *p) \
+    { \
+        const T *x = px; \
+        T *out = pout; \
+        int r = p->rank - 1; \
+        int64_t n = p->shape[r], rows = 1; \
+        for (int i = 0; i < r; i++) \
+            rows *= p->shape[i]; \
+        int64_t idx[FVM_MAX_RANK] = {0}, oo = 0; \
+        int started = 0; /* reduced outer axes at a nonzero index */ \
+        for (int64_t row = 0; row < rows; row++, x += n) { \
+            T *o = out + oo; \
+            if (p->red[r]) { \
+                int64_t j = 0; \
+                T a; \
+                if (started) { \
+                    a = o[0]; \
+                } else { \
+                    a = x[0]; \
+                    j = 1; \
+                } \
+                for (; j < n; j++) { \
+                    T v = x[j]; \
+                    a = (COMBINE); \
+                } \
+                o[0] = a; \
+            } else if (!started) { \
+                memcpy(o, x, (size_t)n * sizeof(T)); \
+            } else { \
+                KERNEL_FOR(j, n, T a = o[j]; T v = x[j]; o[j] = (COMBINE);); \
+            } \
+            for (int i = r - 1; i >= 0; i--) { \
+                oo += p->ostride[i]; \
+                if (idx[i]++ == 0 && p->red[i]) \
+                    started++; \
+                if (idx[i] < p->shape[i]) \
+                    break; \
+                oo -= p->ostride[i] * p->shape[i]; \
+                idx[i] = 0; \
+                if (p->red[i]) \
+                    started--; \
+            } \
+        } \
     }
 
 typedef void (*red_fn)(const void *x, void *out, const red_plan *p);
 
 /* Floats: max/min propagate NaN. Signed sums wrap in the unsigned type. */
-#define FLOAT_RED(S, T)                                          \
-    RED_FN(sum_##S, T, a + v)                                    \
-    RED_FN(max_##S, T, (v > a || v != v) ? v : a)                \
+#define FLOAT_RED(S, T) \
+    RED_FN(sum_##S, T, a + v) \
+    RED_FN(max_##S, T, (v > a || v != v) ? v : a) \
     RED_FN(min_##S, T, (v < a || v != v) ? v : a)
-#define INT_RED(S, T, UT)                                        \
-    RED_FN(sum_##S, T, (T)((UT)a + (UT)v))                       \
-    RED_FN(max_##S, T, v > a ? v : a)                            \
+#define INT_RED(S, T, UT) \
+    RED_FN(sum_##S, T, (T)((UT)a + (UT)v)) \
+    RED_FN(max_##S, T, v > a ? v : a) \
     RED_FN(min_##S, T, v < a ? v : a)
 
 FLOAT_RED(f32, float)
@@ -115,9 +115,11 @@ INT_RED(i64, int64_t, uint64_t)
 INT_RED(u32, uint32_t, uint32_t)
 INT_RED(u8, uint8_t, uint8_t)
 
-#define RED_NUM_ROW(op)                                                                     \
-    {[FVM_DTYPE_U8] = op##_u8, [FVM_DTYPE_I32] = op##_i32, [FVM_DTYPE_I64] = op##_i64,       \
-     [FVM_DTYPE_U32] = op##_u32, [FVM_DTYPE_F32] = op##_f32, [FVM_DTYPE_F64] = op##_f64}
+#define RED_NUM_ROW(op) \
+    { \
+        [FVM_DTYPE_U8] = op##_u8, [FVM_DTYPE_I32] = op##_i32, [FVM_DTYPE_I64] = op##_i64, [FVM_DTYPE_U32] = op##_u32, \
+        [FVM_DTYPE_F32] = op##_f32, [FVM_DTYPE_F64] = op##_f64 \
+    }
 
 /* MEAN is a sum followed by a division, floats only. */
 static const red_fn reduce_table[FVM_RED_COUNT][FVM_DTYPE_COUNT] = {
@@ -140,8 +142,8 @@ fvm_status fvm_k_reduce(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, 
     if (!f)
         return kernel_type_error(d, name, x->dtype);
     int rank = x->shape.rank;
-    KREQUIRE(d, (axes_mask >> rank) == 0, "%s: axes mask 0x%x names an axis beyond rank %d", name,
-             (unsigned)axes_mask, rank);
+    KREQUIRE(d, (axes_mask >> rank) == 0, "%s: axes mask 0x%x names an axis beyond rank %d", name, (unsigned)axes_mask,
+             rank);
     int64_t kept = 1, nred = 1;
     for (int i = 0; i < rank; i++) {
         if ((axes_mask >> i) & 1)
@@ -180,35 +182,35 @@ fvm_status fvm_k_reduce(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, 
 /* BETTER(v, c): v replaces the best so far c. For floats a NaN is the maximum
  * and the first NaN stays. With several columns (inner > 1) the best indices
  * live in out and the best values are re-read from x, so no scratch memory. */
-#define ARGMAX_FN(name, T, BETTER)                                                       \
+#define ARGMAX_FN(name, T, BETTER) \
     static void name(const void *px, int64_t *out, int64_t outer, int64_t len, int64_t inner) \
-    {                                                                                    \
-        const T *xs = px;                                                                \
-        for (int64_t r = 0; r < outer; r++, xs += len * inner, out += inner) {           \
-            if (inner == 1) {                                                            \
-                int64_t best = 0;                                                        \
-                T c = xs[0];                                                             \
-                for (int64_t i = 1; i < len; i++) {                                      \
-                    T v = xs[i];                                                         \
-                    if (BETTER) {                                                        \
-                        best = i;                                                        \
-                        c = v;                                                           \
-                    }                                                                    \
-                }                                                                        \
-                out[0] = best;                                                           \
-                continue;                                                                \
-            }                                                                            \
-            for (int64_t j = 0; j < inner; j++)                                          \
-                out[j] = 0;                                                              \
-            for (int64_t i = 1; i < len; i++) {                                          \
-                const T *row = xs + i * inner;                                           \
-                for (int64_t j = 0; j < inner; j++) {                                    \
-                    T v = row[j], c = xs[out[j] * inner + j];                            \
-                    if (BETTER)                                                          \
-                        out[j] = i;                                                      \
-                }                                                                        \
-            }                                                                            \
-        }                                                                                \
+    { \
+        const T *xs = px; \
+        for (int64_t r = 0; r < outer; r++, xs += len * inner, out += inner) { \
+            if (inner == 1) { \
+                int64_t best = 0; \
+                T c = xs[0]; \
+                for (int64_t i = 1; i < len; i++) { \
+                    T v = xs[i]; \
+                    if (BETTER) { \
+                        best = i; \
+                        c = v; \
+                    } \
+                } \
+                out[0] = best; \
+                continue; \
+            } \
+            for (int64_t j = 0; j < inner; j++) \
+                out[j] = 0; \
+            for (int64_t i = 1; i < len; i++) { \
+                const T *row = xs + i * inner; \
+                for (int64_t j = 0; j < inner; j++) { \
+                    T v = row[j], c = xs[out[j] * inner + j]; \
+                    if (BETTER) \
+                        out[j] = i; \
+                } \
+            } \
+        } \
     }
 
 typedef void (*argmax_fn)(const void *x, int64_t *out, int64_t outer, int64_t len, int64_t inner);
@@ -222,7 +224,7 @@ ARGMAX_FN(argmax_b, uint8_t, v > c)
 ARGMAX_FN(argmax_u8, uint8_t, v > c)
 
 static const argmax_fn argmax_table[FVM_DTYPE_COUNT] = {
-    [FVM_DTYPE_BOOL] = argmax_b, [FVM_DTYPE_I32] = argmax_i32, [FVM_DTYPE_I64] = argmax_i64,
+    [FVM_DTYPE_BOOL] = argmax_b,  [FVM_DTYPE_I32] = argmax_i32, [FVM_DTYPE_I64] = argmax_i64,
     [FVM_DTYPE_U32] = argmax_u32, [FVM_DTYPE_F32] = argmax_f32, [FVM_DTYPE_F64] = argmax_f64,
     [FVM_DTYPE_U8] = argmax_u8,
 };

@@ -54,8 +54,8 @@ enum { TILE = 16 };
  * Column blocks are outermost: for a plain transpose x is then read as TILE
  * sequential streams, which measured faster than row blocks on power-of-two
  * shapes (whose strides otherwise collide in the cache). */
-static void strided_copy(unsigned char *out, const unsigned char *x, int rank, const int64_t *shape,
-                         const int64_t *xs, size_t es)
+static void strided_copy(unsigned char *out, const unsigned char *x, int rank, const int64_t *shape, const int64_t *xs,
+                         size_t es)
 {
     int64_t sh[FVM_MAX_RANK], st[FVM_MAX_RANK];
     int r = 0;
@@ -92,8 +92,8 @@ static void strided_copy(unsigned char *out, const unsigned char *x, int rank, c
                 for (int64_t i0 = 0; i0 < n0; i0 += TILE) {
                     int64_t ie = i0 + TILE < n0 ? i0 + TILE : n0, jn = j0 + TILE < n1 ? TILE : n1 - j0;
                     for (int64_t i = i0; i < ie; i++)
-                        copy_run(out + (size_t)(i * n1 + j0) * es, x + (size_t)(off + i * s0 + j0 * s1) * es, jn,
-                                 s1, es);
+                        copy_run(out + (size_t)(i * n1 + j0) * es, x + (size_t)(off + i * s0 + j0 * s1) * es, jn, s1,
+                                 es);
                 }
             out += (size_t)(n0 * n1) * es;
         }
@@ -149,8 +149,8 @@ fvm_status fvm_k_slice(const fvm_tensor *x, const int64_t *start, const int64_t 
         int64_t n = out->shape.d[k], dim = x->shape.d[k];
         /* last index start + (n-1)*step < dim, tested without overflow */
         KREQUIRE(d, step[k] >= 1 && start[k] >= 0 && start[k] < dim && (dim - 1 - start[k]) / step[k] >= n - 1,
-                 "slice: axis %d: start %lld, step %lld and %lld elements do not fit in %lld", k,
-                 (long long)start[k], (long long)step[k], (long long)n, (long long)dim);
+                 "slice: axis %d: start %lld, step %lld and %lld elements do not fit in %lld", k, (long long)start[k],
+                 (long long)step[k], (long long)n, (long long)dim);
         base += start[k] * xst[k];
         st[k] = n == 1 ? 0 : step[k] * xst[k];
     }
@@ -264,8 +264,9 @@ fvm_status fvm_k_broadcast(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d)
     KREQUIRE_TENSOR(d, x, "broadcast: x");
     KREQUIRE_TENSOR(d, out, "broadcast: out");
     fvm_dims b;
-    KREQUIRE(d, out->dtype == x->dtype && fvm_dims_broadcast(&x->shape, &out->shape, &b, NULL) == FVM_OK &&
-                    fvm_dims_equal(&b, &out->shape),
+    KREQUIRE(d,
+             out->dtype == x->dtype && fvm_dims_broadcast(&x->shape, &out->shape, &b, NULL) == FVM_OK &&
+                 fvm_dims_equal(&b, &out->shape),
              "broadcast: out must have x's dtype and a shape x broadcasts to");
     int r = out->shape.rank, off = r - x->shape.rank;
     int64_t stride[FVM_MAX_RANK], idx[FVM_MAX_RANK] = {0};
@@ -295,16 +296,16 @@ fvm_status fvm_k_broadcast(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d)
     return FVM_OK;
 }
 
-fvm_status fvm_k_unslice(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out,
-                         fvm_diag *d)
+fvm_status fvm_k_unslice(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out, fvm_diag *d)
 {
     KREQUIRE_TENSOR(d, x, "unslice: x");
     KREQUIRE_TENSOR(d, out, "unslice: out");
     int r = x->shape.rank;
     KREQUIRE(d, out->dtype == x->dtype && out->shape.rank == r, "unslice: out must have x's dtype and rank");
     for (int i = 0; i < r; i++)
-        KREQUIRE(d, step[i] >= 1 && start[i] >= 0 &&
-                        (x->shape.d[i] == 0 || start[i] + (x->shape.d[i] - 1) * step[i] < out->shape.d[i]),
+        KREQUIRE(d,
+                 step[i] >= 1 && start[i] >= 0 &&
+                     (x->shape.d[i] == 0 || start[i] + (x->shape.d[i] - 1) * step[i] < out->shape.d[i]),
                  "unslice: the slice leaves out's axis %d", i);
     if (fvm_tensor_count(out) == 0)
         return FVM_OK;

@@ -59,8 +59,8 @@ const fvm_kernels *fvm_kernels_lookup(const char *name)
 
 void fvm_kernels_complete(fvm_kernels *k)
 {
-#define FALLBACK(m)      \
-    if (!k->m)           \
+#define FALLBACK(m) \
+    if (!k->m) \
         k->m = cpu.m;
     FALLBACK(alloc)
     FALLBACK(unary)

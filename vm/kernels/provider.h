@@ -63,8 +63,7 @@ struct fvm_kernels {
     /* -- shape movement -- */
     fvm_status (*transpose)(const fvm_tensor *x, const int *perm, fvm_tensor *out, fvm_diag *d);
     fvm_status (*slice)(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out, fvm_diag *d);
-    fvm_status (*unslice)(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out,
-                          fvm_diag *d);
+    fvm_status (*unslice)(const fvm_tensor *x, const int64_t *start, const int64_t *step, fvm_tensor *out, fvm_diag *d);
     fvm_status (*concat)(const fvm_tensor *const *xs, int n, int axis, fvm_tensor *out, fvm_diag *d);
     fvm_status (*gather)(const fvm_tensor *x, const fvm_tensor *idx, int axis, fvm_tensor *out, fvm_diag *d);
     fvm_status (*broadcast)(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d);
@@ -80,8 +79,7 @@ struct fvm_kernels {
                             fvm_tensor *dx, fvm_diag *d);
     fvm_status (*softmax)(const fvm_tensor *x, int axis, bool log, fvm_tensor *out, fvm_diag *d);
     fvm_status (*softmax_xent)(const fvm_tensor *logits, const fvm_tensor *labels, fvm_tensor *loss, fvm_diag *d);
-    fvm_status (*scatter_add)(const fvm_tensor *idx, const fvm_tensor *updates, int axis, fvm_tensor *out,
-                              fvm_diag *d);
+    fvm_status (*scatter_add)(const fvm_tensor *idx, const fvm_tensor *updates, int axis, fvm_tensor *out, fvm_diag *d);
     fvm_status (*dropout)(const fvm_tensor *x, const uint32_t key[2], double rate, fvm_tensor *out, fvm_diag *d);
     fvm_status (*layer_norm)(const fvm_tensor *x, const fvm_tensor *gamma, const fvm_tensor *beta, double eps,
                              fvm_tensor *y, fvm_diag *d);

@@ -16,14 +16,19 @@ typedef void (*el1_fn)(const void *x, void *o);
 typedef void (*el2_fn)(const void *x, const void *y, void *o);
 
 #define EL1(K, S, T, E) \
-    static void el_##K##_##S(const void *x, void *o) { *(T *)o = sk_##K##_##S(*(const T *)x); }
+    static void el_##K##_##S(const void *x, void *o) \
+    { \
+        *(T *)o = sk_##K##_##S(*(const T *)x); \
+    }
 #define EL2_TO(K, S, T, TO) \
-    static void el_##K##_##S(const void *x, const void *y, void *o) { *(TO *)o = sk_##K##_##S(*(const T *)x, *(const T *)y); }
+    static void el_##K##_##S(const void *x, const void *y, void *o) \
+    { \
+        *(TO *)o = sk_##K##_##S(*(const T *)x, *(const T *)y); \
+    }
 #define EL2(K, S, T, E) EL2_TO(K, S, T, T)
 #define ELC(K, S, T, E) EL2_TO(K, S, T, uint8_t)
 
-#define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
-    EL_##STEP(KERNEL, DTYPES)
+#define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) EL_##STEP(KERNEL, DTYPES)
 #define EL_UNARY(K, D) SK_DTYPES_##D(EL1, K)
 #define EL_BINARY(K, D) SK_DTYPES_##D(EL2, K)
 #define EL_COMPARE(K, D) SK_DTYPES_##D(ELC, K)
@@ -37,14 +42,14 @@ typedef void (*el2_fn)(const void *x, const void *y, void *o);
 
 static const el1_fn unary_el[FVM_UN_COUNT][FVM_DTYPE_COUNT] = {
 #define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
-    FVM_EW_IF_UNARY_##STEP([FVM_UN_##ID] = {SK_DTYPES_##DTYPES(EL_ENTRY, KERNEL)},)
+    FVM_EW_IF_UNARY_##STEP([FVM_UN_##ID] = {SK_DTYPES_##DTYPES(EL_ENTRY, KERNEL)}, )
 #include "../ir/ops.def"
 #undef FVM_EW
 };
 
 static const el2_fn binary_el[FVM_BIN_COUNT][FVM_DTYPE_COUNT] = {
 #define FVM_EW(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP, STEP, KERNEL, DTYPES) \
-    FVM_EW_IF_BINARY_##STEP([FVM_BIN_##ID] = {SK_DTYPES_##DTYPES(EL_ENTRY, KERNEL)},)
+    FVM_EW_IF_BINARY_##STEP([FVM_BIN_##ID] = {SK_DTYPES_##DTYPES(EL_ENTRY, KERNEL)}, )
 #include "../ir/ops.def"
 #undef FVM_EW
 };
@@ -52,19 +57,34 @@ static const el2_fn binary_el[FVM_BIN_COUNT][FVM_DTYPE_COUNT] = {
 /* One element converted from dtype 'from' to dtype 'to' as fvm_k_cast
  * converts it: integers through int64 (int32 when they fit), floats
  * through double, then the destination's conversion. */
-#define STORE_FN(F, VT)                                                          \
-    static void store_##F(VT v, fvm_dtype to, void *o)                           \
-    {                                                                            \
-        switch (to) {                                                            \
-        case FVM_DTYPE_BOOL: *(uint8_t *)o = from_##F##_b(v); break;             \
-        case FVM_DTYPE_U8: *(uint8_t *)o = from_##F##_u8(v); break;              \
-        case FVM_DTYPE_I32: *(int32_t *)o = from_##F##_i32(v); break;            \
-        case FVM_DTYPE_I64: *(int64_t *)o = from_##F##_i64(v); break;            \
-        case FVM_DTYPE_U32: *(uint32_t *)o = from_##F##_u32(v); break;           \
-        case FVM_DTYPE_F32: *(float *)o = from_##F##_f32(v); break;              \
-        case FVM_DTYPE_F64: *(double *)o = from_##F##_f64(v); break;             \
-        default: break;                                                          \
-        }                                                                        \
+#define STORE_FN(F, VT) \
+    static void store_##F(VT v, fvm_dtype to, void *o) \
+    { \
+        switch (to) { \
+        case FVM_DTYPE_BOOL: \
+            *(uint8_t *)o = from_##F##_b(v); \
+            break; \
+        case FVM_DTYPE_U8: \
+            *(uint8_t *)o = from_##F##_u8(v); \
+            break; \
+        case FVM_DTYPE_I32: \
+            *(int32_t *)o = from_##F##_i32(v); \
+            break; \
+        case FVM_DTYPE_I64: \
+            *(int64_t *)o = from_##F##_i64(v); \
+            break; \
+        case FVM_DTYPE_U32: \
+            *(uint32_t *)o = from_##F##_u32(v); \
+            break; \
+        case FVM_DTYPE_F32: \
+            *(float *)o = from_##F##_f32(v); \
+            break; \
+        case FVM_DTYPE_F64: \
+            *(double *)o = from_##F##_f64(v); \
+            break; \
+        default: \
+            break; \
+        } \
     }
 STORE_FN(f, double)
 STORE_FN(i, int64_t)
@@ -73,9 +93,9 @@ STORE_FN(s, int32_t)
 static void convert(fvm_dtype from, const void *x, fvm_dtype to, void *o)
 {
     switch (from) {
-#define LOAD(S, T, K, E)                         \
-    case FVM_DTYPE_##E:                          \
-        store_##K(*(const T *)x, to, o);         \
+#define LOAD(S, T, K, E) \
+    case FVM_DTYPE_##E: \
+        store_##K(*(const T *)x, to, o); \
         break;
         FVM_K_DTYPES(LOAD)
 #undef LOAD
@@ -170,8 +190,7 @@ static fvm_status p_binary(fvm_binary op, const fvm_tensor *a, const fvm_tensor 
     return FVM_OK;
 }
 
-static fvm_status p_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tensor *b, fvm_tensor *out,
-                           fvm_diag *d)
+static fvm_status p_select(const fvm_tensor *p, const fvm_tensor *a, const fvm_tensor *b, fvm_tensor *out, fvm_diag *d)
 {
     fvm_status s = fvm_kernel_select_check(p, a, b, out, d);
     int64_t n = fvm_tensor_count(out);
@@ -255,11 +274,21 @@ static fvm_status p_fused(const fvm_fstep *steps, int nsteps, const fvm_tensor *
             }
             void *dst = slot[s];
             switch (st->kind) {
-            case FVM_FS_UNARY: unary_el[st->op][a0](a[0], dst); break;
-            case FVM_FS_BINARY: binary_el[st->op][a0](a[0], a[1], dst); break;
-            case FVM_FS_SELECT: memcpy(dst, *(const uint8_t *)a[0] ? a[1] : a[2], fvm_dtype_size(dt[s])); break;
-            case FVM_FS_CAST: convert(a0, a[0], dt[s], dst); break;
-            case FVM_FS_FILL: fvm_kernel_fill_value(dt[s], st->value, dst); break;
+            case FVM_FS_UNARY:
+                unary_el[st->op][a0](a[0], dst);
+                break;
+            case FVM_FS_BINARY:
+                binary_el[st->op][a0](a[0], a[1], dst);
+                break;
+            case FVM_FS_SELECT:
+                memcpy(dst, *(const uint8_t *)a[0] ? a[1] : a[2], fvm_dtype_size(dt[s]));
+                break;
+            case FVM_FS_CAST:
+                convert(a0, a[0], dt[s], dst);
+                break;
+            case FVM_FS_FILL:
+                fvm_kernel_fill_value(dt[s], st->value, dst);
+                break;
             }
         }
         memcpy(o + (size_t)i * os, slot[last], os);
@@ -278,29 +307,29 @@ static fvm_status p_fused(const fvm_fstep *steps, int nsteps, const fvm_tensor *
  * neighbours in a row of c advance together, l by l (the same chains, read
  * along B's rows); otherwise each chain runs alone. */
 enum { GEMM_NB = 64 };
-#define NAIVE_GEMM(S, T, AT, STEP)                                                                       \
-    static void gemm_##S(const mm_shape *s, const T *a, const T *b, T *c, int64_t ldc, bool accumulate)  \
-    {                                                                                                    \
-        AT acc[GEMM_NB];                                                                                 \
-        int64_t nb_max = s->b_sj == 1 ? GEMM_NB : 1;                                                     \
-        for (int64_t i = 0; i < s->m; i++)                                                               \
-            for (int64_t j0 = 0; j0 < s->n; j0 += nb_max) {                                              \
-                int64_t nb = s->n - j0 < nb_max ? s->n - j0 : nb_max;                                    \
-                for (int64_t j = 0; j < nb; j++)                                                         \
-                    acc[j] = 0;                                                                          \
-                for (int64_t l = 0; l < s->k; l++) {                                                     \
-                    AT x = (AT)a[i * s->a_si + l * s->a_sk];                                             \
-                    const T *brow = b + l * s->b_sk + j0 * s->b_sj;                                      \
-                    for (int64_t j = 0; j < nb; j++) {                                                   \
-                        AT y = (AT)brow[j];                                                              \
-                        acc[j] = STEP;                                                                   \
-                    }                                                                                    \
-                }                                                                                        \
-                for (int64_t j = 0; j < nb; j++) {                                                       \
-                    T *p = &c[i * ldc + j0 + j];                                                         \
-                    *p = accumulate ? (T)(*p + (T)acc[j]) : (T)acc[j];                                   \
-                }                                                                                        \
-            }                                                                                            \
+#define NAIVE_GEMM(S, T, AT, STEP) \
+    static void gemm_##S(const mm_shape *s, const T *a, const T *b, T *c, int64_t ldc, bool accumulate) \
+    { \
+        AT acc[GEMM_NB]; \
+        int64_t nb_max = s->b_sj == 1 ? GEMM_NB : 1; \
+        for (int64_t i = 0; i < s->m; i++) \
+            for (int64_t j0 = 0; j0 < s->n; j0 += nb_max) { \
+                int64_t nb = s->n - j0 < nb_max ? s->n - j0 : nb_max; \
+                for (int64_t j = 0; j < nb; j++) \
+                    acc[j] = 0; \
+                for (int64_t l = 0; l < s->k; l++) { \
+                    AT x = (AT)a[i * s->a_si + l * s->a_sk]; \
+                    const T *brow = b + l * s->b_sk + j0 * s->b_sj; \
+                    for (int64_t j = 0; j < nb; j++) { \
+                        AT y = (AT)brow[j]; \
+                        acc[j] = STEP; \
+                    } \
+                } \
+                for (int64_t j = 0; j < nb; j++) { \
+                    T *p = &c[i * ldc + j0 + j]; \
+                    *p = accumulate ? (T)(*p + (T)acc[j]) : (T)acc[j]; \
+                } \
+            } \
     }
 NAIVE_GEMM(f32, float, float, fmaf(x, y, acc[j]))
 NAIVE_GEMM(f64, double, double, fma(x, y, acc[j]))
@@ -322,13 +351,26 @@ static fvm_status p_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bo
     const void *ap = kernel_bytes(a), *bp = kernel_bytes(b);
     void *op = kernel_bytes(out);
     switch (a->dtype) {
-    case FVM_DTYPE_F32: gemm_f32(&s, ap, bp, op, s.n, false); break;
-    case FVM_DTYPE_F64: gemm_f64(&s, ap, bp, op, s.n, false); break;
-    case FVM_DTYPE_I32: gemm_i32(&s, ap, bp, op, s.n, false); break;
-    case FVM_DTYPE_I64: gemm_i64(&s, ap, bp, op, s.n, false); break;
-    case FVM_DTYPE_U32: gemm_u32(&s, ap, bp, op, s.n, false); break;
-    case FVM_DTYPE_U8: gemm_u8(&s, ap, bp, op, s.n, false); break;
-    default: return kernel_type_error(d, "matmul", a->dtype);
+    case FVM_DTYPE_F32:
+        gemm_f32(&s, ap, bp, op, s.n, false);
+        break;
+    case FVM_DTYPE_F64:
+        gemm_f64(&s, ap, bp, op, s.n, false);
+        break;
+    case FVM_DTYPE_I32:
+        gemm_i32(&s, ap, bp, op, s.n, false);
+        break;
+    case FVM_DTYPE_I64:
+        gemm_i64(&s, ap, bp, op, s.n, false);
+        break;
+    case FVM_DTYPE_U32:
+        gemm_u32(&s, ap, bp, op, s.n, false);
+        break;
+    case FVM_DTYPE_U8:
+        gemm_u8(&s, ap, bp, op, s.n, false);
+        break;
+    default:
+        return kernel_type_error(d, "matmul", a->dtype);
     }
     return FVM_OK;
 }
@@ -337,8 +379,8 @@ static fvm_status p_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bo
 static void conv_gemm(size_t es, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                       const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc)
 {
-    mm_shape s = {.m = m, .n = n, .k = k, .a_si = ta ? 1 : lda, .a_sk = ta ? lda : 1,
-                  .b_sk = tb ? 1 : ldb, .b_sj = tb ? ldb : 1};
+    mm_shape s = {
+        .m = m, .n = n, .k = k, .a_si = ta ? 1 : lda, .a_sk = ta ? lda : 1, .b_sk = tb ? 1 : ldb, .b_sj = tb ? ldb : 1};
     if (es == sizeof(float))
         gemm_f32(&s, a, b, c, ldc, accumulate);
     else
@@ -350,14 +392,14 @@ static fvm_status p_conv2d(const fvm_tensor *x, const fvm_tensor *w, const fvm_w
     return fvm_kernel_conv2d(conv_gemm, x, w, win, y, d);
 }
 
-static fvm_status p_conv2d_grad_input(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win,
-                                      fvm_tensor *dx, fvm_diag *d)
+static fvm_status p_conv2d_grad_input(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win, fvm_tensor *dx,
+                                      fvm_diag *d)
 {
     return fvm_kernel_conv2d_grad_input(conv_gemm, dy, w, win, dx, d);
 }
 
-static fvm_status p_conv2d_grad_filter(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win,
-                                       fvm_tensor *dw, fvm_diag *d)
+static fvm_status p_conv2d_grad_filter(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win, fvm_tensor *dw,
+                                       fvm_diag *d)
 {
     return fvm_kernel_conv2d_grad_filter(conv_gemm, x, dy, win, dw, d);
 }

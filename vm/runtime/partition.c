@@ -21,21 +21,27 @@ fvm_status fvm_partition_parse(const char *text, fvm_partition_spec *out, fvm_di
         errno = 0;
         long long k = strtoll(text + 7, &end, 10);
         if (!text[7] || *end || errno || k < 1 || k > 1000000)
-            return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "partition '%s': shards:K needs a number of shards per "
-                                "client K >= 1", text);
+            return fvm_diag_add(d, FVM_ERR_USAGE, NULL,
+                                "partition '%s': shards:K needs a number of shards per "
+                                "client K >= 1",
+                                text);
         s.kind = FVM_PARTITION_SHARDS;
         s.shards = k;
     } else if (!strncmp(text, "dirichlet:", 10)) {
         errno = 0;
         double a = strtod(text + 10, &end);
         if (!text[10] || *end || errno || !(a > 0) || !isfinite(a))
-            return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "partition '%s': dirichlet:ALPHA needs a concentration "
-                                "ALPHA > 0, e.g. dirichlet:0.5", text);
+            return fvm_diag_add(d, FVM_ERR_USAGE, NULL,
+                                "partition '%s': dirichlet:ALPHA needs a concentration "
+                                "ALPHA > 0, e.g. dirichlet:0.5",
+                                text);
         s.kind = FVM_PARTITION_DIRICHLET;
         s.alpha = a;
     } else {
-        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "unknown partition '%s'; expected iid, shards:K or "
-                            "dirichlet:ALPHA", text);
+        return fvm_diag_add(d, FVM_ERR_USAGE, NULL,
+                            "unknown partition '%s'; expected iid, shards:K or "
+                            "dirichlet:ALPHA",
+                            text);
     }
     *out = s;
     return FVM_OK;
@@ -156,8 +162,10 @@ fvm_status fvm_partition_make(const fvm_partition_spec *spec, const int32_t *lab
 {
     memset(out, 0, sizeof *out);
     if (nclients < 1 || nclients > n)
-        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "cannot partition %lld examples over %lld clients: every "
-                            "client needs at least one example", (long long)n, (long long)nclients);
+        return fvm_diag_add(d, FVM_ERR_USAGE, NULL,
+                            "cannot partition %lld examples over %lld clients: every "
+                            "client needs at least one example",
+                            (long long)n, (long long)nclients);
     if ((spec->kind == FVM_PARTITION_SHARDS && spec->shards < 1) ||
         (spec->kind == FVM_PARTITION_DIRICHLET && (!(spec->alpha > 0) || !isfinite(spec->alpha) || spec->min_size < 0)))
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "invalid partition parameters");
@@ -170,9 +178,11 @@ fvm_status fvm_partition_make(const fvm_partition_spec *spec, const int32_t *lab
             nlabels = labels[i] + 1;
     }
     if (spec->kind == FVM_PARTITION_SHARDS && (spec->shards > n / nclients))
-        return fvm_diag_add(d, FVM_ERR_RUNTIME, NULL, "shards:%lld over %lld clients needs %lld shards, more than "
-                            "the %lld examples", (long long)spec->shards, (long long)nclients,
-                            (long long)(spec->shards * nclients), (long long)n);
+        return fvm_diag_add(d, FVM_ERR_RUNTIME, NULL,
+                            "shards:%lld over %lld clients needs %lld shards, more than "
+                            "the %lld examples",
+                            (long long)spec->shards, (long long)nclients, (long long)(spec->shards * nclients),
+                            (long long)n);
 
     uint32_t key[2];
     fvm_prng_key(seed, key);
@@ -203,8 +213,8 @@ fvm_status fvm_partition_make(const fvm_partition_spec *spec, const int32_t *lab
         int64_t best = -1;
         for (uint32_t attempt = 0; attempt < DIRICHLET_ATTEMPTS; attempt++) {
             fvm_rand_init_fold(&r, key, attempt);
-            int64_t least = assign_dirichlet(&r, spec->alpha, by_label, start, nlabels, nclients, perm, p, sizes,
-                                             client_of);
+            int64_t least =
+                assign_dirichlet(&r, spec->alpha, by_label, start, nlabels, nclients, perm, p, sizes, client_of);
             if (least >= spec->min_size) {
                 best = -1;
                 break;
@@ -213,10 +223,12 @@ fvm_status fvm_partition_make(const fvm_partition_spec *spec, const int32_t *lab
                 best = least;
         }
         if (best >= 0) {
-            s = fvm_diag_add(d, FVM_ERR_RUNTIME, NULL, "no Dirichlet(%g) draw out of %d gave each of %lld clients "
+            s = fvm_diag_add(d, FVM_ERR_RUNTIME, NULL,
+                             "no Dirichlet(%g) draw out of %d gave each of %lld clients "
                              "at least %lld examples (the best left one with %lld); lower the minimum client "
-                             "size, raise alpha or use fewer clients", spec->alpha, DIRICHLET_ATTEMPTS,
-                             (long long)nclients, (long long)spec->min_size, (long long)best);
+                             "size, raise alpha or use fewer clients",
+                             spec->alpha, DIRICHLET_ATTEMPTS, (long long)nclients, (long long)spec->min_size,
+                             (long long)best);
             goto done;
         }
         break;

@@ -31,8 +31,8 @@ typedef enum fvm_partition_kind {
 
 typedef struct fvm_partition_spec {
     fvm_partition_kind kind;
-    int64_t shards;   /* SHARDS: shards per client (>= 1) */
-    double alpha;     /* DIRICHLET: concentration (> 0) */
+    int64_t shards; /* SHARDS: shards per client (>= 1) */
+    double alpha; /* DIRICHLET: concentration (> 0) */
     int64_t min_size; /* DIRICHLET: the least examples a client may get (>= 0) */
 } fvm_partition_spec;
 
@@ -48,7 +48,7 @@ FVM_API fvm_status fvm_partition_parse(const char *text, fvm_partition_spec *out
 typedef struct fvm_partition {
     int64_t nclients;
     int64_t *offsets; /* nclients + 1 entries, malloc'd */
-    int64_t *index;   /* n entries, malloc'd */
+    int64_t *index; /* n entries, malloc'd */
 } fvm_partition;
 
 /* Partitions n examples with labels[0..n-1] (each >= 0; the number of labels
@@ -58,8 +58,8 @@ typedef struct fvm_partition {
  * no Dirichlet draw gives every client min_size examples: the message says
  * what to change); FVM_ERR_NOMEM. *out is owned by the caller (free with
  * fvm_partition_free) and zeroed on error. */
-FVM_API fvm_status fvm_partition_make(const fvm_partition_spec *spec, const int32_t *labels, int64_t n, int64_t nclients,
-                              uint64_t seed, fvm_partition *out, fvm_diag *d);
+FVM_API fvm_status fvm_partition_make(const fvm_partition_spec *spec, const int32_t *labels, int64_t n,
+                                      int64_t nclients, uint64_t seed, fvm_partition *out, fvm_diag *d);
 /* Frees the arrays and zeroes *p; a zeroed partition is fine. */
 FVM_API void fvm_partition_free(fvm_partition *p);
 

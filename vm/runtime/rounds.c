@@ -120,19 +120,20 @@ fvm_status fvm_rounds_step(const fvm_rounds *r, int64_t round, fvm_value *state,
         fvm_round_report rep = {
             .last = r->last,
             .state = res->items[0],
-            .figures = {
-                .round = round,
-                .train = res->items[1],
-                .train_type = r->next->result_type->u.strct.elems[1],
-                .eval = ev,
-                .eval_type = r->evaluate ? r->evaluate->result_type : NULL,
-                .fields = FVM_METRICS_TIMES | FVM_METRICS_CLIENTS,
-                .seconds = t1 - t0,
-                .eval_seconds = eval_now ? t1 - e0 : 0,
-                .cpu_seconds = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0,
-                .nclients = r->per_round,
-                .clients = picked,
-            },
+            .figures =
+                {
+                    .round = round,
+                    .train = res->items[1],
+                    .train_type = r->next->result_type->u.strct.elems[1],
+                    .eval = ev,
+                    .eval_type = r->evaluate ? r->evaluate->result_type : NULL,
+                    .fields = FVM_METRICS_TIMES | FVM_METRICS_CLIENTS,
+                    .seconds = t1 - t0,
+                    .eval_seconds = eval_now ? t1 - e0 : 0,
+                    .cpu_seconds = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0,
+                    .nclients = r->per_round,
+                    .clients = picked,
+                },
         };
         s = r->report(r->user, &rep, d);
     }

@@ -15,8 +15,8 @@
 
 /* What the driver tells its caller after each round (all borrowed). */
 typedef struct fvm_round_report {
-    int64_t last;             /* the run's last round */
-    fvm_value *state;         /* the state after the round */
+    int64_t last; /* the run's last round */
+    fvm_value *state; /* the state after the round */
     fvm_metrics_round figures; /* the round, next's metrics, evaluate's result (or NULL), its
                                  times and clients (the round's: indices into the data,
                                  increasing); fields FVM_METRICS_TIMES | FVM_METRICS_CLIENTS */
@@ -25,21 +25,21 @@ typedef struct fvm_round_report {
 typedef struct fvm_rounds {
     fvm_vm *vm;
     const fvm_func *next;
-    const fvm_func *evaluate;   /* NULL: no evaluation */
+    const fvm_func *evaluate; /* NULL: no evaluation */
     fvm_value *const *next_args; /* one per parameter of next (borrowed): [0], the state,
                                     is ignored; NULL for 'key' and 'client_keys' (set
                                     each round); {T}@CLIENTS values hold every client
                                     of the population */
     fvm_value *const *eval_args; /* one per parameter of evaluate, [0] ignored */
-    int64_t eval_population;    /* clients in evaluate's client data, or -1 (none) */
-    int64_t population;         /* clients in the data; -1: not known (next then runs
+    int64_t eval_population; /* clients in evaluate's client data, or -1 (none) */
+    int64_t population; /* clients in the data; -1: not known (next then runs
                                    with no client count, as for a program without
                                    client data) */
-    int64_t per_round;          /* clients per round, 0..population (== population: all) */
-    const int64_t *fixed;       /* NULL, or the per_round clients of every round (increasing) */
+    int64_t per_round; /* clients per round, 0..population (== population: all) */
+    const int64_t *fixed; /* NULL, or the per_round clients of every round (increasing) */
     uint64_t seed;
-    int64_t last;               /* the run's last round */
-    int64_t eval_every;         /* evaluate after rounds that are multiples of it and after
+    int64_t last; /* the run's last round */
+    int64_t eval_every; /* evaluate after rounds that are multiples of it and after
                                    the last; 0: only after the last */
     /* Called after every round; an error stops the run with it. Optional. */
     fvm_status (*report)(void *user, const fvm_round_report *r, fvm_diag *d);

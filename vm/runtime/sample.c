@@ -10,7 +10,6 @@
 
 #define SAMPLE_STREAM 0xffffffffu
 
-
 /* The positions a partial Fisher-Yates shuffle has moved: an open-addressing
  * map from position to the value now there (absent: the position itself). */
 typedef struct moved {
@@ -49,8 +48,7 @@ static int cmp_i64(const void *a, const void *b)
 fvm_status fvm_sample_clients(uint64_t seed, int64_t round, int64_t n, int64_t k, int64_t *out, fvm_diag *d)
 {
     if (n < 0 || k < 0 || k > n)
-        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "cannot sample %lld of %lld clients", (long long)k,
-                            (long long)n);
+        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "cannot sample %lld of %lld clients", (long long)k, (long long)n);
     /* Every swap touches two positions: 2k entries at most, kept under half full. */
     uint64_t cap = 16;
     while (cap < 4 * (uint64_t)k)

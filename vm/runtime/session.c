@@ -19,24 +19,24 @@ typedef enum { SESSION_NEW, SESSION_STARTED, SESSION_FAILED } session_phase;
 
 struct fvm_session {
     const fvm_program *p;
-    fvm_session_opts o;           /* the caller's, with the defaults filled in */
+    fvm_session_opts o; /* the caller's, with the defaults filled in */
     const fvm_func *init, *next;
-    const fvm_func *evaluate;     /* NULL: no evaluation (no function, or none of its data) */
-    fvm_backend *backend;         /* o.backend, or own_backend */
-    fvm_backend *own_backend;     /* the sequential backend when o.backend is NULL (owned) */
-    fvm_vm *vm;                   /* owned */
+    const fvm_func *evaluate; /* NULL: no evaluation (no function, or none of its data) */
+    fvm_backend *backend; /* o.backend, or own_backend */
+    fvm_backend *own_backend; /* the sequential backend when o.backend is NULL (owned) */
+    fvm_vm *vm; /* owned */
     session_phase phase;
     /* what fvm_session_start reads (owned) */
     fvm_value **next_args, **eval_args;
-    int64_t *fixed, nfixed;       /* the fixed clients (malloc'd), or NULL */
+    int64_t *fixed, nfixed; /* the fixed clients (malloc'd), or NULL */
     int64_t population, eval_population, per_round;
-    bool sampled;                 /* clients are drawn: the metrics lines list them */
-    fvm_run_info info;            /* what checkpoints record */
-    int64_t first;                /* the first round this session runs */
-    int64_t round;                /* the state's round; -1 before the start */
-    fvm_value *state;             /* the state after 'round' */
-    fvm_value *train, *eval;      /* the latest metrics and evaluation, or NULL */
-    FILE *metrics;                /* o.metrics, open on process 0 while rounds are left */
+    bool sampled; /* clients are drawn: the metrics lines list them */
+    fvm_run_info info; /* what checkpoints record */
+    int64_t first; /* the first round this session runs */
+    int64_t round; /* the state's round; -1 before the start */
+    fvm_value *state; /* the state after 'round' */
+    fvm_value *train, *eval; /* the latest metrics and evaluation, or NULL */
+    FILE *metrics; /* o.metrics, open on process 0 while rounds are left */
     fvm_rounds rounds;
 };
 
@@ -108,13 +108,24 @@ fvm_status fvm_session_new(const fvm_program *p, const fvm_session_opts *o, fvm_
     fvm_session *ss = calloc(1, sizeof *ss);
     if (!ss)
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-    *ss = (fvm_session){.p = p, .o = so, .init = init, .next = next, .evaluate = eval, .backend = so.backend,
-                        .round = -1, .first = 1, .population = -1, .eval_population = -1};
+    *ss = (fvm_session){.p = p,
+                        .o = so,
+                        .init = init,
+                        .next = next,
+                        .evaluate = eval,
+                        .backend = so.backend,
+                        .round = -1,
+                        .first = 1,
+                        .population = -1,
+                        .eval_population = -1};
     if (!ss->backend && !(ss->backend = ss->own_backend = fvm_backend_seq())) {
         free(ss);
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     }
-    fvm_vm_config cfg = {.nclients = -1, .backend = ss->backend, .kernels = so.kernels, .max_steps = so.max_steps,
+    fvm_vm_config cfg = {.nclients = -1,
+                         .backend = ss->backend,
+                         .kernels = so.kernels,
+                         .max_steps = so.max_steps,
                          .time_limit = so.time_limit};
     if ((s = fvm_vm_new(p, &cfg, &ss->vm, d))) {
         fvm_session_free(ss);
@@ -233,14 +244,14 @@ static fvm_status read_inputs(fvm_session *ss, fvm_diag *d)
     }
     for (int k = 0; k < o->nargs && s == FVM_OK; k++)
         if (!used[k])
-            s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "neither next nor evaluate has a parameter '%s'",
-                             o->args[k].name);
+            s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "neither next nor evaluate has a parameter '%s'", o->args[k].name);
     free(used);
     if (s)
         return s;
     if (ss->population < 0 && (o->clients_per_round || o->client_ids))
-        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "the number of clients is not known: bind client data "
-                                                    "(--data/--arg) or give --clients N");
+        return fvm_diag_add(d, FVM_ERR_USAGE, NULL,
+                            "the number of clients is not known: bind client data "
+                            "(--data/--arg) or give --clients N");
     if (o->client_ids) {
         /* ids of the dataset bound to next's first client-data parameter */
         const char *spec = NULL;
@@ -338,8 +349,7 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
         if (!(s = fvm_metrics_line(&fig, &line, &len, d)) &&
             (fwrite(line, 1, len, ss->metrics) != len || fflush(ss->metrics) != 0 ||
              (checkpoint && fsync(fileno(ss->metrics)) != 0)))
-            s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot write the metrics file %s: %s", o->metrics,
-                             strerror(errno));
+            s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot write the metrics file %s: %s", o->metrics, strerror(errno));
         free(line);
     }
     /* The checkpoint after the round's metrics line (synced first): a run

@@ -35,15 +35,15 @@ typedef struct fvm_session fvm_session;
 /* What the progress callback is told. */
 typedef enum fvm_session_event_kind {
     FVM_SESSION_RESUMED, /* the state was read from the checkpoint of round e->round */
-    FVM_SESSION_INIT,    /* the init weights replaced e->replaced tensors of the initial state */
-    FVM_SESSION_ROUND,   /* round e->round ran: e->figures */
+    FVM_SESSION_INIT, /* the init weights replaced e->replaced tensors of the initial state */
+    FVM_SESSION_ROUND, /* round e->round ran: e->figures */
 } fvm_session_event_kind;
 
 typedef struct fvm_session_event {
     fvm_session_event_kind kind;
     int64_t round;
-    int64_t first, last;       /* the first round this session runs, and the run's last */
-    int replaced;              /* FVM_SESSION_INIT */
+    int64_t first, last; /* the first round this session runs, and the run's last */
+    int replaced; /* FVM_SESSION_INIT */
     /* FVM_SESSION_ROUND: the round's figures as the metrics file gets them
      * (fvm_metrics_line; borrowed for the call); the state is
      * fvm_session_state's. */
@@ -58,36 +58,36 @@ typedef fvm_status (*fvm_session_progress_fn)(void *user, const fvm_session_even
 /* A session's options (strings and arrays borrowed: they must outlive the
  * session). Zero for a field means its default. */
 typedef struct fvm_session_opts {
-    const char *program;       /* the program's file name, for messages; its base name is
+    const char *program; /* the program's file name, for messages; its base name is
                                   recorded in checkpoints (default "program") */
     const fvm_named_text *args; /* nargs values or datasets (bind.h) for next's and
                                   evaluate's parameters after the state, by name */
     int nargs;
-    bool has_clients;          /* clients is given: */
-    int64_t clients;           /* the number of clients when no client data is bound
+    bool has_clients; /* clients is given: */
+    int64_t clients; /* the number of clients when no client data is bound
                                   (checked against the data's when some is) */
-    uint64_t seed;             /* keys and client sampling (sample.h) */
-    int64_t rounds;            /* the run's last round (0: none) */
+    uint64_t seed; /* keys and client sampling (sample.h) */
+    int64_t rounds; /* the run's last round (0: none) */
     int64_t clients_per_round; /* clients drawn each round; 0: every client */
-    const char *client_ids;    /* NULL, or the clients of every round: ids of the dataset
+    const char *client_ids; /* NULL, or the clients of every round: ids of the dataset
                                   bound to next's first client data parameter (else
                                   indices), separated by commas or newlines, or "@FILE"
                                   to read them from FILE */
-    int64_t eval_every;        /* evaluate after every eval_every-th round too (0: after
+    int64_t eval_every; /* evaluate after every eval_every-th round too (0: after
                                   the last round only); evaluate runs when every one of
                                   its parameters is given */
-    const char *metrics;       /* NULL, or a file each round's line is appended to */
+    const char *metrics; /* NULL, or a file each round's line is appended to */
     const char *checkpoint_dir; /* NULL, or where the state is saved (the resume
                                   directory by default when resuming) */
-    int64_t checkpoint_every;  /* save after every N-th round (0: 1) and after the last */
-    const char *resume;        /* NULL, or a checkpoint directory to continue from */
-    const char *init;          /* NULL, or a safetensors file laid over the initial state */
-    fvm_backend *backend;      /* NULL: the sequential backend; borrowed */
+    int64_t checkpoint_every; /* save after every N-th round (0: 1) and after the last */
+    const char *resume; /* NULL, or a checkpoint directory to continue from */
+    const char *init; /* NULL, or a safetensors file laid over the initial state */
+    fvm_backend *backend; /* NULL: the sequential backend; borrowed */
     const fvm_kernels *kernels; /* what computes the ops (vm/kernels/provider.h); NULL: the cpu kernels */
-    int64_t max_steps;         /* bounds on the VM (interp.h's fvm_vm_config); 0: none */
+    int64_t max_steps; /* bounds on the VM (interp.h's fvm_vm_config); 0: none */
     double time_limit;
     fvm_session_progress_fn progress; /* optional */
-    void *user;                /* progress's first argument */
+    void *user; /* progress's first argument */
 } fvm_session_opts;
 
 /* A session of the checked program p (borrowed: it must outlive the

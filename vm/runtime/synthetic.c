@@ -18,10 +18,10 @@ enum { STREAM_SHARED = 0, STREAM_SIZES = 1, STREAM_CLIENTS = 2 };
 struct fvm_synth {
     fvm_synth_config c;
     uint32_t key_sizes[2], key_clients[2];
-    double *sd;     /* dim: standard deviations sqrt(j^-1.2) */
-    double *w, *b;  /* FedProx iid: W (dim x classes), b (classes) */
-    double *q;      /* LEAF: Q, (dim+1) x classes x clusters */
-    double *means;  /* LEAF: clusters x clusters */
+    double *sd; /* dim: standard deviations sqrt(j^-1.2) */
+    double *w, *b; /* FedProx iid: W (dim x classes), b (classes) */
+    double *q; /* LEAF: Q, (dim+1) x classes x clusters */
+    double *means; /* LEAF: clusters x clusters */
 };
 
 void fvm_synth_defaults(fvm_synth_kind kind, fvm_synth_config *c)
@@ -136,8 +136,8 @@ static void features(fvm_rand *r, const fvm_synth *s, const double *mean, int64_
 }
 
 /* y = argmax_c (x W + b)_c (first maximum); W is dim x classes. */
-static void linear_labels(const fvm_synth *s, const double *w, const double *b, const float *x, int64_t n,
-                          int32_t *y, double *z)
+static void linear_labels(const fvm_synth *s, const double *w, const double *b, const float *x, int64_t n, int32_t *y,
+                          double *z)
 {
     int64_t dim = s->c.dim, classes = s->c.classes;
     for (int64_t i = 0; i < n; i++) {

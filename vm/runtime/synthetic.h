@@ -37,12 +37,12 @@ typedef enum fvm_synth_kind { FVM_SYNTH_FEDPROX, FVM_SYNTH_LEAF } fvm_synth_kind
 
 typedef struct fvm_synth_config {
     fvm_synth_kind kind;
-    int64_t clients;      /* >= 1 (default 30) */
-    int64_t dim;          /* features per example (default 60) */
-    int64_t classes;      /* >= 2 (default 10) */
-    double alpha, beta;   /* FedProx: >= 0 (default 1, 1: Synthetic(1,1)) */
-    bool iid;             /* FedProx: the iid variant */
-    int64_t clusters;     /* LEAF: model clusters, chosen uniformly (default 1, as LEAF) */
+    int64_t clients; /* >= 1 (default 30) */
+    int64_t dim; /* features per example (default 60) */
+    int64_t classes; /* >= 2 (default 10) */
+    double alpha, beta; /* FedProx: >= 0 (default 1, 1: Synthetic(1,1)) */
+    bool iid; /* FedProx: the iid variant */
+    int64_t clusters; /* LEAF: model clusters, chosen uniformly (default 1, as LEAF) */
     int64_t min_examples; /* added to floor(lognormal): 50 FedProx, 5 LEAF */
     int64_t max_examples; /* cap on a client's examples, 0 = none: none FedProx, 1000 LEAF */
     uint64_t seed;

@@ -27,7 +27,7 @@ typedef struct fvm_xdev_device fvm_xdev_device;
  * 'fedvm run --arg NAME=@FILE'). The plan must have its client phase
  * loaded and must outlive *out. */
 FVM_API fvm_status fvm_xdev_device_open(const fvm_xdev_plan *plan, const char *checkpoint, int ndata,
-                                const char *const *data, fvm_xdev_device **out, fvm_diag *d);
+                                        const char *const *data, fvm_xdev_device **out, fvm_diag *d);
 
 /* The round the broadcast is for. */
 FVM_API int64_t fvm_xdev_device_round(const fvm_xdev_device *dev);
@@ -36,7 +36,7 @@ FVM_API int64_t fvm_xdev_device_round(const fvm_xdev_device *dev);
  * or, with id NULL, index itself. It must exist in every data input and be
  * one of the clients the round selected. */
 FVM_API fvm_status fvm_xdev_device_client(const fvm_xdev_device *dev, const char *id, int64_t index, int64_t *out,
-                                  fvm_diag *d);
+                                          fvm_diag *d);
 
 /* Runs the client phase for client 'index' (from fvm_xdev_device_client)
  * and writes its update to out (atomically). Secure-sum inputs are reduced
@@ -51,7 +51,7 @@ FVM_API fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, c
  * must have its server phase loaded too), exactly as the server's
  * aggregation folds that block, and writes it to out (atomically). */
 FVM_API fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients, int64_t n, const char *out,
-                                   fvm_diag *d);
+                                           fvm_diag *d);
 
 /* Frees the device; NULL is a no-op. */
 FVM_API void fvm_xdev_device_close(fvm_xdev_device *dev);
@@ -62,8 +62,8 @@ FVM_API void fvm_xdev_device_close(fvm_xdev_device *dev);
  * tensors that the safetensors file init_weights holds (NULL: none; matched
  * as 'fedvm run --init' does, *replaced counts them) and writes the state of
  * round 0 to out. */
-FVM_API fvm_status fvm_xdev_server_init(const fvm_xdev_plan *plan, uint64_t seed, const char *init_weights, const char *out,
-                                int *replaced, fvm_diag *d);
+FVM_API fvm_status fvm_xdev_server_init(const fvm_xdev_plan *plan, uint64_t seed, const char *init_weights,
+                                        const char *out, int *replaced, fvm_diag *d);
 
 /* The next round's broadcast: from the state file (round r - 1) for round
  * r, selecting per_round of population clients as 'fedvm run
@@ -71,8 +71,8 @@ FVM_API fvm_status fvm_xdev_server_init(const fvm_xdev_plan *plan, uint64_t seed
  * broadcast to out; *clients (malloc'd, increasing) and *nclients are the
  * round's clients, *round the round. */
 FVM_API fvm_status fvm_xdev_server_prepare(const fvm_xdev_plan *plan, const char *state, int64_t population,
-                                   int64_t per_round, const char *out, int64_t *round, int64_t **clients,
-                                   int64_t *nclients, fvm_diag *d);
+                                           int64_t per_round, const char *out, int64_t *round, int64_t **clients,
+                                           int64_t *nclients, fvm_diag *d);
 
 /* What a round's aggregation gives (owned by the caller: commit or clear
  * it with fvm_xdev_result_clear). */
@@ -80,9 +80,9 @@ typedef struct fvm_xdev_result {
     int64_t round;
     fvm_value *metrics;
     const fvm_type *metrics_type; /* owned by the plan */
-    int64_t *clients;             /* the clients aggregated, increasing */
+    int64_t *clients; /* the clients aggregated, increasing */
     int64_t nclients;
-    fvm_atomic state;             /* the new state, written and synced beside out, not yet in place */
+    fvm_atomic state; /* the new state, written and synced beside out, not yet in place */
 } fvm_xdev_result;
 
 /* Aggregates the round: the state file (round r - 1), the broadcast file
@@ -98,7 +98,7 @@ typedef struct fvm_xdev_result {
  * an input (the plan, state, broadcast or an update) nor a *.safetensors
  * name in the updates' directory. */
 FVM_API fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *plan, const char *state, const char *broadcast,
-                                     const char *updates, const char *out, fvm_xdev_result *res, fvm_diag *d);
+                                             const char *updates, const char *out, fvm_xdev_result *res, fvm_diag *d);
 
 /* The round's figures for its metrics line (fvm_metrics_line): the round,
  * its metrics and, with FVM_METRICS_CLIENTS, the number of clients
@@ -120,7 +120,8 @@ FVM_API fvm_status fvm_xdev_result_commit(fvm_xdev_result *res, const char *metr
  * clients[0..n) (increasing; *client gets it), with the tensors the server
  * aggregates. Errors name name. */
 FVM_API fvm_status fvm_xdev_update_parse(const fvm_xdev_plan *plan, const char *name, const void *bytes, size_t len,
-                                 int64_t round, const int64_t *clients, int64_t n, int64_t *client, fvm_diag *d);
+                                         int64_t round, const int64_t *clients, int64_t n, int64_t *client,
+                                         fvm_diag *d);
 
 /* The same aggregation in stages: instead of the updates, the directory
  * partials holds one partial aggregate per block of the round's clients
@@ -130,7 +131,7 @@ FVM_API fvm_status fvm_xdev_update_parse(const fvm_xdev_plan *plan, const char *
  * order, as the aggregation's reduction tree merges its blocks, so the
  * state and metrics are those fvm_xdev_server_aggregate gives. */
 FVM_API fvm_status fvm_xdev_server_merge(const fvm_xdev_plan *plan, const char *state, const char *broadcast,
-                                 const char *partials, const char *out, fvm_xdev_result *res, fvm_diag *d);
+                                         const char *partials, const char *out, fvm_xdev_result *res, fvm_diag *d);
 
 /* Releases what res holds (a new state not committed is removed). */
 FVM_API void fvm_xdev_result_clear(fvm_xdev_result *res);

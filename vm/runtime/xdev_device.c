@@ -21,11 +21,11 @@ struct fvm_xdev_device {
     fvm_vm *vm;
     fvm_value *broadcast;
     int64_t round, population;
-    uint32_t key[2];           /* the round's key */
+    uint32_t key[2]; /* the round's key */
     int64_t *selected, nselected; /* the round's clients, increasing */
-    fvm_value **data;          /* per input: {T}@CLIENTS (NULL for a key) */
-    fvm_dataset *ids;          /* the first dataset: client ids */
-    char **files;              /* the data files, which no output may overwrite (malloc'd) */
+    fvm_value **data; /* per input: {T}@CLIENTS (NULL for a key) */
+    fvm_dataset *ids; /* the first dataset: client ids */
+    char **files; /* the data files, which no output may overwrite (malloc'd) */
     int nfiles;
 };
 
@@ -174,8 +174,8 @@ static fvm_status bind_inputs(fvm_xdev_device *dev, int ndata, const char *const
     return s;
 }
 
-fvm_status fvm_xdev_device_open(const fvm_xdev_plan *plan, const char *checkpoint, int ndata,
-                                const char *const *data, fvm_xdev_device **out, fvm_diag *d)
+fvm_status fvm_xdev_device_open(const fvm_xdev_plan *plan, const char *checkpoint, int ndata, const char *const *data,
+                                fvm_xdev_device **out, fvm_diag *d)
 {
     *out = NULL;
     fvm_xdev_device *dev = calloc(1, sizeof *dev);
@@ -203,8 +203,7 @@ int64_t fvm_xdev_device_round(const fvm_xdev_device *dev)
     return dev->round;
 }
 
-fvm_status fvm_xdev_device_client(const fvm_xdev_device *dev, const char *id, int64_t index, int64_t *out,
-                                  fvm_diag *d)
+fvm_status fvm_xdev_device_client(const fvm_xdev_device *dev, const char *id, int64_t index, int64_t *out, fvm_diag *d)
 {
     if (id) {
         index = dev->ids ? fvm_dataset_find(dev->ids, id, strlen(id)) : -1;
@@ -219,9 +218,10 @@ fvm_status fvm_xdev_device_client(const fvm_xdev_device *dev, const char *id, in
     }
     if (xdev_position(dev->selected, dev->nselected, index) < 0) {
         fvm_loc loc = {.file = dev->checkpoint};
-        return fvm_diag_add(d, FVM_ERR_USAGE, &loc, "client %lld%s%s%s is not one of the %lld clients round %lld selected",
-                            (long long)index, id ? " ('" : "", id ? id : "", id ? "')" : "",
-                            (long long)dev->nselected, (long long)dev->round);
+        return fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                            "client %lld%s%s%s is not one of the %lld clients round %lld selected", (long long)index,
+                            id ? " ('" : "", id ? id : "", id ? "')" : "", (long long)dev->nselected,
+                            (long long)dev->round);
     }
     *out = index;
     return FVM_OK;
@@ -341,8 +341,8 @@ fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const cha
     if (!s && dev->ids && !(s = fvm_dataset_client(dev->ids, index, &id, &id_len, &examples, d)) &&
         !(id_text = strndup(id, id_len)))
         s = nomem(d);
-    const char *meta[] = {XDEV_KIND, "update", XDEV_PLAN, pl->id, XDEV_ROUND, round, XDEV_CLIENT, client,
-                          XDEV_CLIENT_ID, id_text};
+    const char *meta[] = {XDEV_KIND, "update",    XDEV_PLAN, pl->id,         XDEV_ROUND,
+                          round,     XDEV_CLIENT, client,    XDEV_CLIENT_ID, id_text};
     if (!s)
         s = fvm_safetensors_save(out, upd, pl->work->result_type, id_text ? 5 : 4, meta, d);
     free(id_text);
@@ -428,8 +428,8 @@ fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients,
         s = nomem(d);
     snprintf(round, sizeof round, "%lld", (long long)dev->round);
     snprintf(b, sizeof b, "%lld", (long long)block);
-    const char *meta[] = {XDEV_KIND, "partial", XDEV_PLAN, pl->id, XDEV_ROUND, round, XDEV_BLOCK, b,
-                          XDEV_CLIENTS, list};
+    const char *meta[] = {XDEV_KIND, "partial",  XDEV_PLAN, pl->id,       XDEV_ROUND,
+                          round,     XDEV_BLOCK, b,         XDEV_CLIENTS, list};
     if (!s)
         s = fvm_safetensors_save(out, part, pl->partial_type, 5, meta, d);
     free(list);

@@ -159,8 +159,8 @@ fvm_status fvm_xdev_server_prepare(const fvm_xdev_plan *pl, const char *state_pa
         snprintf(sd, sizeof sd, "%" PRIu64, seed);
         snprintf(k, sizeof k, "%" PRIu32 ",%" PRIu32, key[0], key[1]);
         snprintf(pop, sizeof pop, "%lld", (long long)population);
-        const char *meta[] = {XDEV_KIND, "broadcast", XDEV_PLAN, pl->id, XDEV_ROUND, r,  XDEV_SEED, sd,
-                              XDEV_KEY,  k,           XDEV_POPULATION, pop, XDEV_CLIENTS, list};
+        const char *meta[] = {XDEV_KIND, "broadcast", XDEV_PLAN,       pl->id, XDEV_ROUND,   r,   XDEV_SEED, sd,
+                              XDEV_KEY,  k,           XDEV_POPULATION, pop,    XDEV_CLIENTS, list};
         s = fvm_safetensors_save(out, bc, pl->prepare->result_type, 7, meta, d);
     }
     free(list);
@@ -214,7 +214,8 @@ static fvm_status updates_get(fvm_source *src, int64_t i, fvm_value **out, fvm_d
         digest_of(f, now);
         if (memcmp(now, u->digest[i], sizeof now)) {
             fvm_loc loc = {.file = u->paths[i]};
-            s = fvm_diag_add(d, FVM_ERR_IO, &loc, "changed after it was checked (replaced or written while the "
+            s = fvm_diag_add(d, FVM_ERR_IO, &loc,
+                             "changed after it was checked (replaced or written while the "
                              "round was aggregated); nothing is written: aggregate the round again");
         }
     }
@@ -296,8 +297,10 @@ static fvm_status update_fits(const fvm_xdev_plan *pl, const char *path, const f
     if (s == FVM_OK)
         s = xdev_meta_int(f, path, XDEV_CLIENT, 0, INT64_MAX, &c, d);
     if (s == FVM_OK && r != round)
-        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is an update of round %lld, and the round being aggregated is "
-                         "%lld (a %s update)", (long long)r, (long long)round, r < round ? "stale" : "future");
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                         "this is an update of round %lld, and the round being aggregated is "
+                         "%lld (a %s update)",
+                         (long long)r, (long long)round, r < round ? "stale" : "future");
     if (s == FVM_OK && xdev_position(sel, n, c) < 0)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is an update of client %lld, which round %lld did not select",
                          (long long)c, (long long)round);
@@ -421,16 +424,21 @@ static fvm_status check_partial(const fvm_xdev_plan *pl, char *path, int64_t rou
     if (s == FVM_OK)
         s = xdev_meta_ints(f, path, XDEV_CLIENTS, 0, FVM_MAX_CLIENTS, true, &cl, &ncl, d);
     if (s == FVM_OK && r != round)
-        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is a partial of round %lld, and the round being aggregated is "
-                         "%lld (a %s partial)", (long long)r, (long long)round, r < round ? "stale" : "future");
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                         "this is a partial of round %lld, and the round being aggregated is "
+                         "%lld (a %s partial)",
+                         (long long)r, (long long)round, r < round ? "stale" : "future");
     if (s == FVM_OK && b >= nblocks)
-        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is a partial of block %lld, and round %lld has %lld blocks of "
-                         "its %lld clients", (long long)b, (long long)round, (long long)nblocks, (long long)n);
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                         "this is a partial of block %lld, and round %lld has %lld blocks of "
+                         "its %lld clients",
+                         (long long)b, (long long)round, (long long)nblocks, (long long)n);
     const int64_t *want = s == FVM_OK ? sel + b * FVM_AGG_BLOCK : NULL;
     int64_t nwant = b + 1 < nblocks ? FVM_AGG_BLOCK : n - b * FVM_AGG_BLOCK;
     if (want && (ncl != nwant || memcmp(cl, want, (size_t)ncl * sizeof *cl))) {
         char *w = xdev_ints_text(want, nwant), *g = xdev_ints_text(cl, ncl);
-        s = w && g ? fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this partial of block %lld holds the clients %s, but block "
+        s = w && g ? fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                                  "this partial of block %lld holds the clients %s, but block "
                                   "%lld of round %lld is the clients %s (a partial of another selection)",
                                   (long long)b, g, (long long)b, (long long)round, w)
                    : nomem(d);
@@ -454,8 +462,8 @@ static fvm_status check_partial(const fvm_xdev_plan *pl, char *path, int64_t rou
 /* The round's partials from dir, one per block in block order (*out:
  * malloc'd, nblocks values), after every file was checked (all problems
  * reported). */
-static fvm_status read_partials(const fvm_xdev_plan *pl, const char *dir, int64_t round, const int64_t *sel,
-                                int64_t n, fvm_value ***out, fvm_diag *d)
+static fvm_status read_partials(const fvm_xdev_plan *pl, const char *dir, int64_t round, const int64_t *sel, int64_t n,
+                                fvm_value ***out, fvm_diag *d)
 {
     char **files = NULL;
     int64_t nfiles = 0, nblocks = (n + FVM_AGG_BLOCK - 1) / FVM_AGG_BLOCK;
@@ -496,8 +504,8 @@ static fvm_status read_partials(const fvm_xdev_plan *pl, const char *dir, int64_
 
 /* A round being aggregated: the state of round r - 1 and the broadcast of
  * round r, which must agree (round and seed). Sets res->clients. */
-static fvm_status open_round(const fvm_xdev_plan *pl, const char *state_path, const char *broadcast,
-                             fvm_value **state, uint64_t *seed, int64_t *r, fvm_xdev_result *res, fvm_diag *d)
+static fvm_status open_round(const fvm_xdev_plan *pl, const char *state_path, const char *broadcast, fvm_value **state,
+                             uint64_t *seed, int64_t *r, fvm_xdev_result *res, fvm_diag *d)
 {
     fvm_safetensors *bf = NULL;
     int64_t round = 0;
@@ -509,15 +517,16 @@ static fvm_status open_round(const fvm_xdev_plan *pl, const char *state_path, co
     if (s == FVM_OK)
         s = xdev_meta_int(bf, broadcast, XDEV_ROUND, 1, UINT32_MAX - 1, r, d);
     if (s == FVM_OK && *r != round + 1)
-        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is the broadcast of round %lld, but the state %s is of round "
-                         "%lld, whose next round is %lld", (long long)*r, state_path, (long long)round,
-                         (long long)round + 1);
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                         "this is the broadcast of round %lld, but the state %s is of round "
+                         "%lld, whose next round is %lld",
+                         (long long)*r, state_path, (long long)round, (long long)round + 1);
     if (s == FVM_OK)
         s = meta_seed(bf, broadcast, &bseed, d);
     if (s == FVM_OK && bseed != *seed)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
-                         "this broadcast was prepared with seed %" PRIu64 ", and the state %s has seed %" PRIu64,
-                         bseed, state_path, *seed);
+                         "this broadcast was prepared with seed %" PRIu64 ", and the state %s has seed %" PRIu64, bseed,
+                         state_path, *seed);
     if (s == FVM_OK)
         s = xdev_meta_ints(bf, broadcast, XDEV_CLIENTS, 0, FVM_MAX_CLIENTS, true, &res->clients, &res->nclients, d);
     if (s == FVM_OK && res->nclients == 0)
@@ -533,8 +542,8 @@ static fvm_status open_round(const fvm_xdev_plan *pl, const char *state_path, co
 static fvm_status out_not_input(const fvm_xdev_plan *pl, const char *state, const char *broadcast, const char *dir,
                                 const char *out, const char *what, fvm_diag *d)
 {
-    const char *in[] = {pl->path, state, broadcast}, *role[] = {"the plan", "the state (--state)",
-                                                                "the broadcast (--broadcast)"};
+    const char *in[] = {pl->path, state, broadcast},
+               *role[] = {"the plan", "the state (--state)", "the broadcast (--broadcast)"};
     fvm_status s = fvm_file_not_input(out, "the new state's file (--out)", 3, in, role, d);
     size_t n = strlen(out), ext = strlen(".safetensors");
     if (s == FVM_OK && n >= ext && !strcmp(out + n - ext, ".safetensors") && fvm_file_in_dir(out, dir)) {

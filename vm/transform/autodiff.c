@@ -49,7 +49,7 @@ typedef struct builder {
     const char **names; /* open-addressing set of the names bound so far */
     size_t ncap, nnames;
     const fvm_loc *loc; /* of the instruction being differentiated */
-    const char *hint;   /* base of the names fvm_ad_op gives: "d.<value>" in a backward step */
+    const char *hint; /* base of the names fvm_ad_op gives: "d.<value>" in a backward step */
     struct builder *outer;
 } builder;
 
@@ -422,8 +422,8 @@ static const char *scale_tree(fvm_ad *ad, fvm_op op, const char *a, const fvm_ty
 
 fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, const fvm_type *t2, int index)
 {
-    static const char *const kinds[] = {"field", "pick2", "add", "zeros", "div", "mul", "tie", "hit", "quot",
-                                        "per_client"};
+    static const char *const kinds[] = {"field", "pick2", "add", "zeros", "div",
+                                        "mul",   "tie",   "hit", "quot",  "per_client"};
     const char *ts = fvm_type_str(ad->a, t, false), *ts2 = t2 ? fvm_type_str(ad->a, t2, false) : "";
     const char *key = ts && ts2 ? fvm_arena_printf(ad->a, "%s/%d/%s/%s", kinds[kind], index, ts, ts2) : NULL;
     if (!key)
@@ -434,9 +434,7 @@ fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, co
     const char *base = fvm_arena_printf(ad->a, "vjp.%s", kinds[kind]);
     const char *pn[3] = {"a", "b", "c"};
     const fvm_type *pt[3] = {t, t2 ? t2 : t, t};
-    int np = kind == FVM_AD_FIELD || kind == FVM_AD_ZEROS || kind == FVM_AD_PER_CLIENT ? 1
-             : kind == FVM_AD_TIE                                                         ? 3
-                                                                                          : 2;
+    int np = kind == FVM_AD_FIELD || kind == FVM_AD_ZEROS || kind == FVM_AD_PER_CLIENT ? 1 : kind == FVM_AD_TIE ? 3 : 2;
     if (!base || fvm_ad_begin(ad, base, np, pn, pt))
         return NULL;
     const char *a = ad->b->f->param_names[0], *b = np > 1 ? ad->b->f->param_names[1] : NULL, *r = NULL;
@@ -748,7 +746,6 @@ static const char *value_name(const flat *fl, const fvm_func *pb, int v)
     return v < fl->nparams ? pb->param_names[v] : fl->nodes[v - fl->nparams].name;
 }
 
-
 /* Copies the forward instructions that the result needs. A loop through
  * which a gradient flows becomes a scan that keeps its states (aux). */
 static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb)
@@ -776,8 +773,7 @@ static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb)
         fvm_ad_set_str(ad, o1, "name", fori ? "state" : "acc");
         fvm_ad_set_str(ad, o2, "name", fori ? "states" : "accs");
         nd->name = emit_named(ad, claim(ad, nd->base), FVM_OP_FIELD, o1, 1, &scan);
-        nd->aux = emit_named(ad, claim(ad, fvm_arena_printf(ad->a, "%s.states", nd->base)), FVM_OP_FIELD, o2, 1,
-                             &scan);
+        nd->aux = emit_named(ad, claim(ad, fvm_arena_printf(ad->a, "%s.states", nd->base)), FVM_OP_FIELD, o2, 1, &scan);
     }
 }
 
@@ -793,8 +789,8 @@ static bool mismatch(fvm_ad *ad, const fvm_func *pb, const char *what, const fvm
 {
     char tw[256], tg[256];
     ad->status = fvm_diag_add(ad->env->d, FVM_ERR_TYPE, ad->env->where,
-                              "internal error: the derived function '%s' gives %s the type %s, expected %s",
-                              pb->name, what, got ? fvm_type_format(got, false, tg, sizeof tg) : "(none)",
+                              "internal error: the derived function '%s' gives %s the type %s, expected %s", pb->name,
+                              what, got ? fvm_type_format(got, false, tg, sizeof tg) : "(none)",
                               fvm_type_format(want, false, tw, sizeof tw));
     ad->failed = true;
     return false;

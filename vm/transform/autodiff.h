@@ -88,10 +88,10 @@ bool fvm_ad_one_float_dtype(const fvm_type *t, fvm_dtype *dt);
 typedef struct fvm_vjp {
     fvm_ad *ad;
     const fvm_instr *in; /* the forward instruction: op, decoded attributes, types */
-    const char **x;      /* the derived names of its arguments */
-    const char *y;       /* ... of its result */
-    const char *aux;     /* loops: the sequence of states the forward pass kept */
-    const char *ct;      /* the cotangent of y */
+    const char **x; /* the derived names of its arguments */
+    const char *y; /* ... of its result */
+    const char *aux; /* loops: the sequence of states the forward pass kept */
+    const char *ct; /* the cotangent of y */
     const bool *want;
     const char **dx;
 } fvm_vjp;
@@ -101,7 +101,7 @@ typedef fvm_status (*fvm_vjp_fn)(fvm_vjp *v);
 /* Emits 'name = op(args...)' into the function being built and returns its
  * (fresh) name, or NULL after reporting an error. attrs may be NULL. */
 const char *fvm_ad_op(fvm_ad *ad, fvm_op op, fvm_doc *attrs, int nargs, const char *const *args);
-#define FVM_AD(ad, op, attrs, ...)                                                                          \
+#define FVM_AD(ad, op, attrs, ...) \
     fvm_ad_op((ad), (op), (attrs), (int)(sizeof((const char *[]){__VA_ARGS__}) / sizeof(const char *)), \
               (const char *[]){__VA_ARGS__})
 /* A scalar constant of a dtype. */
@@ -130,13 +130,13 @@ const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type 
 typedef enum fvm_ad_helper {
     FVM_AD_FIELD, /* (s: T) -> s.index */
     FVM_AD_PICK2, /* (a: T, b: T2) -> b */
-    FVM_AD_ADD,   /* (a: T, b: T) -> a + b */
+    FVM_AD_ADD, /* (a: T, b: T) -> a + b */
     FVM_AD_ZEROS, /* (a: T) -> zeros like a */
-    FVM_AD_DIV,   /* (a: T, n: float scalar T2) -> a / n, leaf by leaf (n cast to each leaf's dtype) */
-    FVM_AD_MUL,   /* (a: T, w: float scalar T2) -> a * w (likewise) */
-    FVM_AD_TIE,   /* (x: T, y: T, c: T) -> c where x == y, else 0 */
-    FVM_AD_HIT,   /* (x: T, y: T) -> 1 where x == y, else 0 (in x's dtypes) */
-    FVM_AD_QUOT,  /* (a: T, b: T) -> a / b, element by element */
+    FVM_AD_DIV, /* (a: T, n: float scalar T2) -> a / n, leaf by leaf (n cast to each leaf's dtype) */
+    FVM_AD_MUL, /* (a: T, w: float scalar T2) -> a * w (likewise) */
+    FVM_AD_TIE, /* (x: T, y: T, c: T) -> c where x == y, else 0 */
+    FVM_AD_HIT, /* (x: T, y: T) -> 1 where x == y, else 0 (in x's dtypes) */
+    FVM_AD_QUOT, /* (a: T, b: T) -> a / b, element by element */
     FVM_AD_PER_CLIENT /* (a: T) -> a, T holding {U}@CLIENTS: see above */
 } fvm_ad_helper;
 fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, const fvm_type *t2, int index);

@@ -6,10 +6,10 @@
 
 typedef struct planner {
     const fvm_func *f;
-    int *uses;        /* per slot: argument occurrences (the result counts once) */
+    int *uses; /* per slot: argument occurrences (the result counts once) */
     int *released_at; /* per slot: the instruction whose release list holds it, or -1 */
-    int *chain_of;    /* per instruction: the root of its chain, or -1 */
-    int *mark;        /* per instruction: in the chain being grown */
+    int *chain_of; /* per instruction: the root of its chain, or -1 */
+    int *mark; /* per instruction: in the chain being grown */
     int epoch;
 } planner;
 

@@ -19,20 +19,20 @@
 #include "../ir/ir.h"
 
 typedef struct fvm_fused {
-    int root;          /* the instruction computing the chain; its slot gets the value */
-    int nmembers;      /* the other instructions, in written order */
+    int root; /* the instruction computing the chain; its slot gets the value */
+    int nmembers; /* the other instructions, in written order */
     int *members;
-    int nin;           /* the chain's inputs, as slots */
+    int nin; /* the chain's inputs, as slots */
     int *in;
-    int nsteps;        /* members then root, in written order */
-    fvm_fstep *steps;  /* operands: inputs by their index in 'in' */
-    int nrelease;      /* slots whose last use is in the chain: released after the root */
+    int nsteps; /* members then root, in written order */
+    fvm_fstep *steps; /* operands: inputs by their index in 'in' */
+    int nrelease; /* slots whose last use is in the chain: released after the root */
     int *release;
 } fvm_fused;
 
 typedef struct fvm_fusion {
     fvm_fused **chain_at; /* per instruction: the chain it is the root of, or NULL */
-    bool *deferred;       /* per instruction: a member, computed by its root */
+    bool *deferred; /* per instruction: a member, computed by its root */
 } fvm_fusion;
 
 /* The chains of a checked function (slots, types and liveness filled), in

@@ -80,7 +80,8 @@ static fvm_status select_client(fvm_program *p, fvm_instr *in, fvm_diag *d)
     if (s)
         return fvm_diag_add(d, s, &in->loc, "out of memory");
     if (fvm_ir_decode_func(p, a, g, d) || fvm_check_func(p, g, d))
-        return fvm_diag_add(d, FVM_ERR_TYPE, &in->loc, "internal: the client half of this federated_select does not "
+        return fvm_diag_add(d, FVM_ERR_TYPE, &in->loc,
+                            "internal: the client half of this federated_select does not "
                             "check");
     in->derived = g;
     return FVM_OK;
@@ -173,8 +174,8 @@ fvm_status fvm_passes_pullback(fvm_program *p, const char *fn, const char *wrt, 
         while (k < f->nparams && strcmp(f->param_names[k], wrt))
             k++;
     if (k >= f->nparams || k >= 64)
-        return fvm_diag_add(d, FVM_ERR_NAME, &f->loc, wrt ? "function '%s' has no parameter '%s'"
-                                                          : "function '%s' has no parameter", fn, wrt);
+        return fvm_diag_add(d, FVM_ERR_NAME, &f->loc,
+                            wrt ? "function '%s' has no parameter '%s'" : "function '%s' has no parameter", fn, wrt);
     if (fvm_check_wrt(f, k, d, &f->param_locs[k]))
         return FVM_ERR_TYPE;
     fvm_ad_env env = {.p = p, .d = d, .check = check_added, .where = &f->loc};

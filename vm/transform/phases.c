@@ -37,11 +37,11 @@ static int find(int *parent, int i)
 typedef struct plan {
     const fvm_func *f;
     int n;
-    int *def;      /* per slot: the defining instruction, or -1 for a parameter */
-    int *comp;     /* per instruction: its component root, or -1 (not fused) */
-    int *node;     /* per instruction: its node in the contracted graph */
+    int *def; /* per slot: the defining instruction, or -1 for a parameter */
+    int *comp; /* per instruction: its component root, or -1 (not fused) */
+    int *node; /* per instruction: its node in the contracted graph */
     int nnodes;
-    int *order;    /* the schedule, as nodes */
+    int *order; /* the schedule, as nodes */
 } plan;
 
 /* Node ids: an unfused instruction is its own node; a component's members

@@ -25,14 +25,14 @@
 #include "../ir/ir.h"
 
 typedef struct fvm_segment {
-    int n;         /* member instructions (maps, zips, aggregations), in written order */
-    int *instrs;   /* their indices in the function */
+    int n; /* member instructions (maps, zips, aggregations), in written order */
+    int *instrs; /* their indices in the function */
 } fvm_segment;
 
 typedef struct fvm_step {
-    int instr;     /* an instruction's index, or -1 for a segment */
-    int segment;   /* a segment's index, or -1 for an instruction */
-    int nrelease;  /* slots whose last use (in schedule order) is this step */
+    int instr; /* an instruction's index, or -1 for a segment */
+    int segment; /* a segment's index, or -1 for an instruction */
+    int nrelease; /* slots whose last use (in schedule order) is this step */
     int *release;
 } fvm_step;
 

@@ -28,9 +28,9 @@ typedef struct da {
     fvm_diag *d;
     int nserver, nclient, nbcast, nagg, ninter;
     int *server, *client, *bcast, *agg, *inter; /* node indices */
-    int *inter_of;                              /* per node: its index in inter, or -1 */
+    int *inter_of; /* per node: its index in inter, or -1 */
     int nupdates;
-    const char **update_names;                  /* client_work's result fields */
+    const char **update_names; /* client_work's result fields */
     const char *part[NPARTS];
     fvm_doc *funcs;
 } da;

@@ -158,16 +158,16 @@ static fvm_status inline_derivative(flat *F, const fvm_instr *in, const char *na
             fvm_doc_set(F->a, attrs, "dtype", fvm_doc_string(F->a, fvm_dtype_name(m->u.tensor.dtype))) ||
             fvm_doc_set(F->a, attrs, "shape", shape))
             return nomem(F->d);
-        int one = made_up(F, in, fvm_arena_printf(F->a, "%s/one", name), FVM_OP_CONST, attrs, FVM_PL_SERVER, m, 0,
-                          NULL);
+        int one =
+            made_up(F, in, fvm_arena_printf(F->a, "%s/one", name), FVM_OP_CONST, attrs, FVM_PL_SERVER, m, 0, NULL);
         if (one >= 0 && t->kind == FVM_T_FED) {
             int *a1 = fvm_arena_array(F->a, 1, sizeof *a1);
             fvm_doc *pa = fvm_attr1(F->a, "placement", t->u.fed.pl == FVM_PL_SERVER ? "SERVER" : "CLIENTS");
             if (!a1 || !pa)
                 return nomem(F->d);
             a1[0] = one;
-            one = made_up(F, in, fvm_arena_printf(F->a, "%s/ct", name), FVM_OP_FEDERATED_VALUE, pa, t->u.fed.pl, t,
-                          1, a1);
+            one = made_up(F, in, fvm_arena_printf(F->a, "%s/ct", name), FVM_OP_FEDERATED_VALUE, pa, t->u.fed.pl, t, 1,
+                          a1);
         }
         if (one < 0)
             return nomem(F->d);
@@ -194,8 +194,8 @@ static fvm_status inline_derivative(flat *F, const fvm_instr *in, const char *na
     vg[0] = res->args[0];
     vg[1] = grads->args[0];
     fvm_fnode v = {.name = name, .view = true, .param = -1, .nargs = 2, .args = vg, .type = in->type, .agg = -1};
-    v.stage = F->fl->nodes[vg[0]].stage > F->fl->nodes[vg[1]].stage ? F->fl->nodes[vg[0]].stage
-                                                                      : F->fl->nodes[vg[1]].stage;
+    v.stage =
+        F->fl->nodes[vg[0]].stage > F->fl->nodes[vg[1]].stage ? F->fl->nodes[vg[0]].stage : F->fl->nodes[vg[1]].stage;
     return (*out = add_node(F, &v)) < 0 ? nomem(F->d) : FVM_OK;
 }
 
@@ -245,8 +245,8 @@ static fvm_status flatten(flat *F, const fvm_func *f, const char *prefix, const 
             return nomem(F->d);
         for (int k = 0; k < in->nargs; k++)
             args[k] = slot[in->args[k]];
-        fvm_fnode n = {.name = name, .in = in, .param = -1, .nargs = in->nargs, .args = args, .type = in->type,
-                       .agg = -1};
+        fvm_fnode n = {
+            .name = name, .in = in, .param = -1, .nargs = in->nargs, .args = args, .type = in->type, .agg = -1};
         const fvm_fnode *a0 = in->nargs ? &F->fl->nodes[args[0]] : NULL;
         if (in->op == FVM_OP_FIELD && a0->view) {
             int64_t k = (in->a.present & A(NAME)) ? fvm_type_field_index(a0->type, in->a.name) : in->a.index;
@@ -283,8 +283,7 @@ static fvm_status flatten(flat *F, const fvm_func *f, const char *prefix, const 
                 return s;
             continue;
         } else if (!(fvm_op_table[in->op].flags & OPF_FED) && in->op != FVM_OP_CALL && in->op != FVM_OP_FIELD &&
-                   (has_placed_arg(in) || fvm_type_is_placed(in->type) ||
-                    (in->a.fn && in->a.fn->federated))) {
+                   (has_placed_arg(in) || fvm_type_is_placed(in->type) || (in->a.fn && in->a.fn->federated))) {
             n.in = in;
             return fvm_diag_add(F->d, FVM_ERR_PLACEMENT, &in->loc,
                                 "%s works on federated values; a round form takes only federated intrinsics, "
@@ -454,8 +453,8 @@ fvm_status fvm_fwriter_zeros(fvm_fwriter *w, const char *name, const fvm_type *t
             return nomem(w->d);
         bool named = n > 0 && t->u.strct.names[0];
         for (int k = 0; k < n; k++) {
-            args[k] = named ? fvm_arena_printf(a, "%s/%s", name, t->u.strct.names[k])
-                            : fvm_arena_printf(a, "%s/%d", name, k);
+            args[k] =
+                named ? fvm_arena_printf(a, "%s/%s", name, t->u.strct.names[k]) : fvm_arena_printf(a, "%s/%d", name, k);
             if (!args[k])
                 return nomem(w->d);
             fvm_status s = fvm_fwriter_zeros(w, args[k], t->u.strct.elems[k]);
@@ -476,7 +475,7 @@ fvm_status fvm_fwriter_zeros(fvm_fwriter *w, const char *name, const fvm_type *t
     if (!attrs || !shape)
         return nomem(w->d);
     attrs->flow = shape->flow = true;
-    fvm_doc *zero = dt == FVM_DTYPE_BOOL ? fvm_doc_bool(a, false)
+    fvm_doc *zero = dt == FVM_DTYPE_BOOL     ? fvm_doc_bool(a, false)
                     : fvm_dtype_is_float(dt) ? fvm_doc_real(a, 0.0)
                                              : fvm_doc_int(a, 0);
     for (int k = 0; k < t->u.tensor.dims.rank; k++)
@@ -521,16 +520,15 @@ fvm_status fvm_fwriter_node(fvm_fwriter *w, int i, const char **name)
             break;
         }
         case FVM_OP_FEDERATED_ZIP:
-            s = fvm_fwriter_struct(w, n->name, n->nargs, (in->a.present & A(NAMES)) ? in->a.names.v : NULL,
-                                   args);
+            s = fvm_fwriter_struct(w, n->name, n->nargs, (in->a.present & A(NAMES)) ? in->a.names.v : NULL, args);
             break;
         case FVM_OP_FEDERATED_VALUE:
             w->bound[i] = args[0];
             *name = args[0];
             return FVM_OK;
         default:
-            return fvm_diag_add(w->d, FVM_ERR_USAGE, w->where, "internal: '%s' (%s) is not available here",
-                                n->name, fvm_op_table[in->op].name);
+            return fvm_diag_add(w->d, FVM_ERR_USAGE, w->where, "internal: '%s' (%s) is not available here", n->name,
+                                fvm_op_table[in->op].name);
         }
     } else {
         s = fvm_fwriter_instr(w, n->name, fvm_op_table[n->in->op].name, (fvm_doc *)n->in->attrs, n->nargs, args);
@@ -596,8 +594,10 @@ fvm_status fvm_form_write(fvm_arena *a, const fvm_flow *fl, const char *doc, fvm
     fvm_program_free(q);
     if (s) {
         free(text);
-        fvm_diag_add(d, s, &fl->f->loc, "internal: the form written for '%s' does not check (a fedvm bug; "
-                     "please report it with the program):", fl->f->name);
+        fvm_diag_add(d, s, &fl->f->loc,
+                     "internal: the form written for '%s' does not check (a fedvm bug; "
+                     "please report it with the program):",
+                     fl->f->name);
         fvm_diag_append(d, &sub);
         fvm_diag_clear(&sub);
         return s;

@@ -26,22 +26,22 @@
 enum { FVM_STAGE_LOCAL, FVM_STAGE_SERVER, FVM_STAGE_CLIENTS, FVM_STAGE_AFTER };
 
 typedef struct fvm_fnode {
-    const char *name;      /* unique in the graph: call-site path + name */
-    const fvm_instr *in;   /* the instruction; NULL for a parameter or a view */
-    int param;             /* the planned function's parameter index, or -1 */
-    bool view;             /* a struct of args[] (names from type) */
+    const char *name; /* unique in the graph: call-site path + name */
+    const fvm_instr *in; /* the instruction; NULL for a parameter or a view */
+    int param; /* the planned function's parameter index, or -1 */
+    bool view; /* a struct of args[] (names from type) */
     int nargs;
-    int *args;             /* node indices: the instruction's arguments or the view's members */
+    int *args; /* node indices: the instruction's arguments or the view's members */
     const fvm_type *type;
     int stage;
-    int agg;               /* AFTER: an aggregation it depends on (for messages), else -1 */
+    int agg; /* AFTER: an aggregation it depends on (for messages), else -1 */
 } fvm_fnode;
 
 typedef struct fvm_flow {
     const fvm_program *p;
     const fvm_func *f;
     int n, cap;
-    fvm_fnode *nodes;      /* in an order where arguments come first */
+    fvm_fnode *nodes; /* in an order where arguments come first */
     int result;
 } fvm_flow;
 
@@ -74,11 +74,11 @@ typedef struct fvm_fwriter {
     fvm_arena *a;
     const fvm_flow *fl;
     bool local;
-    const char **bound;    /* per node */
-    fvm_doc *params;       /* object: name -> type string */
-    fvm_doc *body;         /* array of instructions */
+    const char **bound; /* per node */
+    fvm_doc *params; /* object: name -> type string */
+    fvm_doc *body; /* array of instructions */
     fvm_diag *d;
-    const fvm_loc *where;  /* for errors: the planned function */
+    const fvm_loc *where; /* for errors: the planned function */
 } fvm_fwriter;
 
 fvm_status fvm_fwriter_init(fvm_fwriter *w, fvm_arena *a, const fvm_flow *fl, bool local, fvm_diag *d);

@@ -36,7 +36,6 @@ fvm_status fvm_plan_distribute_aggregate(const fvm_program *p, const fvm_plan_op
  * input other than the state and the round key, or a value exchanged
  * between server and devices that safetensors cannot hold (a sequence, an
  * unknown dimension) is refused with its location and the reason. */
-fvm_status fvm_plan_cross_device(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len,
-                                 fvm_diag *d);
+fvm_status fvm_plan_cross_device(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len, fvm_diag *d);
 
 #endif

@@ -129,7 +129,7 @@ static fvm_status struct2(fvm_fwriter *w, const char *name, const char *n0, cons
 typedef struct acc_shape {
     const fvm_agg_rule *r;
     const fvm_type *lifted; /* one client's update as combined: T, or <sum=T, weight=W> */
-    bool count, seen;       /* extra members; with neither the accumulator is the combined updates */
+    bool count, seen; /* extra members; with neither the accumulator is the combined updates */
 } acc_shape;
 
 static acc_shape shape_of(mr *m, int g)
@@ -144,8 +144,7 @@ static acc_shape shape_of(mr *m, int g)
         a.lifted = fvm_type_struct(m->a, 2, names, elems);
     }
     a.count = a.r->report == FVM_AGG_REPORT_PER_CLIENT;
-    a.seen = a.r->combine != FVM_AGG_COMBINE_ADD ||
-             (a.r->empty == FVM_AGG_EMPTY_ZEROS && fvm_type_has_floats(t));
+    a.seen = a.r->combine != FVM_AGG_COMBINE_ADD || (a.r->empty == FVM_AGG_EMPTY_ZEROS && fvm_type_has_floats(t));
     return a;
 }
 
@@ -548,8 +547,8 @@ static fvm_status write_zero(mr *m)
     for (int i = 0; i < m->nagg; i++)
         FVM_TRY(zero_of(m, &w, m->agg[i], &a[i]));
     FVM_TRY(fvm_fwriter_struct(&w, "@zero", m->nagg, fvm_flow_names(m->a, m->nagg, "a%d"), a));
-    return add_func(m, m->part[FVM_MR_ZERO], &w, "MapReduce form: zero. The accumulator every block of clients starts from.",
-                    "@zero");
+    return add_func(m, m->part[FVM_MR_ZERO], &w,
+                    "MapReduce form: zero. The accumulator every block of clients starts from.", "@zero");
 }
 
 /* accumulate (two = false: acc, update) or merge (two = true: x, y). */
@@ -806,7 +805,8 @@ fvm_status fvm_mr_round(fvm_mr *m)
     for (int k = 0; k < m->nclient; k++)
         client[k] = f->param_names[m->fl->nodes[m->client[k]].param];
     client[m->nclient] = "@broadcast/clients";
-    FVM_TRY(fvm_fwriter_instr(w, "@work", "federated_map", fvm_attr1(m->a, "fn", m->part[FVM_MR_WORK]), m->nclient + 1, client));
+    FVM_TRY(fvm_fwriter_instr(w, "@work", "federated_map", fvm_attr1(m->a, "fn", m->part[FVM_MR_WORK]), m->nclient + 1,
+                              client));
     FVM_TRY(fvm_mr_exchange(m, w, "@work", true));
     server[m->nserver] = "@report";
     server[m->nserver + 1] = "@secure";
@@ -872,14 +872,13 @@ static fvm_doc *form_doc(mr *m, const char *source)
         fvm_doc_set(a, o, "function", fvm_doc_string(a, f->name)) ||
         fvm_doc_set(a, o, "source", fvm_doc_string(a, source)) || fvm_doc_set(a, o, "parts", parts) ||
         fvm_doc_set(a, o, "server_inputs", strings(a, m->nserver, sv)) ||
-        fvm_doc_set(a, o, "client_inputs", strings(a, m->nclient, cv)) ||
-        fvm_doc_set(a, o, "aggregations", aggs) || fvm_doc_set(a, o, "secure_sums", secs))
+        fvm_doc_set(a, o, "client_inputs", strings(a, m->nclient, cv)) || fvm_doc_set(a, o, "aggregations", aggs) ||
+        fvm_doc_set(a, o, "secure_sums", secs))
         return NULL;
     return o;
 }
 
-fvm_status fvm_mr_build(fvm_arena *a, const fvm_program *p, const fvm_func *f, fvm_flow *fl, fvm_mr *m,
-                        fvm_diag *d)
+fvm_status fvm_mr_build(fvm_arena *a, const fvm_program *p, const fvm_func *f, fvm_flow *fl, fvm_mr *m, fvm_diag *d)
 {
     *m = (fvm_mr){.a = a, .fl = fl, .d = d};
     fvm_status s = fvm_flow_build(a, p, f, fl, d);
@@ -926,7 +925,8 @@ fvm_status fvm_plan_mapreduce(const fvm_program *p, const fvm_plan_opts *o, char
     if (s == FVM_OK && !(form = form_doc(&m, f->module->path)))
         s = nomem(d);
     if (s == FVM_OK) {
-        const char *doc = fvm_arena_printf(&a, "'%s' of %s in TFF's MapReduce form (written by fedplan; format/PLANS.md). "
+        const char *doc = fvm_arena_printf(&a,
+                                           "'%s' of %s in TFF's MapReduce form (written by fedplan; format/PLANS.md). "
                                            "%s",
                                            f->name, f->module->path, p->root->doc ? p->root->doc : "");
         s = doc ? fvm_form_write(&a, &fl, doc, form, m.funcs, out, len, d) : nomem(d);

@@ -12,19 +12,27 @@
 
 #include "plan_flow.h"
 
-enum { FVM_MR_PREPARE, FVM_MR_WORK, FVM_MR_ZERO, FVM_MR_ACCUMULATE, FVM_MR_MERGE, FVM_MR_REPORT, FVM_MR_UPDATE,
-       FVM_MR_NPARTS };
+enum {
+    FVM_MR_PREPARE,
+    FVM_MR_WORK,
+    FVM_MR_ZERO,
+    FVM_MR_ACCUMULATE,
+    FVM_MR_MERGE,
+    FVM_MR_REPORT,
+    FVM_MR_UPDATE,
+    FVM_MR_NPARTS
+};
 
 /* The role names of the parts ("prepare", ...), by FVM_MR_* index. */
 extern const char *const fvm_mr_roles[FVM_MR_NPARTS];
 
 /* The types the parts share (unplaced). */
 typedef struct fvm_mr_types {
-    const fvm_type *C;    /* what prepare gives: <b0=..., ...>, one field per broadcast */
-    const fvm_type *U;    /* one client's update: <u0=..., ...>, one field per aggregation */
-    const fvm_type *A;    /* the accumulator <a0=..., ...> */
-    const fvm_type *R;    /* report's result <r0=..., ...> */
-    const fvm_type *SEC;  /* one client's inputs to the secure sums <s0=..., ...> */
+    const fvm_type *C; /* what prepare gives: <b0=..., ...>, one field per broadcast */
+    const fvm_type *U; /* one client's update: <u0=..., ...>, one field per aggregation */
+    const fvm_type *A; /* the accumulator <a0=..., ...> */
+    const fvm_type *R; /* report's result <r0=..., ...> */
+    const fvm_type *SEC; /* one client's inputs to the secure sums <s0=..., ...> */
     const fvm_type *SECR; /* the secure sums' results */
     const fvm_type *WORK; /* work's result <updates=U, secure=SEC> */
 } fvm_mr_types;
@@ -35,16 +43,15 @@ typedef struct fvm_mr {
     fvm_diag *d;
     int nserver, nclient, nbcast, nagg, nsec;
     int *server, *client, *bcast, *agg, *sec; /* node indices, in graph order */
-    int *aggidx;                               /* per node: its index in agg */
-    const char *part[FVM_MR_NPARTS];           /* generated function names "<fn>.<role>" */
-    fvm_doc *funcs;                            /* the generated functions: name -> function */
+    int *aggidx; /* per node: its index in agg */
+    const char *part[FVM_MR_NPARTS]; /* generated function names "<fn>.<role>" */
+    fvm_doc *funcs; /* the generated functions: name -> function */
     fvm_mr_types t;
 } fvm_mr;
 
 /* Builds the parts of checked federated function f of p into *m (and its
  * graph into *fl). Errors are the forms' refusals: located, with the reason. */
-fvm_status fvm_mr_build(fvm_arena *a, const fvm_program *p, const fvm_func *f, fvm_flow *fl, fvm_mr *m,
-                        fvm_diag *d);
+fvm_status fvm_mr_build(fvm_arena *a, const fvm_program *p, const fvm_func *f, fvm_flow *fl, fvm_mr *m, fvm_diag *d);
 
 /* Writes into w (a federated function's body) the round's aggregations of
  * 'work', a {WORK}@CLIENTS value: one federated_aggregate with zero,

@@ -31,7 +31,7 @@ typedef struct xw {
     const fvm_func *f, *init;
     fvm_flow fl;
     fvm_mr m;
-    const char *aggregate;  /* the generated aggregation function's name */
+    const char *aggregate; /* the generated aggregation function's name */
     const char *partial, *combine; /* the same in stages: a block's partial, the partials combined */
     const char *initialize; /* initialize's name in the server program: "<fn>.initialize" (a program
                                with a function 'initialize' must have 'next' too) */
@@ -223,7 +223,8 @@ static fvm_status outputs(xw *x, fvm_doc *list)
             t = m->t.U->u.strct.elems[k];
         } else if (fvm_agg_rule_of(n->in->op)->lift == FVM_AGG_LIFT_USER) {
             const fvm_attrs *at = &n->in->a;
-            if (!put(x, e, "accumulate", str(x, at->accumulate->name)) || !put(x, e, "merge", str(x, at->merge->name)) ||
+            if (!put(x, e, "accumulate", str(x, at->accumulate->name)) ||
+                !put(x, e, "merge", str(x, at->merge->name)) ||
                 (at->report && !put(x, e, "report", str(x, at->report->name))))
                 return nomem(x->d);
         }
@@ -383,8 +384,10 @@ static fvm_status verify(xw *x, const fvm_doc *prog, const char *phase)
     fvm_program_free(q);
     free(text);
     if (s) {
-        fvm_diag_add(x->d, s, &x->f->loc, "internal: the %s program of the plan of '%s' does not check (a fedvm bug; "
-                     "please report it with the program):", phase, x->f->name);
+        fvm_diag_add(x->d, s, &x->f->loc,
+                     "internal: the %s program of the plan of '%s' does not check (a fedvm bug; "
+                     "please report it with the program):",
+                     phase, x->f->name);
         fvm_diag_append(x->d, &sub);
     }
     fvm_diag_clear(&sub);
@@ -429,26 +432,32 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
 
     const char *work = m->part[FVM_MR_WORK];
     const char *server_roots[] = {x->init->name, m->part[FVM_MR_PREPARE], x->aggregate, m->part[FVM_MR_UPDATE],
-                                  x->partial, m->part[FVM_MR_MERGE], x->combine};
+                                  x->partial,    m->part[FVM_MR_MERGE],   x->combine};
     fvm_doc *cprog, *sprog;
     FVM_TRY(phase_program(x, q, full,
-                          fvm_arena_printf(x->a, "The client phase of the cross-device plan of '%s' of %s: work, "
-                                           "run by each client on its data.", f->name, src),
+                          fvm_arena_printf(x->a,
+                                           "The client phase of the cross-device plan of '%s' of %s: work, "
+                                           "run by each client on its data.",
+                                           f->name, src),
                           1, &work, &cprog));
     FVM_TRY(phase_program(x, q, full,
-                          fvm_arena_printf(x->a, "The server phase of the cross-device plan of '%s' of %s: "
+                          fvm_arena_printf(x->a,
+                                           "The server phase of the cross-device plan of '%s' of %s: "
                                            "initialize, prepare, aggregate (or partial, merge and combine) and "
-                                           "result.", f->name, src),
+                                           "result.",
+                                           f->name, src),
                           7, server_roots, &sprog));
     FVM_TRY(verify(x, cprog, "client"));
     FVM_TRY(verify(x, sprog, "server"));
-    const char *doc = fvm_arena_printf(x->a, "'%s' of %s as a cross-device plan (written by fedplan; "
-                                       "format/PLANS.md). %s", f->name, src, x->p->root->doc ? x->p->root->doc : "");
+    const char *doc = fvm_arena_printf(x->a,
+                                       "'%s' of %s as a cross-device plan (written by fedplan; "
+                                       "format/PLANS.md). %s",
+                                       f->name, src, x->p->root->doc ? x->p->root->doc : "");
     if (!put(x, root, "plan", fvm_doc_int(x->a, FVM_XDEV_VERSION)) || !put(x, root, "kind", str(x, "cross-device")) ||
         !put(x, root, "doc", str(x, doc)) || !put(x, root, "source", str(x, src)) ||
-        !put(x, root, "function", str(x, f->name)) ||
-        !put(x, client, "work", str(x, work)) || !put(x, client, "inputs", cin) || !put(x, client, "broadcast", bc) ||
-        !put(x, client, "outputs", outs) || !put(x, client, "program", cprog) || !put(x, root, "client", client) ||
+        !put(x, root, "function", str(x, f->name)) || !put(x, client, "work", str(x, work)) ||
+        !put(x, client, "inputs", cin) || !put(x, client, "broadcast", bc) || !put(x, client, "outputs", outs) ||
+        !put(x, client, "program", cprog) || !put(x, root, "client", client) ||
         !put(x, server, "initialize", str(x, x->initialize)) ||
         !put(x, server, "prepare", str(x, m->part[FVM_MR_PREPARE])) ||
         !put(x, server, "aggregate", str(x, x->aggregate)) ||
@@ -460,8 +469,7 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
     return FVM_OK;
 }
 
-fvm_status fvm_plan_cross_device(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len,
-                                 fvm_diag *d)
+fvm_status fvm_plan_cross_device(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len, fvm_diag *d)
 {
     *out = NULL;
     fvm_arena a = {0};

@@ -25,8 +25,7 @@ static fvm_status plan_beam(const fvm_program *p, const fvm_plan_opts *o, char *
 const fvm_plan_format fvm_plan_formats[] = {
     {"dot", "a Graphviz picture of a function's dataflow", fvm_plan_dot},
     {"mapreduce", "TFF's MapReduce form, as a fedvm program", fvm_plan_mapreduce},
-    {"distribute-aggregate", "TFF's Distribute-Aggregate form, as a fedvm program",
-     fvm_plan_distribute_aggregate},
+    {"distribute-aggregate", "TFF's Distribute-Aggregate form, as a fedvm program", fvm_plan_distribute_aggregate},
     {"cross-device", "a client phase and a server phase, for devices (fedvm device, fedvm server)",
      fvm_plan_cross_device},
     {"beam", "an Apache Beam pipeline (JavaScript) running the rounds with fedvm", plan_beam},

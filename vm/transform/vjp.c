@@ -511,7 +511,6 @@ fvm_status vjp_concat(fvm_vjp *v)
     return FVM_OK;
 }
 
-
 /* ---- structs ------------------------------------------------------------------------------------ */
 
 fvm_status vjp_struct(fvm_vjp *v)
@@ -823,7 +822,8 @@ fvm_status vjp_sequence_map(fvm_vjp *v)
     fvm_func *bw = fvm_ad_end(v->ad, fvm_ad_op(v->ad, FVM_OP_STRUCT, NULL, ne, fs));
     if (!bw)
         return FVM_ERR_TYPE;
-    const char **zs = fvm_arena_array(a, (size_t)ne + 1, sizeof *zs), **fa = fvm_arena_array(a, (size_t)nx + 3, sizeof *fa);
+    const char **zs = fvm_arena_array(a, (size_t)ne + 1, sizeof *zs),
+               **fa = fvm_arena_array(a, (size_t)nx + 3, sizeof *fa);
     if (!zs || !fa)
         return FVM_ERR_NOMEM;
     int z = 0;
@@ -875,7 +875,8 @@ static const fvm_func *select_back(fvm_vjp *v, const fvm_type *keys, const fvm_t
     int64_t n = keys->u.tensor.dims.d[0];
     if (n < 0)
         return fvm_ad_error(v, "the keys must be a fixed number (i32[n], not i32[?]): the derivative loops over "
-                               "them"), NULL;
+                               "them"),
+               NULL;
     fvm_func *pb = fvm_ad_pullback_of(v->ad, fn, UINT64_C(1) << 0);
     if (!pb)
         return NULL;
@@ -891,8 +892,8 @@ static const fvm_func *select_back(fvm_vjp *v, const fvm_type *keys, const fvm_t
     const fvm_func *step = fvm_ad_end(v->ad, OP(ADD, NULL, acc, g));
     if (!step || fvm_ad_begin(v->ad, fvm_arena_printf(a, "%s.select_back", fn->name), 3, pn + 2, pt + 2))
         return NULL;
-    const char *fa[4] = {OP(ZEROS_LIKE, NULL, fvm_ad_param(v->ad, 2)), fvm_ad_param(v->ad, 0),
-                         fvm_ad_param(v->ad, 1), fvm_ad_param(v->ad, 2)};
+    const char *fa[4] = {OP(ZEROS_LIKE, NULL, fvm_ad_param(v->ad, 2)), fvm_ad_param(v->ad, 0), fvm_ad_param(v->ad, 1),
+                         fvm_ad_param(v->ad, 2)};
     fvm_doc *o = attrs(v);
     fvm_ad_set_str(v->ad, o, "fn", step->name);
     fvm_ad_set_int(v->ad, o, "n", n);

@@ -89,7 +89,8 @@ fvm_status vjp_conv2d(fvm_vjp *v)
 fvm_status vjp_pool(fvm_vjp *v)
 {
     fvm_doc *o = fvm_ad_copy_attrs(v->ad, v->in, window_keys);
-    set(v, 0, v->in->op == FVM_OP_MAX_POOL ? OP(MAX_POOL_GRAD, o, v->x[0], v->ct) : OP(AVG_POOL_GRAD, o, v->x[0], v->ct));
+    set(v, 0,
+        v->in->op == FVM_OP_MAX_POOL ? OP(MAX_POOL_GRAD, o, v->x[0], v->ct) : OP(AVG_POOL_GRAD, o, v->x[0], v->ct));
     return FVM_OK;
 }
 
@@ -199,9 +200,9 @@ fvm_status vjp_lstm_cell(fvm_vjp *v)
         const char *parts[3];
         for (int k = 0; k < 3; k++) {
             const char *name = pt->u.strct.names[k];
-            parts[k] = name[0] == 'b'             ? OP(SUM, attr_axes(v, 0, false), dz)
-                       : name[1] == 'x'           ? mm(v, x, dz, "transpose_a")
-                                                  : mm(v, h, dz, "transpose_a");
+            parts[k] = name[0] == 'b'   ? OP(SUM, attr_axes(v, 0, false), dz)
+                       : name[1] == 'x' ? mm(v, x, dz, "transpose_a")
+                                        : mm(v, h, dz, "transpose_a");
         }
         fvm_doc *no = fvm_ad_attrs(v->ad);
         fvm_doc *arr = fvm_doc_new(fvm_ad_arena(v->ad), FVM_DOC_ARRAY);
