@@ -12,6 +12,7 @@
 # make bench-doc  the same, its tables written into BENCHMARKS.md
 # make demo     the main job on a built-in default (installs missing packages first)
 # make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
+# make format   the C sources in .clang-format's style (make test checks it)
 # make MPI=no   any of these without Open MPI (the mpi backend then says it is missing)
 
 # ---- settings --------------------------------------------------------------
@@ -24,7 +25,7 @@ BIN      ?= bin
 LIBD     ?= lib
 OPT      ?= -O2 -g
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
-            -Wwrite-strings -Wno-unused-parameter -Wvla
+            -Wwrite-strings -Wno-unused-parameter -Wvla -Werror=implicit-function-declaration
 CSTD     := -std=c11 -D_GNU_SOURCE
 PKGS     := jansson yaml-0.1 sqlite3 zlib libdeflate msgpack libprotobuf-c nettle
 # OpenBLAS's pthread build (Debian's default): it is safe to call from
@@ -43,7 +44,10 @@ BLAS_CFLAGS := $(shell $(PKG_CONFIG) --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell $(PKG_CONFIG) --libs openblas 2>/dev/null || echo -lopenblas)
 endif
 CFLAGS   ?= $(OPT)
-ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC -MMD -MP \
+# The library exports only what its public headers mark FVM_API (docs/API.md);
+# calls inside it to its own exported functions bind locally.
+VISIBILITY := -fvisibility=hidden -fno-semantic-interposition
+ALL_CFLAGS = $(CSTD) $(WARN) $(CFLAGS) -fPIC $(VISIBILITY) -MMD -MP \
              $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) -I$(BUILD)/gen
 LIBS     = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -ljansson -lyaml -lsqlite3 -lz -ldeflate -lmsgpackc -lprotobuf-c -lnettle) \
            $(BLAS_LIBS) -lm -lpthread
@@ -52,7 +56,7 @@ TEST_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 # fedvm command links them, not the library.
 PLOT_CFLAGS := $(shell $(PKG_CONFIG) --cflags cairo fontconfig 2>/dev/null)
 PLOT_LIBS   := $(shell $(PKG_CONFIG) --libs cairo fontconfig 2>/dev/null || echo -lcairo -lfontconfig)
-# Open MPI, for the mpi backend (vm/backend_mpi.c): auto builds it when
+# Open MPI, for the mpi backend (vm/exec/backend_mpi.c): auto builds it when
 # Open MPI's development files are found (Debian's libopenmpi-dev), yes
 # requires them, no leaves it out; without it '--backend mpi' says so and
 # everything else builds and runs the same.
@@ -65,18 +69,21 @@ ifeq ($(MPI)$(MPI_LIBS),yes)
 $(error MPI=yes but Open MPI's development files were not found (make deps installs libopenmpi-dev))
 endif
 PYTHON   ?= python3
-VERSION  := 0.1.0
+VERSION  := $(shell sed -n 's/^\#define FVM_VERSION "\(.*\)"/\1/p' vm/core/api.h)
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libdeflate-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
                 python3-msgpack python3-numpy python3-yaml dataset-fashion-mnist \
-                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz nettle-dev \
+                libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz nettle-dev clang-format \
                 libopenmpi-dev openmpi-bin
 
 # ---- sources ---------------------------------------------------------------
-LIB_SRC   := $(wildcard vm/*.c format/*.c)
+# The library's layers, bottom up (docs/ARCHITECTURE.md): each folder may
+# include only the ones before it (tests/check_layers.sh checks it).
+LAYERS    := vm/core vm/ir vm/kernels format vm/transform vm/exec vm/runtime
+LIB_SRC   := $(foreach d,$(LAYERS),$(wildcard $(d)/*.c))
 # Protocol buffer schemas (tf.Example) compiled by protoc-c into $(BUILD)/gen.
 PROTO     := $(wildcard format/proto/*.proto)
 PROTO_C   := $(PROTO:format/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
@@ -90,12 +97,18 @@ FEDVM_OBJ := $(patsubst %.c,$(BUILD)/%.o,tools/fedvm.c $(wildcard tools/fedvm_*.
 FEDPLAN_OBJ := $(BUILD)/tools/fedplan.o $(BUILD)/tools/fedvm_cli.o
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-# Installed headers: everything but the internal ones.
-PRIVATE_H := vm/exec.h vm/rules.h vm/aggregate.h vm/kernels_impl.h vm/kernels_gemm_tile.h vm/fuse.h vm/bufcache.h \
-             format/yaml_core.h format/dataset_impl.h format/xdev_impl.h
-PUBLIC_H  := $(filter-out $(PRIVATE_H),$(wildcard vm/*.h format/*.h))
+# The public headers, the only ones installed: vm/fedvm.h and every header it
+# includes (tests/check_api.sh checks the list against the includes, and that
+# libfedvm.so exports exactly their FVM_API functions). The others are internal.
+PUBLIC_H  := vm/fedvm.h vm/core/api.h vm/core/arena.h vm/core/doc.h vm/core/prng.h vm/core/status.h vm/core/suggest.h \
+             vm/ir/check.h vm/ir/ir.h vm/ir/keys.h vm/ir/ops.h vm/ir/tensor.h vm/ir/types.h vm/ir/value.h \
+             vm/ir/ops.def vm/ir/attrs.def vm/kernels/providers.h vm/transform/passes.h vm/transform/plans.h \
+             vm/exec/backend.h vm/exec/interp.h vm/runtime/partition.h vm/runtime/session.h \
+             vm/runtime/synthetic.h vm/runtime/xdev.h format/atomic.h format/bind.h format/checkpoint.h \
+             format/data_bind.h format/dataset.h format/doc_io.h format/file.h format/idx.h format/ir_read.h \
+             format/ir_write.h format/metrics.h format/plan.h format/safetensors.h format/value_doc.h format/xdev.h
 
-.PHONY: all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
+.PHONY: format format-check all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -122,7 +135,7 @@ $(BUILD)/gen/beam_pipeline.h: format/beam_pipeline.js
 $(BUILD)/format/plan_beam.o: $(BUILD)/gen/beam_pipeline.h
 
 $(BUILD)/gen/%.pb-c.o: $(BUILD)/gen/%.pb-c.c | $(PROTO_H)
-	$(CC) $(CSTD) $(CFLAGS) -fPIC -MMD -MP -I$(BUILD)/gen $(shell $(PKG_CONFIG) --cflags libprotobuf-c) -c $< -o $@
+	$(CC) $(CSTD) $(CFLAGS) -fPIC $(VISIBILITY) -MMD -MP -I$(BUILD)/gen $(shell $(PKG_CONFIG) --cflags libprotobuf-c) -c $< -o $@
 
 $(LIBD)/libfedvm.a: $(LIB_OBJ)
 	@mkdir -p $(LIBD)
@@ -131,21 +144,25 @@ $(LIBD)/libfedvm.a: $(LIB_OBJ)
 
 $(LIBD)/libfedvm.so: $(LIB_OBJ)
 	@mkdir -p $(LIBD)
-	$(CC) -shared -Wl,-soname,libfedvm.so.0 -o $@ $^ $(LIBS)
+	$(CC) $(CFLAGS) -shared -Wl,-soname,libfedvm.so.0 -Wl,-Bsymbolic-functions -o $@ $^ $(LIBS)
+	ln -sf libfedvm.so $(LIBD)/libfedvm.so.0
 
 $(BUILD)/tools/fedvm_plot.o: ALL_CFLAGS += $(PLOT_CFLAGS)
 ifneq ($(MPI_LIBS),)
-$(BUILD)/vm/backend_mpi.o: ALL_CFLAGS += -DFVM_HAVE_MPI $(MPI_CFLAGS)
+$(BUILD)/vm/exec/backend_mpi.o: ALL_CFLAGS += -DFVM_HAVE_MPI $(MPI_CFLAGS)
 LIBS += $(MPI_LIBS)
 endif
 
-$(BIN)/fedvm: $(FEDVM_OBJ) $(LIBD)/libfedvm.a
+# The commands link libfedvm.so, so they can use its public API only; they
+# find it beside them ($ORIGIN: lib/ next to bin/, here and once installed).
+TOOL_LDFLAGS = -L$(LIBD) -lfedvm -Wl,-rpath,'$$ORIGIN/$(shell realpath -m --relative-to=$(BIN) $(LIBD))' -lm
+$(BIN)/fedvm: $(FEDVM_OBJ) $(LIBD)/libfedvm.so
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $(FEDVM_OBJ) $(LIBD)/libfedvm.a $(LIBS) $(PLOT_LIBS)
+	$(CC) $(CFLAGS) -o $@ $(FEDVM_OBJ) $(TOOL_LDFLAGS) $(PLOT_LIBS)
 
-$(BIN)/fedplan: $(FEDPLAN_OBJ) $(LIBD)/libfedvm.a
+$(BIN)/fedplan: $(FEDPLAN_OBJ) $(LIBD)/libfedvm.so
 	@mkdir -p $(BIN)
-	$(CC) $(CFLAGS) -o $@ $(FEDPLAN_OBJ) $(LIBD)/libfedvm.a $(LIBS)
+	$(CC) $(CFLAGS) -o $@ $(FEDPLAN_OBJ) $(TOOL_LDFLAGS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(TEST_LIBS) $(LIBS)
@@ -157,7 +174,8 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # tests/run_train.sh training runs over datasets, tests/run_memory.sh that
 # a round's peak memory does not grow with its clients, tests/run_backends.sh
 # the same bits on every backend (seq, threads, and mpi on 1-3 ranks under
-# mpirun when it is installed), tests/run_plot.sh the
+# mpirun when it is installed), tests/run_providers.sh training runs with the
+# portable kernel provider against the CPU one, tests/run_plot.sh the
 # pictures 'fedvm plot' draws of them, tests/run_plan.sh the fedplan
 # command and its plans (the pictures through Graphviz's dot),
 # tests/run_forms.sh the round forms, run against their sources,
@@ -178,7 +196,10 @@ test: deps
 	+@$(MAKE) --no-print-directory test-run
 
 test-run: all $(TEST_BIN)
-	@set -e; for t in $(TEST_BIN); do echo "== $$t"; $$t; done
+	@set -e; for t in $(TEST_BIN); do echo "== $$t"; FVM_BIN=$(BIN) $$t; done
+	@tests/check_layers.sh $(BUILD)
+	@$(MAKE) --no-print-directory format-check
+	@tests/check_api.sh $(LIBD)/libfedvm.so $(PUBLIC_H)
 	@tests/run_invalid.sh $(BIN)/fedvm
 	@tests/run_hostile.sh $(BIN)
 	@tests/run_cli.sh $(BIN)/fedvm
@@ -186,6 +207,7 @@ test-run: all $(TEST_BIN)
 	@tests/run_train.sh $(BIN)/fedvm
 	@tests/run_memory.sh $(BIN)/fedvm
 	@tests/run_backends.sh $(BIN)/fedvm $(BUILD)/tests/test_golden
+	@tests/run_providers.sh $(BIN)/fedvm
 	@tests/run_plot.sh $(BIN)/fedvm
 	@tests/run_plan.sh $(BIN)/fedplan
 	@tests/run_forms.sh $(BIN)
@@ -222,6 +244,16 @@ test-beam: all
 fresh-root:
 	tests/fresh_root.sh
 
+# The C style of .clang-format (clang-format 14, Debian 12's): make format
+# rewrites the sources in place, make format-check (in make test) fails
+# on any file it would change.
+FORMAT_SRC = $(shell git ls-files 'vm/*.[ch]' 'format/*.[ch]' 'tools/*.[ch]' 'tests/*.[ch]' 'bench/*.[ch]' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_SRC)
+
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_SRC) && echo "format-check: ok ($(words $(FORMAT_SRC)) files)"
+
 asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	$(MAKE) BUILD=build-asan BIN=build-asan/bin LIBD=build-asan/lib \
@@ -257,7 +289,7 @@ FUZZ_BIN     := $(FUZZ_TARGETS:%=build-fuzz/fuzz_%)
 
 # The product kernel's unrolled tiles take clang many minutes to instrument
 # (and decode nothing): they are built without it.
-FUZZ_PLAIN   := $(BUILD)/vm/kernels_gemm.o
+FUZZ_PLAIN   := $(BUILD)/vm/kernels/kernels_gemm.o
 $(FUZZ_PLAIN): ALL_CFLAGS += $(FUZZ_PLAIN_CFLAGS)
 
 fuzz-build:
@@ -297,7 +329,7 @@ BENCH_PYTHON ?= /usr/bin/python3
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 BENCH_TOOLS := $(BUILD)/bench/sgemm_peak $(BUILD)/bench/flop_count.so bench-blas
-# fedvm with every matrix product in BLAS, none in vm/kernels_gemm.c: bench.py
+# fedvm with every matrix product in BLAS, none in vm/kernels/kernels_gemm.c: bench.py
 # counts the flops it hands to BLAS, and runs the workload with it beside
 # bin/fedvm.
 BENCH_BLAS := $(BUILD)/bench/blas
@@ -363,14 +395,15 @@ bench-deps:
 
 # ---- install ---------------------------------------------------------------
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include/fedvm/vm $(DESTDIR)$(PREFIX)/include/fedvm/format
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(addprefix $(DESTDIR)$(PREFIX)/include/fedvm/,vm $(LAYERS))
 	install -m 755 $(TOOL_BIN) $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 $(LIBD)/libfedvm.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(LIBD)/libfedvm.so $(DESTDIR)$(PREFIX)/lib/libfedvm.so.$(VERSION)
 	ln -sf libfedvm.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfedvm.so.0
 	ln -sf libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so
-	install -m 644 $(filter vm/%,$(PUBLIC_H)) vm/ops.def vm/attrs.def $(DESTDIR)$(PREFIX)/include/fedvm/vm/
-	install -m 644 $(filter format/%,$(PUBLIC_H)) $(DESTDIR)$(PREFIX)/include/fedvm/format/
+	for h in $(PUBLIC_H); do install -m 644 $$h $(DESTDIR)$(PREFIX)/include/fedvm/$$h || exit 1; done
+	printf '%s\n' '/* fedvm.h - the public API of libfedvm (docs/API.md of the sources). */' '#include "vm/fedvm.h"' \
+	  > $(DESTDIR)$(PREFIX)/include/fedvm/fedvm.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@MPI_LIBS@|$(MPI_LIBS)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
 	@# A system install (no DESTDIR) is found by the dynamic linker at once: its
 	@# cache is rebuilt, and a PREFIX outside its search path is said.

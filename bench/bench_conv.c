@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "../vm/kernels_nn.h"
+#include "../vm/kernels/kernels_nn.h"
 
 static double now(void)
 {
@@ -42,13 +42,16 @@ static fvm_tensor make(fvm_dtype dt, int64_t a, int64_t b, int64_t c, int64_t e,
 
 enum { FWD, GRAD_INPUT, GRAD_FILTER };
 
-static fvm_status run(int which, const fvm_tensor *x, const fvm_tensor *w, const fvm_tensor *dy,
-                      const fvm_window *win, fvm_tensor *y, fvm_tensor *dx, fvm_tensor *dw)
+static fvm_status run(int which, const fvm_tensor *x, const fvm_tensor *w, const fvm_tensor *dy, const fvm_window *win,
+                      fvm_tensor *y, fvm_tensor *dx, fvm_tensor *dw)
 {
     switch (which) {
-    case FWD: return fvm_k_conv2d(x, w, win, y, NULL);
-    case GRAD_INPUT: return fvm_k_conv2d_grad_input(dy, w, win, dx, NULL);
-    default: return fvm_k_conv2d_grad_filter(x, dy, win, dw, NULL);
+    case FWD:
+        return fvm_k_conv2d(x, w, win, y, NULL);
+    case GRAD_INPUT:
+        return fvm_k_conv2d_grad_input(dy, w, win, dx, NULL);
+    default:
+        return fvm_k_conv2d_grad_filter(x, dy, win, dw, NULL);
     }
 }
 

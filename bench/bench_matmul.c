@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "../vm/kernels.h"
+#include "../vm/kernels/kernels.h"
 
 static double now(void)
 {
@@ -87,11 +87,11 @@ int main(int argc, char **argv)
         int64_t m, k, n;
         bool ta, tb;
     } shapes[] = {
-        {"x @ w1", B, 784, 200, false, false},         {"h1 @ w2", B, 200, 200, false, false},
-        {"h2 @ w3", B, 200, 10, false, false},         {"dz3 @ w3^T", B, 10, 200, false, true},
-        {"h2^T @ dz3", 200, B, 10, true, false},       {"da2 @ w2^T", B, 200, 200, false, true},
-        {"h1^T @ da2", 200, B, 200, true, false},      {"x^T @ da1", 784, B, 200, true, false},
-        {"eval: x @ w1", E, 784, 200, false, false},   {"eval: h1 @ w2", E, 200, 200, false, false},
+        {"x @ w1", B, 784, 200, false, false},       {"h1 @ w2", B, 200, 200, false, false},
+        {"h2 @ w3", B, 200, 10, false, false},       {"dz3 @ w3^T", B, 10, 200, false, true},
+        {"h2^T @ dz3", 200, B, 10, true, false},     {"da2 @ w2^T", B, 200, 200, false, true},
+        {"h1^T @ da2", 200, B, 200, true, false},    {"x^T @ da1", 784, B, 200, true, false},
+        {"eval: x @ w1", E, 784, 200, false, false}, {"eval: h1 @ w2", E, 200, 200, false, false},
         {"eval: h2 @ w3", E, 200, 10, false, false},
     };
     int nshapes = (int)(sizeof shapes / sizeof shapes[0]);

@@ -101,9 +101,9 @@ int main(int argc, char **argv)
     /* One SGD step of the 2NN (784-200-200-10) on a batch of B, on one thread as fedvm runs it. */
     openblas_set_num_threads(1);
     const product step[] = {
-        {"fwd1 x.w1", batch, 200, 784, 0, 0},   {"fwd2 h1.w2", batch, 200, 200, 0, 0},
-        {"fwd3 h2.w3", batch, 10, 200, 0, 0},   {"dw3 h2^T.dz3", 200, 10, batch, 1, 0},
-        {"dh2 dz3.w3^T", batch, 200, 10, 0, 1}, {"dw2 h1^T.dz2", 200, 200, batch, 1, 0},
+        {"fwd1 x.w1", batch, 200, 784, 0, 0},    {"fwd2 h1.w2", batch, 200, 200, 0, 0},
+        {"fwd3 h2.w3", batch, 10, 200, 0, 0},    {"dw3 h2^T.dz3", 200, 10, batch, 1, 0},
+        {"dh2 dz3.w3^T", batch, 200, 10, 0, 1},  {"dw2 h1^T.dz2", 200, 200, batch, 1, 0},
         {"dh1 dz2.w2^T", batch, 200, 200, 0, 1}, {"dw1 x^T.dz1", 784, 200, batch, 1, 0},
     };
     double total_flops = 0, total_wall = 0, total_cpu = 0;
@@ -117,8 +117,8 @@ int main(int argc, char **argv)
         printf("shape name=\"%s\" m=%d n=%d k=%d ta=%d tb=%d gflops=%.1f cpu_gflops=%.1f\n", p->name, p->m, p->n, p->k,
                p->ta, p->tb, flops(p) / wall * 1e-9, flops(p) / cpu * 1e-9);
     }
-    printf("step batch=%d flops=%.0f gflops=%.1f cpu_gflops=%.1f\n", batch, total_flops, total_flops / total_wall * 1e-9,
-           total_flops / total_cpu * 1e-9);
+    printf("step batch=%d flops=%.0f gflops=%.1f cpu_gflops=%.1f\n", batch, total_flops,
+           total_flops / total_wall * 1e-9, total_flops / total_cpu * 1e-9);
     free(a);
     free(b);
     free(c);

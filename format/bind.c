@@ -1,15 +1,16 @@
 /* bind.c - NAME=VALUE arguments to parameter values. */
 #include "bind.h"
+#include "doc_io.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../vm/prng.h"
-#include "../vm/sample.h"
-#include "../vm/suggest.h"
+#include "../vm/core/prng.h"
+#include "../vm/ir/keys.h"
+#include "../vm/core/suggest.h"
 #include "data_bind.h"
-#include "doc.h"
+#include "../vm/core/doc.h"
 #include "value_doc.h"
 
 static bool is_key_tensor(const fvm_type *t)

@@ -2,8 +2,8 @@
 #ifndef FVM_BIND_H
 #define FVM_BIND_H
 
-#include "../vm/ir.h"
-#include "../vm/value.h"
+#include "../vm/ir/ir.h"
+#include "../vm/ir/value.h"
 
 /* One NAME=VALUE argument. FVM_ARG_JSON: text is JSON, or "@path" to read a
  * .json/.yaml file (--arg); FVM_ARG_DATA: text is FILE[:SPLIT], a dataset
@@ -19,14 +19,14 @@ typedef struct fvm_named_text {
  * - "key", of type u32[2] (unplaced or @SERVER): the key fvm_prng_key(seed);
  * - "client_keys", of type {u32[2]}@CLIENTS: client c's key is
  *   fvm_prng_fold_in(fvm_prng_key(seed), c). */
-bool fvm_bind_is_key(const fvm_type *t);
-bool fvm_bind_is_client_keys(const fvm_type *t);
+FVM_API bool fvm_bind_is_key(const fvm_type *t);
+FVM_API bool fvm_bind_is_client_keys(const fvm_type *t);
 
 typedef struct fvm_bind_opts {
-    int first;        /* bind parameters first.. (values[i < first] stay NULL) */
-    uint64_t seed;    /* for "key" and "client_keys" */
-    bool leave_keys;  /* leave "key" and "client_keys" NULL (a round driver sets them) */
-    bool *used;       /* NULL: an argument naming no parameter is an error; else
+    int first; /* bind parameters first.. (values[i < first] stay NULL) */
+    uint64_t seed; /* for "key" and "client_keys" */
+    bool leave_keys; /* leave "key" and "client_keys" NULL (a round driver sets them) */
+    bool *used; /* NULL: an argument naming no parameter is an error; else
                          such arguments are skipped and used[k] is set for the others */
 } fvm_bind_opts;
 
@@ -35,14 +35,14 @@ typedef struct fvm_bind_opts {
  * keys above. *nclients is set from {T}@CLIENTS data (or checked against it
  * when already >= 0). Every problem is reported; errors in a value point into
  * its text or file. */
-fvm_status fvm_bind_params(const fvm_func *f, int nargs, const fvm_named_text *args, const fvm_bind_opts *o,
-                           int64_t *nclients, fvm_value ***out_values, fvm_diag *d);
+FVM_API fvm_status fvm_bind_params(const fvm_func *f, int nargs, const fvm_named_text *args, const fvm_bind_opts *o,
+                                   int64_t *nclients, fvm_value ***out_values, fvm_diag *d);
 
 /* fvm_bind_params with every parameter bound and no argument left over. */
-fvm_status fvm_bind_args(const fvm_func *f, int nargs, const fvm_named_text *args, uint64_t seed, int64_t *nclients,
-                         fvm_value ***out_values, fvm_diag *d);
+FVM_API fvm_status fvm_bind_args(const fvm_func *f, int nargs, const fvm_named_text *args, uint64_t seed,
+                                 int64_t *nclients, fvm_value ***out_values, fvm_diag *d);
 
 /* Releases values[0..n) and frees the array. NULL is a no-op. */
-void fvm_values_free(fvm_value **values, int n);
+FVM_API void fvm_values_free(fvm_value **values, int n);
 
 #endif

@@ -29,8 +29,9 @@ fvm_status fvm_checkpoint_save(const char *dir, int64_t round, const fvm_value *
     snprintf(seed, sizeof seed, "%" PRIu64, run->seed);
     snprintf(per, sizeof per, "%lld", (long long)run->clients_per_round);
     fvm_type_format(t, false, type, sizeof type);
-    const char *meta[] = {"fedvm.round", r, "fedvm.seed", seed, "fedvm.clients_per_round", per,
-                          "fedvm.program", run->program, "fedvm.state", type};
+    const char *meta[] = {
+        "fedvm.round", r,   "fedvm.seed", seed, "fedvm.clients_per_round", per, "fedvm.program", run->program,
+        "fedvm.state", type};
     return fvm_safetensors_save(path, state, t, 5, meta, d);
 }
 
@@ -59,16 +60,16 @@ static bool checkpoint_name(const char *name, void *ctx)
 }
 
 /* The checkpoint's metadata value must equal want. */
-static fvm_status agree(const fvm_safetensors *f, const char *path, const char *key, const char *want,
-                        const char *what, fvm_diag *d)
+static fvm_status agree(const fvm_safetensors *f, const char *path, const char *key, const char *want, const char *what,
+                        fvm_diag *d)
 {
     const char *got = fvm_safetensors_meta(f, key);
     if (got && !strcmp(got, want))
         return FVM_OK;
     fvm_loc loc = {.file = path};
     return fvm_diag_add(d, FVM_ERR_USAGE, &loc,
-                        "this checkpoint was made with %s %s, this run has %s; resume with the same settings",
-                        what, got ? got : "(not recorded)", want);
+                        "this checkpoint was made with %s %s, this run has %s; resume with the same settings", what,
+                        got ? got : "(not recorded)", want);
 }
 
 fvm_status fvm_checkpoint_last(const char *dir, const fvm_type *t, const fvm_run_info *run, int64_t *round,

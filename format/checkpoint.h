@@ -10,23 +10,23 @@
 #ifndef FVM_CHECKPOINT_H
 #define FVM_CHECKPOINT_H
 
-#include "../vm/types.h"
-#include "../vm/value.h"
+#include "../vm/ir/types.h"
+#include "../vm/ir/value.h"
 
 /* What a run's checkpoints must agree on to be resumed. */
 typedef struct fvm_run_info {
     uint64_t seed;
     int64_t clients_per_round; /* -1: no client data */
-    const char *program;       /* the program file's base name */
+    const char *program; /* the program file's base name */
 } fvm_run_info;
 
 /* The round of a checkpoint's file name (no directory), or -1 for any name
  * that is not exactly one fvm_checkpoint_save writes. */
-int64_t fvm_checkpoint_round(const char *name);
+FVM_API int64_t fvm_checkpoint_round(const char *name);
 
 /* Saves the state after 'round' (creating dir when missing). */
-fvm_status fvm_checkpoint_save(const char *dir, int64_t round, const fvm_value *state, const fvm_type *t,
-                               const fvm_run_info *run, fvm_diag *d);
+FVM_API fvm_status fvm_checkpoint_save(const char *dir, int64_t round, const fvm_value *state, const fvm_type *t,
+                                       const fvm_run_info *run, fvm_diag *d);
 
 /* The last checkpoint of dir (the highest round): its state, of type t (a
  * new value), and its round. The checkpoint's seed, clients per round and
@@ -34,13 +34,13 @@ fvm_status fvm_checkpoint_save(const char *dir, int64_t round, const fvm_value *
  * resuming with other settings would not continue the same run), and its
  * fedvm.round its name's. A directory without checkpoints is FVM_ERR_IO.
  * The stale temporaries of saves cut short (atomic.h) are removed first. */
-fvm_status fvm_checkpoint_last(const char *dir, const fvm_type *t, const fvm_run_info *run, int64_t *round,
-                               fvm_value **state, fvm_diag *d);
+FVM_API fvm_status fvm_checkpoint_last(const char *dir, const fvm_type *t, const fvm_run_info *run, int64_t *round,
+                                       fvm_value **state, fvm_diag *d);
 
 /* Refuses an input file (what: "--init FILE") that is one of dir's
  * checkpoints of rounds first..last, which a run saving those rounds into
  * dir would overwrite (the same file: device and inode). FVM_ERR_USAGE. */
-fvm_status fvm_checkpoint_not_input(const char *dir, int64_t first, int64_t last, const char *path, const char *what,
-                                    fvm_diag *d);
+FVM_API fvm_status fvm_checkpoint_not_input(const char *dir, int64_t first, int64_t last, const char *path,
+                                            const char *what, fvm_diag *d);
 
 #endif

@@ -15,8 +15,8 @@ fvm_status fvm_data_spec(const char *text, char **file, char **split, fvm_diag *
     const char *colon = strrchr(text, ':');
     bool has_split = colon && colon[1] && colon != text;
     for (const char *p = colon ? colon + 1 : NULL; has_split && *p; p++)
-        has_split = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
-                    *p == '-';
+        has_split =
+            (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-';
     size_t n = has_split ? (size_t)(colon - text) : strlen(text);
     if (n == 0)
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "a dataset needs a file name, found '%s'", text);
@@ -165,9 +165,11 @@ static fvm_status check_client(fvm_dataset *ds, int64_t i, const fvm_value *seq,
         fvm_dims_format(&got, gs);
         fvm_dims_format(&want, ws);
         fvm_loc loc = {.file = path};
-        return fvm_diag_add(d, FVM_ERR_TYPE, &loc, "parameter '%s': client %s%s, column '%s': %s%s per example, but "
-                            "field '%s' is %s%s", param, who, where, fs[f].name, fvm_dtype_name(bad->dtype), gs,
-                            fs[f].name, fvm_dtype_name(fs[f].dtype), ws);
+        return fvm_diag_add(d, FVM_ERR_TYPE, &loc,
+                            "parameter '%s': client %s%s, column '%s': %s%s per example, but "
+                            "field '%s' is %s%s",
+                            param, who, where, fs[f].name, fvm_dtype_name(bad->dtype), gs, fs[f].name,
+                            fvm_dtype_name(fs[f].dtype), ws);
     }
     return FVM_OK;
 }
@@ -328,7 +330,8 @@ static fvm_status bind_clients(fvm_dataset *ds_take, const char *path, const cha
     int64_t n = fvm_dataset_clients(ds_take);
     if (s->fields)
         memcpy(s->fields, fs, (size_t)nf * sizeof *fs);
-    if (!s->path || (split && !s->split) || !s->param || !s->fields || !(*out = fvm_value_clients_source_take(n, &s->base))) {
+    if (!s->path || (split && !s->split) || !s->param || !s->fields ||
+        !(*out = fvm_value_clients_source_take(n, &s->base))) {
         fvm_dataset_close(ds_take);
         source_free(&s->base);
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
@@ -449,8 +452,8 @@ static fvm_status bind_pooled(fvm_dataset *ds, const char *path, const char *par
     return FVM_OK;
 }
 
-fvm_status fvm_data_bind(const char *path, const char *split, const char *param, const fvm_type *t,
-                         fvm_value **out, fvm_diag *d)
+fvm_status fvm_data_bind(const char *path, const char *split, const char *param, const fvm_type *t, fvm_value **out,
+                         fvm_diag *d)
 {
     *out = NULL;
     fvm_loc loc = {.file = path};

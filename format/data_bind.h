@@ -2,13 +2,13 @@
 #ifndef FVM_DATA_BIND_H
 #define FVM_DATA_BIND_H
 
-#include "../vm/types.h"
-#include "../vm/value.h"
+#include "../vm/ir/types.h"
+#include "../vm/ir/value.h"
 
 /* Splits "FILE[:SPLIT]" at its last ':' when what follows is a split name
  * (letters, digits, '_', '-'); *file and *split are malloc'd (*split NULL:
  * the default split). */
-fvm_status fvm_data_spec(const char *text, char **file, char **split, fvm_diag *d);
+FVM_API fvm_status fvm_data_spec(const char *text, char **file, char **split, fvm_diag *d);
 
 /* The value of dataset file 'path' (split 'split', NULL: the default) for a
  * parameter 'param' of type t:
@@ -27,7 +27,7 @@ fvm_status fvm_data_spec(const char *text, char **file, char **split, fvm_diag *
  * are not used. A mismatch is a type error naming the parameter, the file,
  * the field and both types, and listing the file's columns. *out (owned by
  * the caller) is NULL on error. */
-fvm_status fvm_data_bind(const char *path, const char *split, const char *param, const fvm_type *t,
-                         fvm_value **out, fvm_diag *d);
+FVM_API fvm_status fvm_data_bind(const char *path, const char *split, const char *param, const fvm_type *t,
+                                 fvm_value **out, fvm_diag *d);
 
 #endif

@@ -1,4 +1,4 @@
-/* dataset.c - opening FedJAX and TFF SQLite datasets, their splits and schema, and building client sequences. */
+/* dataset.c - the dataset reader every format shares: the format table, splits, the schema, one read path, the helpers. */
 #include "dataset.h"
 
 #include <errno.h>
@@ -21,11 +21,22 @@ void ds_col_clear(ds_col *c)
     memset(c, 0, sizeof *c);
 }
 
+void fvm_dataset_cols_free(ds_col *cols, int n)
+{
+    for (int k = 0; cols && k < n; k++)
+        ds_col_clear(&cols[k]);
+    free(cols);
+}
+
 /* Length of the valid UTF-8 sequence at p (at most n bytes, n > 0), or 0;
  * *cp gets its code point. */
 static size_t utf8_char(const unsigned char *p, size_t n, uint32_t *cp)
 {
-    size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
+    size_t len = p[0] < 0x80             ? 1
+                 : (p[0] & 0xe0) == 0xc0 ? 2
+                 : (p[0] & 0xf0) == 0xe0 ? 3
+                 : (p[0] & 0xf8) == 0xf0 ? 4
+                                         : 0;
     if (len == 0 || len > n)
         return 0;
     uint32_t c = len == 1 ? p[0] : p[0] & (0x7f >> len);
@@ -179,16 +190,22 @@ bool ds_dims_bounded(const fvm_dims *shape, fvm_dtype dtype)
     return true;
 }
 
-fvm_status ds_err(const fvm_dataset *ds, fvm_diag *d, fvm_status code, const char *fmt, ...)
+fvm_status fvm_dataset_verror(const char *path, fvm_diag *d, fvm_status code, const char *fmt, va_list ap)
 {
-    fvm_loc loc = {.file = ds->path};
+    fvm_loc loc = {.file = path};
     char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     ds_clean(msg);
     fvm_diag_add(d, code, &loc, "%s", msg);
+    return code;
+}
+
+fvm_status ds_err(const fvm_dataset *ds, fvm_diag *d, fvm_status code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fvm_dataset_verror(ds->path, d, code, fmt, ap);
+    va_end(ap);
     return code;
 }
 
@@ -240,8 +257,10 @@ void ds_col_shape(const ds_col *c, fvm_dtype *dtype, fvm_dims *shape)
                 shape->d[k] = -1;
 }
 
-fvm_status ds_col_check(const fvm_dataset *ds, const fvm_column *schema, const ds_col *c, const char *who,
-                        fvm_diag *d)
+/* Checks a decoded column against the schema column (dtype, rank, every known
+ * dim); an error names the client and column. */
+static fvm_status col_check(const fvm_dataset *ds, const fvm_column *schema, const ds_col *c, const char *who,
+                            fvm_diag *d)
 {
     fvm_dtype dt;
     fvm_dims shape;
@@ -254,9 +273,11 @@ fvm_status ds_col_check(const fvm_dataset *ds, const fvm_column *schema, const d
     char got[FVM_DIMS_STR], want[FVM_DIMS_STR], esc[DS_ESC];
     fvm_dims_format(&shape, got);
     fvm_dims_format(&schema->shape, want);
-    return ds_err(ds, d, FVM_ERR_TYPE, "client %s, column '%s': examples are %s%s, but the dataset's schema (from its "
-                  "first client) has %s%s", who, ds_esc(schema->name, strlen(schema->name), esc),
-                  fvm_dtype_name(dt), got, fvm_dtype_name(schema->dtype), want);
+    return ds_err(ds, d, FVM_ERR_TYPE,
+                  "client %s, column '%s': examples are %s%s, but the dataset's schema (from its "
+                  "first client) has %s%s",
+                  who, ds_esc(schema->name, strlen(schema->name), esc), fvm_dtype_name(dt), got,
+                  fvm_dtype_name(schema->dtype), want);
 }
 
 /* Names compare as SQLite's BINARY collation does: bytes, then the shorter first. */
@@ -301,8 +322,8 @@ int fvm_dataset_column_find(const fvm_dataset *ds, const char *name)
     return ds_column_find(ds, name, strlen(name));
 }
 
-fvm_status ds_set_schema(fvm_dataset *ds, const char *who, int ncols, const char *const *names,
-                         const size_t *name_lens, const ds_col *cols, fvm_diag *d)
+fvm_status ds_set_schema(fvm_dataset *ds, const char *who, int ncols, const char *const *names, const size_t *name_lens,
+                         const ds_col *cols, fvm_diag *d)
 {
     if (ncols < 0 || ncols > DS_MAX_COLUMNS)
         return ds_err(ds, d, FVM_ERR_LIMIT, "client %s: %d columns, more than fedvm reads (%d)", who, ncols,
@@ -350,7 +371,9 @@ fvm_status ds_set_schema(fvm_dataset *ds, const char *who, int ncols, const char
     return FVM_OK;
 }
 
-fvm_status ds_build(const fvm_dataset *ds, int64_t n, ds_col *cols, fvm_value **out, fvm_diag *d)
+/* Builds the client's sequence from ncols decoded columns in schema order
+ * (takes their references and clears them). */
+static fvm_status build(const fvm_dataset *ds, int64_t n, ds_col *cols, fvm_value **out, fvm_diag *d)
 {
     int ncols = ds->ncols;
     bool by_columns = true;
@@ -404,34 +427,9 @@ nomem:
     return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory building a client's examples");
 }
 
-char *ds_fedjax_table(const char *split, const char *path, fvm_diag *d)
-{
-    if (!split || !strcmp(split, "default"))
-        return strdup("federated_data");
-    size_t n = strlen(split);
-    bool ok = n >= 1 && n <= 64;
-    for (size_t k = 0; k < n && ok; k++)
-        ok = (split[k] >= 'a' && split[k] <= 'z') || (split[k] >= 'A' && split[k] <= 'Z') ||
-             (split[k] >= '0' && split[k] <= '9') || split[k] == '_';
-    if (!ok) {
-        fvm_loc loc = {.file = path};
-        fvm_diag_add(d, FVM_ERR_USAGE, &loc, "split name '%s': use 1 to 64 letters, digits or underscores", split);
-        return NULL;
-    }
-    char *t = malloc(n + 16);
-    if (t)
-        snprintf(t, n + 16, "federated_data_%s", split);
-    return t;
-}
+/* ---- the tables ------------------------------------------------------------------ */
 
-/* ---- splits ---------------------------------------------------------------------- */
-
-typedef struct names {
-    char **v;
-    int n, cap;
-} names;
-
-static int names_push(names *s, const char *text, size_t len)
+int fvm_dataset_names_push(ds_names *s, const char *text, size_t len)
 {
     if (s->n == s->cap) {
         int cap = s->cap ? 2 * s->cap : 8;
@@ -447,17 +445,62 @@ static int names_push(names *s, const char *text, size_t len)
     return 0;
 }
 
-static bool has_table(sqlite3 *db, const char *name, int *rc)
+static void names_free(ds_names *s)
+{
+    fvm_dataset_free_splits(s->v, s->n);
+    memset(s, 0, sizeof *s);
+}
+
+/* The names, escaped, separated by ", " (at most cap bytes). */
+static char *names_join(const ds_names *s, char *buf, size_t cap)
+{
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < s->n && o + 1 < cap; i++) {
+        char esc[DS_ESC];
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", ds_esc(s->v[i], strlen(s->v[i]), esc));
+    }
+    return buf;
+}
+
+fvm_status fvm_dataset_list_splits(fvm_dataset *ds, const char *sql, fvm_dataset_split_filter keep, ds_names *out,
+                                   fvm_diag *d)
 {
     sqlite3_stmt *st = NULL;
-    *rc = sqlite3_prepare_v2(db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &st, NULL);
-    if (*rc)
-        return false;
-    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-    int r = sqlite3_step(st);
-    *rc = r == SQLITE_ROW || r == SQLITE_DONE ? SQLITE_OK : r;
+    int rc = sqlite3_prepare_v2(ds->db, sql, -1, &st, NULL);
+    if (rc)
+        return ds_sql_err(ds, d, rc, "listing the splits");
+    fvm_status s = FVM_OK;
+    while (s == FVM_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        size_t len = (size_t)sqlite3_column_bytes(st, 0);
+        bool yes = true;
+        if (!name || (keep && (s = keep(ds, st, name, len, &yes, d))) || !yes)
+            continue;
+        if (fvm_dataset_names_push(out, name, len))
+            s = ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
+    }
     sqlite3_finalize(st);
-    return r == SQLITE_ROW;
+    if (s)
+        return s;
+    return rc == SQLITE_DONE ? FVM_OK : ds_sql_err(ds, d, rc, "listing the splits");
+}
+
+fvm_status fvm_dataset_has_table(fvm_dataset *ds, const char *name, bool *yes, fvm_diag *d)
+{
+    sqlite3_stmt *st = NULL;
+    *yes = false;
+    int rc =
+        sqlite3_prepare_v2(ds->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &st, NULL);
+    if (rc)
+        return ds_sql_err(ds, d, rc, "reading the tables");
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+        return ds_sql_err(ds, d, rc, "reading the tables");
+    *yes = rc == SQLITE_ROW;
+    return FVM_OK;
 }
 
 fvm_status ds_check_table(fvm_dataset *ds, const char *table, const char *const *need, int nneed, const char **rowid,
@@ -512,102 +555,72 @@ fvm_status ds_check_table(fvm_dataset *ds, const char *table, const char *const 
             *rowid = aliases[a];
             return FVM_OK;
         }
-    return ds_err(ds, d, FVM_ERR_FORMAT, "table %s has columns named rowid, _rowid_ and oid, which hide all the names "
-                  "of its row ids: fedvm cannot tell its rows apart", table);
+    return ds_err(ds, d, FVM_ERR_FORMAT,
+                  "table %s has columns named rowid, _rowid_ and oid, which hide all the names "
+                  "of its row ids: fedvm cannot tell its rows apart",
+                  table);
 }
 
-/* Which format ds->db holds; an error when neither. */
+/* ---- the formats ------------------------------------------------------------------ */
+
+/* The one list of formats, in the order a file is matched against them. */
+static const struct fvm_dataset_format_i *const formats[] = {&fvm_dataset_format_fedjax, &fvm_dataset_format_tff};
+enum { NFORMATS = sizeof formats / sizeof formats[0] };
+
+/* Frees the format's state; the handle has no format after. */
+static void drop_format(fvm_dataset *ds)
+{
+    if (ds->fmt && ds->fmt->close)
+        ds->fmt->close(ds);
+    free(ds->impl);
+    ds->impl = NULL;
+    ds->fmt = NULL;
+}
+
+/* Gives the handle format fmt, with its state zeroed. */
+static bool set_format(fvm_dataset *ds, const struct fvm_dataset_format_i *fmt)
+{
+    drop_format(ds);
+    if (!(ds->impl = calloc(1, fmt->size ? fmt->size : 1)))
+        return false;
+    ds->fmt = fmt;
+    return true;
+}
+
+/* Which format ds->db holds; an error when none. */
 static fvm_status detect(fvm_dataset *ds, fvm_diag *d)
 {
-    int rc;
-    if (has_table(ds->db, "federated_data", &rc)) {
-        ds->kind = DS_FEDJAX;
-        return FVM_OK;
+    const char *partial = NULL;
+    for (int k = 0; k < NFORMATS; k++) {
+        if (!set_format(ds, formats[k]))
+            return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
+        bool yes = false;
+        const char *part = NULL;
+        fvm_status s = formats[k]->recognize(ds, &yes, &part, d);
+        if (s || yes)
+            return s;
+        partial = part ? part : partial;
     }
-    if (rc)
-        return ds_sql_err(ds, d, rc, "reading the tables");
-    bool ex = has_table(ds->db, "examples", &rc);
-    bool meta = !rc && has_table(ds->db, "client_metadata", &rc);
-    if (rc)
-        return ds_sql_err(ds, d, rc, "reading the tables");
-    if (ex && meta) {
-        ds->kind = DS_TFF;
-        return ds_tff_tables(ds, d);
-    }
-    return ds_err(ds, d, FVM_ERR_FORMAT, "not a federated dataset: it has no table federated_data (FedJAX) and "
-                  "no tables examples and client_metadata (TFF)%s", ex || meta ? " (only one of the two)" : "");
-}
-
-static fvm_status list_splits(fvm_dataset *ds, names *out, fvm_diag *d)
-{
-    char sql[256];
-    if (ds->kind == DS_FEDJAX)
-        snprintf(sql, sizeof sql, "SELECT substr(name, 16) FROM sqlite_master WHERE type = 'table' AND "
-                 "name LIKE 'federated\\_data\\_%%' ESCAPE '\\' ORDER BY name");
-    else /* the names are text (ds_tff_tables); compared as bytes whatever the column's collation */
-        snprintf(sql, sizeof sql, "SELECT split_name, min(%s) FROM client_metadata GROUP BY split_name COLLATE BINARY "
-                 "ORDER BY split_name COLLATE BINARY", ds->rowid);
-    if (ds->kind == DS_FEDJAX && names_push(out, "default", 7))
-        return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
-    sqlite3_stmt *st = NULL;
-    int rc = sqlite3_prepare_v2(ds->db, sql, -1, &st, NULL);
-    if (rc)
-        return ds_sql_err(ds, d, rc, "listing the splits");
-    fvm_status s = FVM_OK;
-    while (s == FVM_OK && (rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const char *name = (const char *)sqlite3_column_text(st, 0);
-        size_t len = (size_t)sqlite3_column_bytes(st, 0);
-        if (!name)
-            continue;
-        if (ds->kind == DS_FEDJAX) { /* only tables a split name can open */
-            char *table = strcmp(name, "default") ? ds_fedjax_table(name, ds->path, NULL) : NULL;
-            free(table);
-            if (!table)
-                continue;
-        } else if (memchr(name, 0, len) || !ds_utf8(name, len)) {
-            char esc[DS_ESC];
-            s = ds_err(ds, d, FVM_ERR_FORMAT, "client_metadata row %lld: split name '%s' %s",
-                       (long long)sqlite3_column_int64(st, 1), ds_esc(name, len, esc),
-                       memchr(name, 0, len) ? "holds a NUL byte" : "is not valid UTF-8");
-            break;
-        }
-        if (names_push(out, name, len))
-            s = ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
-    }
-    sqlite3_finalize(st);
-    if (s)
-        return s;
-    return rc == SQLITE_DONE ? FVM_OK : ds_sql_err(ds, d, rc, "listing the splits");
-}
-
-static void names_free(names *s)
-{
-    fvm_dataset_free_splits(s->v, s->n);
-    memset(s, 0, sizeof *s);
-}
-
-/* The names, escaped, separated by ", " (at most cap bytes). */
-static char *names_join(const names *s, char *buf, size_t cap)
-{
+    drop_format(ds);
+    char all[512];
     size_t o = 0;
-    buf[0] = 0;
-    for (int i = 0; i < s->n && o + 1 < cap; i++) {
-        char esc[DS_ESC];
-        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", ds_esc(s->v[i], strlen(s->v[i]), esc));
-    }
-    return buf;
+    for (int k = 0; k < NFORMATS && o < sizeof all; k++)
+        o += (size_t)snprintf(all + o, sizeof all - o, "%s%s", k ? " and no " : "", formats[k]->tables);
+    return ds_err(ds, d, FVM_ERR_FORMAT, "not a federated dataset: it has no %s%s%s%s", all, partial ? " (" : "",
+                  partial ? partial : "", partial ? ")" : "");
 }
 
-fvm_dataset *ds_new(const char *path, ds_kind kind)
+fvm_dataset *ds_new(const char *path, const struct fvm_dataset_format_i *fmt)
 {
     fvm_dataset *ds = calloc(1, sizeof *ds);
-    if (!ds || !(ds->path = strdup(path)) || !(ds->split = strdup("default"))) {
-        if (ds)
+    if (!ds || !(ds->path = strdup(path)) || !(ds->split = strdup("default")) || (fmt && !set_format(ds, fmt))) {
+        if (ds) {
             free(ds->path);
+            free(ds->split);
+        }
         free(ds);
         return NULL;
     }
-    ds->kind = kind;
     return ds;
 }
 
@@ -622,14 +635,14 @@ static fvm_status open_db(const char *path, fvm_dataset **out, fvm_diag *d)
     /* SQLite would wait forever opening a FIFO, and read a device as a file. */
     if (!S_ISREG(sb.st_mode))
         return fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot open: %s, not a regular file",
-                            S_ISDIR(sb.st_mode)                            ? "a directory"
-                            : S_ISFIFO(sb.st_mode)                         ? "a FIFO"
-                            : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode)   ? "a device"
-                            : S_ISSOCK(sb.st_mode)                         ? "a socket"
-                                                                           : "a special file");
+                            S_ISDIR(sb.st_mode)                          ? "a directory"
+                            : S_ISFIFO(sb.st_mode)                       ? "a FIFO"
+                            : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                            : S_ISSOCK(sb.st_mode)                       ? "a socket"
+                                                                         : "a special file");
     if (sb.st_size == 0)
         return fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "not a federated dataset: the file is empty");
-    fvm_dataset *ds = ds_new(path, DS_FEDJAX);
+    fvm_dataset *ds = ds_new(path, NULL);
     if (!ds)
         return fvm_diag_add(d, FVM_ERR_NOMEM, &loc, "out of memory");
     free(ds->split);
@@ -659,8 +672,8 @@ fvm_status fvm_dataset_splits(const char *path, char ***out, int *n, fvm_diag *d
     fvm_status s = open_db(path, &ds, d);
     if (s)
         return s;
-    names list = {0};
-    s = list_splits(ds, &list, d);
+    ds_names list = {0};
+    s = ds->fmt->splits(ds, &list, d);
     fvm_dataset_close(ds);
     if (s) {
         names_free(&list);
@@ -678,19 +691,64 @@ void fvm_dataset_free_splits(char **splits, int n)
     free(splits);
 }
 
+/* ---- reading a client: the one path ------------------------------------------------ */
+
+/* Checks a client's decoded columns against the schema; frees them on error. */
+static fvm_status check_cols(const fvm_dataset *ds, const char *who, ds_col *cols, fvm_diag *d)
+{
+    fvm_status s = FVM_OK;
+    for (int k = 0; s == FVM_OK && k < ds->ncols; k++)
+        s = col_check(ds, &ds->cols[k], &cols[k], who, d);
+    if (s)
+        fvm_dataset_cols_free(cols, ds->ncols);
+    return s;
+}
+
+/* Client i's columns, checked, in schema order (*cols malloc'd), and its
+ * number of examples. */
+static fvm_status read_cols(fvm_dataset *ds, int64_t i, int64_t *n, ds_col **cols, fvm_diag *d)
+{
+    char who[DS_WHO] = "";
+    *cols = NULL;
+    fvm_status s = ds->fmt->read(ds, i, who, n, cols, d);
+    return s ? s : check_cols(ds, who, *cols, d);
+}
+
+/* The sequence of n examples from checked columns (freed). */
+static fvm_status build_seq(fvm_dataset *ds, int64_t n, ds_col *cols, fvm_value **out, fvm_diag *d)
+{
+    fvm_status s = build(ds, n, cols, out, d);
+    free(cols);
+    return s;
+}
+
+fvm_status fvm_dataset_decode(fvm_dataset *ds, const char *who, const ds_raw *raw, fvm_value **out, fvm_diag *d)
+{
+    *out = NULL;
+    if (!ds->fmt || !ds->fmt->decode)
+        return ds_err(ds, d, FVM_ERR_USAGE, "the %s format cannot decode a client from memory",
+                      ds->fmt ? ds->fmt->name : "unknown");
+    int64_t n = 0;
+    ds_col *cols = NULL;
+    fvm_status s = ds->fmt->decode(ds, who, raw, &n, &cols, d);
+    if (s == FVM_OK)
+        s = check_cols(ds, who, cols, d);
+    return s ? s : build_seq(ds, n, cols, out, d);
+}
+
 /* ---- open, close, queries -------------------------------------------------------- */
 
-/* Chooses the split: a known name, or for NULL the default (FedJAX) or the
- * only one (TFF). The error lists the file's splits. */
+/* Chooses the split: a known name, or for NULL the format's default or the
+ * only one. The error lists the file's splits. */
 static fvm_status choose_split(fvm_dataset *ds, const char *split, fvm_diag *d)
 {
-    names list = {0};
-    fvm_status s = list_splits(ds, &list, d);
+    ds_names list = {0};
+    fvm_status s = ds->fmt->splits(ds, &list, d);
     if (s) {
         names_free(&list); /* the names listed before the error */
         return s;
     }
-    const char *want = split ? split : ds->kind == DS_FEDJAX ? "default" : NULL;
+    const char *want = split ? split : ds->fmt->default_split;
     if (!want && list.n == 1)
         want = list.v[0];
     for (int i = 0; want && i < list.n; i++)
@@ -703,7 +761,7 @@ static fvm_status choose_split(fvm_dataset *ds, const char *split, fvm_diag *d)
     char all[1024], esc[DS_ESC];
     names_join(&list, all, sizeof all);
     if (!want && list.n == 0)
-        s = ds_err(ds, d, FVM_ERR_FORMAT, "the TFF dataset has no splits (client_metadata is empty)");
+        s = ds_err(ds, d, FVM_ERR_FORMAT, "%s", ds->fmt->no_splits ? ds->fmt->no_splits : "the dataset has no splits");
     else if (!want)
         s = ds_err(ds, d, FVM_ERR_NAME, "the dataset has several splits (%s); choose one", all);
     else
@@ -713,6 +771,25 @@ static fvm_status choose_split(fvm_dataset *ds, const char *split, fvm_diag *d)
     return s;
 }
 
+/* Reads the schema from the format's first client: no columns when no
+ * client has examples. */
+static fvm_status read_schema(fvm_dataset *ds, fvm_diag *d)
+{
+    int64_t first = ds->n > 0 ? 0 : -1, n;
+    fvm_status s = ds->fmt->schema_client ? ds->fmt->schema_client(ds, &first, d) : FVM_OK;
+    if (s)
+        return s;
+    if (first < 0) {
+        ds->schema = true;
+        return FVM_OK;
+    }
+    ds_col *cols;
+    if ((s = read_cols(ds, first, &n, &cols, d)))
+        return s;
+    fvm_dataset_cols_free(cols, ds->ncols);
+    return FVM_OK;
+}
+
 fvm_status fvm_dataset_open(const char *path, const char *split, fvm_dataset **out, fvm_diag *d)
 {
     fvm_dataset *ds;
@@ -720,10 +797,10 @@ fvm_status fvm_dataset_open(const char *path, const char *split, fvm_dataset **o
     if (s)
         return s;
     s = choose_split(ds, split, d);
-    if (s == FVM_OK && ds->kind == DS_FEDJAX && !(ds->table = ds_fedjax_table(ds->split, path, d)))
-        s = d && d->n ? d->errs[d->n - 1].code : FVM_ERR_NOMEM;
     if (s == FVM_OK)
-        s = ds->kind == DS_FEDJAX ? ds_fedjax_open(ds, d) : ds_tff_open(ds, d);
+        s = ds->fmt->open(ds, &ds->n, d);
+    if (s == FVM_OK)
+        s = read_schema(ds, d);
     if (s) {
         fvm_dataset_close(ds);
         return s;
@@ -736,29 +813,26 @@ void fvm_dataset_close(fvm_dataset *ds)
 {
     if (!ds)
         return;
-    sqlite3_finalize(ds->st_row);
-    sqlite3_finalize(ds->st_id);
-    sqlite3_finalize(ds->st_find);
-    sqlite3_finalize(ds->st_examples);
+    drop_format(ds); /* its statements, before the database closes */
     sqlite3_close(ds->db);
     for (int k = 0; k < ds->ncols; k++)
         free((char *)ds->cols[k].name);
     free(ds->cols);
     free(ds->index);
-    free(ds->rowids);
     free(ds->id);
-    free(ds->buf);
-    if (ds->inflater)
-        libdeflate_free_decompressor(ds->inflater);
     free(ds->split);
-    free(ds->table);
     free(ds->path);
     free(ds);
 }
 
 const char *fvm_dataset_format(const fvm_dataset *ds)
 {
-    return ds->kind == DS_FEDJAX ? "fedjax" : "tff";
+    return ds->fmt->name;
+}
+
+const char *fvm_dataset_format_title(const fvm_dataset *ds)
+{
+    return ds->fmt->title;
 }
 
 int64_t fvm_dataset_clients(const fvm_dataset *ds)
@@ -776,8 +850,8 @@ static fvm_status check_index(const fvm_dataset *ds, int64_t i, fvm_diag *d)
 {
     if (i < 0 || i >= ds->n) {
         char esc[DS_ESC];
-        return ds_err(ds, d, FVM_ERR_USAGE, "client index %lld out of range: split '%s' has %lld clients",
-                      (long long)i, ds_esc(ds->split, strlen(ds->split), esc), (long long)ds->n);
+        return ds_err(ds, d, FVM_ERR_USAGE, "client index %lld out of range: split '%s' has %lld clients", (long long)i,
+                      ds_esc(ds->split, strlen(ds->split), esc), (long long)ds->n);
     }
     return FVM_OK;
 }
@@ -786,22 +860,49 @@ fvm_status fvm_dataset_client(fvm_dataset *ds, int64_t i, const void **id, size_
                               fvm_diag *d)
 {
     fvm_status s = check_index(ds, i, d);
+    if (s == FVM_OK)
+        s = ds->fmt->client(ds, i, examples, d);
     if (s)
         return s;
-    return ds->kind == DS_FEDJAX ? ds_fedjax_client(ds, i, id, id_len, examples, d)
-                                 : ds_tff_client(ds, i, id, id_len, examples, d);
+    *id = ds->id;
+    *id_len = ds->id_len;
+    return FVM_OK;
+}
+
+/* Clients sorted by id as bytes: a binary search through the format's client. */
+static int64_t find_sorted(fvm_dataset *ds, const void *id, size_t id_len)
+{
+    int64_t lo = 0, hi = ds->n - 1;
+    while (lo <= hi) {
+        int64_t mid = lo + (hi - lo) / 2, count;
+        fvm_diag quiet = {0};
+        fvm_status s = ds->fmt->client(ds, mid, &count, &quiet);
+        fvm_diag_clear(&quiet);
+        if (s)
+            return -1;
+        int c = name_cmp((const char *)ds->id, ds->id_len, id, id_len);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
 }
 
 int64_t fvm_dataset_find(fvm_dataset *ds, const void *id, size_t id_len)
 {
-    return ds->kind == DS_FEDJAX ? ds_fedjax_find(ds, id, id_len) : ds_tff_find(ds, id, id_len);
+    return ds->fmt->find ? ds->fmt->find(ds, id, id_len) : find_sorted(ds, id, id_len);
 }
 
 fvm_status fvm_dataset_read(fvm_dataset *ds, int64_t i, fvm_value **out, fvm_diag *d)
 {
     *out = NULL;
+    int64_t n;
+    ds_col *cols;
     fvm_status s = check_index(ds, i, d);
-    if (s)
-        return s;
-    return ds->kind == DS_FEDJAX ? ds_fedjax_read(ds, i, out, d) : ds_tff_read(ds, i, out, d);
+    if (s == FVM_OK)
+        s = read_cols(ds, i, &n, &cols, d);
+    return s ? s : build_seq(ds, n, cols, out, d);
 }

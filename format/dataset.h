@@ -36,13 +36,16 @@
  * 2^31-1 examples per client, 4 GiB per array counting every non-zero dim.
  * The path must be a regular file.
  *
- * format/DATASETS.md describes both in full. A handle is not thread-safe:
- * open one per thread. */
+ * format/DATASETS.md describes both in full. In the code each format is one
+ * set of functions behind an internal interface (struct fvm_dataset_format_i
+ * in dataset_impl.h), listed in one table in dataset.c; what is common to
+ * them (opening, splits, the schema, checking and building each client) is
+ * written once there. A handle is not thread-safe: open one per thread. */
 #ifndef FVM_DATASET_H
 #define FVM_DATASET_H
 
-#include "../vm/tensor.h"
-#include "../vm/value.h"
+#include "../vm/ir/tensor.h"
+#include "../vm/ir/value.h"
 
 typedef struct fvm_dataset fvm_dataset;
 
@@ -66,24 +69,26 @@ typedef struct fvm_column {
  * (unreadable), FVM_ERR_FORMAT (not a dataset, corrupt data), FVM_ERR_NAME
  * (unknown split), FVM_ERR_TYPE (a column's dtype or shape). *out is NULL on
  * error. */
-fvm_status fvm_dataset_open(const char *path, const char *split, fvm_dataset **out, fvm_diag *d);
+FVM_API fvm_status fvm_dataset_open(const char *path, const char *split, fvm_dataset **out, fvm_diag *d);
 /* NULL is a no-op. */
-void fvm_dataset_close(fvm_dataset *ds);
+FVM_API void fvm_dataset_close(fvm_dataset *ds);
 
 /* "fedjax" or "tff". */
-const char *fvm_dataset_format(const fvm_dataset *ds);
+FVM_API const char *fvm_dataset_format(const fvm_dataset *ds);
+/* The format's name for people: "FedJAX SQLite", "TFF SQLite". */
+FVM_API const char *fvm_dataset_format_title(const fvm_dataset *ds);
 /* The splits a file holds (malloc'd array of malloc'd names; free with
  * fvm_dataset_free_splits): for FedJAX "default" first, then the other
  * tables' splits by name; for TFF the split names, sorted. */
-fvm_status fvm_dataset_splits(const char *path, char ***out, int *n, fvm_diag *d);
-void fvm_dataset_free_splits(char **splits, int n);
+FVM_API fvm_status fvm_dataset_splits(const char *path, char ***out, int *n, fvm_diag *d);
+FVM_API void fvm_dataset_free_splits(char **splits, int n);
 
-int64_t fvm_dataset_clients(const fvm_dataset *ds);
+FVM_API int64_t fvm_dataset_clients(const fvm_dataset *ds);
 /* The columns (borrowed, valid until close); returns their number. */
-int fvm_dataset_columns(const fvm_dataset *ds, const fvm_column **cols);
+FVM_API int fvm_dataset_columns(const fvm_dataset *ds, const fvm_column **cols);
 
 /* The index of the column named 'name', or -1 (a binary search). */
-int fvm_dataset_column_find(const fvm_dataset *ds, const char *name);
+FVM_API int fvm_dataset_column_find(const fvm_dataset *ds, const char *name);
 
 /* Writes the name [name, name+len), read from a file, into buf (cap > 0
  * bytes, NUL-terminated) as printable text: UTF-8 characters as they are,
@@ -91,16 +96,16 @@ int fvm_dataset_column_find(const fvm_dataset *ds, const char *name);
  * for themselves, other control characters and characters that reorder or
  * hide text are written \xHH (one byte) or \uHHHH, and bytes that are not
  * UTF-8 \xHH. A name longer than buf holds ends in "...". Returns buf. */
-char *fvm_dataset_escape(const void *name, size_t len, char *buf, size_t cap);
+FVM_API char *fvm_dataset_escape(const void *name, size_t len, char *buf, size_t cap);
 
 /* Client i's id (bytes, borrowed until the next call on ds) and its number
  * of examples, from the table (no decoding). FVM_ERR_USAGE when i is out of
  * range. */
-fvm_status fvm_dataset_client(fvm_dataset *ds, int64_t i, const void **id, size_t *id_len, int64_t *examples,
-                              fvm_diag *d);
+FVM_API fvm_status fvm_dataset_client(fvm_dataset *ds, int64_t i, const void **id, size_t *id_len, int64_t *examples,
+                                      fvm_diag *d);
 /* The index of the client with this id, or -1. (FedJAX: an indexed lookup,
  * the id as a blob, then as text; TFF: a binary search over the sorted ids.) */
-int64_t fvm_dataset_find(fvm_dataset *ds, const void *id, size_t id_len);
+FVM_API int64_t fvm_dataset_find(fvm_dataset *ds, const void *id, size_t id_len);
 
 /* Reads and decodes client i alone (any i, in any order): a new sequence
  * value (FVM_V_SEQ, owned by the caller) of structs whose fields are the
@@ -109,7 +114,7 @@ int64_t fvm_dataset_find(fvm_dataset *ds, const void *id, size_t id_len);
  * column with a leading example axis; a column whose shape varies makes the
  * sequence a list of examples. A client whose data does not match the schema
  * is an error naming the client and the column; *out is then NULL. */
-fvm_status fvm_dataset_read(fvm_dataset *ds, int64_t i, fvm_value **out, fvm_diag *d);
+FVM_API fvm_status fvm_dataset_read(fvm_dataset *ds, int64_t i, fvm_value **out, fvm_diag *d);
 
 /* Writing FedJAX SQLite files. The file is written under a temporary name
  * in the same directory (path.tmpXXXXXX) and renamed into place by
@@ -120,7 +125,7 @@ fvm_status fvm_dataset_read(fvm_dataset *ds, int64_t i, fvm_value **out, fvm_dia
  * order give a byte-identical file. */
 typedef struct fvm_dataset_writer fvm_dataset_writer;
 
-fvm_status fvm_dataset_create(const char *path, fvm_dataset_writer **out, fvm_diag *d);
+FVM_API fvm_status fvm_dataset_create(const char *path, fvm_dataset_writer **out, fvm_diag *d);
 /* Adds one client to 'split' (NULL or "default": the default split; other
  * names 1 to 64 letters, digits or underscores). cols[k] (borrowed) holds
  * column names[k] for all the client's examples, with a leading example axis
@@ -129,11 +134,11 @@ fvm_status fvm_dataset_create(const char *path, fvm_dataset_writer **out, fvm_di
  * the same (in any order): FVM_ERR_TYPE otherwise. A client id given twice in
  * a split is FVM_ERR_NAME, a bad argument FVM_ERR_USAGE; after such a refusal
  * the writer can go on. */
-fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void *id, size_t id_len, int ncols,
-                           const char *const *names, const fvm_tensor *cols, fvm_diag *d);
+FVM_API fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void *id, size_t id_len, int ncols,
+                                   const char *const *names, const fvm_tensor *cols, fvm_diag *d);
 /* Commits and renames into place; frees w (also on error). */
-fvm_status fvm_dataset_finish(fvm_dataset_writer *w, fvm_diag *d);
+FVM_API fvm_status fvm_dataset_finish(fvm_dataset_writer *w, fvm_diag *d);
 /* Discards the temporary file; frees w. NULL is a no-op. */
-void fvm_dataset_abort(fvm_dataset_writer *w);
+FVM_API void fvm_dataset_abort(fvm_dataset_writer *w);
 
 #endif

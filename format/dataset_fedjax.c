@@ -1,4 +1,4 @@
-/* dataset_fedjax.c - reading FedJAX SQLite datasets: the client index, zlib (libdeflate), msgpack arrays (ext 1) and byte-string arrays (ext 4). */
+/* dataset_fedjax.c - the FedJAX SQLite format: the client index, zlib (libdeflate), msgpack arrays (ext 1) and byte-string arrays (ext 4). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +9,22 @@
 #include <zlib.h>
 
 #include "dataset_impl.h"
+
+/* An open FedJAX split: the format's state (ds->impl). */
+typedef struct fedjax {
+    char *table; /* the table of the split */
+    const char *rowid; /* the name by which SQL reaches the table's real rowid (ds_check_table) */
+    /* Client i's row: rowid0 + i when the rowids are contiguous (rowids
+     * NULL), else rowids[i] (table order). */
+    int64_t rowid0;
+    int64_t *rowids;
+    sqlite3_stmt *st_row; /* id, data, count by rowid */
+    sqlite3_stmt *st_id; /* id, count by rowid (no data) */
+    sqlite3_stmt *st_find; /* rowid by id */
+    unsigned char *buf; /* scratch: inflated client data, reused */
+    size_t buf_cap;
+    struct libdeflate_decompressor *inflater; /* made at the first client */
+} fedjax;
 
 /* FedJAX's msgpack extension types (fedjax/core/serialization.py): 1 holds a
  * numeric ndarray as the tuple (shape, dtype name, C-order bytes); 4 an
@@ -21,6 +37,33 @@ enum { EXT_NDARRAY = 1, EXT_BYTES_NDARRAY = 4 };
 
 /* ---- the index ------------------------------------------------------------------ */
 
+/* The rowid of client i (0 <= i < ds->n; with contiguous rowids, rowid0 + i
+ * stays within [min, max] of the table's rowids). */
+static int64_t rowid_of(const fedjax *fj, int64_t i)
+{
+    return fj->rowids ? fj->rowids[i] : (int64_t)((uint64_t)fj->rowid0 + (uint64_t)i);
+}
+
+char *ds_fedjax_table(const char *split, const char *path, fvm_diag *d)
+{
+    if (!split || !strcmp(split, "default"))
+        return strdup("federated_data");
+    size_t n = strlen(split);
+    bool ok = n >= 1 && n <= 64;
+    for (size_t k = 0; k < n && ok; k++)
+        ok = (split[k] >= 'a' && split[k] <= 'z') || (split[k] >= 'A' && split[k] <= 'Z') ||
+             (split[k] >= '0' && split[k] <= '9') || split[k] == '_';
+    if (!ok) {
+        fvm_loc loc = {.file = path};
+        fvm_diag_add(d, FVM_ERR_USAGE, &loc, "split name '%s': use 1 to 64 letters, digits or underscores", split);
+        return NULL;
+    }
+    char *t = malloc(n + 16);
+    if (t)
+        snprintf(t, n + 16, "federated_data_%s", split);
+    return t;
+}
+
 static fvm_status prepare(fvm_dataset *ds, const char *sql, sqlite3_stmt **st, fvm_diag *d)
 {
     int rc = sqlite3_prepare_v2(ds->db, sql, -1, st, NULL);
@@ -30,8 +73,9 @@ static fvm_status prepare(fvm_dataset *ds, const char *sql, sqlite3_stmt **st, f
 /* Does an index declared UNIQUE hold client_id alone (FedJAX's primary key)? */
 static bool unique_ids(fvm_dataset *ds)
 {
+    const fedjax *fj = ds->impl;
     char sql[160];
-    snprintf(sql, sizeof sql, "SELECT name FROM pragma_index_list('%s') WHERE \"unique\"", ds->table);
+    snprintf(sql, sizeof sql, "SELECT name FROM pragma_index_list('%s') WHERE \"unique\"", fj->table);
     sqlite3_stmt *st = NULL, *cols = NULL;
     if (sqlite3_prepare_v2(ds->db, sql, -1, &st, NULL) ||
         sqlite3_prepare_v2(ds->db, "SELECT name FROM pragma_index_info(?1)", -1, &cols, NULL)) {
@@ -63,12 +107,13 @@ static bool unique_ids(fvm_dataset *ds)
  * it; otherwise (no index: not a FedJAX table) the ids are grouped. */
 static fvm_status check_unique_ids(fvm_dataset *ds, fvm_diag *d)
 {
+    const fedjax *fj = ds->impl;
     char sql[256];
     sqlite3_stmt *st = NULL;
     fvm_status s;
     int rc;
     if (unique_ids(ds)) {
-        snprintf(sql, sizeof sql, "SELECT 1 FROM \"%s\" WHERE client_id >= '' AND client_id < x'' LIMIT 1", ds->table);
+        snprintf(sql, sizeof sql, "SELECT 1 FROM \"%s\" WHERE client_id >= '' AND client_id < x'' LIMIT 1", fj->table);
         if ((s = prepare(ds, sql, &st, d)))
             return s;
         rc = sqlite3_step(st);
@@ -78,16 +123,20 @@ static fvm_status check_unique_ids(fvm_dataset *ds, fvm_diag *d)
         if (rc != SQLITE_ROW)
             return ds_sql_err(ds, d, rc, "reading the client table");
     }
-    snprintf(sql, sizeof sql, "SELECT CAST(client_id AS BLOB), count(*) FROM \"%s\" GROUP BY 1 HAVING count(*) > 1 "
-             "LIMIT 1", ds->table);
+    snprintf(sql, sizeof sql,
+             "SELECT CAST(client_id AS BLOB), count(*) FROM \"%s\" GROUP BY 1 HAVING count(*) > 1 "
+             "LIMIT 1",
+             fj->table);
     if ((s = prepare(ds, sql, &st, d)))
         return s;
     rc = sqlite3_step(st);
     if (rc == SQLITE_ROW) {
         char who[DS_WHO];
-        s = ds_err(ds, d, FVM_ERR_FORMAT, "client id %s appears %lld times in table %s: a client id must name one "
-                   "client", ds_who(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), -1, who),
-                   (long long)sqlite3_column_int64(st, 1), ds->table);
+        s = ds_err(ds, d, FVM_ERR_FORMAT,
+                   "client id %s appears %lld times in table %s: a client id must name one "
+                   "client",
+                   ds_who(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), -1, who),
+                   (long long)sqlite3_column_int64(st, 1), fj->table);
     } else if (rc != SQLITE_DONE) {
         s = ds_sql_err(ds, d, rc, "reading the client table");
     }
@@ -97,11 +146,12 @@ static fvm_status check_unique_ids(fvm_dataset *ds, fvm_diag *d)
 
 /* Reads the client index: only the number of clients and their rowids, which
  * take no memory when contiguous (as in every file fedvm or FedJAX writes). */
-static fvm_status read_index(fvm_dataset *ds, fvm_diag *d)
+static fvm_status read_index(fvm_dataset *ds, int64_t *clients, fvm_diag *d)
 {
+    fedjax *fj = ds->impl;
     sqlite3_stmt *st = NULL;
     char sql[256];
-    snprintf(sql, sizeof sql, "SELECT count(*), min(%s), max(%s) FROM \"%s\"", ds->rowid, ds->rowid, ds->table);
+    snprintf(sql, sizeof sql, "SELECT count(*), min(%s), max(%s) FROM \"%s\"", fj->rowid, fj->rowid, fj->table);
     fvm_status s = prepare(ds, sql, &st, d);
     if (s)
         return s;
@@ -114,40 +164,42 @@ static fvm_status read_index(fvm_dataset *ds, fvm_diag *d)
     sqlite3_finalize(st);
     if (n > FVM_MAX_CLIENTS)
         return ds_err(ds, d, FVM_ERR_LIMIT, "%lld clients, more than %d", (long long)n, FVM_MAX_CLIENTS);
-    ds->n = n;
-    ds->rowid0 = lo;
+    *clients = n;
+    fj->rowid0 = lo;
     /* Rowids are distinct: n of them from lo to hi are contiguous when
      * hi - lo = n - 1, computed without overflow (the span of int64 needs
      * 64 unsigned bits). */
     if (n == 0 || (uint64_t)hi - (uint64_t)lo == (uint64_t)(n - 1))
         return FVM_OK;
-    ds->rowids = malloc((size_t)n * sizeof *ds->rowids);
-    if (!ds->rowids)
+    fj->rowids = malloc((size_t)n * sizeof *fj->rowids);
+    if (!fj->rowids)
         return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory reading the client index");
-    snprintf(sql, sizeof sql, "SELECT %s FROM \"%s\" ORDER BY %s", ds->rowid, ds->table, ds->rowid);
+    snprintf(sql, sizeof sql, "SELECT %s FROM \"%s\" ORDER BY %s", fj->rowid, fj->table, fj->rowid);
     if ((s = prepare(ds, sql, &st, d)))
         return s;
     int64_t i = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW && i < n)
-        ds->rowids[i++] = sqlite3_column_int64(st, 0);
+        fj->rowids[i++] = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
     if ((rc != SQLITE_DONE && rc != SQLITE_ROW) || i != n)
         return rc != SQLITE_DONE && rc != SQLITE_ROW ? ds_sql_err(ds, d, rc, "reading the client index")
-                                                     : ds_err(ds, d, FVM_ERR_IO, "the client table changed while "
+                                                     : ds_err(ds, d, FVM_ERR_IO,
+                                                              "the client table changed while "
                                                               "it was read");
     return FVM_OK;
 }
 
 /* Runs st (rowid bound) and checks the id and count; leaves the row current. */
-static fvm_status fetch_row(fvm_dataset *ds, sqlite3_stmt *st, int64_t i, int id_col, int count_col,
-                            int64_t *examples, char who[DS_WHO], fvm_diag *d)
+static fvm_status fetch_row(fvm_dataset *ds, sqlite3_stmt *st, int64_t i, int id_col, int count_col, int64_t *examples,
+                            char who[DS_WHO], fvm_diag *d)
 {
+    const fedjax *fj = ds->impl;
     sqlite3_reset(st);
-    sqlite3_bind_int64(st, 1, ds_rowid(ds, i));
+    sqlite3_bind_int64(st, 1, rowid_of(fj, i));
     int rc = sqlite3_step(st);
     if (rc == SQLITE_DONE)
         return ds_err(ds, d, FVM_ERR_IO, "client %lld vanished from table %s while the file was open", (long long)i,
-                      ds->table);
+                      fj->table);
     if (rc != SQLITE_ROW)
         return ds_sql_err(ds, d, rc, "reading a client");
     int t = sqlite3_column_type(st, id_col);
@@ -155,7 +207,7 @@ static fvm_status fetch_row(fvm_dataset *ds, sqlite3_stmt *st, int64_t i, int id
     size_t len = (size_t)sqlite3_column_bytes(st, id_col);
     if (t != SQLITE_BLOB && t != SQLITE_TEXT)
         return ds_err(ds, d, FVM_ERR_FORMAT, "client at index %lld (rowid %lld): client_id is %s, not bytes or text",
-                      (long long)i, (long long)ds_rowid(ds, i), t == SQLITE_NULL ? "NULL" : "a number");
+                      (long long)i, (long long)rowid_of(fj, i), t == SQLITE_NULL ? "NULL" : "a number");
     fvm_status s = ds_keep_id(ds, id, len, d);
     if (s)
         return s;
@@ -168,50 +220,48 @@ static fvm_status fetch_row(fvm_dataset *ds, sqlite3_stmt *st, int64_t i, int id
     return FVM_OK;
 }
 
-fvm_status ds_fedjax_client(fvm_dataset *ds, int64_t i, const void **id, size_t *id_len, int64_t *examples,
-                            fvm_diag *d)
+static fvm_status fedjax_client(fvm_dataset *ds, int64_t i, int64_t *examples, fvm_diag *d)
 {
+    fedjax *fj = ds->impl;
     char who[DS_WHO];
-    fvm_status s = fetch_row(ds, ds->st_id, i, 0, 1, examples, who, d);
-    sqlite3_reset(ds->st_id);
-    if (s)
-        return s;
-    *id = ds->id;
-    *id_len = ds->id_len;
-    return FVM_OK;
+    fvm_status s = fetch_row(ds, fj->st_id, i, 0, 1, examples, who, d);
+    sqlite3_reset(fj->st_id);
+    return s;
 }
 
-int64_t ds_fedjax_find(fvm_dataset *ds, const void *id, size_t id_len)
+/* An indexed lookup: the id as a blob, then as text. */
+static int64_t fedjax_find(fvm_dataset *ds, const void *id, size_t id_len)
 {
+    fedjax *fj = ds->impl;
     if (id_len > INT_MAX)
         return -1;
     bool found = false;
     int64_t rowid = 0;
     /* FedJAX's ids are blobs; some writers store text (ids are unique as bytes: check_unique_ids). */
     for (int pass = 0; pass < 2 && !found; pass++) {
-        sqlite3_reset(ds->st_find);
+        sqlite3_reset(fj->st_find);
         if (pass == 0)
-            sqlite3_bind_blob(ds->st_find, 1, id_len ? id : "", (int)id_len, SQLITE_TRANSIENT);
+            sqlite3_bind_blob(fj->st_find, 1, id_len ? id : "", (int)id_len, SQLITE_TRANSIENT);
         else
-            sqlite3_bind_text(ds->st_find, 1, id_len ? id : "", (int)id_len, SQLITE_TRANSIENT);
-        if (sqlite3_step(ds->st_find) == SQLITE_ROW) {
-            rowid = sqlite3_column_int64(ds->st_find, 0);
+            sqlite3_bind_text(fj->st_find, 1, id_len ? id : "", (int)id_len, SQLITE_TRANSIENT);
+        if (sqlite3_step(fj->st_find) == SQLITE_ROW) {
+            rowid = sqlite3_column_int64(fj->st_find, 0);
             found = true;
         }
     }
-    sqlite3_reset(ds->st_find);
+    sqlite3_reset(fj->st_find);
     if (!found)
         return -1;
-    if (!ds->rowids) { /* rowid0 <= rowid <= rowid0 + n - 1, without overflow */
-        uint64_t off = (uint64_t)rowid - (uint64_t)ds->rowid0;
-        return rowid >= ds->rowid0 && off < (uint64_t)ds->n ? (int64_t)off : -1;
+    if (!fj->rowids) { /* rowid0 <= rowid <= rowid0 + n - 1, without overflow */
+        uint64_t off = (uint64_t)rowid - (uint64_t)fj->rowid0;
+        return rowid >= fj->rowid0 && off < (uint64_t)ds->n ? (int64_t)off : -1;
     }
     int64_t lo = 0, hi = ds->n - 1;
     while (lo <= hi) {
         int64_t mid = lo + (hi - lo) / 2;
-        if (ds->rowids[mid] == rowid)
+        if (fj->rowids[mid] == rowid)
             return mid;
-        if (ds->rowids[mid] < rowid)
+        if (fj->rowids[mid] < rowid)
             lo = mid + 1;
         else
             hi = mid - 1;
@@ -221,31 +271,33 @@ int64_t ds_fedjax_find(fvm_dataset *ds, const void *id, size_t id_len)
 
 /* ---- decoding --------------------------------------------------------------------- */
 
-/* Grows ds->buf to at least 'want' bytes (doubling), up to the client limit. */
+/* Grows the scratch buffer to at least 'want' bytes (doubling), up to the client limit. */
 static fvm_status grow_buf(fvm_dataset *ds, size_t want, const char *who, fvm_diag *d)
 {
-    if (ds->buf_cap >= want)
+    fedjax *fj = ds->impl;
+    if (fj->buf_cap >= want)
         return FVM_OK;
-    if (ds->buf_cap >= MAX_CLIENT_BYTES)
+    if (fj->buf_cap >= MAX_CLIENT_BYTES)
         return ds_err(ds, d, FVM_ERR_LIMIT, "client %s: data inflates to more than %llu bytes", who,
                       (unsigned long long)MAX_CLIENT_BYTES);
-    size_t cap = ds->buf_cap && 2 * ds->buf_cap > want ? 2 * ds->buf_cap : want;
+    size_t cap = fj->buf_cap && 2 * fj->buf_cap > want ? 2 * fj->buf_cap : want;
     if (cap > MAX_CLIENT_BYTES) /* room for exactly the limit: a client that needs more fails there */
         cap = MAX_CLIENT_BYTES;
-    unsigned char *p = realloc(ds->buf, cap);
+    unsigned char *p = realloc(fj->buf, cap);
     if (!p)
         return ds_err(ds, d, FVM_ERR_NOMEM, "client %s: out of memory inflating its data", who);
-    ds->buf = p;
-    ds->buf_cap = cap;
+    fj->buf = p;
+    fj->buf_cap = cap;
     return FVM_OK;
 }
 
-/* Inflates a zlib stream into ds->buf with zlib, a piece at a time: what
+/* Inflates a zlib stream into the scratch buffer with zlib, a piece at a time: what
  * tells a truncated stream from a corrupt one, when libdeflate refused it.
  * Bytes after the end of the stream are ignored, as zlib.decompress does. */
 static fvm_status inflate_stream(fvm_dataset *ds, const void *src, size_t len, size_t *out_len, const char *who,
-                               fvm_diag *d)
+                                 fvm_diag *d)
 {
+    fedjax *fj = ds->impl;
     z_stream zs;
     memset(&zs, 0, sizeof zs);
     if (inflateInit(&zs) != Z_OK)
@@ -254,10 +306,10 @@ static fvm_status inflate_stream(fvm_dataset *ds, const void *src, size_t len, s
     size_t total = 0, left = len;
     fvm_status s = FVM_OK;
     for (;;) {
-        if (total == ds->buf_cap && (s = grow_buf(ds, total + 1, who, d)))
+        if (total == fj->buf_cap && (s = grow_buf(ds, total + 1, who, d)))
             break;
-        size_t room = ds->buf_cap - total;
-        zs.next_out = ds->buf + total;
+        size_t room = fj->buf_cap - total;
+        zs.next_out = fj->buf + total;
         zs.avail_out = room > UINT32_MAX ? UINT32_MAX : (uInt)room;
         uInt in = left > UINT32_MAX ? UINT32_MAX : (uInt)left;
         zs.avail_in = in;
@@ -286,7 +338,7 @@ static fvm_status inflate_stream(fvm_dataset *ds, const void *src, size_t len, s
     return s;
 }
 
-/* Inflates a zlib stream into ds->buf (grown as needed and kept for the next
+/* Inflates a zlib stream into the scratch buffer (grown as needed and kept for the next
  * client). libdeflate inflates a whole stream at once, twice as fast as
  * zlib, into a buffer that must hold it all: a stream that does not fit is
  * inflated again into twice the room. A stream libdeflate refuses goes
@@ -295,7 +347,8 @@ static fvm_status inflate_stream(fvm_dataset *ds, const void *src, size_t len, s
 static fvm_status inflate_blob(fvm_dataset *ds, const void *src, size_t len, size_t *out_len, const char *who,
                                fvm_diag *d)
 {
-    if (!ds->inflater && !(ds->inflater = libdeflate_alloc_decompressor()))
+    fedjax *fj = ds->impl;
+    if (!fj->inflater && !(fj->inflater = libdeflate_alloc_decompressor()))
         return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory starting the decompressor");
     fvm_status s = grow_buf(ds, len < 16384 ? 65536 : 4 * len, who, d);
     for (;;) {
@@ -303,12 +356,12 @@ static fvm_status inflate_blob(fvm_dataset *ds, const void *src, size_t len, siz
             return s;
         size_t used = 0;
         enum libdeflate_result r =
-            libdeflate_zlib_decompress_ex(ds->inflater, src, len, ds->buf, ds->buf_cap, &used, out_len);
+            libdeflate_zlib_decompress_ex(fj->inflater, src, len, fj->buf, fj->buf_cap, &used, out_len);
         if (r == LIBDEFLATE_SUCCESS)
             return FVM_OK;
         if (r != LIBDEFLATE_INSUFFICIENT_SPACE)
             return inflate_stream(ds, src, len, out_len, who, d);
-        s = grow_buf(ds, ds->buf_cap + 1, who, d);
+        s = grow_buf(ds, fj->buf_cap + 1, who, d);
     }
 }
 
@@ -415,8 +468,8 @@ static bool parse_dtype(const char *s, size_t len, fvm_dtype *dt, int64_t *width
     static const struct {
         const char *name;
         fvm_dtype dt;
-    } map[] = {{"bool", FVM_DTYPE_BOOL},   {"uint8", FVM_DTYPE_U8},     {"int32", FVM_DTYPE_I32},
-               {"int64", FVM_DTYPE_I64},   {"uint32", FVM_DTYPE_U32},   {"float32", FVM_DTYPE_F32},
+    } map[] = {{"bool", FVM_DTYPE_BOOL},  {"uint8", FVM_DTYPE_U8},   {"int32", FVM_DTYPE_I32},
+               {"int64", FVM_DTYPE_I64},  {"uint32", FVM_DTYPE_U32}, {"float32", FVM_DTYPE_F32},
                {"float64", FVM_DTYPE_F64}};
     *width = 0;
     for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
@@ -491,14 +544,16 @@ static fvm_status decode_ndarray(const colctx *c, const msgpack_object_ext *ext,
         goto done;
     }
     if (!parse_dtype(bytes_ptr(&f[1]), bytes_len(&f[1]), &dt, &width)) {
-        snprintf(buf, sizeof buf, "unsupported dtype '%.*s' (fedvm reads bool, uint8, int32, int64, uint32, float32, "
-                 "float64 and fixed-width byte strings)", (int)(bytes_len(&f[1]) < 64 ? bytes_len(&f[1]) : 64),
-                 bytes_ptr(&f[1]));
+        snprintf(buf, sizeof buf,
+                 "unsupported dtype '%.*s' (fedvm reads bool, uint8, int32, int64, uint32, float32, "
+                 "float64 and fixed-width byte strings)",
+                 (int)(bytes_len(&f[1]) < 64 ? bytes_len(&f[1]) : 64), bytes_ptr(&f[1]));
         s = col_err(c, FVM_ERR_TYPE, buf);
         goto done;
     }
     if (!parse_shape(&f[0], width ? 1 : 0, &shape) || !is_bytes(&f[2])) {
-        s = col_err(c, FVM_ERR_FORMAT, "the array's shape is not a list of 1 to 8 non-negative integers, or its "
+        s = col_err(c, FVM_ERR_FORMAT,
+                    "the array's shape is not a list of 1 to 8 non-negative integers, or its "
                     "data is not bytes");
         goto done;
     }
@@ -509,8 +564,10 @@ static fvm_status decode_ndarray(const colctx *c, const msgpack_object_ext *ext,
     if (!ds_dims_bounded(&shape, dt)) {
         char dims[FVM_DIMS_STR];
         fvm_dims_format(&shape, dims);
-        snprintf(buf, sizeof buf, "an array of %s%s is larger than fedvm's limit of %llu bytes (counting its "
-                 "non-zero dims)", fvm_dtype_name(dt), dims, (unsigned long long)FVM_MAX_TENSOR_BYTES);
+        snprintf(buf, sizeof buf,
+                 "an array of %s%s is larger than fedvm's limit of %llu bytes (counting its "
+                 "non-zero dims)",
+                 fvm_dtype_name(dt), dims, (unsigned long long)FVM_MAX_TENSOR_BYTES);
         s = col_err(c, FVM_ERR_LIMIT, buf);
         goto done;
     }
@@ -609,14 +666,7 @@ static int64_t col_rows(const ds_col *c)
     return c->rows ? c->nrows : c->full.shape.d[0];
 }
 
-static void free_cols(ds_col *cols, int n)
-{
-    for (int k = 0; cols && k < n; k++)
-        ds_col_clear(&cols[k]);
-    free(cols);
-}
-
-/* Decodes the msgpack map of columns in ds->buf[0, len) into cols (schema
+/* Decodes the msgpack map of columns in the scratch buffer's [0, len) into cols (schema
  * order; with no schema yet, sets it from this client in the file's column
  * order). *n: the examples the columns must have, or -1 to take them from
  * the first column; gets the examples. */
@@ -631,7 +681,7 @@ static fvm_status decode_map(fvm_dataset *ds, const char *who, size_t len, int64
     size_t *name_lens = NULL;
     bool *strings = NULL;
     int ncols = 0;
-    if (!unpack(&u, (const char *)ds->buf, len) || u.data.type != MSGPACK_OBJECT_MAP) {
+    if (!unpack(&u, (const char *)((fedjax *)ds->impl)->buf, len) || u.data.type != MSGPACK_OBJECT_MAP) {
         s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: the data is not a msgpack map of columns", who);
         goto done;
     }
@@ -700,8 +750,10 @@ static fvm_status decode_map(fvm_dataset *ds, const char *who, size_t len, int64
     for (int k = 0; s == FVM_OK && !first && k < ncols; k++)
         if (!names[k]) {
             char esc[DS_ESC];
-            s = ds_err(ds, d, FVM_ERR_TYPE, "client %s lacks column '%s' of the dataset's schema (from its first "
-                       "client)", who, ds_esc(ds->cols[k].name, strlen(ds->cols[k].name), esc));
+            s = ds_err(ds, d, FVM_ERR_TYPE,
+                       "client %s lacks column '%s' of the dataset's schema (from its first "
+                       "client)",
+                       who, ds_esc(ds->cols[k].name, strlen(ds->cols[k].name), esc));
         }
     if (s == FVM_OK && first) {
         s = ds_set_schema(ds, who, ncols, names, name_lens, cols, d);
@@ -709,8 +761,6 @@ static fvm_status decode_map(fvm_dataset *ds, const char *who, size_t len, int64
             if (strings[k]) /* byte strings differ in length between clients */
                 ds->cols[k].shape.d[ds->cols[k].shape.rank - 1] = -1;
     }
-    for (int k = 0; s == FVM_OK && k < ncols; k++)
-        s = ds_col_check(ds, &ds->cols[k], &cols[k], who, d);
     *n = rows;
 done:
     msgpack_unpacked_destroy(&u);
@@ -718,7 +768,7 @@ done:
     free(name_lens);
     free(strings);
     if (s) {
-        free_cols(cols, ncols);
+        fvm_dataset_cols_free(cols, ncols);
         cols = NULL;
     }
     *out = cols;
@@ -726,8 +776,8 @@ done:
 }
 
 /* Inflates and decodes one client's blob into columns; *n as for decode_map. */
-static fvm_status decode_blob(fvm_dataset *ds, const char *who, const void *blob, size_t len, int64_t *n,
-                              ds_col **out, fvm_diag *d)
+static fvm_status decode_blob(fvm_dataset *ds, const char *who, const void *blob, size_t len, int64_t *n, ds_col **out,
+                              fvm_diag *d)
 {
     size_t size = 0;
     *out = NULL;
@@ -735,85 +785,115 @@ static fvm_status decode_blob(fvm_dataset *ds, const char *who, const void *blob
     return s ? s : decode_map(ds, who, size, n, out, d);
 }
 
-fvm_status ds_fedjax_decode(fvm_dataset *ds, const char *who, const void *blob, size_t len, int64_t num_examples,
-                            fvm_value **out, fvm_diag *d)
+/* ---- the format ------------------------------------------------------------------- */
+
+static fvm_status fedjax_decode(fvm_dataset *ds, const char *who, const ds_raw *raw, int64_t *n, ds_col **cols,
+                                fvm_diag *d)
 {
-    *out = NULL;
-    ds_col *cols;
-    int64_t n = num_examples < 0 ? -1 : num_examples;
-    fvm_status s = decode_blob(ds, who, blob, len, &n, &cols, d);
-    if (s)
-        return s;
-    s = ds_build(ds, n, cols, out, d);
-    free(cols);
-    return s;
+    *cols = NULL;
+    if (raw->nparts != 1)
+        return ds_err(ds, d, FVM_ERR_USAGE, "client %s: a FedJAX client is one data blob, not %lld", who,
+                      (long long)raw->nparts);
+    *n = raw->count < 0 ? -1 : raw->count;
+    return decode_blob(ds, who, raw->parts[0], raw->lens[0], n, cols, d);
 }
 
-/* Reads and decodes client i into columns in schema order; *n gets its examples. */
-static fvm_status decode_client(fvm_dataset *ds, int64_t i, int64_t *n, ds_col **out, fvm_diag *d)
+/* Reads client i's row and decodes its data blob. */
+static fvm_status fedjax_read(fvm_dataset *ds, int64_t i, char who[DS_WHO], int64_t *n, ds_col **cols, fvm_diag *d)
 {
-    char who[DS_WHO];
-    *out = NULL;
-    fvm_status s = fetch_row(ds, ds->st_row, i, 0, 2, n, who, d);
-    if (s == FVM_OK && sqlite3_column_type(ds->st_row, 1) != SQLITE_BLOB)
+    fedjax *fj = ds->impl;
+    fvm_status s = fetch_row(ds, fj->st_row, i, 0, 2, n, who, d);
+    if (s == FVM_OK && sqlite3_column_type(fj->st_row, 1) != SQLITE_BLOB)
         s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: data is not a blob", who);
     if (s == FVM_OK) /* the blob is valid while the row is current */
-        s = decode_blob(ds, who, sqlite3_column_blob(ds->st_row, 1), (size_t)sqlite3_column_bytes(ds->st_row, 1), n,
-                        out, d);
-    sqlite3_reset(ds->st_row);
+        s = decode_blob(ds, who, sqlite3_column_blob(fj->st_row, 1), (size_t)sqlite3_column_bytes(fj->st_row, 1), n,
+                        cols, d);
+    sqlite3_reset(fj->st_row);
     return s;
 }
 
-fvm_status ds_fedjax_read(fvm_dataset *ds, int64_t i, fvm_value **out, fvm_diag *d)
+static fvm_status fedjax_recognize(fvm_dataset *ds, bool *yes, const char **partial, fvm_diag *d)
 {
-    int64_t n;
-    ds_col *cols;
-    fvm_status s = decode_client(ds, i, &n, &cols, d);
-    if (s)
-        return s;
-    s = ds_build(ds, n, cols, out, d);
-    free(cols);
-    return s;
+    return fvm_dataset_has_table(ds, "federated_data", yes, d);
 }
 
-fvm_status ds_fedjax_open(fvm_dataset *ds, fvm_diag *d)
+/* Only the tables a split name can open. */
+static fvm_status fedjax_split_ok(fvm_dataset *ds, sqlite3_stmt *st, const char *name, size_t len, bool *yes,
+                                  fvm_diag *d)
+{
+    char *table = strcmp(name, "default") ? ds_fedjax_table(name, ds->path, NULL) : NULL;
+    free(table);
+    *yes = table != NULL;
+    return FVM_OK;
+}
+
+/* "default" first, then the splits of the other tables, by name. */
+static fvm_status fedjax_splits(fvm_dataset *ds, ds_names *out, fvm_diag *d)
+{
+    if (fvm_dataset_names_push(out, "default", 7))
+        return ds_err(ds, d, FVM_ERR_NOMEM, "out of memory");
+    return fvm_dataset_list_splits(ds,
+                                   "SELECT substr(name, 16) FROM sqlite_master WHERE type = 'table' AND name LIKE "
+                                   "'federated\\_data\\_%' ESCAPE '\\' ORDER BY name",
+                                   fedjax_split_ok, out, d);
+}
+
+static fvm_status fedjax_open(fvm_dataset *ds, int64_t *clients, fvm_diag *d)
 {
     static const char *const need[3] = {"client_id", "data", "num_examples"};
-    int rc;
-    sqlite3_stmt *st = NULL;
-    if ((rc = sqlite3_prepare_v2(ds->db, "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1", -1, &st,
-                                 NULL)))
-        return ds_sql_err(ds, d, rc, "reading the tables");
-    sqlite3_bind_text(st, 1, ds->table, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    sqlite3_finalize(st);
-    if (rc != SQLITE_ROW)
-        return rc == SQLITE_DONE ? ds_err(ds, d, FVM_ERR_NAME, "no table %s for split '%s'", ds->table, ds->split)
-                                 : ds_sql_err(ds, d, rc, "reading the tables");
-    fvm_status s;
-    if ((s = ds_check_table(ds, ds->table, need, 3, &ds->rowid, d)) || (s = read_index(ds, d)) ||
+    fedjax *fj = ds->impl;
+    if (!(fj->table = ds_fedjax_table(ds->split, ds->path, d)))
+        return d && d->n ? d->errs[d->n - 1].code : FVM_ERR_NOMEM;
+    bool have;
+    fvm_status s = fvm_dataset_has_table(ds, fj->table, &have, d);
+    if (s)
+        return s;
+    if (!have)
+        return ds_err(ds, d, FVM_ERR_NAME, "no table %s for split '%s'", fj->table, ds->split);
+    if ((s = ds_check_table(ds, fj->table, need, 3, &fj->rowid, d)) || (s = read_index(ds, clients, d)) ||
         (s = check_unique_ids(ds, d)))
         return s;
     const char *const sql[3] = {"SELECT client_id, data, num_examples FROM \"%s\" WHERE %s = ?1",
                                 "SELECT client_id, num_examples FROM \"%s\" WHERE %s = ?1",
                                 "SELECT %s FROM \"%s\" WHERE client_id = ?1 COLLATE BINARY"};
-    sqlite3_stmt **sts[3] = {&ds->st_row, &ds->st_id, &ds->st_find};
+    sqlite3_stmt **sts[3] = {&fj->st_row, &fj->st_id, &fj->st_find};
     for (int k = 0; k < 3; k++) {
         char text[256];
         if (k < 2)
-            snprintf(text, sizeof text, sql[k], ds->table, ds->rowid);
+            snprintf(text, sizeof text, sql[k], fj->table, fj->rowid);
         else
-            snprintf(text, sizeof text, sql[k], ds->rowid, ds->table);
+            snprintf(text, sizeof text, sql[k], fj->rowid, fj->table);
         if ((s = prepare(ds, text, sts[k], d)))
             return s;
     }
-    if (ds->n == 0)
-        return FVM_OK;
-    /* The schema comes from the first client. */
-    int64_t n;
-    ds_col *cols;
-    if ((s = decode_client(ds, 0, &n, &cols, d)))
-        return s;
-    free_cols(cols, ds->ncols);
     return FVM_OK;
 }
+
+static void fedjax_close(fvm_dataset *ds)
+{
+    fedjax *fj = ds->impl;
+    sqlite3_finalize(fj->st_row);
+    sqlite3_finalize(fj->st_id);
+    sqlite3_finalize(fj->st_find);
+    free(fj->rowids);
+    free(fj->buf);
+    if (fj->inflater)
+        libdeflate_free_decompressor(fj->inflater);
+    free(fj->table);
+}
+
+const struct fvm_dataset_format_i fvm_dataset_format_fedjax = {
+    .name = "fedjax",
+    .title = "FedJAX SQLite",
+    .tables = "table federated_data (FedJAX)",
+    .default_split = "default",
+    .size = sizeof(fedjax),
+    .recognize = fedjax_recognize,
+    .splits = fedjax_splits,
+    .open = fedjax_open,
+    .client = fedjax_client,
+    .find = fedjax_find,
+    .read = fedjax_read,
+    .decode = fedjax_decode,
+    .close = fedjax_close,
+};

@@ -1,4 +1,4 @@
-/* dataset_tff.c - reading TFF SQLite datasets: clients in client_id order, one tf.train.Example per row. */
+/* dataset_tff.c - the TFF SQLite format: clients in client_id order, one tf.train.Example per row. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,27 +7,43 @@
 #include "dataset_impl.h"
 #include "example.pb-c.h"
 
+/* An open TFF split: the format's state (ds->impl). */
+typedef struct tff {
+    /* The names by which SQL reaches the real rowid of client_metadata and
+     * of examples: "rowid", "_rowid_" or "oid", whichever no column of the
+     * table hides. */
+    const char *rowid, *ex_rowid;
+    int64_t *rowids; /* client i's row of client_metadata (clients in client_id order) */
+    sqlite3_stmt *st_row; /* id, count by rowid */
+    sqlite3_stmt *st_examples; /* a client's serialized examples */
+} tff;
+
 static fvm_status prepare(fvm_dataset *ds, const char *sql, sqlite3_stmt **st, fvm_diag *d)
 {
     int rc = sqlite3_prepare_v2(ds->db, sql, -1, st, NULL);
     return rc ? ds_sql_err(ds, d, rc, "reading the TFF tables") : FVM_OK;
 }
 
-fvm_status ds_tff_tables(fvm_dataset *ds, fvm_diag *d)
+/* Checks both tables' columns, sets the rowid names, and checks every row of
+ * client_metadata: client_id and split_name text, num_examples an integer
+ * from 0 to DS_MAX_EXAMPLES; an error names the row. */
+static fvm_status check_tables(fvm_dataset *ds, fvm_diag *d)
 {
+    tff *t = ds->impl;
     static const char *const ex_cols[3] = {"split_name", "client_id", "serialized_example_proto"};
     static const char *const meta_cols[3] = {"client_id", "split_name", "num_examples"};
     fvm_status s;
-    if ((s = ds_check_table(ds, "examples", ex_cols, 3, &ds->ex_rowid, d)) ||
-        (s = ds_check_table(ds, "client_metadata", meta_cols, 3, &ds->rowid, d)))
+    if ((s = ds_check_table(ds, "examples", ex_cols, 3, &t->ex_rowid, d)) ||
+        (s = ds_check_table(ds, "client_metadata", meta_cols, 3, &t->rowid, d)))
         return s;
     /* Every row of client_metadata: names are text (a split name stored as a
      * blob would list as a split of no clients), counts are counts. */
     char sql[512];
-    snprintf(sql, sizeof sql, "SELECT %s, typeof(client_id), typeof(split_name), typeof(num_examples), num_examples "
+    snprintf(sql, sizeof sql,
+             "SELECT %s, typeof(client_id), typeof(split_name), typeof(num_examples), num_examples "
              "FROM client_metadata WHERE typeof(client_id) != 'text' OR typeof(split_name) != 'text' OR "
-             "typeof(num_examples) != 'integer' OR num_examples < 0 OR num_examples > %lld LIMIT 1", ds->rowid,
-             (long long)DS_MAX_EXAMPLES);
+             "typeof(num_examples) != 'integer' OR num_examples < 0 OR num_examples > %lld LIMIT 1",
+             t->rowid, (long long)DS_MAX_EXAMPLES);
     sqlite3_stmt *st = NULL;
     if ((s = prepare(ds, sql, &st, d)))
         return s;
@@ -37,8 +53,12 @@ fvm_status ds_tff_tables(fvm_dataset *ds, fvm_diag *d)
         const char *types[3] = {(const char *)sqlite3_column_text(st, 1), (const char *)sqlite3_column_text(st, 2),
                                 (const char *)sqlite3_column_text(st, 3)};
         for (int k = 0; k < 3; k++) /* typeof's names, as words */
-            types[k] = !types[k] ? "?" : !strcmp(types[k], "blob") ? "a blob" : !strcmp(types[k], "real") ? "a real"
-                       : !strcmp(types[k], "integer") ? "an integer" : !strcmp(types[k], "null") ? "NULL" : types[k];
+            types[k] = !types[k]                      ? "?"
+                       : !strcmp(types[k], "blob")    ? "a blob"
+                       : !strcmp(types[k], "real")    ? "a real"
+                       : !strcmp(types[k], "integer") ? "an integer"
+                       : !strcmp(types[k], "null")    ? "NULL"
+                                                      : types[k];
         if (strcmp(types[0], "text"))
             s = ds_err(ds, d, FVM_ERR_FORMAT, "client_metadata row %lld: client_id is %s, not text", row, types[0]);
         else if (strcmp(types[1], "text"))
@@ -47,8 +67,10 @@ fvm_status ds_tff_tables(fvm_dataset *ds, fvm_diag *d)
             s = ds_err(ds, d, FVM_ERR_FORMAT, "client_metadata row %lld: num_examples is %s, not an integer", row,
                        types[2]);
         else
-            s = ds_err(ds, d, FVM_ERR_FORMAT, "client_metadata row %lld: num_examples is %lld, not a count from 0 to "
-                       "%lld", row, (long long)sqlite3_column_int64(st, 4), (long long)DS_MAX_EXAMPLES);
+            s = ds_err(ds, d, FVM_ERR_FORMAT,
+                       "client_metadata row %lld: num_examples is %lld, not a count from 0 to "
+                       "%lld",
+                       row, (long long)sqlite3_column_int64(st, 4), (long long)DS_MAX_EXAMPLES);
     } else if (rc != SQLITE_DONE) {
         s = ds_sql_err(ds, d, rc, "reading client_metadata");
     }
@@ -59,14 +81,17 @@ fvm_status ds_tff_tables(fvm_dataset *ds, fvm_diag *d)
 /* Client i's id (kept in ds->id) and count from client_metadata. */
 static fvm_status fetch_client(fvm_dataset *ds, int64_t i, int64_t *examples, char who[DS_WHO], fvm_diag *d)
 {
-    sqlite3_stmt *st = ds->st_row;
+    tff *t = ds->impl;
+    sqlite3_stmt *st = t->st_row;
     sqlite3_reset(st);
-    sqlite3_bind_int64(st, 1, ds->rowids[i]);
+    sqlite3_bind_int64(st, 1, t->rowids[i]);
     int rc = sqlite3_step(st);
     fvm_status s = FVM_OK;
     if (rc != SQLITE_ROW) {
-        s = rc == SQLITE_DONE ? ds_err(ds, d, FVM_ERR_IO, "client %lld vanished from client_metadata while the file "
-                                       "was open", (long long)i)
+        s = rc == SQLITE_DONE ? ds_err(ds, d, FVM_ERR_IO,
+                                       "client %lld vanished from client_metadata while the file "
+                                       "was open",
+                                       (long long)i)
                               : ds_sql_err(ds, d, rc, "reading client_metadata");
         goto done;
     }
@@ -90,46 +115,10 @@ done:
     return s;
 }
 
-fvm_status ds_tff_client(fvm_dataset *ds, int64_t i, const void **id, size_t *id_len, int64_t *examples,
-                         fvm_diag *d)
+static fvm_status tff_client(fvm_dataset *ds, int64_t i, int64_t *examples, fvm_diag *d)
 {
     char who[DS_WHO];
-    fvm_status s = fetch_client(ds, i, examples, who, d);
-    if (s)
-        return s;
-    *id = ds->id;
-    *id_len = ds->id_len;
-    return FVM_OK;
-}
-
-/* SQLite's BINARY collation: memcmp, then the shorter first. */
-static int compare_ids(const void *a, size_t na, const void *b, size_t nb)
-{
-    int c = memcmp(a, b, na < nb ? na : nb);
-    return c ? c : (na > nb) - (na < nb);
-}
-
-int64_t ds_tff_find(fvm_dataset *ds, const void *id, size_t id_len)
-{
-    /* The clients are sorted by client_id (COLLATE BINARY): binary search. */
-    int64_t lo = 0, hi = ds->n - 1;
-    while (lo <= hi) {
-        int64_t mid = lo + (hi - lo) / 2, count;
-        char who[DS_WHO];
-        fvm_diag quiet = {0};
-        fvm_status s = fetch_client(ds, mid, &count, who, &quiet);
-        fvm_diag_clear(&quiet);
-        if (s)
-            return -1;
-        int c = compare_ids(ds->id, ds->id_len, id, id_len);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
+    return fetch_client(ds, i, examples, who, d);
 }
 
 /* ---- one client's examples ------------------------------------------------------------ */
@@ -253,7 +242,7 @@ static fvm_status parse_example(fvm_dataset *ds, const char *who, const void *pr
  * be 'count' (client_metadata's claim, never trusted for an allocation). */
 static fvm_status read_examples(fvm_dataset *ds, int64_t count, const char *who, examples *out, fvm_diag *d)
 {
-    sqlite3_stmt *st = ds->st_examples;
+    sqlite3_stmt *st = ((tff *)ds->impl)->st_examples;
     sqlite3_reset(st);
     sqlite3_bind_text(st, 1, ds->split, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, (const char *)ds->id, (int)ds->id_len, SQLITE_STATIC);
@@ -308,7 +297,7 @@ static bool feature_values(const Tensorflow__Feature *f, fvm_dtype *dt, int64_t 
 static const char *feature_fault(const Tensorflow__Feature *f)
 {
     return f && f->kind_case == TENSORFLOW__FEATURE__KIND_BYTES_LIST ? "a bytes_list must hold exactly one value"
-                                                                      : "the feature holds no list";
+                                                                     : "the feature holds no list";
 }
 
 static size_t n_features(const Tensorflow__Example *ex)
@@ -348,7 +337,8 @@ static fvm_status first_schema(fvm_dataset *ds, const examples *ex, const char *
     qsort(byname, nf, sizeof *byname, ds_name_cmp);
     size_t m = 0;
     for (size_t k = 0; k < nf && s == FVM_OK; k++) {
-        if (k + 1 < nf && byname[k + 1].len == byname[k].len && !memcmp(byname[k + 1].name, byname[k].name, byname[k].len))
+        if (k + 1 < nf && byname[k + 1].len == byname[k].len &&
+            !memcmp(byname[k + 1].name, byname[k].name, byname[k].len))
             continue;
         int64_t len;
         const void *data;
@@ -383,8 +373,8 @@ done:
  * the schema lacks. mark[c] == tag marks the columns seen. col[] holds the
  * previous example's columns on entry: examples written alike find each
  * name at once. */
-static fvm_status map_features(fvm_dataset *ds, const char *who, const Tensorflow__Example *ex, int64_t e,
-                               int64_t tag, int64_t *mark, int *col, int *seen, fvm_diag *d)
+static fvm_status map_features(fvm_dataset *ds, const char *who, const Tensorflow__Example *ex, int64_t e, int64_t tag,
+                               int64_t *mark, int *col, int *seen, fvm_diag *d)
 {
     size_t nf = n_features(ex);
     *seen = 0;
@@ -394,8 +384,10 @@ static fvm_status map_features(fvm_dataset *ds, const char *who, const Tensorflo
         int c = ds_column_near(ds, key, klen, col[k]);
         if (c < 0) {
             char esc[DS_ESC];
-            return ds_err(ds, d, FVM_ERR_TYPE, "client %s, example %lld has a feature '%s' that the dataset's schema "
-                          "(from its first client with examples) lacks", who, (long long)e, ds_esc(key, klen, esc));
+            return ds_err(ds, d, FVM_ERR_TYPE,
+                          "client %s, example %lld has a feature '%s' that the dataset's schema "
+                          "(from its first client with examples) lacks",
+                          who, (long long)e, ds_esc(key, klen, esc));
         }
         if (mark[c] == tag) {
             col[k] = -1;
@@ -452,10 +444,11 @@ static fvm_status gather(fvm_dataset *ds, const examples *ex, const char *who, d
                 s = ds_err(ds, d, FVM_ERR_TYPE, "client %s, example %lld, feature '%s': %s", who, (long long)e,
                            ds_esc(ds->cols[c].name, strlen(ds->cols[c].name), esc), feature_fault(f));
             else if (t != ds->cols[c].dtype)
-                s = ds_err(ds, d, FVM_ERR_TYPE, "client %s, example %lld, feature '%s': a %s list, but the dataset's "
-                           "schema (from its first client with examples) has a %s list", who, (long long)e,
-                           ds_esc(ds->cols[c].name, strlen(ds->cols[c].name), esc), fvm_dtype_name(t),
-                           fvm_dtype_name(ds->cols[c].dtype));
+                s = ds_err(ds, d, FVM_ERR_TYPE,
+                           "client %s, example %lld, feature '%s': a %s list, but the dataset's "
+                           "schema (from its first client with examples) has a %s list",
+                           who, (long long)e, ds_esc(ds->cols[c].name, strlen(ds->cols[c].name), esc),
+                           fvm_dtype_name(t), fvm_dtype_name(ds->cols[c].dtype));
             else if (e == 0)
                 len0[c] = len;
             else if (len != len0[c])
@@ -502,133 +495,202 @@ static fvm_status gather(fvm_dataset *ds, const examples *ex, const char *who, d
                 memcpy(fvm_tensor_data(&cols[c].rows[e]), data, bytes);
         }
     }
-    for (int c = 0; c < nc && s == FVM_OK; c++)
-        s = ds_col_check(ds, &ds->cols[c], &cols[c], who, d);
 done:
     free(mark);
     free(len0);
     free(same);
     free(col);
-    if (s && cols) {
-        for (int c = 0; c < nc; c++)
-            ds_col_clear(&cols[c]);
-        free(cols);
+    if (s) {
+        fvm_dataset_cols_free(cols, nc);
         cols = NULL;
     }
     *out = cols;
     return s;
 }
 
-/* One client's parsed examples into its sequence (setting the schema from
- * them when there is none and they are not empty). */
-static fvm_status build(fvm_dataset *ds, const examples *ex, const char *who, fvm_value **out, fvm_diag *d)
+/* One client's parsed examples into columns (setting the schema from them
+ * when there is none and they are not empty). */
+static fvm_status columns(fvm_dataset *ds, const examples *ex, const char *who, int64_t *n, ds_col **cols, fvm_diag *d)
 {
     fvm_status s = FVM_OK;
+    *cols = NULL;
+    *n = ex->n;
     if (!ds->schema && ex->n > 0)
         s = first_schema(ds, ex, who, d);
-    ds_col *cols = NULL;
-    if (s == FVM_OK && (s = gather(ds, ex, who, &cols, d)) == FVM_OK) {
-        s = ds_build(ds, ex->n, cols, out, d);
-        free(cols);
-    }
-    return s;
+    return s ? s : gather(ds, ex, who, cols, d);
 }
 
-fvm_status ds_tff_decode(fvm_dataset *ds, const char *who, int64_t n, const void *const *protos, const size_t *lens,
-                         fvm_value **out, fvm_diag *d)
+/* ---- the format ------------------------------------------------------------------- */
+
+static fvm_status tff_decode(fvm_dataset *ds, const char *who, const ds_raw *raw, int64_t *n, ds_col **cols,
+                             fvm_diag *d)
 {
-    *out = NULL;
     examples ex = {0};
     fvm_status s = FVM_OK;
-    for (int64_t e = 0; e < n && s == FVM_OK; e++)
-        s = parse_example(ds, who, protos[e], lens[e], &ex, d);
+    *cols = NULL;
+    for (int64_t e = 0; e < raw->nparts && s == FVM_OK; e++)
+        s = parse_example(ds, who, raw->parts[e], raw->lens[e], &ex, d);
+    if (s == FVM_OK && raw->count >= 0 && raw->count != ex.n)
+        s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: client_metadata says %lld examples, but there are %lld", who,
+                   (long long)raw->count, (long long)ex.n);
     if (s == FVM_OK)
-        s = build(ds, &ex, who, out, d);
+        s = columns(ds, &ex, who, n, cols, d);
     examples_free(&ex);
     return s;
 }
 
-fvm_status ds_tff_read(fvm_dataset *ds, int64_t i, fvm_value **out, fvm_diag *d)
+/* Reads client i's row of client_metadata, then its rows of examples. */
+static fvm_status tff_read(fvm_dataset *ds, int64_t i, char who[DS_WHO], int64_t *n, ds_col **cols, fvm_diag *d)
 {
-    char who[DS_WHO];
     int64_t count;
     examples ex = {0};
-    *out = NULL;
+    *cols = NULL;
     fvm_status s = fetch_client(ds, i, &count, who, d);
     if (s == FVM_OK)
         s = read_examples(ds, count, who, &ex, d);
     if (s == FVM_OK)
-        s = build(ds, &ex, who, out, d);
+        s = columns(ds, &ex, who, n, cols, d);
     examples_free(&ex);
     return s;
 }
 
-fvm_status ds_tff_open(fvm_dataset *ds, fvm_diag *d)
+/* Both tables, then checked. */
+static fvm_status tff_recognize(fvm_dataset *ds, bool *yes, const char **partial, fvm_diag *d)
 {
+    bool ex = false, meta = false;
+    fvm_status s = fvm_dataset_has_table(ds, "examples", &ex, d);
+    if (s == FVM_OK)
+        s = fvm_dataset_has_table(ds, "client_metadata", &meta, d);
+    if (s)
+        return s;
+    *yes = ex && meta;
+    if (!*yes && (ex || meta))
+        *partial = "only one of the two";
+    return *yes ? check_tables(ds, d) : FVM_OK;
+}
+
+/* Split names must be text a C string holds: an error names the row. */
+static fvm_status tff_split_ok(fvm_dataset *ds, sqlite3_stmt *st, const char *name, size_t len, bool *yes, fvm_diag *d)
+{
+    if (!memchr(name, 0, len) && ds_utf8(name, len))
+        return FVM_OK;
+    char esc[DS_ESC];
+    return ds_err(ds, d, FVM_ERR_FORMAT, "client_metadata row %lld: split name '%s' %s",
+                  (long long)sqlite3_column_int64(st, 1), ds_esc(name, len, esc),
+                  memchr(name, 0, len) ? "holds a NUL byte" : "is not valid UTF-8");
+}
+
+/* The split names of client_metadata, sorted as bytes. */
+static fvm_status tff_splits(fvm_dataset *ds, ds_names *out, fvm_diag *d)
+{
+    const tff *t = ds->impl;
+    char sql[256];
+    /* the names are text (check_tables); compared as bytes whatever the column's collation */
+    snprintf(sql, sizeof sql,
+             "SELECT split_name, min(%s) FROM client_metadata GROUP BY split_name COLLATE BINARY "
+             "ORDER BY split_name COLLATE BINARY",
+             t->rowid);
+    return fvm_dataset_list_splits(ds, sql, tff_split_ok, out, d);
+}
+
+static fvm_status tff_open(fvm_dataset *ds, int64_t *clients, fvm_diag *d)
+{
+    tff *t = ds->impl;
     /* TFF lists a split's clients as sorted(DISTINCT client_id): Python
      * sorts str by code point, as BINARY compares UTF-8. An id listed twice
      * is refused: which count would be its own? */
     char sql[512];
-    snprintf(sql, sizeof sql, "SELECT min(%s), count(*), client_id FROM client_metadata WHERE split_name = ?1 COLLATE "
-             "BINARY GROUP BY client_id COLLATE BINARY ORDER BY client_id COLLATE BINARY", ds->rowid);
+    snprintf(sql, sizeof sql,
+             "SELECT min(%s), count(*), client_id FROM client_metadata WHERE split_name = ?1 COLLATE "
+             "BINARY GROUP BY client_id COLLATE BINARY ORDER BY client_id COLLATE BINARY",
+             t->rowid);
     sqlite3_stmt *st = NULL;
     fvm_status s = prepare(ds, sql, &st, d);
     if (s)
         return s;
     sqlite3_bind_text(st, 1, ds->split, -1, SQLITE_STATIC);
     size_t cap = 0;
+    int64_t n = 0;
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         if (sqlite3_column_int64(st, 1) > 1) {
             char who[DS_WHO], esc[DS_ESC];
-            s = ds_err(ds, d, FVM_ERR_FORMAT, "client_metadata has %lld rows for client %s in split '%s': a client "
-                       "has one", (long long)sqlite3_column_int64(st, 1),
+            s = ds_err(ds, d, FVM_ERR_FORMAT,
+                       "client_metadata has %lld rows for client %s in split '%s': a client "
+                       "has one",
+                       (long long)sqlite3_column_int64(st, 1),
                        ds_who(sqlite3_column_text(st, 2), (size_t)sqlite3_column_bytes(st, 2), -1, who),
                        ds_esc(ds->split, strlen(ds->split), esc));
             break;
         }
-        if ((size_t)ds->n == cap) {
+        if ((size_t)n == cap) {
             cap = cap ? 2 * cap : 1024;
-            int64_t *p = cap <= FVM_MAX_CLIENTS ? realloc(ds->rowids, cap * sizeof *p) : NULL;
+            int64_t *p = cap <= FVM_MAX_CLIENTS ? realloc(t->rowids, cap * sizeof *p) : NULL;
             if (!p) {
                 s = ds_err(ds, d, cap > FVM_MAX_CLIENTS ? FVM_ERR_LIMIT : FVM_ERR_NOMEM,
                            "too many clients for the client index");
                 break;
             }
-            ds->rowids = p;
+            t->rowids = p;
         }
-        ds->rowids[ds->n++] = sqlite3_column_int64(st, 0);
+        t->rowids[n++] = sqlite3_column_int64(st, 0);
     }
     sqlite3_finalize(st);
     if (s)
         return s;
     if (rc != SQLITE_DONE)
         return ds_sql_err(ds, d, rc, "reading client_metadata");
-    snprintf(sql, sizeof sql, "SELECT client_id, num_examples FROM client_metadata WHERE %s = ?1", ds->rowid);
-    if ((s = prepare(ds, sql, &ds->st_row, d)))
+    *clients = n;
+    snprintf(sql, sizeof sql, "SELECT client_id, num_examples FROM client_metadata WHERE %s = ?1", t->rowid);
+    if ((s = prepare(ds, sql, &t->st_row, d)))
         return s;
-    snprintf(sql, sizeof sql, "SELECT serialized_example_proto FROM examples WHERE split_name = ?1 COLLATE BINARY "
-             "AND client_id = ?2 COLLATE BINARY ORDER BY %s", ds->ex_rowid);
-    if ((s = prepare(ds, sql, &ds->st_examples, d)))
-        return s;
-    /* The schema: from the first client (in client order) with examples. */
-    snprintf(sql, sizeof sql, "SELECT client_id FROM client_metadata WHERE split_name = ?1 COLLATE BINARY AND "
-             "num_examples > 0 ORDER BY client_id COLLATE BINARY LIMIT 1");
-    if ((s = prepare(ds, sql, &st, d)))
+    snprintf(sql, sizeof sql,
+             "SELECT serialized_example_proto FROM examples WHERE split_name = ?1 COLLATE BINARY "
+             "AND client_id = ?2 COLLATE BINARY ORDER BY %s",
+             t->ex_rowid);
+    return prepare(ds, sql, &t->st_examples, d);
+}
+
+/* The first client (in client order) with examples. */
+static fvm_status tff_schema_client(fvm_dataset *ds, int64_t *first, fvm_diag *d)
+{
+    sqlite3_stmt *st = NULL;
+    fvm_status s = prepare(ds,
+                           "SELECT client_id FROM client_metadata WHERE split_name = ?1 COLLATE BINARY AND "
+                           "num_examples > 0 ORDER BY client_id COLLATE BINARY LIMIT 1",
+                           &st, d);
+    if (s)
         return s;
     sqlite3_bind_text(st, 1, ds->split, -1, SQLITE_STATIC);
-    rc = sqlite3_step(st);
-    int64_t first = rc == SQLITE_ROW ? ds_tff_find(ds, sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0))
-                                     : -1;
+    int rc = sqlite3_step(st);
+    *first =
+        rc == SQLITE_ROW ? fvm_dataset_find(ds, sqlite3_column_text(st, 0), (size_t)sqlite3_column_bytes(st, 0)) : -1;
     sqlite3_finalize(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-        return ds_sql_err(ds, d, rc, "reading client_metadata");
-    if (first < 0) { /* no client has examples: no columns */
-        ds->schema = true;
-        return FVM_OK;
-    }
-    fvm_value *v = NULL;
-    s = ds_tff_read(ds, first, &v, d);
-    fvm_value_release(v);
-    return s;
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? FVM_OK : ds_sql_err(ds, d, rc, "reading client_metadata");
 }
+
+static void tff_close(fvm_dataset *ds)
+{
+    tff *t = ds->impl;
+    sqlite3_finalize(t->st_row);
+    sqlite3_finalize(t->st_examples);
+    free(t->rowids);
+}
+
+const struct fvm_dataset_format_i fvm_dataset_format_tff = {
+    .name = "tff",
+    .title = "TFF SQLite",
+    .tables = "tables examples and client_metadata (TFF)",
+    .default_split = NULL,
+    .no_splits = "the TFF dataset has no splits (client_metadata is empty)",
+    .size = sizeof(tff),
+    .recognize = tff_recognize,
+    .splits = tff_splits,
+    .open = tff_open,
+    .schema_client = tff_schema_client,
+    .client = tff_client,
+    .find = NULL, /* the clients are sorted by client_id (COLLATE BINARY) */
+    .read = tff_read,
+    .decode = tff_decode,
+    .close = tff_close,
+};

@@ -19,7 +19,7 @@
 
 /* One split's table and the columns its first client fixed. */
 typedef struct wsplit {
-    char *name;  /* "default" for federated_data */
+    char *name; /* "default" for federated_data */
     char *table;
     sqlite3_stmt *insert;
     int ncols;
@@ -34,7 +34,7 @@ struct fvm_dataset_writer {
     wsplit *splits;
     int nsplits;
     msgpack_sbuffer outer, inner;
-    z_stream zs;  /* reset for each client (compress2 would allocate its
+    z_stream zs; /* reset for each client (compress2 would allocate its
                      256 KB of state anew for every client) */
     bool zs_ready;
     unsigned char *z;
@@ -43,9 +43,8 @@ struct fvm_dataset_writer {
 
 /* numpy's dtype names, as FedJAX's serialization writes them. */
 static const char *const numpy_names[FVM_DTYPE_COUNT] = {
-    [FVM_DTYPE_BOOL] = "bool",   [FVM_DTYPE_U8] = "uint8",     [FVM_DTYPE_I32] = "int32",
-    [FVM_DTYPE_I64] = "int64",   [FVM_DTYPE_U32] = "uint32",   [FVM_DTYPE_F32] = "float32",
-    [FVM_DTYPE_F64] = "float64",
+    [FVM_DTYPE_BOOL] = "bool",  [FVM_DTYPE_U8] = "uint8",    [FVM_DTYPE_I32] = "int32",   [FVM_DTYPE_I64] = "int64",
+    [FVM_DTYPE_U32] = "uint32", [FVM_DTYPE_F32] = "float32", [FVM_DTYPE_F64] = "float64",
 };
 
 static fvm_status werr(const fvm_dataset_writer *w, fvm_diag *d, fvm_status code, const char *fmt, ...)
@@ -53,14 +52,10 @@ static fvm_status werr(const fvm_dataset_writer *w, fvm_diag *d, fvm_status code
 
 static fvm_status werr(const fvm_dataset_writer *w, fvm_diag *d, fvm_status code, const char *fmt, ...)
 {
-    fvm_loc loc = {.file = w->path};
-    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    fvm_dataset_verror(w->path, d, code, fmt, ap);
     va_end(ap);
-    ds_clean(msg);
-    fvm_diag_add(d, code, &loc, "%s", msg);
     return code;
 }
 
@@ -147,8 +142,10 @@ static fvm_status get_split(fvm_dataset_writer *w, const char *split, wsplit **o
     w->nsplits++;
     char sql[256];
     /* FedJAX's table (fedjax/core/sqlite_federated_data.py). */
-    snprintf(sql, sizeof sql, "CREATE TABLE %s (client_id BLOB NOT NULL PRIMARY KEY, "
-             "data BLOB NOT NULL, num_examples INTEGER NOT NULL)", table);
+    snprintf(sql, sizeof sql,
+             "CREATE TABLE %s (client_id BLOB NOT NULL PRIMARY KEY, "
+             "data BLOB NOT NULL, num_examples INTEGER NOT NULL)",
+             table);
     fvm_status st = exec(w, sql, d);
     if (st)
         return st;
@@ -220,11 +217,15 @@ static fvm_status check_client(fvm_dataset_writer *w, wsplit *sp, int ncols, con
                   fvm_dims_check_size(&t->shape, t->dtype, &tmp) == FVM_OK && fvm_dims_count(&t->shape) >= 0;
         fvm_diag_clear(&tmp);
         if (!ok || (fvm_tensor_count(t) > 0 && !t->buf))
-            return werr(w, d, FVM_ERR_USAGE, "split '%s', column '%s': needs a tensor with a leading example axis "
-                        "and known dims within the size limit", sp->name, names[k]);
+            return werr(w, d, FVM_ERR_USAGE,
+                        "split '%s', column '%s': needs a tensor with a leading example axis "
+                        "and known dims within the size limit",
+                        sp->name, names[k]);
         if (fvm_tensor_bytes(t) > UINT32_MAX - 64)
-            return werr(w, d, FVM_ERR_LIMIT, "split '%s', column '%s': %zu bytes for one client, more than a "
-                        "msgpack array holds", sp->name, names[k], fvm_tensor_bytes(t));
+            return werr(w, d, FVM_ERR_LIMIT,
+                        "split '%s', column '%s': %zu bytes for one client, more than a "
+                        "msgpack array holds",
+                        sp->name, names[k], fvm_tensor_bytes(t));
         if (t->shape.d[0] != cols[0].shape.d[0])
             return werr(w, d, FVM_ERR_USAGE, "split '%s': column '%s' has %lld examples, column '%s' %lld", sp->name,
                         names[k], (long long)t->shape.d[0], names[0], (long long)cols[0].shape.d[0]);
@@ -254,8 +255,8 @@ static fvm_status check_client(fvm_dataset_writer *w, wsplit *sp, int ncols, con
         while (j < sp->ncols && strcmp(sp->names[j], names[k]))
             j++;
         if (j == sp->ncols)
-            return werr(w, d, FVM_ERR_TYPE, "split '%s': column '%s' is not one of the split's first client",
-                        sp->name, names[k]);
+            return werr(w, d, FVM_ERR_TYPE, "split '%s': column '%s' is not one of the split's first client", sp->name,
+                        names[k]);
         fvm_dims ex = {.rank = cols[k].shape.rank - 1};
         for (int a = 1; a < cols[k].shape.rank; a++)
             ex.d[a - 1] = cols[k].shape.d[a];
@@ -263,9 +264,10 @@ static fvm_status check_client(fvm_dataset_writer *w, wsplit *sp, int ncols, con
             char got[FVM_DIMS_STR], want[FVM_DIMS_STR];
             fvm_dims_format(&ex, got);
             fvm_dims_format(&sp->shapes[j], want);
-            return werr(w, d, FVM_ERR_TYPE, "split '%s', column '%s': examples are %s%s, but the split's first "
-                        "client has %s%s", sp->name, names[k], fvm_dtype_name(cols[k].dtype), got,
-                        fvm_dtype_name(sp->dtypes[j]), want);
+            return werr(w, d, FVM_ERR_TYPE,
+                        "split '%s', column '%s': examples are %s%s, but the split's first "
+                        "client has %s%s",
+                        sp->name, names[k], fvm_dtype_name(cols[k].dtype), got, fvm_dtype_name(sp->dtypes[j]), want);
         }
     }
     return FVM_OK;

@@ -9,7 +9,8 @@
 #include <string.h>
 #include <yaml.h>
 
-#include "doc.h"
+#include "../vm/core/doc.h"
+#include "doc_io.h"
 #include "yaml_core.h"
 
 /* ---- shared --------------------------------------------------------------- */
@@ -119,8 +120,10 @@ static fvm_status check_tree(wr *w, const fvm_doc *node, int depth)
     if (!node)
         return fail_node(w, FVM_ERR_USAGE, NULL, "cannot write a NULL node");
     if (++w->count > FVM_MAX_DOC_NODES)
-        return fail_node(w, FVM_ERR_LIMIT, node, "document too large to write: more than %d nodes "
-                         "once shared nodes are expanded", FVM_MAX_DOC_NODES);
+        return fail_node(w, FVM_ERR_LIMIT, node,
+                         "document too large to write: more than %d nodes "
+                         "once shared nodes are expanded",
+                         FVM_MAX_DOC_NODES);
     switch (node->kind) {
     case FVM_DOC_NULL:
     case FVM_DOC_BOOL:
@@ -321,8 +324,8 @@ fvm_status fvm_json_write(const fvm_doc *doc, char **out, size_t *out_len, fvm_d
 /* YAML 1.1 booleans: a 1.1 reader would not read these plain words back as strings. */
 static bool yaml11_word(const char *s, size_t n)
 {
-    static const char *const words[] = {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO",
-                                        "on", "On", "ON", "off", "Off", "OFF", "<<"};
+    static const char *const words[] = {"y",  "Y",  "yes", "Yes", "YES", "n",   "N",   "no", "No",
+                                        "NO", "on", "On",  "ON",  "off", "Off", "OFF", "<<"};
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         if (strlen(words[i]) == n && memcmp(words[i], s, n) == 0)
             return true;
@@ -448,8 +451,8 @@ fvm_status fvm_yaml_write(const fvm_doc *doc, char **out, size_t *out_len, fvm_d
         return finish(&w, st, out, out_len);
     yaml_emitter_t em;
     if (!yaml_emitter_initialize(&em))
-        return finish(&w, fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory while writing the document"),
-                      out, out_len);
+        return finish(&w, fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory while writing the document"), out,
+                      out_len);
     yaml_emitter_set_output(&em, yaml_out, &w.b);
     yaml_emitter_set_encoding(&em, YAML_UTF8_ENCODING);
     yaml_emitter_set_unicode(&em, 1);

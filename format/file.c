@@ -184,8 +184,9 @@ fvm_status fvm_file_not_input(const char *out, const char *what_out, int n, cons
 {
     for (int k = 0; k < n; k++)
         if (in[k] && fvm_file_same(out, in[k]))
-            return err_at(out, FVM_ERR_USAGE, d, "%s is %s%s%s%s: writing it would overwrite an input; give another file",
-                          what_out, what_in[k], strcmp(out, in[k]) ? " (" : "", strcmp(out, in[k]) ? in[k] : "",
+            return err_at(out, FVM_ERR_USAGE, d,
+                          "%s is %s%s%s%s: writing it would overwrite an input; give another file", what_out,
+                          what_in[k], strcmp(out, in[k]) ? " (" : "", strcmp(out, in[k]) ? in[k] : "",
                           strcmp(out, in[k]) ? ")" : "");
     return FVM_OK;
 }

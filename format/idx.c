@@ -42,13 +42,23 @@ fvm_status fvm_idx_read(const char *path, fvm_tensor *out, fvm_diag *d)
     }
     fvm_dtype dt;
     switch (head[2]) {
-    case 0x08: dt = FVM_DTYPE_U8; break;
-    case 0x0C: dt = FVM_DTYPE_I32; break;
-    case 0x0D: dt = FVM_DTYPE_F32; break;
-    case 0x0E: dt = FVM_DTYPE_F64; break;
+    case 0x08:
+        dt = FVM_DTYPE_U8;
+        break;
+    case 0x0C:
+        dt = FVM_DTYPE_I32;
+        break;
+    case 0x0D:
+        dt = FVM_DTYPE_F32;
+        break;
+    case 0x0E:
+        dt = FVM_DTYPE_F64;
+        break;
     default:
-        s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "IDX type 0x%02x is not supported (0x08 bytes, 0x0C int32, "
-                         "0x0D float32, 0x0E float64)", head[2]);
+        s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc,
+                         "IDX type 0x%02x is not supported (0x08 bytes, 0x0C int32, "
+                         "0x0D float32, 0x0E float64)",
+                         head[2]);
         goto done;
     }
     fvm_dims shape = {.rank = head[3]};

@@ -2,7 +2,7 @@
 #ifndef FVM_IDX_H
 #define FVM_IDX_H
 
-#include "../vm/tensor.h"
+#include "../vm/ir/tensor.h"
 
 /* Reads an IDX file: two zero bytes, a type byte, the number of dims, each
  * dim as a big-endian uint32, then the values in C order (big-endian).
@@ -12,6 +12,6 @@
  * its name) is inflated through zlib. *out is a new tensor of the file's shape owned by the
  * caller. Errors (FVM_ERR_IO unreadable, FVM_ERR_FORMAT bad header or a size
  * that does not match the dims, FVM_ERR_LIMIT too large) name the file. */
-fvm_status fvm_idx_read(const char *path, fvm_tensor *out, fvm_diag *d);
+FVM_API fvm_status fvm_idx_read(const char *path, fvm_tensor *out, fvm_diag *d);
 
 #endif

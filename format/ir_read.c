@@ -1,5 +1,6 @@
 /* ir_read.c - document trees to the IR: structure checks, includes, the merged namespace, type strings. */
 #include "ir_read.h"
+#include "doc_io.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -7,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../vm/suggest.h"
-#include "doc.h"
+#include "../vm/core/suggest.h"
+#include "../vm/core/doc.h"
 
 enum { MAX_MODULES = 1000, MAX_INCLUDE_DEPTH = 64, MAX_NAME = 256 };
 
@@ -24,7 +25,7 @@ typedef struct loader {
     fvm_alias *aliases[FVM_MAX_TYPE_DEPTH + 2]; /* aliases being resolved, outermost first */
     int nresolving;
     const char *member; /* the root program's JSON pointer in its file ("" for the whole file) */
-    bool no_include;    /* fvm_load_opts.no_include */
+    bool no_include; /* fvm_load_opts.no_include */
 } loader;
 
 static fvm_loc loc_of(loader *L, const fvm_module *m, const fvm_doc *n, const char *ptr)
@@ -101,8 +102,8 @@ static bool check_name(loader *L, const fvm_module *m, const fvm_doc *n, const c
     return true;
 }
 
-static void unknown_key(loader *L, const fvm_module *m, const fvm_doc *key, const char *ptr,
-                        const char *const *allowed, const char *where)
+static void unknown_key(loader *L, const fvm_module *m, const fvm_doc *key, const char *ptr, const char *const *allowed,
+                        const char *where)
 {
     fvm_suggest s;
     fvm_suggest_init(&s, key->u.str.s);
@@ -188,8 +189,7 @@ static void read_instr(loader *L, fvm_module *m, fvm_func *f, const fvm_doc *n, 
         if (arg->kind == FVM_DOC_OBJECT) {
             err(L, FVM_ERR_FORMAT, m, arg, pi, "attributes must come right after the op, at position 2");
             in->op = FVM_OP_COUNT; /* malformed: not checked further */
-        }
-        else if (check_name(L, m, arg, pi, "an argument (the name of a parameter or an earlier instruction)"))
+        } else if (check_name(L, m, arg, pi, "an argument (the name of a parameter or an earlier instruction)"))
             in->arg_names[i - first] = arg->u.str.s;
     }
     (void)f;
@@ -238,8 +238,8 @@ static fvm_func *read_function(loader *L, fvm_module *m, const fvm_doc *key, con
             f->param_type_nodes = fvm_arena_array(a, np + 1, sizeof(fvm_doc *));
             f->param_locs = fvm_arena_array(a, np + 1, sizeof(fvm_loc));
             f->param_name_locs = fvm_arena_array(a, np + 1, sizeof(fvm_loc));
-            if (!f->param_names || !f->param_types || !f->param_type_text || !f->param_type_nodes ||
-                !f->param_locs || !f->param_name_locs)
+            if (!f->param_names || !f->param_types || !f->param_type_text || !f->param_type_nodes || !f->param_locs ||
+                !f->param_name_locs)
                 return NULL;
             for (size_t i = 0; i < np; i++) {
                 const fvm_doc *k = params->u.coll.keys[i], *v = params->u.coll.items[i];
@@ -604,7 +604,7 @@ static const fvm_type *resolve_alias(loader *L, fvm_alias *al, int depth);
  * type is at that same level and its inner levels come below, whether or not
  * it was resolved before. */
 static const fvm_type *lookup_alias(void *ctx, const char *name, const fvm_loc *loc, int depth, int *levels,
-                                   fvm_diag *d)
+                                    fvm_diag *d)
 {
     loader *L = ctx;
     fvm_alias *al = fvm_program_alias(L->p, name);
@@ -619,8 +619,10 @@ static const fvm_type *lookup_alias(void *ctx, const char *name, const fvm_loc *
         if (s.best)
             fvm_diag_add(d, FVM_ERR_NAME, loc, "unknown type '%s'; did you mean '%s'?", name, s.best);
         else
-            fvm_diag_add(d, FVM_ERR_NAME, loc, "unknown type '%s' (dtypes are bool, u8, i32, i64, u32, f32, f64; aliases "
-                         "are declared under \"types\")", name);
+            fvm_diag_add(d, FVM_ERR_NAME, loc,
+                         "unknown type '%s' (dtypes are bool, u8, i32, i64, u32, f32, f64; aliases "
+                         "are declared under \"types\")",
+                         name);
         L->errors++;
         return NULL;
     }
@@ -663,8 +665,7 @@ static const fvm_type *resolve_alias(loader *L, fvm_alias *al, int depth)
     /* Depth is bounded by FVM_MAX_TYPE_DEPTH, so the stack of aliases is too. */
     if (L->nresolving < (int)(sizeof L->aliases / sizeof *L->aliases))
         L->aliases[L->nresolving++] = al;
-    fvm_status st = fvm_type_parse_ex(&L->p->arena, al->text, al->node, &env, &al->loc, depth, &al->height, &t,
-                                      L->d);
+    fvm_status st = fvm_type_parse_ex(&L->p->arena, al->text, al->node, &env, &al->loc, depth, &al->height, &t, L->d);
     L->nresolving--;
     if (st) {
         if (L->d->n > before)
@@ -716,8 +717,8 @@ static void resolve_types(loader *L)
             if (!f->param_type_text[j])
                 continue;
             int before = L->d->n;
-            if (fvm_type_parse_ex(&p->arena, f->param_type_text[j], f->param_type_nodes[j], &env, &f->param_locs[j],
-                                  0, NULL, &f->param_types[j], L->d) != FVM_OK) {
+            if (fvm_type_parse_ex(&p->arena, f->param_type_text[j], f->param_type_nodes[j], &env, &f->param_locs[j], 0,
+                                  NULL, &f->param_types[j], L->d) != FVM_OK) {
                 f->param_types[j] = NULL;
                 if (L->d->n > before)
                     L->errors++;
@@ -729,6 +730,17 @@ static void resolve_types(loader *L)
                 f->param_types[j] = NULL;
             }
         }
+    }
+}
+
+/* Every instruction's attributes, now that the namespace is known. */
+static void decode_attrs(loader *L)
+{
+    for (int i = 0; i < L->p->nfuncs; i++) {
+        fvm_func *f = L->p->funcs[i];
+        for (int k = 0; k < f->ninstrs; k++)
+            if (fvm_ir_decode_attrs(L->p, &L->p->arena, &f->instrs[k], L->d))
+                L->errors++;
     }
 }
 
@@ -749,6 +761,7 @@ static fvm_status load(const char *path, const char *text, size_t len, const cha
     if (root && !L.fatal) {
         merge_namespace(&L);
         resolve_types(&L);
+        decode_attrs(&L);
     }
     fvm_diag_clear(&local);
     if (L.fatal || !root) {
@@ -773,8 +786,7 @@ fvm_status fvm_program_load_member(const char *path, const char *member, fvm_pro
     return load(path, NULL, 0, member, NULL, out, d);
 }
 
-fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out,
-                                 fvm_diag *d)
+fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out, fvm_diag *d)
 {
     return load(display_name, text, len, "", NULL, out, d);
 }

@@ -2,7 +2,7 @@
 #ifndef FVM_IR_READ_H
 #define FVM_IR_READ_H
 
-#include "../vm/ir.h"
+#include "../vm/ir/ir.h"
 
 /* Loads the program in 'path' and every file it includes (resolved relative to
  * the including file). Checks the document structure, names, include cycles,
@@ -14,7 +14,7 @@
  * load_errors set, fvm_check still reports what else is wrong (so a user sees
  * every error at once), and it cannot be run. When a file cannot be read or
  * is not valid JSON/YAML, *out is NULL. */
-fvm_status fvm_program_load(const char *path, fvm_program **out, fvm_diag *d);
+FVM_API fvm_status fvm_program_load(const char *path, fvm_program **out, fvm_diag *d);
 
 /* The same for a program that is one member of the document in 'path'
  * (a file that holds other things too, such as a cross-device plan): member
@@ -22,12 +22,12 @@ fvm_status fvm_program_load(const char *path, fvm_program **out, fvm_diag *d);
  * read), whose value is written as a program file is. Errors are located in
  * path, with JSON pointers that start with member; a missing member is
  * FVM_ERR_FORMAT and *out NULL. Includes resolve relative to path. */
-fvm_status fvm_program_load_member(const char *path, const char *member, fvm_program **out, fvm_diag *d);
+FVM_API fvm_status fvm_program_load_member(const char *path, const char *member, fvm_program **out, fvm_diag *d);
 
 /* The same from text in memory; display_name names it in errors and decides
  * JSON or YAML by its extension; includes are resolved relative to it. */
-fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out,
-                                 fvm_diag *d);
+FVM_API fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out,
+                                         fvm_diag *d);
 
 /* How a program is loaded. */
 typedef struct fvm_load_opts {
@@ -38,7 +38,20 @@ typedef struct fvm_load_opts {
 /* fvm_program_load_text with options (o may be NULL: the defaults), for the
  * program that is member 'member' of the document text ("" or NULL: all of
  * it; a JSON pointer as fvm_program_load_member takes it). */
-fvm_status fvm_program_load_opts(const char *display_name, const char *text, size_t len, const char *member,
-                                 const fvm_load_opts *o, fvm_program **out, fvm_diag *d);
+FVM_API fvm_status fvm_program_load_opts(const char *display_name, const char *text, size_t len, const char *member,
+                                         const fvm_load_opts *o, fvm_program **out, fvm_diag *d);
+
+/* Decodes the attributes of instruction in (its 'attrs' document, as written)
+ * into in->a, by the tables of attrs.def and op_attrs.def: the op must take
+ * each attribute, of its kind and domain, and the op's required ones must be
+ * there; a FUNC attribute names a function of p's namespace (in->a.<fn>, its
+ * location in in->fn_locs); a const's value becomes in->konst. Errors are
+ * located at the value at fault; then in->attrs_bad is set, and the checker
+ * types nothing that depends on it. The loader decodes every instruction it
+ * reads; code that makes instructions (derivatives) decodes them before
+ * checking them. Allocations in arena a. */
+FVM_API fvm_status fvm_ir_decode_attrs(const fvm_program *p, fvm_arena *a, fvm_instr *in, fvm_diag *d);
+/* fvm_ir_decode_attrs for every instruction of f; the first error's status. */
+FVM_API fvm_status fvm_ir_decode_func(const fvm_program *p, fvm_arena *a, fvm_func *f, fvm_diag *d);
 
 #endif

@@ -1,12 +1,13 @@
 /* ir_write.c - IR modules to canonical documents and text. */
 #include "ir_write.h"
+#include "doc_io.h"
 
 #include <string.h>
 
-#define TRY(x)               \
-    do {                     \
-        if ((x) != FVM_OK)   \
-            return NULL;     \
+#define TRY(x) \
+    do { \
+        if ((x) != FVM_OK) \
+            return NULL; \
     } while (0)
 
 static fvm_doc *type_doc(fvm_arena *a, const fvm_type *t, bool definition)

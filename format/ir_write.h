@@ -2,25 +2,25 @@
 #ifndef FVM_IR_WRITE_H
 #define FVM_IR_WRITE_H
 
-#include "../vm/ir.h"
-#include "doc.h"
+#include "../vm/ir/ir.h"
+#include "../vm/core/doc.h"
 
 /* The canonical document of a module: top-level keys in the order fedvm, doc, form,
  * include, types, functions; function keys doc, params, body, result; type
  * strings in canonical notation (aliases by name); each instruction on one
  * line as [name, op, {attributes}?, args...] with attributes in the order of
  * attrs.def. NULL when out of memory. */
-fvm_doc *fvm_module_to_doc(fvm_arena *a, const fvm_module *m);
+FVM_API fvm_doc *fvm_module_to_doc(fvm_arena *a, const fvm_module *m);
 
 /* The canonical text (malloc'd; caller frees). */
-fvm_status fvm_module_write(const fvm_module *m, bool yaml, char **out, size_t *out_len, fvm_diag *d);
+FVM_API fvm_status fvm_module_write(const fvm_module *m, bool yaml, char **out, size_t *out_len, fvm_diag *d);
 
 /* A whole program as one module: every type alias and every function of
  * every file (derived functions included), in program order. */
-fvm_doc *fvm_program_to_doc(fvm_arena *a, const fvm_program *p, const char *doc);
+FVM_API fvm_doc *fvm_program_to_doc(fvm_arena *a, const fvm_program *p, const char *doc);
 
 /* A function alone as a canonical fragment {"name": {...}} (used to print
  * derived functions). */
-fvm_doc *fvm_func_to_doc(fvm_arena *a, const fvm_func *f);
+FVM_API fvm_doc *fvm_func_to_doc(fvm_arena *a, const fvm_func *f);
 
 #endif

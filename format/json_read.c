@@ -3,13 +3,14 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "doc.h"
+#include "../vm/core/doc.h"
+#include "doc_io.h"
 
 typedef struct scan {
     const char *p, *end;
     int line, col;
     fvm_arena *a;
-    fvm_status err;     /* why convert() returned NULL */
+    fvm_status err; /* why convert() returned NULL */
     int err_line, err_col;
 } scan;
 

@@ -1,11 +1,118 @@
-/* metrics.c - metrics files (JSON lines, one round each) read into one series per scalar (see metrics.h). */
+/* metrics.c - metrics files (JSON lines, one round each): a round's line written, a file cut back, files read into one series per scalar (see metrics.h). */
 #include "metrics.h"
+#include "doc_io.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "doc.h"
+#include "../vm/core/doc.h"
+#include "atomic.h"
+#include "file.h"
+#include "value_doc.h"
+
+/* ---- writing ------------------------------------------------------------------ */
+
+/* Seconds rounded to the microsecond. */
+static fvm_doc *seconds_doc(fvm_arena *a, double s)
+{
+    return fvm_doc_real(a, round(s * 1e6) / 1e6);
+}
+
+/* The line's document (in a), or NULL when out of memory. */
+static fvm_doc *line_doc(fvm_arena *a, const fvm_metrics_round *r)
+{
+    fvm_doc *doc = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!doc || fvm_doc_set(a, doc, "round", fvm_doc_int(a, r->round)) ||
+        fvm_doc_set(a, doc, "train", fvm_value_to_doc(a, r->train, r->train_type)))
+        return NULL;
+    if (r->eval && fvm_doc_set(a, doc, "eval", fvm_value_to_doc(a, r->eval, r->eval_type)))
+        return NULL;
+    if ((r->fields & FVM_METRICS_TIMES) &&
+        (fvm_doc_set(a, doc, "seconds", seconds_doc(a, r->seconds)) ||
+         (r->eval && fvm_doc_set(a, doc, "eval_seconds", seconds_doc(a, r->eval_seconds))) ||
+         fvm_doc_set(a, doc, "cpu_seconds", seconds_doc(a, r->cpu_seconds))))
+        return NULL;
+    if ((r->fields & FVM_METRICS_CLIENTS) && fvm_doc_set(a, doc, "clients", fvm_doc_int(a, r->nclients)))
+        return NULL;
+    if (r->fields & FVM_METRICS_SAMPLED) {
+        fvm_doc *ids = fvm_doc_new(a, FVM_DOC_ARRAY);
+        if (!ids || fvm_doc_set(a, doc, "sampled", ids))
+            return NULL;
+        ids->flow = true;
+        for (int64_t j = 0; j < r->nclients; j++)
+            if (fvm_doc_push(a, ids, fvm_doc_int(a, r->clients[j])))
+                return NULL;
+    }
+    doc->flow = true;
+    return doc;
+}
+
+fvm_status fvm_metrics_line(const fvm_metrics_round *r, char **out, size_t *len, fvm_diag *d)
+{
+    fvm_arena a = {0};
+    fvm_diag local = {0};
+    *out = NULL;
+    *len = 0;
+    fvm_doc *doc = line_doc(&a, r);
+    /* numbers and field names only: the writer can fail for want of memory alone */
+    fvm_status s = doc && fvm_json_write(doc, out, len, &local) == FVM_OK
+                       ? FVM_OK
+                       : fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    fvm_diag_clear(&local);
+    fvm_arena_free(&a);
+    return s;
+}
+
+/* The "round" of a line that is a JSON object with an integer "round". */
+static bool line_round(const char *text, size_t len, int64_t *round)
+{
+    fvm_arena a = {0};
+    fvm_diag local = {0};
+    fvm_doc *doc = NULL;
+    fvm_doc_src src = {.file = "", .text = text, .len = len};
+    const fvm_doc *r = NULL;
+    if (fvm_json_parse(&a, &src, &doc, &local) == FVM_OK && doc->kind == FVM_DOC_OBJECT)
+        r = fvm_doc_get(doc, "round");
+    bool ok = r && r->kind == FVM_DOC_INT;
+    if (ok)
+        *round = r->u.i;
+    fvm_diag_clear(&local);
+    fvm_arena_free(&a);
+    return ok;
+}
+
+fvm_status fvm_metrics_cut(const char *path, int64_t last, fvm_diag *d)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (access(path, F_OK) != 0 && errno == ENOENT)
+        return FVM_OK;
+    /* a regular file (it is rewritten), read without blocking: a FIFO is refused */
+    fvm_status s = fvm_file_read(path, "the metrics file of a resumed run", UINT64_C(1) << 30, &text, &len, d);
+    if (s)
+        return s;
+    size_t keep = 0;
+    for (size_t at = 0; at < len;) {
+        const char *nl = memchr(text + at, '\n', len - at);
+        if (!nl) /* an incomplete last line: the run was stopped while writing it */
+            break;
+        size_t end = (size_t)(nl - text) + 1;
+        int64_t r;
+        if (line_round(text + at, end - at, &r) && r > last)
+            break;
+        keep = end;
+        at = end;
+    }
+    if (keep < len)
+        s = fvm_atomic_write(path, text, keep, d);
+    free(text);
+    return s;
+}
+
+/* ---- reading ------------------------------------------------------------------ */
 
 /* A line kept: its round and its points, points[first .. first+n). */
 typedef struct row {
@@ -29,9 +136,9 @@ typedef struct reader {
     size_t npts, cappts;
     const char **names; /* series names, in the result's arena */
     size_t nnames, capnames;
-    size_t *slots;      /* the names' index (see fvm_metrics), handed to the result */
+    size_t *slots; /* the names' index (see fvm_metrics), handed to the result */
     size_t nslots;
-    char path[512];     /* the dotted path being walked */
+    char path[512]; /* the dotted path being walked */
     fvm_diag *d;
 } reader;
 
@@ -161,8 +268,7 @@ static fvm_status walk(reader *r, const fvm_doc *v, size_t len, int depth)
 
 /* One non-blank line, numbered lineno. The file's last line, when it has no
  * newline and is not JSON, is a line cut short: *skipped is set instead of an error. */
-static fvm_status read_line(reader *r, const char *text, size_t len, int lineno, bool last_unterminated,
-                            bool *skipped)
+static fvm_status read_line(reader *r, const char *text, size_t len, int lineno, bool last_unterminated, bool *skipped)
 {
     fvm_arena a = {0};
     fvm_doc *doc = NULL;

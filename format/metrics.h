@@ -1,4 +1,4 @@
-/* metrics.h - training metrics files (the JSON lines 'fedvm run --metrics' writes) read into series.
+/* metrics.h - training metrics files (JSON lines, one per round): a round's line written from its values, files cut back for a resumed run, files read into series.
  *
  * A metrics file holds one JSON object per line, one line per round:
  *   {"round": 3, "train": {"loss": 0.71, "examples": 5257.0}, "eval": {...}, "seconds": 0.02, ...}
@@ -14,29 +14,77 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../vm/arena.h"
-#include "../vm/status.h"
+#include "../vm/core/arena.h"
+#include "../vm/core/status.h"
+#include "../vm/ir/types.h"
+#include "../vm/ir/value.h"
+
+/* ---- writing ------------------------------------------------------------------ */
+
+/* The optional members of a round's line (bits of fvm_metrics_round.fields). */
+enum {
+    FVM_METRICS_TIMES = 1, /* "seconds", "eval_seconds" (when evaluated), "cpu_seconds" */
+    FVM_METRICS_CLIENTS = 2, /* "clients" */
+    FVM_METRICS_SAMPLED = 4, /* "sampled": the round's clients */
+};
+
+/* One round's figures, all borrowed. */
+typedef struct fvm_metrics_round {
+    int64_t round;
+    const fvm_value *train; /* next's metrics, of type train_type */
+    const fvm_type *train_type;
+    const fvm_value *eval; /* evaluate's result after the round, or NULL */
+    const fvm_type *eval_type;
+    unsigned fields; /* FVM_METRICS_*: which members below the line has */
+    double seconds; /* wall time of the round (next and evaluate) */
+    double eval_seconds; /* the part of it in evaluate */
+    double cpu_seconds; /* CPU time of the process in the round */
+    int64_t nclients; /* "clients" */
+    const int64_t *clients; /* "sampled": nclients client indices */
+} fvm_metrics_round;
+
+/* The round's line, the one writer of every metrics line ('fedvm run' prints
+ * it and appends it to --metrics; 'fedvm server aggregate' and 'merge' do
+ * the same): {"round": R, "train": METRICS, "eval": EVAL, "seconds": S,
+ * "eval_seconds": E, "cpu_seconds": C, "clients": N, "sampled": [...]}, with
+ * "eval" only when r->eval is set and the others only as r->fields asks, in
+ * this order, on one line ending with a newline (doc_io.h's JSON writer;
+ * seconds rounded to the microsecond). *out is malloc'd (the caller frees
+ * it); FVM_ERR_NOMEM is the only error. */
+FVM_API fvm_status fvm_metrics_line(const fvm_metrics_round *r, char **out, size_t *len, fvm_diag *d);
+
+/* Cuts the metrics file at path back for a run resumed after round last:
+ * keeps its lines up to the first one whose "round" is after last, drops
+ * that one and everything after it (the resumed run writes those rounds
+ * again) and an incomplete last line (the run was stopped while writing
+ * it), and rewrites the file atomically when something was dropped. A line
+ * that is not a JSON object with an integer "round" is kept. A missing file
+ * is left missing; one that is not a regular file (a FIFO) or has more than
+ * 1 GiB is an error naming it. */
+FVM_API fvm_status fvm_metrics_cut(const char *path, int64_t last, fvm_diag *d);
+
+/* ---- reading ------------------------------------------------------------------ */
 
 /* One scalar over rounds: n points with increasing rounds, one per round. */
 typedef struct fvm_series {
-    const char *name;      /* dotted path: "train.loss", "eval.accuracy", "seconds", "train", ... */
+    const char *name; /* dotted path: "train.loss", "eval.accuracy", "seconds", "train", ... */
     size_t n;
     const int64_t *rounds; /* strictly increasing */
-    const double *values;  /* may be NaN or infinite */
+    const double *values; /* may be NaN or infinite */
 } fvm_series;
 
 /* A file's series. Everything lives in 'arena', freed by fvm_metrics_free. */
 typedef struct fvm_metrics {
-    const char *file;   /* the display name given to the reader (copied) */
-    size_t rounds;      /* distinct rounds read */
+    const char *file; /* the display name given to the reader (copied) */
+    size_t rounds; /* distinct rounds read */
     size_t nseries;
     fvm_series *series; /* in order of first appearance in the file */
     /* Lines are in round order when one run wrote the file. A run appended to
      * an older file starts again at a round already seen: each round then
      * takes its values from the last line that has it, whole (no mixing of
      * the two lines' metrics). */
-    int restart_line;   /* 0, or the first line whose round is not after the line before */
-    size_t replaced;    /* lines superseded by a later line of the same round */
+    int restart_line; /* 0, or the first line whose round is not after the line before */
+    size_t replaced; /* lines superseded by a later line of the same round */
     /* A process stopped while writing leaves an incomplete last line (no
      * newline, not valid JSON); it is skipped and its number kept here. */
     int partial_line;
@@ -54,17 +102,17 @@ typedef struct fvm_metrics {
  * FVM_ERR_FORMAT for a line that is not an object or lacks an integer
  * "round" >= 0, and for a file with no usable rows (no lines, or no numbers
  * besides the rounds). */
-fvm_status fvm_metrics_read(const char *path, fvm_metrics **out, fvm_diag *d);
+FVM_API fvm_status fvm_metrics_read(const char *path, fvm_metrics **out, fvm_diag *d);
 
 /* The same over text already in memory; file names it in errors (borrowed
  * for the call, copied into the result). */
-fvm_status fvm_metrics_parse(const char *file, const char *text, size_t len, fvm_metrics **out, fvm_diag *d);
+FVM_API fvm_status fvm_metrics_parse(const char *file, const char *text, size_t len, fvm_metrics **out, fvm_diag *d);
 
 /* The series called name, or NULL. A file's series have distinct names;
  * finding one takes the same time however many there are. */
-const fvm_series *fvm_metrics_get(const fvm_metrics *m, const char *name);
+FVM_API const fvm_series *fvm_metrics_get(const fvm_metrics *m, const char *name);
 
 /* Frees m and everything in it; NULL is a no-op. */
-void fvm_metrics_free(fvm_metrics *m);
+FVM_API void fvm_metrics_free(fvm_metrics *m);
 
 #endif

@@ -1,35 +1,11 @@
-/* plan.c - the list of plan formats and the choice of the function a plan is made of. */
+/* plan.c - the choice of the function a plan is made of. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../vm/suggest.h"
-#include "doc.h"
+#include "../vm/core/suggest.h"
+#include "../vm/core/doc.h"
 #include "plan.h"
-#include "plan_beam.h"
-#include "plan_dot.h"
-#include "plan_form.h"
-#include "xdev.h"
-
-/* The one list of formats (PLANS.md describes each). */
-const fvm_plan_format fvm_plan_formats[] = {
-    {"dot", "a Graphviz picture of a function's dataflow", fvm_plan_dot},
-    {"mapreduce", "TFF's MapReduce form, as a fedvm program", fvm_plan_mapreduce},
-    {"distribute-aggregate", "TFF's Distribute-Aggregate form, as a fedvm program",
-     fvm_plan_distribute_aggregate},
-    {"cross-device", "a client phase and a server phase, for devices (fedvm device, fedvm server)",
-     fvm_plan_cross_device},
-    {"beam", "an Apache Beam pipeline (JavaScript) running the rounds with fedvm", fvm_plan_beam},
-};
-const int fvm_plan_nformats = (int)(sizeof fvm_plan_formats / sizeof fvm_plan_formats[0]);
-
-const fvm_plan_format *fvm_plan_format_lookup(const char *name)
-{
-    for (int i = 0; name && i < fvm_plan_nformats; i++)
-        if (!strcmp(fvm_plan_formats[i].name, name))
-            return &fvm_plan_formats[i];
-    return NULL;
-}
 
 /* Where the program's functions are written: its "functions" object. */
 static fvm_loc functions_loc(const fvm_program *p)

@@ -1,15 +1,15 @@
 /* plan.h - plan writers: a checked program re-emitted for another system, one writer per format (PLANS.md).
  *
- * The formats are listed once, in fvm_plan_formats (plan.c). Adding a
- * format means writing its writer (format/plan_<format>.c) and adding its
- * entry. */
+ * What every writer shares: its options, its signature, and the choice of
+ * the function a plan is made of. The formats are listed once, in
+ * vm/transform/plans.c (they lower through the round forms). */
 #ifndef FVM_PLAN_H
 #define FVM_PLAN_H
 
 #include <stddef.h>
 
-#include "../vm/ir.h"
-#include "../vm/status.h"
+#include "../vm/ir/ir.h"
+#include "../vm/core/status.h"
 
 /* What a plan is made of. All strings borrowed. */
 typedef struct fvm_plan_opts {
@@ -23,23 +23,16 @@ typedef fvm_status (*fvm_plan_writer)(const fvm_program *p, const fvm_plan_opts 
                                       fvm_diag *d);
 
 typedef struct fvm_plan_format {
-    const char *name;       /* as given to 'fedplan --to' */
-    const char *summary;    /* one line for help texts */
+    const char *name; /* as given to 'fedplan --to' */
+    const char *summary; /* one line for help texts */
     fvm_plan_writer write;
 } fvm_plan_format;
-
-/* Every format, in the order help texts list them; fvm_plan_nformats entries. */
-extern const fvm_plan_format fvm_plan_formats[];
-extern const int fvm_plan_nformats;
-
-/* The format named name, or NULL when there is none (static storage). */
-const fvm_plan_format *fvm_plan_format_lookup(const char *name);
 
 /* The function a plan is made of: the one named fn, or (fn NULL) the
  * iterative process's 'next', else 'main'. When there is no such function:
  * FVM_ERR_NAME located at the program's "functions" object (file:line:col,
  * pointer /functions), with a suggestion for a misspelt fn or else the
  * names of the functions the program's file defines. *out is borrowed from p. */
-fvm_status fvm_plan_entry(const fvm_program *p, const char *fn, const fvm_func **out, fvm_diag *d);
+FVM_API fvm_status fvm_plan_entry(const fvm_program *p, const char *fn, const fvm_func **out, fvm_diag *d);
 
 #endif

@@ -17,11 +17,11 @@
 
 #include "plan.h"
 
-/* The fvm_plan_writer of format "beam": the pipeline of the iterative
- * process's next (o->fn may name it), as JavaScript text in *out (malloc'd;
- * the caller frees it). Refuses, with the same located reasons, whatever
- * fvm_plan_cross_device refuses. p must be checked. */
-fvm_status fvm_plan_beam(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len, fvm_diag *d);
+/* The pipeline that runs the cross-device plan 'plan' (n bytes of JSON,
+ * fvm_plan_cross_device's), as JavaScript text in *out (malloc'd; the
+ * caller frees it). Format "beam" (vm/transform/plans.c) is the cross-device
+ * plan written so, so it refuses whatever the cross-device plan refuses. */
+fvm_status fvm_plan_beam(const char *plan, size_t n, char **out, size_t *len, fvm_diag *d);
 
 /* The n bytes of s as a JavaScript double-quoted string literal, quotes
  * included, in ASCII only and with JSON's escapes only (so it is a JSON

@@ -32,7 +32,10 @@ static where where_of(const fvm_type *t)
     return w;
 }
 
-static bool placed(where w) { return w == AT_SERVER || w == AT_CLIENTS; }
+static bool placed(where w)
+{
+    return w == AT_SERVER || w == AT_CLIENTS;
+}
 
 /* Length of the UTF-8 sequence at s (1-4), or 0 when it is not one. */
 static int utf8_len(const unsigned char *s)
@@ -75,7 +78,7 @@ void fvm_plan_dot_escape(FILE *f, const char *str)
 typedef struct graph {
     FILE *f;
     const fvm_func *fn;
-    where *at;          /* per slot (parameters, then instructions), then the result */
+    where *at; /* per slot (parameters, then instructions), then the result */
     const char *indent; /* of node lines: deeper inside a cluster */
 } graph;
 
@@ -260,8 +263,9 @@ static void write_graph(graph *g, const fvm_program *p)
         if (!any)
             continue; /* Graphviz draws no empty cluster; leave it out */
         fprintf(f, "  subgraph %s {\n", clusters[c].name);
-        fprintf(f, "    label=\"%s\"; style=\"rounded,filled\"; fillcolor=\"%s\"; color=\"%s\"; "
-                   "fontcolor=\"%s\"; fontname=\"Helvetica-Bold\";\n",
+        fprintf(f,
+                "    label=\"%s\"; style=\"rounded,filled\"; fillcolor=\"%s\"; color=\"%s\"; "
+                "fontcolor=\"%s\"; fontname=\"Helvetica-Bold\";\n",
                 clusters[c].label, clusters[c].fill, clusters[c].line, clusters[c].line);
         g->indent = "    ";
         nodes_at(g, clusters[c].w);

@@ -40,7 +40,7 @@ static bool st_dtype_parse(const char *s, fvm_dtype *out)
  * highest first, then by name, so that each tensor's data starts at a
  * multiple of its element size. */
 static const int st_rank[FVM_DTYPE_COUNT] = {
-    [FVM_DTYPE_BOOL] = 0, [FVM_DTYPE_U8] = 1,  [FVM_DTYPE_I32] = 9,  [FVM_DTYPE_U32] = 10,
+    [FVM_DTYPE_BOOL] = 0, [FVM_DTYPE_U8] = 1,   [FVM_DTYPE_I32] = 9,  [FVM_DTYPE_U32] = 10,
     [FVM_DTYPE_F32] = 11, [FVM_DTYPE_F64] = 12, [FVM_DTYPE_I64] = 13,
 };
 
@@ -110,22 +110,22 @@ static const char *tensor_str(fvm_dtype dt, const fvm_dims *s, char buf[FVM_DIMS
 
 /* One tensor of a state, in path order. */
 typedef struct leaf {
-    const char *path;   /* "model.w1"; lives in the walk's arena */
-    const fvm_type *t;  /* its TENSOR type */
+    const char *path; /* "model.w1"; lives in the walk's arena */
+    const fvm_type *t; /* its TENSOR type */
     const fvm_value *v; /* its TENSOR value, NULL in a walk of a type alone */
-    int top;            /* the top-level field it is under, -1 when the state is one tensor */
-    const char *rest;   /* the path below that field ("w1"), NULL when the leaf is the field itself */
-    int index;          /* its place in path order */
+    int top; /* the top-level field it is under, -1 when the state is one tensor */
+    const char *rest; /* the path below that field ("w1"), NULL when the leaf is the field itself */
+    int index; /* its place in path order */
 } leaf;
 
 typedef struct walk {
     fvm_arena a;
     leaf *l;
     int n, cap;
-    int ntop;            /* fields of the root struct (0 when the root is a tensor) */
-    const char **tops;   /* their names, in the arena */
-    bool values;         /* walking a value with its type, not a type alone */
-    const char *file;    /* for messages */
+    int ntop; /* fields of the root struct (0 when the root is a tensor) */
+    const char **tops; /* their names, in the arena */
+    bool values; /* walking a value with its type, not a type alone */
+    const char *file; /* for messages */
     fvm_diag *d;
 } walk;
 
@@ -449,7 +449,7 @@ typedef struct name_ix {
 } name_ix;
 
 struct fvm_safetensors {
-    fvm_arena a;          /* names, entries, metadata */
+    fvm_arena a; /* names, entries, metadata */
     const char *file;
     unsigned char *bytes; /* the whole file (malloc'd) */
     size_t size;
@@ -489,14 +489,21 @@ static int cmp_name_ix(const void *a, const void *b)
 static const char *json_kind(const json_t *j)
 {
     switch (json_typeof(j)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a real number";
     case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
     }
 }
 
@@ -510,24 +517,24 @@ static bool json_nonneg(const json_t *j, uint64_t *out)
 }
 
 /* Reads one tensor entry named name of the header into e. */
-static fvm_status read_entry(fvm_safetensors *f, const char *name, json_t *j, fvm_safetensors_entry *e,
-                             fvm_diag *d)
+static fvm_status read_entry(fvm_safetensors *f, const char *name, json_t *j, fvm_safetensors_entry *e, fvm_diag *d)
 {
     const char *file = f->file;
     if (!json_is_object(j))
-        return ferr(d, FVM_ERR_FORMAT, file, "tensor '%s': the header entry is %s, not an object", name,
-                    json_kind(j));
+        return ferr(d, FVM_ERR_FORMAT, file, "tensor '%s': the header entry is %s, not an object", name, json_kind(j));
     json_t *dt = json_object_get(j, "dtype"), *shape = json_object_get(j, "shape"),
            *offs = json_object_get(j, "data_offsets");
     if (!dt || !shape || !offs)
         return ferr(d, FVM_ERR_FORMAT, file, "tensor '%s' has no \"%s\"", name,
-                    !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+                    !dt      ? "dtype"
+                    : !shape ? "shape"
+                             : "data_offsets");
     if (!json_is_string(dt))
         return ferr(d, FVM_ERR_FORMAT, file, "tensor '%s': dtype is %s, not a string", name, json_kind(dt));
     if (!st_dtype_parse(json_string_value(dt), &e->dtype))
         return ferr(d, FVM_ERR_FORMAT, file,
-                    "tensor '%s' has dtype '%s', which fedvm does not read (BOOL, U8, I32, I64, U32, F32, F64)",
-                    name, json_string_value(dt));
+                    "tensor '%s' has dtype '%s', which fedvm does not read (BOOL, U8, I32, I64, U32, F32, F64)", name,
+                    json_string_value(dt));
     if (!json_is_array(shape))
         return ferr(d, FVM_ERR_FORMAT, file, "tensor '%s': shape is %s, not an array", name, json_kind(shape));
     if (json_array_size(shape) > FVM_MAX_RANK)
@@ -541,8 +548,8 @@ static fvm_status read_entry(fvm_safetensors *f, const char *name, json_t *j, fv
     for (int k = 0; k < e->shape.rank; k++) {
         uint64_t dim;
         if (!json_nonneg(json_array_get(shape, (size_t)k), &dim))
-            return ferr(d, FVM_ERR_FORMAT, file, "tensor '%s': shape element %d is not a non-negative integer",
-                        name, k);
+            return ferr(d, FVM_ERR_FORMAT, file, "tensor '%s': shape element %d is not a non-negative integer", name,
+                        k);
         e->shape.d[k] = (int64_t)dim;
         if (dim > 0 && (__builtin_mul_overflow(nonzero, dim, &nonzero) || nonzero > FVM_MAX_TENSOR_BYTES))
             over = true;
@@ -556,18 +563,18 @@ static fvm_status read_entry(fvm_safetensors *f, const char *name, json_t *j, fv
     }
     if (!json_is_array(offs) || json_array_size(offs) != 2 || !json_nonneg(json_array_get(offs, 0), &e->begin) ||
         !json_nonneg(json_array_get(offs, 1), &e->end))
-        return ferr(d, FVM_ERR_FORMAT, file, "tensor '%s': data_offsets is not [begin, end] (two non-negative integers)",
-                    name);
+        return ferr(d, FVM_ERR_FORMAT, file,
+                    "tensor '%s': data_offsets is not [begin, end] (two non-negative integers)", name);
     if (e->end < e->begin || e->end > f->data_len)
         return ferr(d, FVM_ERR_FORMAT, file,
                     "tensor '%s': data_offsets [%llu, %llu] is not a range within the data buffer (%zu bytes)", name,
                     (unsigned long long)e->begin, (unsigned long long)e->end, f->data_len);
     if (e->end - e->begin != bytes) {
         char ts[FVM_DIMS_STR + 8];
-        return ferr(d, FVM_ERR_FORMAT, file, "tensor '%s' (%s) takes %llu bytes, but data_offsets [%llu, %llu] hold %llu",
-                    name, tensor_str(e->dtype, &e->shape, ts), (unsigned long long)bytes,
-                    (unsigned long long)e->begin, (unsigned long long)e->end,
-                    (unsigned long long)(e->end - e->begin));
+        return ferr(d, FVM_ERR_FORMAT, file,
+                    "tensor '%s' (%s) takes %llu bytes, but data_offsets [%llu, %llu] hold %llu", name,
+                    tensor_str(e->dtype, &e->shape, ts), (unsigned long long)bytes, (unsigned long long)e->begin,
+                    (unsigned long long)e->end, (unsigned long long)(e->end - e->begin));
     }
     return FVM_OK;
 }
@@ -628,8 +635,7 @@ static fvm_status check_coverage(const fvm_safetensors *f, fvm_diag *d)
 
 /* The header length hl of a file of size bytes, checked: within the file
  * and the limit, and room for JSON. */
-static fvm_status header_length(const char *file, const unsigned char lenb[8], size_t size, uint64_t *hl,
-                                fvm_diag *d)
+static fvm_status header_length(const char *file, const unsigned char lenb[8], size_t size, uint64_t *hl, fvm_diag *d)
 {
     *hl = 0;
     for (int i = 7; i >= 0; i--)
@@ -726,8 +732,7 @@ static fvm_status new_file(const char *name, fvm_safetensors **out, fvm_diag *d)
     return FVM_OK;
 }
 
-fvm_status fvm_safetensors_parse(const char *name, const void *bytes, size_t len, fvm_safetensors **out,
-                                 fvm_diag *d)
+fvm_status fvm_safetensors_parse(const char *name, const void *bytes, size_t len, fvm_safetensors **out, fvm_diag *d)
 {
     *out = NULL;
     fvm_safetensors *f = NULL;
@@ -902,8 +907,8 @@ static fvm_status wrong_tensor(walk *w, const fvm_safetensors_entry *e, const le
     if (strcmp(e->name, l->path) == 0)
         return ferr(w->d, FVM_ERR_TYPE, w->file, "tensor '%s' is %s in the file, the state needs %s", e->name, have,
                     want);
-    return ferr(w->d, FVM_ERR_TYPE, w->file, "tensor '%s' is %s in the file, the state's '%s' needs %s", e->name,
-                have, l->path, want);
+    return ferr(w->d, FVM_ERR_TYPE, w->file, "tensor '%s' is %s in the file, the state's '%s' needs %s", e->name, have,
+                l->path, want);
 }
 
 /* Builds the value of type t from its leaves, leaf *next onward: new[i]
@@ -1013,8 +1018,10 @@ fvm_status fvm_safetensors_value(const fvm_safetensors *f, const fvm_type *t, fv
             extra[nextra++] = f->e[j].name;
     if (nextra) {
         char list[600];
-        s = ferr(d, FVM_ERR_NAME, f->file, "%d tensor%s of the file %s not part of the state: %s (a checkpoint of "
-                 "another program or state?)", nextra, nextra == 1 ? "" : "s", nextra == 1 ? "is" : "are",
+        s = ferr(d, FVM_ERR_NAME, f->file,
+                 "%d tensor%s of the file %s not part of the state: %s (a checkpoint of "
+                 "another program or state?)",
+                 nextra, nextra == 1 ? "" : "s", nextra == 1 ? "is" : "are",
                  name_list(extra, nextra, 5, list, sizeof list));
     }
     if (!s)

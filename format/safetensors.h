@@ -20,8 +20,8 @@
 
 #include <stdint.h>
 
-#include "../vm/types.h"
-#include "../vm/value.h"
+#include "../vm/ir/types.h"
+#include "../vm/ir/value.h"
 #include "atomic.h"
 
 /* The largest header a file may declare (the reference implementation's limit). */
@@ -33,7 +33,7 @@
 #define FVM_SAFETENSORS_MAX_FILE (UINT64_C(1) << 36)
 
 /* The safetensors name of a dtype ("F32"); "?" for an invalid one. */
-const char *fvm_safetensors_dtype_name(fvm_dtype t);
+FVM_API const char *fvm_safetensors_dtype_name(fvm_dtype t);
 
 /* Writes value v of type t to path, replacing it atomically (format/atomic.h:
  * a temporary beside path, fsync, rename, fsync of the directory), so a
@@ -56,24 +56,24 @@ const char *fvm_safetensors_dtype_name(fvm_dtype t);
  * t, a metadata key repeats, or a key, value or field name is NULL or not
  * UTF-8; FVM_ERR_NAME when two leaves get the same name; FVM_ERR_IO when the
  * file cannot be written (path is then unchanged). */
-fvm_status fvm_safetensors_save(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
-                                const char *const *meta, fvm_diag *d);
+FVM_API fvm_status fvm_safetensors_save(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
+                                        const char *const *meta, fvm_diag *d);
 
 /* The same, but the file is left written and synced in its temporary, *out
  * (atomic.h), for the caller to commit (fvm_atomic_end) or drop
  * (fvm_atomic_abort): for steps that replace several files all or none. On
  * error nothing is left behind and *out is clear. */
-fvm_status fvm_safetensors_stage(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
-                                 const char *const *meta, fvm_atomic *out, fvm_diag *d);
+FVM_API fvm_status fvm_safetensors_stage(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
+                                         const char *const *meta, fvm_atomic *out, fvm_diag *d);
 
 /* A loaded, validated file. Owns its bytes and its strings. */
 typedef struct fvm_safetensors fvm_safetensors;
 
 /* One tensor of a file. */
 typedef struct fvm_safetensors_entry {
-    const char *name;    /* owned by the file object */
+    const char *name; /* owned by the file object */
     fvm_dtype dtype;
-    fvm_dims shape;      /* concrete; rank <= FVM_MAX_RANK */
+    fvm_dims shape; /* concrete; rank <= FVM_MAX_RANK */
     uint64_t begin, end; /* its bytes in the data buffer */
 } fvm_safetensors_entry;
 
@@ -100,39 +100,39 @@ typedef struct fvm_safetensors_entry {
  * byte offset in the file), FVM_ERR_FORMAT (anything else above),
  * FVM_ERR_LIMIT (header or tensor too large), FVM_ERR_NOMEM. No input makes
  * it crash or read outside the file. *out is NULL on failure. */
-fvm_status fvm_safetensors_load(const char *path, fvm_safetensors **out, fvm_diag *d);
+FVM_API fvm_status fvm_safetensors_load(const char *path, fvm_safetensors **out, fvm_diag *d);
 
 /* The same for len bytes in memory (copied; the caller keeps them); name is
  * the file name errors give (borrowed, copied). */
-fvm_status fvm_safetensors_parse(const char *name, const void *bytes, size_t len, fvm_safetensors **out,
-                                 fvm_diag *d);
+FVM_API fvm_status fvm_safetensors_parse(const char *name, const void *bytes, size_t len, fvm_safetensors **out,
+                                         fvm_diag *d);
 
 /* Frees f and everything it owns; NULL is a no-op. Values built from f do
  * not depend on it. */
-void fvm_safetensors_free(fvm_safetensors *f);
+FVM_API void fvm_safetensors_free(fvm_safetensors *f);
 
 /* The file's bytes as they were read (*len of them; owned by f): what was
  * checked is what a digest of them covers. */
-const void *fvm_safetensors_image(const fvm_safetensors *f, size_t *len);
+FVM_API const void *fvm_safetensors_image(const fvm_safetensors *f, size_t *len);
 
 /* The metadata value of key, or NULL when absent (owned by f). */
-const char *fvm_safetensors_meta(const fvm_safetensors *f, const char *key);
+FVM_API const char *fvm_safetensors_meta(const fvm_safetensors *f, const char *key);
 /* The number of metadata pairs, and pair i (0 <= i < count) in key order
  * (strcmp); the strings are owned by f. */
-int fvm_safetensors_meta_count(const fvm_safetensors *f);
-void fvm_safetensors_meta_at(const fvm_safetensors *f, int i, const char **key, const char **value);
+FVM_API int fvm_safetensors_meta_count(const fvm_safetensors *f);
+FVM_API void fvm_safetensors_meta_at(const fvm_safetensors *f, int i, const char **key, const char **value);
 
 /* The number of tensors, and tensor i (0 <= i < count, owned by f) in the
  * order of their data in the buffer (for files fedvm writes, the order
  * fvm_safetensors_save describes). */
-int fvm_safetensors_count(const fvm_safetensors *f);
-const fvm_safetensors_entry *fvm_safetensors_entry_at(const fvm_safetensors *f, int i);
+FVM_API int fvm_safetensors_count(const fvm_safetensors *f);
+FVM_API const fvm_safetensors_entry *fvm_safetensors_entry_at(const fvm_safetensors *f, int i);
 /* The index of the tensor named name, or -1. */
-int fvm_safetensors_find(const fvm_safetensors *f, const char *name);
+FVM_API int fvm_safetensors_find(const fvm_safetensors *f, const char *name);
 
 /* A copy of tensor i as a new tensor (the caller releases it), in host byte
  * order. FVM_ERR_NOMEM or FVM_ERR_LIMIT on failure (*out zeroed). */
-fvm_status fvm_safetensors_tensor(const fvm_safetensors *f, int i, fvm_tensor *out, fvm_diag *d);
+FVM_API fvm_status fvm_safetensors_tensor(const fvm_safetensors *f, int i, fvm_tensor *out, fvm_diag *d);
 
 /* A new value of type t (the caller releases it) from the file: every leaf
  * of t must be a tensor of the file under its path name, of t's dtype, with
@@ -142,7 +142,7 @@ fvm_status fvm_safetensors_tensor(const fvm_safetensors *f, int i, fvm_tensor *o
  * them. All problems are reported: FVM_ERR_NAME for missing or extra
  * tensors, FVM_ERR_TYPE for a wrong dtype or shape, or for a part of t that
  * cannot be saved. The tensors are copies: f may be freed afterwards. */
-fvm_status fvm_safetensors_value(const fvm_safetensors *f, const fvm_type *t, fvm_value **out, fvm_diag *d);
+FVM_API fvm_status fvm_safetensors_value(const fvm_safetensors *f, const fvm_type *t, fvm_value **out, fvm_diag *d);
 
 /* A new value (the caller releases it) equal to v, of type t, except that
  * the leaves the file has are replaced by its tensors; *replaced (optional)
@@ -165,13 +165,13 @@ fvm_status fvm_safetensors_value(const fvm_safetensors *f, const fvm_type *t, fv
  * (FVM_ERR_TYPE otherwise; all are reported). A file with no tensors
  * replaces nothing. FVM_ERR_TYPE for a part of t that cannot be saved,
  * FVM_ERR_USAGE when v does not have type t. */
-fvm_status fvm_safetensors_overlay(const fvm_safetensors *f, fvm_value *v, const fvm_type *t, fvm_value **out,
-                                   int *replaced, fvm_diag *d);
+FVM_API fvm_status fvm_safetensors_overlay(const fvm_safetensors *f, fvm_value *v, const fvm_type *t, fvm_value **out,
+                                           int *replaced, fvm_diag *d);
 
 /* fvm_safetensors_overlay from the file at path onto *state (of type t),
  * which it replaces: the old value is released, *state is the new one (a
  * new reference). On error *state is left as it was. */
-fvm_status fvm_safetensors_overlay_file(const char *path, const fvm_type *t, fvm_value **state, int *replaced,
-                                        fvm_diag *d);
+FVM_API fvm_status fvm_safetensors_overlay_file(const char *path, const fvm_type *t, fvm_value **state, int *replaced,
+                                                fvm_diag *d);
 
 #endif

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../vm/types.h"
+#include "../vm/ir/types.h"
 
 typedef struct conv {
     const char *file;
@@ -317,9 +317,9 @@ static fvm_status value_from(conv *c, const fvm_doc *v, const fvm_type *t, const
             const fvm_doc *item = v->kind == FVM_DOC_ARRAY ? v->u.coll.items[i] : fvm_doc_get(v, t->u.strct.names[i]);
             const char *pi = v->kind == FVM_DOC_ARRAY ? fvm_pointer_index(&c->scratch, ptr, (size_t)i)
                                                       : fvm_pointer_join(&c->scratch, ptr, t->u.strct.names[i]);
-            fvm_status st = item ? value_from(c, item, t->u.strct.elems[i], pi, nclients, depth + 1, &s->items[i])
-                                 : verr(c, v, ptr, FVM_ERR_TYPE, "missing field '%s' of %s", t->u.strct.names[i],
-                                        type_text(c, t));
+            fvm_status st =
+                item ? value_from(c, item, t->u.strct.elems[i], pi, nclients, depth + 1, &s->items[i])
+                     : verr(c, v, ptr, FVM_ERR_TYPE, "missing field '%s' of %s", t->u.strct.names[i], type_text(c, t));
             if (st) {
                 fvm_value_release(s);
                 return st;
@@ -336,13 +336,14 @@ static fvm_status value_from(conv *c, const fvm_doc *v, const fvm_type *t, const
         if (t->u.fed.all_equal)
             return value_from(c, v, t->u.fed.member, ptr, nclients, depth + 1, out);
         if (v->kind != FVM_DOC_ARRAY)
-            return verr(c, v, ptr, FVM_ERR_TYPE, "expected %s as an array with one member per client",
-                        type_text(c, t));
+            return verr(c, v, ptr, FVM_ERR_TYPE, "expected %s as an array with one member per client", type_text(c, t));
         if (v->u.coll.n > FVM_MAX_CLIENTS)
             return verr(c, v, ptr, FVM_ERR_LIMIT, "more than %d clients", FVM_MAX_CLIENTS);
         if (*nclients >= 0 && (int64_t)v->u.coll.n != *nclients)
-            return verr(c, v, ptr, FVM_ERR_TYPE, "has %zu clients, but the run has %lld (set by --clients or "
-                        "by other client data)", v->u.coll.n, (long long)*nclients);
+            return verr(c, v, ptr, FVM_ERR_TYPE,
+                        "has %zu clients, but the run has %lld (set by --clients or "
+                        "by other client data)",
+                        v->u.coll.n, (long long)*nclients);
         *nclients = (int64_t)v->u.coll.n;
         return list_value(c, v, t->u.fed.member, FVM_V_CLIENTS, ptr, nclients, depth, out);
     case FVM_T_FN:
@@ -351,8 +352,8 @@ static fvm_status value_from(conv *c, const fvm_doc *v, const fvm_type *t, const
     return verr(c, v, ptr, FVM_ERR_TYPE, "values of function type cannot be given");
 }
 
-fvm_status fvm_value_from_doc(const fvm_doc *v, const fvm_type *t, const char *file, const char *ptr,
-                              int64_t *nclients, fvm_value **out, fvm_diag *d)
+fvm_status fvm_value_from_doc(const fvm_doc *v, const fvm_type *t, const char *file, const char *ptr, int64_t *nclients,
+                              fvm_value **out, fvm_diag *d)
 {
     conv c = {.file = file, .d = d};
     int64_t n = *nclients;

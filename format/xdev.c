@@ -5,9 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../vm/aggregate.h"
-#include "../vm/check.h"
-#include "doc.h"
+#include "../vm/ir/aggregation.h"
+#include "doc_io.h"
+#include "../vm/ir/check.h"
+#include "../vm/core/doc.h"
 #include "file.h"
 #include "ir_read.h"
 #include "safetensors.h"
@@ -32,8 +33,8 @@ static fvm_loc at(rd *r, const fvm_doc *n, const char *ptr)
 
 static const char *kind_name(fvm_doc_kind k)
 {
-    static const char *const names[] = {"null", "a boolean", "an integer", "a number", "a string", "an array",
-                                        "an object"};
+    static const char *const names[] = {"null",     "a boolean", "an integer", "a number",
+                                        "a string", "an array",  "an object"};
     return names[k];
 }
 
@@ -103,7 +104,8 @@ static bool fits(const fvm_type *a, const fvm_type *f)
     if (a->u.strct.n != f->u.strct.n)
         return false;
     for (int k = 0; k < a->u.strct.n; k++) {
-        const char *x = a->u.strct.names ? a->u.strct.names[k] : NULL, *y = f->u.strct.names ? f->u.strct.names[k] : NULL;
+        const char *x = a->u.strct.names ? a->u.strct.names[k] : NULL,
+                   *y = f->u.strct.names ? f->u.strct.names[k] : NULL;
         if ((x && y && strcmp(x, y)) || !fits(a->u.strct.elems[k], f->u.strct.elems[k]))
             return false;
     }
@@ -218,9 +220,10 @@ static fvm_status tensors_fit(rd *r, const fvm_doc *obj, const char *ptr, const 
         return nomem(r->d);
     if (s) {
         char buf[256];
-        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "%s is written to safetensors files, which hold tensors "
-                            "only, and in the program its part '%s' is %s", what, bad,
-                            fvm_type_format(bad_type, true, buf, sizeof buf));
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                            "%s is written to safetensors files, which hold tensors "
+                            "only, and in the program its part '%s' is %s",
+                            what, bad, fvm_type_format(bad_type, true, buf, sizeof buf));
     }
     size_t n = list->u.coll.n, m = want->u.coll.n;
     for (size_t i = 0; i < n && i < m; i++) {
@@ -234,7 +237,8 @@ static fvm_status tensors_fit(rd *r, const fvm_doc *obj, const char *ptr, const 
                             tensor_text(r, e), what, tensor_text(r, want->u.coll.items[i]));
     }
     if (n != m)
-        return n > m ? fvm_diag_add(r->d, FVM_ERR_TYPE, (loc = at(r, list->u.coll.items[m], fvm_pointer_index(a, lp, m)), &loc),
+        return n > m ? fvm_diag_add(r->d, FVM_ERR_TYPE,
+                                    (loc = at(r, list->u.coll.items[m], fvm_pointer_index(a, lp, m)), &loc),
                                     "the plan lists %s here, but %s has only %zu tensor%s in the program (a "
                                     "configuration that does not fit the plan's programs)",
                                     tensor_text(r, list->u.coll.items[m]), what, m, m == 1 ? "" : "s")
@@ -268,9 +272,8 @@ static fvm_status type_fits(rd *r, const fvm_doc *obj, const char *ptr, const ch
 /* The inputs list at obj.inputs (at ptr): each {"param", "kind"} with kind
  * one of names[0..n) (mapped to kinds[]), in the order of f's parameters
  * from 0. */
-static fvm_status inputs(rd *r, const fvm_doc *obj, const char *ptr, const fvm_func *f, int n,
-                         const char *const *names, const xdev_input_kind *kinds, bool per_client, int *count,
-                         xdev_input_kind **out)
+static fvm_status inputs(rd *r, const fvm_doc *obj, const char *ptr, const fvm_func *f, int n, const char *const *names,
+                         const xdev_input_kind *kinds, bool per_client, int *count, xdev_input_kind **out)
 {
     const fvm_doc *list = member(r, obj, ptr, "inputs", FVM_DOC_ARRAY, "the phase's inputs");
     if (!list)
@@ -300,8 +303,8 @@ static fvm_status inputs(rd *r, const fvm_doc *obj, const char *ptr, const fvm_f
             k++;
         loc = at(r, kind, fvm_pointer_join(&r->pl->arena, ep, "kind"));
         if (k == n) {
-            s = fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "unknown kind of input '%s' (expected %s%s%s)",
-                             kind->u.str.s, names[0], n > 1 ? " or " : "", n > 1 ? names[1] : "");
+            s = fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "unknown kind of input '%s' (expected %s%s%s)", kind->u.str.s,
+                             names[0], n > 1 ? " or " : "", n > 1 ? names[1] : "");
             continue;
         }
         (*out)[i] = kinds[k];
@@ -315,17 +318,18 @@ static fvm_status inputs(rd *r, const fvm_doc *obj, const char *ptr, const fvm_f
         else {
             /* the type the plan gives the input is next's parameter: {T}@CLIENTS for a device's T, T@SERVER
                for the server's */
-            const fvm_type *t = f->param_types[i]->kind == FVM_T_FED ? f->param_types[i]
-                                : fvm_type_fed(&r->pl->arena, f->param_types[i],
-                                               per_client ? FVM_PL_CLIENTS : FVM_PL_SERVER, !per_client);
+            const fvm_type *t = f->param_types[i]->kind == FVM_T_FED
+                                    ? f->param_types[i]
+                                    : fvm_type_fed(&r->pl->arena, f->param_types[i],
+                                                   per_client ? FVM_PL_CLIENTS : FVM_PL_SERVER, !per_client);
             bool oom = false;
-            fvm_doc *cols = per_client && kinds[k] == XDEV_DATA ? xdev_columns(&r->pl->arena, f->param_types[i], &oom)
-                                                                : NULL;
+            fvm_doc *cols =
+                per_client && kinds[k] == XDEV_DATA ? xdev_columns(&r->pl->arena, f->param_types[i], &oom) : NULL;
             const fvm_doc *have = fvm_doc_get(e, "columns");
-            fvm_status st = !t || oom ? nomem(r->d)
-                                      : type_fits(r, e, ep, "type", t,
-                                                  fvm_arena_printf(&r->pl->arena, "the type of input '%s'",
-                                                                   param->u.str.s));
+            fvm_status st = !t || oom
+                                ? nomem(r->d)
+                                : type_fits(r, e, ep, "type", t,
+                                            fvm_arena_printf(&r->pl->arena, "the type of input '%s'", param->u.str.s));
             if (st == FVM_OK && (cols || have) && !fvm_doc_equal(cols, have)) {
                 loc = at(r, have ? have : e, have ? fvm_pointer_join(&r->pl->arena, ep, "columns") : ep);
                 st = fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
@@ -388,7 +392,8 @@ static fvm_status outputs(rd *r, const fvm_doc *client)
         const char *ep = fvm_pointer_index(a, "/client/outputs", i);
         fvm_loc loc = at(r, e, ep);
         if (e->kind != FVM_DOC_OBJECT)
-            return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "an output must be an object {\"name\", \"aggregation\", "
+            return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
+                                "an output must be an object {\"name\", \"aggregation\", "
                                 "\"tensors\", ...}");
         bool secure = i >= (size_t)nu;
         int j = secure ? (int)i - nu : (int)i;
@@ -445,16 +450,18 @@ static fvm_status broadcasts(rd *r, const fvm_doc *client)
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the client's '%s' must take the broadcast <b0, ...> last",
                             pl->work->name);
     if (list->u.coll.n != (size_t)bt->u.strct.n)
-        return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
-                            "the plan lists %zu broadcast value%s, but '%s' takes %d (a configuration that does not fit "
-                            "the plan's programs)",
-                            list->u.coll.n, list->u.coll.n == 1 ? "" : "s", pl->work->name, bt->u.strct.n);
+        return fvm_diag_add(
+            r->d, FVM_ERR_FORMAT, &loc,
+            "the plan lists %zu broadcast value%s, but '%s' takes %d (a configuration that does not fit "
+            "the plan's programs)",
+            list->u.coll.n, list->u.coll.n == 1 ? "" : "s", pl->work->name, bt->u.strct.n);
     for (size_t j = 0; j < list->u.coll.n; j++) {
         const fvm_doc *e = list->u.coll.items[j];
         const char *ep = fvm_pointer_index(a, "/client/broadcast", j), *field = bt->u.strct.names[j];
         loc = at(r, e, ep);
         if (e->kind != FVM_DOC_OBJECT)
-            return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "a broadcast must be an object {\"name\", \"tensors\", "
+            return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
+                                "a broadcast must be an object {\"name\", \"tensors\", "
                                 "...}");
         const fvm_doc *name = member(r, e, ep, "name", FVM_DOC_STRING, "the broadcast value's name");
         if (!name)
@@ -462,8 +469,7 @@ static fvm_status broadcasts(rd *r, const fvm_doc *client)
         if (!field || strcmp(field, name->u.str.s))
             return fvm_diag_add(r->d, FVM_ERR_NAME, &loc, "broadcast '%s' is not field %zu of what '%s' takes last",
                                 name->u.str.s, j, pl->work->name);
-        FVM_TRY(tensors_fit(r, e, ep, field, bt->u.strct.elems[j],
-                            fvm_arena_printf(a, "the broadcast '%s'", field)));
+        FVM_TRY(tensors_fit(r, e, ep, field, bt->u.strct.elems[j], fvm_arena_printf(a, "the broadcast '%s'", field)));
     }
     return FVM_OK;
 }
@@ -516,11 +522,11 @@ static fvm_status read_partial(rd *r, const fvm_doc *server)
                             (long long)block->u.i, FVM_AGG_BLOCK);
     loc = at(r, part, pp);
     const fvm_type *ps = pl->combine->nparams == 2 ? pl->combine->param_types[1] : NULL, *pt;
-    if (!ps || ps->kind != FVM_T_FED || ps->u.fed.pl != FVM_PL_CLIENTS || (pt = ps->u.fed.member)->kind != FVM_T_STRUCT ||
-        pt->u.strct.n != 2 || fvm_type_field_index(pt, "acc") != 0 || fvm_type_field_index(pt, "secure") != 1 ||
-        pl->partial->nparams != 1 || !fvm_type_equal(pl->partial->param_types[0], pl->aggregate->param_types[0]) ||
-        pl->merge->nparams != 2 || pl->merge->federated ||
-        !fvm_type_equal(pl->combine->result_type, pl->aggregate->result_type))
+    if (!ps || ps->kind != FVM_T_FED || ps->u.fed.pl != FVM_PL_CLIENTS ||
+        (pt = ps->u.fed.member)->kind != FVM_T_STRUCT || pt->u.strct.n != 2 || fvm_type_field_index(pt, "acc") != 0 ||
+        fvm_type_field_index(pt, "secure") != 1 || pl->partial->nparams != 1 ||
+        !fvm_type_equal(pl->partial->param_types[0], pl->aggregate->param_types[0]) || pl->merge->nparams != 2 ||
+        pl->merge->federated || !fvm_type_equal(pl->combine->result_type, pl->aggregate->result_type))
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
                             "the partial aggregate's functions must be: '%s' the updates ({U}@CLIENTS) -> <acc, "
                             "secure>; '%s' (A, A) -> A; '%s' (A@SERVER, {<acc, secure>}@CLIENTS) -> <report, "
@@ -557,8 +563,10 @@ static fvm_status read_server(rd *r, const fvm_doc *root)
     const fvm_type *res = pl->result->result_type, *agg = pl->aggregate->result_type;
     const fvm_type *ws = pl->aggregate->nparams == 1 ? pl->aggregate->param_types[0] : NULL;
     if (pl->nserver < 1 || pl->server_inputs[0] != XDEV_STATE || pl->prepare->nparams != pl->nserver)
-        return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "the server's inputs are the state, then the round key, "
-                            "and they are all of '%s''s parameters", pl->prepare->name);
+        return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
+                            "the server's inputs are the state, then the round key, "
+                            "and they are all of '%s''s parameters",
+                            pl->prepare->name);
     if (pl->initialize->nparams > 1 || (pl->initialize->nparams && !fvm_bind_is_key(pl->initialize->param_types[0])))
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the server's '%s' takes nothing or a key", pl->initialize->name);
     if (!ws || ws->kind != FVM_T_FED || ws->u.fed.pl != FVM_PL_CLIENTS || ws->u.fed.all_equal ||
@@ -614,15 +622,13 @@ static fvm_status phases_agree(rd *r, const fvm_doc *root)
     fvm_loc loc = at(r, root, "");
     char a[256], b[256];
     if (!fits(sent, taken))
-        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
-                            "the server's '%s' sends %s, but the client's '%s' takes %s", pl->prepare->name,
-                            fvm_type_format(sent, true, a, sizeof a), pl->work->name,
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the server's '%s' sends %s, but the client's '%s' takes %s",
+                            pl->prepare->name, fvm_type_format(sent, true, a, sizeof a), pl->work->name,
                             fvm_type_format(taken, true, b, sizeof b));
     if (!fits(pl->work->result_type, upd))
-        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
-                            "the client's '%s' sends %s, but the server's '%s' aggregates %s", pl->work->name,
-                            fvm_type_format(pl->work->result_type, true, a, sizeof a), pl->aggregate->name,
-                            fvm_type_format(upd, true, b, sizeof b));
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the client's '%s' sends %s, but the server's '%s' aggregates %s",
+                            pl->work->name, fvm_type_format(pl->work->result_type, true, a, sizeof a),
+                            pl->aggregate->name, fvm_type_format(upd, true, b, sizeof b));
     return FVM_OK;
 }
 
@@ -655,8 +661,9 @@ fvm_status fvm_xdev_parse(const char *name, const char *text, size_t len, unsign
     fvm_status s = fvm_doc_parse(&pl->arena, &src, &root, d);
     if (s == FVM_OK && root->kind != FVM_DOC_OBJECT) {
         fvm_loc loc = at(&r, root, "");
-        s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "expected a cross-device plan (an object with \"plan\": %d), found %s",
-                         FVM_XDEV_VERSION, kind_name(root->kind));
+        s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc,
+                         "expected a cross-device plan (an object with \"plan\": %d), found %s", FVM_XDEV_VERSION,
+                         kind_name(root->kind));
     }
     const fvm_doc *ver = s ? NULL : fvm_doc_get(root, "plan"), *kind = s ? NULL : fvm_doc_get(root, "kind");
     fvm_loc loc = at(&r, ver ? ver : root, ver ? "/plan" : "");
@@ -732,8 +739,7 @@ static const char *writer_of(const char *kind)
                                         : "'fedvm device'";
 }
 
-fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *plan, fvm_safetensors **out,
-                     fvm_diag *d)
+fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *plan, fvm_safetensors **out, fvm_diag *d)
 {
     fvm_status s = fvm_safetensors_load(path, out, d);
     if (s == FVM_OK && (s = xdev_kind(*out, path, kind, plan, d)) != FVM_OK) {
@@ -785,8 +791,8 @@ fvm_status xdev_meta_int(const fvm_safetensors *f, const char *path, const char 
     if (v && parse_int(v, lo, hi, out))
         return FVM_OK;
     fvm_loc loc = {.file = path};
-    return fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: expected an integer from %lld to %lld, found %s%s%s", key,
-                        (long long)lo, (long long)hi, v ? "'" : "", v ? v : "nothing", v ? "'" : "");
+    return fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: expected an integer from %lld to %lld, found %s%s%s",
+                        key, (long long)lo, (long long)hi, v ? "'" : "", v ? v : "nothing", v ? "'" : "");
 }
 
 fvm_status xdev_meta_ints(const fvm_safetensors *f, const char *path, const char *key, int64_t lo, int64_t hi,
@@ -816,8 +822,8 @@ fvm_status xdev_meta_ints(const fvm_safetensors *f, const char *path, const char
         if (comma)
             *comma = '\0';
         if (!parse_int(tok, lo, hi, &vals[*n]))
-            s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: '%s' is not an integer from %lld to %lld", key,
-                             tok, (long long)lo, (long long)hi);
+            s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: '%s' is not an integer from %lld to %lld", key, tok,
+                             (long long)lo, (long long)hi);
         else if (increasing && *n > 0 && vals[*n] <= vals[*n - 1])
             s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: %lld after %lld; the list must be increasing", key,
                              (long long)vals[*n], (long long)vals[*n - 1]);
@@ -861,10 +867,4 @@ char *xdev_ints_text(const int64_t *v, int64_t n)
         return NULL;
     }
     return text;
-}
-
-fvm_status xdev_vm(const fvm_program *p, fvm_vm **out, fvm_diag *d)
-{
-    fvm_vm_config cfg = {.nclients = -1};
-    return fvm_vm_new(p, &cfg, out, d);
 }

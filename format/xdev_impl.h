@@ -2,7 +2,7 @@
 #ifndef FVM_XDEV_IMPL_H
 #define FVM_XDEV_IMPL_H
 
-#include "doc.h"
+#include "../vm/core/doc.h"
 #include "safetensors.h"
 #include "xdev.h"
 
@@ -15,20 +15,20 @@ struct fvm_xdev_plan {
     fvm_arena arena;
     /* client phase (phases & FVM_XDEV_CLIENT) */
     fvm_program *client;
-    const fvm_func *work;      /* (inputs..., broadcast) -> <updates, secure> */
-    int ninputs;               /* work's parameters but the broadcast */
-    xdev_input_kind *inputs;   /* XDEV_DATA or XDEV_CLIENT_KEY */
+    const fvm_func *work; /* (inputs..., broadcast) -> <updates, secure> */
+    int ninputs; /* work's parameters but the broadcast */
+    xdev_input_kind *inputs; /* XDEV_DATA or XDEV_CLIENT_KEY */
     int nsecure;
-    int *bitwidth;             /* of each secure sum, in the order of work's 'secure' fields */
+    int *bitwidth; /* of each secure sum, in the order of work's 'secure' fields */
     /* server phase (phases & FVM_XDEV_SERVER) */
     fvm_program *server;
     const fvm_func *initialize, *prepare, *aggregate, *result;
     const fvm_func *partial, *merge, *combine; /* the aggregation in stages (server.partial) */
-    const fvm_type *partial_type;              /* a block's partial <acc, secure>, unplaced */
-    int nserver;               /* prepare's parameters */
+    const fvm_type *partial_type; /* a block's partial <acc, secure>, unplaced */
+    int nserver; /* prepare's parameters */
     xdev_input_kind *server_inputs; /* [0] XDEV_STATE, then XDEV_ROUND_KEY */
-    const fvm_type *state;     /* unplaced */
-    const fvm_type *metrics;   /* unplaced */
+    const fvm_type *state; /* unplaced */
+    const fvm_type *metrics; /* unplaced */
 };
 
 /* The metadata keys of the files, and the kinds of files. */
@@ -47,19 +47,11 @@ struct fvm_xdev_plan {
 /* Loads the safetensors file at path, which must be of the given kind
  * ("state", "broadcast", "update") and, unless plan is NULL, of that plan.
  * Errors name the file and say what was expected. */
-fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *plan, fvm_safetensors **out,
-                     fvm_diag *d);
+fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *plan, fvm_safetensors **out, fvm_diag *d);
 
 /* The same checks of a file already read. */
 fvm_status xdev_kind(const fvm_safetensors *f, const char *path, const char *kind, const fvm_xdev_plan *plan,
                      fvm_diag *d);
-
-/* Checks an update file f (named path, of this plan) for round 'round'
- * whose clients are sel[0..n) (increasing): its round, its client (one of
- * sel; *client) and its tensors (those the server aggregates). Every
- * problem is an error naming path. */
-fvm_status xdev_check_update(const fvm_xdev_plan *pl, const char *path, const fvm_safetensors *f, int64_t round,
-                             const int64_t *sel, int64_t n, int64_t *client, fvm_diag *d);
 
 /* The integer metadata value of key (an error naming the file when it is
  * missing or not a decimal integer in [lo, hi]). */
@@ -92,8 +84,5 @@ fvm_status xdev_tensor_list(fvm_arena *a, fvm_doc *list, const char *prefix, con
  * field of a sequence of named examples with its type (a flow object), or
  * NULL when it has none (*nomem tells an allocation failure apart). */
 fvm_doc *xdev_columns(fvm_arena *a, const fvm_type *member, bool *nomem);
-
-/* A new VM (sequential) for a phase's program. */
-fvm_status xdev_vm(const fvm_program *p, fvm_vm **out, fvm_diag *d);
 
 #endif

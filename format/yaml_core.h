@@ -4,7 +4,8 @@
 
 #include <stddef.h>
 
-#include "doc.h"
+#include "../vm/core/doc.h"
+#include "doc_io.h"
 
 /* The kind a plain (unquoted, untagged) YAML scalar with these len bytes
  * resolves to under the core schema, as fvm_yaml_parse resolves it:

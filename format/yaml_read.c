@@ -9,7 +9,8 @@
 #include <time.h>
 #include <yaml.h>
 
-#include "doc.h"
+#include "../vm/core/doc.h"
+#include "doc_io.h"
 #include "yaml_core.h"
 
 #define CORE_TAG "tag:yaml.org,2002:"
@@ -23,8 +24,7 @@ static bool is_word(const char *s, size_t n, const char *w)
 
 static bool core_null(const char *s, size_t n)
 {
-    return n == 0 || is_word(s, n, "~") || is_word(s, n, "null") || is_word(s, n, "Null") ||
-           is_word(s, n, "NULL");
+    return n == 0 || is_word(s, n, "~") || is_word(s, n, "null") || is_word(s, n, "Null") || is_word(s, n, "NULL");
 }
 
 /* 1 for true, 0 for false, -1 for neither. */
@@ -158,9 +158,9 @@ fvm_doc_kind fvm_yaml_plain_kind(const char *s, size_t len)
 /* A named anchor. Records live in the arena; the table points at the newest
  * record of each name (YAML lets a later anchor reuse a name). */
 typedef struct anchor {
-    fvm_doc *node;   /* NULL while the anchored collection is still open */
-    uint64_t size;   /* nodes once every alias inside is expanded */
-    int height;      /* collections on the longest path down; 0 for a scalar */
+    fvm_doc *node; /* NULL while the anchored collection is still open */
+    uint64_t size; /* nodes once every alias inside is expanded */
+    int height; /* collections on the longest path down; 0 for a scalar */
     uint64_t hash;
     size_t len;
     char name[];
@@ -176,10 +176,10 @@ typedef struct child {
 /* An open collection. */
 typedef struct frame {
     fvm_doc *node;
-    size_t base;     /* its first child in rd.kids */
-    uint64_t start;  /* rd.count before this node was counted */
-    int height;      /* tallest child */
-    anchor *anch;    /* completed when the collection closes, or NULL */
+    size_t base; /* its first child in rd.kids */
+    uint64_t start; /* rd.count before this node was counted */
+    int height; /* tallest child */
+    anchor *anch; /* completed when the collection closes, or NULL */
 } frame;
 
 /* A mapping key being checked for duplicates. */
@@ -194,15 +194,15 @@ typedef struct rd {
     fvm_diag *d;
     fvm_doc *root;
     int docs;
-    uint64_t count;      /* nodes so far, aliases expanded; <= FVM_MAX_DOC_NODES */
-    frame *frames;       /* FVM_MAX_DEPTH of them */
+    uint64_t count; /* nodes so far, aliases expanded; <= FVM_MAX_DOC_NODES */
+    frame *frames; /* FVM_MAX_DEPTH of them */
     int depth;
-    child *kids;         /* children of all open collections, innermost last (never NULL) */
+    child *kids; /* children of all open collections, innermost last (never NULL) */
     size_t nkids, capkids;
-    anchor **slots;      /* open-addressing table, capacity a power of two */
+    anchor **slots; /* open-addressing table, capacity a power of two */
     size_t nslots, nanchors;
     uint64_t seed[2];
-    keyref *keys;        /* scratch for duplicate detection */
+    keyref *keys; /* scratch for duplicate detection */
     size_t capkeys;
 } rd;
 
@@ -261,13 +261,20 @@ static const char *short_tag(const char *tag, char buf[64])
 static const char *kind_name(fvm_doc_kind k)
 {
     switch (k) {
-    case FVM_DOC_NULL: return "null";
-    case FVM_DOC_BOOL: return "a boolean";
-    case FVM_DOC_INT: return "an integer";
-    case FVM_DOC_REAL: return "a number";
-    case FVM_DOC_STRING: return "a string";
-    case FVM_DOC_ARRAY: return "a sequence";
-    case FVM_DOC_OBJECT: return "a mapping";
+    case FVM_DOC_NULL:
+        return "null";
+    case FVM_DOC_BOOL:
+        return "a boolean";
+    case FVM_DOC_INT:
+        return "an integer";
+    case FVM_DOC_REAL:
+        return "a number";
+    case FVM_DOC_STRING:
+        return "a string";
+    case FVM_DOC_ARRAY:
+        return "a sequence";
+    case FVM_DOC_OBJECT:
+        return "a mapping";
     }
     return "?";
 }
@@ -297,8 +304,8 @@ static void sip_round(uint64_t v[4])
 
 static uint64_t sip_hash(const uint64_t k[2], const unsigned char *p, size_t n)
 {
-    uint64_t v[4] = {k[0] ^ 0x736f6d6570736575ull, k[1] ^ 0x646f72616e646f6dull,
-                     k[0] ^ 0x6c7967656e657261ull, k[1] ^ 0x7465646279746573ull};
+    uint64_t v[4] = {k[0] ^ 0x736f6d6570736575ull, k[1] ^ 0x646f72616e646f6dull, k[0] ^ 0x6c7967656e657261ull,
+                     k[1] ^ 0x7465646279746573ull};
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         uint64_t m = 0;
@@ -387,8 +394,7 @@ static anchor *anchor_define(rd *r, const char *name)
 static fvm_status count_nodes(rd *r, uint64_t n, yaml_mark_t m)
 {
     if (n > (uint64_t)FVM_MAX_DOC_NODES - r->count)
-        return fail_mark(r, FVM_ERR_LIMIT, m,
-                         "document too large: more than %d nodes once aliases are expanded",
+        return fail_mark(r, FVM_ERR_LIMIT, m, "document too large: more than %d nodes once aliases are expanded",
                          FVM_MAX_DOC_NODES);
     r->count += n;
     return FVM_OK;
@@ -411,8 +417,7 @@ static fvm_status attach(rd *r, fvm_doc *node, int height, int line, int col)
         return FVM_OK;
     }
     if (expecting_key(r) && node->kind != FVM_DOC_STRING)
-        return fail_at(r, FVM_ERR_FORMAT, line, col, "mapping key must be a string, found %s",
-                       kind_name(node->kind));
+        return fail_at(r, FVM_ERR_FORMAT, line, col, "mapping key must be a string, found %s", kind_name(node->kind));
     frame *f = &r->frames[r->depth - 1];
     if (height > f->height)
         f->height = height;
@@ -565,13 +570,11 @@ static fvm_status scalar_kind(rd *r, const yaml_event_t *ev, fvm_doc_kind *kind)
         const char *tag;
         fvm_doc_kind kind;
     } core[] = {
-        {CORE_TAG "str", FVM_DOC_STRING}, {CORE_TAG "null", FVM_DOC_NULL},
-        {CORE_TAG "bool", FVM_DOC_BOOL},  {CORE_TAG "int", FVM_DOC_INT},
-        {CORE_TAG "float", FVM_DOC_REAL},
+        {CORE_TAG "str", FVM_DOC_STRING}, {CORE_TAG "null", FVM_DOC_NULL},  {CORE_TAG "bool", FVM_DOC_BOOL},
+        {CORE_TAG "int", FVM_DOC_INT},    {CORE_TAG "float", FVM_DOC_REAL},
     };
     if (!tag) {
-        *kind = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE ? fvm_yaml_plain_kind(s, n)
-                                                                : FVM_DOC_STRING;
+        *kind = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE ? fvm_yaml_plain_kind(s, n) : FVM_DOC_STRING;
         return FVM_OK;
     }
     if (strcmp(tag, "!") == 0) { /* the non-specific tag: a string */
@@ -585,8 +588,7 @@ static fvm_status scalar_kind(rd *r, const yaml_event_t *ev, fvm_doc_kind *kind)
         }
     char buf[64];
     if (strcmp(tag, CORE_TAG "map") == 0 || strcmp(tag, CORE_TAG "seq") == 0)
-        return fail_mark(r, FVM_ERR_FORMAT, ev->start_mark, "tag %s cannot be used on a scalar",
-                         short_tag(tag, buf));
+        return fail_mark(r, FVM_ERR_FORMAT, ev->start_mark, "tag %s cannot be used on a scalar", short_tag(tag, buf));
     return fail_mark(r, FVM_ERR_FORMAT, ev->start_mark, "unsupported YAML tag %s", short_tag(tag, buf));
 }
 
@@ -715,8 +717,7 @@ static fvm_status alias(rd *r, const yaml_event_t *ev)
     if (!an->node)
         return fail_mark(r, FVM_ERR_CYCLE, m, "alias *%s refers to a collection that contains it", name);
     if (r->depth + an->height > FVM_MAX_DEPTH)
-        return fail_mark(r, FVM_ERR_LIMIT, m, "nesting deeper than %d once alias *%s is expanded",
-                         FVM_MAX_DEPTH, name);
+        return fail_mark(r, FVM_ERR_LIMIT, m, "nesting deeper than %d once alias *%s is expanded", FVM_MAX_DEPTH, name);
     fvm_status st = count_nodes(r, an->size, m);
     if (st != FVM_OK)
         return st;
@@ -815,8 +816,7 @@ static fvm_status event(rd *r, const yaml_event_t *ev, bool *done)
         return FVM_OK;
     case YAML_DOCUMENT_START_EVENT:
         if (r->docs++ > 0)
-            return fail_mark(r, FVM_ERR_FORMAT, ev->start_mark,
-                             "expected a single YAML document, found a second one");
+            return fail_mark(r, FVM_ERR_FORMAT, ev->start_mark, "expected a single YAML document, found a second one");
         return FVM_OK;
     case YAML_STREAM_END_EVENT:
         *done = true;

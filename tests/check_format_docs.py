@@ -3,7 +3,7 @@
 
 Checks, from the repository root:
   (a) format/fedvm.schema.json is exactly what format/gen_schema.py generates
-      from vm/ops.def, vm/attrs.def and vm/op_attrs.def;
+      from vm/ir/ops.def, vm/ir/attrs.def and vm/ir/op_attrs.def;
   (b) the schema is a valid draft 2020-12 schema and every program under
       programs/ (every *.json outside programs/data/, which holds argument
       values) and tests/golden/programs/ validates against it, and so do the
@@ -12,10 +12,10 @@ Checks, from the repository root:
   (c) invalid documents (unknown op, unknown top-level member, an attribute
       the op does not take, a wrong version, ...) are rejected by the schema,
       and by `fedvm check` too, while a valid one passes both;
-  (d) SPEC.md has one `### name` heading per op of vm/ops.def, in the order
+  (d) SPEC.md has one `### name` heading per op of vm/ir/ops.def, in the order
       and under the group headings (`## Ops: <group>`) of ops.def, no op
       heading for an op that does not exist, a row of its attribute table for
-      every attribute of vm/attrs.def, and in each op's section a mention of
+      every attribute of vm/ir/attrs.def, and in each op's section a mention of
       each attribute the op takes and one paragraph starting "**Gradient.**"
       that agrees with the op's vjp column: "None" first for vjp_none,
       "Not differentiable" first for vjp_unsupported, and neither for an op
@@ -33,7 +33,7 @@ Checks, from the repository root:
       the checker can see its fault (and then the schema must accept it, so
       the list stays exact); every valid input (tests/regress/,
       tests/invalid/run/, tests/golden/programs/) passes both; and for every
-      op and attribute with a domain (vm/attrs.def, vm/op_attrs.def), values
+      op and attribute with a domain (vm/ir/attrs.def, vm/ir/op_attrs.def), values
       inside it pass both, values outside fail both, fedvm's error located at
       the attribute. Integers written as reals (2.0) are accepted by both.
 
@@ -73,8 +73,8 @@ def rel(path):
 # ---- the op table -------------------------------------------------------------
 
 def op_table():
-    attrs = gen_schema.read_attrs(os.path.join(ROOT, "vm", "attrs.def"))
-    ops = gen_schema.read_ops(os.path.join(ROOT, "vm", "ops.def"), {a[0] for a in attrs})
+    attrs = gen_schema.read_attrs(os.path.join(ROOT, "vm", "ir", "attrs.def"))
+    ops = gen_schema.read_ops(os.path.join(ROOT, "vm", "ir", "ops.def"), {a[0] for a in attrs})
     by_id = {a[0]: a[1] for a in attrs}
     for o in ops:
         o["attr_names"] = [by_id[i] for i in o["attrs"]]
@@ -321,26 +321,26 @@ def check_spec_ops(lines, ops, attrs):
                 if not in_ops:
                     fail("d", f"SPEC.md:{n}: op heading '### {word}' is outside the '## Ops: ...' sections")
             elif in_ops:
-                fail("d", f"SPEC.md:{n}: '### {text}' in section '## {section}' is not an op of vm/ops.def")
+                fail("d", f"SPEC.md:{n}: '### {text}' in section '## {section}' is not an op of vm/ir/ops.def")
     counts = {}
     for op, n, _ in seen:
         counts[op] = counts.get(op, 0) + 1
     for o in ops:
         c = counts.get(o["name"], 0)
         if c == 0:
-            fail("d", f"SPEC.md has no '### {o['name']}' heading (op {o['id']} of vm/ops.def)")
+            fail("d", f"SPEC.md has no '### {o['name']}' heading (op {o['id']} of vm/ir/ops.def)")
         elif c > 1:
             fail("d", f"SPEC.md has {c} '### {o['name']}' headings")
     order = [op for op, _, _ in seen]
     if sorted(set(order)) == sorted(names) and order != names:
         first = next(i for i in range(len(names)) if order[i] != names[i])
-        fail("d", f"SPEC.md's op sections are not in the order of vm/ops.def: '{order[first]}' comes where "
+        fail("d", f"SPEC.md's op sections are not in the order of vm/ir/ops.def: '{order[first]}' comes where "
                   f"'{names[first]}' is expected")
     group = {o["name"]: o["group"] for o in ops}
     for op, n, sec in seen:
         want = f"Ops: {group[op]}"
         if sec != want:
-            fail("d", f"SPEC.md:{n}: '### {op}' is under '## {sec}', but vm/ops.def puts it in the group "
+            fail("d", f"SPEC.md:{n}: '### {op}' is under '## {sec}', but vm/ir/ops.def puts it in the group "
                       f"'{group[op]}' (expected under '## {want}')")
 
     # Each op's section mentions the attributes the op takes.
@@ -388,12 +388,12 @@ def check_spec_ops(lines, ops, attrs):
         fail("d", "SPEC.md has no '## Attributes' section with a table of attributes")
     for a in attr_names:
         if a not in rows:
-            fail("d", f"SPEC.md's attribute table has no row for `{a}` (vm/attrs.def)")
+            fail("d", f"SPEC.md's attribute table has no row for `{a}` (vm/ir/attrs.def)")
     for a, n in rows.items():
         if a not in attr_names:
-            fail("d", f"SPEC.md:{n}: the attribute table lists `{a}`, which vm/attrs.def does not define")
+            fail("d", f"SPEC.md:{n}: the attribute table lists `{a}`, which vm/ir/attrs.def does not define")
     # Its JSON column states each domain: the bounds, the list lengths, the values, and the ops with their own.
-    op_domains = gen_schema.read_op_attrs(os.path.join(ROOT, "vm", "op_attrs.def"), ops, attrs)
+    op_domains = gen_schema.read_op_attrs(os.path.join(ROOT, "vm", "ir", "op_attrs.def"), ops, attrs)
     for _, a, _, dom in attrs:
         if a not in rows:
             continue
@@ -402,7 +402,7 @@ def check_spec_ops(lines, ops, attrs):
         for (op, attr), own in sorted(op_domains.items()):
             if attr == a and f"`{op}`" not in json_col:
                 fail("d", f"SPEC.md:{rows[a]}: the JSON column of `{a}` does not name `{op}`, which has its own "
-                          f"domain for it (vm/op_attrs.def)")
+                          f"domain for it (vm/ir/op_attrs.def)")
         for d in [dom] + [own for (op, attr), own in op_domains.items() if attr == a]:
             words = [str(d[k]) for k in ("min", "max") if k in d] + [f'"{v}"' if a != "dtype" else v
                                                                     for v in d.get("one_of", [])]
@@ -413,7 +413,7 @@ def check_spec_ops(lines, ops, attrs):
             for w in words:
                 if w not in json_col:
                     fail("d", f"SPEC.md:{rows[a]}: the JSON column of `{a}` does not state {w} of its domain "
-                              f"(vm/attrs.def, vm/op_attrs.def): {json_col}")
+                              f"(vm/ir/attrs.def, vm/ir/op_attrs.def): {json_col}")
 
 
 GRADIENT = "**Gradient.**"
@@ -445,19 +445,19 @@ def check_gradient(lines, op, a, b):
     name, vjp = op["name"], op["vjp"]
     if not paras:
         fail("d", f"SPEC.md:{a}: the section of '{name}' has no paragraph starting with '{GRADIENT}' "
-                  f"(its vjp rule in vm/ops.def is {vjp})")
+                  f"(its vjp rule in vm/ir/ops.def is {vjp})")
         return
     if len(paras) > 1:
         fail("d", f"SPEC.md:{paras[1][0]}: the section of '{name}' has {len(paras)} '{GRADIENT}' paragraphs")
     n, text = paras[0][0], " ".join(paras[0][1])[len(GRADIENT):].strip()
     want = NO_GRADIENT.get(vjp)
     if want and not text.startswith(want):
-        fail("d", f"SPEC.md:{n}: '{name}' has the vjp rule {vjp} in vm/ops.def, so its gradient paragraph "
+        fail("d", f"SPEC.md:{n}: '{name}' has the vjp rule {vjp} in vm/ir/ops.def, so its gradient paragraph "
                   f"should start with '{GRADIENT} {want}'")
     if not want:
         for other in NO_GRADIENT.values():
             if text.startswith(other) or (other != "None" and other in text):
-                fail("d", f"SPEC.md:{n}: '{name}' has its own vjp rule ({vjp}) in vm/ops.def, but its gradient "
+                fail("d", f"SPEC.md:{n}: '{name}' has its own vjp rule ({vjp}) in vm/ir/ops.def, but its gradient "
                           f"paragraph says '{other}'")
 
 
@@ -647,6 +647,7 @@ CHECKER_ONLY = {
     "reshape_count": SHAPES,
     "secure_sum_bitwidth": TYPES + " (a bitwidth must fit the dtype)",
     "secure_sum_narrow_leaf_late": TYPES + " (a bitwidth must fit the dtype)",
+    "select_float_keys": TYPES,
     "shuffle_bad_key": TYPES,
     "type_alias_chain_deep": TYPE_STRINGS,
     "type_alias_chain_huge": TYPE_STRINGS,
@@ -670,7 +671,7 @@ CHECKER_ONLY = {
     "yaml_type_plain_scalar": TYPE_STRINGS,
 }
 
-MAX_DEPTH = 512            # FVM_MAX_DEPTH (vm/status.h): nested collections
+MAX_DEPTH = 512            # FVM_MAX_DEPTH (vm/core/status.h): nested collections
 MAX_DOC_NODES = 10000000   # FVM_MAX_DOC_NODES: nodes once YAML aliases are expanded
 
 
@@ -817,7 +818,7 @@ def check_agreement(validator, fedvm):
         elif not errs:
             first = out.splitlines()[0] if out else "(no message)"
             fail("f", f"{rel(path)}: fedvm refuses it ({first[:300]}) but the schema accepts it: give the schema "
-                      f"the constraint (vm/attrs.def, vm/op_attrs.def, format/gen_schema.py), or list it in "
+                      f"the constraint (vm/ir/attrs.def, vm/ir/op_attrs.def, format/gen_schema.py), or list it in "
                       f"CHECKER_ONLY with the reason only the checker can see it")
     return judged, unreadable
 
@@ -892,7 +893,7 @@ def check_domains(validator, fedvm, ops, attrs):
     """For every op and attribute with a domain: values inside pass both judges, values outside fail both,
     and fedvm's error is the decoder's, at the attribute."""
     by_id = {a[0]: a for a in attrs}
-    op_domains = gen_schema.read_op_attrs(os.path.join(ROOT, "vm", "op_attrs.def"), ops, attrs)
+    op_domains = gen_schema.read_op_attrs(os.path.join(ROOT, "vm", "ir", "op_attrs.def"), ops, attrs)
     probes = []
     for o in ops:
         for i in o["attrs"]:

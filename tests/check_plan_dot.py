@@ -28,12 +28,12 @@ import os
 import sys
 
 # Intrinsics by where their result lives (None: at their 'placement' attribute).
-AT = {"federated_broadcast": "clients", "federated_map": "clients", "federated_apply": "server",
+AT = {"federated_broadcast": "clients", "federated_select": "clients", "federated_map": "clients", "federated_apply": "server",
       "federated_sum": "server", "federated_mean": "server", "federated_weighted_mean": "server",
       "federated_min": "server", "federated_max": "server", "federated_aggregate": "server",
       "federated_secure_sum_bitwidth": "server", "federated_value": None, "federated_eval": None}
 # Intrinsics that move values: between the two placements, or an unplaced value to one.
-MOVES = {"federated_broadcast", "federated_sum", "federated_mean", "federated_weighted_mean", "federated_min",
+MOVES = {"federated_broadcast", "federated_select", "federated_sum", "federated_mean", "federated_weighted_mean", "federated_min",
          "federated_max", "federated_aggregate", "federated_secure_sum_bitwidth", "federated_value"}
 
 

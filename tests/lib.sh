@@ -1,6 +1,8 @@
-# lib.sh - what the tests/run_*.sh scripts share: a scratch directory $T, pass/fail accounting and
-# finding a Python with the modules a check needs.
-# Source it after setting BIN; it creates $T (removed on exit) and counts in $pass and $fail.
+# lib.sh - what the tests/run_*.sh scripts share: a scratch directory $T, pass/fail accounting,
+# the reference training run that plans are compared with, and finding a Python with the modules a
+# check needs.
+# Source it after setting BIN (FEDVM for fedvm_rounds); it creates $T (removed on exit) and counts in
+# $pass and $fail.
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 pass=0 fail=0
@@ -29,6 +31,16 @@ same() { # same A B DESCRIPTION
 check() { # check DESCRIPTION -- CMD...: CMD must succeed
     local what=$1; shift 2
     if "$@" >"$T/check" 2>&1; then ok; else bad "$what"; sed 's/^/  | /' "$T/check" | head -8; fi
+}
+# fedvm_rounds NAME PROGRAM BIND=DATA R K DIR: $FEDVM run PROGRAM for R rounds of K clients, seed 3,
+# checkpoints in DIR/run (DIR is made); BIND is the parameter DATA is bound to, as an argument when
+# DATA is a .json file, else as the dataset. Checked by expect as "NAME: fedvm run" (metrics in $T/out).
+fedvm_rounds() {
+    local name=$1 prog=$2 data=$3 r=$4 k=$5 dir=$6 bind
+    case ${data#*=} in *.json) bind=(--arg "${data%%=*}=@${data#*=}") ;; *) bind=(--data "$data") ;; esac
+    mkdir -p "$dir"
+    expect 0 "$name: fedvm run" -- "$FEDVM" run "$prog" "${bind[@]}" --rounds "$r" --clients-per-round "$k" --seed 3 \
+        --checkpoint-dir "$dir/run"
 }
 same_state() { # same_state A B DESCRIPTION: two safetensors checkpoints hold the same tensors, bit for bit
     check "$3" -- "${PYTHON:-python3}" - "$1" "$2" <<'EOF'

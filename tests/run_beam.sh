@@ -31,13 +31,10 @@ export NODE_PATH=$CACHE/node_modules
 # proven PROGRAM NAME=DATA R N K: fedvm run and the program's Beam pipeline, R rounds of K of N
 # clients, seed 3: the same metrics lines and the same final tensors.
 proven() {
-    local prog=$1 data=$2 r=$3 n=$4 k=$5 name dir bind
+    local prog=$1 data=$2 r=$3 n=$4 k=$5 name dir
     name=$(basename "$prog" .json)
     dir=$T/$name
-    case ${data#*=} in *.json) bind=(--arg "${data%%=*}=@${data#*=}") ;; *) bind=(--data "$data") ;; esac
-    mkdir -p "$dir"
-    expect 0 "$name: fedvm run" -- "$FEDVM" run "$prog" "${bind[@]}" --rounds "$r" --clients-per-round "$k" --seed 3 \
-        --checkpoint-dir "$dir/run" || return
+    fedvm_rounds "$name" "$prog" "$data" "$r" "$k" "$dir" || return
     cp "$T/out" "$dir/run.metrics"
     expect 0 "$name: fedplan --to beam" -- "$PLAN" "$prog" --to beam -o "$dir/pipeline.js" || return
     expect 0 "$name: $r rounds of $k of $n clients through Beam" -- node "$dir/pipeline.js" --fedvm "$FEDVM" \

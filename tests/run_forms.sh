@@ -114,12 +114,14 @@ if n < 10:
 print(n, "forms")
 EOF
 
-# -- 3. training through the forms: FedAvg on Synthetic(1,1), 5 of 30 clients a round, 4 rounds
+# -- 3. training through the forms: FedAvg, FedAdam and federated_select's class centroids on
+# Synthetic(1,1), 5 of 30 clients a round, 4 rounds
 D=$T/synthetic.sqlite
 "$FEDVM" data synthetic --kind fedprox --alpha 1 --beta 1 --seed 5 -o "$D" >/dev/null 2>&1 || bad "synthetic data"
-TRAIN=(--data "train=$D" --data "test=$D:test" --rounds 4 --clients-per-round 5 --seed 3 --eval-every 2)
-for prog in programs/fedavg.json programs/fedadam.json; do
+for prog in programs/fedavg.json programs/fedadam.json programs/federated_select.json; do
     name=$(basename "$prog" .json)
+    TRAIN=(--data "train=$D" --rounds 4 --clients-per-round 5 --seed 3)
+    grep -q '"evaluate"' "$prog" && TRAIN+=(--data "test=$D:test" --eval-every 2)
     expect 0 "$name: train" -- "$FEDVM" run "$prog" "${TRAIN[@]}" --checkpoint-dir "$T/$name.ckpt" || continue
     cp "$T/out" "$T/$name.metrics"
     for f in $FORMS; do

@@ -59,14 +59,11 @@ rounds() {
 # proven PROGRAM NAME=DATA R N K [batch|staged]: fedvm run and the plan, R rounds of K of N clients,
 # seed 3: the same metrics lines and the same final tensors.
 proven() {
-    local prog=$1 data=$2 r=$3 n=$4 k=$5 batch=${6:-} name dir bind
+    local prog=$1 data=$2 r=$3 n=$4 k=$5 batch=${6:-} name dir
     name=$(basename "$prog" .json)
     [ "$batch" = staged ] && name=$name.staged
     dir=$T/$name
-    case ${data#*=} in *.json) bind=(--arg "${data%%=*}=@${data#*=}") ;; *) bind=(--data "$data") ;; esac
-    mkdir -p "$dir"
-    expect 0 "$name: fedvm run" -- "$FEDVM" run "$prog" "${bind[@]}" --rounds "$r" --clients-per-round "$k" --seed 3 \
-        --checkpoint-dir "$dir/run" || return
+    fedvm_rounds "$name" "$prog" "$data" "$r" "$k" "$dir" || return
     cp "$T/out" "$dir.run.metrics"
     expect 0 "$name: fedplan --to cross-device" -- "$PLAN" "$prog" --to cross-device -o "$dir.plan.json" || return
     expect 0 "$name: $r rounds through the plan" -- rounds "$dir.plan.json" "$data" "$r" "$n" "$k" 3 "$dir" $batch ||

@@ -13,18 +13,10 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
-#include "../vm/synthetic.h"
+#include "../vm/runtime/synthetic.h"
+#include "test_util.h"
 
 /* ---- programs --------------------------------------------------------------------- */
-
-static void print_errors(const fvm_diag *d)
-{
-    for (int i = 0; i < d->n; i++) {
-        char *m = fvm_error_format(&d->errs[i]);
-        print_error("  %s\n", m ? m : d->errs[i].msg);
-        free(m);
-    }
-}
 
 typedef struct algo {
     fvm_program *p;
@@ -35,8 +27,8 @@ typedef struct algo {
 static void algo_open(algo *a, const char *path)
 {
     memset(a, 0, sizeof *a);
-    if (fvm_program_load(path, &a->p, &a->d) || fvm_check(a->p, &a->d)) {
-        print_errors(&a->d);
+    if (fvm_program_load(path, &a->p, &a->d) || fvm_compile(a->p, &a->d)) {
+        test_print_errors(&a->d, "  ");
         fail_msg("%s does not check", path);
     }
     assert_int_equal(fvm_vm_new(a->p, NULL, &a->vm, &a->d), FVM_OK);
@@ -61,7 +53,7 @@ static fvm_value *call(algo *a, const fvm_func *f, fvm_value *const *args)
 {
     fvm_value *r = NULL;
     if (fvm_vm_call(a->vm, f, args, &r, &a->d)) {
-        print_errors(&a->d);
+        test_print_errors(&a->d, "  ");
         fail_msg("%s failed", f->name);
     }
     return r;
@@ -144,24 +136,79 @@ typedef struct opt_case {
 } opt_case;
 
 static const opt_case opt_cases[] = {
-    {"sgd_init", "sgd_update", 0, 1, {0}, {0.1},
-     {0.949999999, -1.98, 0.458999999}, 0, {0}},
-    {"momentum_init", "momentum_update", 0, 2, {0}, {0.1, 0.9},
-     {0.940999998, -1.953, 0.422999999}, 3, {0.490000005, -0.170000002, 0.369999996}},
-    {"nesterov_init", "nesterov_update", 0, 2, {0}, {0.1, 0.9},
-     {0.896899999, -1.9377, 0.389699999}, 3, {0.490000005, -0.170000002, 0.369999996}},
-    {"adam_init", "adam_update", 0, 4, {0}, {0.1, 0.9, 0.999, 1e-8},
-     {0.81156236, -1.85997815, 0.331154438}, 7, {0.0490000122, -0.0170000043, 0.0370000084, 0.000169987817, 9.99087223e-05, 0.000159937948, 2}},
-    {"yogi_init", "yogi_update", 1, 4, {1e-6}, {0.1, 0.9, 0.999, 1e-3},
-     {0.420241241, -1.56150307, -0.06259411}, 6, {0.0490000122, -0.0170000043, 0.0370000084, 0.000170997816, 0.00010099872, 0.000160897946}},
-    {"adagrad_init", "adagrad_update", 1, 2, {0.1}, {0.1, 1e-7},
-     {0.892868852, -1.95353597, 0.419592776}, 3, {0.270000007, 0.200000009, 0.260100006}},
-    {"fedopt_init", "fedadagrad_update", 1, 3, {1e-3}, {0.1, 0.9, 1e-3},
-     {0.978244038, -1.98467438, 0.480800935}, 6, {0.0490000122, -0.0170000043, 0.0370000084, 0.170001005, 0.100001007, 0.160101005}},
-    {"fedopt_init", "fedyogi_update", 1, 4, {1e-3}, {0.1, 0.9, 0.99, 1e-3},
-     {0.793506048, -1.8511921, 0.31222472}, 6, {0.0490000122, -0.0170000043, 0.0370000084, 0.00170099843, 0.00100099912, 0.00159999852}},
-    {"fedopt_init", "fedadam_update", 1, 4, {1e-3}, {0.1, 0.9, 0.99, 1e-3},
-     {0.793468006, -1.85096258, 0.311836176}, 6, {0.0490000122, -0.0170000043, 0.0370000084, 0.00169997853, 0.000991979237, 0.00158597865}},
+    {"sgd_init", "sgd_update", 0, 1, {0}, {0.1}, {0.949999999, -1.98, 0.458999999}, 0, {0}},
+    {"momentum_init",
+     "momentum_update",
+     0,
+     2,
+     {0},
+     {0.1, 0.9},
+     {0.940999998, -1.953, 0.422999999},
+     3,
+     {0.490000005, -0.170000002, 0.369999996}},
+    {"nesterov_init",
+     "nesterov_update",
+     0,
+     2,
+     {0},
+     {0.1, 0.9},
+     {0.896899999, -1.9377, 0.389699999},
+     3,
+     {0.490000005, -0.170000002, 0.369999996}},
+    {"adam_init",
+     "adam_update",
+     0,
+     4,
+     {0},
+     {0.1, 0.9, 0.999, 1e-8},
+     {0.81156236, -1.85997815, 0.331154438},
+     7,
+     {0.0490000122, -0.0170000043, 0.0370000084, 0.000169987817, 9.99087223e-05, 0.000159937948, 2}},
+    {"yogi_init",
+     "yogi_update",
+     1,
+     4,
+     {1e-6},
+     {0.1, 0.9, 0.999, 1e-3},
+     {0.420241241, -1.56150307, -0.06259411},
+     6,
+     {0.0490000122, -0.0170000043, 0.0370000084, 0.000170997816, 0.00010099872, 0.000160897946}},
+    {"adagrad_init",
+     "adagrad_update",
+     1,
+     2,
+     {0.1},
+     {0.1, 1e-7},
+     {0.892868852, -1.95353597, 0.419592776},
+     3,
+     {0.270000007, 0.200000009, 0.260100006}},
+    {"fedopt_init",
+     "fedadagrad_update",
+     1,
+     3,
+     {1e-3},
+     {0.1, 0.9, 1e-3},
+     {0.978244038, -1.98467438, 0.480800935},
+     6,
+     {0.0490000122, -0.0170000043, 0.0370000084, 0.170001005, 0.100001007, 0.160101005}},
+    {"fedopt_init",
+     "fedyogi_update",
+     1,
+     4,
+     {1e-3},
+     {0.1, 0.9, 0.99, 1e-3},
+     {0.793506048, -1.8511921, 0.31222472},
+     6,
+     {0.0490000122, -0.0170000043, 0.0370000084, 0.00170099843, 0.00100099912, 0.00159999852}},
+    {"fedopt_init",
+     "fedadam_update",
+     1,
+     4,
+     {1e-3},
+     {0.1, 0.9, 0.99, 1e-3},
+     {0.793468006, -1.85096258, 0.311836176},
+     6,
+     {0.0490000122, -0.0170000043, 0.0370000084, 0.00169997853, 0.000991979237, 0.00158597865}},
 };
 
 /* Appends the leaves of a tensor tree to out[*n...]. */
@@ -364,8 +411,7 @@ static metrics metrics_of(const fvm_value *m, const fvm_type *t)
 
 /* Binds next's parameters by name as the round driver does: the state first,
  * then 'train', 'client_keys' and 'key'. */
-static fvm_value *next_round(algo *a, fvm_value *state, const fed_data *fd, uint64_t seed, int64_t round,
-                             metrics *m)
+static fvm_value *next_round(algo *a, fvm_value *state, const fed_data *fd, uint64_t seed, int64_t round, metrics *m)
 {
     const fvm_func *next = func(a, "next");
     fvm_value *args[8] = {state};

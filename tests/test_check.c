@@ -11,41 +11,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
-
-/* Programs are written with single quotes for readability; this turns them
- * into JSON (no string in these programs contains a quote). */
-static char *json(const char *src)
-{
-    char *s = strdup(src);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    return s;
-}
-
-/* A program of 'funcs' (a JSON fragment of more functions, or "") and
- * main(params) { body } returning r. */
-static char *program(const char *funcs, const char *params, const char *body)
-{
-    const char *fmt = "{'fedvm': 1, 'functions': {%s%s'main': {'params': %s, 'body': %s, 'result': 'r'}}}";
-    size_t n = strlen(fmt) + strlen(funcs) + strlen(params) + strlen(body) + 8;
-    char *raw = malloc(n);
-    assert_non_null(raw);
-    snprintf(raw, n, fmt, funcs, *funcs ? ", " : "", params, body);
-    char *s = json(raw);
-    free(raw);
-    return s;
-}
-
-static void print_errors(const fvm_diag *d)
-{
-    for (int i = 0; i < d->n; i++) {
-        char *m = fvm_error_format(&d->errs[i]);
-        print_error("  %s\n", m ? m : d->errs[i].msg);
-        free(m);
-    }
-}
+#include "test_util.h"
 
 /* Loads and checks text; *out is the program (NULL if it could not be parsed). */
 static fvm_status load_check(const char *text, fvm_program **out, fvm_diag *d)
@@ -54,7 +20,7 @@ static fvm_status load_check(const char *text, fvm_program **out, fvm_diag *d)
     fvm_status ls = fvm_program_load_text("test.json", text, strlen(text), out, d);
     if (!*out)
         return ls;
-    fvm_status cs = fvm_check(*out, d);
+    fvm_status cs = fvm_compile(*out, d);
     return ls ? ls : cs;
 }
 
@@ -67,13 +33,13 @@ static void run_type_cases(const tcase *cases, size_t n)
 {
     int failures = 0;
     for (size_t i = 0; i < n; i++) {
-        char *text = program(cases[i].funcs ? cases[i].funcs : "", cases[i].params, cases[i].body);
+        char *text = test_program_text(cases[i].funcs ? cases[i].funcs : "", cases[i].params, cases[i].body);
         fvm_diag d = {0};
         fvm_program *p = NULL;
         fvm_status s = load_check(text, &p, &d);
         if (s != FVM_OK) {
             print_error("case %zu: %s\n", i, text);
-            print_errors(&d);
+            test_print_errors(&d, "  ");
             failures++;
         } else {
             char buf[512];
@@ -92,9 +58,9 @@ static void run_type_cases(const tcase *cases, size_t n)
         fail_msg("%d of %zu cases failed", failures, n);
 }
 
-#define CASES(...)                                              \
-    do {                                                        \
-        static const tcase cases_[] = {__VA_ARGS__};            \
+#define CASES(...) \
+    do { \
+        static const tcase cases_[] = {__VA_ARGS__}; \
         run_type_cases(cases_, sizeof cases_ / sizeof *cases_); \
     } while (0)
 
@@ -103,110 +69,102 @@ static void run_type_cases(const tcase *cases, size_t n)
 static void test_elementwise_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'x': 'f32[2,3]', 'y': 'f32[3]'}", "[['r', 'add', 'x', 'y']]", "f32[2,3]"},
-        {0, "{'x': 'f32[3]', 'y': 'f32[2,3]'}", "[['r', 'sub', 'x', 'y']]", "f32[2,3]"},
-        {0, "{'x': 'f32[4,1]', 'y': 'f32[3]'}", "[['r', 'mul', 'x', 'y']]", "f32[4,3]"},
-        {0, "{'x': 'f32[?,3]', 'y': 'f32[1]'}", "[['r', 'div', 'x', 'y']]", "f32[?,3]"},
-        {0, "{'x': 'f32[?,3]', 'y': 'f32[5,1]'}", "[['r', 'div', 'x', 'y']]", "f32[5,3]"},
-        {0, "{'x': 'i32[2,1,5]', 'y': 'i32[3,1]'}", "[['r', 'maximum', 'x', 'y']]", "i32[2,3,5]"},
-        {0, "{'x': 'u32[]', 'y': 'u32[7]'}", "[['r', 'minimum', 'x', 'y']]", "u32[7]"},
-        {0, "{'x': 'f64[]', 'y': 'f64[5]'}", "[['r', 'pow', 'x', 'y']]", "f64[5]"},
-        {0, "{'x': 'f32[2,3]', 'y': 'f32[3]'}", "[['r', 'lt', 'x', 'y']]", "bool[2,3]"},
-        {0, "{'x': 'bool[3]', 'y': 'bool[3]'}", "[['r', 'eq', 'x', 'y']]", "bool[3]"},
-        {0, "{'x': 'bool[3]', 'y': 'bool[]'}", "[['r', 'and', 'x', 'y']]", "bool[3]"},
-        {0, "{'p': 'bool[2,1]', 'a': 'f32[3]', 'b': 'f32[]'}", "[['r', 'select', 'p', 'a', 'b']]", "f32[2,3]"},
-        {0, "{'x': 'i32[3]'}", "[['r', 'cast', {'dtype': 'f64'}, 'x']]", "f64[3]"},
-        {0, "{'x': 'f32[2]'}", "[['r', 'exp', 'x']]", "f32[2]"},
-        {0, "{'x': 'i64[2]'}", "[['r', 'neg', 'x']]", "i64[2]"},
-        {0, "{'x': 'bool[2]'}", "[['r', 'not', 'x']]", "bool[2]"},
-        {0, "{}", "[['r', 'iota', {'shape': [3, 4]}]]", "i32[3,4]"},
-        {0, "{}", "[['r', 'iota', {'shape': [3, 4], 'dtype': 'f32', 'axis': -1}]]", "f32[3,4]"},
-        {0, "{}", "[['r', 'const', {'value': [[1, 2], [3, 4]]}]]", "i32[2,2]"},
-        {0, "{}", "[['r', 'const', {'value': 1.5}]]", "f32[]"},
-        {0, "{}", "[['r', 'const', {'value': 2, 'dtype': 'f64', 'shape': [3]}]]", "f64[3]"},
-        {0, "{}", "[['r', 'const', {'value': [true, false]}]]", "bool[2]"},
-    );
+    CASES({0, "{'x': 'f32[2,3]', 'y': 'f32[3]'}", "[['r', 'add', 'x', 'y']]", "f32[2,3]"},
+          {0, "{'x': 'f32[3]', 'y': 'f32[2,3]'}", "[['r', 'sub', 'x', 'y']]", "f32[2,3]"},
+          {0, "{'x': 'f32[4,1]', 'y': 'f32[3]'}", "[['r', 'mul', 'x', 'y']]", "f32[4,3]"},
+          {0, "{'x': 'f32[?,3]', 'y': 'f32[1]'}", "[['r', 'div', 'x', 'y']]", "f32[?,3]"},
+          {0, "{'x': 'f32[?,3]', 'y': 'f32[5,1]'}", "[['r', 'div', 'x', 'y']]", "f32[5,3]"},
+          {0, "{'x': 'i32[2,1,5]', 'y': 'i32[3,1]'}", "[['r', 'maximum', 'x', 'y']]", "i32[2,3,5]"},
+          {0, "{'x': 'u32[]', 'y': 'u32[7]'}", "[['r', 'minimum', 'x', 'y']]", "u32[7]"},
+          {0, "{'x': 'f64[]', 'y': 'f64[5]'}", "[['r', 'pow', 'x', 'y']]", "f64[5]"},
+          {0, "{'x': 'f32[2,3]', 'y': 'f32[3]'}", "[['r', 'lt', 'x', 'y']]", "bool[2,3]"},
+          {0, "{'x': 'bool[3]', 'y': 'bool[3]'}", "[['r', 'eq', 'x', 'y']]", "bool[3]"},
+          {0, "{'x': 'bool[3]', 'y': 'bool[]'}", "[['r', 'and', 'x', 'y']]", "bool[3]"},
+          {0, "{'p': 'bool[2,1]', 'a': 'f32[3]', 'b': 'f32[]'}", "[['r', 'select', 'p', 'a', 'b']]", "f32[2,3]"},
+          {0, "{'x': 'i32[3]'}", "[['r', 'cast', {'dtype': 'f64'}, 'x']]", "f64[3]"},
+          {0, "{'x': 'f32[2]'}", "[['r', 'exp', 'x']]", "f32[2]"},
+          {0, "{'x': 'i64[2]'}", "[['r', 'neg', 'x']]", "i64[2]"},
+          {0, "{'x': 'bool[2]'}", "[['r', 'not', 'x']]", "bool[2]"},
+          {0, "{}", "[['r', 'iota', {'shape': [3, 4]}]]", "i32[3,4]"},
+          {0, "{}", "[['r', 'iota', {'shape': [3, 4], 'dtype': 'f32', 'axis': -1}]]", "f32[3,4]"},
+          {0, "{}", "[['r', 'const', {'value': [[1, 2], [3, 4]]}]]", "i32[2,2]"},
+          {0, "{}", "[['r', 'const', {'value': 1.5}]]", "f32[]"},
+          {0, "{}", "[['r', 'const', {'value': 2, 'dtype': 'f64', 'shape': [3]}]]", "f64[3]"},
+          {0, "{}", "[['r', 'const', {'value': [true, false]}]]", "bool[2]"}, );
 }
 
 static void test_matmul_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'a': 'f32[2,3]', 'b': 'f32[3,4]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2,4]"},
-        {0, "{'a': 'f32[3,2]', 'b': 'f32[3,4]'}", "[['r', 'matmul', {'transpose_a': true}, 'a', 'b']]", "f32[2,4]"},
-        {0, "{'a': 'f32[2,3]', 'b': 'f32[4,3]'}", "[['r', 'matmul', {'transpose_b': true}, 'a', 'b']]", "f32[2,4]"},
-        {0, "{'a': 'f32[3,2]', 'b': 'f32[4,3]'}",
-         "[['r', 'matmul', {'transpose_a': true, 'transpose_b': true}, 'a', 'b']]", "f32[2,4]"},
-        {0, "{'a': 'f32[3]', 'b': 'f32[3,4]'}", "[['r', 'matmul', 'a', 'b']]", "f32[4]"},
-        {0, "{'a': 'f32[2,3]', 'b': 'f32[3]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2]"},
-        {0, "{'a': 'f64[3]', 'b': 'f64[3]'}", "[['r', 'matmul', 'a', 'b']]", "f64[]"},
-        {0, "{'a': 'f32[?,3]', 'b': 'f32[3,5]'}", "[['r', 'matmul', 'a', 'b']]", "f32[?,5]"},
-        {0, "{'a': 'f32[2,?]', 'b': 'f32[7,5]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2,5]"},
-        {0, "{'a': 'i32[2,2]', 'b': 'i32[2,6]'}", "[['r', 'matmul', 'a', 'b']]", "i32[2,6]"},
-    );
+    CASES({0, "{'a': 'f32[2,3]', 'b': 'f32[3,4]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2,4]"},
+          {0, "{'a': 'f32[3,2]', 'b': 'f32[3,4]'}", "[['r', 'matmul', {'transpose_a': true}, 'a', 'b']]", "f32[2,4]"},
+          {0, "{'a': 'f32[2,3]', 'b': 'f32[4,3]'}", "[['r', 'matmul', {'transpose_b': true}, 'a', 'b']]", "f32[2,4]"},
+          {0, "{'a': 'f32[3,2]', 'b': 'f32[4,3]'}",
+           "[['r', 'matmul', {'transpose_a': true, 'transpose_b': true}, 'a', 'b']]", "f32[2,4]"},
+          {0, "{'a': 'f32[3]', 'b': 'f32[3,4]'}", "[['r', 'matmul', 'a', 'b']]", "f32[4]"},
+          {0, "{'a': 'f32[2,3]', 'b': 'f32[3]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2]"},
+          {0, "{'a': 'f64[3]', 'b': 'f64[3]'}", "[['r', 'matmul', 'a', 'b']]", "f64[]"},
+          {0, "{'a': 'f32[?,3]', 'b': 'f32[3,5]'}", "[['r', 'matmul', 'a', 'b']]", "f32[?,5]"},
+          {0, "{'a': 'f32[2,?]', 'b': 'f32[7,5]'}", "[['r', 'matmul', 'a', 'b']]", "f32[2,5]"},
+          {0, "{'a': 'i32[2,2]', 'b': 'i32[2,6]'}", "[['r', 'matmul', 'a', 'b']]", "i32[2,6]"}, );
 }
 
 static void test_reduce_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', 'x']]", "f32[]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': []}, 'x']]", "f32[2,3,4]"}, /* none, as NumPy's axis=() */
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': [1]}, 'x']]", "f32[2,4]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': [1], 'keepdims': true}, 'x']]", "f32[2,1,4]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'mean', {'axes': [-1, 0]}, 'x']]", "f32[3]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'max', {'keepdims': true}, 'x']]", "f32[1,1,1]"},
-        {0, "{'x': 'i64[2,3,4]'}", "[['r', 'min', {'axes': [2]}, 'x']]", "i64[2,3]"},
-        {0, "{'x': 'f32[?,3]'}", "[['r', 'sum', {'axes': [1]}, 'x']]", "f32[?]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'argmax', 'x']]", "i64[2,3]"},
-        {0, "{'x': 'i32[2,3,4]'}", "[['r', 'argmax', {'axis': 0}, 'x']]", "i64[3,4]"},
-        {0, "{'x': 'f32[5]'}", "[['r', 'argmax', 'x']]", "i64[]"},
-    );
+    CASES({0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', 'x']]", "f32[]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': []}, 'x']]", "f32[2,3,4]"}, /* none, as NumPy's axis=() */
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': [1]}, 'x']]", "f32[2,4]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'sum', {'axes': [1], 'keepdims': true}, 'x']]", "f32[2,1,4]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'mean', {'axes': [-1, 0]}, 'x']]", "f32[3]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'max', {'keepdims': true}, 'x']]", "f32[1,1,1]"},
+          {0, "{'x': 'i64[2,3,4]'}", "[['r', 'min', {'axes': [2]}, 'x']]", "i64[2,3]"},
+          {0, "{'x': 'f32[?,3]'}", "[['r', 'sum', {'axes': [1]}, 'x']]", "f32[?]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'argmax', 'x']]", "i64[2,3]"},
+          {0, "{'x': 'i32[2,3,4]'}", "[['r', 'argmax', {'axis': 0}, 'x']]", "i64[3,4]"},
+          {0, "{'x': 'f32[5]'}", "[['r', 'argmax', 'x']]", "i64[]"}, );
 }
 
 static void test_shape_op_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [-1, 4]}, 'x']]", "f32[6,4]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [4, -1]}, 'x']]", "f32[4,6]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [2, -1, 3]}, 'x']]", "f32[2,4,3]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [24]}, 'x']]", "f32[24]"},
-        {0, "{'x': 'f32[?,4]'}", "[['r', 'reshape', {'shape': [-1, 2]}, 'x']]", "f32[?,2]"},
-        {0, "{'x': 'f32[1]'}", "[['r', 'reshape', {'shape': []}, 'x']]", "f32[]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', 'x']]", "f32[4,3,2]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', {'perm': [1, 0, 2]}, 'x']]", "f32[3,2,4]"},
-        {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', {'perm': [-1, 0, 1]}, 'x']]", "f32[4,2,3]"},
-        {0, "{'x': 'f32[3]'}", "[['r', 'broadcast_to', {'shape': [2, 3]}, 'x']]", "f32[2,3]"},
-        {0, "{'x': 'f32[2,1]'}", "[['r', 'broadcast_to', {'shape': [4, 2, 5]}, 'x']]", "f32[4,2,5]"},
-        /* slices: Python's rules, size = ceil((stop - start) / step) after clamping */
-        {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'start': [-8], 'stop': [-1], 'step': [3]}, 'x']]", "f32[3]"},
-        {0, "{'x': 'f32[5,6]'}", "[['r', 'slice', {'start': [1, -3], 'step': [2]}, 'x']]", "f32[2,3]"},
-        {0, "{'x': 'f32[4]'}", "[['r', 'slice', {'start': [-100]}, 'x']]", "f32[4]"},
-        {0, "{'x': 'f32[4]'}", "[['r', 'slice', {'start': [7]}, 'x']]", "f32[0]"},
-        {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'stop': [-12]}, 'x']]", "f32[0]"},
-        {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'start': [6], 'stop': [2]}, 'x']]", "f32[0]"},
-        {0, "{'x': 'f32[9]'}", "[['r', 'slice', {'step': [4]}, 'x']]", "f32[3]"},
-        {0, "{'x': 'f32[?,3]'}", "[['r', 'slice', {'start': [1, 1]}, 'x']]", "f32[?,2]"},
-        {0, "{'a': 'f32[2,3]', 'b': 'f32[4,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[6,3]"},
-        {0, "{'a': 'f32[2,3]', 'b': 'f32[2,5]'}", "[['r', 'concat', {'axis': -1}, 'a', 'b']]", "f32[2,8]"},
-        {0, "{'a': 'f32[?,3]', 'b': 'f32[2,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[?,3]"},
-        {0, "{'a': 'f32[2,?]', 'b': 'f32[4,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[6,3]"},
-        {0, "{'a': 'i32[1]', 'b': 'i32[2]', 'c': 'i32[3]'}", "[['r', 'concat', 'a', 'b', 'c']]", "i32[6]"},
-        {0, "{'x': 'f32[5,3]', 'i': 'i32[2,4]'}", "[['r', 'gather', 'x', 'i']]", "f32[2,4,3]"},
-        {0, "{'x': 'f32[5,3]', 'i': 'i64[7]'}", "[['r', 'gather', {'axis': 1}, 'x', 'i']]", "f32[5,7]"},
-        {0, "{'x': 'f32[5,3]', 'i': 'i32[]'}", "[['r', 'gather', 'x', 'i']]", "f32[3]"},
-    );
+    CASES({0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [-1, 4]}, 'x']]", "f32[6,4]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [4, -1]}, 'x']]", "f32[4,6]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [2, -1, 3]}, 'x']]", "f32[2,4,3]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'reshape', {'shape': [24]}, 'x']]", "f32[24]"},
+          {0, "{'x': 'f32[?,4]'}", "[['r', 'reshape', {'shape': [-1, 2]}, 'x']]", "f32[?,2]"},
+          {0, "{'x': 'f32[1]'}", "[['r', 'reshape', {'shape': []}, 'x']]", "f32[]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', 'x']]", "f32[4,3,2]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', {'perm': [1, 0, 2]}, 'x']]", "f32[3,2,4]"},
+          {0, "{'x': 'f32[2,3,4]'}", "[['r', 'transpose', {'perm': [-1, 0, 1]}, 'x']]", "f32[4,2,3]"},
+          {0, "{'x': 'f32[3]'}", "[['r', 'broadcast_to', {'shape': [2, 3]}, 'x']]", "f32[2,3]"},
+          {0, "{'x': 'f32[2,1]'}", "[['r', 'broadcast_to', {'shape': [4, 2, 5]}, 'x']]", "f32[4,2,5]"},
+          /* slices: Python's rules, size = ceil((stop - start) / step) after clamping */
+          {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'start': [-8], 'stop': [-1], 'step': [3]}, 'x']]", "f32[3]"},
+          {0, "{'x': 'f32[5,6]'}", "[['r', 'slice', {'start': [1, -3], 'step': [2]}, 'x']]", "f32[2,3]"},
+          {0, "{'x': 'f32[4]'}", "[['r', 'slice', {'start': [-100]}, 'x']]", "f32[4]"},
+          {0, "{'x': 'f32[4]'}", "[['r', 'slice', {'start': [7]}, 'x']]", "f32[0]"},
+          {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'stop': [-12]}, 'x']]", "f32[0]"},
+          {0, "{'x': 'f32[10]'}", "[['r', 'slice', {'start': [6], 'stop': [2]}, 'x']]", "f32[0]"},
+          {0, "{'x': 'f32[9]'}", "[['r', 'slice', {'step': [4]}, 'x']]", "f32[3]"},
+          {0, "{'x': 'f32[?,3]'}", "[['r', 'slice', {'start': [1, 1]}, 'x']]", "f32[?,2]"},
+          {0, "{'a': 'f32[2,3]', 'b': 'f32[4,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[6,3]"},
+          {0, "{'a': 'f32[2,3]', 'b': 'f32[2,5]'}", "[['r', 'concat', {'axis': -1}, 'a', 'b']]", "f32[2,8]"},
+          {0, "{'a': 'f32[?,3]', 'b': 'f32[2,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[?,3]"},
+          {0, "{'a': 'f32[2,?]', 'b': 'f32[4,3]'}", "[['r', 'concat', 'a', 'b']]", "f32[6,3]"},
+          {0, "{'a': 'i32[1]', 'b': 'i32[2]', 'c': 'i32[3]'}", "[['r', 'concat', 'a', 'b', 'c']]", "i32[6]"},
+          {0, "{'x': 'f32[5,3]', 'i': 'i32[2,4]'}", "[['r', 'gather', 'x', 'i']]", "f32[2,4,3]"},
+          {0, "{'x': 'f32[5,3]', 'i': 'i64[7]'}", "[['r', 'gather', {'axis': 1}, 'x', 'i']]", "f32[5,7]"},
+          {0, "{'x': 'f32[5,3]', 'i': 'i32[]'}", "[['r', 'gather', 'x', 'i']]", "f32[3]"}, );
 }
 
 static void test_sequence_types(void **state)
 {
     (void)state;
 #define SEQ_FNS \
-        "'total': {'params': {'v': 'f32[3]'}, 'body': [['r', 'sum', 'v']], 'result': 'r'}, " \
-        "'acc': {'params': {'a': 'f32[]', 'v': 'f32[3]'}, 'body': [['s', 'sum', 'v'], ['r', 'add', 'a', 's']], " \
-        "'result': 'r'}"
+    "'total': {'params': {'v': 'f32[3]'}, 'body': [['r', 'sum', 'v']], 'result': 'r'}, " \
+    "'acc': {'params': {'a': 'f32[]', 'v': 'f32[3]'}, 'body': [['s', 'sum', 'v'], ['r', 'add', 'a', 's']], " \
+    "'result': 'r'}"
     CASES(
         {0, "{'s': 'f32[3]*'}", "[['r', 'batch', {'size': 4}, 's']]", "f32[?,3]*"},
         {0, "{'s': 'f32[3]*'}", "[['r', 'batch', {'size': 4, 'drop_remainder': true}, 's']]", "f32[4,3]*"},
@@ -218,66 +176,61 @@ static void test_sequence_types(void **state)
         {0, "{'s': 'f32[3]*'}", "[['r', 'sequence_length', 's']]", "i32[]"},
         {0, "{'s': '<a=f32[2],b=i32[]>*'}", "[['r', 'sequence_sum', 's']]", "<a=f32[2],b=i32[]>"},
         {SEQ_FNS, "{'s': 'f32[3]*'}", "[['r', 'sequence_map', {'fn': 'total'}, 's']]", "f32[]*"},
-        {SEQ_FNS, "{'s': 'f32[3]*', 'z': 'f32[]'}", "[['r', 'sequence_reduce', {'fn': 'acc'}, 's', 'z']]", "f32[]"},
-    );
+        {SEQ_FNS, "{'s': 'f32[3]*', 'z': 'f32[]'}", "[['r', 'sequence_reduce', {'fn': 'acc'}, 's', 'z']]", "f32[]"}, );
 }
 
 static void test_struct_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', {'names': ['a', 'b']}, 'x', 'y']]", "<a=f32[2],b=i32[]>"},
-        {0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', 'x', 'y']]", "<f32[2],i32[]>"},
-        {0, "{}", "[['r', 'struct']]", "<>"},
-        {0, "{'x': 'f32[2]', 'y': 'i32[]'}",
-         "[['s', 'struct', {'names': ['a', 'b']}, 'x', 'y'], ['r', 'field', {'name': 'b'}, 's']]", "i32[]"},
-        {0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['s', 'struct', 'x', 'y'], ['r', 'field', {'index': 0}, 's']]",
-         "f32[2]"},
-        {0, "{'s': '<p=<q=f64[4]>,r=f32[]>'}",
-         "[['t', 'field', {'name': 'p'}, 's'], ['r', 'field', {'name': 'q'}, 't']]", "f64[4]"},
-        {0, "{'x': 'f32[]@SERVER', 'y': '{i32[]}@CLIENTS'}", "[['r', 'struct', 'x', 'y']]",
-         "<f32[]@SERVER,{i32[]}@CLIENTS>"},
-        {0, "{'s': '<a=f32[]@SERVER,b={i32[]}@CLIENTS>'}", "[['r', 'field', {'name': 'b'}, 's']]", "{i32[]}@CLIENTS"},
-    );
+    CASES({0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', {'names': ['a', 'b']}, 'x', 'y']]",
+           "<a=f32[2],b=i32[]>"},
+          {0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', 'x', 'y']]", "<f32[2],i32[]>"},
+          {0, "{}", "[['r', 'struct']]", "<>"},
+          {0, "{'x': 'f32[2]', 'y': 'i32[]'}",
+           "[['s', 'struct', {'names': ['a', 'b']}, 'x', 'y'], ['r', 'field', {'name': 'b'}, 's']]", "i32[]"},
+          {0, "{'x': 'f32[2]', 'y': 'i32[]'}", "[['s', 'struct', 'x', 'y'], ['r', 'field', {'index': 0}, 's']]",
+           "f32[2]"},
+          {0, "{'s': '<p=<q=f64[4]>,r=f32[]>'}",
+           "[['t', 'field', {'name': 'p'}, 's'], ['r', 'field', {'name': 'q'}, 't']]", "f64[4]"},
+          {0, "{'x': 'f32[]@SERVER', 'y': '{i32[]}@CLIENTS'}", "[['r', 'struct', 'x', 'y']]",
+           "<f32[]@SERVER,{i32[]}@CLIENTS>"},
+          {0, "{'s': '<a=f32[]@SERVER,b={i32[]}@CLIENTS>'}", "[['r', 'field', {'name': 'b'}, 's']]",
+           "{i32[]}@CLIENTS"}, );
 }
 
 static void test_lifted_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'s': '<a=f32[2],b=f32[]>', 'k': 'f32[]'}", "[['r', 'add', 's', 'k']]", "<a=f32[2],b=f32[]>"},
-        {0, "{'s': '<a=f32[2],b=f32[]>', 'k': 'f32[]'}", "[['r', 'mul', 'k', 's']]", "<a=f32[2],b=f32[]>"},
-        {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'sub', 's', 's']]", "<a=f32[2],b=f32[]>"},
-        {0, "{'s': '<a=f32[2],b=f32[]>', 't': '<a=f32[3,2],b=f32[4]>'}", "[['r', 'add', 's', 't']]",
-         "<a=f32[3,2],b=f32[4]>"},
-        {0, "{'s': '<p=<q=f32[2]>,r=f32[]>', 'k': 'f32[2]'}", "[['r', 'mul', 's', 'k']]", "<p=<q=f32[2]>,r=f32[2]>"},
-        {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'neg', 's']]", "<a=f32[2],b=f32[]>"},
-        {0, "{'s': '<a=f32[2],b=i32[]>'}", "[['r', 'cast', {'dtype': 'f64'}, 's']]", "<a=f64[2],b=f64[]>"},
-        {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'lt', 's', 's']]", "<a=bool[2],b=bool[]>"},
-        {0, "{'s': '<f32[2],<i32[]>>'}", "[['r', 'zeros_like', 's']]", "<f32[2],<i32[]>>"},
-        {0, "{'s': '<a=f32[2],b=i32[]>'}", "[['r', 'ones_like', 's']]", "<a=f32[2],b=i32[]>"},
-        {0, "{'p': 'bool[]', 's': '<a=f32[2],b=f32[]>', 't': '<a=f32[2],b=f32[]>'}",
-         "[['r', 'select', 'p', 's', 't']]", "<a=f32[2],b=f32[]>"},
-    );
+    CASES({0, "{'s': '<a=f32[2],b=f32[]>', 'k': 'f32[]'}", "[['r', 'add', 's', 'k']]", "<a=f32[2],b=f32[]>"},
+          {0, "{'s': '<a=f32[2],b=f32[]>', 'k': 'f32[]'}", "[['r', 'mul', 'k', 's']]", "<a=f32[2],b=f32[]>"},
+          {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'sub', 's', 's']]", "<a=f32[2],b=f32[]>"},
+          {0, "{'s': '<a=f32[2],b=f32[]>', 't': '<a=f32[3,2],b=f32[4]>'}", "[['r', 'add', 's', 't']]",
+           "<a=f32[3,2],b=f32[4]>"},
+          {0, "{'s': '<p=<q=f32[2]>,r=f32[]>', 'k': 'f32[2]'}", "[['r', 'mul', 's', 'k']]", "<p=<q=f32[2]>,r=f32[2]>"},
+          {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'neg', 's']]", "<a=f32[2],b=f32[]>"},
+          {0, "{'s': '<a=f32[2],b=i32[]>'}", "[['r', 'cast', {'dtype': 'f64'}, 's']]", "<a=f64[2],b=f64[]>"},
+          {0, "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'lt', 's', 's']]", "<a=bool[2],b=bool[]>"},
+          {0, "{'s': '<f32[2],<i32[]>>'}", "[['r', 'zeros_like', 's']]", "<f32[2],<i32[]>>"},
+          {0, "{'s': '<a=f32[2],b=i32[]>'}", "[['r', 'ones_like', 's']]", "<a=f32[2],b=i32[]>"},
+          {0, "{'p': 'bool[]', 's': '<a=f32[2],b=f32[]>', 't': '<a=f32[2],b=f32[]>'}",
+           "[['r', 'select', 'p', 's', 't']]", "<a=f32[2],b=f32[]>"}, );
 }
 
 static void test_random_types(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'seed': 'i32[]'}", "[['r', 'random_key', 'seed']]", "u32[2]"},
-        {0, "{'seed': 'i64[]'}", "[['r', 'random_key', 'seed']]", "u32[2]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_split', 'k']]", "u32[2,2]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 5}, 'k']]", "u32[5,2]"},
-        {0, "{'k': 'u32[2]', 'i': 'i32[]'}", "[['r', 'random_fold_in', 'k', 'i']]", "u32[2]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_uniform', {'shape': [2, 3]}, 'k']]", "f32[2,3]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_uniform', {'shape': [2, 3], 'dtype': 'f64'}, 'k']]", "f64[2,3]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_normal', {'shape': []}, 'k']]", "f32[]"},
-        {0, "{'k': 'u32[2]'}",
-         "[['ks', 'random_split', {'n': 3}, 'k'], ['i', 'const', {'value': 1}], ['k1', 'gather', 'ks', 'i'], "
-         "['r', 'random_normal', {'shape': [4]}, 'k1']]",
-         "f32[4]"},
-    );
+    CASES({0, "{'seed': 'i32[]'}", "[['r', 'random_key', 'seed']]", "u32[2]"},
+          {0, "{'seed': 'i64[]'}", "[['r', 'random_key', 'seed']]", "u32[2]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_split', 'k']]", "u32[2,2]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 5}, 'k']]", "u32[5,2]"},
+          {0, "{'k': 'u32[2]', 'i': 'i32[]'}", "[['r', 'random_fold_in', 'k', 'i']]", "u32[2]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_uniform', {'shape': [2, 3]}, 'k']]", "f32[2,3]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_uniform', {'shape': [2, 3], 'dtype': 'f64'}, 'k']]", "f64[2,3]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_normal', {'shape': []}, 'k']]", "f32[]"},
+          {0, "{'k': 'u32[2]'}",
+           "[['ks', 'random_split', {'n': 3}, 'k'], ['i', 'const', {'value': 1}], ['k1', 'gather', 'ks', 'i'], "
+           "['r', 'random_normal', {'shape': [4]}, 'k1']]",
+           "f32[4]"}, );
 }
 
 /* Helper functions for the federated cases. */
@@ -290,65 +243,62 @@ static void test_random_types(void **state)
     "'merge': {'params': {'a': 'i32[]', 'b': 'i32[]'}, 'body': [['r', 'add', 'a', 'b']], 'result': 'r'}, " \
     "'report': {'params': {'n': 'i32[]'}, 'body': [['r', 'cast', {'dtype': 'f64'}, 'n']], 'result': 'r'}"
 
-
 static void test_federated_types(void **state)
 {
     (void)state;
-    CASES(
-        {FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'SERVER'}, 'x']]", "f32[2]@SERVER"},
-        {FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'CLIENTS'}, 'x']]", "f32[2]@CLIENTS"},
-        {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'CLIENTS'}]]", "{f32[]}@CLIENTS"},
-        {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'SERVER'}]]", "f32[]@SERVER"},
-        {FED_FNS, "{'x': 'f32[2]@SERVER'}", "[['r', 'federated_broadcast', 'x']]", "f32[2]@CLIENTS"},
-        /* federated_map runs fn once per client: one result per client, also
+    CASES({FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'SERVER'}, 'x']]", "f32[2]@SERVER"},
+          {FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'CLIENTS'}, 'x']]", "f32[2]@CLIENTS"},
+          {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'CLIENTS'}]]", "{f32[]}@CLIENTS"},
+          {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'SERVER'}]]", "f32[]@SERVER"},
+          {FED_FNS, "{'x': 'f32[2]@SERVER'}", "[['r', 'federated_broadcast', 'x']]", "f32[2]@CLIENTS"},
+          /* federated_map runs fn once per client: one result per client, also
          * when the argument is all-equal */
-        {FED_FNS, "{'x': '{f32[3]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[3]@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[3]@SERVER'}",
-         "[['b', 'federated_broadcast', 'x'], ['r', 'federated_map', {'fn': 'total'}, 'b']]", "{f32[]}@CLIENTS"},
-        {FED_FNS, "{'x': '{f32[3]}@CLIENTS', 'y': 'f32[3]@CLIENTS'}",
-         "[['r', 'federated_map', {'fn': 'plus'}, 'x', 'y']]", "{f32[3]}@CLIENTS"},
-        {FED_FNS, "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[3]@SERVER'}", "[['r', 'federated_apply', {'fn': 'total'}, 'x']]", "f32[]@SERVER"},
-        {FED_FNS, "{'x': 'f32[3]@SERVER', 'y': 'f32[3]@SERVER'}",
-         "[['r', 'federated_apply', {'fn': 'plus'}, 'x', 'y']]", "f32[3]@SERVER"},
-        /* zips */
-        {FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': '{i32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
-         "{<f32[],i32[]>}@CLIENTS"},
-        {FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': '{i32[]}@CLIENTS'}",
-         "[['r', 'federated_zip', {'names': ['a', 'b']}, 'x', 'y']]", "{<a=f32[],b=i32[]>}@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[]@CLIENTS', 'y': 'i32[]@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
-         "<f32[],i32[]>@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[]@CLIENTS', 'y': '{i32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
-         "{<f32[],i32[]>}@CLIENTS"},
-        {FED_FNS, "{'x': 'f32[]@SERVER', 'y': 'i32[]@SERVER'}", "[['r', 'federated_zip', 'x', 'y']]",
-         "<f32[],i32[]>@SERVER"},
-        {FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x']]", "{<f32[]>}@CLIENTS"},
-        /* aggregations */
-        {FED_FNS, "{'x': '{f32[2]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", "f32[2]@SERVER"},
-        {FED_FNS, "{'x': 'f32[2]@CLIENTS'}", "[['r', 'federated_sum', 'x']]", "f32[2]@SERVER"},
-        {FED_FNS, "{'x': '{<a=f32[2],n=i32[]>}@CLIENTS'}", "[['r', 'federated_sum', 'x']]",
-         "<a=f32[2],n=i32[]>@SERVER"},
-        {FED_FNS, "{'x': '{f64[2]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", "f64[2]@SERVER"},
-        {FED_FNS, "{'x': '{f32[2]}@CLIENTS', 'w': '{f32[]}@CLIENTS'}",
-         "[['r', 'federated_weighted_mean', 'x', 'w']]", "f32[2]@SERVER"},
-        {FED_FNS, "{'x': '{i32[3]}@CLIENTS'}", "[['r', 'federated_min', 'x']]", "i32[3]@SERVER"},
-        {FED_FNS, "{'x': '{u32[3]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", "u32[3]@SERVER"},
-        {FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
-         "[['zero', 'const', {'value': 0}], "
-         " ['r', 'federated_aggregate', {'accumulate': 'count', 'merge': 'merge', 'report': 'report'}, 'x', 'zero']]",
-         "f64[]@SERVER"},
-        {FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
-         "[['zero', 'const', {'value': 0}], "
-         " ['r', 'federated_aggregate', {'accumulate': 'count', 'merge': 'merge'}, 'x', 'zero']]",
-         "i32[]@SERVER"},
-        {FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 8}, 'x']]",
-         "i32[2]@SERVER"},
-        {FED_FNS, "{'x': '{u32[2]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]",
-         "u32[2]@SERVER"},
-        {FED_FNS, "{'x': '{<a=i64[],b=i32[2]>}@CLIENTS'}",
-         "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 31}, 'x']]", "<a=i64[],b=i32[2]>@SERVER"},
-    );
+          {FED_FNS, "{'x': '{f32[3]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[3]@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[3]@SERVER'}",
+           "[['b', 'federated_broadcast', 'x'], ['r', 'federated_map', {'fn': 'total'}, 'b']]", "{f32[]}@CLIENTS"},
+          {FED_FNS, "{'x': '{f32[3]}@CLIENTS', 'y': 'f32[3]@CLIENTS'}",
+           "[['r', 'federated_map', {'fn': 'plus'}, 'x', 'y']]", "{f32[3]}@CLIENTS"},
+          {FED_FNS, "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[3]@SERVER'}", "[['r', 'federated_apply', {'fn': 'total'}, 'x']]", "f32[]@SERVER"},
+          {FED_FNS, "{'x': 'f32[3]@SERVER', 'y': 'f32[3]@SERVER'}",
+           "[['r', 'federated_apply', {'fn': 'plus'}, 'x', 'y']]", "f32[3]@SERVER"},
+          /* zips */
+          {FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': '{i32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
+           "{<f32[],i32[]>}@CLIENTS"},
+          {FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': '{i32[]}@CLIENTS'}",
+           "[['r', 'federated_zip', {'names': ['a', 'b']}, 'x', 'y']]", "{<a=f32[],b=i32[]>}@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[]@CLIENTS', 'y': 'i32[]@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
+           "<f32[],i32[]>@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[]@CLIENTS', 'y': '{i32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x', 'y']]",
+           "{<f32[],i32[]>}@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[]@SERVER', 'y': 'i32[]@SERVER'}", "[['r', 'federated_zip', 'x', 'y']]",
+           "<f32[],i32[]>@SERVER"},
+          {FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_zip', 'x']]", "{<f32[]>}@CLIENTS"},
+          /* aggregations */
+          {FED_FNS, "{'x': '{f32[2]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", "f32[2]@SERVER"},
+          {FED_FNS, "{'x': 'f32[2]@CLIENTS'}", "[['r', 'federated_sum', 'x']]", "f32[2]@SERVER"},
+          {FED_FNS, "{'x': '{<a=f32[2],n=i32[]>}@CLIENTS'}", "[['r', 'federated_sum', 'x']]",
+           "<a=f32[2],n=i32[]>@SERVER"},
+          {FED_FNS, "{'x': '{f64[2]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", "f64[2]@SERVER"},
+          {FED_FNS, "{'x': '{f32[2]}@CLIENTS', 'w': '{f32[]}@CLIENTS'}", "[['r', 'federated_weighted_mean', 'x', 'w']]",
+           "f32[2]@SERVER"},
+          {FED_FNS, "{'x': '{i32[3]}@CLIENTS'}", "[['r', 'federated_min', 'x']]", "i32[3]@SERVER"},
+          {FED_FNS, "{'x': '{u32[3]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", "u32[3]@SERVER"},
+          {FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
+           "[['zero', 'const', {'value': 0}], "
+           " ['r', 'federated_aggregate', {'accumulate': 'count', 'merge': 'merge', 'report': 'report'}, 'x', 'zero']]",
+           "f64[]@SERVER"},
+          {FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
+           "[['zero', 'const', {'value': 0}], "
+           " ['r', 'federated_aggregate', {'accumulate': 'count', 'merge': 'merge'}, 'x', 'zero']]",
+           "i32[]@SERVER"},
+          {FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 8}, 'x']]",
+           "i32[2]@SERVER"},
+          {FED_FNS, "{'x': '{u32[2]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]",
+           "u32[2]@SERVER"},
+          {FED_FNS, "{'x': '{<a=i64[],b=i32[2]>}@CLIENTS'}",
+           "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 31}, 'x']]", "<a=i64[],b=i32[2]>@SERVER"}, );
 }
 
 /* ---- errors ----------------------------------------------------------------------------- */
@@ -372,7 +322,7 @@ static void expect_errors(char *text, const want_err *want, int n)
                !strcmp(d.errs[i].loc.file, "test.json");
     if (!good) {
         print_error("program: %s\ngot %d errors (status %d):\n", text, d.n, (int)s);
-        print_errors(&d);
+        test_print_errors(&d, "  ");
         print_error("expected %d:\n", n);
         for (int i = 0; i < n; i++)
             print_error("  [%d] %s: ...%s...\n", (int)want[i].code, want[i].ptr, want[i].text);
@@ -384,10 +334,10 @@ static void expect_errors(char *text, const want_err *want, int n)
         fail_msg("errors differ");
 }
 
-#define EXPECT_ERRORS(text, ...)                                      \
-    do {                                                              \
-        static const want_err w_[] = {__VA_ARGS__};                   \
-        expect_errors(text, w_, (int)(sizeof w_ / sizeof *w_));       \
+#define EXPECT_ERRORS(text, ...) \
+    do { \
+        static const want_err w_[] = {__VA_ARGS__}; \
+        expect_errors(text, w_, (int)(sizeof w_ / sizeof *w_)); \
     } while (0)
 
 static void test_errors_in_one_pass(void **state)
@@ -395,11 +345,11 @@ static void test_errors_in_one_pass(void **state)
     (void)state;
     /* Three independent mistakes: an undefined argument, a matmul whose inner
      * dims differ, an unknown attribute. All three are reported, in order. */
-    char *text = program("", "{'x': 'f32[2,3]'}",
-                         "[['a', 'add', 'x', 'nope'], "
-                         " ['b', 'matmul', 'x', 'x'], "
-                         " ['c', 'sum', {'axs': [1]}, 'x'], "
-                         " ['r', 'neg', 'x']]");
+    char *text = test_program_text("", "{'x': 'f32[2,3]'}",
+                                   "[['a', 'add', 'x', 'nope'], "
+                                   " ['b', 'matmul', 'x', 'x'], "
+                                   " ['c', 'sum', {'axs': [1]}, 'x'], "
+                                   " ['r', 'neg', 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_NAME, "/functions/main/body/0/3", "nope"},
                   {FVM_ERR_TYPE, "/functions/main/body/1", "inner"},
                   {FVM_ERR_FORMAT, "/functions/main/body/2/2/axs", "axes"});
@@ -407,10 +357,10 @@ static void test_errors_in_one_pass(void **state)
     /* Mistakes in two functions and in a type string (found by the loader)
      * are reported together; a use of a failed instruction is not reported
      * again. */
-    text = program("'f': {'params': {'v': 'f32[?'}, 'body': [['w', 'neg', 'v']], 'result': 'w'}, "
-                   "'g': {'params': {'v': 'i32[2]'}, 'body': [['w', 'exp', 'v'], ['u', 'neg', 'w']], 'result': 'u'}",
-                   "{'x': 'f32[2]@SERVER'}",
-                   "[['y', 'add', 'x', 'x'], ['r', 'neg', 'y']]");
+    text = test_program_text(
+        "'f': {'params': {'v': 'f32[?'}, 'body': [['w', 'neg', 'v']], 'result': 'w'}, "
+        "'g': {'params': {'v': 'i32[2]'}, 'body': [['w', 'exp', 'v'], ['u', 'neg', 'w']], 'result': 'u'}",
+        "{'x': 'f32[2]@SERVER'}", "[['y', 'add', 'x', 'x'], ['r', 'neg', 'y']]");
     EXPECT_ERRORS(text, {FVM_ERR_SYNTAX, "/functions/f/params/v", "f32[?"},
                   {FVM_ERR_TYPE, "/functions/g/body/0", "float"},
                   {FVM_ERR_PLACEMENT, "/functions/main/body/0/2", "federated_map"});
@@ -421,21 +371,23 @@ static void test_error_locations(void **state)
     (void)state;
     char *text;
     /* an aggregation of a server value: at the argument */
-    text = program("", "{'x': 'f32[]@SERVER'}", "[['r', 'federated_sum', 'x']]");
+    text = test_program_text("", "{'x': 'f32[]@SERVER'}", "[['r', 'federated_sum', 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_PLACEMENT, "/functions/main/body/0/2", "CLIENTS"});
     /* shapes that do not broadcast: at the instruction */
-    text = program("", "{'x': 'f32[2,3]', 'y': 'f32[4]'}", "[['r', 'add', 'x', 'y']]");
+    text = test_program_text("", "{'x': 'f32[2,3]', 'y': 'f32[4]'}", "[['r', 'add', 'x', 'y']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0", "broadcast"});
     /* a bitwidth too wide for i32: at the attributes */
-    text = program("", "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]");
+    text = test_program_text("", "{'x': '{i32[]}@CLIENTS'}",
+                             "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "31"});
     /* a federated function run per client */
-    text = program("'h': {'params': {'v': 'f32[]'}, 'body': [['w', 'federated_value', {'placement': 'SERVER'}, 'v']], "
-                   "'result': 'w'}",
-                   "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'h'}, 'x']]");
+    text = test_program_text(
+        "'h': {'params': {'v': 'f32[]'}, 'body': [['w', 'federated_value', {'placement': 'SERVER'}, 'v']], "
+        "'result': 'w'}",
+        "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'h'}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_PLACEMENT, "/functions/main/body/0/2", "local"});
     /* mean of integers */
-    text = program("", "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]");
+    text = test_program_text("", "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "float"});
 }
 
@@ -444,8 +396,8 @@ static void test_secure_sum_bitwidth_bound(void **state)
     (void)state;
     /* The narrowest leaf bounds the bitwidth: 31 for i32, 32 for u32, 62 for
      * i64, wherever the leaf sits in the struct. */
-    char *text = program("", "{'x': '{<a=i64[],b=<u32[2]>>}@CLIENTS'}",
-                         "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 33}, 'x']]");
+    char *text = test_program_text("", "{'x': '{<a=i64[],b=<u32[2]>>}@CLIENTS'}",
+                                   "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 33}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "32"});
     /* a struct of 64 i64 leaves and one i32 leaf: the i32 leaf bounds the
      * bitwidth to 31 whether it comes first or last */
@@ -454,10 +406,10 @@ static void test_secure_sum_bitwidth_bound(void **state)
         strcat(members, "i64[],");
     char params[2200];
     snprintf(params, sizeof params, "{'x': '{<i32[],%.*s>}@CLIENTS'}", (int)strlen(members) - 1, members);
-    text = program("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
+    text = test_program_text("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "31"});
     snprintf(params, sizeof params, "{'x': '{<%si32[]>}@CLIENTS'}", members);
-    text = program("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
+    text = test_program_text("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "31"});
 }
 
@@ -466,46 +418,48 @@ static void test_shape_errors_at_attributes(void **state)
     (void)state;
     /* Errors in what an attribute says point at the attributes object (as
      * every rule that reports through FVM_RLOC_ATTRS does). */
-    char *text = program("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [5]}, 'x']]");
+    char *text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [5]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "axis 5"});
-    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'reshape', {'shape': [4, -1]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'reshape', {'shape': [4, -1]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "reshape"});
-    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'transpose', {'perm': [0, 0]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'transpose', {'perm': [0, 0]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "perm"});
 }
 
-/* Attribute values outside their domain (vm/attrs.def, vm/op_attrs.def) are
+/* Attribute values outside their domain (vm/ir/attrs.def, vm/ir/op_attrs.def) are
  * refused by the decoder, located at the value (or at the entry of a list at
  * fault) with what was expected; the type rules never see them. */
 static void test_attribute_domains(void **state)
 {
     (void)state;
     char *text;
-    text = program("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'max_pool', {'window': [2, 2], 'padding': 'same'}, 'x']]");
-    EXPECT_ERRORS(text,
-                  {FVM_ERR_FORMAT, "/functions/main/body/0/2/padding", "must be \"SAME\" or \"VALID\", found \"same\""});
-    text = program("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'avg_pool', {'window': [2, 2, 1]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[1,4,4,1]'}",
+                             "[['r', 'max_pool', {'window': [2, 2], 'padding': 'same'}, 'x']]");
+    EXPECT_ERRORS(
+        text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/padding", "must be \"SAME\" or \"VALID\", found \"same\""});
+    text = test_program_text("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'avg_pool', {'window': [2, 2, 1]}, 'x']]");
     EXPECT_ERRORS(text,
                   {FVM_ERR_FORMAT, "/functions/main/body/0/2/window", "a list of 2 integers >= 1, found a list of 3"});
-    text = program("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'avg_pool', {'window': [2, 0]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[1,4,4,1]'}", "[['r', 'avg_pool', {'window': [2, 0]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/window/1", "entry 1 is 0"});
-    text = program("", "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 0}, 'x']]");
+    text = test_program_text("", "{'x': '{i32[]}@CLIENTS'}",
+                             "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 0}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/bitwidth", "from 1 to 64, found 0"});
     /* an op's own domain: n of random_split is 1 to 2^24, of fori 0 to 2^31-1 */
-    text = program("", "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 0}, 'k']]");
+    text = test_program_text("", "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 0}, 'k']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/n", "from 1 to 16777216, found 0"});
-    text = program("'step': {'params': {'i': 'i32[]', 'v': 'f32[]'}, 'result': 'v'}", "{'x': 'f32[]'}",
-                   "[['r', 'fori', {'fn': 'step', 'n': 2147483648}, 'x']]");
+    text = test_program_text("'step': {'params': {'i': 'i32[]', 'v': 'f32[]'}, 'result': 'v'}", "{'x': 'f32[]'}",
+                             "[['r', 'fori', {'fn': 'step', 'n': 2147483648}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/n", "from 0 to 2147483647"});
-    text = program("", "{'k': 'u32[2]'}", "[['r', 'random_normal', {'shape': [2], 'dtype': 'i32'}, 'k']]");
+    text = test_program_text("", "{'k': 'u32[2]'}", "[['r', 'random_normal', {'shape': [2], 'dtype': 'i32'}, 'k']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/dtype", "f32 or f64, found \"i32\""});
-    text = program("", "{'x': 'f32[4]', 'k': 'u32[2]'}", "[['r', 'dropout', {'rate': -0.5}, 'x', 'k']]");
+    text = test_program_text("", "{'x': 'f32[4]', 'k': 'u32[2]'}", "[['r', 'dropout', {'rate': -0.5}, 'x', 'k']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/rate", ">= 0 and < 1, found -0.5"});
-    text = program("", "{'x': 'f32[4]', 'g': 'f32[4]', 'b': 'f32[4]'}",
-                   "[['r', 'layer_norm', {'epsilon': 0}, 'x', 'g', 'b']]");
+    text = test_program_text("", "{'x': 'f32[4]', 'g': 'f32[4]', 'b': 'f32[4]'}",
+                             "[['r', 'layer_norm', {'epsilon': 0}, 'x', 'g', 'b']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/epsilon", "a number > 0, found 0"});
     /* not an integer; and one error per attribute, each at its value */
-    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'slice', {'step': [1, 2.5], 'start': [0.5]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'slice', {'step': [1, 2.5], 'start': [0.5]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/step/1", "integers >= 1; entry 1 is 2.5"},
                   {FVM_ERR_FORMAT, "/functions/main/body/0/2/start/0", "entry 0 is 0.5"});
 }
@@ -515,13 +469,11 @@ static void test_attribute_domains(void **state)
 static void test_integers_as_reals(void **state)
 {
     (void)state;
-    CASES(
-        {0, "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [1.0]}, 'x']]", "f32[2]"},
-        {0, "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [-1.0], 'keepdims': true}, 'x']]", "f32[2,1]"},
-        {0, "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 3.0}, 'k']]", "u32[3,2]"},
-        {0, "{}", "[['r', 'iota', {'shape': [2e0, 3.0], 'axis': 1.0}]]", "i32[2,3]"},
-        {0, "{}", "[['r', 'const', {'value': [1.0, -0.0, 1e2], 'dtype': 'i64'}]]", "i64[3]"},
-    );
+    CASES({0, "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [1.0]}, 'x']]", "f32[2]"},
+          {0, "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [-1.0], 'keepdims': true}, 'x']]", "f32[2,1]"},
+          {0, "{'k': 'u32[2]'}", "[['r', 'random_split', {'n': 3.0}, 'k']]", "u32[3,2]"},
+          {0, "{}", "[['r', 'iota', {'shape': [2e0, 3.0], 'axis': 1.0}]]", "i32[2,3]"},
+          {0, "{}", "[['r', 'const', {'value': [1.0, -0.0, 1e2], 'dtype': 'i64'}]]", "i64[3]"}, );
     const char *yaml = "fedvm: 1.0\n"
                        "functions:\n"
                        "  main:\n"
@@ -533,21 +485,21 @@ static void test_integers_as_reals(void **state)
     fvm_program *p = NULL;
     fvm_status s = fvm_program_load_text("test.yaml", yaml, strlen(yaml), &p, &d);
     if (s == FVM_OK)
-        s = fvm_check(p, &d);
+        s = fvm_compile(p, &d);
     if (s != FVM_OK)
-        print_errors(&d);
+        test_print_errors(&d, "  ");
     assert_int_equal(s, FVM_OK);
     char buf[64];
     assert_string_equal(fvm_type_format(fvm_program_func(p, "main")->result_type, false, buf, sizeof buf), "f32[3]");
     fvm_program_free(p);
     fvm_diag_clear(&d);
     /* Reals outside int64 are not integers; -2^63 is (and is then no axis of a rank-2 tensor). */
-    char *text = program("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [9223372036854775808.0]}, 'x']]");
+    char *text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [9223372036854775808.0]}, 'x']]");
     EXPECT_ERRORS(text,
                   {FVM_ERR_FORMAT, "/functions/main/body/0/2/axes/0", "integers; entry 0 is 9.223372036854776e+18"});
-    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [-9223372036854775808.0]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [-9223372036854775808.0]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "axis -9223372036854775808"});
-    text = program("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [1e300]}, 'x']]");
+    text = test_program_text("", "{'x': 'f32[2,3]'}", "[['r', 'sum', {'axes': [1e300]}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/axes/0", "entry 0 is 1e+300"});
 }
 
@@ -556,38 +508,38 @@ static void test_recursion(void **state)
     (void)state;
     char *text;
     /* direct */
-    text = json("{'fedvm': 1, 'functions': {"
-                "'f': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'f'}, 'x']], 'result': 'y'}}}");
+    text = test_json("{'fedvm': 1, 'functions': {"
+                     "'f': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'f'}, 'x']], 'result': 'y'}}}");
     EXPECT_ERRORS(text, {FVM_ERR_CYCLE, "/functions/f/body/0/2/fn", "recursion is not allowed: f -> f"});
     /* direct, through a conditional's branch */
-    text = json("{'fedvm': 1, 'functions': {"
-                "'id': {'params': {'x': 'f32[]'}, 'body': [], 'result': 'x'}, "
-                "'f': {'params': {'p': 'bool[]', 'x': 'f32[]'}, "
-                "      'body': [['y', 'cond', {'then': 'id', 'else': 'f'}, 'p', 'x']], 'result': 'y'}}}");
+    text = test_json("{'fedvm': 1, 'functions': {"
+                     "'id': {'params': {'x': 'f32[]'}, 'body': [], 'result': 'x'}, "
+                     "'f': {'params': {'p': 'bool[]', 'x': 'f32[]'}, "
+                     "      'body': [['y', 'cond', {'then': 'id', 'else': 'f'}, 'p', 'x']], 'result': 'y'}}}");
     EXPECT_ERRORS(text, {FVM_ERR_CYCLE, "/functions/f/body/0/2/else", "f -> f"});
     /* mutual: a -> b -> a, found while checking b's call; main calling a adds
      * no error of its own */
-    text = json("{'fedvm': 1, 'functions': {"
-                "'a': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'b'}, 'x']], 'result': 'y'}, "
-                "'b': {'params': {'x': 'f32[]'}, 'body': [['y', 'neg', 'x'], ['z', 'call', {'fn': 'a'}, 'y']], "
-                "      'result': 'z'}, "
-                "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}}}");
+    text = test_json("{'fedvm': 1, 'functions': {"
+                     "'a': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'b'}, 'x']], 'result': 'y'}, "
+                     "'b': {'params': {'x': 'f32[]'}, 'body': [['y', 'neg', 'x'], ['z', 'call', {'fn': 'a'}, 'y']], "
+                     "      'result': 'z'}, "
+                     "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}}}");
     EXPECT_ERRORS(text, {FVM_ERR_CYCLE, "/functions/b/body/1/2/fn", "recursion is not allowed: a -> b -> a"});
     /* a longer cycle entered from main: the chain starts at the repeated function */
-    text = json("{'fedvm': 1, 'functions': {"
-                "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}, "
-                "'a': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'b'}, 'x']], 'result': 'y'}, "
-                "'b': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'c'}, 'x']], 'result': 'y'}, "
-                "'c': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}}}");
+    text = test_json("{'fedvm': 1, 'functions': {"
+                     "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}, "
+                     "'a': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'b'}, 'x']], 'result': 'y'}, "
+                     "'b': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'c'}, 'x']], 'result': 'y'}, "
+                     "'c': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'a'}, 'x']], 'result': 'y'}}}");
     EXPECT_ERRORS(text, {FVM_ERR_CYCLE, "/functions/c/body/0/2/fn", "a -> b -> c -> a"});
 
     /* Calling one function twice, or from two places, is no recursion. */
-    text = json("{'fedvm': 1, 'functions': {"
-                "'sq': {'params': {'x': 'f32[]'}, 'body': [['y', 'mul', 'x', 'x']], 'result': 'y'}, "
-                "'quad': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'sq'}, 'x'], "
-                "         ['z', 'call', {'fn': 'sq'}, 'y']], 'result': 'z'}, "
-                "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'quad'}, 'x'], "
-                "         ['r', 'call', {'fn': 'sq'}, 'y']], 'result': 'r'}}}");
+    text = test_json("{'fedvm': 1, 'functions': {"
+                     "'sq': {'params': {'x': 'f32[]'}, 'body': [['y', 'mul', 'x', 'x']], 'result': 'y'}, "
+                     "'quad': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'sq'}, 'x'], "
+                     "         ['z', 'call', {'fn': 'sq'}, 'y']], 'result': 'z'}, "
+                     "'main': {'params': {'x': 'f32[]'}, 'body': [['y', 'call', {'fn': 'quad'}, 'x'], "
+                     "         ['r', 'call', {'fn': 'sq'}, 'y']], 'result': 'r'}}}");
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(load_check(text, &p, &d), FVM_OK);
@@ -660,7 +612,7 @@ static void run_main(const char *text, double out[2])
     assert_int_equal(fvm_bind_args(f, 2, args, 0, &nc, &vals, &d), FVM_OK);
     fvm_status s = fvm_vm_call(vm, f, vals, &res, &d);
     if (s)
-        print_errors(&d);
+        test_print_errors(&d, "  ");
     assert_int_equal(s, FVM_OK);
     assert_int_equal(res->kind, FVM_V_TENSOR);
     assert_int_equal(fvm_tensor_count(&res->t), 2);
@@ -677,11 +629,11 @@ static void test_liveness(void **state)
 {
     (void)state;
     /* slots: x 0, y 1 (unused), a 2, dead 3, b 4, r 5 */
-    char *text = program("", "{'x': 'f32[2]', 'y': 'f32[]'}",
-                         "[['a', 'mul', 'x', 'x'], "
-                         " ['dead', 'add', 'a', 'a'], "
-                         " ['b', 'neg', 'a'], "
-                         " ['r', 'add', 'b', 'x']]");
+    char *text = test_program_text("", "{'x': 'f32[2]', 'y': 'f32[]'}",
+                                   "[['a', 'mul', 'x', 'x'], "
+                                   " ['dead', 'add', 'a', 'a'], "
+                                   " ['b', 'neg', 'a'], "
+                                   " ['r', 'add', 'b', 'x']]");
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(load_check(text, &p, &d), FVM_OK);
@@ -708,8 +660,8 @@ static void test_liveness(void **state)
     double with[2], without[2];
     run_main(text, with);
     free(text);
-    text = program("", "{'x': 'f32[2]', 'y': 'f32[]'}",
-                   "[['a', 'mul', 'x', 'x'], ['b', 'neg', 'a'], ['r', 'add', 'b', 'x']]");
+    text = test_program_text("", "{'x': 'f32[2]', 'y': 'f32[]'}",
+                             "[['a', 'mul', 'x', 'x'], ['b', 'neg', 'a'], ['r', 'add', 'b', 'x']]");
     run_main(text, without);
     free(text);
     assert_true(with[0] == 0.0 && with[1] == -2.0);
@@ -734,12 +686,12 @@ static void test_liveness_shapes(void **state)
         " 'body': [['r', 'mul', 'y', 'y']], 'result': 'r'}}}",
     };
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
-        char *text = json(texts[i]);
+        char *text = test_json(texts[i]);
         fvm_diag d = {0};
         fvm_program *p = NULL;
         fvm_status s = load_check(text, &p, &d);
         if (s)
-            print_errors(&d);
+            test_print_errors(&d, "  ");
         assert_int_equal(s, FVM_OK);
         for (int k = 0; k < p->nfuncs; k++)
             check_release_lists(p->funcs[k]);
@@ -772,24 +724,25 @@ static void test_load_member(void **state)
     char path[] = "/tmp/fvm_test_member_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    char *text = json("{'plan': 1,\n 'client': {'program': {'fedvm': 1, 'functions': {\n"
-                      "  'main': {'params': {'x': 'f32[]'}, 'body': [['r', 'ad', 'x', 'x']], 'result': 'r'}}}},\n"
-                      " 'server': {'program': {'fedvm': 1, 'functions': {\n"
-                      "  'main': {'params': {'x': 'f32[]'}, 'body': [['r', 'add', 'x', 'x']], 'result': 'r'}}}}}\n");
+    char *text =
+        test_json("{'plan': 1,\n 'client': {'program': {'fedvm': 1, 'functions': {\n"
+                  "  'main': {'params': {'x': 'f32[]'}, 'body': [['r', 'ad', 'x', 'x']], 'result': 'r'}}}},\n"
+                  " 'server': {'program': {'fedvm': 1, 'functions': {\n"
+                  "  'main': {'params': {'x': 'f32[]'}, 'body': [['r', 'add', 'x', 'x']], 'result': 'r'}}}}}\n");
     assert_true(write(fd, text, strlen(text)) == (ssize_t)strlen(text));
     close(fd);
     free(text);
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_member(path, "/server/program", &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     assert_non_null(fvm_program_func(p, "main"));
     assert_string_equal(p->root->base, "/server/program");
     fvm_program_free(p);
     /* an error in the client's program points into it */
     fvm_status s = fvm_program_load_member(path, "/client/program", &p, &d);
     if (s == FVM_OK)
-        s = fvm_check(p, &d);
+        s = fvm_compile(p, &d);
     assert_int_equal(s, FVM_ERR_FORMAT);
     assert_int_equal(d.n, 1);
     assert_string_equal(d.errs[0].loc.file, path);

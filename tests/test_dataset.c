@@ -17,60 +17,16 @@
 #include <zlib.h>
 
 #include "../format/dataset.h"
+#include "../format/doc_io.h"
 #include "../format/dataset_impl.h"
-#include "../format/doc.h"
+#include "../vm/core/doc.h"
 #include "example.pb-c.h"
-
-static char tmpdir[64];
-
-/* tmpdir/name in buf. */
-static const char *tmp(const char *name, char buf[256])
-{
-    snprintf(buf, 256, "%s/%s", tmpdir, name);
-    return buf;
-}
+#include "test_files.h"
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/fvm_test_dataset_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-/* The first error must have this code and its formatted text every one of
- * the NULL-terminated substrings. Clears d. */
-static void expect_error(fvm_diag *d, fvm_status code, ...)
-{
-    if (d->n < 1)
-        fail_msg("expected a %s error, got none", fvm_status_name(code));
-    char *text = fvm_error_format(&d->errs[0]);
-    assert_non_null(text);
-    if (d->errs[0].code != code)
-        fail_msg("expected a %s error, got %s: %s", fvm_status_name(code), fvm_status_name(d->errs[0].code), text);
-    va_list ap;
-    va_start(ap, code);
-    for (const char *s; (s = va_arg(ap, const char *));)
-        if (!strstr(text, s))
-            fail_msg("error '%s' does not mention '%s'", text, s);
-    va_end(ap);
-    free(text);
-    fvm_diag_clear(d);
-}
-
-static void ok(fvm_status s, fvm_diag *d)
-{
-    if (s != FVM_OK) {
-        char *text = d->n ? fvm_error_format(&d->errs[0]) : NULL;
-        fail_msg("unexpected error: %s", text ? text : fvm_status_name(s));
-    }
+    return tmpdir_make("test_dataset");
 }
 
 /* ---- the shared fixtures -------------------------------------------------------------- */
@@ -102,6 +58,23 @@ static fvm_doc *load_expected(fvm_arena *a, const char *name, char path[512])
     ok(fvm_json_parse(a, &src, &doc, &d), &d);
     free(text);
     return doc;
+}
+
+/* The fixture 'name' (its path in path), of format 'format' by its
+ * .expected.json, and the splits the reader lists (free them). Skips the
+ * test when the fixtures directory does not exist. */
+static fvm_doc *open_fixture(fvm_arena *a, const char *name, const char *format, char path[512], char ***splits,
+                             int *nsplits)
+{
+    fvm_doc *exp = load_expected(a, name, path);
+    if (!exp) {
+        fvm_arena_free(a);
+        skip();
+    }
+    fvm_diag d = {0};
+    assert_string_equal(fvm_doc_get(exp, "format")->u.str.s, format);
+    ok(fvm_dataset_splits(path, splits, nsplits, &d), &d);
+    return exp;
 }
 
 static double num(const fvm_doc *v)
@@ -141,17 +114,10 @@ static void test_fedjax_fixture(void **state)
 {
     (void)state;
     fvm_arena a = {0};
-    char path[512];
-    fvm_doc *exp = load_expected(&a, "fedjax_emnist_like.sqlite", path);
-    if (!exp) {
-        fvm_arena_free(&a);
-        skip();
-    }
-    fvm_diag d = {0};
-    assert_string_equal(fvm_doc_get(exp, "format")->u.str.s, "fedjax-sqlite");
-    char **splits;
+    char path[512], **splits;
     int nsplits;
-    ok(fvm_dataset_splits(path, &splits, &nsplits, &d), &d);
+    fvm_doc *exp = open_fixture(&a, "fedjax_emnist_like.sqlite", "fedjax-sqlite", path, &splits, &nsplits);
+    fvm_diag d = {0};
     assert_int_equal(nsplits, 1);
     assert_string_equal(splits[0], "default");
     fvm_dataset_free_splits(splits, nsplits);
@@ -204,18 +170,11 @@ static void test_tff_fixture(void **state)
 {
     (void)state;
     fvm_arena a = {0};
-    char path[512];
-    fvm_doc *exp = load_expected(&a, "tff_emnist_like.sqlite", path);
-    if (!exp) {
-        fvm_arena_free(&a);
-        skip();
-    }
-    fvm_diag d = {0};
-    assert_string_equal(fvm_doc_get(exp, "format")->u.str.s, "tff-sqlite");
-    const fvm_doc *want_splits = fvm_doc_get(exp, "splits");
-    char **splits;
+    char path[512], **splits;
     int nsplits;
-    ok(fvm_dataset_splits(path, &splits, &nsplits, &d), &d);
+    fvm_doc *exp = open_fixture(&a, "tff_emnist_like.sqlite", "tff-sqlite", path, &splits, &nsplits);
+    fvm_diag d = {0};
+    const fvm_doc *want_splits = fvm_doc_get(exp, "splits");
     assert_int_equal(nsplits, (int)want_splits->u.coll.n);
     assert_string_equal(splits[0], "test"); /* sorted */
     assert_string_equal(splits[1], "train");
@@ -335,8 +294,8 @@ typedef struct spec_col {
 } spec_col;
 
 static const spec_col spec[] = {
-    {"flag", FVM_DTYPE_BOOL, 1, {3}},      {"pixels", FVM_DTYPE_U8, 2, {2, 2}},  {"label", FVM_DTYPE_I32, 0, {0}},
-    {"ids", FVM_DTYPE_I64, 1, {4}},        {"mask", FVM_DTYPE_U32, 0, {0}},      {"x", FVM_DTYPE_F32, 1, {5}},
+    {"flag", FVM_DTYPE_BOOL, 1, {3}}, {"pixels", FVM_DTYPE_U8, 2, {2, 2}}, {"label", FVM_DTYPE_I32, 0, {0}},
+    {"ids", FVM_DTYPE_I64, 1, {4}},   {"mask", FVM_DTYPE_U32, 0, {0}},     {"x", FVM_DTYPE_F32, 1, {5}},
     {"w", FVM_DTYPE_F64, 2, {2, 3}},
 };
 enum { NSPEC = sizeof spec / sizeof spec[0] };
@@ -556,15 +515,41 @@ static void sql(sqlite3 *db, const char *text)
         fail_msg("sql '%s': %s", text, err);
 }
 
-/* A FedJAX file whose clients' data blobs are given raw. */
-static void fedjax_file(const char *path, int n, const char *const *ids, const void *const *blobs,
-                        const size_t *lens, const int64_t *counts)
+/* A new database at path (a file there removed first) with 'text' run. */
+static sqlite3 *db_new(const char *path, const char *text)
 {
     unlink(path);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sql(db, "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
-            "num_examples INTEGER NOT NULL)");
+    sql(db, text);
+    return db;
+}
+
+/* Runs 'text' on the database at path. */
+static void sql_file(const char *path, const char *text)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sql(db, text);
+    sqlite3_close(db);
+}
+
+/* FedJAX's table, without its closing parenthesis (for more columns). */
+#define FEDJAX_COLUMNS \
+    "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, num_examples INTEGER NOT " \
+    "NULL"
+#define FEDJAX_TABLE FEDJAX_COLUMNS ")"
+/* TFF's tables. */
+#define TFF_TABLES \
+    "CREATE TABLE examples (split_name TEXT NOT NULL, client_id TEXT NOT NULL, serialized_example_proto BLOB NOT " \
+    "NULL); CREATE TABLE client_metadata (client_id TEXT NOT NULL, split_name TEXT NOT NULL, num_examples INTEGER " \
+    "NOT NULL);"
+
+/* A FedJAX file whose clients' data blobs are given raw. */
+static void fedjax_file(const char *path, int n, const char *const *ids, const void *const *blobs, const size_t *lens,
+                        const int64_t *counts)
+{
+    sqlite3 *db = db_new(path, FEDJAX_TABLE);
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO federated_data VALUES (?, ?, ?)", -1, &st, NULL), SQLITE_OK);
     for (int i = 0; i < n; i++) {
@@ -654,8 +639,7 @@ static void check_bad_client(const char *name, const void *blob, size_t len, int
     fvm_dataset_close(ds);
 }
 
-static void check_bad_map(const char *name, const mcol *cols, int n, int64_t count, fvm_status code,
-                          const char *want)
+static void check_bad_map(const char *name, const mcol *cols, int n, int64_t count, fvm_status code, const char *want)
 {
     unsigned char *blob;
     size_t len;
@@ -694,17 +678,12 @@ static void test_corrupt_fedjax(void **state)
 
     /* a SQLite file without the tables */
     tmp("other.sqlite", path);
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sql(db, "CREATE TABLE people (name TEXT)");
-    sqlite3_close(db);
+    sqlite3_close(db_new(path, "CREATE TABLE people (name TEXT)"));
     assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, path, "federated_data", "client_metadata", NULL);
     /* a table with the wrong columns */
     tmp("columns.sqlite", path);
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sql(db, "CREATE TABLE federated_data (client_id BLOB, payload BLOB)");
-    sqlite3_close(db);
+    sqlite3_close(db_new(path, "CREATE TABLE federated_data (client_id BLOB, payload BLOB)"));
     assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, path, "data", "num_examples", NULL);
 
@@ -852,10 +831,7 @@ static void test_fedjax_sparse_rowids(void **state)
     int64_t counts[4] = {1, 1, 1, 1};
     fedjax_file(path, 4, ids, blobs, lens, counts);
     free(b);
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sql(db, "DELETE FROM federated_data WHERE client_id = CAST('k1' AS BLOB)");
-    sqlite3_close(db);
+    sql_file(path, "DELETE FROM federated_data WHERE client_id = CAST('k1' AS BLOB)");
     fvm_diag d = {0};
     fvm_dataset *ds;
     ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
@@ -876,7 +852,12 @@ static void test_fedjax_sparse_rowids(void **state)
 static bool valid_text(const char *s)
 {
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        int n = *p < 0x20 ? -1 : *p < 0x80 ? 0 : (*p & 0xe0) == 0xc0 ? 1 : (*p & 0xf0) == 0xe0 ? 2 : (*p & 0xf8) == 0xf0 ? 3 : -1;
+        int n = *p < 0x20             ? -1
+                : *p < 0x80           ? 0
+                : (*p & 0xe0) == 0xc0 ? 1
+                : (*p & 0xf0) == 0xe0 ? 2
+                : (*p & 0xf8) == 0xf0 ? 3
+                                      : -1;
         if (n < 0)
             return false;
         p++;
@@ -1035,16 +1016,28 @@ static size_t tff_example(int64_t label, int n, const char *tag, unsigned char *
     return len;
 }
 
+/* Runs st, the insert of an example whose other parameters are bound, with
+ * the serialized example [proto, proto+len) as parameter 'col'. */
+static void insert_proto(sqlite3_stmt *st, int col, const void *proto, size_t len)
+{
+    sqlite3_bind_blob(st, col, proto, (int)len, SQLITE_TRANSIENT);
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_reset(st);
+}
+
+/* The same with tff_example(label, n, tag). */
+static void insert_example(sqlite3_stmt *st, int col, int64_t label, int n, const char *tag)
+{
+    unsigned char *p;
+    size_t len = tff_example(label, n, tag, &p);
+    insert_proto(st, col, p, len);
+    free(p);
+}
+
 static void tff_file(const char *path, bool corrupt_second, int second_len)
 {
-    unlink(path);
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sql(db, "CREATE TABLE examples (split_name TEXT NOT NULL, client_id TEXT NOT NULL, "
-            "serialized_example_proto BLOB NOT NULL);"
-            "CREATE TABLE client_metadata (client_id TEXT NOT NULL, split_name TEXT NOT NULL, "
-            "num_examples INTEGER NOT NULL);"
-            "INSERT INTO client_metadata VALUES ('zed', 'train', 2), ('amy', 'train', 1)");
+    sqlite3 *db =
+        db_new(path, TFF_TABLES "INSERT INTO client_metadata VALUES ('zed', 'train', 2), ('amy', 'train', 1)");
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO examples VALUES ('train', ?, ?)", -1, &st, NULL), SQLITE_OK);
     struct {
@@ -1053,16 +1046,11 @@ static void tff_file(const char *path, bool corrupt_second, int second_len)
         const char *tag;
     } rows[3] = {{"zed", second_len, "first"}, {"amy", 3, "only"}, {"zed", 3, "second"}};
     for (int i = 0; i < 3; i++) {
-        unsigned char *p;
-        size_t len = tff_example(10 + i, rows[i].n, rows[i].tag, &p);
         sqlite3_bind_text(st, 1, rows[i].id, -1, SQLITE_STATIC);
         if (corrupt_second && i == 2)
-            sqlite3_bind_blob(st, 2, "\x0a\xff\xff\xff\x0f", 5, SQLITE_STATIC);
+            insert_proto(st, 2, "\x0a\xff\xff\xff\x0f", 5);
         else
-            sqlite3_bind_blob(st, 2, p, (int)len, SQLITE_STATIC);
-        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
-        sqlite3_reset(st);
-        free(p);
+            insert_example(st, 2, 10 + i, rows[i].n, rows[i].tag);
     }
     sqlite3_finalize(st);
     sqlite3_close(db);
@@ -1120,19 +1108,14 @@ static void test_tff_small(void **state)
     fvm_dataset_close(ds);
 
     /* client_metadata disagreeing with examples */
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sql(db, "UPDATE client_metadata SET num_examples = 4 WHERE client_id = 'zed'");
-    sqlite3_close(db);
+    sql_file(path, "UPDATE client_metadata SET num_examples = 4 WHERE client_id = 'zed'");
     ok(fvm_dataset_open(path, "train", &ds, &d), &d);
     assert_int_equal(fvm_dataset_read(ds, 1, &seq, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, "says 4 examples", NULL);
     fvm_dataset_close(ds);
 
     /* only one of the two tables */
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sql(db, "DROP TABLE client_metadata");
-    sqlite3_close(db);
+    sql_file(path, "DROP TABLE client_metadata");
     assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, path, "only one of the two", NULL);
 }
@@ -1149,11 +1132,14 @@ static void test_escape(void **state)
     assert_string_equal(fvm_dataset_escape("it's \"q\" \\", 10, buf, sizeof buf), "it\\'s \\\"q\\\" \\\\");
     assert_string_equal(fvm_dataset_escape("a\nb\tc\x1b[31m", 10, buf, sizeof buf), "a\\nb\\tc\\x1b[31m");
     assert_string_equal(fvm_dataset_escape("x\xff\xc3", 3, buf, sizeof buf), "x\\xff\\xc3");
-    assert_string_equal(fvm_dataset_escape("caf\xc3\xa9", 5, buf, sizeof buf), "caf\xc3\xa9");           /* é */
-    assert_string_equal(fvm_dataset_escape("a\xe2\x80\xae" "b", 5, buf, sizeof buf), "a\\u202eb");        /* RLO */
-    assert_string_equal(fvm_dataset_escape("\xc2\x85", 2, buf, sizeof buf), "\\u0085");               /* NEL */
-    assert_string_equal(fvm_dataset_escape("\xed\xa0\x80", 3, buf, sizeof buf), "\\xed\\xa0\\x80");   /* a surrogate */
-    assert_string_equal(fvm_dataset_escape("\xc0\xaf", 2, buf, sizeof buf), "\\xc0\\xaf");            /* overlong '/' */
+    assert_string_equal(fvm_dataset_escape("caf\xc3\xa9", 5, buf, sizeof buf), "caf\xc3\xa9"); /* é */
+    assert_string_equal(fvm_dataset_escape("a\xe2\x80\xae"
+                                           "b",
+                                           5, buf, sizeof buf),
+                        "a\\u202eb"); /* RLO */
+    assert_string_equal(fvm_dataset_escape("\xc2\x85", 2, buf, sizeof buf), "\\u0085"); /* NEL */
+    assert_string_equal(fvm_dataset_escape("\xed\xa0\x80", 3, buf, sizeof buf), "\\xed\\xa0\\x80"); /* a surrogate */
+    assert_string_equal(fvm_dataset_escape("\xc0\xaf", 2, buf, sizeof buf), "\\xc0\\xaf"); /* overlong '/' */
     /* too long: cut at a whole escape, "..." after */
     assert_string_equal(fvm_dataset_escape("abcdefghij", 10, buf, 8), "abcd...");
     assert_string_equal(fvm_dataset_escape("\x01\x02\x03", 3, buf, 10), "\\x01...");
@@ -1315,18 +1301,17 @@ static void test_column_order(void **state)
 /* A FedJAX table with extra columns (as a hostile file may have). */
 static void odd_table(const char *path, const char *create, const char *after)
 {
-    unlink(path);
     const mcol one[1] = {{"y", 1, "int32", 1, {1}, 4}}, two[1] = {{"y", 1, "int32", 1, {2}, 8}};
     unsigned char *b1, *b2;
     size_t l1, l2;
     pack_client(one, 1, &b1, &l1);
     pack_client(two, 1, &b2, &l2);
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sql(db, create);
+    sqlite3 *db = db_new(path, create);
     sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO federated_data (client_id, data, num_examples) VALUES (?, ?, ?)",
-                                        -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "INSERT INTO federated_data (client_id, data, num_examples) VALUES (?, ?, ?)",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
     for (int i = 0; i < 2; i++) {
         sqlite3_bind_blob(st, 1, i ? "b" : "a", 1, SQLITE_STATIC);
         sqlite3_bind_blob(st, 2, i ? b2 : b1, (int)(i ? l2 : l1), SQLITE_STATIC);
@@ -1342,38 +1327,44 @@ static void odd_table(const char *path, const char *create, const char *after)
     free(b2);
 }
 
+/* The file odd_table wrote reads back: clients 'a' (one example) and 'b'
+ * (two), each read and found by its id. */
+static void check_odd_table(const char *path)
+{
+    fvm_diag d = {0};
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    assert_int_equal(fvm_dataset_clients(ds), 2);
+    for (int i = 0; i < 2; i++) {
+        const void *id;
+        size_t len;
+        int64_t count;
+        ok(fvm_dataset_client(ds, i, &id, &len, &count, &d), &d);
+        assert_memory_equal(id, i ? "b" : "a", 1);
+        assert_int_equal(count, i + 1);
+        fvm_value *v;
+        ok(fvm_dataset_read(ds, i, &v, &d), &d);
+        assert_int_equal(v->n, i + 1);
+        fvm_value_release(v);
+        assert_int_equal(fvm_dataset_find(ds, i ? "b" : "a", 1), i);
+    }
+    fvm_dataset_close(ds);
+}
+
 /* A column named rowid (or _rowid_) hid SQLite's rowid: two clients read one row. */
 static void test_rowid_names(void **state)
 {
     (void)state;
     char path[256];
     tmp("rowid.sqlite", path);
-    const char *base = "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
-                       "num_examples INTEGER NOT NULL";
+    const char *base = FEDJAX_COLUMNS;
     const char *extra[3] = {", rowid INTEGER)", ", rowid INTEGER, \"_ROWID_\" INTEGER)",
                             ", oid INTEGER, x INTEGER GENERATED ALWAYS AS (1), rowid INTEGER GENERATED ALWAYS AS (1))"};
     for (int k = 0; k < 3; k++) {
         char create[512];
         snprintf(create, sizeof create, "%s%s", base, extra[k]);
         odd_table(path, create, k < 2 ? "UPDATE federated_data SET rowid = 1" : NULL);
-        fvm_diag d = {0};
-        fvm_dataset *ds;
-        ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
-        assert_int_equal(fvm_dataset_clients(ds), 2);
-        for (int i = 0; i < 2; i++) {
-            const void *id;
-            size_t len;
-            int64_t count;
-            ok(fvm_dataset_client(ds, i, &id, &len, &count, &d), &d);
-            assert_memory_equal(id, i ? "b" : "a", 1);
-            assert_int_equal(count, i + 1);
-            fvm_value *v;
-            ok(fvm_dataset_read(ds, i, &v, &d), &d);
-            assert_int_equal(v->n, i + 1);
-            fvm_value_release(v);
-            assert_int_equal(fvm_dataset_find(ds, i ? "b" : "a", 1), i);
-        }
-        fvm_dataset_close(ds);
+        check_odd_table(path);
     }
     /* all three names hidden; no rowid at all */
     char create[512];
@@ -1396,8 +1387,7 @@ static void test_extreme_rowids(void **state)
     (void)state;
     char path[256];
     tmp("extreme.sqlite", path);
-    const char *create = "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
-                         "num_examples INTEGER NOT NULL)";
+    const char *create = FEDJAX_TABLE;
     const char *moves[3] = {
         "UPDATE federated_data SET rowid = -9223372036854775808 WHERE client_id = x'61';"
         "UPDATE federated_data SET rowid = 9223372036854775807 WHERE client_id = x'62'",
@@ -1408,17 +1398,7 @@ static void test_extreme_rowids(void **state)
     };
     for (int k = 0; k < 3; k++) {
         odd_table(path, create, moves[k]);
-        fvm_diag d = {0};
-        fvm_dataset *ds;
-        ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
-        for (int i = 0; i < 2; i++) {
-            fvm_value *v;
-            ok(fvm_dataset_read(ds, i, &v, &d), &d);
-            assert_int_equal(v->n, i + 1);
-            fvm_value_release(v);
-            assert_int_equal(fvm_dataset_find(ds, i ? "b" : "a", 1), i);
-        }
-        fvm_dataset_close(ds);
+        check_odd_table(path);
     }
 }
 
@@ -1429,31 +1409,50 @@ static void test_duplicate_ids(void **state)
     char path[256];
     tmp("dup.sqlite", path);
     /* no primary key: one id twice */
-    odd_table(path, "CREATE TABLE federated_data (client_id BLOB, data BLOB, num_examples INTEGER)",
-              "INSERT INTO federated_data SELECT client_id, data, num_examples FROM federated_data WHERE client_id = x'62'");
+    odd_table(
+        path, "CREATE TABLE federated_data (client_id BLOB, data BLOB, num_examples INTEGER)",
+        "INSERT INTO federated_data SELECT client_id, data, num_examples FROM federated_data WHERE client_id = x'62'");
     fvm_diag d = {0};
     fvm_dataset *ds;
     assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, path, "client id 'b' appears 2 times", NULL);
     /* FedJAX's primary key, with the text 'b' beside the bytes 'b' */
-    odd_table(path, "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
-              "num_examples INTEGER NOT NULL)", "INSERT INTO federated_data SELECT CAST(client_id AS TEXT), data, "
+    odd_table(path, FEDJAX_TABLE,
+              "INSERT INTO federated_data SELECT CAST(client_id AS TEXT), data, "
               "num_examples FROM federated_data WHERE client_id = x'62'");
     assert_int_equal(fvm_dataset_open(path, NULL, &ds, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, path, "client id 'b' appears 2 times", NULL);
     /* text ids alone are fine */
-    odd_table(path, "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
-              "num_examples INTEGER NOT NULL)", "UPDATE federated_data SET client_id = CAST(client_id AS TEXT)");
+    odd_table(path, FEDJAX_TABLE, "UPDATE federated_data SET client_id = CAST(client_id AS TEXT)");
     ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
     assert_int_equal(fvm_dataset_find(ds, "b", 1), 1);
     fvm_dataset_close(ds);
     /* ids found as bytes whatever collation the file declares: 'B' is not 'b' */
-    odd_table(path, "CREATE TABLE federated_data (client_id TEXT COLLATE NOCASE NOT NULL PRIMARY KEY, data BLOB NOT "
-              "NULL, num_examples INTEGER NOT NULL)", "UPDATE federated_data SET client_id = upper(client_id)");
+    odd_table(path,
+              "CREATE TABLE federated_data (client_id TEXT COLLATE NOCASE NOT NULL PRIMARY KEY, data BLOB NOT "
+              "NULL, num_examples INTEGER NOT NULL)",
+              "UPDATE federated_data SET client_id = upper(client_id)");
     ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
     assert_int_equal(fvm_dataset_find(ds, "B", 1), 1);
     assert_int_equal(fvm_dataset_find(ds, "b", 1), -1);
     fvm_dataset_close(ds);
+}
+
+/* Decodes a FedJAX client's data blob from memory (count: its num_examples, or -1). */
+static fvm_status fedjax_decode(fvm_dataset *ds, const char *who, const void *blob, size_t len, int64_t count,
+                                fvm_value **out, fvm_diag *d)
+{
+    const void *parts[1] = {blob};
+    ds_raw raw = {count, 1, parts, &len};
+    return fvm_dataset_decode(ds, who, &raw, out, d);
+}
+
+/* Decodes a TFF client's n serialized examples from memory. */
+static fvm_status tff_decode(fvm_dataset *ds, const char *who, int64_t n, const void *const *protos, const size_t *lens,
+                             fvm_value **out, fvm_diag *d)
+{
+    ds_raw raw = {n, n, protos, lens};
+    return fvm_dataset_decode(ds, who, &raw, out, d);
 }
 
 /* An array with no elements but absurd dims: every dim is bounded. */
@@ -1469,11 +1468,11 @@ static void test_absurd_dims(void **state)
     unsigned char *blob;
     size_t len;
     pack_client(fine, 1, &blob, &len);
-    fvm_dataset *ds = ds_new("memory", DS_FEDJAX);
+    fvm_dataset *ds = ds_new("memory", &fvm_dataset_format_fedjax);
     assert_non_null(ds);
     fvm_diag d = {0};
     fvm_value *v;
-    ok(ds_fedjax_decode(ds, "'fine'", blob, len, 2, &v, &d), &d);
+    ok(fedjax_decode(ds, "'fine'", blob, len, 2, &v, &d), &d);
     assert_int_equal(v->cols->items[0]->t.shape.d[1], 1000);
     fvm_value_release(v);
     fvm_dataset_close(ds);
@@ -1489,43 +1488,149 @@ static void test_decode_memory(void **state)
     size_t l1, l2;
     pack_client(good, 1, &b1, &l1);
     pack_client(other, 1, &b2, &l2);
-    fvm_dataset *ds = ds_new("memory", DS_FEDJAX);
+    fvm_dataset *ds = ds_new("memory", &fvm_dataset_format_fedjax);
     fvm_diag d = {0};
     fvm_value *v;
-    ok(ds_fedjax_decode(ds, "'one'", b1, l1, -1, &v, &d), &d); /* sets the schema */
+    ok(fedjax_decode(ds, "'one'", b1, l1, -1, &v, &d), &d); /* sets the schema */
     assert_int_equal(v->n, 2);
     fvm_value_release(v);
-    assert_int_equal(ds_fedjax_decode(ds, "'two'", b2, l2, -1, &v, &d), FVM_ERR_TYPE);
+    assert_int_equal(fedjax_decode(ds, "'two'", b2, l2, -1, &v, &d), FVM_ERR_TYPE);
     expect_error(&d, FVM_ERR_TYPE, "memory", "'two'", "column 'x'", NULL);
-    assert_int_equal(ds_fedjax_decode(ds, "'three'", b1, l1, 5, &v, &d), FVM_ERR_FORMAT);
+    assert_int_equal(fedjax_decode(ds, "'three'", b1, l1, 5, &v, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, "num_examples is 5", NULL);
-    assert_int_equal(ds_fedjax_decode(ds, "'four'", b1, l1 / 2, -1, &v, &d), FVM_ERR_FORMAT);
+    assert_int_equal(fedjax_decode(ds, "'four'", b1, l1 / 2, -1, &v, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, "truncated", NULL);
+    const void *two_blobs[2] = {b1, b1};
+    size_t two_lens[2] = {l1, l1};
+    ds_raw two = {-1, 2, two_blobs, two_lens};
+    assert_int_equal(fvm_dataset_decode(ds, "'five'", &two, &v, &d), FVM_ERR_USAGE);
+    assert_null(v);
+    expect_error(&d, FVM_ERR_USAGE, "'five'", "one data blob, not 2", NULL);
     fvm_dataset_close(ds);
     free(b1);
     free(b2);
 
     /* tf.train.Example, written out by hand: {features {feature {key: "y\0" value {int64_list {value: 1}}}}} */
-    static const unsigned char nul_key[] = {0x0a, 0x0d, 0x0a, 0x0b, 0x0a, 0x02, 'y', 0x00, 0x12,
-                                            0x05, 0x1a, 0x03, 0x0a, 0x01, 0x01};
+    static const unsigned char nul_key[] = {0x0a, 0x0d, 0x0a, 0x0b, 0x0a, 0x02, 'y', 0x00,
+                                            0x12, 0x05, 0x1a, 0x03, 0x0a, 0x01, 0x01};
     /* the same with key "y" (one byte less in every length) */
-    static const unsigned char y_key[] = {0x0a, 0x0c, 0x0a, 0x0a, 0x0a, 0x01, 'y', 0x12,
-                                          0x05, 0x1a, 0x03, 0x0a, 0x01, 0x07};
-    ds = ds_new("memory", DS_TFF);
+    static const unsigned char y_key[] = {0x0a, 0x0c, 0x0a, 0x0a, 0x0a, 0x01, 'y',
+                                          0x12, 0x05, 0x1a, 0x03, 0x0a, 0x01, 0x07};
+    ds = ds_new("memory", &fvm_dataset_format_tff);
     const void *protos[2] = {y_key, nul_key};
     size_t lens[2] = {sizeof y_key, sizeof nul_key};
-    assert_int_equal(ds_tff_decode(ds, "'c'", 2, protos, lens, &v, &d), FVM_ERR_FORMAT);
+    assert_int_equal(tff_decode(ds, "'c'", 2, protos, lens, &v, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, "memory", "'c'", "example 1", "'y\\x00'", "NUL", NULL);
-    ok(ds_tff_decode(ds, "'c'", 1, protos, lens, &v, &d), &d);
+    ok(tff_decode(ds, "'c'", 1, protos, lens, &v, &d), &d);
     assert_int_equal(fvm_tensor_get_i64(&v->cols->items[0]->t, 0), 7);
     fvm_value_release(v);
-    ok(ds_tff_decode(ds, "'empty'", 0, protos, lens, &v, &d), &d);
+    ds_raw claims_two = {2, 1, protos, lens}; /* a count the examples do not have */
+    assert_int_equal(fvm_dataset_decode(ds, "'c'", &claims_two, &v, &d), FVM_ERR_FORMAT);
+    assert_null(v);
+    expect_error(&d, FVM_ERR_FORMAT, "'c'", "says 2 examples, but there are 1", NULL);
+    ok(tff_decode(ds, "'empty'", 0, protos, lens, &v, &d), &d);
     assert_int_equal(v->n, 0);
     fvm_value_release(v);
     const void *junk[1] = {"\x0a\xff\xff\xff\x0f"};
     size_t junk_len[1] = {5};
-    assert_int_equal(ds_tff_decode(ds, "'junk'", 1, junk, junk_len, &v, &d), FVM_ERR_FORMAT);
+    assert_int_equal(tff_decode(ds, "'junk'", 1, junk, junk_len, &v, &d), FVM_ERR_FORMAT);
     expect_error(&d, FVM_ERR_FORMAT, "'junk'", "tf.train.Example", NULL);
+    fvm_dataset_close(ds);
+}
+
+/* ---- the format interface ---------------------------------------------------------------- */
+
+/* A format of this test's own, from memory only: each part of a client is one
+ * example of one column 'x', its bytes as i32 values (a length that is not a
+ * multiple of 4: as u8 values). The generic code sets nothing itself: the
+ * schema comes from ds_set_schema, and every check and the sequences from the
+ * generic decode path. */
+static fvm_status mock_decode(fvm_dataset *ds, const char *who, const ds_raw *raw, int64_t *n, ds_col **cols,
+                              fvm_diag *d)
+{
+    ds_col *c = calloc(1, sizeof *c);
+    assert_non_null(c);
+    *n = raw->nparts;
+    bool same = true;
+    for (int64_t e = 1; e < raw->nparts; e++)
+        same = same && raw->lens[e] == raw->lens[0];
+    fvm_dtype dt = raw->nparts && raw->lens[0] % 4 ? FVM_DTYPE_U8 : FVM_DTYPE_I32;
+    size_t es = fvm_dtype_size(dt);
+    if (same) {
+        fvm_dims shape = {.rank = 2, .d = {raw->nparts, raw->nparts ? (int64_t)(raw->lens[0] / es) : 0}};
+        ok(fvm_tensor_alloc(&c->full, dt, &shape, d), d);
+        for (int64_t e = 0; e < raw->nparts; e++)
+            memcpy((char *)fvm_tensor_data(&c->full) + (size_t)e * raw->lens[0], raw->parts[e], raw->lens[e]);
+    } else {
+        c->rows = calloc((size_t)raw->nparts, sizeof *c->rows);
+        c->nrows = raw->nparts;
+        for (int64_t e = 0; e < raw->nparts; e++) {
+            fvm_dims shape = {.rank = 1, .d = {(int64_t)(raw->lens[e] / es)}};
+            ok(fvm_tensor_alloc(&c->rows[e], dt, &shape, d), d);
+            memcpy(fvm_tensor_data(&c->rows[e]), raw->parts[e], raw->lens[e]);
+        }
+    }
+    if (!ds->schema) {
+        const char *names[1] = {"x"};
+        size_t lens[1] = {1};
+        fvm_status s = ds_set_schema(ds, who, 1, names, lens, c, d);
+        if (s) {
+            fvm_dataset_cols_free(c, 1);
+            return s;
+        }
+        ds->cols[0].shape.d[0] = -1; /* lengths may differ between clients */
+    }
+    *cols = c;
+    return FVM_OK;
+}
+
+static const struct fvm_dataset_format_i mock_format = {.name = "mock", .decode = mock_decode};
+static const struct fvm_dataset_format_i mock_no_decode = {.name = "silent"};
+
+/* The generic read path reaches a format only through its interface: the
+ * format decodes, the generic code checks the columns against the schema
+ * and builds the sequence (by columns, or a list of examples). */
+static void test_format_interface(void **state)
+{
+    (void)state;
+    fvm_dataset *ds = ds_new("memory", &mock_format);
+    assert_non_null(ds);
+    assert_string_equal(fvm_dataset_format(ds), "mock");
+    fvm_diag d = {0};
+    fvm_value *v = NULL;
+    const int32_t a[2] = {1, 2}, b[3] = {3, 4, 5};
+    const void *parts[2] = {a, b};
+    size_t same[2] = {8, 8}, differ[2] = {8, 12};
+    ds_raw raw = {-1, 2, parts, same};
+    ok(fvm_dataset_decode(ds, "'first'", &raw, &v, &d), &d); /* sets the schema: x i32[?] */
+    const fvm_column *cols;
+    assert_int_equal(fvm_dataset_columns(ds, &cols), 1);
+    assert_string_equal(cols[0].name, "x");
+    assert_int_equal(cols[0].dtype, FVM_DTYPE_I32);
+    assert_int_equal(cols[0].shape.d[0], -1);
+    assert_int_equal(fvm_dataset_column_find(ds, "x"), 0);
+    assert_non_null(v->cols); /* one length: by columns */
+    assert_int_equal(v->n, 2);
+    assert_int_equal(fvm_tensor_get_i64(&v->cols->items[0]->t, 3), 4);
+    fvm_value_release(v);
+    raw.lens = differ;
+    ok(fvm_dataset_decode(ds, "'second'", &raw, &v, &d), &d);
+    assert_null(v->cols); /* lengths 2 and 3: a list of examples */
+    assert_int_equal(v->items[1]->items[0]->t.shape.d[0], 3);
+    assert_int_equal(fvm_tensor_get_i64(&v->items[1]->items[0]->t, 2), 5);
+    fvm_value_release(v);
+    const char bytes[3] = {1, 2, 3};
+    const void *one[1] = {bytes};
+    size_t three[1] = {3};
+    ds_raw other = {-1, 1, one, three}; /* u8 values: not the schema's dtype */
+    assert_int_equal(fvm_dataset_decode(ds, "'third'", &other, &v, &d), FVM_ERR_TYPE);
+    assert_null(v);
+    expect_error(&d, FVM_ERR_TYPE, "memory", "client 'third', column 'x': examples are u8[3]", "has i32[?]", NULL);
+    fvm_dataset_close(ds);
+    /* a format that cannot decode from memory */
+    ds = ds_new("memory", &mock_no_decode);
+    assert_int_equal(fvm_dataset_decode(ds, "'any'", &raw, &v, &d), FVM_ERR_USAGE);
+    expect_error(&d, FVM_ERR_USAGE, "silent", "from memory", NULL);
     fvm_dataset_close(ds);
 }
 
@@ -1533,13 +1638,7 @@ static void test_decode_memory(void **state)
  * values of 1, 2, ...) and y (int64, the example's number). */
 static void tff_clients(const char *path, int n, const char *const *ids, const int *counts, const int *xlens)
 {
-    unlink(path);
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sql(db, "CREATE TABLE examples (split_name TEXT NOT NULL, client_id TEXT NOT NULL, "
-            "serialized_example_proto BLOB NOT NULL);"
-            "CREATE TABLE client_metadata (client_id TEXT NOT NULL, split_name TEXT NOT NULL, "
-            "num_examples INTEGER NOT NULL);");
+    sqlite3 *db = db_new(path, TFF_TABLES);
     sqlite3_stmt *ex, *meta;
     assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO examples VALUES ('train', ?, ?)", -1, &ex, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO client_metadata VALUES (?, 'train', ?)", -1, &meta, NULL),
@@ -1551,13 +1650,8 @@ static void tff_clients(const char *path, int n, const char *const *ids, const i
         assert_int_equal(sqlite3_step(meta), SQLITE_DONE);
         sqlite3_reset(meta);
         for (int k = 0; k < counts[c]; k++, e++) {
-            unsigned char *p;
-            size_t len = tff_example(e, xlens[e], "t", &p);
             sqlite3_bind_text(ex, 1, ids[c], -1, SQLITE_STATIC);
-            sqlite3_bind_blob(ex, 2, p, (int)len, SQLITE_TRANSIENT);
-            assert_int_equal(sqlite3_step(ex), SQLITE_DONE);
-            sqlite3_reset(ex);
-            free(p);
+            insert_example(ex, 2, e, xlens[e], "t");
         }
     }
     sqlite3_finalize(ex);
@@ -1640,10 +1734,7 @@ static void test_tff_metadata(void **state)
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         tff_clients(path, 2, ids, counts, xlens);
-        sqlite3 *db;
-        assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-        sql(db, bad[k].sql);
-        sqlite3_close(db);
+        sql_file(path, bad[k].sql);
         fvm_diag d = {0};
         fvm_dataset *ds = NULL;
         assert_int_equal(fvm_dataset_open(path, "train", &ds, &d), FVM_ERR_FORMAT);
@@ -1653,10 +1744,7 @@ static void test_tff_metadata(void **state)
     }
     /* a count within range that the rows do not have: read without an allocation of that size */
     tff_clients(path, 2, ids, counts, xlens);
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sql(db, "UPDATE client_metadata SET num_examples = 2147483647 WHERE client_id = 'b'");
-    sqlite3_close(db);
+    sql_file(path, "UPDATE client_metadata SET num_examples = 2147483647 WHERE client_id = 'b'");
     fvm_diag d = {0};
     fvm_dataset *ds;
     ok(fvm_dataset_open(path, "train", &ds, &d), &d);
@@ -1672,26 +1760,19 @@ static void test_tff_collation(void **state)
     (void)state;
     char path[256];
     tmp("tff_nocase.sqlite", path);
-    unlink(path);
-    sqlite3 *db;
-    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-    sql(db, "CREATE TABLE examples (split_name TEXT NOT NULL COLLATE NOCASE, client_id TEXT NOT NULL COLLATE NOCASE, "
-            "serialized_example_proto BLOB NOT NULL);"
-            "CREATE TABLE client_metadata (client_id TEXT NOT NULL COLLATE NOCASE, split_name TEXT NOT NULL, "
-            "num_examples INTEGER NOT NULL);"
-            "INSERT INTO client_metadata VALUES ('a', 'train', 1), ('A', 'train', 2), ('b', 'TRAIN', 1)");
+    sqlite3 *db =
+        db_new(path, "CREATE TABLE examples (split_name TEXT NOT NULL COLLATE NOCASE, client_id TEXT NOT "
+                     "NULL COLLATE NOCASE, serialized_example_proto BLOB NOT NULL);"
+                     "CREATE TABLE client_metadata (client_id TEXT NOT NULL COLLATE NOCASE, split_name TEXT NOT "
+                     "NULL, num_examples INTEGER NOT NULL);"
+                     "INSERT INTO client_metadata VALUES ('a', 'train', 1), ('A', 'train', 2), ('b', 'TRAIN', 1)");
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(db, "INSERT INTO examples VALUES (?, ?, ?)", -1, &st, NULL), SQLITE_OK);
     const char *rows[4][2] = {{"train", "a"}, {"train", "A"}, {"train", "A"}, {"TRAIN", "b"}};
     for (int i = 0; i < 4; i++) {
-        unsigned char *p;
-        size_t len = tff_example(i, 1, "t", &p);
         sqlite3_bind_text(st, 1, rows[i][0], -1, SQLITE_STATIC);
         sqlite3_bind_text(st, 2, rows[i][1], -1, SQLITE_STATIC);
-        sqlite3_bind_blob(st, 3, p, (int)len, SQLITE_TRANSIENT);
-        assert_int_equal(sqlite3_step(st), SQLITE_DONE);
-        sqlite3_reset(st);
-        free(p);
+        insert_example(st, 3, i, 1, "t");
     }
     sqlite3_finalize(st);
     sqlite3_close(db);
@@ -1749,8 +1830,7 @@ static void test_locked_file(void **state)
     (void)state;
     char path[256];
     tmp("locked.sqlite", path);
-    odd_table(path, "CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
-              "num_examples INTEGER NOT NULL)", NULL);
+    odd_table(path, FEDJAX_TABLE, NULL);
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
     sql(db, "BEGIN EXCLUSIVE; DELETE FROM federated_data");
@@ -1786,11 +1866,12 @@ int main(void)
         cmocka_unit_test(test_duplicate_ids),
         cmocka_unit_test(test_absurd_dims),
         cmocka_unit_test(test_decode_memory),
+        cmocka_unit_test(test_format_interface),
         cmocka_unit_test(test_tff_schema),
         cmocka_unit_test(test_tff_metadata),
         cmocka_unit_test(test_tff_collation),
         cmocka_unit_test(test_special_files),
         cmocka_unit_test(test_locked_file),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, tmpdir_teardown);
 }

@@ -22,28 +22,12 @@
 #include "../format/checkpoint.h"
 #include "../format/file.h"
 #include "../format/safetensors.h"
-
-static char dir[64];
-
-static const char *at(const char *name, char buf[256])
-{
-    snprintf(buf, 256, "%s/%s", dir, name);
-    return buf;
-}
+#include "test_files.h"
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(dir, sizeof dir, "/tmp/fvm_test_file_XXXXXX");
-    return mkdtemp(dir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tmpdir_make("test_file");
 }
 
 static void put(const char *path, const char *text)
@@ -52,24 +36,6 @@ static void put(const char *path, const char *text)
     assert_non_null(f);
     fputs(text, f);
     fclose(f);
-}
-
-/* The first error has this code and mentions every NULL-terminated string; d is cleared. */
-static void expect_error(fvm_diag *d, fvm_status code, ...)
-{
-    if (d->n < 1)
-        fail_msg("expected a %s error, got none", fvm_status_name(code));
-    char *text = fvm_error_format(&d->errs[0]);
-    if (d->errs[0].code != code)
-        fail_msg("expected a %s error, got %s: %s", fvm_status_name(code), fvm_status_name(d->errs[0].code), text);
-    va_list ap;
-    va_start(ap, code);
-    for (const char *s; (s = va_arg(ap, const char *));)
-        if (!strstr(text, s))
-            fail_msg("error '%s' does not mention '%s'", text, s);
-    va_end(ap);
-    free(text);
-    fvm_diag_clear(d);
 }
 
 static double seconds(void)
@@ -88,8 +54,8 @@ static void test_not_regular(void **state)
 {
     (void)state;
     char fifo[256], link[256];
-    assert_int_equal(mkfifo(at("pipe.safetensors", fifo), 0600), 0);
-    assert_int_equal(symlink("/dev/zero", at("zero.safetensors", link)), 0);
+    assert_int_equal(mkfifo(tmp("pipe.safetensors", fifo), 0600), 0);
+    assert_int_equal(symlink("/dev/zero", tmp("zero.safetensors", link)), 0);
     fvm_diag d = {0};
     fvm_safetensors *f = NULL;
     char *text = NULL;
@@ -101,7 +67,7 @@ static void test_not_regular(void **state)
     expect_error(&d, FVM_ERR_IO, "/dev/zero", "is a character device, not a regular file", NULL);
     assert_int_equal(fvm_safetensors_load(link, &f, &d), FVM_ERR_IO);
     expect_error(&d, FVM_ERR_IO, link, "is a character device", NULL);
-    assert_int_equal(fvm_safetensors_load(dir, &f, &d), FVM_ERR_IO);
+    assert_int_equal(fvm_safetensors_load(tmpdir, &f, &d), FVM_ERR_IO);
     expect_error(&d, FVM_ERR_IO, "is a directory", NULL);
     assert_int_equal(fvm_file_read(fifo, "a cross-device plan", 100, &text, &len, &d), FVM_ERR_IO);
     expect_error(&d, FVM_ERR_IO, "is a FIFO", "a cross-device plan is read from a regular file only", NULL);
@@ -119,7 +85,7 @@ static void test_caps(void **state)
     char path[256];
     fvm_diag d = {0};
     fvm_safetensors *f = NULL;
-    int fd = open(at("sparse.safetensors", path), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int fd = open(tmp("sparse.safetensors", path), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     assert_true(fd >= 0);
     if (ftruncate(fd, (off_t)FVM_SAFETENSORS_MAX_FILE + 1) != 0) {
         close(fd);
@@ -161,7 +127,7 @@ static void test_changed_while_read(void **state)
     (void)state;
     char path[256];
     fvm_diag d = {0};
-    put(at("moving", path), "0123456789");
+    put(tmp("moving", path), "0123456789");
     fvm_file f;
     char buf[16];
     assert_int_equal(fvm_file_open(path, "a file", 100, &f, &d), FVM_OK);
@@ -183,22 +149,22 @@ static void test_same_file(void **state)
 {
     (void)state;
     char a[256], b[256], l[256], h[256], sub[256], via[256];
-    put(at("a", a), "a");
-    assert_int_equal(symlink(a, at("link-to-a", l)), 0);
-    assert_int_equal(link(a, at("hard-a", h)), 0);
-    assert_int_equal(mkdir(at("sub", sub), 0700), 0);
-    snprintf(via, sizeof via, "%s/sub/../a", dir);
+    put(tmp("a", a), "a");
+    assert_int_equal(symlink(a, tmp("link-to-a", l)), 0);
+    assert_int_equal(link(a, tmp("hard-a", h)), 0);
+    assert_int_equal(mkdir(tmp("sub", sub), 0700), 0);
+    snprintf(via, sizeof via, "%s/sub/../a", tmpdir);
     assert_true(fvm_file_same(a, a));
     assert_true(fvm_file_same(a, l));
     assert_true(fvm_file_same(a, h));
     assert_true(fvm_file_same(a, via));
-    assert_false(fvm_file_same(a, at("b", b)));
+    assert_false(fvm_file_same(a, tmp("b", b)));
     /* neither exists: the same when their resolved paths are */
     char n1[256], n2[320];
-    snprintf(n2, sizeof n2, "%s/sub/../new", dir);
-    assert_true(fvm_file_same(at("new", n1), n2));
+    snprintf(n2, sizeof n2, "%s/sub/../new", tmpdir);
+    assert_true(fvm_file_same(tmp("new", n1), n2));
     assert_false(fvm_file_same(n1, b));
-    assert_true(fvm_file_in_dir(a, dir));
+    assert_true(fvm_file_in_dir(a, tmpdir));
     assert_false(fvm_file_in_dir(a, sub));
     fvm_diag d = {0};
     const char *in[] = {b, NULL, l}, *role[] = {"the state", "nothing", "the broadcast"};
@@ -212,11 +178,11 @@ static void test_same_file(void **state)
 static int count_temps(const char *name)
 {
     char cmd[400];
-    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -c '^%s\\.tmp' > '%s/count'", dir, name, dir);
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -c '^%s\\.tmp' > '%s/count'", tmpdir, name, tmpdir);
     if (system(cmd) < 0)
         return -1;
     char path[256];
-    FILE *f = fopen(at("count", path), "r");
+    FILE *f = fopen(tmp("count", path), "r");
     int n = -1;
     if (f && fscanf(f, "%d", &n) != 1)
         n = -1;
@@ -234,13 +200,13 @@ static void test_stale_temporaries(void **state)
 {
     (void)state;
     char out[256], dead[300], random[300], alien[300], other[300], odd[300], live[300];
-    at("state.safetensors", out);
+    tmp("state.safetensors", out);
     snprintf(dead, sizeof dead, "%s.tmp000000", out);
     snprintf(live, sizeof live, "%s.tmp000001", out);
     snprintf(random, sizeof random, "%s.tmpAb12Cd", out);
     snprintf(alien, sizeof alien, "%s.tmp-mine", out);
     snprintf(odd, sizeof odd, "%s.tmpAb12C!", out);
-    snprintf(other, sizeof other, "%s/other.safetensors.tmpZZ99zz", dir);
+    snprintf(other, sizeof other, "%s/other.safetensors.tmpZZ99zz", tmpdir);
     put(dead, "half a file");
     put(live, "being written");
     put(random, "half a file");
@@ -280,7 +246,7 @@ static void test_stale_temporaries(void **state)
     waitpid(pid, NULL, 0);
     /* its writer gone, that temporary is stale now */
     int removed = -1;
-    fvm_atomic_clean(dir, NULL, NULL, &removed);
+    fvm_atomic_clean(tmpdir, NULL, NULL, &removed);
     assert_int_equal(removed, 3); /* the live one, now dead; the random one; other.safetensors's */
     assert_int_not_equal(stat(live, &st), 0);
     assert_int_not_equal(stat(random, &st), 0);
@@ -300,7 +266,7 @@ static void test_begin_abort(void **state)
     char path[256];
     fvm_diag d = {0};
     fvm_atomic w;
-    at("staged", path);
+    tmp("staged", path);
     assert_int_equal(fvm_atomic_begin(&w, path, &d), FVM_OK);
     assert_int_equal(fvm_atomic_put(&w, "abc", 3, &d), FVM_OK);
     assert_int_equal(fvm_atomic_sync(&w, &d), FVM_OK);
@@ -308,7 +274,7 @@ static void test_begin_abort(void **state)
     assert_int_not_equal(stat(path, &st), 0);
     /* a cleaner does not take a live writer's temporary */
     int removed = -1;
-    fvm_atomic_clean(dir, NULL, NULL, &removed);
+    fvm_atomic_clean(tmpdir, NULL, NULL, &removed);
     assert_int_equal(removed, 0);
     fvm_atomic_abort(&w);
     fvm_atomic_abort(&w);
@@ -400,7 +366,7 @@ static void test_checkpoint_resume(void **state)
     assert_int_equal(fvm_type_parse(&a, "<w=f32[2]>", NULL, NULL, &t, &d), FVM_OK);
     fvm_run_info run = {.seed = 7, .clients_per_round = 3, .program = "p.json"};
     char ck[256], p[300], q[300];
-    at("ck", ck);
+    tmp("ck", ck);
     save_round(ck, t, 999998, 1, &run);
     save_round(ck, t, 999999, 2, &run);
     int64_t round = 0;
@@ -446,10 +412,10 @@ static void test_checkpoint_resume(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_not_regular),      cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_not_regular),        cmocka_unit_test(test_caps),
         cmocka_unit_test(test_changed_while_read), cmocka_unit_test(test_same_file),
-        cmocka_unit_test(test_stale_temporaries), cmocka_unit_test(test_begin_abort),
-        cmocka_unit_test(test_checkpoint_names),  cmocka_unit_test(test_checkpoint_resume),
+        cmocka_unit_test(test_stale_temporaries),  cmocka_unit_test(test_begin_abort),
+        cmocka_unit_test(test_checkpoint_names),   cmocka_unit_test(test_checkpoint_resume),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, tmpdir_teardown);
 }

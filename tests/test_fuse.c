@@ -1,4 +1,4 @@
-/* test_fuse.c - elementwise chains (vm/fuse.c, fvm_k_fused): the fused kernel against its steps run one by one,
+/* test_fuse.c - elementwise chains (vm/transform/fuse_plan.c, vm/exec/fuse.c, fvm_k_fused): the fused kernel against its steps run one by one,
  * which instructions the planner fuses, and fused runs against unfused ones, bit for bit. */
 #include <math.h>
 #include <setjmp.h>
@@ -12,7 +12,8 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
-#include "../vm/fuse.h"
+#include "../vm/exec/fuse.h"
+#include "../vm/kernels/kernels.h"
 #include "test_util.h"
 
 /* ---- the kernel -------------------------------------------------------------------- */
@@ -51,18 +52,28 @@ static fvm_tensor one_step(const fvm_fstep *st, const fvm_tensor *const *in, con
     int arity = st->kind == FVM_FS_BINARY ? 2 : st->kind == FVM_FS_SELECT ? 3 : 1;
     for (int j = 1; j < arity; j++)
         assert_int_equal(fvm_dims_broadcast(&shape, &op[j]->shape, &shape, NULL), FVM_OK);
-    fvm_dtype dt = st->kind == FVM_FS_CAST                                        ? st->dtype
-                   : st->kind == FVM_FS_SELECT                                    ? op[1]->dtype
+    fvm_dtype dt = st->kind == FVM_FS_CAST                                                     ? st->dtype
+                   : st->kind == FVM_FS_SELECT                                                 ? op[1]->dtype
                    : st->kind == FVM_FS_BINARY && st->op >= FVM_BIN_EQ && st->op <= FVM_BIN_GE ? FVM_DTYPE_BOOL
-                                                                                  : op[0]->dtype;
+                                                                                               : op[0]->dtype;
     fvm_tensor o;
     assert_int_equal(fvm_tensor_alloc(&o, dt, &shape, NULL), FVM_OK);
     switch (st->kind) {
-    case FVM_FS_UNARY: assert_int_equal(fvm_k_unary((fvm_unary)st->op, op[0], &o, NULL), FVM_OK); break;
-    case FVM_FS_BINARY: assert_int_equal(fvm_k_binary((fvm_binary)st->op, op[0], op[1], &o, NULL), FVM_OK); break;
-    case FVM_FS_SELECT: assert_int_equal(fvm_k_select(op[0], op[1], op[2], &o, NULL), FVM_OK); break;
-    case FVM_FS_CAST: assert_int_equal(fvm_k_cast(op[0], &o, NULL), FVM_OK); break;
-    case FVM_FS_FILL: assert_int_equal(fvm_k_fill(st->value, &o, NULL), FVM_OK); break;
+    case FVM_FS_UNARY:
+        assert_int_equal(fvm_k_unary((fvm_unary)st->op, op[0], &o, NULL), FVM_OK);
+        break;
+    case FVM_FS_BINARY:
+        assert_int_equal(fvm_k_binary((fvm_binary)st->op, op[0], op[1], &o, NULL), FVM_OK);
+        break;
+    case FVM_FS_SELECT:
+        assert_int_equal(fvm_k_select(op[0], op[1], op[2], &o, NULL), FVM_OK);
+        break;
+    case FVM_FS_CAST:
+        assert_int_equal(fvm_k_cast(op[0], &o, NULL), FVM_OK);
+        break;
+    case FVM_FS_FILL:
+        assert_int_equal(fvm_k_fill(st->value, &o, NULL), FVM_OK);
+        break;
     }
     return o;
 }
@@ -97,11 +108,41 @@ static void check_chain(const char *what, const fvm_fstep *steps, int n, fvm_ten
         fvm_tensor_release(&done[s]);
 }
 
-#define UN(op, a) {FVM_FS_UNARY, (int)(op), 0, 0, {a, 0, 0}}
-#define BIN(op, a, b) {FVM_FS_BINARY, (int)(op), 0, 0, {a, b, 0}}
-#define SEL(p, a, b) {FVM_FS_SELECT, 0, 0, 0, {p, a, b}}
-#define CAST(dt, a) {FVM_FS_CAST, 0, dt, 0, {a, 0, 0}}
-#define FILL(v, a) {FVM_FS_FILL, 0, 0, v, {a, 0, 0}}
+#define UN(op, a) \
+    { \
+        FVM_FS_UNARY, (int)(op), 0, 0, \
+        { \
+            a, 0, 0 \
+        } \
+    }
+#define BIN(op, a, b) \
+    { \
+        FVM_FS_BINARY, (int)(op), 0, 0, \
+        { \
+            a, b, 0 \
+        } \
+    }
+#define SEL(p, a, b) \
+    { \
+        FVM_FS_SELECT, 0, 0, 0, \
+        { \
+            p, a, b \
+        } \
+    }
+#define CAST(dt, a) \
+    { \
+        FVM_FS_CAST, 0, dt, 0, \
+        { \
+            a, 0, 0 \
+        } \
+    }
+#define FILL(v, a) \
+    { \
+        FVM_FS_FILL, 0, 0, v, \
+        { \
+            a, 0, 0 \
+        } \
+    }
 
 static void test_kernel_chains(void **state)
 {
@@ -162,8 +203,9 @@ static void test_kernel_chains(void **state)
         fvm_tensor_release(&s[0]);
         fvm_tensor_release(&s[1]);
         fvm_tensor x[1] = {rnd(FVM_DTYPE_F32, dims2(5, 77))};
-        const fvm_fstep st3[] = {UN(FVM_UN_ABS, 0), UN(FVM_UN_SQRT, -1), UN(FVM_UN_LOG, -2), UN(FVM_UN_SIGMOID, -3),
-                                 FILL(1.0, -4), BIN(FVM_BIN_POW, -4, -5), BIN(FVM_BIN_MINIMUM, -6, 0)};
+        const fvm_fstep st3[] = {UN(FVM_UN_ABS, 0),          UN(FVM_UN_SQRT, -1), UN(FVM_UN_LOG, -2),
+                                 UN(FVM_UN_SIGMOID, -3),     FILL(1.0, -4),       BIN(FVM_BIN_POW, -4, -5),
+                                 BIN(FVM_BIN_MINIMUM, -6, 0)};
         check_chain("unary functions", st3, 7, x, 1, 0);
         fvm_tensor_release(&x[0]);
     }
@@ -299,8 +341,7 @@ static void test_runs_match_unfused(void **state)
     struct {
         const char *fn;
         fvm_value *args[3];
-    } cases[] = {{"sgd", {w, g, lr}}, {"twice", {x, y}}, {"released", {x, y}}, {"between", {x, y}},
-                 {"result", {x}}};
+    } cases[] = {{"sgd", {w, g, lr}}, {"twice", {x, y}}, {"released", {x, y}}, {"between", {x, y}}, {"result", {x}}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         fvm_value *before[3] = {NULL, NULL, NULL};
         for (int k = 0; k < 3 && cases[c].args[k]; k++)

@@ -12,8 +12,10 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
+#include "../vm/kernels/provider.h"
+#include "../format/doc_io.h"
 
-/* Numbers within tol relative (absolute below 1); structure exact. */
+/* Numbers within tol relative (absolute below 1), zeros of the same sign; structure exact. */
 static bool close_docs(const fvm_doc *a, const fvm_doc *b, double tol, char *why, size_t n)
 {
     bool an = a->kind == FVM_DOC_INT || a->kind == FVM_DOC_REAL;
@@ -22,6 +24,10 @@ static bool close_docs(const fvm_doc *a, const fvm_doc *b, double tol, char *why
         double x = a->kind == FVM_DOC_INT ? (double)a->u.i : a->u.r;
         double y = b->kind == FVM_DOC_INT ? (double)b->u.i : b->u.r;
         double lim = tol * (fabs(y) > 1 ? fabs(y) : 1);
+        if (x == 0 && y == 0 && signbit(x) != signbit(y)) {
+            snprintf(why, n, "got %s0.0, expected %s0.0", signbit(x) ? "-" : "", signbit(y) ? "-" : "");
+            return false;
+        }
         if (fabs(x - y) <= lim)
             return true;
         snprintf(why, n, "got %.17g, expected %.17g (tolerance %g)", x, y, lim);
@@ -97,7 +103,7 @@ static fvm_doc *run_case(fvm_arena *a, const fvm_doc *c, const fvm_vm_config *cf
     fvm_vm *vm = NULL;
     fvm_doc *result = NULL;
     assert_int_equal(fvm_program_load(path, &p, d), FVM_OK);
-    assert_int_equal(fvm_check(p, d), FVM_OK);
+    assert_int_equal(fvm_compile(p, d), FVM_OK);
     assert_int_equal(fvm_vm_new(p, cfg, &vm, d), FVM_OK);
     int64_t nclients = -1;
     if (!rounds) {
@@ -171,14 +177,21 @@ static void test_golden_cases(void **state)
             print_error("%s: %s\n", path, d.errs[i].msg);
         assert_non_null(got);
         /* The same bits one instruction at a time, and on 1, 2 and 4 threads
-         * (or on mpi's ranks, fused and unfused). */
-        for (int k = 0; k < (mpi ? 2 : 4); k++) {
-            fvm_backend *b = mpi || !k ? NULL : fvm_backend_threads(1 << (k - 1));
-            fvm_vm_config cfg = {.nclients = -1, .unfused = k == 0, .backend = mpi ? mpi : b};
+         * (or on mpi's ranks, fused and unfused), and with the portable
+         * kernel provider, fused on 2 threads and unfused in sequence. */
+        for (int k = 0; k < (mpi ? 2 : 6); k++) {
+            fvm_backend *b = mpi || !k || k == 5 ? NULL : fvm_backend_threads(k == 4 ? 2 : 1 << (k - 1));
+            fvm_vm_config cfg = {.nclients = -1,
+                                 .unfused = k == 0 || k == 5,
+                                 .backend = mpi ? mpi : b,
+                                 .kernels = k >= 4 ? fvm_kernels_portable() : NULL};
             fvm_doc *other = run_case(&a, c, &cfg, &d);
             if (!other || !same_bits(got, other))
-                fail_msg("%s: differs %s%s", path, k == 0 ? "when run unfused" : "fused",
-                         mpi ? " on mpi" : k ? " on threads" : "");
+                fail_msg("%s: differs %s%s", path, cfg.unfused ? "when run unfused" : "fused",
+                         mpi      ? " on mpi"
+                         : k >= 4 ? " with the portable kernels"
+                         : k      ? " on threads"
+                                  : "");
             fvm_backend_free(b);
         }
         const fvm_doc *tol = fvm_doc_get(c, "tolerance");

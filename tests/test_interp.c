@@ -10,42 +10,12 @@
 
 #include <cmocka.h>
 
-#include "../vm/aggregate.h"
+#include "../vm/exec/aggregate.h"
+#include "../format/doc_io.h"
 #include "../vm/fedvm.h"
+#include "test_util.h"
 
 /* ---- running programs ------------------------------------------------------------ */
-
-/* Programs and values are written with single quotes; this makes them JSON. */
-static char *json(const char *src)
-{
-    char *s = strdup(src);
-    assert_non_null(s);
-    for (char *p = s; *p; p++)
-        if (*p == '\'')
-            *p = '"';
-    return s;
-}
-
-static char *program(const char *funcs, const char *params, const char *body)
-{
-    const char *fmt = "{'fedvm': 1, 'functions': {%s%s'main': {'params': %s, 'body': %s, 'result': 'r'}}}";
-    size_t n = strlen(fmt) + strlen(funcs) + strlen(params) + strlen(body) + 8;
-    char *raw = malloc(n);
-    assert_non_null(raw);
-    snprintf(raw, n, fmt, funcs, *funcs ? ", " : "", params, body);
-    char *s = json(raw);
-    free(raw);
-    return s;
-}
-
-static void print_errors(const fvm_diag *d)
-{
-    for (int i = 0; i < d->n; i++) {
-        char *m = fvm_error_format(&d->errs[i]);
-        print_error("  %s\n", m ? m : d->errs[i].msg);
-        free(m);
-    }
-}
 
 /* One run of main: the program, its VM, the result and the errors. */
 typedef struct run {
@@ -60,14 +30,14 @@ typedef struct run {
 /* A value of type t from single-quoted JSON text. */
 static fvm_value *value_of(run *r, const fvm_type *t, const char *text, int64_t *nclients)
 {
-    char *s = json(text);
+    char *s = test_json(text);
     fvm_doc_src src = {"arg", s, strlen(s)};
     fvm_doc *doc = NULL;
     assert_int_equal(fvm_json_parse(&r->a, &src, &doc, &r->d), FVM_OK);
     fvm_value *v = NULL;
     fvm_status st = fvm_value_from_doc(doc, t, "arg", "", nclients, &v, &r->d);
     if (st)
-        print_errors(&r->d);
+        test_print_errors(&r->d, "  ");
     assert_int_equal(st, FVM_OK);
     free(s);
     return v;
@@ -80,13 +50,13 @@ static fvm_status run_main(run *r, const char *funcs, const char *params, const 
                            const char *const *args)
 {
     memset(r, 0, sizeof *r);
-    char *text = program(funcs, params, body);
+    char *text = test_program_text(funcs, params, body);
     fvm_status s = fvm_program_load_text("test.json", text, strlen(text), &r->p, &r->d);
     if (s == FVM_OK)
-        s = fvm_check(r->p, &r->d);
+        s = fvm_compile(r->p, &r->d);
     if (s) {
         print_error("%s\n", text);
-        print_errors(&r->d);
+        test_print_errors(&r->d, "  ");
     }
     free(text);
     assert_int_equal(s, FVM_OK);
@@ -164,7 +134,7 @@ static void expect_result(run *r, const char *want)
 {
     fvm_doc *got = fvm_value_to_doc(&r->a, r->res, r->f->result_type);
     assert_non_null(got);
-    char *w = json(want);
+    char *w = test_json(want);
     fvm_doc_src src = {"want", w, strlen(w)};
     fvm_doc *exp = NULL;
     assert_int_equal(fvm_json_parse(&r->a, &src, &exp, &r->d), FVM_OK);
@@ -184,12 +154,12 @@ static void expect_result(run *r, const char *want)
 
 /* Runs main and compares its result with want. */
 static void run_expect(const char *funcs, const char *params, const char *body, int64_t clients,
-                         const char *const *args, const char *want)
+                       const char *const *args, const char *want)
 {
     run r;
     fvm_status s = run_main(&r, funcs, params, body, clients, args);
     if (s) {
-        print_errors(&r.d);
+        test_print_errors(&r.d, "  ");
         run_free(&r);
         fail_msg("the run failed (status %d); expected %s", (int)s, want);
     }
@@ -201,19 +171,19 @@ static void run_expect(const char *funcs, const char *params, const char *body, 
  * FVM_STATUS_COUNT) at JSON pointer ptr, with text in the message: the one
  * error, or the first of two when the second names the client it came from. */
 static void run_expect_error(const char *funcs, const char *params, const char *body, int64_t clients,
-                         const char *const *args, fvm_status code, const char *ptr, const char *text)
+                             const char *const *args, fvm_status code, const char *ptr, const char *text)
 {
     run r;
     fvm_status s = run_main(&r, funcs, params, body, clients, args);
     bool any = code == FVM_STATUS_COUNT;
     bool client_note = r.d.n == 2 && strstr(r.d.errs[1].msg, "the error above is client");
     bool good = s != FVM_OK && (any || s == code) && (r.d.n == 1 || client_note) && r.d.errs[0].code == s &&
-                r.d.errs[0].loc.ptr &&
-                !strcmp(r.d.errs[0].loc.ptr, ptr) && strstr(r.d.errs[0].msg, text) && r.res == NULL &&
-                r.d.errs[0].loc.file && !strcmp(r.d.errs[0].loc.file, "test.json") && r.d.errs[0].loc.line > 0;
+                r.d.errs[0].loc.ptr && !strcmp(r.d.errs[0].loc.ptr, ptr) && strstr(r.d.errs[0].msg, text) &&
+                r.res == NULL && r.d.errs[0].loc.file && !strcmp(r.d.errs[0].loc.file, "test.json") &&
+                r.d.errs[0].loc.line > 0;
     if (!good) {
         print_error("status %d, %d errors:\n", (int)s, r.d.n);
-        print_errors(&r.d);
+        test_print_errors(&r.d, "  ");
     }
     run_free(&r);
     if (!good)
@@ -226,42 +196,44 @@ static void test_elementwise(void **state)
 {
     (void)state;
     run_expect("", "{'x': 'f32[2,3]', 'y': 'f32[3]'}", "[['r', 'add', 'x', 'y']]", -1,
-                 ARGS("[[1, 2, 3], [4, 5, 6]]", "[10, 20, 30]"), "[[11, 22, 33], [14, 25, 36]]");
-    run_expect("", "{'x': 'f32[2,1]', 'y': 'f32[3]'}", "[['r', 'sub', 'x', 'y']]", -1,
-                 ARGS("[[1], [2]]", "[1, 2, 3]"), "[[0, -1, -2], [1, 0, -1]]");
+               ARGS("[[1, 2, 3], [4, 5, 6]]", "[10, 20, 30]"), "[[11, 22, 33], [14, 25, 36]]");
+    run_expect("", "{'x': 'f32[2,1]', 'y': 'f32[3]'}", "[['r', 'sub', 'x', 'y']]", -1, ARGS("[[1], [2]]", "[1, 2, 3]"),
+               "[[0, -1, -2], [1, 0, -1]]");
     run_expect("", "{'x': 'i32[3]', 'y': 'i32[]'}", "[['r', 'mul', 'x', 'y']]", -1, ARGS("[1, 2, 3]", "4"),
-                 "[4, 8, 12]");
+               "[4, 8, 12]");
     run_expect("", "{'x': 'f32[3]', 'y': 'f32[]'}", "[['r', 'div', 'x', 'y']]", -1, ARGS("[1, 2, 3]", "2"),
-                 "[0.5, 1, 1.5]");
+               "[0.5, 1, 1.5]");
     /* integer division truncates toward zero; INT_MIN / -1 wraps */
     run_expect("", "{'x': 'i32[5]', 'y': 'i32[5]'}", "[['r', 'div', 'x', 'y']]", -1,
-                 ARGS("[7, -7, 7, -7, -2147483648]", "[2, 2, -2, -2, -1]"), "[3, -3, -3, 3, -2147483648]");
-    run_expect("", "{'x': 'f32[2]', 'y': 'f32[2]'}", "[['a', 'maximum', 'x', 'y'], ['b', 'minimum', 'x', 'y'], "
-                 "['r', 'struct', 'a', 'b']]", -1, ARGS("[1, 5]", "[3, 2]"), "[[3, 5], [1, 2]]");
+               ARGS("[7, -7, 7, -7, -2147483648]", "[2, 2, -2, -2, -1]"), "[3, -3, -3, 3, -2147483648]");
+    run_expect("", "{'x': 'f32[2]', 'y': 'f32[2]'}",
+               "[['a', 'maximum', 'x', 'y'], ['b', 'minimum', 'x', 'y'], "
+               "['r', 'struct', 'a', 'b']]",
+               -1, ARGS("[1, 5]", "[3, 2]"), "[[3, 5], [1, 2]]");
     run_expect("", "{'x': 'f32[2]', 'y': 'f32[2]'}", "[['r', 'pow', 'x', 'y']]", -1, ARGS("[2, 3]", "[10, 2]"),
-                 "[1024, 9]");
+               "[1024, 9]");
     run_expect("", "{'x': 'f32[2]'}", "[['r', 'sqrt', 'x']]", -1, ARGS("[16, 2.25]"), "[4, 1.5]");
     run_expect("", "{'x': 'f64[3]'}",
-                 "[['e', 'exp', 'x'], ['l', 'log', 'e'], ['t', 'tanh', 'x'], ['s', 'sigmoid', 'x'], "
-                 " ['r', 'struct', 'l', 't', 's']]",
-                 -1, ARGS("[0, 0, 0]"), "[[0, 0, 0], [0, 0, 0], [0.5, 0.5, 0.5]]");
-    run_expect("", "{'x': 'i32[3]'}", "[['a', 'neg', 'x'], ['b', 'abs', 'x'], ['c', 'relu', 'x'], "
-                 "['r', 'struct', 'a', 'b', 'c']]", -1, ARGS("[-5, 5, -2147483648]"),
-                 "[[5, -5, -2147483648], [5, 5, -2147483648], [0, 5, 0]]");
+               "[['e', 'exp', 'x'], ['l', 'log', 'e'], ['t', 'tanh', 'x'], ['s', 'sigmoid', 'x'], "
+               " ['r', 'struct', 'l', 't', 's']]",
+               -1, ARGS("[0, 0, 0]"), "[[0, 0, 0], [0, 0, 0], [0.5, 0.5, 0.5]]");
+    run_expect("", "{'x': 'i32[3]'}",
+               "[['a', 'neg', 'x'], ['b', 'abs', 'x'], ['c', 'relu', 'x'], "
+               "['r', 'struct', 'a', 'b', 'c']]",
+               -1, ARGS("[-5, 5, -2147483648]"), "[[5, -5, -2147483648], [5, 5, -2147483648], [0, 5, 0]]");
 }
 
 static void test_integer_wrap(void **state)
 {
     (void)state;
     run_expect("", "{'x': 'i32[2]', 'y': 'i32[2]'}", "[['r', 'add', 'x', 'y']]", -1,
-                 ARGS("[2147483647, -2147483648]", "[1, -1]"), "[-2147483648, 2147483647]");
+               ARGS("[2147483647, -2147483648]", "[1, -1]"), "[-2147483648, 2147483647]");
     /* 65536 * 65536 = 2^32 = 0 mod 2^32; 46341^2 = 2147488281 = 2^31 + 4633 -> -2147479015 */
-    run_expect("", "{'x': 'i32[2]'}", "[['r', 'mul', 'x', 'x']]", -1, ARGS("[65536, 46341]"),
-                 "[0, -2147479015]");
+    run_expect("", "{'x': 'i32[2]'}", "[['r', 'mul', 'x', 'x']]", -1, ARGS("[65536, 46341]"), "[0, -2147479015]");
     run_expect("", "{'x': 'u32[2]', 'y': 'u32[2]'}", "[['r', 'sub', 'x', 'y']]", -1, ARGS("[0, 5]", "[1, 7]"),
-                 "[4294967295, 4294967294]");
-    run_expect("", "{'x': 'i64[]', 'y': 'i64[]'}", "[['r', 'add', 'x', 'y']]", -1,
-                 ARGS("9223372036854775807", "1"), "-9223372036854775808");
+               "[4294967295, 4294967294]");
+    run_expect("", "{'x': 'i64[]', 'y': 'i64[]'}", "[['r', 'add', 'x', 'y']]", -1, ARGS("9223372036854775807", "1"),
+               "-9223372036854775808");
     /* reductions wrap as well */
     run_expect("", "{'x': 'i32[3]'}", "[['r', 'sum', 'x']]", -1, ARGS("[2147483647, 1, 1]"), "-2147483647");
 }
@@ -270,23 +242,23 @@ static void test_compare_logic(void **state)
 {
     (void)state;
     run_expect("", "{'x': 'f32[3]', 'y': 'f32[]'}",
-                 "[['a', 'lt', 'x', 'y'], ['b', 'ge', 'x', 'y'], ['c', 'eq', 'x', 'y'], ['d', 'ne', 'x', 'y'], "
-                 " ['r', 'struct', 'a', 'b', 'c', 'd']]",
-                 -1, ARGS("[1, 2, 3]", "2"),
-                 "[[true, false, false], [false, true, true], [false, true, false], [true, false, true]]");
+               "[['a', 'lt', 'x', 'y'], ['b', 'ge', 'x', 'y'], ['c', 'eq', 'x', 'y'], ['d', 'ne', 'x', 'y'], "
+               " ['r', 'struct', 'a', 'b', 'c', 'd']]",
+               -1, ARGS("[1, 2, 3]", "2"),
+               "[[true, false, false], [false, true, true], [false, true, false], [true, false, true]]");
     run_expect("", "{'p': 'bool[4]', 'q': 'bool[4]'}",
-                 "[['a', 'and', 'p', 'q'], ['b', 'or', 'p', 'q'], ['c', 'not', 'p'], ['r', 'struct', 'a', 'b', 'c']]",
-                 -1, ARGS("[true, true, false, false]", "[true, false, true, false]"),
-                 "[[true, false, false, false], [true, true, true, false], [false, false, true, true]]");
+               "[['a', 'and', 'p', 'q'], ['b', 'or', 'p', 'q'], ['c', 'not', 'p'], ['r', 'struct', 'a', 'b', 'c']]", -1,
+               ARGS("[true, true, false, false]", "[true, false, true, false]"),
+               "[[true, false, false, false], [true, true, true, false], [false, false, true, true]]");
 }
 
 static void test_select(void **state)
 {
     (void)state;
     run_expect("", "{'p': 'bool[3]', 'a': 'f32[3]', 'b': 'f32[]'}", "[['r', 'select', 'p', 'a', 'b']]", -1,
-                 ARGS("[true, false, true]", "[1, 2, 3]", "0"), "[1, 0, 3]");
+               ARGS("[true, false, true]", "[1, 2, 3]", "0"), "[1, 0, 3]");
     run_expect("", "{'p': 'bool[2,1]', 'a': 'i32[3]', 'b': 'i32[]'}", "[['r', 'select', 'p', 'a', 'b']]", -1,
-                 ARGS("[[true], [false]]", "[1, 2, 3]", "9"), "[[1, 2, 3], [9, 9, 9]]");
+               ARGS("[[true], [false]]", "[1, 2, 3]", "9"), "[[1, 2, 3], [9, 9, 9]]");
 }
 
 static void test_cast(void **state)
@@ -294,15 +266,14 @@ static void test_cast(void **state)
     (void)state;
     /* floats to ints truncate toward zero and saturate; NaN gives 0 */
     run_expect("", "{'x': 'f32[5]'}", "[['r', 'cast', {'dtype': 'i32'}, 'x']]", -1,
-                 ARGS("[1.7, -1.7, 3e9, -3e9, 'nan']"), "[1, -1, 2147483647, -2147483648, 0]");
+               ARGS("[1.7, -1.7, 3e9, -3e9, 'nan']"), "[1, -1, 2147483647, -2147483648, 0]");
     /* ints to ints wrap */
-    run_expect("", "{'x': 'i64[2]'}", "[['r', 'cast', {'dtype': 'i32'}, 'x']]", -1,
-                 ARGS("[4294967297, -1]"), "[1, -1]");
+    run_expect("", "{'x': 'i64[2]'}", "[['r', 'cast', {'dtype': 'i32'}, 'x']]", -1, ARGS("[4294967297, -1]"),
+               "[1, -1]");
     run_expect("", "{'x': 'i32[1]'}", "[['r', 'cast', {'dtype': 'u32'}, 'x']]", -1, ARGS("[-1]"), "[4294967295]");
     run_expect("", "{'x': 'i32[3]'}", "[['r', 'cast', {'dtype': 'bool'}, 'x']]", -1, ARGS("[0, 2, -1]"),
-                 "[false, true, true]");
-    run_expect("", "{'x': 'bool[2]'}", "[['r', 'cast', {'dtype': 'f32'}, 'x']]", -1, ARGS("[true, false]"),
-                 "[1, 0]");
+               "[false, true, true]");
+    run_expect("", "{'x': 'bool[2]'}", "[['r', 'cast', {'dtype': 'f32'}, 'x']]", -1, ARGS("[true, false]"), "[1, 0]");
     /* 2^24 + 1 is halfway between two floats: rounds to the even one, 2^24 */
     run_expect("", "{'x': 'i32[]'}", "[['r', 'cast', {'dtype': 'f32'}, 'x']]", -1, ARGS("16777217"), "16777216");
 }
@@ -319,21 +290,21 @@ static void test_matmul(void **state)
     const char *AB = "[[58, 64], [139, 154]]";
     run_expect("", "{'a': 'f32[2,3]', 'b': 'f32[3,2]'}", "[['r', 'matmul', 'a', 'b']]", -1, ARGS(A, B), AB);
     run_expect("", "{'a': 'f32[3,2]', 'b': 'f32[3,2]'}", "[['r', 'matmul', {'transpose_a': true}, 'a', 'b']]", -1,
-                 ARGS(At, B), AB);
+               ARGS(At, B), AB);
     run_expect("", "{'a': 'f64[2,3]', 'b': 'f64[2,3]'}", "[['r', 'matmul', {'transpose_b': true}, 'a', 'b']]", -1,
-                 ARGS(A, Bt), AB);
+               ARGS(A, Bt), AB);
     run_expect("", "{'a': 'f32[3,2]', 'b': 'f32[2,3]'}",
-                 "[['r', 'matmul', {'transpose_a': true, 'transpose_b': true}, 'a', 'b']]", -1, ARGS(At, Bt), AB);
+               "[['r', 'matmul', {'transpose_a': true, 'transpose_b': true}, 'a', 'b']]", -1, ARGS(At, Bt), AB);
     run_expect("", "{'a': 'i32[2,3]', 'b': 'i32[3,2]'}", "[['r', 'matmul', 'a', 'b']]", -1, ARGS(A, B), AB);
     run_expect("", "{'a': 'f32[3]', 'b': 'f32[3,2]'}", "[['r', 'matmul', 'a', 'b']]", -1, ARGS("[1, 2, 3]", B),
-                 "[58, 64]");
+               "[58, 64]");
     run_expect("", "{'a': 'f32[2,3]', 'b': 'f32[3]'}", "[['r', 'matmul', 'a', 'b']]", -1, ARGS(A, "[1, 1, 1]"),
-                 "[6, 15]");
-    run_expect("", "{'a': 'f32[3]', 'b': 'f32[3]'}", "[['r', 'matmul', 'a', 'b']]", -1,
-                 ARGS("[1, 2, 3]", "[4, 5, 6]"), "32");
+               "[6, 15]");
+    run_expect("", "{'a': 'f32[3]', 'b': 'f32[3]'}", "[['r', 'matmul', 'a', 'b']]", -1, ARGS("[1, 2, 3]", "[4, 5, 6]"),
+               "32");
     /* integer products wrap: 65536 * 65536 + 1 * 1 = 1 mod 2^32 */
     run_expect("", "{'a': 'i32[1,2]', 'b': 'i32[2,1]'}", "[['r', 'matmul', 'a', 'b']]", -1,
-                 ARGS("[[65536, 1]]", "[[65536], [1]]"), "[[1]]");
+               ARGS("[[65536, 1]]", "[[65536], [1]]"), "[[1]]");
 }
 
 static void test_matmul_vs_naive(void **state)
@@ -393,11 +364,11 @@ static void test_reductions(void **state)
     run_expect("", P, "[['r', 'min', {'keepdims': true}, 'x']]", -1, ARGS(X), "[[1]]");
     /* over axes 0 and 2 of [[[1,2],[3,4]],[[5,6],[7,8]]]: 1+2+5+6 = 14, 3+4+7+8 = 22 */
     run_expect("", "{'x': 'i32[2,2,2]'}", "[['r', 'sum', {'axes': [0, 2]}, 'x']]", -1,
-                 ARGS("[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]"), "[14, 22]");
+               ARGS("[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]"), "[14, 22]");
     /* argmax: the first maximum wins */
     run_expect("", "{'x': 'f32[2,3]'}", "[['r', 'argmax', 'x']]", -1, ARGS("[[1, 9, 3], [7, 2, 7]]"), "[1, 0]");
     run_expect("", "{'x': 'f32[2,3]'}", "[['r', 'argmax', {'axis': 0}, 'x']]", -1, ARGS("[[1, 9, 3], [7, 2, 7]]"),
-                 "[1, 0, 1]");
+               "[1, 0, 1]");
 }
 
 /* ---- shapes ---------------------------------------------------------------------------------- */
@@ -407,33 +378,31 @@ static void test_shape_ops(void **state)
     (void)state;
     const char *X = "[[1, 2, 3], [4, 5, 6]]";
     run_expect("", "{'x': 'i32[2,3]'}", "[['r', 'reshape', {'shape': [3, -1]}, 'x']]", -1, ARGS(X),
-                 "[[1, 2], [3, 4], [5, 6]]");
-    run_expect("", "{'x': 'i32[2,3]'}", "[['r', 'reshape', {'shape': [-1]}, 'x']]", -1, ARGS(X),
-                 "[1, 2, 3, 4, 5, 6]");
+               "[[1, 2], [3, 4], [5, 6]]");
+    run_expect("", "{'x': 'i32[2,3]'}", "[['r', 'reshape', {'shape': [-1]}, 'x']]", -1, ARGS(X), "[1, 2, 3, 4, 5, 6]");
     run_expect("", "{'x': 'i32[2,3]'}", "[['r', 'transpose', 'x']]", -1, ARGS(X), "[[1, 4], [2, 5], [3, 6]]");
     /* out[j][i][k] = x[i][j][k] */
     run_expect("", "{'x': 'i32[2,2,2]'}", "[['r', 'transpose', {'perm': [1, 0, 2]}, 'x']]", -1,
-                 ARGS("[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]"), "[[[1, 2], [5, 6]], [[3, 4], [7, 8]]]");
+               ARGS("[[[1, 2], [3, 4]], [[5, 6], [7, 8]]]"), "[[[1, 2], [5, 6]], [[3, 4], [7, 8]]]");
     /* 10 elements, start -8 = 2, stop -1 = 9, step 3: 2, 5, 8 */
     run_expect("", "{'x': 'i32[10]'}", "[['r', 'slice', {'start': [-8], 'stop': [-1], 'step': [3]}, 'x']]", -1,
-                 ARGS("[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"), "[2, 5, 8]");
+               ARGS("[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"), "[2, 5, 8]");
     const char *Y = "[[1, 2, 3], [4, 5, 6], [7, 8, 9]]";
-    run_expect("", "{'x': 'i32[3,3]'}", "[['r', 'slice', {'start': [1, -2]}, 'x']]", -1, ARGS(Y),
-                 "[[5, 6], [8, 9]]");
+    run_expect("", "{'x': 'i32[3,3]'}", "[['r', 'slice', {'start': [1, -2]}, 'x']]", -1, ARGS(Y), "[[5, 6], [8, 9]]");
     run_expect("", "{'x': 'i32[3,3]'}", "[['r', 'slice', {'step': [2, 2]}, 'x']]", -1, ARGS(Y), "[[1, 3], [7, 9]]");
     run_expect("", "{'x': 'i32[3,3]'}", "[['r', 'slice', {'start': [5]}, 'x']]", -1, ARGS(Y), "[]");
     run_expect("", "{'a': 'i32[1,2]', 'b': 'i32[2,2]'}", "[['r', 'concat', 'a', 'b']]", -1,
-                 ARGS("[[1, 2]]", "[[3, 4], [5, 6]]"), "[[1, 2], [3, 4], [5, 6]]");
+               ARGS("[[1, 2]]", "[[3, 4], [5, 6]]"), "[[1, 2], [3, 4], [5, 6]]");
     run_expect("", "{'a': 'i32[2,1]', 'b': 'i32[2,2]'}", "[['r', 'concat', {'axis': 1}, 'a', 'b']]", -1,
-                 ARGS("[[1], [2]]", "[[3, 4], [5, 6]]"), "[[1, 3, 4], [2, 5, 6]]");
+               ARGS("[[1], [2]]", "[[3, 4], [5, 6]]"), "[[1, 3, 4], [2, 5, 6]]");
     run_expect("", "{'x': 'f32[4]', 'i': 'i32[3]'}", "[['r', 'gather', 'x', 'i']]", -1,
-                 ARGS("[10, 20, 30, 40]", "[3, 0, 3]"), "[40, 10, 40]");
+               ARGS("[10, 20, 30, 40]", "[3, 0, 3]"), "[40, 10, 40]");
     run_expect("", "{'x': 'i32[2,3]', 'i': 'i64[2]'}", "[['r', 'gather', {'axis': 1}, 'x', 'i']]", -1,
-                 ARGS(X, "[2, 0]"), "[[3, 1], [6, 4]]");
+               ARGS(X, "[2, 0]"), "[[3, 1], [6, 4]]");
     run_expect("", "{'x': 'i32[2]', 'i': 'i32[2,2]'}", "[['r', 'gather', 'x', 'i']]", -1,
-                 ARGS("[10, 20]", "[[0, 1], [1, 0]]"), "[[10, 20], [20, 10]]");
+               ARGS("[10, 20]", "[[0, 1], [1, 0]]"), "[[10, 20], [20, 10]]");
     run_expect("", "{'x': 'i32[2]'}", "[['r', 'broadcast_to', {'shape': [2, 2]}, 'x']]", -1, ARGS("[1, 2]"),
-                 "[[1, 2], [1, 2]]");
+               "[[1, 2], [1, 2]]");
 }
 
 static void test_iota_const_fill(void **state)
@@ -441,16 +410,16 @@ static void test_iota_const_fill(void **state)
     (void)state;
     run_expect("", "{}", "[['r', 'iota', {'shape': [2, 3], 'axis': 1}]]", -1, NOARGS, "[[0, 1, 2], [0, 1, 2]]");
     run_expect("", "{}", "[['r', 'iota', {'shape': [2, 3]}]]", -1, NOARGS, "[[0, 0, 0], [1, 1, 1]]");
-    run_expect("", "{}", "[['r', 'iota', {'shape': [4], 'dtype': 'f32', 'axis': -1}]]", -1, NOARGS,
-                 "[0, 1, 2, 3]");
+    run_expect("", "{}", "[['r', 'iota', {'shape': [4], 'dtype': 'f32', 'axis': -1}]]", -1, NOARGS, "[0, 1, 2, 3]");
     run_expect("", "{}", "[['r', 'const', {'value': 7, 'shape': [2, 2]}]]", -1, NOARGS, "[[7, 7], [7, 7]]");
     run_expect("", "{}", "[['r', 'const', {'value': 1.5, 'dtype': 'f64', 'shape': [3]}]]", -1, NOARGS,
-                 "[1.5, 1.5, 1.5]");
+               "[1.5, 1.5, 1.5]");
     run_expect("", "{}", "[['r', 'const', {'value': [[1, 2], [3, 4]], 'dtype': 'i64'}]]", -1, NOARGS,
-                 "[[1, 2], [3, 4]]");
-    run_expect("", "{'s': '<a=f32[2],b=i32[]>'}", "[['z', 'zeros_like', 's'], ['o', 'ones_like', 's'], "
-                 "['r', 'struct', 'z', 'o']]", -1, ARGS("{'a': [3, 4], 'b': 5}"),
-                 "[{'a': [0, 0], 'b': 0}, {'a': [1, 1], 'b': 1}]");
+               "[[1, 2], [3, 4]]");
+    run_expect("", "{'s': '<a=f32[2],b=i32[]>'}",
+               "[['z', 'zeros_like', 's'], ['o', 'ones_like', 's'], "
+               "['r', 'struct', 'z', 'o']]",
+               -1, ARGS("{'a': [3, 4], 'b': 5}"), "[{'a': [0, 0], 'b': 0}, {'a': [1, 1], 'b': 1}]");
 }
 
 /* ---- structs and control flow ------------------------------------------------------------------- */
@@ -459,18 +428,17 @@ static void test_struct_field(void **state)
 {
     (void)state;
     run_expect("", "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', {'names': ['a', 'b']}, 'x', 'y']]", -1,
-                 ARGS("[1, 2]", "3"), "{'a': [1, 2], 'b': 3}");
+               ARGS("[1, 2]", "3"), "{'a': [1, 2], 'b': 3}");
     run_expect("", "{'x': 'f32[2]', 'y': 'i32[]'}", "[['r', 'struct', 'x', 'y']]", -1, ARGS("[1, 2]", "3"),
-                 "[[1, 2], 3]");
+               "[[1, 2], 3]");
     run_expect("", "{'s': '<a=f32[2],b=i32[]>'}", "[['r', 'field', {'name': 'b'}, 's']]", -1,
-                 ARGS("{'a': [1, 2], 'b': 3}"), "3");
-    run_expect("", "{'s': '<f32[2],i32[]>'}", "[['r', 'field', {'index': 0}, 's']]", -1, ARGS("[[1, 2], 3]"),
-                 "[1, 2]");
+               ARGS("{'a': [1, 2], 'b': 3}"), "3");
+    run_expect("", "{'s': '<f32[2],i32[]>'}", "[['r', 'field', {'index': 0}, 's']]", -1, ARGS("[[1, 2], 3]"), "[1, 2]");
     /* arithmetic lifted over a struct, a tensor meeting every leaf */
     run_expect("", "{'s': '<a=f32[2],b=f32[]>', 'k': 'f32[]'}", "[['r', 'add', 's', 'k']]", -1,
-                 ARGS("{'a': [1, 2], 'b': 3}", "10"), "{'a': [11, 12], 'b': 13}");
+               ARGS("{'a': [1, 2], 'b': 3}", "10"), "{'a': [11, 12], 'b': 13}");
     run_expect("", "{'s': '<a=f32[2],b=f32[]>'}", "[['r', 'mul', 's', 's']]", -1, ARGS("{'a': [1, 2], 'b': 3}"),
-                 "{'a': [1, 4], 'b': 9}");
+               "{'a': [1, 4], 'b': 9}");
 }
 
 #define CTL_FNS \
@@ -501,7 +469,7 @@ static void test_fori(void **state)
     run_expect(CTL_FNS, "{'x': 'i32[]'}", "[['r', 'fori', {'fn': 'step', 'n': 10}, 'x']]", -1, ARGS("0"), "45");
     /* extra loop-invariant argument: sum of 2i over 0..9 = 90, plus the start 5 */
     run_expect(CTL_FNS, "{'x': 'i32[]', 'k': 'i32[]'}", "[['r', 'fori', {'fn': 'kstep', 'n': 10}, 'x', 'k']]", -1,
-                 ARGS("5", "2"), "95");
+               ARGS("5", "2"), "95");
     run_expect(CTL_FNS, "{'x': 'i32[]'}", "[['r', 'fori', {'fn': 'step', 'n': 0}, 'x']]", -1, ARGS("7"), "7");
 }
 
@@ -509,17 +477,17 @@ static void test_while(void **state)
 {
     (void)state;
     /* 1 doubles while < 100: 2, 4, ..., 128 after 7 iterations */
-    run_expect(CTL_FNS, "{'x': 'f32[]'}", "[['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 10}, 'x']]",
-                 -1, ARGS("1"), "128");
-    run_expect(CTL_FNS, "{'x': 'f32[]'}", "[['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 7}, 'x']]",
-                 -1, ARGS("1"), "128");
-    run_expect(CTL_FNS, "{'x': 'f32[]'}", "[['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 0}, 'x']]",
-                 -1, ARGS("500"), "500");
+    run_expect(CTL_FNS, "{'x': 'f32[]'}", "[['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 10}, 'x']]", -1,
+               ARGS("1"), "128");
+    run_expect(CTL_FNS, "{'x': 'f32[]'}", "[['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 7}, 'x']]", -1,
+               ARGS("1"), "128");
+    run_expect(CTL_FNS, "{'x': 'f32[]'}", "[['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 0}, 'x']]", -1,
+               ARGS("500"), "500");
     /* an eighth iteration would be needed from 0.5: past max_iter 7 */
     run_expect_error(CTL_FNS, "{'x': 'f32[]'}",
-                 "[['y', 'neg', 'x'], ['z', 'neg', 'y'], "
-                 " ['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 7}, 'z']]",
-                 -1, ARGS("0.5"), FVM_ERR_RUNTIME, "/functions/main/body/2", "max_iter");
+                     "[['y', 'neg', 'x'], ['z', 'neg', 'y'], "
+                     " ['r', 'while', {'cond': 'small', 'body': 'dbl', 'max_iter': 7}, 'z']]",
+                     -1, ARGS("0.5"), FVM_ERR_RUNTIME, "/functions/main/body/2", "max_iter");
 }
 
 /* ---- sequences ---------------------------------------------------------------------------------- */
@@ -536,19 +504,19 @@ static void test_sequences(void **state)
     const char *P = "{'s': 'f32[]*'}";
     run_expect(SEQ_FNS, P, "[['r', 'sequence_map', {'fn': 'dbl'}, 's']]", -1, ARGS("[1, 2, 3]"), "[2, 4, 6]");
     run_expect(SEQ_FNS, "{'s': 'f32[]*', 'z': 'f32[]'}", "[['r', 'sequence_reduce', {'fn': 'add'}, 's', 'z']]", -1,
-                 ARGS("[1, 2, 3]", "10"), "16");
+               ARGS("[1, 2, 3]", "10"), "16");
     run_expect(SEQ_FNS, "{'s': 'f32[]*', 'z': 'f32[]', 'k': 'f32[]'}",
-                 "[['r', 'sequence_reduce', {'fn': 'addk'}, 's', 'z', 'k']]", -1, ARGS("[1, 2, 3]", "0", "3"), "18");
+               "[['r', 'sequence_reduce', {'fn': 'addk'}, 's', 'z', 'k']]", -1, ARGS("[1, 2, 3]", "0", "3"), "18");
     run_expect(SEQ_FNS, P, "[['r', 'sequence_sum', 's']]", -1, ARGS("[1, 2, 3]"), "6");
     run_expect(SEQ_FNS, P, "[['r', 'sequence_length', 's']]", -1, ARGS("[1, 2, 3]"), "3");
     run_expect(SEQ_FNS, "{'s': '<x=f32[],y=i32[2]>*'}", "[['r', 'sequence_sum', 's']]", -1,
-                 ARGS("[{'x': 1, 'y': [1, 2]}, {'x': 3, 'y': [10, 20]}]"), "{'x': 4, 'y': [11, 22]}");
+               ARGS("[{'x': 1, 'y': [1, 2]}, {'x': 3, 'y': [10, 20]}]"), "{'x': 4, 'y': [11, 22]}");
     /* empty sequences */
     run_expect(SEQ_FNS, "{'s': 'f32[2]*'}", "[['r', 'sequence_sum', 's']]", -1, ARGS("[]"), "[0, 0]");
     run_expect(SEQ_FNS, P, "[['r', 'sequence_length', 's']]", -1, ARGS("[]"), "0");
     run_expect(SEQ_FNS, P, "[['r', 'sequence_map', {'fn': 'dbl'}, 's']]", -1, ARGS("[]"), "[]");
     run_expect(SEQ_FNS, "{'s': 'f32[]*', 'z': 'f32[]'}", "[['r', 'sequence_reduce', {'fn': 'add'}, 's', 'z']]", -1,
-                 ARGS("[]", "10"), "10");
+               ARGS("[]", "10"), "10");
 }
 
 static void test_batch(void **state)
@@ -556,23 +524,20 @@ static void test_batch(void **state)
     (void)state;
     const char *S = "[0, 1, 2, 3, 4, 5, 6]";
     /* 7 elements in batches of 3: floor(7/3) = 2 full batches and one of 7 - 2*3 = 1 */
-    run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 3}, 's']]", -1, ARGS(S),
-                 "[[0, 1, 2], [3, 4, 5], [6]]");
+    run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 3}, 's']]", -1, ARGS(S), "[[0, 1, 2], [3, 4, 5], [6]]");
     run_expect("", "{'s': 'i32[]*'}",
-                 "[['b', 'batch', {'size': 3}, 's'], ['m', 'sequence_length', 'b'], ['r', 'struct', 'm']]", -1,
-                 ARGS(S), "[3]");
+               "[['b', 'batch', {'size': 3}, 's'], ['m', 'sequence_length', 'b'], ['r', 'struct', 'm']]", -1, ARGS(S),
+               "[3]");
     /* with drop_remainder the short batch goes */
     run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 3, 'drop_remainder': true}, 's']]", -1, ARGS(S),
-                 "[[0, 1, 2], [3, 4, 5]]");
+               "[[0, 1, 2], [3, 4, 5]]");
     run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 7, 'drop_remainder': true}, 's']]", -1, ARGS(S),
-                 "[[0, 1, 2, 3, 4, 5, 6]]");
-    run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 8, 'drop_remainder': true}, 's']]", -1, ARGS(S),
-                 "[]");
-    run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 8}, 's']]", -1, ARGS(S),
-                 "[[0, 1, 2, 3, 4, 5, 6]]");
+               "[[0, 1, 2, 3, 4, 5, 6]]");
+    run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 8, 'drop_remainder': true}, 's']]", -1, ARGS(S), "[]");
+    run_expect("", "{'s': 'i32[]*'}", "[['r', 'batch', {'size': 8}, 's']]", -1, ARGS(S), "[[0, 1, 2, 3, 4, 5, 6]]");
     run_expect("", "{'s': '<x=f32[2],y=i32[]>*'}", "[['r', 'batch', {'size': 2}, 's']]", -1,
-                 ARGS("[{'x': [1, 2], 'y': 1}, {'x': [3, 4], 'y': 2}, {'x': [5, 6], 'y': 3}]"),
-                 "[{'x': [[1, 2], [3, 4]], 'y': [1, 2]}, {'x': [[5, 6]], 'y': [3]}]");
+               ARGS("[{'x': [1, 2], 'y': 1}, {'x': [3, 4], 'y': 2}, {'x': [5, 6], 'y': 3}]"),
+               "[{'x': [[1, 2], [3, 4]], 'y': [1, 2]}, {'x': [[5, 6]], 'y': [3]}]");
 }
 
 /* ---- random numbers --------------------------------------------------------------------------------- */
@@ -583,7 +548,7 @@ static void run_tensor(const char *params, const char *body, const char *const *
     run r;
     fvm_status s = run_main(&r, "", params, body, -1, args);
     if (s)
-        print_errors(&r.d);
+        test_print_errors(&r.d, "  ");
     assert_int_equal(s, FVM_OK);
     assert_int_equal(r.res->kind, FVM_V_TENSOR);
     assert_int_equal(fvm_tensor_bytes(&r.res->t), bytes);
@@ -598,7 +563,8 @@ static void test_random_keys(void **state)
     run_expect("", "{'s': 'i32[]'}", "[['r', 'random_key', 's']]", -1, ARGS("42"), "[0, 42]");
     run_expect("", "{'s': 'i64[]'}", "[['r', 'random_key', 's']]", -1, ARGS("4294967301"), "[1, 5]");
     run_expect("", "{'s': 'u32[]'}", "[['r', 'random_key', 's']]", -1, ARGS("4294967295"), "[0, 4294967295]");
-    run_expect("", "{'s': 'i32[]'}", "[['r', 'random_key', 's']]", -1, ARGS("-1"), "[0, 4294967295]"); /* 32-bit seeds: their 32 bits */
+    run_expect("", "{'s': 'i32[]'}", "[['r', 'random_key', 's']]", -1, ARGS("-1"),
+               "[0, 4294967295]"); /* 32-bit seeds: their 32 bits */
 
     /* split: the same key splits the same way; the children differ from each
      * other and from the parent */
@@ -688,47 +654,43 @@ static void test_federated_placement(void **state)
 {
     (void)state;
     run_expect(FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'SERVER'}, 'x']]", -1,
-                 ARGS("[1, 2]"), "[1, 2]");
+               ARGS("[1, 2]"), "[1, 2]");
     run_expect(FED_FNS, "{'x': 'f32[2]'}", "[['r', 'federated_value', {'placement': 'CLIENTS'}, 'x']]", -1,
-                 ARGS("[1, 2]"), "[1, 2]");
-    run_expect(FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'SERVER'}]]", -1, NOARGS,
-                 "7");
+               ARGS("[1, 2]"), "[1, 2]");
+    run_expect(FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'SERVER'}]]", -1, NOARGS, "7");
     run_expect(FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'CLIENTS'}]]", 3, NOARGS,
-                 "[7, 7, 7]");
+               "[7, 7, 7]");
     run_expect_error(FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'CLIENTS'}]]", -1, NOARGS,
-                 FVM_ERR_RUNTIME, "/functions/main/body/0", "number of clients");
-    run_expect(FED_FNS, "{'x': 'f32[2]@SERVER'}", "[['r', 'federated_broadcast', 'x']]", -1, ARGS("[1, 2]"),
-                 "[1, 2]");
+                     FVM_ERR_RUNTIME, "/functions/main/body/0", "number of clients");
+    run_expect(FED_FNS, "{'x': 'f32[2]@SERVER'}", "[['r', 'federated_broadcast', 'x']]", -1, ARGS("[1, 2]"), "[1, 2]");
 }
 
 static void test_federated_map_apply_zip(void **state)
 {
     (void)state;
     run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'sq'}, 'x']]", -1,
-                 ARGS("[1, 2, 3]"), "[1, 4, 9]");
+               ARGS("[1, 2, 3]"), "[1, 4, 9]");
     /* an all-equal argument: fn runs for each of the N clients set on the VM */
     const char *bm = "[['b', 'federated_broadcast', 'x'], ['r', 'federated_map', {'fn': 'inc'}, 'b']]";
     run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", bm, 4, ARGS("5"), "[6, 6, 6, 6]");
     run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", bm, 0, ARGS("5"), "[]");
     run_expect_error(FED_FNS, "{'x': 'f32[]@SERVER'}", bm, -1, ARGS("5"), FVM_ERR_RUNTIME, "/functions/main/body/1",
-                 "number of clients");
+                     "number of clients");
     /* per-client and all-equal arguments together */
     run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': 'f32[]@SERVER'}",
-                 "[['b', 'federated_broadcast', 'y'], ['r', 'federated_map', {'fn': 'plus'}, 'x', 'b']]", -1,
-                 ARGS("[1, 2, 3]", "10"), "[11, 12, 13]");
-    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", "[['r', 'federated_apply', {'fn': 'sq'}, 'x']]", -1, ARGS("3"),
-                 "9");
+               "[['b', 'federated_broadcast', 'y'], ['r', 'federated_map', {'fn': 'plus'}, 'x', 'b']]", -1,
+               ARGS("[1, 2, 3]", "10"), "[11, 12, 13]");
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", "[['r', 'federated_apply', {'fn': 'sq'}, 'x']]", -1, ARGS("3"), "9");
     run_expect(FED_FNS, "{'x': 'f32[]@SERVER', 'y': 'f32[]@SERVER'}",
-                 "[['r', 'federated_apply', {'fn': 'plus'}, 'x', 'y']]", -1, ARGS("3", "4"), "7");
+               "[['r', 'federated_apply', {'fn': 'plus'}, 'x', 'y']]", -1, ARGS("3", "4"), "7");
     run_expect(FED_FNS, "{'a': '{f32[]}@CLIENTS', 'b': '{i32[]}@CLIENTS'}",
-                 "[['r', 'federated_zip', {'names': ['a', 'b']}, 'a', 'b']]", -1, ARGS("[1, 2]", "[10, 20]"),
-                 "[{'a': 1, 'b': 10}, {'a': 2, 'b': 20}]");
+               "[['r', 'federated_zip', {'names': ['a', 'b']}, 'a', 'b']]", -1, ARGS("[1, 2]", "[10, 20]"),
+               "[{'a': 1, 'b': 10}, {'a': 2, 'b': 20}]");
     run_expect(FED_FNS, "{'a': '{f32[]}@CLIENTS', 'c': 'f32[]@SERVER'}",
-                 "[['b', 'federated_broadcast', 'c'], ['r', 'federated_zip', 'a', 'b']]", -1, ARGS("[1, 2]", "5"),
-                 "[[1, 5], [2, 5]]");
+               "[['b', 'federated_broadcast', 'c'], ['r', 'federated_zip', 'a', 'b']]", -1, ARGS("[1, 2]", "5"),
+               "[[1, 5], [2, 5]]");
     run_expect(FED_FNS, "{'a': 'f32[]@SERVER', 'b': 'i32[]@SERVER'}",
-                 "[['r', 'federated_zip', {'names': ['p', 'q']}, 'a', 'b']]", -1, ARGS("1.5", "2"),
-                 "{'p': 1.5, 'q': 2}");
+               "[['r', 'federated_zip', {'names': ['p', 'q']}, 'a', 'b']]", -1, ARGS("1.5", "2"), "{'p': 1.5, 'q': 2}");
 }
 
 static void test_federated_aggregations(void **state)
@@ -736,33 +698,32 @@ static void test_federated_aggregations(void **state)
     (void)state;
     run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1, ARGS("[1, 2, 3]"), "6");
     run_expect(FED_FNS, "{'x': '{<a=f32[2],n=i32[]>}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1,
-                 ARGS("[{'a': [1, 2], 'n': 1}, {'a': [3, 4], 'n': 2}]"), "{'a': [4, 6], 'n': 3}");
+               ARGS("[{'a': [1, 2], 'n': 1}, {'a': [3, 4], 'n': 2}]"), "{'a': [4, 6], 'n': 3}");
     /* an all-equal value summed over 3 clients: 3 * 5 */
-    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", "[['b', 'federated_broadcast', 'x'], ['r', 'federated_sum', 'b']]",
-                 3, ARGS("5"), "15");
-    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", -1, ARGS("[1, 2, 3, 4]"),
-                 "2.5");
-    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}",
-                 "[['b', 'federated_broadcast', 'x'], ['r', 'federated_mean', 'b']]", 3, ARGS("5"), "5");
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", "[['b', 'federated_broadcast', 'x'], ['r', 'federated_sum', 'b']]", 3,
+               ARGS("5"), "15");
+    run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", -1, ARGS("[1, 2, 3, 4]"), "2.5");
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", "[['b', 'federated_broadcast', 'x'], ['r', 'federated_mean', 'b']]", 3,
+               ARGS("5"), "5");
     /* (1*1 + 2*1 + 3*2) / (1 + 1 + 2) = 9 / 4 */
     run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS', 'w': '{f32[]}@CLIENTS'}",
-                 "[['r', 'federated_weighted_mean', 'x', 'w']]", -1, ARGS("[1, 2, 3]", "[1, 1, 2]"), "2.25");
+               "[['r', 'federated_weighted_mean', 'x', 'w']]", -1, ARGS("[1, 2, 3]", "[1, 1, 2]"), "2.25");
     run_expect(FED_FNS, "{'x': '{f64[2]}@CLIENTS', 'w': '{f64[]}@CLIENTS'}",
-                 "[['r', 'federated_weighted_mean', 'x', 'w']]", -1,
-                 ARGS("[[1, 10], [2, 20], [3, 30]]", "[1, 1, 2]"), "[2.25, 22.5]");
+               "[['r', 'federated_weighted_mean', 'x', 'w']]", -1, ARGS("[[1, 10], [2, 20], [3, 30]]", "[1, 1, 2]"),
+               "[2.25, 22.5]");
     run_expect(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", "[['r', 'federated_min', 'x']]", -1,
-                 ARGS("[[3, 1], [2, 5], [4, 0]]"), "[2, 0]");
+               ARGS("[[3, 1], [2, 5], [4, 0]]"), "[2, 0]");
     run_expect(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", -1,
-                 ARGS("[[3, 1], [2, 5], [4, 0]]"), "[4, 5]");
+               ARGS("[[3, 1], [2, 5], [4, 0]]"), "[4, 5]");
     /* sqrt(3^2 + 4^2) = 5 */
     run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
-                 "[['z', 'const', {'value': 0.0}], "
-                 " ['r', 'federated_aggregate', {'accumulate': 'acc_sq', 'merge': 'merge', 'report': 'root'}, 'x', 'z']]",
-                 -1, ARGS("[3, 4]"), "5");
+               "[['z', 'const', {'value': 0.0}], "
+               " ['r', 'federated_aggregate', {'accumulate': 'acc_sq', 'merge': 'merge', 'report': 'root'}, 'x', 'z']]",
+               -1, ARGS("[3, 4]"), "5");
     run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
-                 "[['z', 'const', {'value': 0.0}], "
-                 " ['r', 'federated_aggregate', {'accumulate': 'acc_sq', 'merge': 'merge'}, 'x', 'z']]",
-                 -1, ARGS("[1, 2, 3]"), "14");
+               "[['z', 'const', {'value': 0.0}], "
+               " ['r', 'federated_aggregate', {'accumulate': 'acc_sq', 'merge': 'merge'}, 'x', 'z']]",
+               -1, ARGS("[1, 2, 3]"), "14");
 }
 
 /* "[f(0), f(1), ..., f(n-1)]" for f(i) = a*i + b, into buf. */
@@ -813,8 +774,8 @@ static void test_all_equal_where_per_client_expected(void **state)
     /* A function whose parameter is {f32[]}@CLIENTS called with an all-equal
      * value: every one of the 3 clients holds 5, so the sum is 15. */
     run_expect("'total': {'params': {'v': '{f32[]}@CLIENTS'}, 'body': [['s', 'federated_sum', 'v']], 'result': 's'}",
-               "{'x': 'f32[]@SERVER'}",
-               "[['b', 'federated_broadcast', 'x'], ['r', 'call', {'fn': 'total'}, 'b']]", 3, ARGS("5"), "15");
+               "{'x': 'f32[]@SERVER'}", "[['b', 'federated_broadcast', 'x'], ['r', 'call', {'fn': 'total'}, 'b']]", 3,
+               ARGS("5"), "15");
     /* and as a member of a struct */
     run_expect("'total': {'params': {'s': '<v={f32[]}@CLIENTS,k=f32[]@SERVER>'}, "
                "  'body': [['v', 'field', {'name': 'v'}, 's'], ['t', 'federated_sum', 'v']], 'result': 't'}",
@@ -833,15 +794,13 @@ static void test_secure_sum(void **state)
     /* 1 + 2 + 255 = 258 = 256 + 2 */
     run_expect(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", body, -1, ARGS("[[200, 1], [100, 2], [50, 255]]"), "[94, 2]");
     /* every summand is taken modulo 2^bitwidth: -1 = 15 (mod 16), 15 + 2 = 17 = 1 (mod 16) */
-    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}",
-                 "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 4}, 'x']]", -1, ARGS("[-1, 2]"), "1");
-    run_expect(FED_FNS, "{'x': '{u32[]}@CLIENTS'}",
-                 "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]", -1, ARGS("[4294967295, 1]"),
-                 "0");
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 4}, 'x']]",
+               -1, ARGS("[-1, 2]"), "1");
+    run_expect(FED_FNS, "{'x': '{u32[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]",
+               -1, ARGS("[4294967295, 1]"), "0");
     /* 2^62 - 1 + 1 + 5 = 2^62 + 5 = 5 (mod 2^62) */
-    run_expect(FED_FNS, "{'x': '{i64[]}@CLIENTS'}",
-                 "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 62}, 'x']]", -1,
-                 ARGS("[4611686018427387903, 1, 5]"), "5");
+    run_expect(FED_FNS, "{'x': '{i64[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 62}, 'x']]",
+               -1, ARGS("[4611686018427387903, 1, 5]"), "5");
 }
 
 static void test_zero_clients(void **state)
@@ -849,24 +808,24 @@ static void test_zero_clients(void **state)
     (void)state;
     run_expect(FED_FNS, "{'x': '{f32[2]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1, ARGS("[]"), "[0, 0]");
     run_expect(FED_FNS, "{'x': '{<a=f32[2],b=i32[]>}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1, ARGS("[]"),
-                 "{'a': [0, 0], 'b': 0}");
-    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}",
-                 "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 8}, 'x']]", -1, ARGS("[]"), "0");
+               "{'a': [0, 0], 'b': 0}");
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 8}, 'x']]",
+               -1, ARGS("[]"), "0");
     /* aggregate: report(zero) = 10 * 5 */
     run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
-                 "[['z', 'const', {'value': 5.0}], "
-                 " ['r', 'federated_aggregate', {'accumulate': 'acc_sq', 'merge': 'merge', 'report': 'ten'}, 'x', 'z']]",
-                 -1, ARGS("[]"), "50");
+               "[['z', 'const', {'value': 5.0}], "
+               " ['r', 'federated_aggregate', {'accumulate': 'acc_sq', 'merge': 'merge', 'report': 'ten'}, 'x', 'z']]",
+               -1, ARGS("[]"), "50");
     run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'sq'}, 'x']]", -1, ARGS("[]"),
-                 "[]");
+               "[]");
     run_expect_error(FED_FNS, "{'x': '{f32[]}@CLIENTS'}",
-                     "[['y', 'federated_map', {'fn': 'sq'}, 'x'], ['r', 'federated_mean', 'y']]", -1,
-                 ARGS("[]"), FVM_ERR_RUNTIME, "/functions/main/body/1", "zero clients");
+                     "[['y', 'federated_map', {'fn': 'sq'}, 'x'], ['r', 'federated_mean', 'y']]", -1, ARGS("[]"),
+                     FVM_ERR_RUNTIME, "/functions/main/body/1", "zero clients");
     run_expect_error(FED_FNS, "{'x': '{f32[]}@CLIENTS', 'w': '{f32[]}@CLIENTS'}",
-                 "[['r', 'federated_weighted_mean', 'x', 'w']]", -1, ARGS("[]", "[]"), FVM_ERR_RUNTIME,
-                 "/functions/main/body/0", "zero clients");
+                     "[['r', 'federated_weighted_mean', 'x', 'w']]", -1, ARGS("[]", "[]"), FVM_ERR_RUNTIME,
+                     "/functions/main/body/0", "zero clients");
     run_expect_error(FED_FNS, "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", -1, ARGS("[]"),
-                 FVM_ERR_RUNTIME, "/functions/main/body/0", "zero clients");
+                     FVM_ERR_RUNTIME, "/functions/main/body/0", "zero clients");
 }
 
 /* ---- the reduction tree -------------------------------------------------------------------------------- */
@@ -942,7 +901,7 @@ static void test_reduction_tree_order(void **state)
         run r;
         fvm_status s = run_main(&r, "", "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1, ARGS(text));
         if (s)
-            print_errors(&r.d);
+            test_print_errors(&r.d, "  ");
         assert_int_equal(s, FVM_OK);
         assert_int_equal(r.res->t.dtype, FVM_DTYPE_F32);
         memcpy(&got[rep], fvm_tensor_data(&r.res->t), sizeof(float));
@@ -974,12 +933,12 @@ static void test_client_shapes_must_agree(void **state)
                      -1, ARGS("[[1, 2, 3], [1]]"), FVM_ERR_RUNTIME, "/functions/main/body/0", "shape");
     run_expect_error("", "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1,
                      ARGS("[[1, 2], [10, 20, 30]]"), FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
-    run_expect_error("", "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1,
-                     ARGS("[[1], [10, 20, 30]]"), FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
-    run_expect_error("", "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", -1,
-                     ARGS("[[10, 20, 30], [1]]"), FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
-    run_expect_error("", "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", -1,
-                     ARGS("[[10, 20, 30], [1]]"), FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
+    run_expect_error("", "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_sum', 'x']]", -1, ARGS("[[1], [10, 20, 30]]"),
+                     FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
+    run_expect_error("", "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]", -1, ARGS("[[10, 20, 30], [1]]"),
+                     FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
+    run_expect_error("", "{'x': '{f32[?]}@CLIENTS'}", "[['r', 'federated_max', 'x']]", -1, ARGS("[[10, 20, 30], [1]]"),
+                     FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
     /* the same for the elements of a sequence */
     run_expect_error("", "{'s': 'f32[?]*'}", "[['r', 'sequence_sum', 's']]", -1, ARGS("[[1], [10, 20, 30]]"),
                      FVM_STATUS_COUNT, "/functions/main/body/0", "shape");
@@ -991,20 +950,19 @@ static void test_runtime_errors(void **state)
 {
     (void)state;
     run_expect_error("", "{'x': 'i32[3]', 'y': 'i32[3]'}", "[['a', 'neg', 'x'], ['r', 'div', 'a', 'y']]", -1,
-                 ARGS("[1, 2, 3]", "[1, 0, 1]"), FVM_ERR_RUNTIME, "/functions/main/body/1", "division by zero");
+                     ARGS("[1, 2, 3]", "[1, 0, 1]"), FVM_ERR_RUNTIME, "/functions/main/body/1", "division by zero");
     run_expect_error("", "{'x': 'f32[3]', 'i': 'i32[2]'}", "[['r', 'gather', 'x', 'i']]", -1,
-                 ARGS("[10, 20, 30]", "[0, 3]"), FVM_ERR_RUNTIME, "/functions/main/body/0", "outside the range");
+                     ARGS("[10, 20, 30]", "[0, 3]"), FVM_ERR_RUNTIME, "/functions/main/body/0", "outside the range");
     run_expect_error("", "{'x': 'f32[3]', 'i': 'i32[1]'}", "[['r', 'gather', 'x', 'i']]", -1,
-                 ARGS("[10, 20, 30]", "[-1]"), FVM_ERR_RUNTIME, "/functions/main/body/0", "outside the range");
+                     ARGS("[10, 20, 30]", "[-1]"), FVM_ERR_RUNTIME, "/functions/main/body/0", "outside the range");
     /* in a called function: the callee's instruction */
     run_expect_error(FED_FNS, "{'x': 'i32[]'}", "[['y', 'neg', 'x'], ['r', 'call', {'fn': 'safe_div'}, 'y']]", -1,
-                 ARGS("0"), FVM_ERR_RUNTIME, "/functions/safe_div/body/1", "division by zero");
+                     ARGS("0"), FVM_ERR_RUNTIME, "/functions/safe_div/body/1", "division by zero");
     /* in one client of a map */
     run_expect_error(FED_FNS, "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'safe_div'}, 'x']]", -1,
-                 ARGS("[1, 2, 0, 4]"), FVM_ERR_RUNTIME, "/functions/safe_div/body/1", "division by zero");
+                     ARGS("[1, 2, 0, 4]"), FVM_ERR_RUNTIME, "/functions/safe_div/body/1", "division by zero");
     /* float division by zero is no error: IEEE infinity */
-    run_expect("", "{'x': 'f32[1]', 'y': 'f32[1]'}", "[['r', 'div', 'x', 'y']]", -1, ARGS("[1]", "[0]"),
-                 "['inf']");
+    run_expect("", "{'x': 'f32[1]', 'y': 'f32[1]'}", "[['r', 'div', 'x', 'y']]", -1, ARGS("[1]", "[0]"), "['inf']");
 }
 
 /* ---- binding text arguments ------------------------------------------------------------------------ */
@@ -1012,12 +970,12 @@ static void test_runtime_errors(void **state)
 static void test_bind_args(void **state)
 {
     (void)state;
-    char *text = program("", "{'x': '{f32[]}@CLIENTS', 'key': 'u32[2]'}",
-                         "[['s', 'federated_sum', 'x'], ['r', 'struct', 's', 'key']]");
+    char *text = test_program_text("", "{'x': '{f32[]}@CLIENTS', 'key': 'u32[2]'}",
+                                   "[['s', 'federated_sum', 'x'], ['r', 'struct', 's', 'key']]");
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     const fvm_func *f = fvm_program_func(p, "main");
     fvm_vm *vm = NULL;
     assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
@@ -1058,7 +1016,7 @@ static void test_bind_args(void **state)
 static void test_call_checks_arguments(void **state)
 {
     (void)state;
-    char *text = program("", "{'x': 'f32[3]'}", "[['r', 'neg', 'x']]");
+    char *text = test_program_text("", "{'x': 'f32[3]'}", "[['r', 'neg', 'x']]");
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
@@ -1071,7 +1029,7 @@ static void test_call_checks_arguments(void **state)
     assert_null(res);
     fvm_vm_free(vm);
     fvm_diag_clear(&d);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
     /* a tensor of the wrong shape */
     fvm_tensor t;
@@ -1112,11 +1070,12 @@ static void test_call_checks_client_counts(void **state)
     /* Every {T}@CLIENTS value of one run has the same number of clients, also
      * when the lists sit inside a struct argument: a struct holding lists of 2
      * and 3 clients is refused at the call, before anything runs. */
-    char *text = program("", "{'s': '<a={f32[]}@CLIENTS,b={f32[]}@CLIENTS>'}", "[['r', 'field', {'name': 'a'}, 's']]");
+    char *text =
+        test_program_text("", "{'s': '<a={f32[]}@CLIENTS,b={f32[]}@CLIENTS>'}", "[['r', 'field', {'name': 'a'}, 's']]");
     fvm_diag d = {0};
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     const fvm_func *f = fvm_program_func(p, "main");
     fvm_vm *vm = NULL;
     assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
@@ -1181,7 +1140,7 @@ static fvm_status call_main(const char *text, fvm_value *a, int64_t clients, fvm
 {
     fvm_program *p = NULL;
     assert_int_equal(fvm_program_load_text("test.json", text, strlen(text), &p, d), FVM_OK);
-    assert_int_equal(fvm_check(p, d), FVM_OK);
+    assert_int_equal(fvm_compile(p, d), FVM_OK);
     fvm_vm *vm = NULL;
     assert_int_equal(fvm_vm_new(p, NULL, &vm, d), FVM_OK);
     assert_int_equal(fvm_vm_set_clients(vm, clients, d), FVM_OK);
@@ -1198,12 +1157,13 @@ static void test_clients_read_on_demand(void **state)
     /* Client data read on demand (as a dataset gives it) goes through zip,
      * map and every aggregation with the results of the same data held in
      * memory: x_i = 1 + i over 37 clients (three blocks of the tree). */
-    char *text = program("'sq': {'params': {'p': '<f32[],f32[]>'}, 'body': [['a', 'field', {'index': 0}, 'p'], "
-                         "['b', 'field', {'index': 1}, 'p'], ['r', 'mul', 'a', 'b']], 'result': 'r'}",
-                         "{'x': '{f32[]}@CLIENTS'}",
-                         "[['z', 'federated_zip', 'x', 'x'], ['q', 'federated_map', {'fn': 'sq'}, 'z'], "
-                         "['s', 'federated_sum', 'q'], ['m', 'federated_max', 'x'], "
-                         "['w', 'federated_weighted_mean', 'x', 'x'], ['r', 'federated_zip', 's', 'm', 'w']]");
+    char *text =
+        test_program_text("'sq': {'params': {'p': '<f32[],f32[]>'}, 'body': [['a', 'field', {'index': 0}, 'p'], "
+                          "['b', 'field', {'index': 1}, 'p'], ['r', 'mul', 'a', 'b']], 'result': 'r'}",
+                          "{'x': '{f32[]}@CLIENTS'}",
+                          "[['z', 'federated_zip', 'x', 'x'], ['q', 'federated_map', {'fn': 'sq'}, 'z'], "
+                          "['s', 'federated_sum', 'q'], ['m', 'federated_max', 'x'], "
+                          "['w', 'federated_weighted_mean', 'x', 'x'], ['r', 'federated_zip', 's', 'm', 'w']]");
     const int n = 37;
     fvm_diag d = {0};
     int gets = 0;

@@ -1,4 +1,4 @@
-/* test_metrics.c - metrics files (JSON lines of rounds) read into series: names, values, order, errors with lines. */
+/* test_metrics.c - metrics files (JSON lines of rounds): a round's line written, files cut back, read into series (names, values, order, errors with lines). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,10 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "../format/doc_io.h"
 #include "../format/metrics.h"
+#include "../format/value_doc.h"
+#include "test_util.h"
 
 /* Per-test state, freed by the teardown even when an assertion fails. */
 typedef struct fx {
@@ -21,9 +25,7 @@ typedef struct fx {
 
 static int setup(void **state)
 {
-    fx *f = calloc(1, sizeof *f);
-    *state = f;
-    return f ? 0 : -1;
+    return test_fixture_new(state, sizeof(fx));
 }
 
 static int teardown(void **state)
@@ -71,16 +73,17 @@ static void expect_error(fx *f, fvm_status code, int line, int col, const char *
 static void test_what_fedvm_run_writes(void **state)
 {
     fx *f = *state;
-    assert_int_equal(parse(f, "{\"round\": 1, \"train\": {\"loss\": 2.5, \"examples\": 100.0}, \"seconds\": 0.5, "
-                              "\"clients\": 10, \"sampled\": [1, 4, 7]}\n"
-                              "{\"round\": 2, \"train\": {\"loss\": 1.5, \"examples\": 90.0}, \"eval\": {\"loss\": 1.25, "
-                              "\"accuracy\": 0.5}, \"seconds\": 0.25, \"clients\": 10, \"sampled\": [0, 2, 3]}\n"),
+    assert_int_equal(parse(f,
+                           "{\"round\": 1, \"train\": {\"loss\": 2.5, \"examples\": 100.0}, \"seconds\": 0.5, "
+                           "\"clients\": 10, \"sampled\": [1, 4, 7]}\n"
+                           "{\"round\": 2, \"train\": {\"loss\": 1.5, \"examples\": 90.0}, \"eval\": {\"loss\": 1.25, "
+                           "\"accuracy\": 0.5}, \"seconds\": 0.25, \"clients\": 10, \"sampled\": [0, 2, 3]}\n"),
                      FVM_OK);
     assert_string_equal(f->m->file, "m.jsonl");
     assert_int_equal(f->m->rounds, 2);
     /* in order of first appearance; the sampled clients are no series */
-    static const char *const names[] = {"train.loss", "train.examples", "seconds", "clients", "eval.loss",
-                                        "eval.accuracy"};
+    static const char *const names[] = {"train.loss", "train.examples", "seconds",
+                                        "clients",    "eval.loss",      "eval.accuracy"};
     assert_int_equal(f->m->nseries, 6);
     for (int i = 0; i < 6; i++)
         assert_string_equal(f->m->series[i].name, names[i]);
@@ -209,7 +212,8 @@ static void test_appended_runs(void **state)
     assert_int_equal(ev->rounds[0], 3);
     assert_true(ev->values[0] == 0.5);
     /* lines out of order are sorted */
-    assert_int_equal(parse(f, "{\"round\": 5, \"v\": 5}\n{\"round\": 2, \"v\": 2}\n{\"round\": 9, \"v\": 9}\n"), FVM_OK);
+    assert_int_equal(parse(f, "{\"round\": 5, \"v\": 5}\n{\"round\": 2, \"v\": 2}\n{\"round\": 9, \"v\": 9}\n"),
+                     FVM_OK);
     const fvm_series *v = series(f, "v", 3);
     assert_int_equal(v->rounds[0], 2);
     assert_int_equal(v->rounds[1], 5);
@@ -257,8 +261,8 @@ static void test_many_series(void **state)
         len += (size_t)snprintf(text + len, cap - len, ", \"w%d\": %d", k, k);
     len += (size_t)snprintf(text + len, cap - len, "}\n");
     for (int r = 1; r <= LINES; r++)
-        len += (size_t)snprintf(text + len, cap - len, "{\"round\": %d, \"n\": {\"s%d\": %d}, \"w%d\": 1}\n", r, r,
-                                -r, r % WIDE);
+        len += (size_t)snprintf(text + len, cap - len, "{\"round\": %d, \"n\": {\"s%d\": %d}, \"w%d\": 1}\n", r, r, -r,
+                                r % WIDE);
     clock_t start = clock();
     fvm_status s = fvm_metrics_parse("m.jsonl", text, len, &f->m, &f->d);
     double cpu = (double)(clock() - start) / CLOCKS_PER_SEC;
@@ -308,6 +312,108 @@ static void test_files(void **state)
     fvm_metrics_free(NULL);
 }
 
+/* A value of type text from JSON text; its type in *t (in a). */
+static fvm_value *value_of(fvm_arena *a, const char *type, const char *json, const fvm_type **t)
+{
+    fvm_diag d = {0};
+    fvm_doc *doc = NULL;
+    fvm_doc_src src = {.file = "v", .text = json, .len = strlen(json)};
+    fvm_value *v = NULL;
+    int64_t n = -1;
+    assert_int_equal(fvm_type_parse(a, type, NULL, NULL, t, &d), FVM_OK);
+    assert_int_equal(fvm_json_parse(a, &src, &doc, &d), FVM_OK);
+    assert_int_equal(fvm_value_from_doc(doc, *t, "v", "", &n, &v, &d), FVM_OK);
+    fvm_diag_clear(&d);
+    return v;
+}
+
+/* fvm_metrics_line's text, checked and freed. */
+static void line_is(const fvm_metrics_round *r, const char *want)
+{
+    char *line = NULL;
+    size_t len = 0;
+    fvm_diag d = {0};
+    assert_int_equal(fvm_metrics_line(r, &line, &len, &d), FVM_OK);
+    assert_string_equal(line, want);
+    assert_int_equal(len, strlen(want));
+    free(line);
+}
+
+/* A round's line: the members asked for, in their order, on one line; seconds to the microsecond. */
+static void test_line(void **state)
+{
+    (void)state;
+    fvm_arena a = {0};
+    const fvm_type *tt, *et;
+    fvm_value *train = value_of(&a, "<loss=f32[],examples=f32[]>@SERVER", "{\"loss\": 0.25, \"examples\": 3}", &tt);
+    fvm_value *eval = value_of(&a, "<accuracy=f32[]>", "{\"accuracy\": 0.75}", &et);
+    int64_t clients[] = {4, 9};
+    fvm_metrics_round r = {.round = 3, .train = train, .train_type = tt};
+    line_is(&r, "{\"round\": 3, \"train\": {\"loss\": 0.25, \"examples\": 3.0}}\n");
+    r.fields = FVM_METRICS_CLIENTS;
+    r.nclients = 2;
+    line_is(&r, "{\"round\": 3, \"train\": {\"loss\": 0.25, \"examples\": 3.0}, \"clients\": 2}\n");
+    r = (fvm_metrics_round){
+        3,          train,     tt,  eval, et,     FVM_METRICS_TIMES | FVM_METRICS_CLIENTS | FVM_METRICS_SAMPLED,
+        0.12345678, 0.0500004, 1.5, 2,    clients};
+    line_is(&r, "{\"round\": 3, \"train\": {\"loss\": 0.25, \"examples\": 3.0}, \"eval\": {\"accuracy\": 0.75}, "
+                "\"seconds\": 0.123457, \"eval_seconds\": 0.05, \"cpu_seconds\": 1.5, \"clients\": 2, "
+                "\"sampled\": [4, 9]}\n");
+    r.eval = NULL; /* no evaluation: no eval_seconds */
+    r.fields = FVM_METRICS_TIMES;
+    line_is(&r, "{\"round\": 3, \"train\": {\"loss\": 0.25, \"examples\": 3.0}, \"seconds\": 0.123457, "
+                "\"cpu_seconds\": 1.5}\n");
+    fvm_value_release(train);
+    fvm_value_release(eval);
+    fvm_arena_free(&a);
+}
+
+/* Writes text to path. */
+static void put(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+/* path holds exactly text. */
+static void holds(const char *path, const char *text)
+{
+    char buf[512] = {0};
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    assert_string_equal(buf, text);
+}
+
+/* Cut back for a run resumed after round 2: the lines of later rounds and an
+ * incomplete last line go, lines without a round stay, a missing file stays missing. */
+static void test_cut(void **state)
+{
+    fx *f = *state;
+    char path[] = "/tmp/fvm_test_metrics_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    put(path, "{\"round\": 1, \"v\": 1}\nnot json\n{\"round\": 2, \"v\": 2}\n{\"round\": 3, \"v\": 3}\n"
+              "{\"round\": 2, \"v\": 4}\n{\"rou");
+    assert_int_equal(fvm_metrics_cut(path, 2, &f->d), FVM_OK);
+    holds(path, "{\"round\": 1, \"v\": 1}\nnot json\n{\"round\": 2, \"v\": 2}\n");
+    assert_int_equal(fvm_metrics_cut(path, 2, &f->d), FVM_OK);
+    holds(path, "{\"round\": 1, \"v\": 1}\nnot json\n{\"round\": 2, \"v\": 2}\n");
+    put(path, "{\"v\": 0, \"round\": 5}\n{\"round\": 1}\n");
+    assert_int_equal(fvm_metrics_cut(path, 0, &f->d), FVM_OK);
+    holds(path, "");
+    remove(path);
+    assert_int_equal(fvm_metrics_cut(path, 2, &f->d), FVM_OK);
+    assert_int_not_equal(access(path, F_OK), 0);
+    assert_int_equal(f->d.n, 0);
+    assert_int_equal(fvm_metrics_cut("/dev/null", 2, &f->d), FVM_ERR_IO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +427,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_many_rounds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_many_series, setup, teardown),
         cmocka_unit_test_setup_teardown(test_files, setup, teardown),
+        cmocka_unit_test(test_line),
+        cmocka_unit_test_setup_teardown(test_cut, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
+#include "test_util.h"
 
 static uint64_t rng = 99;
 static double uniform(void)
@@ -64,19 +65,13 @@ static double call_scalar(fvm_vm *vm, const fvm_func *f, fvm_value **args, fvm_d
 }
 
 /* copy: the targets are the inputs (a task the character model can learn in a few steps) */
-static void learns(const char *file, const char *prefix, int64_t classes, int64_t batch, double lr, int steps, bool copy,
-                   double ratio)
+static void learns(const char *file, const char *prefix, int64_t classes, int64_t batch, double lr, int steps,
+                   bool copy, double ratio)
 {
     char path[256], name[128];
     snprintf(path, sizeof path, "tests/models/train_%s.json", file);
     fvm_diag d = {0};
-    fvm_program *p = NULL;
-    assert_int_equal(fvm_program_load(path, &p, &d), FVM_OK);
-    if (fvm_check(p, &d)) {
-        for (int i = 0; i < d.n; i++)
-            print_error("%s\n", d.errs[i].msg);
-        fail_msg("%s does not check", path);
-    }
+    fvm_program *p = test_load_file(path, &d);
     fvm_vm *vm = NULL;
     assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
     snprintf(name, sizeof name, "%s_init", prefix);

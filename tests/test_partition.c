@@ -9,10 +9,10 @@
 
 #include <cmocka.h>
 
-#include "../vm/partition.h"
-#include "../vm/prng.h"
-#include "../vm/rand.h"
-#include "../vm/synthetic.h"
+#include "../vm/runtime/partition.h"
+#include "../vm/core/prng.h"
+#include "../vm/core/rand.h"
+#include "../vm/runtime/synthetic.h"
 
 static void check_near(double got, double want, double tol, const char *what)
 {
@@ -174,8 +174,8 @@ static void test_partition_parse(void **state)
     assert_int_equal(s.kind, FVM_PARTITION_DIRICHLET);
     assert_true(s.alpha == 0.5);
     assert_int_equal(s.min_size, FVM_PARTITION_MIN_SIZE);
-    const char *bad[] = {"", "IID", "shards", "shards:", "shards:0", "shards:2x", "dirichlet:", "dirichlet:0",
-                         "dirichlet:-1", "dirichlet:nan", "dirichlet:inf", "random"};
+    const char *bad[] = {"",           "IID",         "shards",       "shards:",       "shards:0",      "shards:2x",
+                         "dirichlet:", "dirichlet:0", "dirichlet:-1", "dirichlet:nan", "dirichlet:inf", "random"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(fvm_partition_parse(bad[i], &s, &d), FVM_ERR_USAGE);
         assert_non_null(strstr(d.errs[0].msg, bad[i]));
@@ -422,9 +422,9 @@ static void test_synthetic_leaf(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_stream_layout),        cmocka_unit_test(test_distributions),
-        cmocka_unit_test(test_partition_parse),      cmocka_unit_test(test_partition_iid_shards),
-        cmocka_unit_test(test_partition_dirichlet),  cmocka_unit_test(test_synthetic_fedprox),
+        cmocka_unit_test(test_stream_layout),       cmocka_unit_test(test_distributions),
+        cmocka_unit_test(test_partition_parse),     cmocka_unit_test(test_partition_iid_shards),
+        cmocka_unit_test(test_partition_dirichlet), cmocka_unit_test(test_synthetic_fedprox),
         cmocka_unit_test(test_synthetic_leaf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,4 +1,4 @@
-/* test_phases.c - fused client segments (vm/phases.c, vm/exec_segment.c) and the backends: which
+/* test_phases.c - fused client segments (vm/transform/phases.c, vm/exec/exec_segment.c) and the backends: which
  * instructions fuse, and that fused, unfused and threaded runs give the same bits and errors. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
-#include "../vm/phases.h"
+#include "../vm/transform/phases.h"
 #include "test_util.h"
 
 /* The program src (single quotes for double), loaded and checked. */
@@ -191,8 +191,8 @@ static void test_late_error_every_way(void **state)
         fvm_backend *b = k && k < 4 ? fvm_backend_threads(k == 3 ? 4 : k) : NULL;
         fvm_diag d = {0};
         fvm_status st;
-        fvm_value *got = run(p, "main", 3000, 0.0f, (fvm_vm_config){.nclients = -1, .backend = b, .unfused = k == 4},
-                             &st, &d);
+        fvm_value *got =
+            run(p, "main", 3000, 0.0f, (fvm_vm_config){.nclients = -1, .backend = b, .unfused = k == 4}, &st, &d);
         assert_null(got);
         assert_int_equal(st, FVM_ERR_RUNTIME);
         bool named = false;

@@ -46,12 +46,12 @@ static void test_escape(void **state)
         {"a\"b", "a\\\"b"},
         {"back\\slash", "back\\\\slash"},
         {"ends\\", "ends\\\\"},
-        {"\\n \\l \\N", "\\\\n \\\\l \\\\N"},   /* DOT's escapes stay literal */
-        {"{<a|b>}", "{<a|b>}"},                 /* plain labels: nothing to do */
+        {"\\n \\l \\N", "\\\\n \\\\l \\\\N"}, /* DOT's escapes stay literal */
+        {"{<a|b>}", "{<a|b>}"}, /* plain labels: nothing to do */
         {"two\nlines\ttab", "two\\\\nlines\\\\ttab"}, /* shown as \n and \t, never a line break */
         {"bell\x07", "bell\\\\x07"},
-        {"caf\xc3\xa9", "caf\xc3\xa9"},           /* UTF-8 passes through */
-        {"bad\xff\xc3", "bad\\\\xff\\\\xc3"},     /* bytes that are not UTF-8 do not */
+        {"caf\xc3\xa9", "caf\xc3\xa9"}, /* UTF-8 passes through */
+        {"bad\xff\xc3", "bad\\\\xff\\\\xc3"}, /* bytes that are not UTF-8 do not */
         {"", ""},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -77,16 +77,16 @@ static void test_js_string(void **state)
         {"`${x}` */ // '", 14, "\"`${x}` */ // '\""}, /* inert inside a double-quoted literal */
         {"a\nb\r\t\b\f", 7, "\"a\\nb\\r\\t\\b\\f\""},
         {"nul\0\x1f\x7f", 6, "\"nul\\u0000\\u001f\\u007f\""},
-        {"caf\xc3\xa9", 5, "\"caf\\u00e9\""},                         /* U+00E9 */
-        {"\xe2\x80\xa8\xe2\x80\xa9", 6, "\"\\u2028\\u2029\""},         /* line and paragraph separators */
-        {"\xf0\x9f\x98\x80", 4, "\"\\ud83d\\ude00\""},                 /* U+1F600: a surrogate pair */
+        {"caf\xc3\xa9", 5, "\"caf\\u00e9\""}, /* U+00E9 */
+        {"\xe2\x80\xa8\xe2\x80\xa9", 6, "\"\\u2028\\u2029\""}, /* line and paragraph separators */
+        {"\xf0\x9f\x98\x80", 4, "\"\\ud83d\\ude00\""}, /* U+1F600: a surrogate pair */
         {"\xef\xbf\xbf\xf4\x8f\xbf\xbf", 7, "\"\\uffff\\udbff\\udfff\""}, /* U+FFFF, U+10FFFF */
-        {"bad\xff", 4, "\"bad\\ufffd\""},                              /* not UTF-8 */
-        {"\xc3(", 2, "\"\\ufffd(\""},                                   /* a cut sequence */
-        {"\xc0\xaf", 2, "\"\\ufffd\\ufffd\""},                           /* overlong '/' */
-        {"\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\""},               /* an encoded surrogate */
-        {"\xf4\x90\x80\x80", 4, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""},     /* past U+10FFFF */
-        {"\xe2\x82", 2, "\"\\ufffd\\ufffd\""},                           /* cut at the end */
+        {"bad\xff", 4, "\"bad\\ufffd\""}, /* not UTF-8 */
+        {"\xc3(", 2, "\"\\ufffd(\""}, /* a cut sequence */
+        {"\xc0\xaf", 2, "\"\\ufffd\\ufffd\""}, /* overlong '/' */
+        {"\xed\xa0\x80", 3, "\"\\ufffd\\ufffd\\ufffd\""}, /* an encoded surrogate */
+        {"\xf4\x90\x80\x80", 4, "\"\\ufffd\\ufffd\\ufffd\\ufffd\""}, /* past U+10FFFF */
+        {"\xe2\x82", 2, "\"\\ufffd\\ufffd\""}, /* cut at the end */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *s = fvm_plan_js_string(cases[i].in, cases[i].n);
@@ -113,12 +113,12 @@ static void test_formats(void **state)
 }
 
 #define LOCAL "'double': {'params': {'x': 'f32[]'}, 'body': [['y', 'add', 'x', 'x']], 'result': 'y'}"
-#define MAIN                                                                                                         \
-    "'main': {'params': {'x': '{f32[]}@CLIENTS'}, 'body': [['m', 'federated_mean', 'x']], 'result': 'm'}"
-#define INIT "'initialize': {'params': {}, 'body': [['z', 'const', {'value': 0.0}], "                              \
-             "['s', 'federated_value', {'placement': 'SERVER'}, 'z']], 'result': 's'}"
-#define NEXT                                                                                                         \
-    "'next': {'params': {'s': 'f32[]@SERVER', 'x': '{f32[]}@CLIENTS'}, 'body': ["                                   \
+#define MAIN "'main': {'params': {'x': '{f32[]}@CLIENTS'}, 'body': [['m', 'federated_mean', 'x']], 'result': 'm'}"
+#define INIT \
+    "'initialize': {'params': {}, 'body': [['z', 'const', {'value': 0.0}], " \
+    "['s', 'federated_value', {'placement': 'SERVER'}, 'z']], 'result': 's'}"
+#define NEXT \
+    "'next': {'params': {'s': 'f32[]@SERVER', 'x': '{f32[]}@CLIENTS'}, 'body': [" \
     "['m', 'federated_mean', 'x'], ['r', 'struct', {'names': ['state', 'metrics']}, 's', 'm']], 'result': 'r'}"
 
 static void test_entry(void **state)
@@ -238,7 +238,8 @@ static void test_dot_mixed_and_attrs(void **state)
                      "  ['both', 'struct', 's', 'x']], 'result': 'both'}}}",
                      NULL);
     char *server = cluster(text, "cluster_server");
-    assert_non_null(strstr(server, "i1 [label=\"t\\nfederated_aggregate\\naccumulate=acc\\nmerge=acc\", shape=hexagon"));
+    assert_non_null(
+        strstr(server, "i1 [label=\"t\\nfederated_aggregate\\naccumulate=acc\\nmerge=acc\", shape=hexagon"));
     assert_null(strstr(server, "i2 "));
     assert_non_null(strstr(text, "  }\n  i0 [label=\"zero\\nconst\"];\n  i2 [label=\"both\\nstruct\"];\n  result"));
     free(server);
@@ -264,9 +265,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_escape),        cmocka_unit_test(test_js_string),
-        cmocka_unit_test(test_formats),
-        cmocka_unit_test(test_entry),         cmocka_unit_test(test_dot_places),
-        cmocka_unit_test(test_dot_mixed_and_attrs), cmocka_unit_test(test_dot_unchecked),
+        cmocka_unit_test(test_formats),       cmocka_unit_test(test_entry),
+        cmocka_unit_test(test_dot_places),    cmocka_unit_test(test_dot_mixed_and_attrs),
+        cmocka_unit_test(test_dot_unchecked),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

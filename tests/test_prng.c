@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../vm/prng.h"
+#include "../vm/core/prng.h"
 
 enum { NSTAT = 100000 };
 
@@ -90,13 +90,13 @@ static void test_jax_key_from_seed(void **state)
     check_words(k, (const uint32_t[]){0, 0}, 2, "PRNGKey(0)");
     fvm_prng_key(1701, k);
     check_words(k, (const uint32_t[]){0, 1701}, 2, "PRNGKey(1701)");
-    fvm_prng_key(2147483747u, k);   /* int32 max + 100 */
+    fvm_prng_key(2147483747u, k); /* int32 max + 100 */
     check_words(k, (const uint32_t[]){0, 2147483747u}, 2, "PRNGKey(2^31+99)");
-    fvm_prng_key((uint64_t)(int64_t)-3, k);   /* x64 mode */
+    fvm_prng_key((uint64_t)(int64_t)-3, k); /* x64 mode */
     check_words(k, (const uint32_t[]){4294967295u, 4294967293u}, 2, "PRNGKey(-3) x64");
     fvm_prng_key((uint64_t)(int64_t)-1, k);
     check_words(k, (const uint32_t[]){4294967295u, 4294967295u}, 2, "PRNGKey(-1) x64");
-    fvm_prng_key((uint32_t)-2, k);   /* default 32-bit mode, np.int32(-2) */
+    fvm_prng_key((uint32_t)-2, k); /* default 32-bit mode, np.int32(-2) */
     check_words(k, (const uint32_t[]){0, 4294967294u}, 2, "PRNGKey(int32 -2)");
     fvm_prng_key(UINT64_C(0x0123456789abcdef), k);
     check_words(k, (const uint32_t[]){0x01234567u, 0x89abcdefu}, 2, "key high/low");
@@ -105,8 +105,7 @@ static void test_jax_key_from_seed(void **state)
 static void test_jax_split_fold_in(void **state)
 {
     static const uint32_t want_split[8] = {
-        2285895361u, 1501764800u, 1518642379u, 4090693311u,
-        433833334u, 4221794875u, 839183663u, 3740430601u,
+        2285895361u, 1501764800u, 1518642379u, 4090693311u, 433833334u, 4221794875u, 839183663u, 3740430601u,
     };
     uint32_t k[2], out[8];
     fvm_prng_key(0, k);
@@ -125,15 +124,15 @@ static void test_jax_random_bits(void **state)
     /* testRngRandomBits: PRNGKey(1701), 32 and 64 bits, shape (3,) */
     fvm_prng_key(1701, k);
     fvm_prng_bits(k, 3, w);
-    check_words(w, (const uint32_t[]){56197195u, 4200222568u, 961309823u}, 3,
-                "bits32(PRNGKey(1701), 3)");
+    check_words(w, (const uint32_t[]){56197195u, 4200222568u, 961309823u}, 3, "bits32(PRNGKey(1701), 3)");
     static const uint64_t want64_1701[3] = {
-        UINT64_C(3982329540505020460), UINT64_C(16822122385914693683),
+        UINT64_C(3982329540505020460),
+        UINT64_C(16822122385914693683),
         UINT64_C(7882654074788531506),
     };
     fvm_prng_bits(k, 6, w);
     for (size_t i = 0; i < 3; i++) {
-        uint64_t u = (uint64_t)w[i] << 32 | w[3 + i];   /* halves, not neighbours */
+        uint64_t u = (uint64_t)w[i] << 32 | w[3 + i]; /* halves, not neighbours */
         if (u != want64_1701[i])
             fail_msg("bits64(PRNGKey(1701))[%zu]: got %llu", i, (unsigned long long)u);
     }
@@ -141,12 +140,11 @@ static void test_jax_random_bits(void **state)
     /* _RANDOM_VALUES_CASES "bits", uint32 and uint64, shape (5,) */
     fvm_prng_key(942802475, k);
     fvm_prng_bits(k, 5, w);
-    check_words(w, (const uint32_t[]){1978747883u, 4134381225u, 3628107870u, 689687174u, 2788938207u},
-                5, "bits32(seed 942802475, 5)");
+    check_words(w, (const uint32_t[]){1978747883u, 4134381225u, 3628107870u, 689687174u, 2788938207u}, 5,
+                "bits32(seed 942802475, 5)");
     static const uint64_t want64[5] = {
-        UINT64_C(17649965731882839947), UINT64_C(1415307058040849897),
-        UINT64_C(8282622628079774249), UINT64_C(14024425113645909402),
-        UINT64_C(2012979996110532418),
+        UINT64_C(17649965731882839947), UINT64_C(1415307058040849897), UINT64_C(8282622628079774249),
+        UINT64_C(14024425113645909402), UINT64_C(2012979996110532418),
     };
     fvm_prng_bits(k, 10, w);
     for (size_t i = 0; i < 5; i++) {
@@ -160,9 +158,8 @@ static void test_jax_random_bits(void **state)
 static void test_jax_uniform_f64(void **state)
 {
     static const uint64_t want64[5] = {
-        UINT64_C(17649965731882839947), UINT64_C(1415307058040849897),
-        UINT64_C(8282622628079774249), UINT64_C(14024425113645909402),
-        UINT64_C(2012979996110532418),
+        UINT64_C(17649965731882839947), UINT64_C(1415307058040849897), UINT64_C(8282622628079774249),
+        UINT64_C(14024425113645909402), UINT64_C(2012979996110532418),
     };
     uint32_t k[2];
     double u[5];
@@ -170,8 +167,7 @@ static void test_jax_uniform_f64(void **state)
     fvm_prng_uniform_f64(k, 5, u);
     for (size_t i = 0; i < 5; i++)
         if (u[i] != ref_unit_f64(want64[i]))
-            fail_msg("uniform_f64(seed 942802475)[%zu]: got %.17g, want %.17g", i, u[i],
-                     ref_unit_f64(want64[i]));
+            fail_msg("uniform_f64(seed 942802475)[%zu]: got %.17g, want %.17g", i, u[i], ref_unit_f64(want64[i]));
 }
 
 static void test_jax_uniform_f32(void **state)
@@ -205,7 +201,7 @@ static const uint32_t SENTINEL = 0xdeadbeefu;
 static void test_bits_layout(void **state)
 {
     const uint32_t k[2] = {0x13198a2eu, 0x03707344u};
-    fvm_prng_bits(k, 0, NULL);   /* writes nothing */
+    fvm_prng_bits(k, 0, NULL); /* writes nothing */
 
     for (size_t m = 0; m <= MAXM; m++) {
         uint32_t out[MAXM + GUARD], want[MAXM];
@@ -231,8 +227,8 @@ static void test_bits_layout(void **state)
     fvm_prng_bits(k, 6, w6);
     fvm_threefry2x32(k, ctr, last);
     assert_int_equal(w5[2], last[0]);
-    assert_int_not_equal(w5[2], w6[2]);   /* call 2 is (2, 5) for m = 6 */
-    assert_int_equal(w5[0], w6[0]);       /* calls 0, 1 coincide: (0,3), (1,4) */
+    assert_int_not_equal(w5[2], w6[2]); /* call 2 is (2, 5) for m = 6 */
+    assert_int_equal(w5[0], w6[0]); /* calls 0, 1 coincide: (0,3), (1,4) */
     assert_int_equal(w5[1], w6[1]);
     assert_int_equal(w5[3], w6[3]);
     assert_int_equal(w5[4], w6[4]);
@@ -291,8 +287,7 @@ static void test_float_layout(void **state)
             float v = 2.0f * u + nextafterf(-1.0f, 0.0f);
             float z = 1.41421356237309504880f * fvm_prng_erfinv_f32(v);
             if (u32[i] != u || z32[i] != z)
-                fail_msg("f32 n=%zu i=%zu: uniform %.9g vs %.9g, normal %.9g vs %.9g",
-                         n, i, u32[i], u, z32[i], z);
+                fail_msg("f32 n=%zu i=%zu: uniform %.9g vs %.9g, normal %.9g vs %.9g", n, i, u32[i], u, z32[i], z);
         }
 
         fvm_prng_uniform_f64(k, n, u64);
@@ -303,8 +298,7 @@ static void test_float_layout(void **state)
             double v = 2.0 * u + nextafter(-1.0, 0.0);
             double z = 1.41421356237309504880 * fvm_prng_erfinv_f64(v);
             if (u64[i] != u || z64[i] != z)
-                fail_msg("f64 n=%zu i=%zu: uniform %.17g vs %.17g, normal %.17g vs %.17g",
-                         n, i, u64[i], u, z64[i], z);
+                fail_msg("f64 n=%zu i=%zu: uniform %.17g vs %.17g, normal %.17g vs %.17g", n, i, u64[i], u, z64[i], z);
         }
         for (size_t i = n; i < MAXM + GUARD; i++) {
             assert_true(u32[i] == -7.0f && z32[i] == -7.0f);

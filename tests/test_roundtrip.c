@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "../vm/fedvm.h"
+#include "../format/doc_io.h"
 
 static bool same_str(const char *a, const char *b)
 {
@@ -65,7 +66,7 @@ static fvm_program *load_checked_text(const char *name, const char *text, size_t
     fvm_program *p = NULL;
     fvm_status s = fvm_program_load_text(name, text, len, &p, &d);
     if (s == FVM_OK)
-        s = fvm_check(p, &d);
+        s = fvm_compile(p, &d);
     for (int i = 0; i < d.n; i++)
         print_error("%s: %s\n", name, d.errs[i].msg);
     fvm_diag_clear(&d);

@@ -14,65 +14,19 @@
 #include <cmocka.h>
 
 #include "../format/safetensors.h"
-
-static char tmpdir[64];
-
-/* tmpdir/name in buf. */
-static const char *tmp(const char *name, char buf[256])
-{
-    snprintf(buf, 256, "%s/%s", tmpdir, name);
-    return buf;
-}
+#include "test_files.h"
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/fvm_test_safetensors_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-/* The first error must have this code and its formatted text every one of
- * the NULL-terminated substrings. Clears d. */
-static void expect_error(fvm_diag *d, fvm_status code, ...)
-{
-    if (d->n < 1)
-        fail_msg("expected a %s error, got none", fvm_status_name(code));
-    char *text = fvm_error_format(&d->errs[0]);
-    assert_non_null(text);
-    if (d->errs[0].code != code)
-        fail_msg("expected a %s error, got %s: %s", fvm_status_name(code), fvm_status_name(d->errs[0].code), text);
-    va_list ap;
-    va_start(ap, code);
-    for (const char *s; (s = va_arg(ap, const char *));)
-        if (!strstr(text, s))
-            fail_msg("error '%s' does not mention '%s'", text, s);
-    va_end(ap);
-    free(text);
-    fvm_diag_clear(d);
-}
-
-static void ok(fvm_status s, fvm_diag *d)
-{
-    if (s != FVM_OK) {
-        char *text = d->n ? fvm_error_format(&d->errs[0]) : NULL;
-        fail_msg("unexpected error: %s", text ? text : fvm_status_name(s));
-    }
-    assert_int_equal(d->n, 0);
+    return tmpdir_make("test_safetensors");
 }
 
 static const fvm_type *ty(fvm_arena *a, const char *text)
 {
     fvm_diag d = {0};
     const fvm_type *t = NULL;
-    ok(fvm_type_parse(a, text, NULL, NULL, &t, &d), &d);
+    ok_silent(fvm_type_parse(a, text, NULL, NULL, &t, &d), &d);
     return t;
 }
 
@@ -85,8 +39,12 @@ static void fill(fvm_tensor *x, int k)
     unsigned char *p = fvm_tensor_data(x);
     for (int64_t i = 0; i < n; i++) {
         switch (x->dtype) {
-        case FVM_DTYPE_BOOL: p[i] = (i * 7 + k) % 3 == 0; break;
-        case FVM_DTYPE_U8: p[i] = (unsigned char)((i * 37 + k) % 256); break;
+        case FVM_DTYPE_BOOL:
+            p[i] = (i * 7 + k) % 3 == 0;
+            break;
+        case FVM_DTYPE_U8:
+            p[i] = (unsigned char)((i * 37 + k) % 256);
+            break;
         case FVM_DTYPE_I32:
         case FVM_DTYPE_U32: {
             uint32_t v = (uint32_t)((uint64_t)i * 2654435761u + (uint64_t)k * 97u);
@@ -108,7 +66,8 @@ static void fill(fvm_tensor *x, int k)
             memcpy(p + 8 * i, &v, 8);
             break;
         }
-        default: break;
+        default:
+            break;
         }
     }
 }
@@ -125,7 +84,7 @@ static fvm_value *make(const fvm_type *t, int *k)
                 s.d[i] = 2;
         fvm_tensor x;
         fvm_diag d = {0};
-        ok(fvm_tensor_alloc(&x, t->u.tensor.dtype, &s, &d), &d);
+        ok_silent(fvm_tensor_alloc(&x, t->u.tensor.dtype, &s, &d), &d);
         fill(&x, (*k)++);
         fvm_value *v = fvm_value_tensor_take(&x);
         assert_non_null(v);
@@ -142,8 +101,10 @@ static fvm_value *make(const fvm_type *t, int *k)
         if (t->u.fed.all_equal)
             return make(t->u.fed.member, k);
         return fvm_value_list(FVM_V_CLIENTS, 0);
-    case FVM_T_SEQ: return fvm_value_list(FVM_V_SEQ, 0);
-    default: return fvm_value_list(FVM_V_STRUCT, 0); /* functions have no value */
+    case FVM_T_SEQ:
+        return fvm_value_list(FVM_V_SEQ, 0);
+    default:
+        return fvm_value_list(FVM_V_STRUCT, 0); /* functions have no value */
     }
 }
 
@@ -158,7 +119,7 @@ static fvm_value *scalar_f32(float x)
     fvm_tensor t;
     fvm_dims s = {0};
     fvm_diag d = {0};
-    ok(fvm_tensor_alloc(&t, FVM_DTYPE_F32, &s, &d), &d);
+    ok_silent(fvm_tensor_alloc(&t, FVM_DTYPE_F32, &s, &d), &d);
     memcpy(fvm_tensor_data(&t), &x, 4);
     return fvm_value_tensor_take(&t);
 }
@@ -195,9 +156,9 @@ static fvm_safetensors *round_trip(const char *file, const fvm_value *v, const f
 {
     char path[256];
     fvm_diag d = {0};
-    ok(fvm_safetensors_save(tmp(file, path), v, t, 0, NULL, &d), &d);
+    ok_silent(fvm_safetensors_save(tmp(file, path), v, t, 0, NULL, &d), &d);
     fvm_safetensors *f = NULL;
-    ok(fvm_safetensors_load(path, &f, &d), &d);
+    ok_silent(fvm_safetensors_load(path, &f, &d), &d);
     assert_int_equal(fvm_safetensors_count(f), n);
     size_t len = 0;
     const unsigned char *img = fvm_safetensors_image(f, &len);
@@ -213,7 +174,7 @@ static fvm_safetensors *round_trip(const char *file, const fvm_value *v, const f
     }
     assert_int_equal(fvm_safetensors_find(f, "nope"), -1);
     fvm_value *back = NULL;
-    ok(fvm_safetensors_value(f, t, &back, &d), &d);
+    ok_silent(fvm_safetensors_value(f, t, &back, &d), &d);
     assert_true(fvm_value_identical(v, back));
     fvm_value_release(back);
     return f;
@@ -261,7 +222,7 @@ static void test_every_dtype(void **state)
     /* one tensor alone */
     fvm_tensor x;
     fvm_diag d = {0};
-    ok(fvm_safetensors_tensor(f, fvm_safetensors_find(f, "f"), &x, &d), &d);
+    ok_silent(fvm_safetensors_tensor(f, fvm_safetensors_find(f, "f"), &x, &d), &d);
     assert_true(fvm_tensor_identical(&x, &v->items[5]->t));
     fvm_tensor_release(&x);
     fvm_safetensors_free(f);
@@ -276,7 +237,8 @@ static void test_shapes_and_paths(void **state)
     fvm_arena a = {0};
     /* scalars, empty tensors, full rank, nesting, positional fields, placements */
     const fvm_type *t =
-        ty(&a, "<s=f64[],e=f32[0],z=i32[3,0,2],r=u8[1,2,1,2,1,2,1,2],n=<m=<k=i64[2]>>,p=<f32[2],<bool[],x=u32[]>>>@SERVER");
+        ty(&a,
+           "<s=f64[],e=f32[0],z=i32[3,0,2],r=u8[1,2,1,2,1,2,1,2],n=<m=<k=i64[2]>>,p=<f32[2],<bool[],x=u32[]>>>@SERVER");
     fvm_value *v = make_value(t);
     const char *names[] = {"n.m.k", "s", "e", "p.0", "p.1.x", "z", "r", "p.1.0"};
     fvm_safetensors *f = round_trip("shapes.safetensors", v, t, 8, names);
@@ -325,8 +287,8 @@ static void test_exact_bytes(void **state)
                                  "\"b\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[8,12]}}"
                                  "       ";
     static const unsigned char lenb[8] = {0x90, 0, 0, 0, 0, 0, 0, 0};
-    static const unsigned char data[12] = {0x00, 0x00, 0x80, 0x3f,  /* 1.0f */
-                                           0x00, 0x00, 0x00, 0xc0,  /* -2.0f */
+    static const unsigned char data[12] = {0x00, 0x00, 0x80, 0x3f, /* 1.0f */
+                                           0x00, 0x00, 0x00, 0xc0, /* -2.0f */
                                            0x07, 0x00, 0x00, 0x00}; /* 7 */
     assert_int_equal(strlen(header), 0x90);
     unsigned char want[8 + 0x90 + 12];
@@ -337,7 +299,7 @@ static void test_exact_bytes(void **state)
     char path[256];
     fvm_diag d = {0};
     const char *meta[] = {"round", "12"};
-    ok(fvm_safetensors_save(tmp("exact.safetensors", path), v, t, 1, meta, &d), &d);
+    ok_silent(fvm_safetensors_save(tmp("exact.safetensors", path), v, t, 1, meta, &d), &d);
     size_t len;
     unsigned char *got = read_bytes(path, &len);
     assert_int_equal(len, sizeof want);
@@ -348,8 +310,8 @@ static void test_exact_bytes(void **state)
     const char *meta2[] = {"z", "last", "a", "first", "round", "12"};
     const char *meta3[] = {"round", "12", "a", "first", "z", "last"};
     char p2[256], p3[256];
-    ok(fvm_safetensors_save(tmp("m2.safetensors", p2), v, t, 3, meta2, &d), &d);
-    ok(fvm_safetensors_save(tmp("m3.safetensors", p3), v, t, 3, meta3, &d), &d);
+    ok_silent(fvm_safetensors_save(tmp("m2.safetensors", p2), v, t, 3, meta2, &d), &d);
+    ok_silent(fvm_safetensors_save(tmp("m3.safetensors", p3), v, t, 3, meta3, &d), &d);
     size_t l2, l3;
     unsigned char *b2 = read_bytes(p2, &l2), *b3 = read_bytes(p3, &l3);
     assert_int_equal(l2, l3);
@@ -359,7 +321,7 @@ static void test_exact_bytes(void **state)
     free(b3);
 
     /* Overwriting replaces the file and leaves no temporary behind. */
-    ok(fvm_safetensors_save(path, v, t, 1, meta, &d), &d);
+    ok_silent(fvm_safetensors_save(path, v, t, 1, meta, &d), &d);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "ls '%s' | grep -q tmp", tmpdir);
     assert_int_not_equal(system(cmd), 0);
@@ -387,16 +349,16 @@ static void test_aligned_bytes(void **state)
                                  "\"c\":{\"dtype\":\"I32\",\"shape\":[],\"data_offsets\":[8,12]},"
                                  "\"a\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[12,15]}}"
                                  "       ";
-    static const unsigned char data[15] = {0, 0, 0, 0, 0, 0, 0xe0, 0x3f, /* 0.5 */
-                                           0xff, 0xff, 0xff, 0xff,       /* -1 */
-                                           1, 2, 3};
+    static const unsigned char data[15] = {0,    0,    0,    0,    0, 0, 0xe0, 0x3f, /* 0.5 */
+                                           0xff, 0xff, 0xff, 0xff, /* -1 */
+                                           1,    2,    3};
     assert_int_equal(strlen(header), 0xa8);
     unsigned char want[8 + 0xa8 + 15] = {0xa8};
     memcpy(want + 8, header, 0xa8);
     memcpy(want + 8 + 0xa8, data, 15);
     char path[256];
     fvm_diag d = {0};
-    ok(fvm_safetensors_save(tmp("aligned.safetensors", path), v, t, 0, NULL, &d), &d);
+    ok_silent(fvm_safetensors_save(tmp("aligned.safetensors", path), v, t, 0, NULL, &d), &d);
     size_t len;
     unsigned char *got = read_bytes(path, &len);
     assert_int_equal(len, sizeof want);
@@ -416,9 +378,9 @@ static void test_aligned_bytes(void **state)
     memcpy(before + 8 + 0xa8, old_data, 15);
     write_bytes(tmp("old.safetensors", path), before, sizeof before);
     fvm_safetensors *f = NULL;
-    ok(fvm_safetensors_load(path, &f, &d), &d);
+    ok_silent(fvm_safetensors_load(path, &f, &d), &d);
     fvm_value *back = NULL;
-    ok(fvm_safetensors_value(f, t, &back, &d), &d);
+    ok_silent(fvm_safetensors_value(f, t, &back, &d), &d);
     assert_true(fvm_value_identical(back, v));
     fvm_value_release(back);
     fvm_safetensors_free(f);
@@ -435,10 +397,10 @@ static void test_metadata(void **state)
     char path[256];
     fvm_diag d = {0};
     const char *meta[] = {"program", "fedavg.json", "round", "3", "note", "quote \" backslash \\ newline \n \xc3\xa9",
-                          "", "empty key"};
-    ok(fvm_safetensors_save(tmp("meta.safetensors", path), v, t, 4, meta, &d), &d);
+                          "",        "empty key"};
+    ok_silent(fvm_safetensors_save(tmp("meta.safetensors", path), v, t, 4, meta, &d), &d);
     fvm_safetensors *f = NULL;
-    ok(fvm_safetensors_load(path, &f, &d), &d);
+    ok_silent(fvm_safetensors_load(path, &f, &d), &d);
     assert_int_equal(fvm_safetensors_meta_count(f), 4);
     assert_string_equal(fvm_safetensors_meta(f, "round"), "3");
     assert_string_equal(fvm_safetensors_meta(f, "note"), meta[5]);
@@ -452,13 +414,13 @@ static void test_metadata(void **state)
     fvm_safetensors_free(f);
 
     /* no metadata: no __metadata__ at all */
-    ok(fvm_safetensors_save(path, v, t, 0, NULL, &d), &d);
+    ok_silent(fvm_safetensors_save(path, v, t, 0, NULL, &d), &d);
     size_t len;
     unsigned char *b = read_bytes(path, &len);
     b[len - 1] = 0;
     assert_null(strstr((char *)b + 8, "__metadata__"));
     free(b);
-    ok(fvm_safetensors_load(path, &f, &d), &d);
+    ok_silent(fvm_safetensors_load(path, &f, &d), &d);
     assert_int_equal(fvm_safetensors_meta_count(f), 0);
     assert_null(fvm_safetensors_meta(f, "round"));
     fvm_safetensors_free(f);
@@ -473,7 +435,7 @@ static void test_metadata(void **state)
     const char *null_value[] = {"k", NULL};
     assert_int_equal(fvm_safetensors_save(path, v, t, 1, null_value, &d), FVM_ERR_USAGE);
     expect_error(&d, FVM_ERR_USAGE, "metadata value 0 is NULL", NULL);
-    ok(fvm_safetensors_load(path, &f, &d), &d);
+    ok_silent(fvm_safetensors_load(path, &f, &d), &d);
     fvm_safetensors_free(f);
     fvm_value_release(v);
     fvm_arena_free(&a);
@@ -572,12 +534,13 @@ static void good_header(const char *h, size_t n)
     unsigned char *b = file_of(h, n, &len);
     fvm_safetensors *f = NULL;
     fvm_diag d = {0};
-    ok(fvm_safetensors_parse("good.safetensors", b, len, &f, &d), &d);
+    ok_silent(fvm_safetensors_parse("good.safetensors", b, len, &f, &d), &d);
     fvm_safetensors_free(f);
     free(b);
 }
 
-#define T(name, dt, shape, b, e) "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":[" b "," e "]}"
+#define T(name, dt, shape, b, e) \
+    "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":[" b "," e "]}"
 
 static void test_load_errors(void **state)
 {
@@ -635,14 +598,16 @@ static void test_load_errors(void **state)
     bad_header("{\"a\":{\"shape\":[],\"data_offsets\":[0,4]}}", 4, FVM_ERR_FORMAT, "tensor 'a' has no \"dtype\"");
     bad_header("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,4]}}", 4, FVM_ERR_FORMAT, "'a' has no \"shape\"");
     bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[]}}", 4, FVM_ERR_FORMAT, "'a' has no \"data_offsets\"");
-    bad_header("{" T("a", "F16", "[2]", "0", "4") "}", 4, FVM_ERR_FORMAT, "'a' has dtype 'F16', which fedvm does not read");
+    bad_header("{" T("a", "F16", "[2]", "0", "4") "}", 4, FVM_ERR_FORMAT,
+               "'a' has dtype 'F16', which fedvm does not read");
     bad_header("{" T("b", "BF16", "[2]", "0", "4") "}", 4, FVM_ERR_FORMAT, "'b' has dtype 'BF16'");
     bad_header("{" T("a", "f32", "[1]", "0", "4") "}", 4, FVM_ERR_FORMAT, "dtype 'f32'");
     /* control characters in names are not printed */
     bad_header("{" T("a\\u001b[2J\\n", "F16", "[1]", "0", "2") "}", 2, FVM_ERR_FORMAT, "tensor 'a?[2J?' has dtype");
     bad_header("{\"a\":{\"dtype\":5,\"shape\":[],\"data_offsets\":[0,4]}}", 4, FVM_ERR_FORMAT, "dtype is an integer");
     /* shapes */
-    bad_header("{" T("a", "F32", "[-1]", "0", "4") "}", 4, FVM_ERR_FORMAT, "'a': shape element 0 is not a non-negative");
+    bad_header("{" T("a", "F32", "[-1]", "0", "4") "}", 4, FVM_ERR_FORMAT,
+               "'a': shape element 0 is not a non-negative");
     bad_header("{" T("a", "F32", "[1.5]", "0", "4") "}", 4, FVM_ERR_FORMAT, "shape element 0");
     bad_header("{" T("a", "F32", "[1,\"2\"]", "0", "8") "}", 8, FVM_ERR_FORMAT, "shape element 1");
     bad_header("{" T("a", "F32", "4", "0", "16") "}", 16, FVM_ERR_FORMAT, "'a': shape is an integer, not an array");
@@ -658,7 +623,8 @@ static void test_load_errors(void **state)
                "'a': data_offsets is not [begin, end]");
     bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4,8]}}", 8, FVM_ERR_FORMAT,
                "data_offsets is not");
-    bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":{}}}", 4, FVM_ERR_FORMAT, "data_offsets is not");
+    bad_header("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":{}}}", 4, FVM_ERR_FORMAT,
+               "data_offsets is not");
     bad_header("{" T("a", "F32", "[1]", "-4", "0") "}", 4, FVM_ERR_FORMAT, "data_offsets is not");
     bad_header("{" T("a", "F32", "[1]", "8", "4") "}", 8, FVM_ERR_FORMAT, "[8, 4] is not a range");
     bad_header("{" T("a", "F32", "[1]", "4", "8") "}", 4, FVM_ERR_FORMAT, "within the data buffer (4 bytes)");
@@ -673,11 +639,13 @@ static void test_load_errors(void **state)
     bad_header("{" T("a", "F32", "[2]", "0", "8") "," T("b", "I32", "[2]", "12", "20") "}", 20, FVM_ERR_FORMAT,
                "bytes [8, 12) of the data buffer belong to no tensor (a hole before 'b')");
     bad_header("{" T("b", "I32", "[2]", "4", "12") "}", 12, FVM_ERR_FORMAT, "bytes [0, 4)");
-    bad_header("{" T("a", "F32", "[2]", "0", "8") "}", 10, FVM_ERR_FORMAT, "bytes [8, 10) of the data buffer belong to no tensor (after 'a'");
+    bad_header("{" T("a", "F32", "[2]", "0", "8") "}", 10, FVM_ERR_FORMAT,
+               "bytes [8, 10) of the data buffer belong to no tensor (after 'a'");
     bad_header("{}", 3, FVM_ERR_FORMAT, "holds 3 bytes but the header has no tensors");
     /* metadata */
     bad_header("{\"__metadata__\":[]}", 0, FVM_ERR_FORMAT, "__metadata__ is an array, not an object");
-    bad_header("{\"__metadata__\":{\"round\":3}}", 0, FVM_ERR_FORMAT, "__metadata__ 'round' is an integer, not a string");
+    bad_header("{\"__metadata__\":{\"round\":3}}", 0, FVM_ERR_FORMAT,
+               "__metadata__ 'round' is an integer, not a string");
     bad_header("{\"__metadata__\":{\"x\":null}}", 0, FVM_ERR_FORMAT, "'x' is null");
     bad_header("{\"__metadata__\":{\"x\":{\"y\":\"z\"}}}", 0, FVM_ERR_FORMAT, "'x' is an object");
     bad_header("{\"__metadata__\":{},\"__metadata__\":{}}", 0, FVM_ERR_FORMAT, "twice");
@@ -687,15 +655,17 @@ static void test_load_errors(void **state)
      * tensors anywhere, metadata last, whitespace */
     good_header("{}", 0);
     good_header("{" T("b", "I32", "[2]", "8", "16") "," T("a", "F32", "[2]", "0", "8") "}", 16);
-    good_header("{\"a\":{\"data_offsets\":[0,2],\"shape\":[2],\"dtype\":\"U8\",\"extra\":[1]},\"__metadata__\":{\"k\":\"v\"}}", 2);
-    good_header("{" T("e", "F64", "[0,3]", "0", "0") "," T("a", "BOOL", "[2]", "0", "2") "," T("z", "I64", "[]", "2", "10")
-                "," T("y", "U32", "[3,0]", "10", "10") "}  \n\t ",
+    good_header(
+        "{\"a\":{\"data_offsets\":[0,2],\"shape\":[2],\"dtype\":\"U8\",\"extra\":[1]},\"__metadata__\":{\"k\":\"v\"}}",
+        2);
+    good_header("{" T("e", "F64", "[0,3]", "0", "0") "," T("a", "BOOL", "[2]", "0", "2") "," T(
+                    "z", "I64", "[]", "2", "10") "," T("y", "U32", "[3,0]", "10", "10") "}  \n\t ",
                 10);
 
     /* the order of the listing is the order of the data */
     size_t len;
     unsigned char *b = file_of("{" T("b", "I32", "[2]", "8", "16") "," T("a", "F32", "[2]", "0", "8") "}", 16, &len);
-    ok(fvm_safetensors_parse("x", b, len, &f, &d), &d);
+    ok_silent(fvm_safetensors_parse("x", b, len, &f, &d), &d);
     assert_string_equal(fvm_safetensors_entry_at(f, 0)->name, "a");
     assert_string_equal(fvm_safetensors_entry_at(f, 1)->name, "b");
     assert_int_equal(fvm_safetensors_find(f, "b"), 1);
@@ -722,7 +692,7 @@ static void test_random_corruption(void **state)
     char path[256];
     fvm_diag d = {0};
     const char *meta[] = {"round", "7", "program", "p.json"};
-    ok(fvm_safetensors_save(tmp("good.safetensors", path), v, t, 2, meta, &d), &d);
+    ok_silent(fvm_safetensors_save(tmp("good.safetensors", path), v, t, 2, meta, &d), &d);
     size_t len;
     unsigned char *good = read_bytes(path, &len);
     size_t hl = (size_t)good[0] | (size_t)good[1] << 8;
@@ -798,9 +768,9 @@ static fvm_safetensors *saved(const char *name, const fvm_type *t, const fvm_val
 {
     char path[256];
     fvm_diag d = {0};
-    ok(fvm_safetensors_save(tmp(name, path), v, t, 0, NULL, &d), &d);
+    ok_silent(fvm_safetensors_save(tmp(name, path), v, t, 0, NULL, &d), &d);
     fvm_safetensors *f = NULL;
-    ok(fvm_safetensors_load(path, &f, &d), &d);
+    ok_silent(fvm_safetensors_load(path, &f, &d), &d);
     return f;
 }
 
@@ -815,13 +785,14 @@ static void test_value_mismatches(void **state)
     fvm_value *out = NULL;
 
     /* '?' dims take any size; placements are transparent */
-    ok(fvm_safetensors_value(f, ty(&a, "<model=<w1=f32[?,4],b1=f32[?]>,count=i32[]>@SERVER"), &out, &d), &d);
+    ok_silent(fvm_safetensors_value(f, ty(&a, "<model=<w1=f32[?,4],b1=f32[?]>,count=i32[]>@SERVER"), &out, &d), &d);
     assert_true(fvm_value_identical(out, v));
     fvm_value_release(out);
 
     out = (fvm_value *)&out;
-    assert_int_equal(fvm_safetensors_value(f, ty(&a, "<model=<w1=f32[3,4],b1=f32[4],w2=f32[4]>,count=i32[]>"), &out, &d),
-                     FVM_ERR_NAME);
+    assert_int_equal(
+        fvm_safetensors_value(f, ty(&a, "<model=<w1=f32[3,4],b1=f32[4],w2=f32[4]>,count=i32[]>"), &out, &d),
+        FVM_ERR_NAME);
     assert_null(out);
     expect_error(&d, FVM_ERR_NAME, "v.safetensors: ", "no tensor 'model.w2' (f32[4])", NULL);
     assert_int_equal(fvm_safetensors_value(f, ty(&a, "<model=<w1=f64[3,4],b1=f32[4]>,count=i32[]>"), &out, &d),
@@ -836,9 +807,9 @@ static void test_value_mismatches(void **state)
                  "another program", NULL);
     assert_int_equal(fvm_safetensors_value(f, ty(&a, "f32[3,4]"), &out, &d), FVM_ERR_NAME);
     expect_error(&d, FVM_ERR_NAME, "no tensor 'value'", NULL);
-    assert_int_equal(fvm_safetensors_value(f, ty(&a, "<model=<w1=f32[3,4],b1=f32[4]>,count=i32[],d=f32[2]*>"), &out,
-                                           &d),
-                     FVM_ERR_TYPE);
+    assert_int_equal(
+        fvm_safetensors_value(f, ty(&a, "<model=<w1=f32[3,4],b1=f32[4]>,count=i32[],d=f32[2]*>"), &out, &d),
+        FVM_ERR_TYPE);
     expect_error(&d, FVM_ERR_TYPE, "'d' is a sequence", NULL);
     fvm_safetensors_free(f);
     fvm_value_release(v);
@@ -866,7 +837,7 @@ static void test_overlay(void **state)
     const fvm_type *mt = ty(&a, "<w1=f32[3,4],b1=f32[4]>");
     fvm_value *model = make_from(mt, 100);
     fvm_safetensors *f = saved("model.safetensors", mt, model);
-    ok(fvm_safetensors_overlay(f, state_v, t, &out, &replaced, &d), &d);
+    ok_silent(fvm_safetensors_overlay(f, state_v, t, &out, &replaced, &d), &d);
     assert_int_equal(replaced, 2);
     assert_true(fvm_value_identical(out->items[0], model));
     assert_ptr_equal(out->items[1], state_v->items[1]); /* shared, not copied */
@@ -878,7 +849,7 @@ static void test_overlay(void **state)
     const fvm_type *ft = ty(&a, "<model=<b1=f32[4]>,opt=<count=i32[]>>");
     fvm_value *part = make_from(ft, 200);
     f = saved("full.safetensors", ft, part);
-    ok(fvm_safetensors_overlay(f, state_v, t, &out, &replaced, &d), &d);
+    ok_silent(fvm_safetensors_overlay(f, state_v, t, &out, &replaced, &d), &d);
     assert_int_equal(replaced, 2);
     assert_ptr_equal(out->items[0]->items[0], state_v->items[0]->items[0]);
     assert_true(fvm_value_identical(out->items[0]->items[1], part->items[0]->items[0]));
@@ -892,7 +863,7 @@ static void test_overlay(void **state)
     const fvm_type *ot = ty(&a, "<m=<w1=f32[3,4]>>");
     part = make_from(ot, 300);
     f = saved("opt.safetensors", ot, part);
-    ok(fvm_safetensors_overlay(f, state_v, t, &out, &replaced, &d), &d);
+    ok_silent(fvm_safetensors_overlay(f, state_v, t, &out, &replaced, &d), &d);
     assert_int_equal(replaced, 1);
     assert_true(fvm_value_identical(out->items[1]->items[0]->items[0], part->items[0]->items[0]));
     assert_ptr_equal(out->items[0], state_v->items[0]);
@@ -904,7 +875,7 @@ static void test_overlay(void **state)
     const fvm_type *et = ty(&a, "<>");
     part = make_value(et);
     f = saved("none.safetensors", et, part);
-    ok(fvm_safetensors_overlay(f, state_v, t, &out, &replaced, &d), &d);
+    ok_silent(fvm_safetensors_overlay(f, state_v, t, &out, &replaced, &d), &d);
     assert_int_equal(replaced, 0);
     assert_ptr_equal(out, state_v);
     fvm_value_release(out);
@@ -920,8 +891,8 @@ static void test_overlay(void **state)
     assert_null(out);
     assert_int_equal(replaced, 0);
     assert_int_equal(d.n, 2);
-    expect_error(&d, FVM_ERR_TYPE, "wrong.safetensors", "tensor 'w1' is f32[4,3] in the file, the state's 'model.w1' needs f32[3,4]",
-                 NULL);
+    expect_error(&d, FVM_ERR_TYPE, "wrong.safetensors",
+                 "tensor 'w1' is f32[4,3] in the file, the state's 'model.w1' needs f32[3,4]", NULL);
     fvm_safetensors_free(f);
     fvm_value_release(part);
 
@@ -960,7 +931,7 @@ static void test_overlay(void **state)
     const fvm_type *bt = ty(&a, "f32[3,4]");
     fvm_value *bv = make_value(bt);
     f = saved("bare.safetensors", bt, model->items[0]);
-    ok(fvm_safetensors_overlay(f, bv, bt, &out, &replaced, &d), &d);
+    ok_silent(fvm_safetensors_overlay(f, bv, bt, &out, &replaced, &d), &d);
     assert_int_equal(replaced, 1);
     assert_true(fvm_value_identical(out, model->items[0]));
     fvm_value_release(out);
@@ -1001,12 +972,12 @@ static void test_export(void **state)
     fvm_value *v = make_value(t);
     const char *meta[] = {"program", "fedavg.json", "round", "12", "note", "\xc3\xbcnicode \"quoted\"\n"};
     snprintf(path, sizeof path, "%s/state.safetensors", dir);
-    ok(fvm_safetensors_save(path, v, t, 3, meta, &d), &d);
+    ok_silent(fvm_safetensors_save(path, v, t, 3, meta, &d), &d);
     fvm_value_release(v);
     const fvm_type *bt = ty(&a, "f32[2,3]@SERVER");
     v = make_value(bt);
     snprintf(path, sizeof path, "%s/bare.safetensors", dir);
-    ok(fvm_safetensors_save(path, v, bt, 0, NULL, &d), &d);
+    ok_silent(fvm_safetensors_save(path, v, bt, 0, NULL, &d), &d);
     fvm_value_release(v);
     fvm_arena_free(&a);
 }
@@ -1014,17 +985,17 @@ static void test_export(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_dtype),       cmocka_unit_test(test_shapes_and_paths),
-        cmocka_unit_test(test_exact_bytes),       cmocka_unit_test(test_aligned_bytes),
-        cmocka_unit_test(test_metadata),
-        cmocka_unit_test(test_unsaveable),        cmocka_unit_test(test_load_errors),
-        cmocka_unit_test(test_random_corruption), cmocka_unit_test(test_value_mismatches),
-        cmocka_unit_test(test_overlay),           cmocka_unit_test(test_export),
+        cmocka_unit_test(test_every_dtype),      cmocka_unit_test(test_shapes_and_paths),
+        cmocka_unit_test(test_exact_bytes),      cmocka_unit_test(test_aligned_bytes),
+        cmocka_unit_test(test_metadata),         cmocka_unit_test(test_unsaveable),
+        cmocka_unit_test(test_load_errors),      cmocka_unit_test(test_random_corruption),
+        cmocka_unit_test(test_value_mismatches), cmocka_unit_test(test_overlay),
+        cmocka_unit_test(test_export),
     };
     /* With FVM_SAFETENSORS_OUT set, only write the files for the Python check. */
     if (getenv("FVM_SAFETENSORS_OUT")) {
         const struct CMUnitTest export_only[] = {cmocka_unit_test(test_export)};
-        return cmocka_run_group_tests(export_only, setup, teardown);
+        return cmocka_run_group_tests(export_only, setup, tmpdir_teardown);
     }
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, tmpdir_teardown);
 }

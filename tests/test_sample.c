@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../vm/sample.h"
+#include "../vm/runtime/sample.h"
 
 static void expect_sample(uint64_t seed, int64_t round, int64_t n, int64_t k, const int64_t *want)
 {

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../vm/status.h"
+#include "../vm/core/status.h"
 
 static const fvm_loc AT = {"p.json", 3, 9, "/functions/main/body/0"};
 

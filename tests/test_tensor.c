@@ -9,32 +9,19 @@
 
 #include <cmocka.h>
 
-#include "../vm/bufcache.h"
-#include "../vm/tensor.h"
-
-static fvm_dims dims(int rank, ...)
-{
-    fvm_dims s = {.rank = rank};
-    va_list ap;
-    va_start(ap, rank);
-    for (int i = 0; i < rank; i++)
-        s.d[i] = va_arg(ap, int64_t);
-    va_end(ap);
-    return s;
-}
-#define D0() dims(0)
-#define D1(a) dims(1, (int64_t)(a))
-#define D2(a, b) dims(2, (int64_t)(a), (int64_t)(b))
-#define D3(a, b, c) dims(3, (int64_t)(a), (int64_t)(b), (int64_t)(c))
+#include "../vm/ir/bufcache.h"
+#include "../vm/ir/tensor.h"
+#include "test_tensors.h"
 
 static void test_dtype_names(void **state)
 {
     (void)state;
-    const char *names[FVM_DTYPE_COUNT] = {[FVM_DTYPE_BOOL] = "bool", [FVM_DTYPE_U8] = "u8", [FVM_DTYPE_I32] = "i32",
-                                          [FVM_DTYPE_I64] = "i64", [FVM_DTYPE_U32] = "u32", [FVM_DTYPE_F32] = "f32",
-                                          [FVM_DTYPE_F64] = "f64"};
-    size_t sizes[FVM_DTYPE_COUNT] = {[FVM_DTYPE_BOOL] = 1, [FVM_DTYPE_U8] = 1, [FVM_DTYPE_I32] = 4, [FVM_DTYPE_I64] = 8,
-                                     [FVM_DTYPE_U32] = 4, [FVM_DTYPE_F32] = 4, [FVM_DTYPE_F64] = 8};
+    const char *names[FVM_DTYPE_COUNT] = {
+        [FVM_DTYPE_BOOL] = "bool", [FVM_DTYPE_U8] = "u8",   [FVM_DTYPE_I32] = "i32", [FVM_DTYPE_I64] = "i64",
+        [FVM_DTYPE_U32] = "u32",   [FVM_DTYPE_F32] = "f32", [FVM_DTYPE_F64] = "f64"};
+    size_t sizes[FVM_DTYPE_COUNT] = {
+        [FVM_DTYPE_BOOL] = 1, [FVM_DTYPE_U8] = 1,  [FVM_DTYPE_I32] = 4, [FVM_DTYPE_I64] = 8,
+        [FVM_DTYPE_U32] = 4,  [FVM_DTYPE_F32] = 4, [FVM_DTYPE_F64] = 8};
     for (int t = 0; t < FVM_DTYPE_COUNT; t++) {
         assert_string_equal(fvm_dtype_name((fvm_dtype)t), names[t]);
         assert_int_equal(fvm_dtype_size((fvm_dtype)t), sizes[t]);
@@ -44,9 +31,9 @@ static void test_dtype_names(void **state)
     }
     fvm_dtype got;
     assert_false(fvm_dtype_parse("f16", 3, &got));
-    assert_false(fvm_dtype_parse("f3", 2, &got));   /* prefix of f32 */
+    assert_false(fvm_dtype_parse("f3", 2, &got)); /* prefix of f32 */
     assert_false(fvm_dtype_parse("f32x", 4, &got));
-    assert_true(fvm_dtype_parse("i64,", 3, &got));  /* only len bytes are read */
+    assert_true(fvm_dtype_parse("i64,", 3, &got)); /* only len bytes are read */
     assert_int_equal(got, FVM_DTYPE_I64);
     assert_true(fvm_dtype_is_float(FVM_DTYPE_F32) && fvm_dtype_is_float(FVM_DTYPE_F64));
     assert_false(fvm_dtype_is_float(FVM_DTYPE_I32));

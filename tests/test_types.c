@@ -9,7 +9,8 @@
 
 #include <cmocka.h>
 
-#include "../vm/types.h"
+#include "../vm/ir/types.h"
+#include "test_util.h"
 
 /* Every error location is given relative to this one: the type string is the
  * JSON string whose opening quote is at line 7, column 20 of prog.json, so the
@@ -24,11 +25,7 @@ typedef struct fixture {
 
 static int setup(void **state)
 {
-    fixture *f = calloc(1, sizeof *f);
-    if (!f)
-        return -1;
-    *state = f;
-    return 0;
+    return test_fixture_new(state, sizeof(fixture));
 }
 
 static int teardown(void **state)
@@ -67,8 +64,8 @@ static const char *bad(fixture *f, const char *text, fvm_status code, int col)
     assert_int_equal(f->d.n, 1);
     const fvm_error *e = &f->d.errs[0];
     if (e->code != code || e->loc.col != col)
-        fail_msg("\"%s\": got code %d at column %d (%s), expected code %d at column %d", text, (int)e->code,
-                 e->loc.col, e->msg, (int)code, col);
+        fail_msg("\"%s\": got code %d at column %d (%s), expected code %d at column %d", text, (int)e->code, e->loc.col,
+                 e->msg, (int)code, col);
     assert_int_equal(s, code);
     assert_int_equal(e->loc.line, LOC.line);
     assert_string_equal(e->loc.file, LOC.file);
@@ -385,8 +382,12 @@ static void test_round_trip(void **state)
 {
     fixture *f = *state;
     const char *texts[] = {
-        "f32", "<a = f32[2], <i32, b = bool[?]>>*", "{ <x=f32[3],y=f32>* }@CLIENTS", "(-> <f32@SERVER, {i64}@CLIENTS>)",
-        "(<f32[2]*> -> (f32 -> f32))", "<>@SERVER",
+        "f32",
+        "<a = f32[2], <i32, b = bool[?]>>*",
+        "{ <x=f32[3],y=f32>* }@CLIENTS",
+        "(-> <f32@SERVER, {i64}@CLIENTS>)",
+        "(<f32[2]*> -> (f32 -> f32))",
+        "<>@SERVER",
     };
     for (size_t i = 0; i < sizeof texts / sizeof *texts; i++) {
         const fvm_type *t = ok(f, texts[i]);
@@ -415,7 +416,7 @@ static void test_print_truncates(void **state)
 
 /* An alias environment: "Model" is <w=f32[3],b=f32[]> declared as an alias. */
 static const fvm_type *lookup_model(void *ctx, const char *name, const fvm_loc *loc, int depth, int *levels,
-                                   fvm_diag *d)
+                                    fvm_diag *d)
 {
     const fvm_type *model = ctx;
     (void)depth;
@@ -647,9 +648,9 @@ static void test_size_limit(void **state)
     /* 2^30 f32 are exactly 4 GiB: allowed; one more element is not. */
     ok(f, "f32[1073741824]");
     ok(f, "bool[4294967296]");
-    ok(f, "f64[65536,8192]");     /* 2^16 * 2^13 * 8 = 2^32 */
-    ok(f, "f64[?,536870912]");    /* unknown dims count as 1 */
-    ok(f, "f32[0,1073741824]");   /* no elements; the other dims within the limit */
+    ok(f, "f64[65536,8192]"); /* 2^16 * 2^13 * 8 = 2^32 */
+    ok(f, "f64[?,536870912]"); /* unknown dims count as 1 */
+    ok(f, "f32[0,1073741824]"); /* no elements; the other dims within the limit */
     bad(f, "f32[0,99999999999]", FVM_ERR_LIMIT, COL(0)); /* no elements, but 10^11 empty rows to walk */
     const char *m = bad(f, "f32[1073741825]", FVM_ERR_LIMIT, COL(0));
     assert_contains(m, "4294967296");

@@ -1,4 +1,4 @@
-/* test_wire.c - values and diagnostics to bytes and back (vm/wire.c): round trips of every kind of
+/* test_wire.c - values and diagnostics to bytes and back (format/wire.c): round trips of every kind of
  * value, and bytes cut short or corrupted give errors, never crashes. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../vm/wire.h"
+#include "../format/wire.h"
 
 /* A tensor of the given dtype and shape whose bytes are 0, 7, 14, ... (mod 251). */
 static fvm_value *tensor(fvm_dtype dt, int rank, const int64_t *dims)

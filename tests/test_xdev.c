@@ -14,6 +14,8 @@
 
 #include "../format/safetensors.h"
 #include "../format/xdev.h"
+#include "../vm/transform/plan_form.h"
+#include "../vm/runtime/xdev.h"
 #include "../vm/fedvm.h"
 
 static char *plan_text; /* the plan of tests/xdev/secure_counts.json */
@@ -25,7 +27,7 @@ static int setup(void **state)
     fvm_program *p = NULL;
     size_t len = 0;
     assert_int_equal(fvm_program_load("tests/xdev/secure_counts.json", &p, &d), FVM_OK);
-    assert_int_equal(fvm_check(p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
     assert_int_equal(fvm_plan_cross_device(p, NULL, &plan_text, &len, &d), FVM_OK);
     assert_int_equal(strlen(plan_text), len);
     fvm_program_free(p);
@@ -91,7 +93,8 @@ static void test_bent(void **state)
 {
     (void)state;
     const unsigned both = FVM_XDEV_CLIENT | FVM_XDEV_SERVER;
-    refused("\"plan\": 2", "\"plan\": \"2\"", both, "/plan", "the plan format version must be the integer 2, found a string");
+    refused("\"plan\": 2", "\"plan\": \"2\"", both, "/plan",
+            "the plan format version must be the integer 2, found a string");
     refused("\"kind\": \"cross-device\"", "\"kind\": \"beam\"", both, "/kind",
             "expected \"kind\": \"cross-device\", found beam");
     refused("\"server\": {", "\"servers\": {", both, "", "missing \"server\" (the server phase)");
@@ -137,11 +140,12 @@ static void test_unfit(void **state)
     char msg[512];
 #define MSG(text) (snprintf(msg, sizeof msg, "%s%s", text, unfit), msg)
     /* an output's shape, an output's dtype, no outputs at all */
-    refused("\"modulus\": 256,\n        \"tensors\": [\n          {\"name\": \"secure.s0\", \"dtype\": \"I32\", \"shape\": [2]}",
-            "\"modulus\": 256,\n        \"tensors\": [\n          {\"name\": \"secure.s0\", \"dtype\": \"I32\", \"shape\": [3]}",
-            FVM_XDEV_CLIENT, "/client/outputs/1/tensors/0",
-            MSG("the plan lists 'secure.s0' I32 [3] here, but the secure sum 's0' has 'secure.s0' I32 [2] in the "
-                "program"));
+    refused(
+        "\"modulus\": 256,\n        \"tensors\": [\n          {\"name\": \"secure.s0\", \"dtype\": \"I32\", \"shape\": [2]}",
+        "\"modulus\": 256,\n        \"tensors\": [\n          {\"name\": \"secure.s0\", \"dtype\": \"I32\", \"shape\": [3]}",
+        FVM_XDEV_CLIENT, "/client/outputs/1/tensors/0",
+        MSG("the plan lists 'secure.s0' I32 [3] here, but the secure sum 's0' has 'secure.s0' I32 [2] in the "
+            "program"));
     refused("{\"name\": \"updates.u0\", \"dtype\": \"I32\", \"shape\": []}",
             "{\"name\": \"updates.u0\", \"dtype\": \"F32\", \"shape\": []}", FVM_XDEV_CLIENT,
             "/client/outputs/0/tensors/0",
@@ -154,22 +158,25 @@ static void test_unfit(void **state)
             MSG("the plan lists 0 outputs, but 'next.work' returns 1 updates and 1 secure-sum inputs"));
     /* the inputs' types */
     refused("\"type\": \"{i32[2]*}@CLIENTS\"", "\"type\": \"{i32[3]*}@CLIENTS\"", FVM_XDEV_CLIENT,
-            "/client/inputs/0/type", MSG("the type of input 'data' is {i32[3]*}@CLIENTS in the plan, but {i32[2]*}@CLIENTS in its program"));
+            "/client/inputs/0/type",
+            MSG("the type of input 'data' is {i32[3]*}@CLIENTS in the plan, but {i32[2]*}@CLIENTS in its program"));
     refused("\"type\": \"i32[2]@SERVER\"", "\"type\": \"i32[3]@SERVER\"", FVM_XDEV_SERVER, "/server/inputs/0/type",
             MSG("the type of input 'state' is i32[3]@SERVER in the plan, but i32[2]@SERVER in its program"));
     /* the state: its type, its tensors; the metrics; a partial's tensors */
     refused("\"type\": \"i32[2]\",", "\"type\": \"i64[2]\",", FVM_XDEV_SERVER, "/server/state/type",
             MSG("the state's type is i64[2] in the plan, but i32[2] in its program"));
-    refused("{\"name\": \"value\", \"dtype\": \"I32\", \"shape\": [2]}",
-            "{\"name\": \"value\", \"dtype\": \"I32\", \"shape\": [2]}, {\"name\": \"extra\", \"dtype\": \"I32\", \"shape\": [2]}",
-            FVM_XDEV_SERVER, "/server/state/tensors/1",
-            MSG("the plan lists 'extra' I32 [2] here, but the state has only 1 tensor in the program"));
+    refused(
+        "{\"name\": \"value\", \"dtype\": \"I32\", \"shape\": [2]}",
+        "{\"name\": \"value\", \"dtype\": \"I32\", \"shape\": [2]}, {\"name\": \"extra\", \"dtype\": \"I32\", \"shape\": [2]}",
+        FVM_XDEV_SERVER, "/server/state/tensors/1",
+        MSG("the plan lists 'extra' I32 [2] here, but the state has only 1 tensor in the program"));
     refused("{\"type\": \"<readings=i32[]>\"}", "{\"type\": \"<readings=i64[]>\"}", FVM_XDEV_SERVER,
-            "/server/metrics/type", MSG("the metrics' type is <readings=i64[]> in the plan, but <readings=i32[]> in its program"));
-    refused("{\"name\": \"acc.a0\", \"dtype\": \"I32\", \"shape\": []}",
-            "{\"name\": \"acc.a0\", \"dtype\": \"F64\", \"shape\": []}", FVM_XDEV_SERVER,
-            "/server/partial/tensors/0",
-            MSG("the plan lists 'acc.a0' F64 [] here, but a block's partial aggregate has 'acc.a0' I32 [] in the program"));
+            "/server/metrics/type",
+            MSG("the metrics' type is <readings=i64[]> in the plan, but <readings=i32[]> in its program"));
+    refused(
+        "{\"name\": \"acc.a0\", \"dtype\": \"I32\", \"shape\": []}",
+        "{\"name\": \"acc.a0\", \"dtype\": \"F64\", \"shape\": []}", FVM_XDEV_SERVER, "/server/partial/tensors/0",
+        MSG("the plan lists 'acc.a0' F64 [] here, but a block's partial aggregate has 'acc.a0' I32 [] in the program"));
     /* the server's functions disagree on the state */
     refused("[\"zero\", \"const\", {\"value\": 0, \"dtype\": \"i32\", \"shape\": [2]}]",
             "[\"zero\", \"const\", {\"value\": 0, \"dtype\": \"i32\", \"shape\": [3]}]", both, "/server",
@@ -187,12 +194,12 @@ static void test_no_include(void **state)
     refused("\"metrics\": {\"type\": \"<readings=i32[]>\"},\n    \"program\": {",
             "\"metrics\": {\"type\": \"<readings=i32[]>\"},\n    \"program\": {\"include\": [\"/etc/passwd\"], ",
             FVM_XDEV_SERVER, "/server/program/include", msg);
-    refused("    ],\n    \"program\": {", "    ],\n    \"program\": {\"include\": [\"tests/xdev/secure_counts.json\"], ",
-            FVM_XDEV_CLIENT, "/client/program/include", msg);
+    refused("    ],\n    \"program\": {",
+            "    ],\n    \"program\": {\"include\": [\"tests/xdev/secure_counts.json\"], ", FVM_XDEV_CLIENT,
+            "/client/program/include", msg);
     fvm_diag d = {0};
     assert_int_not_equal(open_bent("    ],\n    \"program\": {",
-                                   "    ],\n    \"program\": {\"include\": [\"/etc/passwd\"], ",
-                                   FVM_XDEV_CLIENT, &d),
+                                   "    ],\n    \"program\": {\"include\": [\"/etc/passwd\"], ", FVM_XDEV_CLIENT, &d),
                          FVM_OK);
     for (int i = 0; i < d.n; i++)
         assert_null(strstr(d.errs[i].msg, "root"));
@@ -206,9 +213,8 @@ static void test_parse_memory(void **state)
     (void)state;
     fvm_diag d = {0};
     fvm_xdev_plan *a = NULL, *b = NULL;
-    assert_int_equal(fvm_xdev_parse("mem.json", plan_text, strlen(plan_text), FVM_XDEV_CLIENT | FVM_XDEV_SERVER, &a,
-                                    &d),
-                     FVM_OK);
+    assert_int_equal(
+        fvm_xdev_parse("mem.json", plan_text, strlen(plan_text), FVM_XDEV_CLIENT | FVM_XDEV_SERVER, &a, &d), FVM_OK);
     char path[] = "/tmp/fvm_test_xdev_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -219,11 +225,11 @@ static void test_parse_memory(void **state)
     fvm_xdev_close(b);
     unlink(path);
     /* bytes that are no plan: an error, no crash, no plan */
-    static const char *const junk[] = {"", "{", "[]", "{\"plan\": 2}", "\xff\xfe", "{\"plan\": 2, \"kind\": \"cross-device\"}"};
+    static const char *const junk[] = {
+        "", "{", "[]", "{\"plan\": 2}", "\xff\xfe", "{\"plan\": 2, \"kind\": \"cross-device\"}"};
     for (size_t i = 0; i < sizeof junk / sizeof *junk; i++) {
-        assert_int_not_equal(fvm_xdev_parse("junk.json", junk[i], strlen(junk[i]), FVM_XDEV_CLIENT | FVM_XDEV_SERVER,
-                                            &b, &d),
-                             FVM_OK);
+        assert_int_not_equal(
+            fvm_xdev_parse("junk.json", junk[i], strlen(junk[i]), FVM_XDEV_CLIENT | FVM_XDEV_SERVER, &b, &d), FVM_OK);
         assert_null(b);
         assert_true(d.n >= 1);
         fvm_diag_clear(&d);
@@ -238,9 +244,8 @@ static void test_update_parse(void **state)
     (void)state;
     fvm_diag d = {0};
     fvm_xdev_plan *pl = NULL;
-    assert_int_equal(fvm_xdev_parse("plan.json", plan_text, strlen(plan_text), FVM_XDEV_CLIENT | FVM_XDEV_SERVER, &pl,
-                                    &d),
-                     FVM_OK);
+    assert_int_equal(
+        fvm_xdev_parse("plan.json", plan_text, strlen(plan_text), FVM_XDEV_CLIENT | FVM_XDEV_SERVER, &pl, &d), FVM_OK);
     fvm_arena a = {0};
     const fvm_type *t = NULL;
     assert_int_equal(fvm_type_parse(&a, "<updates=<u0=i32[]>,secure=<s0=i32[2]>>", NULL, NULL, &t, &d), FVM_OK);
@@ -256,8 +261,8 @@ static void test_update_parse(void **state)
     char path[] = "/tmp/fvm_test_xdev_update_XXXXXX";
     int fd = mkstemp(path);
     close(fd);
-    const char *meta[] = {"fedvm.kind", "update", "fedvm.plan", fvm_xdev_id(pl), "fedvm.round", "2",
-                          "fedvm.client", "3"};
+    const char *meta[] = {"fedvm.kind",  "update", "fedvm.plan",   fvm_xdev_id(pl),
+                          "fedvm.round", "2",      "fedvm.client", "3"};
     assert_int_equal(fvm_safetensors_save(path, v, t, 4, meta, &d), FVM_OK);
     FILE *f = fopen(path, "rb");
     unsigned char bytes[4096];
@@ -292,8 +297,8 @@ static void test_update_parse(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_open),         cmocka_unit_test(test_bent),         cmocka_unit_test(test_unfit),
-        cmocka_unit_test(test_no_include),   cmocka_unit_test(test_parse_memory), cmocka_unit_test(test_update_parse),
+        cmocka_unit_test(test_open),       cmocka_unit_test(test_bent),         cmocka_unit_test(test_unfit),
+        cmocka_unit_test(test_no_include), cmocka_unit_test(test_parse_memory), cmocka_unit_test(test_update_parse),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,7 +12,9 @@
 
 #include <cmocka.h>
 
-#include "../format/doc.h"
+#include "../vm/core/doc.h"
+#include "../format/doc_io.h"
+#include "test_util.h"
 
 /* Per-test state, freed by the teardown even when an assertion fails. */
 typedef struct fx {
@@ -24,9 +26,7 @@ typedef struct fx {
 
 static int setup(void **state)
 {
-    fx *f = calloc(1, sizeof *f);
-    *state = f;
-    return f ? 0 : -1;
+    return test_fixture_new(state, sizeof(fx));
 }
 
 static int teardown(void **state)
@@ -192,7 +192,8 @@ static void test_positions(void **state)
 static void test_position_after_bom(void **state)
 {
     fx *f = *state;
-    fvm_doc *root = yparse(f, "\xEF\xBB\xBF" "ab: c\n");
+    fvm_doc *root = yparse(f, "\xEF\xBB\xBF"
+                              "ab: c\n");
     check_pos(root->u.coll.keys[0], 1, 1);
     check_pos(root->u.coll.items[0], 1, 5);
 }
@@ -237,9 +238,17 @@ static void test_int(void **state)
         const char *text;
         int64_t v;
     } ok[] = {
-        {"0", 0}, {"-12", -12}, {"+7", 7}, {"007", 7}, {"0o17", 15}, {"0x1F", 31}, {"0xff", 255},
-        {"9223372036854775807", INT64_MAX}, {"-9223372036854775808", INT64_MIN},
-        {"0x7FFFFFFFFFFFFFFF", INT64_MAX}, {"0o777777777777777777777", INT64_MAX},
+        {"0", 0},
+        {"-12", -12},
+        {"+7", 7},
+        {"007", 7},
+        {"0o17", 15},
+        {"0x1F", 31},
+        {"0xff", 255},
+        {"9223372036854775807", INT64_MAX},
+        {"-9223372036854775808", INT64_MIN},
+        {"0x7FFFFFFFFFFFFFFF", INT64_MAX},
+        {"0o777777777777777777777", INT64_MAX},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         fvm_doc *v = value_of(f, ok[i].text);
@@ -254,7 +263,8 @@ static void test_int(void **state)
         expect_yaml_error(f, buf, FVM_ERR_FORMAT, 1, 4, "out of range");
     }
     /* not integers under the core schema: strings */
-    const char *s[] = {"0o", "0x", "0o8", "0xG", "1_000", "0X1F", "0O17", "0b101", "+", "1:20", "12abc", "-0x1F", "0x-1", "1 2"};
+    const char *s[] = {"0o",    "0x", "0o8",  "0xG",   "1_000", "0X1F", "0O17",
+                       "0b101", "+",  "1:20", "12abc", "-0x1F", "0x-1", "1 2"};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         check_string(value_of(f, s[i]), s[i]);
 }
@@ -266,9 +276,9 @@ static void test_float(void **state)
         const char *text;
         double v;
     } ok[] = {
-        {"1.5", 1.5}, {"-2e3", -2000.0}, {".5", 0.5}, {"1.", 1.0}, {"+1.5e-3", 1.5e-3}, {"1e3", 1000.0},
-        {"1E3", 1000.0}, {"-0.0", -0.0}, {"2.5E+2", 250.0}, {"-.5", -0.5}, {"1e-400", 0.0},
-        {".inf", INFINITY}, {".Inf", INFINITY}, {".INF", INFINITY}, {"+.inf", INFINITY},
+        {"1.5", 1.5},         {"-2e3", -2000.0},    {".5", 0.5},          {"1.", 1.0},        {"+1.5e-3", 1.5e-3},
+        {"1e3", 1000.0},      {"1E3", 1000.0},      {"-0.0", -0.0},       {"2.5E+2", 250.0},  {"-.5", -0.5},
+        {"1e-400", 0.0},      {".inf", INFINITY},   {".Inf", INFINITY},   {".INF", INFINITY}, {"+.inf", INFINITY},
         {"-.inf", -INFINITY}, {"-.Inf", -INFINITY}, {"-.INF", -INFINITY},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
@@ -283,7 +293,8 @@ static void test_float(void **state)
         assert_int_equal(v->kind, FVM_DOC_REAL);
         assert_true(isnan(v->u.r));
     }
-    const char *s[] = {"inf", "nan", "-.nan", "+.nan", ".", "1e", "e3", "1.5.2", ".inf5", "1e+", ".e3", "Infinity", "1.5f", "1.5 x"};
+    const char *s[] = {"inf",   "nan",   "-.nan", "+.nan", ".",        "1e",   "e3",
+                       "1.5.2", ".inf5", "1e+",   ".e3",   "Infinity", "1.5f", "1.5 x"};
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
         check_string(value_of(f, s[i]), s[i]);
     expect_yaml_error(f, "v: 1e999\n", FVM_ERR_FORMAT, 1, 4, "out of range");
@@ -533,7 +544,11 @@ static void test_invalid_utf8(void **state)
     expect_yaml_error(f, "héllo: \xc3\x28", FVM_ERR_SYNTAX, 1, 8, "invalid YAML");
     expect_yaml_error(f, "a: \xed\xa0\x80\n", FVM_ERR_SYNTAX, 1, 4, "invalid YAML"); /* a surrogate */
     /* a UTF-16 byte order mark does not switch the encoding */
-    expect_yaml_error_n(f, "\xff\xfe" "a\0:\0 \0" "1\0", 10, FVM_ERR_SYNTAX, 1, 1, "invalid YAML");
+    expect_yaml_error_n(f,
+                        "\xff\xfe"
+                        "a\0:\0 \0"
+                        "1\0",
+                        10, FVM_ERR_SYNTAX, 1, 1, "invalid YAML");
     /* NUL and other control characters */
     expect_yaml_error_n(f, "a: b\0c\n", 7, FVM_ERR_SYNTAX, 1, 5, "invalid YAML");
 }
@@ -595,29 +610,28 @@ static const char program_json[] =
     "  }\n"
     "}\n";
 
-static const char program_yaml[] =
-    "# The same program, written the way people write YAML.\n"
-    "fedvm: 1\n"
-    "functions:\n"
-    "  client_update:\n"
-    "    params: {w: \"f32[3]\", xs: \"<x=f32[3],y=f32[]>*\"}\n"
-    "    body:\n"
-    "      - [g, grad, {fn: loss, wrt: w}, w, xs]\n"
-    "      - [lr, const, {value: 0.1, dtype: f32}]\n"
-    "      - [step, mul, lr, g]\n"
-    "      - [w2, sub, w, step]\n"
-    "    result: w2\n"
-    "  next:\n"
-    "    params:\n"
-    "      w: f32[3]@SERVER\n"
-    "      data: \"{<x=f32[3],y=f32[]>*}@CLIENTS\"\n"
-    "    body:\n"
-    "    - [wc, federated_broadcast, w]\n"
-    "    - [wn, federated_map, {fn: client_update}, wc, data]\n"
-    "    - [avg, federated_mean, wn]\n"
-    "    result: avg\n"
-    "    rounds:\n"
-    "    debug: False\n";
+static const char program_yaml[] = "# The same program, written the way people write YAML.\n"
+                                   "fedvm: 1\n"
+                                   "functions:\n"
+                                   "  client_update:\n"
+                                   "    params: {w: \"f32[3]\", xs: \"<x=f32[3],y=f32[]>*\"}\n"
+                                   "    body:\n"
+                                   "      - [g, grad, {fn: loss, wrt: w}, w, xs]\n"
+                                   "      - [lr, const, {value: 0.1, dtype: f32}]\n"
+                                   "      - [step, mul, lr, g]\n"
+                                   "      - [w2, sub, w, step]\n"
+                                   "    result: w2\n"
+                                   "  next:\n"
+                                   "    params:\n"
+                                   "      w: f32[3]@SERVER\n"
+                                   "      data: \"{<x=f32[3],y=f32[]>*}@CLIENTS\"\n"
+                                   "    body:\n"
+                                   "    - [wc, federated_broadcast, w]\n"
+                                   "    - [wn, federated_map, {fn: client_update}, wc, data]\n"
+                                   "    - [avg, federated_mean, wn]\n"
+                                   "    result: avg\n"
+                                   "    rounds:\n"
+                                   "    debug: False\n";
 
 static void test_json_and_yaml_agree(void **state)
 {
@@ -663,11 +677,66 @@ static void push(fvm_arena *a, fvm_doc *o, fvm_doc *v)
 }
 
 static const char *const tricky[] = {
-    "true", "12", "~", "{f32[]}@CLIENTS", "a: b", "", "x\ny", "héllo", "null", "Null", "-x", "- x",
-    " lead", "trail ", "#c", "a #c", "1.5", ".inf", "-.inf", ".nan", "0x1F", "0o17", "+7", "1e3", "yes",
-    "No", "on", "a, b", "[x]", "{x}", "*x", "&x", "!x", "|x", ">x", "'x", "\"x", "%x", "@x", "`x", "?x",
-    ":x", "x:", "tab\there", "quote\"s", "back\\slash", "\001ctl", "line\r\nbreak", "\n", "x\n\ny\n",
-    "\xe2\x80\xa8sep", "\xe2\x80\xa9ps", "nel\xc2\x85x", "\xc2\x85", "x\r", "f32[3]@SERVER", "<x=f32[3],y=f32[]>*", "日本語", "emoji \xF0\x9F\x98\x80", "<<",
+    "true",
+    "12",
+    "~",
+    "{f32[]}@CLIENTS",
+    "a: b",
+    "",
+    "x\ny",
+    "héllo",
+    "null",
+    "Null",
+    "-x",
+    "- x",
+    " lead",
+    "trail ",
+    "#c",
+    "a #c",
+    "1.5",
+    ".inf",
+    "-.inf",
+    ".nan",
+    "0x1F",
+    "0o17",
+    "+7",
+    "1e3",
+    "yes",
+    "No",
+    "on",
+    "a, b",
+    "[x]",
+    "{x}",
+    "*x",
+    "&x",
+    "!x",
+    "|x",
+    ">x",
+    "'x",
+    "\"x",
+    "%x",
+    "@x",
+    "`x",
+    "?x",
+    ":x",
+    "x:",
+    "tab\there",
+    "quote\"s",
+    "back\\slash",
+    "\001ctl",
+    "line\r\nbreak",
+    "\n",
+    "x\n\ny\n",
+    "\xe2\x80\xa8sep",
+    "\xe2\x80\xa9ps",
+    "nel\xc2\x85x",
+    "\xc2\x85",
+    "x\r",
+    "f32[3]@SERVER",
+    "<x=f32[3],y=f32[]>*",
+    "日本語",
+    "emoji \xF0\x9F\x98\x80",
+    "<<",
 };
 
 /* A tree with every kind, block and flow collections nested both ways, tricky
@@ -717,7 +786,7 @@ static fvm_doc *build_tree(fvm_arena *a, bool nonfinite)
     set(a, root, "flow", fa);
     fvm_doc *block = arr(a, false), *bo = obj(a, false), *ba = arr(a, false);
     set(a, bo, "x", fvm_doc_int(a, 1));
-    set(a, bo, "y", fa);  /* the flow array again: shared */
+    set(a, bo, "y", fa); /* the flow array again: shared */
     set(a, bo, "z", bo->u.coll.items[0]);
     push(a, ba, arr(a, false));
     push(a, ba, obj(a, false));
@@ -882,19 +951,19 @@ static void test_yaml_layout(void **state)
     set(a, root, "yes", fvm_doc_string(a, "off"));
     set(a, root, "empty", arr(a, false));
     assert_string_equal(write_ok(f, fvm_yaml_write, root, NULL), "a: 1\n"
-                             "b:\n"
-                             "- true\n"
-                             "- null\n"
-                             "- \"12\"\n"
-                             "- -.inf\n"
-                             "c:\n"
-                             "  d: x\n"
-                             "  \"{T}@CLIENTS\": 0.5\n"
-                             "e: [1, {f: g}]\n"
-                             "s: héllo\n"
-                             "m: \"x\\ny\\Lz\"\n"
-                             "\"yes\": \"off\"\n"
-                             "empty: []\n");
+                                                                 "b:\n"
+                                                                 "- true\n"
+                                                                 "- null\n"
+                                                                 "- \"12\"\n"
+                                                                 "- -.inf\n"
+                                                                 "c:\n"
+                                                                 "  d: x\n"
+                                                                 "  \"{T}@CLIENTS\": 0.5\n"
+                                                                 "e: [1, {f: g}]\n"
+                                                                 "s: héllo\n"
+                                                                 "m: \"x\\ny\\Lz\"\n"
+                                                                 "\"yes\": \"off\"\n"
+                                                                 "empty: []\n");
 }
 
 static void test_writer_refusals(void **state)
@@ -1027,7 +1096,8 @@ static void check_push_on_parsed(fx *f, fvm_doc *root)
 static void test_push_on_parsed(void **state)
 {
     fx *f = *state;
-    check_push_on_parsed(f, jparse(f, "[[1, 2, 3, 4, 5], [6], {\"a\": 1, \"b\": 2, \"c\": 3, \"d\": 4, \"e\": 5}, \"tail\"]"));
+    check_push_on_parsed(
+        f, jparse(f, "[[1, 2, 3, 4, 5], [6], {\"a\": 1, \"b\": 2, \"c\": 3, \"d\": 4, \"e\": 5}, \"tail\"]"));
     check_push_on_parsed(f, yparse(f, "- [1, 2, 3, 4, 5]\n- [6]\n- {a: 1, b: 2, c: 3, d: 4, e: 5}\n- tail\n"));
     /* empty parsed collections grow too */
     fvm_doc *e = yparse(f, "[[], {}]");

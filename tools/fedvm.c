@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../vm/fedvm.h"
+#include "../format/doc_io.h"
 #include "cli.h"
 
 static const char *const usage_main =
@@ -58,16 +59,15 @@ static const char *const usage_grad =
     "\n"
     "exit status: 0 success, 1 invalid program or function, 2 usage error\n";
 
-static const char *const usage_fmt =
-    "usage: fedvm fmt FILE [--to json|yaml] [-o OUT]\n"
-    "\n"
-    "Prints FILE in canonical form: fixed key order, canonical type notation, one\n"
-    "instruction per line. Reading the output gives back the same program.\n"
-    "\n"
-    "  --to json|yaml   output format (default: that of FILE)\n"
-    "  -o OUT           write to OUT (replaced atomically) instead of stdout\n"
-    "\n"
-    "exit status: 0 success, 1 invalid program, 2 usage error\n";
+static const char *const usage_fmt = "usage: fedvm fmt FILE [--to json|yaml] [-o OUT]\n"
+                                     "\n"
+                                     "Prints FILE in canonical form: fixed key order, canonical type notation, one\n"
+                                     "instruction per line. Reading the output gives back the same program.\n"
+                                     "\n"
+                                     "  --to json|yaml   output format (default: that of FILE)\n"
+                                     "  -o OUT           write to OUT (replaced atomically) instead of stdout\n"
+                                     "\n"
+                                     "exit status: 0 success, 1 invalid program, 2 usage error\n";
 
 static bool ends_with(const char *s, const char *suffix)
 {
@@ -219,7 +219,7 @@ static int cmd_fmt(int argc, char **argv)
     char *text = NULL;
     size_t len = 0;
     int rc = EXIT_INVALID;
-    if (fvm_program_load(file, &p, &d) == FVM_OK && fvm_check(p, &d) == FVM_OK &&
+    if (fvm_program_load(file, &p, &d) == FVM_OK && fvm_compile(p, &d) == FVM_OK &&
         fvm_module_write(p->root, yaml, &text, &len, &d) == FVM_OK) {
         if (out) {
             rc = cli_write_atomic(out, text, len);
@@ -270,11 +270,11 @@ static int cmd_grad(int argc, char **argv)
     char *text = NULL;
     size_t len = 0;
     int rc = EXIT_INVALID;
-    if (cli_load_checked(file, &p, &d) == FVM_OK && fvm_check_derive(p, fn, wrt, &derived, &d) == FVM_OK) {
+    if (cli_load_checked(file, &p, &d) == FVM_OK && fvm_passes_pullback(p, fn, wrt, &derived, &d) == FVM_OK) {
         const char *doc = fvm_arena_printf(&a, "%s with the derivative of '%s' as '%s', derived by fedvm grad", file,
                                            fn, derived->name);
         fvm_doc *root = fvm_program_to_doc(&a, p, doc);
-        fvm_status s = !root ? fvm_diag_add(&d, FVM_ERR_NOMEM, NULL, "out of memory")
+        fvm_status s = !root                 ? fvm_diag_add(&d, FVM_ERR_NOMEM, NULL, "out of memory")
                        : !strcmp(to, "yaml") ? fvm_yaml_write(root, &text, &len, &d)
                                              : fvm_json_write(root, &text, &len, &d);
         if (s == FVM_OK && out) {
@@ -320,7 +320,7 @@ static int dispatch(int argc, char **argv)
             char *args[] = {help, argc > 3 ? argv[3] : none};
             return fvm_cmd_data(2, args);
         }
-        const char *text = !*topic                  ? usage_main
+        const char *text = !*topic                    ? usage_main
                            : !strcmp(topic, "run")    ? fvm_usage_run
                            : !strcmp(topic, "check")  ? usage_check
                            : !strcmp(topic, "fmt")    ? usage_fmt

@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "../format/atomic.h"
-#include "../vm/suggest.h"
+#include "../format/doc_io.h"
+#include "../vm/core/suggest.h"
 #include "cli.h"
 
 const char *cli_prog = "fedvm";
@@ -164,7 +165,7 @@ fvm_status cli_load_checked(const char *path, fvm_program **p, fvm_diag *d)
 {
     fvm_status s = fvm_program_load(path, p, d);
     if (*p) {
-        fvm_status c = fvm_check(*p, d);
+        fvm_status c = fvm_compile(*p, d);
         if (s == FVM_OK)
             s = c;
     }

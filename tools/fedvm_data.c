@@ -7,10 +7,11 @@
 #include <unistd.h>
 
 #include "../format/dataset.h"
+#include "../format/doc_io.h"
 #include "../format/idx.h"
 #include "../vm/fedvm.h"
-#include "../vm/partition.h"
-#include "../vm/synthetic.h"
+#include "../vm/runtime/partition.h"
+#include "../vm/runtime/synthetic.h"
 #include "cli.h"
 
 static const char *const usage_data =
@@ -81,20 +82,19 @@ static const char *const usage_synthetic =
     "\n"
     "exit status: 0 written, 1 a failed write, 2 usage error\n";
 
-static const char *const usage_info =
-    "usage: fedvm data info FILE [--split S] [--verify]\n"
-    "\n"
-    "Prints the file's format and splits and, for each split (or only S): clients,\n"
-    "examples, columns with dtypes and per-example shapes ('?' where the length\n"
-    "varies), and examples per client (min, 10th, 50th and 90th percentiles by\n"
-    "nearest rank, max). Only the client index is read, not the data.\n"
-    "\n"
-    "  --split S   only split S\n"
-    "  --verify    also decode every client and check it against the columns;\n"
-    "              exit status 1 if any fails\n"
-    "\n"
-    "exit status: 0 success, 1 an unreadable or invalid file (or a client that\n"
-    "fails --verify), 2 usage error\n";
+static const char *const usage_info = "usage: fedvm data info FILE [--split S] [--verify]\n"
+                                      "\n"
+                                      "Prints the file's format and splits and, for each split (or only S): clients,\n"
+                                      "examples, columns with dtypes and per-example shapes ('?' where the length\n"
+                                      "varies), and examples per client (min, 10th, 50th and 90th percentiles by\n"
+                                      "nearest rank, max). Only the client index is read, not the data.\n"
+                                      "\n"
+                                      "  --split S   only split S\n"
+                                      "  --verify    also decode every client and check it against the columns;\n"
+                                      "              exit status 1 if any fails\n"
+                                      "\n"
+                                      "exit status: 0 success, 1 an unreadable or invalid file (or a client that\n"
+                                      "fails --verify), 2 usage error\n";
 
 static const char *const usage_head =
     "usage: fedvm data head FILE [CLIENT] [--split S] [-n K]\n"
@@ -179,11 +179,10 @@ static fvm_status read_pair(const char *dir, const char *images, const char *lab
     fvm_status s = read_idx(dir, images, x, d);
     if (s == FVM_OK)
         s = read_idx(dir, labels, &raw, d);
-    if (s == FVM_OK && (x->dtype != FVM_DTYPE_U8 || x->shape.rank != 3 || x->shape.d[1] != 28 ||
-                        x->shape.d[2] != 28 || raw.dtype != FVM_DTYPE_U8 || raw.shape.rank != 1 ||
-                        raw.shape.d[0] != x->shape.d[0]))
-        s = fvm_diag_add(d, FVM_ERR_FORMAT, NULL, "%s/%s and %s: expected u8 images [n,28,28] and u8 labels [n]",
-                         dir, images, labels);
+    if (s == FVM_OK && (x->dtype != FVM_DTYPE_U8 || x->shape.rank != 3 || x->shape.d[1] != 28 || x->shape.d[2] != 28 ||
+                        raw.dtype != FVM_DTYPE_U8 || raw.shape.rank != 1 || raw.shape.d[0] != x->shape.d[0]))
+        s = fvm_diag_add(d, FVM_ERR_FORMAT, NULL, "%s/%s and %s: expected u8 images [n,28,28] and u8 labels [n]", dir,
+                         images, labels);
     fvm_dims shape = raw.shape;
     if (s == FVM_OK)
         s = fvm_tensor_alloc(y, FVM_DTYPE_I32, &shape, d);
@@ -300,8 +299,10 @@ static int cmd_import(int argc, char **argv)
     w = NULL;
     if (s)
         goto done;
-    fprintf(stderr, "%s: %lld clients, %lld training examples (partition %s, seed %lld); split test: 1 client, "
-            "%lld examples\n", out, clients, (long long)n, part, seed, (long long)tx.shape.d[0]);
+    fprintf(stderr,
+            "%s: %lld clients, %lld training examples (partition %s, seed %lld); split test: 1 client, "
+            "%lld examples\n",
+            out, clients, (long long)n, part, seed, (long long)tx.shape.d[0]);
     rc = 0;
 done:
     fvm_dataset_abort(w);
@@ -401,14 +402,22 @@ static int cmd_synthetic(int argc, char **argv)
     fvm_synth_defaults(leaf ? FVM_SYNTH_LEAF : FVM_SYNTH_FEDPROX, &c);
     c.iid = iid;
     c.seed = (uint64_t)seed;
-    if (clients >= 0) c.clients = clients;
-    if (dim >= 0) c.dim = dim;
-    if (classes >= 0) c.classes = classes;
-    if (clusters >= 0) c.clusters = clusters;
-    if (minex >= 0) c.min_examples = minex;
-    if (maxex >= 0) c.max_examples = maxex;
-    if (alpha >= 0) c.alpha = alpha;
-    if (beta >= 0) c.beta = beta;
+    if (clients >= 0)
+        c.clients = clients;
+    if (dim >= 0)
+        c.dim = dim;
+    if (classes >= 0)
+        c.classes = classes;
+    if (clusters >= 0)
+        c.clusters = clusters;
+    if (minex >= 0)
+        c.min_examples = minex;
+    if (maxex >= 0)
+        c.max_examples = maxex;
+    if (alpha >= 0)
+        c.alpha = alpha;
+    if (beta >= 0)
+        c.beta = beta;
     if (c.max_examples && c.max_examples < c.min_examples)
         return cli_usage_error(usage_synthetic, "%s", "--max-examples must be 0 (none) or at least --min-examples");
 
@@ -537,7 +546,8 @@ static void print_seen(const fvm_column *cols, int ncols, const span *seen)
         printf("%s %s [", first ? "  sizes of the ? dims:" : ",", shown(cols[k].name, name));
         for (int a = 0; a < cols[k].shape.rank; a++) {
             if (cols[k].shape.d[a] >= 0 || seen[k].lo[a] == seen[k].hi[a])
-                printf("%s%lld", a ? "," : "", (long long)(cols[k].shape.d[a] >= 0 ? cols[k].shape.d[a] : seen[k].lo[a]));
+                printf("%s%lld", a ? "," : "",
+                       (long long)(cols[k].shape.d[a] >= 0 ? cols[k].shape.d[a] : seen[k].lo[a]));
             else
                 printf("%s%lld..%lld", a ? "," : "", (long long)seen[k].lo[a], (long long)seen[k].hi[a]);
         }
@@ -572,7 +582,8 @@ static int info_split(const char *file, const char *split, bool verify)
     }
     if (rc == 0) {
         char name[256];
-        printf("split %s: %lld client%s, %lld examples\n", shown(split, name), (long long)n, n == 1 ? "" : "s", (long long)total);
+        printf("split %s: %lld client%s, %lld examples\n", shown(split, name), (long long)n, n == 1 ? "" : "s",
+               (long long)total);
         print_columns(ds);
         if (n) {
             qsort(sizes, (size_t)n, sizeof *sizes, cmp_i64);
@@ -610,8 +621,8 @@ static int info_split(const char *file, const char *split, bool verify)
             printf("  verify: %lld of %lld clients failed\n", (long long)bad, (long long)n);
             rc = EXIT_INVALID;
         } else {
-            printf("  verify: %s %lld client%s decode%s and match%s the columns\n", n == 1 ? "the" : "all", (long long)n,
-                   n == 1 ? "" : "s", n == 1 ? "s" : "", n == 1 ? "es" : "");
+            printf("  verify: %s %lld client%s decode%s and match%s the columns\n", n == 1 ? "the" : "all",
+                   (long long)n, n == 1 ? "" : "s", n == 1 ? "s" : "", n == 1 ? "es" : "");
             if (seen)
                 print_seen(cols, ncols, seen);
         }
@@ -659,7 +670,7 @@ static int cmd_info(int argc, char **argv)
         fvm_dataset_free_splits(splits, nsplits);
         return fail(&d);
     }
-    printf("%s: %s SQLite, splits:", file, !strcmp(fvm_dataset_format(probe), "fedjax") ? "FedJAX" : "TFF");
+    printf("%s: %s, splits:", file, fvm_dataset_format_title(probe));
     for (int i = 0; i < nsplits; i++) {
         char name[256];
         printf("%s %s", i ? "," : "", shown(splits[i], name));
@@ -832,7 +843,7 @@ int fvm_cmd_data(int argc, char **argv)
     const char *cmd = argv[0];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         const char *topic = argc > 1 ? argv[1] : "";
-        const char *text = !*topic                    ? usage_data
+        const char *text = !*topic                       ? usage_data
                            : !strcmp(topic, "import")    ? usage_import
                            : !strcmp(topic, "synthetic") ? usage_synthetic
                            : !strcmp(topic, "info")      ? usage_info

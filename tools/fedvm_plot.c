@@ -57,7 +57,7 @@ typedef struct panel {
     curve *curves;
     int ncurves;
     double lo, hi, step; /* the y axis */
-    double top;          /* the plot area's top, once laid out */
+    double top; /* the plot area's top, once laid out */
 } panel;
 
 typedef struct plot {
@@ -127,7 +127,8 @@ static double nice_step(double range, int target, bool integral)
 /* An axis from lo to hi with ends on multiples of the step. */
 static void nice_axis(double lo, double hi, int target, bool integral, double *alo, double *ahi, double *astep)
 {
-    if (!(hi - lo > fmax(fabs(lo), fabs(hi)) * 1e-9)) { /* one value (to the precision of a double): a range around it */
+    if (!(hi - lo >
+          fmax(fabs(lo), fabs(hi)) * 1e-9)) { /* one value (to the precision of a double): a range around it */
         double pad = integral ? 1 : lo != 0 ? fabs(lo) * 0.1 : 1;
         lo -= pad;
         hi += pad;
@@ -302,9 +303,8 @@ static const double PAD = 12, TICK = 4, PANEL_H = 240, GAP = 18, SWATCH = 26;
 
 /* tab10, the matplotlib palette, without its grey. */
 static const double palette[][3] = {
-    {0.122, 0.467, 0.706}, {1.000, 0.498, 0.055}, {0.173, 0.627, 0.173}, {0.839, 0.153, 0.157},
-    {0.580, 0.404, 0.741}, {0.549, 0.337, 0.294}, {0.890, 0.467, 0.761}, {0.737, 0.741, 0.133},
-    {0.090, 0.745, 0.812},
+    {0.122, 0.467, 0.706}, {1.000, 0.498, 0.055}, {0.173, 0.627, 0.173}, {0.839, 0.153, 0.157}, {0.580, 0.404, 0.741},
+    {0.549, 0.337, 0.294}, {0.890, 0.467, 0.761}, {0.737, 0.741, 0.133}, {0.090, 0.745, 0.812},
 };
 #define NCOLORS (sizeof palette / sizeof palette[0])
 
@@ -610,7 +610,8 @@ static void draw(cairo_t *cr, const plot *p)
         cairo_set_source_rgb(cr, 0.1, 0.1, 0.1);
         char buf[512];
         const char *t = fit_text(cr, p->title, p->w - 2 * PAD, buf, sizeof buf);
-        double cx = fmin(fmax((p->left + p->right) / 2, PAD + text_width(cr, t) / 2), p->w - PAD - text_width(cr, t) / 2);
+        double cx =
+            fmin(fmax((p->left + p->right) / 2, PAD + text_width(cr, t) / 2), p->w - PAD - text_width(cr, t) / 2);
         text_at(cr, cx, PAD, t, 0.5, 0);
     }
 }
@@ -727,14 +728,13 @@ static bool parse_size(const char *s, double *w, double *h)
 static void warn_oddities(const fvm_metrics *m)
 {
     if (m->partial_line)
-        fprintf(stderr, "%s:%d: note: an incomplete last line (a run stopped while writing it) is left out\n",
-                m->file, m->partial_line);
+        fprintf(stderr, "%s:%d: note: an incomplete last line (a run stopped while writing it) is left out\n", m->file,
+                m->partial_line);
     if (m->restart_line)
         fprintf(stderr,
                 "%s:%d: note: the rounds start again here (runs appended to one file); %zu earlier line%s of "
                 "the same rounds %s left out\n",
-                m->file, m->restart_line, m->replaced, m->replaced == 1 ? "" : "s",
-                m->replaced == 1 ? "is" : "are");
+                m->file, m->restart_line, m->replaced, m->replaced == 1 ? "" : "s", m->replaced == 1 ? "is" : "are");
 }
 
 int fvm_cmd_plot(int argc, char **argv)

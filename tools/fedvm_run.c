@@ -1,5 +1,5 @@
-/* fedvm_run.c - fedvm run: a function once, or a training run of an iterative process
- * (rounds over sampled clients, evaluation, progress, metrics, checkpoints). */
+/* fedvm_run.c - fedvm run: a function once, or a training session of an iterative process
+ * (vm/runtime/session.h) with its rounds shown as JSON lines or a progress bar. */
 #include <errno.h>
 #include <sys/ioctl.h>
 #include <limits.h>
@@ -10,18 +10,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../format/atomic.h"
-#include "../format/checkpoint.h"
-#include "../format/file.h"
-#include "../format/data_bind.h"
-#include "../format/safetensors.h"
-#include "../format/dataset.h"
-#include "../vm/rounds.h"
+#include "../format/metrics.h"
+#include "../vm/runtime/session.h"
 #include "cli.h"
 
 const char *const fvm_usage_run =
     "usage: fedvm run FILE [--fn NAME] [--arg NAME=VALUE|@FILE]... [--data NAME=FILE[:SPLIT]]...\n"
     "                 [--clients N] [--seed S] [--backend seq|threads|mpi] [--threads N]\n"
+    "                 [--kernels cpu|portable]\n"
     "                 [--rounds R] [--clients-per-round K]\n"
     "                 [--client-ids ID,...|@FILE] [--eval-every E] [--metrics FILE.jsonl]\n"
     "                 [--checkpoint-dir D [--checkpoint-every N]] [--resume D] [--init FILE]\n"
@@ -48,6 +44,10 @@ const char *const fvm_usage_run =
     "                     else threads; results are bit-identical on every backend,\n"
     "                     thread count and rank count\n"
     "  --threads N        worker threads of the threads backend (default: one per core)\n"
+    "  --kernels NAME     what computes the ops: cpu (default: vectorised loops and\n"
+    "                     BLAS) or portable (plain loops, no SIMD, no BLAS: what a\n"
+    "                     device without them runs; slower); the same bits but where\n"
+    "                     the cpu kernels use BLAS (format/SPEC.md, reproducibility)\n"
     "  --max-steps N      stop with an error once N steps have run (instructions,\n"
     "                     counted as their functions are entered, on every thread and\n"
     "                     over every round; default: no bound)\n"
@@ -83,6 +83,7 @@ const char *const fvm_usage_run =
 
 typedef struct run_opts {
     const char *file, *fn, *client_ids, *metrics, *checkpoint_dir, *resume, *init, *backend;
+    const fvm_kernels *kernels;
     fvm_named_text args[MAX_ARGS];
     int nargs;
     long long clients, seed, rounds, per_round, eval_every, checkpoint_every, threads, max_steps;
@@ -100,8 +101,8 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             return -1;
         } else if ((v = cli_opt(argc, argv, &i, "--fn"))) {
             o->fn = v;
-        } else if ((v = cli_opt(argc, argv, &i, "--arg")) || ((v = cli_opt(argc, argv, &i, "--data")) &&
-                                                               (kind = FVM_ARG_DATA))) {
+        } else if ((v = cli_opt(argc, argv, &i, "--arg")) ||
+                   ((v = cli_opt(argc, argv, &i, "--data")) && (kind = FVM_ARG_DATA))) {
             const char *eq = strchr(v, '=');
             const char *opt = kind == FVM_ARG_DATA ? "--data" : "--arg";
             if (!eq || eq == v)
@@ -141,6 +142,9 @@ static int parse_opts(int argc, char **argv, run_opts *o)
             if (strcmp(v, "seq") && strcmp(v, "threads") && strcmp(v, "mpi"))
                 return cli_usage_error(fvm_usage_run, "--backend is seq, threads or mpi, found '%s'", v);
             o->backend = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--kernels"))) {
+            if (!(o->kernels = fvm_kernels_lookup(v)))
+                return cli_usage_error(fvm_usage_run, "--kernels is cpu or portable, found '%s'", v);
         } else if ((v = cli_opt(argc, argv, &i, "--threads"))) {
             if (!cli_int(v, 1, 1024, &n))
                 return cli_usage_error(fvm_usage_run, "--threads needs a number from 1 to 1024, found '%s'", v);
@@ -191,10 +195,6 @@ static int parse_opts(int argc, char **argv, run_opts *o)
         return cli_usage_error(fvm_usage_run, "%s", "--resume continues a run; --init starts one: give one of them");
     if (o->checkpoint_every && !o->checkpoint_dir && !o->resume)
         return cli_usage_error(fvm_usage_run, "%s", "--checkpoint-every needs --checkpoint-dir (or --resume)");
-    if (o->resume && !o->checkpoint_dir)
-        o->checkpoint_dir = o->resume;
-    if (!o->checkpoint_every)
-        o->checkpoint_every = 1;
     return 0;
 }
 
@@ -209,8 +209,7 @@ static int run_once(fvm_vm *vm, fvm_backend *b, const fvm_func *f, const run_opt
     /* binding reads files: every rank must have them */
     if (fvm_backend_agree(b, fvm_bind_args(f, o->nargs, o->args, (uint64_t)o->seed, &nclients, &vals, d), d) ==
             FVM_OK &&
-        (nclients < 0 || fvm_vm_set_clients(vm, nclients, d) == FVM_OK) &&
-        fvm_vm_call(vm, f, vals, &res, d) == FVM_OK)
+        (nclients < 0 || fvm_vm_set_clients(vm, nclients, d) == FVM_OK) && fvm_vm_call(vm, f, vals, &res, d) == FVM_OK)
         rc = b->rank ? 0 : cli_print_value(res, f->result_type, stdout);
     fvm_value_release(res);
     fvm_values_free(vals, f->nparams);
@@ -219,72 +218,19 @@ static int run_once(fvm_vm *vm, fvm_backend *b, const fvm_func *f, const run_opt
 
 /* ---- training runs ------------------------------------------------------------- */
 
-/* What the per-round report needs. */
-typedef struct train {
+/* What the progress callback shows a session by. */
+typedef struct show {
     const run_opts *o;
-    fvm_backend *backend;   /* only its rank 0 prints and writes files */
-    FILE *metrics;          /* --metrics, or NULL */
-    bool bar;               /* a progress bar on stdout (a terminal) instead of JSON lines */
-    bool sampled;           /* clients are sampled (the metrics file lists them) */
-    double start;           /* wall clock at the first round */
-    int64_t first;          /* the first round of this process */
-    double loss, accuracy;  /* the latest evaluation's (NAN: none yet) */
-    double train_loss, train_accuracy; /* the latest round's training metrics (NAN: none) */
-    bool have_eval;
-    const fvm_type *state_type;
-    fvm_run_info info;      /* what checkpoints record */
-} train;
+    const fvm_session *session;
+    bool bar; /* a progress bar on stdout (a terminal) instead of JSON lines */
+    double start; /* wall clock at the start */
+} show;
 
 static double now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* A scalar field 'name' of a struct of metrics (placed or not), or NAN. */
-static double metric(const fvm_value *v, const fvm_type *t, const char *name)
-{
-    if (!v || !t)
-        return NAN;
-    if (t->kind == FVM_T_FED)
-        t = t->u.fed.member;
-    if (t->kind != FVM_T_STRUCT || v->kind != FVM_V_STRUCT)
-        return NAN;
-    int i = fvm_type_field_index(t, name);
-    if (i < 0 || v->items[i]->kind != FVM_V_TENSOR || fvm_tensor_count(&v->items[i]->t) != 1)
-        return NAN;
-    return fvm_tensor_get_f64(&v->items[i]->t, 0);
-}
-
-/* The round's record: {"round", "train", "eval"?, and for the metrics file
- * "seconds", "eval_seconds"?, "cpu_seconds", "clients", "sampled"?}. */
-static fvm_doc *record(fvm_arena *a, const fvm_round_report *r, bool full, bool sampled)
-{
-    fvm_doc *doc = fvm_doc_new(a, FVM_DOC_OBJECT);
-    if (!doc || fvm_doc_set(a, doc, "round", fvm_doc_int(a, r->round)) ||
-        fvm_doc_set(a, doc, "train", fvm_value_to_doc(a, r->metrics, r->metrics_type)))
-        return NULL;
-    if (r->eval && fvm_doc_set(a, doc, "eval", fvm_value_to_doc(a, r->eval, r->eval_type)))
-        return NULL;
-    if (full) {
-        if (fvm_doc_set(a, doc, "seconds", fvm_doc_real(a, round(r->seconds * 1e6) / 1e6)) ||
-            (r->eval && fvm_doc_set(a, doc, "eval_seconds", fvm_doc_real(a, round(r->eval_seconds * 1e6) / 1e6))) ||
-            fvm_doc_set(a, doc, "cpu_seconds", fvm_doc_real(a, round(r->cpu_seconds * 1e6) / 1e6)) ||
-            fvm_doc_set(a, doc, "clients", fvm_doc_int(a, r->nclients)))
-            return NULL;
-        if (sampled) {
-            fvm_doc *ids = fvm_doc_new(a, FVM_DOC_ARRAY);
-            if (!ids || fvm_doc_set(a, doc, "sampled", ids))
-                return NULL;
-            ids->flow = true;
-            for (int64_t j = 0; j < r->nclients; j++)
-                if (fvm_doc_push(a, ids, fvm_doc_int(a, r->clients[j])))
-                    return NULL;
-        }
-    }
-    doc->flow = true;
-    return doc;
 }
 
 /* The terminal's width in columns (stdout's, else $COLUMNS, else 80). */
@@ -303,28 +249,37 @@ static int term_width(void)
  * accuracy, the latest evaluation's accuracy, rounds/s and the time left.
  * Parts that don't fit are left out, the least important first (rounds/s,
  * then the training accuracy, the bar, the time left, the evaluation). */
-static void draw_bar(train *t, const fvm_round_report *r)
+
+/* One line, never wider than the terminal (a wrapped line would leave a stale
+ * copy at every update): the round, a bar, this round's training loss and
+ * accuracy, the latest evaluation's accuracy, rounds/s and the time left.
+ * Parts that don't fit are left out, the least important first (rounds/s,
+ * then the training accuracy, the bar, the time left, the evaluation). */
+static void draw_bar(const show *sh, const fvm_session_event *e)
 {
-    double elapsed = now() - t->start;
-    double done = (double)(r->round - t->first + 1), left = (double)(r->last - r->round);
+    double elapsed = now() - sh->start;
+    double done = (double)(e->round - e->first + 1), left = (double)(e->last - e->round);
     double rate = elapsed > 0 ? done / elapsed : 0;
     long eta = rate > 0 ? (long)(left / rate + 0.5) : -1;
     enum { NPARTS = 5 };
     char parts[NPARTS][48] = {{0}}; /* in the order shown */
     static const int priority[NPARTS] = {0, 3, 1, 4, 2}; /* 0: kept longest */
-    if (!isnan(t->train_loss))
-        snprintf(parts[0], sizeof parts[0], " loss %.4f", t->train_loss);
-    if (!isnan(t->train_accuracy))
-        snprintf(parts[1], sizeof parts[1], " acc %.4f", t->train_accuracy);
-    if (t->have_eval && !isnan(t->accuracy))
-        snprintf(parts[2], sizeof parts[2], " eval acc %.4f", t->accuracy);
+    double train_loss = fvm_session_metric(sh->session, "train.loss");
+    double train_accuracy = fvm_session_metric(sh->session, "train.accuracy");
+    double accuracy = fvm_session_metric(sh->session, "eval.accuracy"); /* the latest evaluation's */
+    if (!isnan(train_loss))
+        snprintf(parts[0], sizeof parts[0], " loss %.4f", train_loss);
+    if (!isnan(train_accuracy))
+        snprintf(parts[1], sizeof parts[1], " acc %.4f", train_accuracy);
+    if (!isnan(accuracy))
+        snprintf(parts[2], sizeof parts[2], " eval acc %.4f", accuracy);
     if (rate > 0)
         snprintf(parts[3], sizeof parts[3], " %.2f rounds/s", rate);
     if (eta >= 0)
         snprintf(parts[4], sizeof parts[4], " ETA %ld:%02ld", eta / 60, eta % 60);
     int width = term_width() - 1;
     char head[64];
-    snprintf(head, sizeof head, "round %lld/%lld", (long long)r->round, (long long)r->last);
+    snprintf(head, sizeof head, "round %lld/%lld", (long long)e->round, (long long)e->last);
     enum { BAR_MIN = 10, BAR_MAX = 30, BAR_PRIORITY = 2 }; /* the bar goes after the training accuracy */
     bool with_bar = true;
     int used = (int)strlen(head) + BAR_MIN + 3; /* " [" bar "]" */
@@ -345,7 +300,7 @@ static void draw_bar(train *t, const fvm_round_report *r)
     bw = bw > BAR_MAX ? BAR_MAX : bw;
     printf("\r%.*s", width, head);
     if (with_bar && bw >= BAR_MIN) {
-        int filled = r->last > 0 ? (int)(bw * r->round / r->last) : bw;
+        int filled = e->last > 0 ? (int)(bw * e->round / e->last) : bw;
         printf(" [");
         for (int i = 0; i < bw; i++)
             putchar(i < filled ? '#' : '.');
@@ -354,345 +309,90 @@ static void draw_bar(train *t, const fvm_round_report *r)
     for (int k = 0; k < NPARTS; k++)
         printf("%s", parts[k]);
     printf("\033[K");
-    if (r->round == r->last)
+    if (e->round == e->last)
         printf("\n");
     fflush(stdout);
 }
 
-static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *d)
+/* The session's progress (process 0 alone): notes on stderr, and each
+ * round's line {"round", "train", "eval"} (or the bar) on stdout. */
+static fvm_status progress(void *user, const fvm_session_event *e, fvm_diag *d)
 {
-    train *t = user;
-    if (t->backend->rank) /* rank 0 writes; every rank learns whether it could */
-        return fvm_backend_agree(t->backend, FVM_OK, d);
-    /* Shown: this round's training figures and the latest evaluation. */
-    t->train_loss = metric(r->metrics, r->metrics_type, "loss");
-    t->train_accuracy = metric(r->metrics, r->metrics_type, "accuracy");
-    if (r->eval) {
-        t->loss = metric(r->eval, r->eval_type, "loss");
-        t->accuracy = metric(r->eval, r->eval_type, "accuracy");
-    }
-    t->have_eval = t->have_eval || r->eval;
-    fvm_arena a = {0};
-    fvm_status s = FVM_OK;
-    bool checkpoint = t->o->checkpoint_dir && (r->round % t->o->checkpoint_every == 0 || r->round == r->last);
-    if (t->bar) {
-        draw_bar(t, r);
+    const show *sh = user;
+    if (e->kind == FVM_SESSION_RESUMED) {
+        fprintf(stderr, "fedvm: resuming after round %lld from %s\n", (long long)e->round, sh->o->resume);
+    } else if (e->kind == FVM_SESSION_INIT) {
+        fprintf(stderr, "fedvm: %d tensors of the initial state from %s\n", e->replaced, sh->o->init);
+    } else if (sh->bar) {
+        draw_bar(sh, e);
     } else {
-        fvm_doc *line = record(&a, r, false, false);
-        if (!line || cli_print_doc(line, stdout))
-            s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot print round %lld", (long long)r->round);
-        fflush(stdout);
-    }
-    if (s == FVM_OK && t->metrics) {
-        fvm_doc *rec = record(&a, r, true, t->sampled);
-        char *text = NULL;
+        fvm_metrics_round shown = *e->figures;
+        shown.fields = 0; /* the metrics file's line has the times and clients too */
+        char *line = NULL;
         size_t len = 0;
-        if (!rec || fvm_json_write(rec, &text, &len, d) || fwrite(text, 1, len, t->metrics) != len ||
-            fflush(t->metrics) != 0 || (checkpoint && fsync(fileno(t->metrics)) != 0))
-            s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot write the metrics file %s: %s", t->o->metrics,
-                             strerror(errno));
-        free(text);
-    }
-    /* The checkpoint after the round's metrics line (synced first): a run
-     * stopped between the two resumes from the previous checkpoint and drops
-     * the later line (keep_rounds), so every round keeps exactly one line. */
-    if (s == FVM_OK && checkpoint)
-        s = fvm_checkpoint_save(t->o->checkpoint_dir, r->round, r->state, t->state_type, &t->info, d);
-    fvm_arena_free(&a);
-    return fvm_backend_agree(t->backend, s, d);
-}
-
-/* The clients of --client-ids: ids of the dataset bound to next's client
- * data (else indices), increasing and distinct. *out malloc'd. */
-static fvm_status fixed_clients(const run_opts *o, const char *data_spec, int64_t population, int64_t **out,
-                                int64_t *k, fvm_diag *d)
-{
-    char *text = NULL;
-    size_t len;
-    if (o->client_ids[0] == '@') {
-        fvm_status s = fvm_read_file(o->client_ids + 1, &text, &len, d);
+        fvm_status s = fvm_metrics_line(&shown, &line, &len, d);
         if (s)
             return s;
-    } else if (!(text = strdup(o->client_ids))) {
-        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+        fwrite(line, 1, len, stdout); /* a failed write is reported when the command ends (cli_finish) */
+        free(line);
+        fflush(stdout);
     }
-    fvm_dataset *ds = NULL;
-    char *file = NULL, *split = NULL;
-    fvm_status s = FVM_OK;
-    if (data_spec && !(s = fvm_data_spec(data_spec, &file, &split, d)))
-        s = fvm_dataset_open(file, split, &ds, d);
-    int64_t n = 0, cap = 16;
-    int64_t *ids = malloc((size_t)cap * sizeof *ids);
-    if (!ids && !s)
-        s = fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-    for (char *tok = strtok(s ? NULL : text, ",\n\r"); tok && !s; tok = strtok(NULL, ",\n\r")) {
-        while (*tok == ' ' || *tok == '\t')
-            tok++;
-        size_t tl = strlen(tok);
-        while (tl && (tok[tl - 1] == ' ' || tok[tl - 1] == '\t'))
-            tok[--tl] = 0;
-        if (!tl)
-            continue;
-        long long idx = -1;
-        if (ds)
-            idx = fvm_dataset_find(ds, tok, tl);
-        else if (!cli_int(tok, 0, population - 1, &idx))
-            idx = -1;
-        if (idx < 0) {
-            s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--client-ids: no client '%s' in %s", tok,
-                             ds ? file : "the data (give indices 0..N-1)");
-            break;
-        }
-        if (n == cap) {
-            int64_t *p = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
-            if (!p) {
-                s = fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-                break;
-            }
-            ids = p;
-        }
-        ids[n++] = idx;
-    }
-    /* increasing, distinct */
-    for (int64_t i = 1; i < n && !s; i++)
-        for (int64_t j = i; j > 0 && ids[j - 1] >= ids[j]; j--) {
-            if (ids[j - 1] == ids[j]) {
-                s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--client-ids: client index %lld is given twice",
-                                 (long long)ids[j]);
-                break;
-            }
-            int64_t tmp = ids[j];
-            ids[j] = ids[j - 1];
-            ids[j - 1] = tmp;
-        }
-    if (!s && n == 0)
-        s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--client-ids lists no client");
-    fvm_dataset_close(ds);
-    free(file);
-    free(split);
-    free(text);
-    if (s) {
-        free(ids);
-        return s;
-    }
-    *out = ids;
-    *k = n;
-    return FVM_OK;
-}
-
-/* Drops the lines of a metrics file after round 'last' (a resumed run
- * writes those rounds again) and an incomplete last line; rewrites the file
- * atomically. */
-static fvm_status keep_rounds(const char *path, int64_t last, fvm_diag *d)
-{
-    char *text = NULL;
-    size_t len = 0;
-    if (access(path, F_OK) != 0 && errno == ENOENT)
-        return FVM_OK;
-    /* a regular file (it is rewritten), read without blocking: a FIFO is refused */
-    fvm_status s = fvm_file_read(path, "the metrics file of a resumed run", UINT64_C(1) << 30, &text, &len, d);
-    if (s)
-        return s;
-    size_t keep = 0;
-    for (size_t at = 0; at < len;) {
-        const char *nl = memchr(text + at, '\n', len - at);
-        if (!nl) /* an incomplete last line: the run was stopped while writing it */
-            break;
-        size_t end = (size_t)(nl - text) + 1;
-        long long r = -1;
-        if (sscanf(text + at, "{\"round\": %lld", &r) == 1 && r > last)
-            break;
-        keep = end;
-        at = end;
-    }
-    if (keep < len)
-        s = fvm_atomic_write(path, text, keep, d);
-    free(text);
-    return s;
-}
-
-/* Is every parameter of f after the state given (or a key)? Sets *any when
- * some argument names one of them. */
-static bool all_given(const fvm_func *f, const run_opts *o, bool *any)
-{
-    bool all = true;
-    *any = false;
-    for (int i = 1; i < f->nparams; i++) {
-        bool given = false;
-        for (int k = 0; k < o->nargs; k++)
-            given = given || !strcmp(o->args[k].name, f->param_names[i]);
-        bool key = (!strcmp(f->param_names[i], "key") && fvm_bind_is_key(f->param_types[i])) ||
-                   (!strcmp(f->param_names[i], "client_keys") && fvm_bind_is_client_keys(f->param_types[i]));
-        *any = *any || given;
-        all = all && (given || key);
-    }
-    return all;
-}
-
-/* What a training run starts from (owned; run_training frees it). */
-typedef struct setup {
-    fvm_value **next_args, **eval_args, *state;
-    int64_t *fixed, nfixed, population, eval_clients, per_round;
-} setup;
-
-/* Everything a training run reads before its first round: next's and
- * evaluate's data, the fixed clients, the state to resume from (into su,
- * and t's checkpoint record and first round). */
-static fvm_status read_inputs(const fvm_func *init, const fvm_func *next, const fvm_func *eval, const run_opts *o,
-                              setup *su, train *t, fvm_diag *d)
-{
-    bool used[MAX_ARGS] = {0};
-    fvm_bind_opts bo = {.first = 1, .seed = (uint64_t)o->seed, .leave_keys = true, .used = used};
-    fvm_status s = fvm_bind_params(next, o->nargs, o->args, &bo, &su->population, &su->next_args, d);
-    if (s)
-        return s;
-    if (eval) {
-        fvm_bind_opts be = {.first = 1, .seed = (uint64_t)o->seed, .used = used};
-        if ((s = fvm_bind_params(eval, o->nargs, o->args, &be, &su->eval_clients, &su->eval_args, d)))
-            return s;
-    }
-    for (int k = 0; k < o->nargs; k++)
-        if (!used[k])
-            return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "neither next nor evaluate has a parameter '%s'",
-                                o->args[k].name);
-    if (su->population < 0 && (o->per_round || o->client_ids))
-        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "the number of clients is not known: bind client data "
-                                                    "(--data/--arg) or give --clients N");
-    if (o->client_ids) {
-        /* ids of the dataset bound to next's first client-data parameter */
-        const char *spec = NULL;
-        for (int k = 0; k < o->nargs && !spec; k++)
-            for (int i = 1; i < next->nparams && !spec; i++)
-                if (o->args[k].kind == FVM_ARG_DATA && !strcmp(o->args[k].name, next->param_names[i]))
-                    spec = o->args[k].text;
-        if ((s = fixed_clients(o, spec, su->population, &su->fixed, &su->nfixed, d)))
-            return s;
-    }
-    su->per_round = su->fixed ? su->nfixed : o->per_round ? o->per_round : su->population;
-    if (su->per_round > su->population)
-        return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--clients-per-round %lld: the data has %lld clients",
-                            (long long)su->per_round, (long long)su->population);
-    const char *base = strrchr(o->file, '/');
-    t->info = (fvm_run_info){(uint64_t)o->seed, su->population < 0 ? -1 : su->per_round, base ? base + 1 : o->file};
-    if (o->resume) {
-        int64_t done_rounds = 0;
-        if ((s = fvm_checkpoint_last(o->resume, init->result_type, &t->info, &done_rounds, &su->state, d)))
-            return s;
-        t->first = done_rounds + 1;
-    }
-    return FVM_OK;
-}
-
-/* The start of the run after the inputs: the initial state (initialize, or
- * the resumed one, and --init's weights), the metrics file (rank 0). */
-static fvm_status start(fvm_vm *vm, const fvm_func *init, const run_opts *o, setup *su, train *t, fvm_diag *d)
-{
-    bool quiet = t->backend->rank != 0;
-    fvm_status s = FVM_OK;
-    if (o->resume) {
-        if (!quiet && o->metrics && (s = keep_rounds(o->metrics, t->first - 1, d)))
-            return s;
-        if (!quiet)
-            fprintf(stderr, "fedvm: resuming after round %lld from %s\n", (long long)(t->first - 1), o->resume);
-    } else {
-        if ((s = fvm_rounds_initialize(vm, init, (uint64_t)o->seed, &su->state, d)))
-            return s;
-    }
-    if (o->init) {
-        int replaced = 0;
-        if (o->checkpoint_dir &&
-            (s = fvm_checkpoint_not_input(o->checkpoint_dir, t->first, o->rounds, o->init, "--init FILE", d)))
-            return s;
-        if ((s = fvm_safetensors_overlay_file(o->init, init->result_type, &su->state, &replaced, d)))
-            return s;
-        if (!quiet)
-            fprintf(stderr, "fedvm: %d tensors of the initial state from %s\n", replaced, o->init);
-    }
-    if (!quiet && o->metrics && !(t->metrics = fopen(o->metrics, "a")))
-        return fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot open the metrics file %s: %s", o->metrics, strerror(errno));
     return FVM_OK;
 }
 
 /* A training run. With a distributed backend every rank runs it; rank 0
- * alone prints and writes files, and the steps that read or write files
- * end with every rank agreeing whether they failed. */
-static int run_training(fvm_vm *vm, fvm_backend *b, const fvm_program *p, const run_opts *o, fvm_diag *d)
+ * alone prints and writes files. */
+static int run_training(fvm_backend *b, const fvm_program *p, const run_opts *o, fvm_diag *d)
 {
-    const fvm_func *init = fvm_program_func(p, "initialize"), *next = fvm_program_func(p, "next");
-    const fvm_func *eval = fvm_program_func(p, "evaluate");
-    bool any_eval = false, quiet = b->rank != 0;
-    if (eval && !all_given(eval, o, &any_eval)) {
-        if (any_eval || o->eval_every) {
-            if (!quiet) {
-                fprintf(stderr, "fedvm: evaluate needs every one of its parameters after the state; give");
-                for (int i = 1; i < eval->nparams; i++)
-                    fprintf(stderr, " --data/--arg %s=...", eval->param_names[i]);
-                fprintf(stderr, "\n");
-            }
-            return EXIT_USAGE;
-        }
-        eval = NULL; /* no evaluation data: training only */
-    } else if (!eval && o->eval_every) {
-        if (!quiet)
-            fprintf(stderr, "fedvm: --eval-every: %s has no function 'evaluate'\n", o->file);
-        return EXIT_USAGE;
-    }
-    setup su = {.population = o->clients, .eval_clients = -1};
-    fvm_value *final = NULL;
-    int rc = EXIT_INVALID;
+    bool quiet = b->rank != 0;
     /* no progress bar under mpirun: it gives each rank a terminal as stdout,
      * whatever its own stdout is */
-    bool bar = !quiet && isatty(1) && strcmp(b->iface->name, "mpi");
-    train t = {.o = o, .backend = b, .bar = bar, .start = now(), .first = 1, .loss = NAN, .train_loss = NAN,
-               .train_accuracy = NAN,
-               .accuracy = NAN, .state_type = init->result_type};
-    if (fvm_backend_agree(b, read_inputs(init, next, eval, o, &su, &t, d), d) ||
-        fvm_backend_agree(b, start(vm, init, o, &su, &t, d), d))
-        goto done;
-    t.sampled = !su.fixed && su.per_round < su.population;
-    fvm_rounds r = {
-        .vm = vm,
-        .next = next,
-        .evaluate = eval,
-        .next_args = su.next_args,
-        .eval_args = su.eval_args,
-        .eval_population = su.eval_clients,
-        .population = su.population,
-        .per_round = su.per_round,
-        .fixed = su.fixed,
+    show sh = {.o = o, .bar = !quiet && isatty(1) && strcmp(b->iface->name, "mpi"), .start = now()};
+    fvm_session_opts so = {
+        .program = o->file,
+        .args = o->args,
+        .nargs = o->nargs,
+        .has_clients = o->clients >= 0,
+        .clients = o->clients,
         .seed = (uint64_t)o->seed,
-        .first = t.first,
-        .last = o->rounds,
+        .rounds = o->rounds,
+        .clients_per_round = o->per_round,
+        .client_ids = o->client_ids,
         .eval_every = o->eval_every,
-        .report = report_round,
-        .user = &t,
+        .metrics = o->metrics,
+        .checkpoint_dir = o->checkpoint_dir,
+        .checkpoint_every = o->checkpoint_every,
+        .resume = o->resume,
+        .init = o->init,
+        .backend = b,
+        .kernels = o->kernels,
+        .max_steps = o->max_steps,
+        .time_limit = o->time_limit,
+        .progress = progress,
+        .user = &sh,
     };
-    fvm_status s = fvm_rounds_run(&r, su.state, &final, d);
-    if (t.metrics && fclose(t.metrics) != 0 && !s)
-        s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot write the metrics file %s: %s", o->metrics, strerror(errno));
-    t.metrics = NULL;
-    if (s)
-        goto done;
-    double secs = now() - t.start;
-    if (!quiet) {
-        long long ran = o->rounds >= t.first ? o->rounds - t.first + 1 : 0;
-        fprintf(stderr, "fedvm: %lld round%s in %.1f s", ran, ran == 1 ? "" : "s", secs);
-        if (t.have_eval && !isnan(t.accuracy))
-            fprintf(stderr, "; final evaluation: accuracy %.4f", t.accuracy);
-        if (t.have_eval && !isnan(t.loss))
-            fprintf(stderr, "%s loss %.4f", isnan(t.accuracy) ? "; final evaluation:" : ",", t.loss);
-        fprintf(stderr, "\n");
+    fvm_session *s = NULL;
+    fvm_status st = fvm_session_new(p, &so, &s, d);
+    if (st)
+        return st == FVM_ERR_USAGE ? EXIT_USAGE : EXIT_INVALID;
+    sh.session = s;
+    int rc = EXIT_INVALID;
+    if (fvm_session_run(s, d) == FVM_OK) {
+        rc = 0;
+        if (!quiet) {
+            double secs = now() - sh.start;
+            int64_t first = fvm_session_first(s);
+            long long ran = o->rounds >= first ? o->rounds - first + 1 : 0;
+            double accuracy = fvm_session_metric(s, "eval.accuracy"), loss = fvm_session_metric(s, "eval.loss");
+            fprintf(stderr, "fedvm: %lld round%s in %.1f s", ran, ran == 1 ? "" : "s", secs);
+            if (!isnan(accuracy))
+                fprintf(stderr, "; final evaluation: accuracy %.4f", accuracy);
+            if (!isnan(loss))
+                fprintf(stderr, "%s loss %.4f", isnan(accuracy) ? "; final evaluation:" : ",", loss);
+            fprintf(stderr, "\n");
+        }
     }
-    rc = 0;
-done:
-    if (t.metrics)
-        fclose(t.metrics);
-    fvm_value_release(final);
-    fvm_value_release(su.state);
-    fvm_values_free(su.next_args, next->nparams);
-    if (eval)
-        fvm_values_free(su.eval_args, eval->nparams);
-    free(su.fixed);
+    fvm_session_free(s);
     return rc;
 }
 
@@ -726,12 +426,9 @@ int fvm_cmd_run(int argc, char **argv)
     bool quiet = backend->rank != 0; /* rank 0 of mpi prints for all */
     if (fvm_backend_agree(backend, cli_load_checked(o.file, &p, &d), &d))
         goto done;
-    fvm_vm_config cfg = {.nclients = -1, .backend = backend, .max_steps = o.max_steps, .time_limit = o.time_limit};
-    if (fvm_vm_new(p, &cfg, &vm, &d))
-        goto done;
     const fvm_func *f = fvm_program_func(p, o.fn ? o.fn : "main");
     if (!f && !o.fn && fvm_program_func(p, "next")) {
-        rc = run_training(vm, backend, p, &o, &d);
+        rc = run_training(backend, p, &o, &d);
         goto done;
     }
     if (!f) {
@@ -743,7 +440,8 @@ int fvm_cmd_run(int argc, char **argv)
         }
         goto done;
     }
-    bool training_opts = o.per_round || o.client_ids || o.eval_every || o.metrics || o.checkpoint_dir || o.init;
+    bool training_opts =
+        o.per_round || o.client_ids || o.eval_every || o.metrics || o.checkpoint_dir || o.resume || o.init;
     if (training_opts) {
         if (!quiet)
             fprintf(stderr, "fedvm: --clients-per-round, --client-ids, --eval-every, --metrics, --checkpoint-dir, "
@@ -752,6 +450,10 @@ int fvm_cmd_run(int argc, char **argv)
         rc = EXIT_USAGE;
         goto done;
     }
+    fvm_vm_config cfg = {
+        .nclients = -1, .backend = backend, .kernels = o.kernels, .max_steps = o.max_steps, .time_limit = o.time_limit};
+    if (fvm_vm_new(p, &cfg, &vm, &d))
+        goto done;
     rc = run_once(vm, backend, f, &o, &d);
 done:
     if (!backend || !backend->rank)

@@ -1,4 +1,4 @@
-/* fedvm_xdev.c - fedvm device and fedvm server: the two sides of a cross-device plan (format/xdev.h, format/PLANS.md). */
+/* fedvm_xdev.c - fedvm device and fedvm server: the two sides of a cross-device plan (vm/runtime/xdev.h, format/PLANS.md). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -7,8 +7,8 @@
 #include <sys/stat.h>
 
 #include "../format/file.h"
-#include "../format/value_doc.h"
-#include "../format/xdev.h"
+#include "../format/metrics.h"
+#include "../vm/runtime/xdev.h"
 #include "cli.h"
 
 const char *const fvm_usage_device =
@@ -146,7 +146,7 @@ int fvm_cmd_device(int argc, char **argv)
     int64_t idx[MAX_LIST];
     rc = EXIT_INVALID;
     if (fvm_xdev_open(o.plan, FVM_XDEV_CLIENT | (o.partial ? FVM_XDEV_SERVER : 0), &plan, &d) ||
-        fvm_xdev_device_open(plan, o.checkpoint, o.ndata, o.data, &dev, &d))
+        fvm_xdev_compile(plan, &d) || fvm_xdev_device_open(plan, o.checkpoint, o.ndata, o.data, &dev, &d))
         goto done;
     /* every client is checked before any runs */
     for (int k = 0; k < o.nclients; k++)
@@ -259,22 +259,6 @@ static int server_args(int argc, char **argv, server_opts *o)
     return 0;
 }
 
-/* {"round": R, "train": METRICS} (and "clients": N for the metrics file) on one line. */
-static int print_round(const fvm_xdev_result *res, bool count, FILE *out)
-{
-    fvm_arena a = {0};
-    fvm_doc *line = fvm_doc_new(&a, FVM_DOC_OBJECT);
-    int rc = EXIT_INVALID;
-    if (line && !fvm_doc_set(&a, line, "round", fvm_doc_int(&a, res->round)) &&
-        !fvm_doc_set(&a, line, "train", fvm_value_to_doc(&a, res->metrics, res->metrics_type)) &&
-        (!count || !fvm_doc_set(&a, line, "clients", fvm_doc_int(&a, res->nclients)))) {
-        line->flow = true;
-        rc = cli_print_doc(line, out);
-    }
-    fvm_arena_free(&a);
-    return rc;
-}
-
 int fvm_cmd_server(int argc, char **argv)
 {
     server_opts o = {0};
@@ -284,7 +268,7 @@ int fvm_cmd_server(int argc, char **argv)
     fvm_diag d = {0};
     fvm_xdev_plan *plan = NULL;
     rc = EXIT_INVALID;
-    if (fvm_xdev_open(o.plan, FVM_XDEV_SERVER, &plan, &d))
+    if (fvm_xdev_open(o.plan, FVM_XDEV_SERVER, &plan, &d) || fvm_xdev_compile(plan, &d))
         goto done;
     if (!strcmp(o.step, "init")) {
         int replaced = 0;
@@ -308,24 +292,20 @@ int fvm_cmd_server(int argc, char **argv)
         if (o.metrics && fvm_file_not_input(o.metrics, "the metrics file (--metrics)", 4, in, role, &d))
             goto done;
         fvm_xdev_result res;
-        if ((!strcmp(o.step, "merge") ? fvm_xdev_server_merge : fvm_xdev_server_aggregate)(
-                plan, o.state, o.broadcast, o.updates, o.out, &res, &d))
+        if ((!strcmp(o.step, "merge") ? fvm_xdev_server_merge : fvm_xdev_server_aggregate)(plan, o.state, o.broadcast,
+                                                                                           o.updates, o.out, &res, &d))
             goto done;
-        /* both lines made first; the state and the metrics line are then written all or nothing, and the
-           round is printed only once they are */
-        char *shown = NULL, *line = NULL;
-        size_t nshown = 0, nline = 0;
-        FILE *a = open_memstream(&shown, &nshown), *b = open_memstream(&line, &nline);
-        bool made = a && b && !print_round(&res, false, a) && !print_round(&res, true, b);
-        made = (!a || fclose(a) == 0) && made;
-        made = (!b || fclose(b) == 0) && made;
-        if (!made) {
-            fvm_diag_add(&d, FVM_ERR_NOMEM, NULL, "out of memory");
+        /* the round's line as 'fedvm run' prints it (the metrics file's has the clients too), made first;
+           the state and the metrics line are then written all or nothing, and the round is printed only
+           once they are */
+        fvm_metrics_round shown = fvm_xdev_result_figures(&res);
+        shown.fields = 0;
+        char *line = NULL;
+        size_t len = 0;
+        if (fvm_metrics_line(&shown, &line, &len, &d))
             fvm_xdev_result_clear(&res);
-        } else if (fvm_xdev_result_commit(&res, o.metrics, line, nline, &d) == FVM_OK) {
-            fwrite(shown, 1, nshown, stdout);
-        }
-        free(shown);
+        else if (fvm_xdev_result_commit(&res, o.metrics, &d) == FVM_OK)
+            fwrite(line, 1, len, stdout);
         free(line);
         if (d.n)
             goto done;

@@ -1,4 +1,4 @@
-/* fuzz_dataset.h - what the dataset targets share: a SQLite file built around fuzzed rows, and the
+/* fuzz_dataset.h - what the dataset targets share: an input split into clients, a SQLite file built around fuzzed rows, and the
  * dataset read back from it, every client checked against the schema. */
 #ifndef FUZZ_DATASET_H
 #define FUZZ_DATASET_H
@@ -8,6 +8,25 @@
 
 #include "../../format/dataset.h"
 #include "fuzz_util.h"
+
+/* The input of the FedJAX and TFF targets: a flag byte (in *flags), then up
+ * to max clients separated by "@@client@@", into parts. The number of
+ * clients; 0 for an empty input, which the targets skip. */
+static inline int fuzz_clients(const uint8_t *data, size_t size, unsigned *flags, fuzz_part *parts, int max)
+{
+    if (size < 1)
+        return 0;
+    *flags = data[0];
+    return fuzz_split(data + 1, size - 1, "@@client@@", parts, max);
+}
+
+/* A client's count byte, the first of its part (0 when the part is empty):
+ * its num_examples, 255 standing for 2^40. */
+static inline int64_t fuzz_count_byte(fuzz_part c)
+{
+    int64_t count = c.n ? c.p[0] : 0;
+    return count == 255 ? (int64_t)1 << 40 : count;
+}
 
 /* An in-memory database with the statements of sql run (no error expected). */
 static inline sqlite3 *fuzz_db_new(const char *sql)
@@ -146,6 +165,23 @@ static inline void fuzz_check_dataset(fvm_dataset *ds)
         fvm_value_release(v);
         fvm_diag_clear(&d);
     }
+}
+
+/* Opens the default split of the dataset at path: an error is located, and
+ * a split that opens has n clients, each checked (fuzz_check_dataset). */
+static inline void fuzz_check_file(const char *path, int n)
+{
+    fvm_diag d = {0};
+    fvm_dataset *ds = NULL;
+    fvm_status s = fvm_dataset_open(path, NULL, &ds, &d);
+    fuzz_check_errors(s, &d, 1);
+    if (s == FVM_OK) {
+        if (fvm_dataset_clients(ds) != n)
+            FUZZ_FAIL("%lld clients of %d", (long long)fvm_dataset_clients(ds), n);
+        fuzz_check_dataset(ds);
+    }
+    fvm_dataset_close(ds);
+    fvm_diag_clear(&d);
 }
 
 #endif

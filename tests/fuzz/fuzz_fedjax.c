@@ -13,18 +13,16 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    unsigned flags = data[0];
+    unsigned flags = 0;
     fuzz_part parts[MAX_CLIENTS];
-    int n = fuzz_split(data + 1, size - 1, "@@client@@", parts, MAX_CLIENTS);
+    int n = fuzz_clients(data, size, &flags, parts, MAX_CLIENTS);
+    if (n == 0)
+        return 0;
     sqlite3 *db = fuzz_db_new("CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, "
                               "num_examples INTEGER NOT NULL)");
     static const int levels[4] = {1, 6, 9, 0};
     for (int i = 0; i < n; i++) {
-        int64_t count = parts[i].n ? parts[i].p[0] : 0;
-        if (count == 255)
-            count = (int64_t)1 << 40;
+        int64_t count = fuzz_count_byte(parts[i]);
         const uint8_t *blob = parts[i].n ? parts[i].p + 1 : parts[i].p;
         size_t len = parts[i].n ? parts[i].n - 1 : 0;
         unsigned char *z = NULL;
@@ -38,24 +36,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         char id[16];
         snprintf(id, sizeof id, "client%d", i);
-        fuzz_db_row(db, (flags & 2) ? "INSERT INTO federated_data VALUES (?1, ?2, ?3)"
-                                    : "INSERT INTO federated_data VALUES (CAST(?1 AS BLOB), ?2, ?3)",
+        fuzz_db_row(db,
+                    (flags & 2) ? "INSERT INTO federated_data VALUES (?1, ?2, ?3)"
+                                : "INSERT INTO federated_data VALUES (CAST(?1 AS BLOB), ?2, ?3)",
                     "tbi", id, strlen(id), blob, len, count);
         free(z);
     }
     char path[512];
     fuzz_db_save(db, fuzz_path(path, sizeof path, "fedjax.sqlite"));
-
-    fvm_diag d = {0};
-    fvm_dataset *ds = NULL;
-    fvm_status s = fvm_dataset_open(path, NULL, &ds, &d);
-    fuzz_check_errors(s, &d, 1);
-    if (s == FVM_OK) {
-        if (fvm_dataset_clients(ds) != n)
-            FUZZ_FAIL("%lld clients of %d", (long long)fvm_dataset_clients(ds), n);
-        fuzz_check_dataset(ds);
-    }
-    fvm_dataset_close(ds);
-    fvm_diag_clear(&d);
+    fuzz_check_file(path, n);
     return 0;
 }

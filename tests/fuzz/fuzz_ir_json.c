@@ -42,7 +42,7 @@ static char *canonical(const fvm_program *p, bool yaml, size_t *len)
     }
     const char *name = yaml ? FUZZ_PROGRAMS "/canonical.yaml" : FUZZ_PROGRAMS "/canonical.json";
     fvm_program *q = load(name, text, *len, &d);
-    if (!q || fvm_check(q, &d) != FVM_OK) {
+    if (!q || fvm_compile(q, &d) != FVM_OK) {
         char *e = d.n ? fvm_error_format(&d.errs[0]) : NULL;
         fprintf(stderr, "canonical %s text:\n%s\n", yaml ? "YAML" : "JSON", text);
         FUZZ_FAIL("the canonical %s text does not load and check: %s", yaml ? "YAML" : "JSON", e ? e : "");
@@ -66,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *name = FUZZ_IR_YAML ? FUZZ_PROGRAMS "/fuzz.yaml" : FUZZ_PROGRAMS "/fuzz.json";
     fvm_program *p = load(name, (const char *)data, size, &d);
     if (p) {
-        fvm_status s = fvm_check(p, &d);
+        fvm_status s = fvm_compile(p, &d);
         fuzz_check_errors(s, &d, 0);
         if (s == FVM_OK && !p->load_errors) {
             size_t jlen = 0, ylen = 0;

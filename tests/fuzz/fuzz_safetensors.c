@@ -9,7 +9,7 @@
 
 #include "../../format/checkpoint.h"
 #include "../../format/safetensors.h"
-#include "../../vm/types.h"
+#include "../../vm/ir/types.h"
 
 static void same_value(const fvm_value *a, const fvm_value *b, const char *what)
 {

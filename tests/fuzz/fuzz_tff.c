@@ -12,11 +12,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 1)
-        return 0;
-    unsigned flags = data[0];
+    unsigned flags = 0;
     fuzz_part clients[MAX_CLIENTS];
-    int n = fuzz_split(data + 1, size - 1, "@@client@@", clients, MAX_CLIENTS);
+    int n = fuzz_clients(data, size, &flags, clients, MAX_CLIENTS);
+    if (n == 0)
+        return 0;
     sqlite3 *db = fuzz_db_new("CREATE TABLE examples (split_name TEXT NOT NULL, client_id TEXT NOT NULL, "
                               "serialized_example_proto BLOB NOT NULL);"
                               "CREATE TABLE client_metadata (client_id TEXT NOT NULL, split_name TEXT NOT NULL, "
@@ -30,9 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_part c = clients[i];
         int64_t count = -1;
         if (flags & 1) {
-            count = c.n ? c.p[0] : 0;
-            if (count == 255)
-                count = (int64_t)1 << 40;
+            count = fuzz_count_byte(c);
             c.p += c.n ? 1 : 0;
             c.n -= c.n ? 1 : 0;
         }
@@ -52,17 +50,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     char path[512];
     fuzz_db_save(db, fuzz_path(path, sizeof path, "tff.sqlite"));
-
-    fvm_diag d = {0};
-    fvm_dataset *ds = NULL;
-    fvm_status s = fvm_dataset_open(path, NULL, &ds, &d);
-    fuzz_check_errors(s, &d, 1);
-    if (s == FVM_OK) {
-        if (fvm_dataset_clients(ds) != n)
-            FUZZ_FAIL("%lld clients of %d", (long long)fvm_dataset_clients(ds), n);
-        fuzz_check_dataset(ds);
-    }
-    fvm_dataset_close(ds);
-    fvm_diag_clear(&d);
+    fuzz_check_file(path, n);
     return 0;
 }

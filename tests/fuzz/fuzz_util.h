@@ -12,18 +12,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../vm/status.h"
+#include "../../vm/core/status.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Stops the run with a message: libFuzzer reports the abort as a crash and
  * saves the input. For broken promises that no sanitizer sees. */
-#define FUZZ_FAIL(...)                                                  \
-    do {                                                                \
-        fprintf(stderr, "fuzz: %s:%d: ", __FILE__, __LINE__);           \
-        fprintf(stderr, __VA_ARGS__);                                   \
-        fputc('\n', stderr);                                            \
-        abort();                                                        \
+#define FUZZ_FAIL(...) \
+    do { \
+        fprintf(stderr, "fuzz: %s:%d: ", __FILE__, __LINE__); \
+        fprintf(stderr, __VA_ARGS__); \
+        fputc('\n', stderr); \
+        abort(); \
     } while (0)
 
 static char fuzz_dir_path[256];

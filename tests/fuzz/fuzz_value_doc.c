@@ -1,12 +1,13 @@
 /* fuzz_value_doc.c - libFuzzer target: a type and a document as an argument value ('--arg NAME=VALUE',
- * format/value_doc.c, the type string through vm/types.c). The input is a flag byte (bit 0: the
+ * format/value_doc.c, the type string through vm/ir/types.c). The input is a flag byte (bit 0: the
  * document is YAML, else JSON), the type, a newline and the document. A value read is written back as
  * a document (JSON and YAML), which must read back to a value written as the same text. */
 #include "fuzz_util.h"
+#include "../../format/doc_io.h"
 
-#include "../../format/doc.h"
+#include "../../vm/core/doc.h"
 #include "../../format/value_doc.h"
-#include "../../vm/types.h"
+#include "../../vm/ir/types.h"
 
 /* The value as a document's text. */
 static char *text_of(const fvm_value *v, const fvm_type *t, bool yaml, size_t *len)

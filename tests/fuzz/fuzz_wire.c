@@ -1,10 +1,10 @@
-/* fuzz_wire.c - libFuzzer target: bytes as the MPI backend's wire format (vm/wire.c), read as a value
+/* fuzz_wire.c - libFuzzer target: bytes as the MPI backend's wire format (format/wire.c), read as a value
  * and as a diagnostics list. A value read must be written back to the same bytes, read again to an
  * identical value (every element of every sequence visited), and a list of errors read must be
  * written back to the same bytes. */
 #include "fuzz_util.h"
 
-#include "../../vm/wire.h"
+#include "../../format/wire.h"
 
 static void value(const uint8_t *data, size_t size)
 {

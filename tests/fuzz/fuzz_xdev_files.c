@@ -1,5 +1,5 @@
-/* fuzz_xdev_files.c - libFuzzer target: the files a cross-device round exchanges (format/xdev_server.c,
- * format/xdev_device.c): states, broadcasts, client updates, block partials and initial weights, each a
+/* fuzz_xdev_files.c - libFuzzer target: the files a cross-device round exchanges (vm/runtime/xdev_server.c,
+ * vm/runtime/xdev_device.c): states, broadcasts, client updates, block partials and initial weights, each a
  * safetensors file whose metadata ties it to a plan, a round and a client.
  *
  * Two plans are made at the first input, each with its state after init, the broadcast of round 1
@@ -19,7 +19,10 @@
 
 #include "../../format/ir_read.h"
 #include "../../format/xdev.h"
-#include "../../vm/check.h"
+#include "../../vm/transform/plan_form.h"
+#include "../../vm/runtime/xdev.h"
+#include "../../vm/ir/check.h"
+#include "../../vm/transform/passes.h"
 
 #ifndef FUZZ_REPO
 #define FUZZ_REPO "."
@@ -79,13 +82,14 @@ static void setup_round(round *r, int k)
     fvm_plan_opts o = {0};
     snprintf(path, sizeof path, "%s/%s", FUZZ_REPO, r->program);
     must(fvm_program_load(path, &p, &d), &d, "load");
-    must(fvm_check(p, &d), &d, "check");
+    must(fvm_compile(p, &d), &d, "check");
     must(fvm_plan_cross_device(p, &o, &text, &len, &d), &d, "plan");
     fvm_program_free(p);
     snprintf(name, sizeof name, "plan%d.json", k);
     fuzz_write(fuzz_path(path, sizeof path, name), text, len);
     free(text);
     must(fvm_xdev_open(path, FVM_XDEV_CLIENT | FVM_XDEV_SERVER, &r->plan, &d), &d, "open the plan");
+    must(fvm_xdev_compile(r->plan, &d), &d, "compile the plan");
     int replaced = 0;
     snprintf(name, sizeof name, "s0-%d.safetensors", k);
     must(fvm_xdev_server_init(r->plan, 5, NULL, fuzz_path(r->state0, sizeof r->state0, name), &replaced, &d), &d,
@@ -104,8 +108,7 @@ static void setup_round(round *r, int k)
         must(fvm_xdev_device_update(dev, c, fuzz_path(r->good[c], sizeof r->good[c], name), &d), &d, "update");
     }
     snprintf(name, sizeof name, "p0-%d.safetensors", k);
-    must(fvm_xdev_device_partial(dev, clients, n, fuzz_path(r->partial0, sizeof r->partial0, name), &d), &d,
-         "partial");
+    must(fvm_xdev_device_partial(dev, clients, n, fuzz_path(r->partial0, sizeof r->partial0, name), &d), &d, "partial");
     fvm_xdev_device_close(dev);
     free(clients);
     fvm_diag_clear(&d);

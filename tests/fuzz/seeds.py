@@ -268,10 +268,10 @@ def seeds_idx():
     out(n, "signed_byte", idx(0x09, [1], "b", [-1]))
 
 
-# ---- the wire format (vm/wire.h; host byte order, little-endian here) ------------------------
+# ---- the wire format (format/wire.h; host byte order, little-endian here) ------------------------
 
 TAG_NONE, TAG_TENSOR, TAG_STRUCT, TAG_SEQ_LIST, TAG_SEQ_COLS, TAG_CLIENTS = range(6)
-# fvm_dtype order (vm/tensor.h): bool, u8, i32, i64, u32, f32, f64
+# fvm_dtype order (vm/ir/tensor.h): bool, u8, i32, i64, u32, f32, f64
 WIRE_DTYPES = {"bool": (0, "?"), "u8": (1, "B"), "i32": (2, "i"), "i64": (3, "q"), "u32": (4, "I"), "f32": (5, "f"),
                "f64": (6, "d")}
 
@@ -369,8 +369,8 @@ def dict_file(name, tokens):
 
 
 def dicts():
-    ops = names_of("vm/ops.def", "FVM_OP")
-    attrs = names_of("vm/attrs.def", "FVM_ATTR")
+    ops = names_of("vm/ir/ops.def", "FVM_(?:OP|EW)")
+    attrs = names_of("vm/ir/attrs.def", "FVM_ATTR")
     keys = ["fedvm", "doc", "form", "include", "types", "functions", "params", "body", "result"]
     types = ["f32", "f64", "i32", "i64", "u8", "u32", "bool", "@CLIENTS", "@SERVER", "{", "}@CLIENTS", "<", ">",
              "*", "[?]", "[]", "->", "=", ","]

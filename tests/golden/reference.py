@@ -7,8 +7,10 @@ fedvm code, no IR interpretation) computing what each program means, from the
 same data files. Run with --check (what `make test` does) to verify that the
 committed expectations equal this reference, or --write to regenerate them.
 """
+import functools
 import json
 import math
+import operator
 import os
 import sys
 
@@ -109,6 +111,18 @@ def shuffle_repeat(xs, rows, key):
             "empty": 0}
 
 
+def fold_sum(vectors):
+    """Clients' vectors added entry by entry from the first client on (never from +0.0), as aggregations fold."""
+    return [functools.reduce(operator.add, col) for col in zip(*vectors)]
+
+
+def signed_zeros(x, w):
+    """federated_sum, _mean and _weighted_mean keep the sign of a zero: -0.0 + -0.0 is -0.0."""
+    s = fold_sum(x)
+    ws = fold_sum([[v * wi for v in xi] for xi, wi in zip(x, w)])
+    return {"sum": s, "mean": [v / len(x) for v in s], "weighted_mean": [v / sum(w) for v in ws]}
+
+
 def expectation(case):
     """The expected result of one case, from its program's meaning."""
     prog = os.path.basename(case["program"])
@@ -134,6 +148,10 @@ def expectation(case):
         return drjax_mean_loss(arg("w"), arg("x"))
     if prog == "fedsgd_linear.json":
         return fedsgd_linear(arg("data"), case["rounds"])
+    if prog == "signed_zeros.json":
+        return signed_zeros(arg("x"), arg("w"))
+    if prog == "empty_sum.json":
+        return [0.0] * case["width"]  # a sum over no clients: +0.0, the zeros of its type
     if prog == "shuffle_repeat.json":
         return shuffle_repeat(arg("xs"), arg("rows"), arg("key"))
     raise SystemExit("reference.py: no reference for " + prog)
@@ -145,6 +163,8 @@ def close(a, b, tol):
     if isinstance(a, list) and isinstance(b, list):
         return len(a) == len(b) and all(close(x, y, tol) for x, y in zip(a, b))
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        if a == 0 and b == 0 and math.copysign(1, a) != math.copysign(1, b):
+            return False  # -0.0 is not +0.0
         return abs(a - b) <= tol * max(1.0, abs(b))
     return a == b
 

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# check_layers.sh - the library's layers include only the layers beneath them (docs/ARCHITECTURE.md).
+#
+# usage: tests/check_layers.sh [BUILD]
+#
+# With BUILD (the build directory, 'build'), the objects are checked too:
+# a function or table a layer's object uses must be defined in its own
+# layer or one it may include (nm), so that no call reaches up through a
+# declaration put in a lower layer's header.
+# Layers, bottom up; a file may include headers of its own layer and of the
+# layers listed for it. tools/ may include anything (the public headers, in
+# time); tests/ and bench/ are not checked.
+# Exit status: 0 every include points down, 1 some point up or sideways.
+set -u
+cd "$(dirname "$0")/.." || exit 2
+
+declare -A allowed=(
+    [vm/core]=""
+    [vm/ir]="vm/core"
+    [vm/kernels]="vm/core vm/ir"
+    [format]="vm/core vm/ir"
+    [vm/transform]="vm/core vm/ir format"
+    [vm/exec]="vm/core vm/ir vm/kernels format vm/transform"
+    [vm/runtime]="vm/core vm/ir vm/kernels vm/transform format vm/exec"
+    [vm]="vm/core vm/ir vm/kernels vm/transform format vm/exec vm/runtime"
+)
+
+bad=0
+checked=0
+for layer in "${!allowed[@]}"; do
+    for f in "$layer"/*.c "$layer"/*.h "$layer"/*.def; do
+        [ -e "$f" ] || continue
+        checked=$((checked + 1))
+        while IFS= read -r inc; do
+            target=$(realpath -m --relative-to=. "$(dirname "$f")/$inc")
+            tdir=$(dirname "$target")
+            [ "$tdir" = "$layer" ] && continue
+            case " ${allowed[$layer]} " in *" $tdir "*) continue ;; esac
+            case $tdir in build/* | build) continue ;; esac # generated headers
+            echo "check_layers: $f includes $target: $layer may include only ${allowed[$layer]:-its own files}"
+            bad=$((bad + 1))
+        done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$f")
+    done
+done
+# The objects: every undefined symbol of a layer's object that another
+# layer's object defines must come from an allowed layer.
+if [ $# -ge 1 ] && [ -d "$1" ]; then
+    build=$1
+    declare -A home=()
+    for layer in "${!allowed[@]}"; do
+        for o in "$build/$layer"/*.o; do
+            [ -e "$o" ] || continue
+            while read -r sym; do home[$sym]=$layer; done < <(nm --defined-only -g "$o" | awk '{print $3}')
+        done
+    done
+    for layer in "${!allowed[@]}"; do
+        for o in "$build/$layer"/*.o; do
+            [ -e "$o" ] || continue
+            checked=$((checked + 1))
+            while read -r sym; do
+                h=${home[$sym]-}
+                [ -z "$h" ] || [ "$h" = "$layer" ] && continue
+                case " ${allowed[$layer]} " in *" $h "*) continue ;; esac
+                echo "check_layers: $o uses $sym of $h: $layer may use only ${allowed[$layer]:-its own files}"
+                bad=$((bad + 1))
+            done < <(nm -u "$o" | awk '{print $2}')
+        done
+    done
+fi
+if [ $bad -gt 0 ]; then
+    echo "check_layers: $bad include(s) or use(s) point up or sideways"
+    exit 1
+fi
+echo "check_layers: ok ($checked files and objects)"

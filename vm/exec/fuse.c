@@ -1,0 +1,124 @@
+/* fuse.c - running chains of elementwise instructions (planned by vm/transform/fuse_plan.c) as one pass over memory. */
+#include "fuse.h"
+
+#include "exec.h"
+
+/* Do the inputs (tensors, or structs of tensors of one size) fit the fused
+ * kernel, leaf by leaf? */
+static bool fits(const fvm_fused *c, fvm_value *const *vs)
+{
+    const fvm_value *s = NULL;
+    for (int k = 0; k < c->nin; k++) {
+        if (vs[k]->kind == FVM_V_STRUCT && !s)
+            s = vs[k];
+        else if (vs[k]->kind == FVM_V_STRUCT && vs[k]->n != s->n)
+            return false;
+        else if (vs[k]->kind != FVM_V_TENSOR && vs[k]->kind != FVM_V_STRUCT)
+            return false;
+    }
+    if (!s) {
+        const fvm_tensor *ts[FVM_FUSED_MAX_IN];
+        fvm_dims b = vs[0]->t.shape;
+        fvm_dtype dt;
+        for (int k = 0; k < c->nin; k++) {
+            ts[k] = &vs[k]->t;
+            if (fvm_dims_broadcast(&b, &ts[k]->shape, &b, NULL))
+                return false;
+        }
+        return fvm_k_fused_dtype(c->steps, c->nsteps, ts, c->nin, &dt);
+    }
+    for (int64_t i = 0; i < s->n; i++) {
+        fvm_value *sub[FVM_FUSED_MAX_IN];
+        for (int k = 0; k < c->nin; k++)
+            sub[k] = vs[k]->kind == FVM_V_STRUCT ? vs[k]->items[i] : vs[k];
+        if (!fits(c, sub))
+            return false;
+    }
+    return true;
+}
+
+/* The chain over inputs vs (checked by fits); owned[k]: nothing but this
+ * chain holds vs[k], so its buffer may take the result. */
+static fvm_status run_lifted(fvm_ctx *x, const fvm_fused *c, fvm_value *const *vs, const bool *owned, fvm_value **out)
+{
+    const fvm_value *s = NULL;
+    for (int k = 0; k < c->nin && !s; k++)
+        if (vs[k]->kind == FVM_V_STRUCT)
+            s = vs[k];
+    if (s) {
+        fvm_value *r = fvm_value_list(FVM_V_STRUCT, s->n);
+        if (!r)
+            return fvm_nomem(x);
+        for (int64_t i = 0; i < s->n; i++) {
+            fvm_value *sub[FVM_FUSED_MAX_IN];
+            bool sub_owned[FVM_FUSED_MAX_IN];
+            for (int k = 0; k < c->nin; k++) {
+                bool st = vs[k]->kind == FVM_V_STRUCT;
+                sub[k] = st ? vs[k]->items[i] : vs[k];
+                /* a tensor input meets every leaf: shared */
+                sub_owned[k] = st && owned[k] && __atomic_load_n(&sub[k]->refs, __ATOMIC_ACQUIRE) == 1;
+            }
+            fvm_status e = run_lifted(x, c, sub, sub_owned, &r->items[i]);
+            if (e) {
+                fvm_value_release(r);
+                return e;
+            }
+        }
+        *out = r;
+        return FVM_OK;
+    }
+    const fvm_tensor *ts[FVM_FUSED_MAX_IN];
+    fvm_dims shape = vs[0]->t.shape;
+    fvm_dtype dt;
+    for (int k = 0; k < c->nin; k++) {
+        ts[k] = &vs[k]->t;
+        fvm_dims_broadcast(&shape, &ts[k]->shape, &shape, NULL); /* checked by fits */
+    }
+    fvm_k_fused_dtype(c->steps, c->nsteps, ts, c->nin, &dt);
+    fvm_value *o = NULL;
+    for (int k = 0; k < c->nin && !o; k++)
+        if (owned[k] && ts[k]->buf && __atomic_load_n(&ts[k]->buf->refs, __ATOMIC_ACQUIRE) == 1 && ts[k]->dtype == dt &&
+            fvm_dims_equal(&ts[k]->shape, &shape)) {
+            fvm_tensor t = *ts[k];
+            fvm_tensor_retain(&t);
+            if (!(o = fvm_value_tensor_take(&t))) {
+                fvm_tensor_release(&t);
+                return fvm_nomem(x);
+            }
+        }
+    fvm_status e = o ? FVM_OK : fvm_new_tensor(x, dt, &shape, &o);
+    if (e == FVM_OK && (e = x->vm->kernels->fused(c->steps, c->nsteps, ts, c->nin, &o->t, x->d))) {
+        fvm_value_release(o);
+        return e;
+    }
+    *out = o;
+    return e;
+}
+
+fvm_status fvm_exec_fused(fvm_ctx *x, const fvm_func *f, const fvm_fused *c, fvm_value **slots)
+{
+    fvm_value *vs[FVM_FUSED_MAX_IN];
+    bool owned[FVM_FUSED_MAX_IN];
+    for (int k = 0; k < c->nin; k++) {
+        vs[k] = slots[c->in[k]];
+        bool dies = false;
+        for (int j = 0; j < c->nrelease && !dies; j++)
+            dies = c->release[j] == c->in[k];
+        owned[k] = dies && __atomic_load_n(&vs[k]->refs, __ATOMIC_ACQUIRE) == 1;
+    }
+    if (!fits(c, vs)) { /* one by one, where the root stands */
+        fvm_status s = FVM_OK;
+        for (int m = 0; m < c->nmembers && s == FVM_OK; m++)
+            s = fvm_exec_instr(x, &f->instrs[c->members[m]], slots);
+        return s ? s : fvm_exec_instr(x, &f->instrs[c->root], slots);
+    }
+    const fvm_instr *root = &f->instrs[c->root];
+    fvm_value *res = NULL;
+    fvm_status s = run_lifted(x, c, vs, owned, &res);
+    if (s) {
+        fvm_diag_place_last(x->d, &root->loc, fvm_op_table[root->op].name, s == FVM_ERR_TYPE ? FVM_ERR_RUNTIME : s);
+        return s;
+    }
+    slots[root->slot] = res;
+    return FVM_OK;
+}

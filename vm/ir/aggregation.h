@@ -1,0 +1,68 @@
+/* aggregation.h - what each aggregating intrinsic computes (aggregations.def), and the fixed tree clients combine in.
+ *
+ * An aggregation folds the clients' values into one server value. Its rule
+ * (one row of aggregations.def) says how a client's arguments become an
+ * update, how updates and partials combine, what the result is, and what
+ * no clients give. Every place that computes an aggregation builds it from
+ * that row: the interpreter and fused segments (vm/exec), the cross-device
+ * server's staged merge, and the round forms' zero, accumulate, merge and
+ * report (vm/transform/plan_mapreduce.c), so all of them give the same bits.
+ *
+ * The tree: clients 0..n-1 are cut into blocks of FVM_AGG_BLOCK consecutive
+ * clients; each block is folded left to right, its first client's update
+ * starting the partial; block partials merge pairwise, level by level (an
+ * odd last partial carried up unchanged), until one remains. The order
+ * depends only on n (vm/exec/aggregate.h runs it on every backend). */
+#ifndef FVM_AGGREGATION_H
+#define FVM_AGGREGATION_H
+
+#include "ops.h"
+
+/* Clients per block of the fixed tree. */
+#define FVM_AGG_BLOCK 16
+
+/* A client's update from its arguments (the LIFT column). */
+typedef enum fvm_agg_lift_kind {
+    FVM_AGG_LIFT_VALUE, /* the value itself */
+    FVM_AGG_LIFT_WEIGHTED, /* <sum=value * weight, weight>, the weight cast to the value's dtype */
+    FVM_AGG_LIFT_MODULO, /* every entry modulo 2^bitwidth */
+    FVM_AGG_LIFT_USER /* accumulate(partial, value); a block starts from the zero */
+} fvm_agg_lift_kind;
+
+/* How updates and partials combine (the COMBINE column). */
+typedef enum fvm_agg_combine_kind {
+    FVM_AGG_COMBINE_ADD, /* elementwise add (identity -0.0, so adding it changes no bit) */
+    FVM_AGG_COMBINE_MINIMUM, /* elementwise minimum (no identity) */
+    FVM_AGG_COMBINE_MAXIMUM, /* elementwise maximum (no identity) */
+    FVM_AGG_COMBINE_ADD_MODULO, /* add, modulo 2^bitwidth */
+    FVM_AGG_COMBINE_USER /* merge(partial, partial) */
+} fvm_agg_combine_kind;
+
+/* The result from the partial of all clients (the REPORT column). */
+typedef enum fvm_agg_report_kind {
+    FVM_AGG_REPORT_VALUE, /* the partial */
+    FVM_AGG_REPORT_PER_CLIENT, /* the partial divided by the number of clients */
+    FVM_AGG_REPORT_PER_WEIGHT, /* the partial's sum divided by its weight */
+    FVM_AGG_REPORT_USER /* report(partial), or the partial when there is no report */
+} fvm_agg_report_kind;
+
+/* The result over no clients (the EMPTY column). */
+typedef enum fvm_agg_empty_kind {
+    FVM_AGG_EMPTY_ZEROS, /* zeros of the result type */
+    FVM_AGG_EMPTY_UNDEFINED, /* a run-time error */
+    FVM_AGG_EMPTY_REPORT_ZERO /* report(zero) */
+} fvm_agg_empty_kind;
+
+typedef struct fvm_agg_rule {
+    int client_args; /* leading arguments that are {T}@CLIENTS; the rest are the server's */
+    fvm_agg_lift_kind lift;
+    fvm_agg_combine_kind combine;
+    fvm_op combine_op; /* ADD, MINIMUM, MAXIMUM: the elementwise op (FVM_OP_ADD, ...); else FVM_OP_COUNT */
+    fvm_agg_report_kind report;
+    fvm_agg_empty_kind empty;
+} fvm_agg_rule;
+
+/* The rule of aggregating op (OPF_AGG), or NULL for any other op. Static storage. */
+const fvm_agg_rule *fvm_agg_rule_of(fvm_op op);
+
+#endif

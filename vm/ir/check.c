@@ -1,0 +1,495 @@
+/* check.c - the static checker: resolves names and functions, checks callees first, applies the type
+ * rules, enforces placements, rejects recursion, computes liveness and checks program conventions. */
+#include "check.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rules.h"
+#include "../core/suggest.h"
+
+static const fvm_rule_fn rule_table[FVM_OP_COUNT] = {
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) [FVM_OP_##ID] = RULE,
+#include "ops.def"
+#undef FVM_OP
+};
+
+enum { F_NEW, F_BUSY, F_DONE };
+
+typedef struct checker {
+    fvm_program *p;
+    fvm_arena *a;
+    fvm_diag *d;
+    int errors;
+    fvm_func *stack[FVM_MAX_CALL_DEPTH];
+    int depth;
+} checker;
+
+/* ---- messages ------------------------------------------------------------- */
+
+fvm_status fvm_rerr(fvm_rctx *c, int i, fvm_status code, const char *fmt, ...)
+{
+    const fvm_loc *l = &c->in->loc;
+    if (i == FVM_RLOC_ATTRS)
+        l = &c->in->attrs_loc;
+    else if (i >= 0 && i < c->in->nargs)
+        l = &c->in->arg_locs[i];
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return fvm_diag_add(c->d, code, l, "%s: %s", fvm_op_table[c->in->op].name, msg);
+}
+
+const char *fvm_rtype(fvm_rctx *c, const fvm_type *t)
+{
+    const char *s = t ? fvm_type_str(c->a, t, true) : "?";
+    return s ? s : "?";
+}
+
+static void cerr(checker *C, fvm_status code, const fvm_loc *l, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void cerr(checker *C, fvm_status code, const fvm_loc *l, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fvm_diag_vadd(C->d, code, l, fmt, ap);
+    va_end(ap);
+    C->errors++;
+}
+
+static const char *tstr(checker *C, const fvm_type *t)
+{
+    const char *s = fvm_type_str(C->a, t, true);
+    return s ? s : "?";
+}
+
+/* ---- a small string -> slot map per function ---------------------------------- */
+
+typedef struct scope {
+    const char **keys;
+    int *vals;
+    size_t cap;
+} scope;
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static bool scope_init(scope *s, fvm_arena *a, size_t n)
+{
+    s->cap = 16;
+    while (s->cap < 2 * n + 2)
+        s->cap *= 2;
+    s->keys = fvm_arena_array(a, s->cap, sizeof *s->keys);
+    s->vals = fvm_arena_array(a, s->cap, sizeof *s->vals);
+    return s->keys && s->vals;
+}
+
+static int scope_get(const scope *s, const char *k)
+{
+    for (size_t i = hash_str(k) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
+        if (!s->keys[i])
+            return -1;
+        if (!strcmp(s->keys[i], k))
+            return s->vals[i];
+    }
+}
+
+static void scope_put(scope *s, const char *k, int v)
+{
+    size_t i = hash_str(k) & (s->cap - 1);
+    while (s->keys[i] && strcmp(s->keys[i], k))
+        i = (i + 1) & (s->cap - 1);
+    s->keys[i] = k;
+    s->vals[i] = v;
+}
+
+/* ---- callees -------------------------------------------------------------------- */
+
+static void check_func(checker *C, fvm_func *f);
+
+/* Checks the callee g of a function attribute first (so its signature is
+ * known), detecting recursion through the stack of functions being checked;
+ * l locates the attribute. */
+static bool check_callee(checker *C, const fvm_instr *in, fvm_func *g, const fvm_loc *l)
+{
+    if (g->state == F_BUSY) {
+        char chain[1024] = "";
+        int from = 0;
+        for (int i = 0; i < C->depth; i++)
+            if (C->stack[i] == g)
+                from = i;
+        for (int i = from; i < C->depth; i++) {
+            strncat(chain, C->stack[i]->name, sizeof chain - strlen(chain) - 1);
+            strncat(chain, " -> ", sizeof chain - strlen(chain) - 1);
+        }
+        strncat(chain, g->name, sizeof chain - strlen(chain) - 1);
+        cerr(C, FVM_ERR_CYCLE, l, "%s: recursion is not allowed: %s", fvm_op_table[in->op].name, chain);
+        return false;
+    }
+    if (g->state == F_NEW) {
+        if (C->depth == FVM_MAX_CALL_DEPTH) {
+            cerr(C, FVM_ERR_LIMIT, l, "calls nest more than %d functions deep (through '%s')", FVM_MAX_CALL_DEPTH,
+                 g->name);
+            return false;
+        }
+        check_func(C, g);
+    }
+    return true;
+}
+
+/* Every function the instruction's attributes name (decoded at load), checked first. */
+static bool check_callees(checker *C, const fvm_instr *in)
+{
+    bool ok = true;
+    for (int id = 0; id < FVM_NFUNC_ATTRS; id++) {
+        if (!(in->a.present & (UINT64_C(1) << id)))
+            continue;
+        fvm_func *g = *(fvm_func *const *)((const char *)&in->a + fvm_attr_table[id].offset);
+        if (!check_callee(C, in, g, &in->fn_locs[id]))
+            ok = false;
+    }
+    return ok;
+}
+
+/* ---- functions ------------------------------------------------------------------ */
+
+static bool calls_federated(const fvm_instr *in)
+{
+    const fvm_attrs *a = &in->a;
+    const fvm_func *fs[] = {a->fn, a->then_fn, a->else_fn, a->cond_fn, a->body_fn};
+    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++)
+        if (fs[i] && fs[i]->federated)
+            return true;
+    return false;
+}
+
+/* The deepest call chain below an instruction (0 when it calls nothing). */
+static int callee_height(const fvm_instr *in)
+{
+    const fvm_attrs *a = &in->a;
+    const fvm_func *fs[] = {a->fn, a->then_fn, a->else_fn, a->cond_fn, a->body_fn, a->accumulate, a->merge, a->report};
+    int h = 0;
+    for (size_t i = 0; i < sizeof fs / sizeof *fs; i++)
+        if (fs[i] && fs[i]->height > h)
+            h = fs[i]->height;
+    return h;
+}
+
+static void name_suggest(checker *C, const fvm_func *f, int upto, const char *name, const fvm_loc *l, const char *what)
+{
+    fvm_suggest s;
+    fvm_suggest_init(&s, name);
+    for (int i = 0; i < f->nparams; i++)
+        fvm_suggest_add(&s, f->param_names[i]);
+    for (int i = 0; i < upto; i++)
+        if (f->instrs[i].name)
+            fvm_suggest_add(&s, f->instrs[i].name);
+    bool later = false;
+    for (int i = upto; i < f->ninstrs; i++)
+        if (f->instrs[i].name && !strcmp(f->instrs[i].name, name))
+            later = true;
+    if (later)
+        cerr(C, FVM_ERR_NAME, l, "%s '%s' is used before the instruction that defines it", what, name);
+    else if (s.best)
+        cerr(C, FVM_ERR_NAME, l, "undefined name '%s' in %s; did you mean '%s'?", name, what, s.best);
+    else
+        cerr(C, FVM_ERR_NAME, l,
+             "undefined name '%s' in %s (names are the function's parameters and earlier "
+             "instructions)",
+             name, what);
+}
+
+static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_type **slot_types)
+{
+    fvm_instr *in = &f->instrs[idx];
+    in->slot = f->nparams + idx;
+    if (in->op == FVM_OP_COUNT || !in->arg_names) {
+        /* Malformed (reported by the loader): bind its name, poisoned, so its
+         * uses don't cascade into more errors. */
+        slot_types[in->slot] = NULL;
+        if (in->name && scope_get(sc, in->name) < 0)
+            scope_put(sc, in->name, in->slot);
+        return;
+    }
+    in->args = fvm_arena_array(C->a, (size_t)in->nargs + 1, sizeof(int));
+    in->arg_types = fvm_arena_array(C->a, (size_t)in->nargs + 1, sizeof(fvm_type *));
+    if (!in->args || !in->arg_types) {
+        cerr(C, FVM_ERR_NOMEM, &in->loc, "out of memory");
+        return;
+    }
+    const fvm_op_info *op = &fvm_op_table[in->op];
+    bool ok = true;
+    if (in->nargs < op->min_args || (op->max_args >= 0 && in->nargs > op->max_args)) {
+        if (op->min_args == op->max_args)
+            cerr(C, FVM_ERR_TYPE, &in->loc, "%s takes %d argument%s, found %d", op->name, op->min_args,
+                 op->min_args == 1 ? "" : "s", in->nargs);
+        else if (op->max_args < 0)
+            cerr(C, FVM_ERR_TYPE, &in->loc, "%s takes at least %d argument%s, found %d", op->name, op->min_args,
+                 op->min_args == 1 ? "" : "s", in->nargs);
+        else
+            cerr(C, FVM_ERR_TYPE, &in->loc, "%s takes %d to %d arguments, found %d", op->name, op->min_args,
+                 op->max_args, in->nargs);
+        ok = false;
+    }
+    for (int i = 0; i < in->nargs; i++) {
+        in->args[i] = -1;
+        if (!in->arg_names[i]) {
+            ok = false;
+            continue;
+        }
+        int s = scope_get(sc, in->arg_names[i]);
+        if (s < 0) {
+            name_suggest(C, f, idx, in->arg_names[i], &in->arg_locs[i], "an argument");
+            ok = false;
+            continue;
+        }
+        in->args[i] = s;
+        in->arg_types[i] = slot_types[s];
+        if (!slot_types[s])
+            ok = false; /* its definition failed: already reported */
+    }
+    if (in->attrs_bad || !check_callees(C, in))
+        ok = false;
+    if (ok && !(op->flags & OPF_PLACED)) {
+        for (int i = 0; i < in->nargs; i++) {
+            if (fvm_type_is_placed(in->arg_types[i])) {
+                cerr(C, FVM_ERR_PLACEMENT, &in->arg_locs[i],
+                     "%s: '%s' is placed (%s); %s operates on unplaced values: run it per client with "
+                     "federated_map or on the server with federated_apply",
+                     op->name, in->arg_names[i], tstr(C, in->arg_types[i]), op->name);
+                ok = false;
+                break;
+            }
+        }
+    }
+    if (ok) {
+        fvm_rctx rc = {.a = C->a, .d = C->d, .p = C->p, .f = f, .in = in, .args = in->arg_types, .nargs = in->nargs};
+        const fvm_type *t = NULL;
+        int before = C->d->n;
+        fvm_status st = rule_table[in->op](&rc, &t);
+        if (st != FVM_OK) {
+            if (C->d->n == before)
+                cerr(C, st, &in->loc, "%s: %s", op->name, st == FVM_ERR_NOMEM ? "out of memory" : "invalid operands");
+            else
+                C->errors += C->d->n - before;
+            t = NULL;
+        }
+        in->type = t;
+    }
+    if ((op->flags & OPF_FED) || (in->type && fvm_type_is_placed(in->type)) || calls_federated(in))
+        f->federated = true;
+    slot_types[in->slot] = in->type;
+    if (in->name) {
+        int prev = scope_get(sc, in->name);
+        if (prev >= 0) {
+            const fvm_loc *pl = prev < f->nparams ? &f->param_name_locs[prev] : &f->instrs[prev - f->nparams].name_loc;
+            cerr(C, FVM_ERR_NAME, &in->name_loc,
+                 "'%s' is already defined (at %d:%d); every instruction binds a new "
+                 "name",
+                 in->name, pl->line, pl->col);
+        } else {
+            scope_put(sc, in->name, in->slot);
+        }
+    }
+}
+
+/* Last use of every slot: values are released right after it. */
+static void liveness(checker *C, fvm_func *f)
+{
+    int *last = fvm_arena_array(C->a, (size_t)f->nslots + 1, sizeof(int));
+    if (!last)
+        return;
+    for (int s = 0; s < f->nslots; s++)
+        last[s] = -1;
+    for (int i = 0; i < f->ninstrs; i++)
+        for (int k = 0; k < f->instrs[i].nargs; k++)
+            if (f->instrs[i].args && f->instrs[i].args[k] >= 0)
+                last[f->instrs[i].args[k]] = i;
+    if (f->result_slot >= 0)
+        last[f->result_slot] = f->ninstrs; /* returned, never released here */
+    int *count = fvm_arena_array(C->a, (size_t)f->ninstrs + 1, sizeof(int));
+    if (!count)
+        return;
+    int unused_params = 0;
+    for (int s = 0; s < f->nslots; s++) {
+        if (last[s] >= 0 && last[s] < f->ninstrs)
+            count[last[s]]++;
+        else if (last[s] < 0 && s >= f->nparams)
+            count[s - f->nparams]++; /* dead result: released right away */
+        else if (last[s] < 0)
+            unused_params++;
+    }
+    for (int i = 0; i < f->ninstrs; i++) {
+        f->instrs[i].release = fvm_arena_array(C->a, (size_t)count[i] + 1, sizeof(int));
+        if (!f->instrs[i].release)
+            return;
+    }
+    f->param_release = fvm_arena_array(C->a, (size_t)unused_params + 1, sizeof(int));
+    if (!f->param_release)
+        return;
+    for (int s = 0; s < f->nslots; s++) {
+        if (last[s] >= 0 && last[s] < f->ninstrs) {
+            fvm_instr *in = &f->instrs[last[s]];
+            in->release[in->nrelease++] = s;
+        } else if (last[s] < 0 && s >= f->nparams) {
+            fvm_instr *in = &f->instrs[s - f->nparams];
+            in->release[in->nrelease++] = s;
+        } else if (last[s] < 0) {
+            f->param_release[f->nparam_release++] = s;
+        }
+    }
+}
+
+static void check_func(checker *C, fvm_func *f)
+{
+    int errors_before = C->errors;
+    bool params_ok = true;
+    f->state = F_BUSY;
+    C->stack[C->depth++] = f;
+    f->nslots = f->nparams + f->ninstrs;
+    f->result_slot = -1;
+    const fvm_type **slot_types = fvm_arena_array(C->a, (size_t)f->nslots + 1, sizeof(fvm_type *));
+    scope sc;
+    if (!slot_types || !scope_init(&sc, C->a, (size_t)f->nslots)) {
+        cerr(C, FVM_ERR_NOMEM, &f->loc, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < f->nparams; i++) {
+        slot_types[i] = f->param_types[i];
+        if (!f->param_types[i])
+            params_ok = false; /* its type string was reported by the loader */
+        else if (fvm_type_is_placed(f->param_types[i]))
+            f->federated = true;
+        scope_put(&sc, f->param_names[i], i);
+    }
+    f->height = 1;
+    for (int i = 0; i < f->ninstrs; i++) {
+        check_instr(C, f, i, &sc, slot_types);
+        int h = 1 + callee_height(&f->instrs[i]);
+        if (h > f->height)
+            f->height = h;
+    }
+    /* The same limit whatever order functions are declared (and checked) in. */
+    if (f->height > FVM_MAX_CALL_DEPTH && C->depth == 1)
+        cerr(C, FVM_ERR_LIMIT, &f->loc, "calls nest more than %d functions deep below '%s'", FVM_MAX_CALL_DEPTH,
+             f->name);
+    if (f->result_name) {
+        int s = scope_get(&sc, f->result_name);
+        if (s < 0) {
+            name_suggest(C, f, f->ninstrs, f->result_name, &f->result_loc, "the result");
+        } else {
+            f->result_slot = s;
+            f->result_type = slot_types[s];
+        }
+    }
+done:
+    /* The passes after checking see well-formed, fully typed functions only:
+     * an instruction the loader could not read leaves the program's
+     * load_errors set and its slot untyped. */
+    f->ok = C->errors == errors_before && params_ok && f->result_type && !C->p->load_errors;
+    if (f->ok)
+        liveness(C, f);
+    if (f->ok && fvm_type_is_placed(f->result_type))
+        f->federated = true;
+    C->depth--;
+    f->state = F_DONE;
+}
+
+/* ---- program conventions --------------------------------------------------------- */
+
+static void check_conventions(checker *C)
+{
+    fvm_func *init = fvm_program_func(C->p, "initialize"), *next = fvm_program_func(C->p, "next");
+    fvm_func *eval = fvm_program_func(C->p, "evaluate");
+    if (!next && !init)
+        return; /* not iterative ('evaluate' alone is just a function) */
+    if (next && !init) {
+        cerr(C, FVM_ERR_FORMAT, &next->loc, "an iterative program with 'next' also needs 'initialize' ( -> S@SERVER)");
+        return;
+    }
+    if (init && !next) {
+        cerr(C, FVM_ERR_FORMAT, &init->loc, "an iterative program with 'initialize' also needs 'next'");
+        return;
+    }
+    if (!init->ok || !next->ok || (eval && !eval->ok))
+        return;
+    const fvm_type *s = init->result_type, *k = init->nparams == 1 ? init->param_types[0] : NULL;
+    if (k && k->kind == FVM_T_FED && k->u.fed.pl == FVM_PL_SERVER)
+        k = k->u.fed.member;
+    bool key_only = k && !strcmp(init->param_names[0], "key") && k->kind == FVM_T_TENSOR &&
+                    k->u.tensor.dtype == FVM_DTYPE_U32 && k->u.tensor.dims.rank == 1 && k->u.tensor.dims.d[0] == 2;
+    if ((init->nparams != 0 && !key_only) || s->kind != FVM_T_FED || s->u.fed.pl != FVM_PL_SERVER) {
+        cerr(C, FVM_ERR_TYPE, &init->loc,
+             "initialize must take no parameters (or only 'key': u32[2]) and return the "
+             "server state S@SERVER; it is (%d parameters) -> %s",
+             init->nparams, tstr(C, s));
+        return;
+    }
+    if (next->nparams < 1 || !fvm_type_compatible(s, next->param_types[0])) {
+        cerr(C, FVM_ERR_TYPE, &next->loc, "next's first parameter must be the state %s from initialize%s%s", tstr(C, s),
+             next->nparams ? "; it is " : "", next->nparams ? tstr(C, next->param_types[0]) : "");
+        return;
+    }
+    const fvm_type *r = next->result_type;
+    if (r->kind != FVM_T_STRUCT || r->u.strct.n != 2 || !fvm_type_compatible(r->u.strct.elems[0], s) ||
+        r->u.strct.elems[1]->kind != FVM_T_FED || r->u.strct.elems[1]->u.fed.pl != FVM_PL_SERVER) {
+        cerr(C, FVM_ERR_TYPE, &next->result_loc, "next must return <state=%s, metrics=M@SERVER>; it returns %s",
+             tstr(C, s), tstr(C, r));
+        return;
+    }
+    if (eval && (eval->nparams < 1 || !fvm_type_compatible(s, eval->param_types[0])))
+        cerr(C, FVM_ERR_TYPE, &eval->loc, "evaluate's first parameter must be the state %s", tstr(C, s));
+}
+
+fvm_status fvm_check(fvm_program *p, fvm_diag *d)
+{
+    checker C = {.p = p, .a = &p->arena, .d = d};
+    for (int i = 0; i < p->nfuncs; i++)
+        if (p->funcs[i]->state == F_NEW)
+            check_func(&C, p->funcs[i]);
+    if (C.errors == 0 && !p->load_errors)
+        check_conventions(&C);
+    if (C.errors == 0 && !p->load_errors)
+        return FVM_OK;
+    if (d)
+        fvm_diag_sort(d, 0);
+    return d && d->n ? d->errs[0].code : FVM_ERR_TYPE;
+}
+
+fvm_status fvm_check_func(fvm_program *p, fvm_func *f, fvm_diag *d)
+{
+    checker C = {.p = p, .a = &p->arena, .d = d};
+    if (f->state == F_NEW)
+        check_func(&C, f);
+    return f->ok ? FVM_OK : FVM_ERR_TYPE;
+}
+
+fvm_status fvm_check_wrt(const fvm_func *f, int k, fvm_diag *d, const fvm_loc *loc)
+{
+    const fvm_type *t = f->param_types[k];
+    char ts[256];
+    if (!fvm_type_has_floats(t))
+        return fvm_diag_add(d, FVM_ERR_TYPE, loc,
+                            "parameter '%s' (%s) holds no float: no gradient flows through "
+                            "integers",
+                            f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
+    /* A cotangent of a sequence would need sums and zeros of sequences, and
+     * sequence_map and sequence_reduce pass none to their sequence: only
+     * sequence_sum would, so it is refused everywhere alike. */
+    if (fvm_type_has_seq(t))
+        return fvm_diag_add(d, FVM_ERR_TYPE, loc,
+                            "differentiating with respect to a sequence ('%s', %s) is not "
+                            "supported",
+                            f->param_names[k], fvm_type_format(t, true, ts, sizeof ts));
+    return FVM_OK;
+}

@@ -1,0 +1,13 @@
+/* xdev_compile.c - a cross-device plan's programs made ready to run (see xdev.h). */
+#include "xdev.h"
+
+#include "../../format/xdev_impl.h"
+#include "../transform/passes.h"
+
+fvm_status fvm_xdev_compile(fvm_xdev_plan *plan, fvm_diag *d)
+{
+    fvm_status s = plan->client ? fvm_passes_run(plan->client, d) : FVM_OK;
+    if (s == FVM_OK && plan->server)
+        s = fvm_passes_run(plan->server, d);
+    return s;
+}

@@ -1,0 +1,1025 @@
+/* autodiff.c - reverse-mode differentiation of IR functions into IR functions: inlining, activity
+ * analysis, the forward copy, the backward pass through the VJP rules, generated helpers. */
+#include "autodiff.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const fvm_vjp_fn vjp_table[FVM_OP_COUNT] = {
+#define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) [FVM_OP_##ID] = VJP,
+#include "../ir/ops.def"
+#undef FVM_OP
+};
+
+/* ---- caches (one per program, in its arena) ------------------------------------------ */
+
+typedef struct pb_entry {
+    const fvm_func *f;
+    uint64_t mask;
+    fvm_func *pb;
+    struct pb_entry *next;
+} pb_entry;
+
+typedef struct helper_entry {
+    const char *key;
+    fvm_func *fn;
+    struct helper_entry *next;
+} helper_entry;
+
+/* A function's size with every call inlined, up to FVM_AD_MAX_INLINE + 1. */
+typedef struct size_entry {
+    const fvm_func *f;
+    int size;
+} size_entry;
+
+struct fvm_ad_cache {
+    pb_entry *pullbacks;
+    helper_entry *helpers;
+    size_entry *sizes; /* open addressing by function */
+    size_t scap, nsizes;
+    long emitted; /* instructions derived into the program so far (FVM_AD_MAX_DERIVED) */
+};
+
+/* ---- building a function ------------------------------------------------------------ */
+
+typedef struct builder {
+    fvm_func *f;
+    int cap;
+    const char **names; /* open-addressing set of the names bound so far */
+    size_t ncap, nnames;
+    const fvm_loc *loc; /* of the instruction being differentiated */
+    const char *hint; /* base of the names fvm_ad_op gives: "d.<value>" in a backward step */
+    struct builder *outer;
+} builder;
+
+struct fvm_ad {
+    const fvm_ad_env *env;
+    fvm_program *p;
+    fvm_arena *a;
+    struct fvm_ad_cache *cache;
+    builder *b;
+    int depth;
+    bool failed;
+    fvm_status status; /* of the first error, when failed */
+    const fvm_func *top; /* the function whose derivation was asked for */
+};
+
+fvm_arena *fvm_ad_arena(fvm_ad *ad)
+{
+    return ad->a;
+}
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static bool name_taken(const builder *b, const char *s)
+{
+    if (!b->ncap)
+        return false;
+    for (size_t i = hash_str(s) & (b->ncap - 1); b->names[i]; i = (i + 1) & (b->ncap - 1))
+        if (!strcmp(b->names[i], s))
+            return true;
+    return false;
+}
+
+static bool name_add(fvm_ad *ad, builder *b, const char *s)
+{
+    if (2 * (b->nnames + 1) > b->ncap) {
+        size_t cap = b->ncap ? b->ncap * 2 : 64;
+        const char **t = fvm_arena_array(ad->a, cap, sizeof *t);
+        if (!t)
+            return false;
+        for (size_t i = 0; i < b->ncap; i++) {
+            if (!b->names[i])
+                continue;
+            size_t j = hash_str(b->names[i]) & (cap - 1);
+            while (t[j])
+                j = (j + 1) & (cap - 1);
+            t[j] = b->names[i];
+        }
+        b->names = t;
+        b->ncap = cap;
+    }
+    size_t j = hash_str(s) & (b->ncap - 1);
+    while (b->names[j])
+        j = (j + 1) & (b->ncap - 1);
+    b->names[j] = s;
+    b->nnames++;
+    return true;
+}
+
+/* A name not yet bound in the function being built: base, or base#2, base#3... */
+static const char *claim(fvm_ad *ad, const char *base)
+{
+    builder *b = ad->b;
+    const char *s = base;
+    for (int k = 2; name_taken(b, s); k++)
+        if (!(s = fvm_arena_printf(ad->a, "%s#%d", base, k)))
+            return NULL;
+    return name_add(ad, b, s) ? s : NULL;
+}
+
+static void nomem(fvm_ad *ad)
+{
+    if (!ad->failed)
+        ad->status = fvm_diag_add(ad->env->d, FVM_ERR_NOMEM, ad->env->where, "out of memory while differentiating");
+    ad->failed = true;
+}
+
+/* A function name not used in the program. */
+static const char *func_name(fvm_ad *ad, const char *base)
+{
+    const char *s = base;
+    for (int k = 2; s && fvm_program_func(ad->p, s); k++)
+        s = fvm_arena_printf(ad->a, "%s#%d", base, k);
+    return s;
+}
+
+fvm_status fvm_ad_begin(fvm_ad *ad, const char *base, int nparams, const char *const *names,
+                        const fvm_type *const *types)
+{
+    fvm_arena *a = ad->a;
+    builder *b = fvm_arena_alloc(a, sizeof *b);
+    fvm_func *f = fvm_arena_alloc(a, sizeof *f);
+    if (!b || !f)
+        return nomem(ad), FVM_ERR_NOMEM;
+    b->f = f;
+    b->outer = ad->b;
+    b->loc = ad->b ? ad->b->loc : ad->env->where;
+    ad->b = b;
+    f->name = func_name(ad, base);
+    f->nparams = nparams;
+    f->param_names = fvm_arena_array(a, (size_t)nparams + 1, sizeof(char *));
+    f->param_types = fvm_arena_array(a, (size_t)nparams + 1, sizeof(fvm_type *));
+    f->param_locs = fvm_arena_array(a, (size_t)nparams + 1, sizeof(fvm_loc));
+    f->param_name_locs = fvm_arena_array(a, (size_t)nparams + 1, sizeof(fvm_loc));
+    if (!f->name || !f->param_names || !f->param_types || !f->param_locs || !f->param_name_locs)
+        return nomem(ad), FVM_ERR_NOMEM;
+    f->loc = *b->loc;
+    for (int i = 0; i < nparams; i++) {
+        f->param_names[i] = claim(ad, names[i]);
+        f->param_types[i] = types[i];
+        f->param_locs[i] = *b->loc;
+        f->param_name_locs[i] = *b->loc;
+        if (!f->param_names[i])
+            return nomem(ad), FVM_ERR_NOMEM;
+    }
+    return FVM_OK;
+}
+
+const char *fvm_ad_param(fvm_ad *ad, int i)
+{
+    return ad->b->f->param_names[i];
+}
+
+/* Appends 'name = op(args)' to the function being built. */
+static const char *emit_named(fvm_ad *ad, const char *name, fvm_op op, const fvm_doc *attrs, int nargs,
+                              const char *const *args)
+{
+    builder *b = ad->b;
+    fvm_func *f = b->f;
+    if (!name || ad->failed)
+        return NULL;
+    for (int i = 0; i < nargs; i++)
+        if (!args[i])
+            return NULL; /* an earlier emission failed */
+    if (++ad->cache->emitted > FVM_AD_MAX_DERIVED) {
+        ad->status = fvm_diag_add(ad->env->d, FVM_ERR_LIMIT, ad->env->where,
+                                  "differentiating '%s' takes the code derived in this program past %d instructions "
+                                  "(fedvm's limit on derived code, which bounds the memory of checking it); "
+                                  "differentiate a smaller function, or fewer functions or parameters",
+                                  ad->top->name, FVM_AD_MAX_DERIVED);
+        ad->failed = true;
+        return NULL;
+    }
+    if (f->ninstrs == b->cap) {
+        int cap = b->cap ? b->cap * 2 : 32;
+        fvm_instr *in = fvm_arena_array(ad->a, (size_t)cap, sizeof *in);
+        if (!in)
+            return nomem(ad), NULL;
+        if (f->ninstrs)
+            memcpy(in, f->instrs, (size_t)f->ninstrs * sizeof *in);
+        f->instrs = in;
+        b->cap = cap;
+    }
+    fvm_instr *in = &f->instrs[f->ninstrs];
+    memset(in, 0, sizeof *in);
+    in->name = name;
+    in->op = op;
+    in->attrs = attrs;
+    in->nargs = nargs;
+    in->arg_names = fvm_arena_array(ad->a, (size_t)nargs + 1, sizeof(char *));
+    in->arg_locs = fvm_arena_array(ad->a, (size_t)nargs + 1, sizeof(fvm_loc));
+    if (!in->arg_names || !in->arg_locs)
+        return nomem(ad), NULL;
+    for (int i = 0; i < nargs; i++) {
+        in->arg_names[i] = args[i];
+        in->arg_locs[i] = *b->loc;
+    }
+    in->loc = in->name_loc = in->attrs_loc = *b->loc;
+    f->ninstrs++;
+    return name;
+}
+
+const char *fvm_ad_op(fvm_ad *ad, fvm_op op, fvm_doc *attrs, int nargs, const char *const *args)
+{
+    return emit_named(ad, claim(ad, ad->b->hint ? ad->b->hint : "t"), op, attrs, nargs, args);
+}
+
+fvm_func *fvm_ad_end(fvm_ad *ad, const char *result)
+{
+    builder *b = ad->b;
+    fvm_func *f = b->f;
+    ad->b = b->outer;
+    if (ad->failed || !result)
+        return NULL;
+    f->result_name = result;
+    f->result_loc = *b->loc;
+    if (fvm_program_add_func(ad->p, f))
+        return nomem(ad), NULL;
+    if (ad->env->check(ad->env->ctx, f)) {
+        /* The checker said what is wrong; say where it came from. */
+        fvm_diag_add(ad->env->d, FVM_ERR_TYPE, b->loc, "the derived function '%s' does not check", f->name);
+        ad->failed = true;
+        return NULL;
+    }
+    return f;
+}
+
+/* ---- emission helpers for the rules ------------------------------------------------ */
+
+fvm_doc *fvm_ad_attrs(fvm_ad *ad)
+{
+    fvm_doc *o = fvm_doc_new(ad->a, FVM_DOC_OBJECT);
+    if (!o)
+        nomem(ad);
+    else
+        o->flow = true;
+    return o;
+}
+
+void fvm_ad_set_int(fvm_ad *ad, fvm_doc *o, const char *key, int64_t v)
+{
+    if (o && fvm_doc_set(ad->a, o, key, fvm_doc_int(ad->a, v)))
+        nomem(ad);
+}
+
+void fvm_ad_set_ints(fvm_ad *ad, fvm_doc *o, const char *key, const fvm_ints *v)
+{
+    fvm_doc *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
+    if (!arr)
+        return nomem(ad);
+    arr->flow = true;
+    for (int i = 0; i < v->n; i++)
+        if (fvm_doc_push(ad->a, arr, fvm_doc_int(ad->a, v->v[i])))
+            return nomem(ad);
+    if (o && fvm_doc_set(ad->a, o, key, arr))
+        nomem(ad);
+}
+
+void fvm_ad_set_str(fvm_ad *ad, fvm_doc *o, const char *key, const char *s)
+{
+    if (o && fvm_doc_set(ad->a, o, key, fvm_doc_string(ad->a, s)))
+        nomem(ad);
+}
+
+void fvm_ad_set_bool(fvm_ad *ad, fvm_doc *o, const char *key, bool v)
+{
+    if (o && fvm_doc_set(ad->a, o, key, fvm_doc_bool(ad->a, v)))
+        nomem(ad);
+}
+
+fvm_doc *fvm_ad_copy_attrs(fvm_ad *ad, const fvm_instr *in, const char *const *keys)
+{
+    fvm_doc *o = fvm_ad_attrs(ad);
+    for (int i = 0; o && keys[i]; i++) {
+        fvm_doc *v = fvm_doc_get(in->attrs, keys[i]);
+        if (v && fvm_doc_set(ad->a, o, keys[i], v))
+            nomem(ad);
+    }
+    return o;
+}
+
+const char *fvm_ad_const(fvm_ad *ad, double v, fvm_dtype dtype)
+{
+    fvm_doc *o = fvm_ad_attrs(ad);
+    if (!o)
+        return NULL;
+    fvm_doc *val = fvm_dtype_is_float(dtype) ? fvm_doc_real(ad->a, v) : fvm_doc_int(ad->a, (int64_t)v);
+    if (fvm_doc_set(ad->a, o, "value", val))
+        return nomem(ad), NULL;
+    fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(dtype));
+    return emit_named(ad, claim(ad, "c"), FVM_OP_CONST, o, 0, NULL);
+}
+
+fvm_status fvm_ad_error(fvm_vjp *v, const char *fmt, ...)
+{
+    char msg[800];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fvm_diag_add(v->ad->env->d, FVM_ERR_TYPE, &v->in->loc, "cannot differentiate %s: %s", fvm_op_table[v->in->op].name,
+                 msg);
+    v->ad->failed = true;
+    return FVM_ERR_TYPE;
+}
+
+/* ---- types ------------------------------------------------------------------------- */
+
+/* ---- generated helpers ---------------------------------------------------------------- */
+
+fvm_doc *fvm_ad_names(fvm_ad *ad, const fvm_type *st)
+{
+    bool named = st->u.strct.n > 0;
+    for (int i = 0; i < st->u.strct.n; i++)
+        named = named && st->u.strct.names[i];
+    if (!named)
+        return NULL;
+    fvm_doc *o = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
+    if (!o || !arr)
+        return nomem(ad), NULL;
+    arr->flow = true;
+    for (int i = 0; i < st->u.strct.n; i++)
+        if (fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, st->u.strct.names[i])))
+            return nomem(ad), NULL;
+    if (fvm_doc_set(ad->a, o, "names", arr))
+        return nomem(ad), NULL;
+    return o;
+}
+
+static const char *field_at(fvm_ad *ad, const char *s, int i)
+{
+    fvm_doc *o = fvm_ad_attrs(ad);
+    fvm_ad_set_int(ad, o, "index", i);
+    return FVM_AD(ad, FVM_OP_FIELD, o, s);
+}
+
+static const char *fn_attr_op(fvm_ad *ad, fvm_op op, const fvm_func *fn, int nargs, const char *const *args)
+{
+    if (!fn)
+        return NULL;
+    fvm_doc *o = fvm_ad_attrs(ad);
+    fvm_ad_set_str(ad, o, "fn", fn->name);
+    return fvm_ad_op(ad, op, o, nargs, args);
+}
+
+static bool one_float_dtype(const fvm_type *t, fvm_dtype *dt)
+{
+    if (t->kind == FVM_T_TENSOR) {
+        bool first = *dt == FVM_DTYPE_COUNT;
+        if (!fvm_dtype_is_float(t->u.tensor.dtype) || (!first && t->u.tensor.dtype != *dt))
+            return false;
+        *dt = t->u.tensor.dtype;
+        return true;
+    }
+    if (t->kind != FVM_T_STRUCT)
+        return false;
+    for (int i = 0; i < t->u.strct.n; i++)
+        if (!one_float_dtype(t->u.strct.elems[i], dt))
+            return false;
+    return true;
+}
+
+bool fvm_ad_one_float_dtype(const fvm_type *t, fvm_dtype *dt)
+{
+    *dt = FVM_DTYPE_COUNT;
+    return one_float_dtype(t, dt) && *dt != FVM_DTYPE_COUNT;
+}
+
+/* a op b for a tree a of type t and a float scalar b of dtype bt, leaf by
+ * leaf: b is cast to each float leaf's dtype (once per dtype, cast[] holds
+ * the casts made so far); integer leaves, which hold zero cotangents, pass
+ * unchanged. */
+static const char *scale_tree(fvm_ad *ad, fvm_op op, const char *a, const fvm_type *t, const char *b, fvm_dtype bt,
+                              const char *cast[FVM_DTYPE_COUNT])
+{
+    if (t->kind == FVM_T_TENSOR) {
+        fvm_dtype dt = t->u.tensor.dtype;
+        if (!fvm_dtype_is_float(dt))
+            return a;
+        if (dt != bt && !cast[dt]) {
+            fvm_doc *o = fvm_ad_attrs(ad);
+            fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(dt));
+            cast[dt] = FVM_AD(ad, FVM_OP_CAST, o, b);
+        }
+        return fvm_ad_op(ad, op, NULL, 2, (const char *[]){a, dt == bt ? b : cast[dt]});
+    }
+    int n = t->u.strct.n;
+    const char **fs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *fs);
+    if (!fs)
+        return nomem(ad), NULL;
+    for (int i = 0; i < n; i++)
+        fs[i] = scale_tree(ad, op, field_at(ad, a, i), t->u.strct.elems[i], b, bt, cast);
+    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, fs);
+}
+
+fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, const fvm_type *t2, int index)
+{
+    static const char *const kinds[] = {"field", "pick2", "add", "zeros", "div",
+                                        "mul",   "tie",   "hit", "quot",  "per_client"};
+    const char *ts = fvm_type_str(ad->a, t, false), *ts2 = t2 ? fvm_type_str(ad->a, t2, false) : "";
+    const char *key = ts && ts2 ? fvm_arena_printf(ad->a, "%s/%d/%s/%s", kinds[kind], index, ts, ts2) : NULL;
+    if (!key)
+        return nomem(ad), NULL;
+    for (helper_entry *e = ad->cache->helpers; e; e = e->next)
+        if (!strcmp(e->key, key))
+            return e->fn;
+    const char *base = fvm_arena_printf(ad->a, "vjp.%s", kinds[kind]);
+    const char *pn[3] = {"a", "b", "c"};
+    const fvm_type *pt[3] = {t, t2 ? t2 : t, t};
+    int np = kind == FVM_AD_FIELD || kind == FVM_AD_ZEROS || kind == FVM_AD_PER_CLIENT ? 1 : kind == FVM_AD_TIE ? 3 : 2;
+    if (!base || fvm_ad_begin(ad, base, np, pn, pt))
+        return NULL;
+    const char *a = ad->b->f->param_names[0], *b = np > 1 ? ad->b->f->param_names[1] : NULL, *r = NULL;
+    switch (kind) {
+    case FVM_AD_FIELD:
+        r = field_at(ad, a, index);
+        break;
+    case FVM_AD_PICK2:
+        r = b;
+        break;
+    case FVM_AD_ADD:
+        r = FVM_AD(ad, FVM_OP_ADD, NULL, a, b);
+        break;
+    case FVM_AD_ZEROS:
+        r = FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, a);
+        break;
+    case FVM_AD_DIV:
+    case FVM_AD_MUL: {
+        /* b is a float scalar, converted to each leaf's dtype where it differs;
+         * when a has one dtype, b is cast at most once and the op lifted over a */
+        fvm_op op = kind == FVM_AD_DIV ? FVM_OP_DIV : FVM_OP_MUL;
+        fvm_dtype bt = t2->u.tensor.dtype, dt;
+        const char *cast[FVM_DTYPE_COUNT] = {0};
+        const fvm_type *ta = fvm_ad_one_float_dtype(t, &dt) ? fvm_type_scalar(ad->a, dt) : t;
+        r = ta ? scale_tree(ad, op, a, ta, b, bt, cast) : (nomem(ad), NULL);
+        break;
+    }
+    case FVM_AD_TIE: {
+        const char *c = ad->b->f->param_names[2];
+        const char *hit = FVM_AD(ad, FVM_OP_EQ, NULL, a, b);
+        r = FVM_AD(ad, FVM_OP_SELECT, NULL, hit, c, FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, c));
+        break;
+    }
+    case FVM_AD_HIT: {
+        const char *hit = FVM_AD(ad, FVM_OP_EQ, NULL, a, b);
+        r = FVM_AD(ad, FVM_OP_SELECT, NULL, hit, FVM_AD(ad, FVM_OP_ONES_LIKE, NULL, a),
+                   FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, a));
+        break;
+    }
+    case FVM_AD_QUOT:
+        r = FVM_AD(ad, FVM_OP_DIV, NULL, a, b);
+        break;
+    case FVM_AD_PER_CLIENT:
+        r = a; /* the call does the work: its argument becomes one member per client */
+        break;
+    }
+    fvm_func *fn = fvm_ad_end(ad, r);
+    helper_entry *e = fvm_arena_alloc(ad->a, sizeof *e);
+    if (!fn || !e)
+        return fn ? (nomem(ad), NULL) : NULL;
+    e->key = key;
+    e->fn = fn;
+    e->next = ad->cache->helpers;
+    ad->cache->helpers = e;
+    return fn;
+}
+
+/* Does t hold a {T}@CLIENTS (one value per client) outside sequences? */
+static bool holds_list(const fvm_type *t)
+{
+    if (t->kind == FVM_T_FED)
+        return t->u.fed.pl == FVM_PL_CLIENTS && !t->u.fed.all_equal;
+    if (t->kind != FVM_T_STRUCT)
+        return false;
+    for (int i = 0; i < t->u.strct.n; i++)
+        if (holds_list(t->u.strct.elems[i]))
+            return true;
+    return false;
+}
+
+const char *fvm_ad_conform(fvm_ad *ad, const char *v, const fvm_type *t)
+{
+    if (!v || !holds_list(t))
+        return v;
+    return fn_attr_op(ad, FVM_OP_CALL, fvm_ad_helper_fn(ad, FVM_AD_PER_CLIENT, t, NULL, 0), 1, &v);
+}
+
+const char *fvm_ad_zeros(fvm_ad *ad, const char *like, const fvm_type *t)
+{
+    if (!fvm_type_is_placed(t))
+        return FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, like);
+    if (t->kind == FVM_T_FED) {
+        fvm_func *z = fvm_ad_helper_fn(ad, FVM_AD_ZEROS, t->u.fed.member, NULL, 0);
+        return fn_attr_op(ad, t->u.fed.pl == FVM_PL_CLIENTS ? FVM_OP_FEDERATED_MAP : FVM_OP_FEDERATED_APPLY, z, 1,
+                          &like);
+    }
+    /* a struct holding placed values: field by field */
+    int n = t->u.strct.n;
+    const char **zs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *zs);
+    if (!zs)
+        return nomem(ad), NULL;
+    for (int i = 0; i < n; i++)
+        zs[i] = fvm_ad_zeros(ad, field_at(ad, like, i), t->u.strct.elems[i]);
+    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, zs);
+}
+
+const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type *t)
+{
+    if (!fvm_type_is_placed(t))
+        return FVM_AD(ad, FVM_OP_ADD, NULL, a, b);
+    if (t->kind == FVM_T_FED) {
+        fvm_func *add = fvm_ad_helper_fn(ad, FVM_AD_ADD, t->u.fed.member, NULL, 0);
+        const char *args[2] = {a, b};
+        return fn_attr_op(ad, t->u.fed.pl == FVM_PL_CLIENTS ? FVM_OP_FEDERATED_MAP : FVM_OP_FEDERATED_APPLY, add, 2,
+                          args);
+    }
+    int n = t->u.strct.n;
+    const char **ss = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *ss);
+    if (!ss)
+        return nomem(ad), NULL;
+    for (int i = 0; i < n; i++)
+        ss[i] = fvm_ad_add(ad, field_at(ad, a, i), field_at(ad, b, i), t->u.strct.elems[i]);
+    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, ss);
+}
+
+/* ---- flattening: calls inlined ----------------------------------------------------------- */
+
+typedef struct node {
+    const fvm_instr *in;
+    int *args; /* value ids: < nparams for the function's parameters, else nparams + node index */
+    const char *base;
+    bool varied, useful;
+    const char *name, *aux;
+} node;
+
+typedef struct flat {
+    node *nodes;
+    int n, cap;
+    int nparams;
+    int inlined; /* instructions taken in by inlining (FVM_AD_MAX_INLINE) */
+    fvm_arena scratch;
+} flat;
+
+static size_t ptr_hash(const void *p, size_t cap)
+{
+    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull) & (cap - 1);
+}
+
+/* f's number of instructions with every call inlined, or FVM_AD_MAX_INLINE + 1
+ * when it is larger; remembered per function (the callees of a call tree are
+ * counted once each, not once per path), -1 when out of memory. */
+static int inline_size(fvm_ad *ad, const fvm_func *f)
+{
+    struct fvm_ad_cache *c = ad->cache;
+    if (c->scap)
+        for (size_t i = ptr_hash(f, c->scap); c->sizes[i].f; i = (i + 1) & (c->scap - 1))
+            if (c->sizes[i].f == f)
+                return c->sizes[i].size;
+    int n = 0;
+    for (int k = 0; k < f->ninstrs && n <= FVM_AD_MAX_INLINE; k++) {
+        int m = f->instrs[k].op == FVM_OP_CALL ? inline_size(ad, f->instrs[k].a.fn) : 1;
+        if (m < 0)
+            return -1;
+        n += m;
+    }
+    if (n > FVM_AD_MAX_INLINE)
+        n = FVM_AD_MAX_INLINE + 1;
+    if (2 * (c->nsizes + 1) > c->scap) {
+        size_t cap = c->scap ? 2 * c->scap : 64;
+        size_entry *t = fvm_arena_array(ad->a, cap, sizeof *t);
+        if (!t)
+            return -1;
+        for (size_t i = 0; i < c->scap; i++) {
+            if (!c->sizes[i].f)
+                continue;
+            size_t j = ptr_hash(c->sizes[i].f, cap);
+            while (t[j].f)
+                j = (j + 1) & (cap - 1);
+            t[j] = c->sizes[i];
+        }
+        c->sizes = t;
+        c->scap = cap;
+    }
+    size_t j = ptr_hash(f, c->scap);
+    while (c->sizes[j].f)
+        j = (j + 1) & (c->scap - 1);
+    c->sizes[j].f = f;
+    c->sizes[j].size = n;
+    c->nsizes++;
+    return n;
+}
+
+/* f's instructions as nodes, calls inlined while the derived function stays
+ * within FVM_AD_MAX_INLINE inlined instructions (within a callee taken in
+ * whole, every call is). A call left in place is a node whose backward step
+ * calls the callee's pullback (vjp_call). */
+static bool flatten(fvm_ad *ad, flat *fl, const fvm_func *f, const int *argvals, const char *prefix, bool whole,
+                    int *result)
+{
+    int *slot = fvm_arena_array(&fl->scratch, (size_t)f->nslots + 1, sizeof(int));
+    if (!slot)
+        return false;
+    for (int i = 0; i < f->nparams; i++)
+        slot[i] = argvals[i];
+    for (int k = 0; k < f->ninstrs; k++) {
+        const fvm_instr *in = &f->instrs[k];
+        int *args = fvm_arena_array(&fl->scratch, (size_t)in->nargs + 1, sizeof(int));
+        if (!args)
+            return false;
+        for (int j = 0; j < in->nargs; j++)
+            args[j] = slot[in->args[j]];
+        bool take = whole;
+        if (in->op == FVM_OP_CALL && !whole) {
+            int size = inline_size(ad, in->a.fn);
+            if (size < 0)
+                return false;
+            if ((take = fl->inlined + size <= FVM_AD_MAX_INLINE))
+                fl->inlined += size;
+        }
+        if (in->op == FVM_OP_CALL && take) {
+            /* named after the call site: unique where one function is called twice */
+            const char *pre = fvm_arena_printf(&fl->scratch, "%s%s/", prefix, in->name);
+            if (!pre || !flatten(ad, fl, in->a.fn, args, pre, true, &slot[in->slot]))
+                return false;
+            continue;
+        }
+        if (fl->n == fl->cap) {
+            int cap = fl->cap ? fl->cap * 2 : 64;
+            node *ns = realloc(fl->nodes, (size_t)cap * sizeof *ns);
+            if (!ns)
+                return false;
+            fl->nodes = ns;
+            fl->cap = cap;
+        }
+        node *nd = &fl->nodes[fl->n];
+        memset(nd, 0, sizeof *nd);
+        nd->in = in;
+        nd->args = args;
+        nd->base = fvm_arena_printf(ad->a, "%s%s", prefix, in->name);
+        if (!nd->base)
+            return false;
+        slot[in->slot] = fl->nparams + fl->n++;
+    }
+    *result = slot[f->result_slot];
+    return true;
+}
+
+/* ---- the derivation ---------------------------------------------------------------------- */
+
+/* A value's cotangent contributions: whole cotangents (field -1), or, from
+ * the field instructions that read a struct, the cotangent of one field.
+ * Field contributions are summed field by field and assembled into one
+ * struct, instead of one struct per field read with zeros elsewhere (which
+ * costs a pass over the whole struct per field: a model's weights, say). */
+typedef struct cts {
+    const char **v;
+    int *field;
+    int n, cap;
+} cts;
+
+static bool ct_push(cts *c, const char *name, int field)
+{
+    if (c->n == c->cap) {
+        int cap = c->cap ? c->cap * 2 : 2;
+        const char **v = realloc(c->v, (size_t)cap * sizeof *v);
+        if (v)
+            c->v = v;
+        int *fl = realloc(c->field, (size_t)cap * sizeof *fl);
+        if (fl)
+            c->field = fl;
+        if (!v || !fl)
+            return false;
+        c->cap = cap;
+    }
+    c->field[c->n] = field;
+    c->v[c->n++] = name;
+    return true;
+}
+
+/* The sum of a value's cotangent contributions (NULL when it has none); like
+ * names the value itself (zeros for fields nothing read are shaped as it). */
+static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t, const char *like)
+{
+    if (!c->n)
+        return NULL;
+    const fvm_type *ct = fvm_type_cotangent(ad->a, t);
+    if (!ct)
+        return nomem(ad), NULL;
+    const char *sum = NULL;
+    bool fields = false;
+    for (int i = 0; i < c->n; i++)
+        fields = fields || c->field[i] >= 0;
+    if (fields) {
+        int nf = ct->u.strct.n;
+        const char **fs = fvm_arena_array(ad->a, (size_t)nf + 1, sizeof *fs);
+        if (!fs)
+            return nomem(ad), NULL;
+        for (int j = 0; j < nf; j++) {
+            fs[j] = NULL;
+            for (int i = 0; i < c->n; i++)
+                if (c->field[i] == j)
+                    fs[j] = fs[j] ? fvm_ad_add(ad, fs[j], c->v[i], ct->u.strct.elems[j]) : c->v[i];
+            if (!fs[j])
+                fs[j] = fvm_ad_zeros(ad, field_at(ad, like, j), t->u.strct.elems[j]);
+        }
+        sum = fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, ct), nf, fs);
+    }
+    for (int i = 0; i < c->n; i++)
+        if (c->field[i] < 0)
+            sum = sum ? fvm_ad_add(ad, sum, c->v[i], ct) : c->v[i];
+    c->n = 1;
+    c->v[0] = sum;
+    c->field[0] = -1;
+    return sum;
+}
+
+static const char *value_name(const flat *fl, const fvm_func *pb, int v)
+{
+    return v < fl->nparams ? pb->param_names[v] : fl->nodes[v - fl->nparams].name;
+}
+
+/* Copies the forward instructions that the result needs. A loop through
+ * which a gradient flows becomes a scan that keeps its states (aux). */
+static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb)
+{
+    for (int i = 0; i < fl->n && !ad->failed; i++) {
+        node *nd = &fl->nodes[i];
+        if (!nd->useful)
+            continue;
+        const fvm_instr *in = nd->in;
+        const char **args = fvm_arena_array(ad->a, (size_t)in->nargs + 1, sizeof *args);
+        if (!args)
+            return nomem(ad);
+        for (int k = 0; k < in->nargs; k++)
+            args[k] = value_name(fl, pb, nd->args[k]);
+        ad->b->loc = &in->loc;
+        bool loop = nd->varied && (in->op == FVM_OP_FORI || in->op == FVM_OP_SEQUENCE_REDUCE);
+        if (!loop) {
+            nd->name = emit_named(ad, claim(ad, nd->base), in->op, in->attrs, in->nargs, args);
+            continue;
+        }
+        bool fori = in->op == FVM_OP_FORI;
+        const char *scan = emit_named(ad, claim(ad, fvm_arena_printf(ad->a, "%s.scan", nd->base)),
+                                      fori ? FVM_OP_SCAN : FVM_OP_SEQUENCE_SCAN, in->attrs, in->nargs, args);
+        fvm_doc *o1 = fvm_ad_attrs(ad), *o2 = fvm_ad_attrs(ad);
+        fvm_ad_set_str(ad, o1, "name", fori ? "state" : "acc");
+        fvm_ad_set_str(ad, o2, "name", fori ? "states" : "accs");
+        nd->name = emit_named(ad, claim(ad, nd->base), FVM_OP_FIELD, o1, 1, &scan);
+        nd->aux = emit_named(ad, claim(ad, fvm_arena_printf(ad->a, "%s.states", nd->base)), FVM_OP_FIELD, o2, 1, &scan);
+    }
+}
+
+/* Equal types, but for dims known on one side only (and names given on one
+ * side only): in particular all-equal T@CLIENTS and {T}@CLIENTS differ,
+ * since their values differ (a member, a list). */
+static bool same_type(const fvm_type *a, const fvm_type *b)
+{
+    return fvm_type_compatible(a, b) && fvm_type_compatible(b, a);
+}
+
+static bool mismatch(fvm_ad *ad, const fvm_func *pb, const char *what, const fvm_type *got, const fvm_type *want)
+{
+    char tw[256], tg[256];
+    ad->status = fvm_diag_add(ad->env->d, FVM_ERR_TYPE, ad->env->where,
+                              "internal error: the derived function '%s' gives %s the type %s, expected %s", pb->name,
+                              what, got ? fvm_type_format(got, false, tg, sizeof tg) : "(none)",
+                              fvm_type_format(want, false, tw, sizeof tw));
+    ad->failed = true;
+    return false;
+}
+
+/* The derived pullback must return f's value with f's result type and give
+ * each chosen parameter a cotangent of type ct(T) (dims may be more or less
+ * known), one value per client where the type says so: the rules' contract,
+ * checked so a broken rule is reported where it shows, not as a wrong value
+ * at run time. */
+static bool grads_match(fvm_ad *ad, const fvm_func *f, uint64_t mask, const fvm_func *pb)
+{
+    const fvm_type *r = pb->result_type;
+    bool pair = r && r->kind == FVM_T_STRUCT && r->u.strct.n == 2;
+    const fvm_type *gs = pair ? r->u.strct.elems[1] : NULL, *value = pair ? r->u.strct.elems[0] : NULL;
+    if (!value || !same_type(value, f->result_type))
+        return mismatch(ad, pb, "the value", value, f->result_type);
+    int k = 0;
+    for (int i = 0; i < f->nparams; i++) {
+        if (!(mask >> i & 1))
+            continue;
+        const fvm_type *want = fvm_type_cotangent(ad->a, f->param_types[i]);
+        const fvm_type *got = gs && gs->kind == FVM_T_STRUCT && k < gs->u.strct.n ? gs->u.strct.elems[k] : NULL;
+        k++;
+        if (!want)
+            return nomem(ad), false;
+        if (got && same_type(got, want))
+            continue;
+        const char *what = fvm_arena_printf(ad->a, "the cotangent of '%s'", f->param_names[i]);
+        return mismatch(ad, pb, what ? what : "a cotangent", got, want);
+    }
+    return true;
+}
+
+static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
+{
+    flat fl = {.nparams = f->nparams};
+    fvm_func *pb = NULL;
+    cts *ct = NULL;
+    int nvals = 0, result = -1;
+    int *ids = fvm_arena_array(&fl.scratch, (size_t)f->nparams + 1, sizeof(int));
+    if (!ids)
+        goto oom;
+    for (int i = 0; i < f->nparams; i++)
+        ids[i] = i;
+    if (!flatten(ad, &fl, f, ids, "", false, &result))
+        goto oom;
+    nvals = fl.nparams + fl.n;
+
+    /* Activity: varied (depends on a chosen parameter through ops that pass
+     * gradients, and holds floats) and useful (reaches the result). */
+    for (int i = 0; i < fl.n; i++) {
+        node *nd = &fl.nodes[i];
+        bool any = false;
+        for (int k = 0; k < nd->in->nargs; k++) {
+            int v = nd->args[k];
+            any = any || (v < fl.nparams ? (mask >> v & 1) : fl.nodes[v - fl.nparams].varied);
+        }
+        nd->varied = any && vjp_table[nd->in->op] != vjp_none && nd->in->type && fvm_type_has_floats(nd->in->type);
+    }
+    if (result >= fl.nparams)
+        fl.nodes[result - fl.nparams].useful = true;
+    for (int i = fl.n - 1; i >= 0; i--)
+        if (fl.nodes[i].useful)
+            for (int k = 0; k < fl.nodes[i].in->nargs; k++)
+                if (fl.nodes[i].args[k] >= fl.nparams)
+                    fl.nodes[fl.nodes[i].args[k] - fl.nparams].useful = true;
+
+    /* f'(params..., ct) */
+    {
+        const char **pn = fvm_arena_array(&fl.scratch, (size_t)f->nparams + 2, sizeof *pn);
+        const fvm_type **pt = fvm_arena_array(&fl.scratch, (size_t)f->nparams + 2, sizeof *pt);
+        if (!pn || !pt)
+            goto oom;
+        for (int i = 0; i < f->nparams; i++) {
+            pn[i] = f->param_names[i];
+            pt[i] = f->param_types[i];
+        }
+        pn[f->nparams] = "ct";
+        pt[f->nparams] = fvm_type_cotangent(ad->a, f->result_type);
+        char sel[256] = "";
+        for (int i = 0; i < f->nparams; i++)
+            if (mask >> i & 1) {
+                if (sel[0])
+                    strncat(sel, ",", sizeof sel - strlen(sel) - 1);
+                strncat(sel, f->param_names[i], sizeof sel - strlen(sel) - 1);
+            }
+        const char *base = fvm_arena_printf(ad->a, "%s.vjp(%s)", f->name, sel);
+        if (!pt[f->nparams] || !base || fvm_ad_begin(ad, base, f->nparams + 1, pn, pt))
+            goto oom;
+    }
+    pb = ad->b->f;
+    emit_forward(ad, &fl, pb);
+
+    /* Backward: each active instruction, last first, turns the cotangent of
+     * its result into contributions to its arguments' cotangents. */
+    ct = calloc((size_t)nvals + 1, sizeof *ct);
+    if (!ct || !ct_push(&ct[result], pb->param_names[f->nparams], -1))
+        goto oom;
+    for (int i = fl.n - 1; i >= 0 && !ad->failed; i--) {
+        node *nd = &fl.nodes[i];
+        if (!nd->varied || !nd->useful)
+            continue;
+        const fvm_instr *in = nd->in;
+        ad->b->loc = &in->loc;
+        ad->b->hint = fvm_arena_printf(ad->a, "d.%s", nd->name);
+        const char *c = ct_total(ad, &ct[fl.nparams + i], in->type, nd->name);
+        if (!c)
+            continue;
+        if (vjp_table[in->op] == vjp_unsupported) {
+            fvm_vjp v = {.ad = ad, .in = in};
+            const char *why = fvm_vjp_unsupported_why(in->op);
+            fvm_ad_error(&v, "it does not pass gradients (a gradient was asked through '%s')%s%s", in->name,
+                         why ? "; " : "", why ? why : "");
+            break;
+        }
+        if (in->op == FVM_OP_FIELD && in->arg_types[0]->kind == FVM_T_STRUCT) {
+            /* the struct's cotangent, one field at a time (see cts) */
+            int a = nd->args[0];
+            bool wanted = a < fl.nparams ? (mask >> a & 1) : fl.nodes[a - fl.nparams].varied;
+            if (wanted && !ct_push(&ct[a], c, (int)in->a.index))
+                goto oom;
+            continue;
+        }
+        int n = in->nargs;
+        bool *want = calloc((size_t)n + 1, sizeof *want);
+        const char **x = calloc((size_t)n + 1, sizeof *x), **dx = calloc((size_t)n + 1, sizeof *dx);
+        if (!want || !x || !dx) {
+            free(want), free(x), free(dx);
+            goto oom;
+        }
+        for (int k = 0; k < n; k++) {
+            int a = nd->args[k];
+            want[k] = a < fl.nparams ? (mask >> a & 1) : fl.nodes[a - fl.nparams].varied;
+            x[k] = value_name(&fl, pb, a);
+        }
+        fvm_vjp v = {.ad = ad, .in = in, .x = x, .y = nd->name, .aux = nd->aux, .ct = c, .want = want, .dx = dx};
+        bool ok = vjp_table[in->op](&v) == FVM_OK;
+        for (int k = 0; ok && k < n; k++)
+            if (want[k] && dx[k] && !ct_push(&ct[nd->args[k]], dx[k], -1))
+                ok = false;
+        free(want), free(x), free(dx);
+        if (!ok && !ad->failed)
+            goto oom;
+    }
+
+    /* <value, grads=<one cotangent per chosen parameter>> */
+    if (!ad->failed) {
+        ad->b->loc = ad->env->where;
+        ad->b->hint = "grad";
+        int ng = 0;
+        const char *gs[64];
+        for (int i = 0; i < f->nparams; i++) {
+            if (!(mask >> i & 1))
+                continue;
+            const char *g = ct_total(ad, &ct[i], f->param_types[i], pb->param_names[i]);
+            const fvm_type *want = fvm_type_cotangent(ad->a, f->param_types[i]);
+            if (!want)
+                goto oom;
+            gs[ng++] = g ? fvm_ad_conform(ad, g, want) : fvm_ad_zeros(ad, pb->param_names[i], f->param_types[i]);
+        }
+        const char *grads = fvm_ad_op(ad, FVM_OP_STRUCT, NULL, ng, gs);
+        fvm_doc *o = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
+        if (!arr || fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "value")) ||
+            fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "grads")) || !o || fvm_doc_set(ad->a, o, "names", arr))
+            goto oom;
+        arr->flow = true;
+        /* inlined calls may leave the value all-equal where f's result is one per client */
+        const char *value = fvm_ad_conform(ad, value_name(&fl, pb, result), f->result_type);
+        const char *res = FVM_AD(ad, FVM_OP_STRUCT, o, value, grads);
+        if ((pb = fvm_ad_end(ad, res)) && !grads_match(ad, f, mask, pb))
+            pb = NULL;
+    } else {
+        ad->b = ad->b->outer;
+        pb = NULL;
+    }
+    goto done;
+oom:
+    nomem(ad);
+    if (pb && ad->b && ad->b->f == pb)
+        ad->b = ad->b->outer;
+    pb = NULL;
+done:
+    for (int i = 0; ct && i < nvals; i++)
+        free(ct[i].v), free(ct[i].field);
+    free(ct);
+    free(fl.nodes);
+    fvm_arena_free(&fl.scratch);
+    return pb;
+}
+
+fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
+{
+    for (pb_entry *e = ad->cache->pullbacks; e; e = e->next)
+        if (e->f == g && e->mask == mask)
+            return e->pb;
+    if (ad->depth >= FVM_MAX_CALL_DEPTH) {
+        if (!ad->failed)
+            ad->status = fvm_diag_add(ad->env->d, FVM_ERR_LIMIT, ad->env->where, "derivations nest more than %d deep",
+                                      FVM_MAX_CALL_DEPTH);
+        ad->failed = true;
+        return NULL;
+    }
+    ad->depth++;
+    fvm_func *pb = derive(ad, g, mask);
+    ad->depth--;
+    pb_entry *e = pb ? fvm_arena_alloc(ad->a, sizeof *e) : NULL;
+    if (pb && !e)
+        return nomem(ad), NULL;
+    if (e) {
+        e->f = g;
+        e->mask = mask;
+        e->pb = pb;
+        e->next = ad->cache->pullbacks;
+        ad->cache->pullbacks = e;
+    }
+    return pb;
+}
+
+fvm_status fvm_ad_pullback(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out)
+{
+    fvm_ad ad = {.env = env, .p = env->p, .a = &env->p->arena, .top = f};
+    if (!env->p->ad && !(env->p->ad = fvm_arena_alloc(ad.a, sizeof *env->p->ad)))
+        return fvm_diag_add(env->d, FVM_ERR_NOMEM, env->where, "out of memory");
+    ad.cache = env->p->ad;
+    *out = fvm_ad_pullback_of(&ad, f, mask);
+    if (*out)
+        return FVM_OK;
+    if (!ad.failed)
+        fvm_diag_add(env->d, FVM_ERR_TYPE, env->where, "cannot differentiate '%s'", f->name);
+    return ad.status ? ad.status : FVM_ERR_TYPE;
+}

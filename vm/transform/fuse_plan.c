@@ -1,0 +1,189 @@
+/* fuse_plan.c - planning chains of elementwise instructions that run as one pass over memory, once per function after checking. */
+#include "fuse_plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct planner {
+    const fvm_func *f;
+    int *uses; /* per slot: argument occurrences (the result counts once) */
+    int *released_at; /* per slot: the instruction whose release list holds it, or -1 */
+    int *chain_of; /* per instruction: the root of its chain, or -1 */
+    int *mark; /* per instruction: in the chain being grown */
+    int epoch;
+} planner;
+
+static bool in_chain(const planner *P, int i)
+{
+    return P->mark[i] == P->epoch;
+}
+
+/* The instruction making slot s, or -1 for a parameter. */
+static int producer(const planner *P, int s)
+{
+    return s >= P->f->nparams ? s - P->f->nparams : -1;
+}
+
+/* The chain's inputs: slots its instructions read that none of them makes. */
+static int count_inputs(const planner *P, const int *chain, int n, int *out)
+{
+    int nin = 0;
+    for (int c = 0; c < n; c++) {
+        const fvm_instr *in = &P->f->instrs[chain[c]];
+        for (int k = 0; k < in->nargs; k++) {
+            int s = in->args[k], p = producer(P, s);
+            if (p >= 0 && in_chain(P, p))
+                continue;
+            bool seen = false;
+            for (int j = 0; j < nin && !seen; j++)
+                seen = out[j] == s;
+            if (!seen) {
+                if (nin == FVM_FUSED_MAX_IN)
+                    return FVM_FUSED_MAX_IN + 1;
+                out[nin++] = s;
+            }
+        }
+    }
+    return nin;
+}
+
+/* Can instruction p join the chain rooted at r as a member? Its value must
+ * be used once, inside the chain; and the slots it reads must still be
+ * alive at r: a slot another instruction between p and r releases would be
+ * gone when r computes p. */
+static bool can_join(const planner *P, int p, int r)
+{
+    const fvm_func *f = P->f;
+    fvm_fstep st;
+    int s = f->nparams + p;
+    if (P->chain_of[p] >= 0 || in_chain(P, p) || !fvm_elementwise_step(&f->instrs[p], &st) || P->uses[s] != 1 ||
+        s == f->result_slot)
+        return false;
+    const fvm_instr *in = &f->instrs[p];
+    for (int k = 0; k < in->nargs; k++) {
+        int rel = P->released_at[in->args[k]];
+        if (rel > p && rel < r && !in_chain(P, rel))
+            return false;
+    }
+    return true;
+}
+
+/* Grows the chain (chain[0..*n)) from instruction i's operands, depth first. */
+static void grow(planner *P, int i, int r, int *chain, int *n)
+{
+    const fvm_instr *in = &P->f->instrs[i];
+    for (int k = 0; k < in->nargs; k++) {
+        int p = producer(P, in->args[k]), scratch[FVM_FUSED_MAX_IN + 1];
+        if (p < 0 || *n == FVM_FUSED_MAX_STEPS || !can_join(P, p, r))
+            continue;
+        P->mark[p] = P->epoch;
+        chain[(*n)++] = p;
+        if (count_inputs(P, chain, *n, scratch) > FVM_FUSED_MAX_IN) {
+            P->mark[p] = -1;
+            (*n)--;
+            continue;
+        }
+        grow(P, p, r, chain, n);
+    }
+}
+
+static int by_index(const void *a, const void *b)
+{
+    return *(const int *)a - *(const int *)b;
+}
+
+/* The chain of root r and members chain[1..n) as an fvm_fused in arena a. */
+static fvm_fused *make_chain(planner *P, fvm_arena *a, int *chain, int n)
+{
+    const fvm_func *f = P->f;
+    qsort(chain, (size_t)n, sizeof *chain, by_index); /* members, then the root (the largest index) */
+    int ins[FVM_FUSED_MAX_IN + 1];
+    int nin = count_inputs(P, chain, n, ins), nrel = 0;
+    for (int c = 0; c < n; c++)
+        nrel += f->instrs[chain[c]].nrelease;
+    fvm_fused *z = fvm_arena_alloc(a, sizeof *z);
+    if (!z)
+        return NULL;
+    z->root = chain[n - 1];
+    z->nmembers = n - 1;
+    z->members = fvm_arena_array(a, (size_t)n, sizeof(int));
+    z->nin = nin;
+    z->in = fvm_arena_array(a, (size_t)nin, sizeof(int));
+    z->nsteps = n;
+    z->steps = fvm_arena_array(a, (size_t)n, sizeof(fvm_fstep));
+    z->release = fvm_arena_array(a, (size_t)nrel + 1, sizeof(int));
+    if (!z->members || !z->in || !z->steps || !z->release)
+        return NULL;
+    memcpy(z->members, chain, (size_t)(n - 1) * sizeof(int));
+    memcpy(z->in, ins, (size_t)nin * sizeof(int));
+    for (int c = 0; c < n; c++) {
+        const fvm_instr *in = &f->instrs[chain[c]];
+        fvm_elementwise_step(in, &z->steps[c]);
+        for (int k = 0; k < in->nargs; k++) {
+            int s = in->args[k], p = producer(P, s), arg = -1;
+            for (int t = 0; t < c && arg == -1; t++)
+                if (chain[t] == p)
+                    arg = -t - 1;
+            for (int j = 0; j < nin && arg == -1; j++)
+                if (ins[j] == s)
+                    arg = j;
+            z->steps[c].arg[k] = arg;
+        }
+        for (int k = 0; k < in->nrelease; k++)
+            z->release[z->nrelease++] = in->release[k];
+    }
+    return z;
+}
+
+fvm_fusion *fvm_fusion_plan(fvm_arena *a, const fvm_func *f)
+{
+    if (f->phases || f->ninstrs < 2)
+        return NULL;
+    planner P = {.f = f, .epoch = 0};
+    P.uses = fvm_arena_array(a, (size_t)f->nslots + 1, sizeof(int));
+    P.released_at = fvm_arena_array(a, (size_t)f->nslots + 1, sizeof(int));
+    P.chain_of = fvm_arena_array(a, (size_t)f->ninstrs, sizeof(int));
+    P.mark = fvm_arena_array(a, (size_t)f->ninstrs, sizeof(int));
+    fvm_fusion *fu = fvm_arena_alloc(a, sizeof *fu);
+    if (!P.uses || !P.released_at || !P.chain_of || !P.mark || !fu)
+        return NULL;
+    fu->chain_at = fvm_arena_array(a, (size_t)f->ninstrs, sizeof(fvm_fused *));
+    fu->deferred = fvm_arena_array(a, (size_t)f->ninstrs, sizeof(bool));
+    if (!fu->chain_at || !fu->deferred)
+        return NULL;
+    for (int s = 0; s < f->nslots; s++)
+        P.released_at[s] = -1;
+    for (int i = 0; i < f->ninstrs; i++) {
+        const fvm_instr *in = &f->instrs[i];
+        P.chain_of[i] = P.mark[i] = -1;
+        for (int k = 0; k < in->nargs; k++)
+            P.uses[in->args[k]]++;
+        for (int k = 0; k < in->nrelease; k++)
+            P.released_at[in->release[k]] = i;
+    }
+    if (f->result_slot >= 0)
+        P.uses[f->result_slot]++;
+    bool any = false;
+    fvm_fstep st;
+    for (int r = f->ninstrs - 1; r >= 0; r--) {
+        if (P.chain_of[r] >= 0 || !fvm_elementwise_step(&f->instrs[r], &st))
+            continue;
+        int chain[FVM_FUSED_MAX_STEPS], n = 1;
+        P.epoch = r;
+        P.mark[r] = r;
+        chain[0] = r;
+        grow(&P, r, r, chain, &n);
+        if (n < 2)
+            continue;
+        fvm_fused *z = make_chain(&P, a, chain, n);
+        if (!z)
+            return NULL;
+        for (int c = 0; c < n; c++)
+            P.chain_of[chain[c]] = r;
+        for (int m = 0; m < z->nmembers; m++)
+            fu->deferred[z->members[m]] = true;
+        fu->chain_at[r] = z;
+        any = true;
+    }
+    return any ? fu : NULL;
+}

@@ -1,0 +1,188 @@
+/* passes.c - the transforms after checking, in order: derivatives, phases, fusion (see passes.h). */
+#include "passes.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../format/ir_read.h"
+#include "fuse_plan.h"
+#include "../ir/check.h"
+#include "autodiff.h"
+#include "phases.h"
+
+/* A function a derivation adds: decoded and checked as the loader and the
+ * checker would a loaded one. */
+static fvm_status check_added(void *ctx, fvm_func *f)
+{
+    fvm_diag *d = ((const fvm_ad_env *)ctx)->d;
+    fvm_program *p = ((const fvm_ad_env *)ctx)->p;
+    if (fvm_ir_decode_func(p, &p->arena, f, d))
+        return FVM_ERR_TYPE;
+    return fvm_check_func(p, f, d);
+}
+
+/* The pullback of instruction in (a grad, value_and_grad or vjp). */
+static fvm_status derive(fvm_program *p, fvm_instr *in, fvm_diag *d)
+{
+    fvm_func *fn = in->a.fn;
+    int wrt = 0;
+    if (in->a.present & A(WRT))
+        while (wrt < fn->nparams && strcmp(fn->param_names[wrt], in->a.wrt))
+            wrt++;
+    fvm_ad_env env = {.p = p, .d = d, .check = check_added, .where = &in->loc};
+    env.ctx = &env;
+    return fvm_ad_pullback(&env, fn, UINT64_C(1) << wrt, &in->derived);
+}
+
+/* federated_select's client half as a function of its own,
+ *   <fn>.select(keys, max_key, value) = select_keys[fn](keys, max_key, value)
+ * (in->derived), so that a round form runs it as a federated_map of the
+ * broadcast server values (plan_flow.c). */
+static fvm_status select_client(fvm_program *p, fvm_instr *in, fvm_diag *d)
+{
+    fvm_arena *a = &p->arena;
+    fvm_func *g = fvm_arena_alloc(a, sizeof *g);
+    fvm_instr *body = fvm_arena_alloc(a, sizeof *body);
+    static const char *const names[3] = {"keys", "max_key", "value"};
+    const char *name = fvm_arena_printf(a, "%s.select", in->a.fn->name);
+    for (int k = 2; name && fvm_program_func(p, name); k++)
+        name = fvm_arena_printf(a, "%s.select.%d", in->a.fn->name, k);
+    fvm_doc *attrs = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!g || !body || !name || !attrs || fvm_doc_set(a, attrs, "fn", fvm_doc_string(a, in->a.fn->name)))
+        return fvm_diag_add(d, FVM_ERR_NOMEM, &in->loc, "out of memory");
+    attrs->flow = true;
+    g->name = name;
+    g->doc = "The client half of a federated_select: the selected values of this client's keys.";
+    g->loc = in->loc;
+    g->nparams = 3;
+    g->param_names = (const char **)names;
+    g->param_types = fvm_arena_array(a, 3, sizeof *g->param_types);
+    g->param_locs = fvm_arena_array(a, 3, sizeof *g->param_locs);
+    g->param_name_locs = fvm_arena_array(a, 3, sizeof *g->param_name_locs);
+    body->arg_names = (const char **)names;
+    body->arg_locs = fvm_arena_array(a, 3, sizeof *body->arg_locs);
+    if (!g->param_types || !g->param_locs || !g->param_name_locs || !body->arg_locs)
+        return fvm_diag_add(d, FVM_ERR_NOMEM, &in->loc, "out of memory");
+    for (int k = 0; k < 3; k++) {
+        g->param_types[k] = in->arg_types[k]->u.fed.member;
+        g->param_locs[k] = g->param_name_locs[k] = body->arg_locs[k] = in->loc;
+    }
+    body->name = "selected";
+    body->op = FVM_OP_SELECT_KEYS;
+    body->attrs = attrs;
+    body->nargs = 3;
+    body->loc = body->name_loc = body->attrs_loc = in->loc;
+    g->instrs = body;
+    g->ninstrs = 1;
+    g->result_name = body->name;
+    g->result_loc = in->loc;
+    fvm_status s = fvm_program_add_func(p, g);
+    if (s)
+        return fvm_diag_add(d, s, &in->loc, "out of memory");
+    if (fvm_ir_decode_func(p, a, g, d) || fvm_check_func(p, g, d))
+        return fvm_diag_add(d, FVM_ERR_TYPE, &in->loc,
+                            "internal: the client half of this federated_select does not "
+                            "check");
+    in->derived = g;
+    return FVM_OK;
+}
+
+static bool is_grad(fvm_op op)
+{
+    return op == FVM_OP_GRAD || op == FVM_OP_VALUE_AND_GRAD || op == FVM_OP_VJP;
+}
+
+/* Derives in the order the checker met the grad instructions: depth first,
+ * every function an instruction names before the instruction, so that the
+ * derived functions are added (and written) in the same order whatever
+ * calls what. */
+static fvm_status derive_from(fvm_program *p, fvm_func *f, fvm_diag *d)
+{
+    fvm_status first = FVM_OK;
+    f->mark = 1;
+    for (int i = 0; i < f->ninstrs; i++) {
+        fvm_instr *in = &f->instrs[i];
+        for (int id = 0; id < FVM_NFUNC_ATTRS; id++) {
+            if (!(in->a.present & (UINT64_C(1) << id)))
+                continue;
+            fvm_func *g = *(fvm_func *const *)((const char *)&in->a + fvm_attr_table[id].offset);
+            if (!g->mark) {
+                fvm_status s = derive_from(p, g, d);
+                if (s && !first)
+                    first = s;
+            }
+        }
+        if (in->type && !in->derived && (is_grad(in->op) || in->op == FVM_OP_FEDERATED_SELECT)) {
+            fvm_status s = is_grad(in->op) ? derive(p, in, d) : select_client(p, in, d);
+            if (s && !first)
+                first = s;
+        }
+    }
+    return first;
+}
+
+/* Phase and fusion plans of functions from..p->nfuncs - 1. */
+static void plan(fvm_program *p, int from)
+{
+    for (int k = from; k < p->nfuncs; k++) {
+        fvm_func *f = p->funcs[k];
+        if (!f->ok)
+            continue;
+        f->phases = fvm_phases_plan(&p->arena, f);
+        f->fusion = fvm_fusion_plan(&p->arena, f);
+    }
+}
+
+fvm_status fvm_passes_run(fvm_program *p, fvm_diag *d)
+{
+    if (p->compiled)
+        return FVM_OK;
+    int n = p->nfuncs; /* the derived ones, added from here on, hold no grad */
+    for (int k = 0; k < n; k++)
+        p->funcs[k]->mark = 0;
+    fvm_status first = FVM_OK;
+    for (int k = 0; k < n; k++) {
+        if (p->funcs[k]->mark)
+            continue;
+        fvm_status s = derive_from(p, p->funcs[k], d);
+        if (s && !first)
+            first = s;
+    }
+    if (first)
+        return first;
+    plan(p, 0);
+    p->compiled = true;
+    return FVM_OK;
+}
+
+fvm_status fvm_compile(fvm_program *p, fvm_diag *d)
+{
+    fvm_status s = fvm_check(p, d);
+    return s ? s : fvm_passes_run(p, d);
+}
+
+fvm_status fvm_passes_pullback(fvm_program *p, const char *fn, const char *wrt, fvm_func **out, fvm_diag *d)
+{
+    *out = NULL;
+    fvm_func *f = fvm_program_func(p, fn);
+    if (!f)
+        return fvm_diag_add(d, FVM_ERR_NAME, NULL, "no function '%s'", fn);
+    if (!f->ok)
+        return fvm_diag_add(d, FVM_ERR_USAGE, &f->loc, "function '%s' has not passed the checker", fn);
+    int k = 0;
+    if (wrt)
+        while (k < f->nparams && strcmp(f->param_names[k], wrt))
+            k++;
+    if (k >= f->nparams || k >= 64)
+        return fvm_diag_add(d, FVM_ERR_NAME, &f->loc,
+                            wrt ? "function '%s' has no parameter '%s'" : "function '%s' has no parameter", fn, wrt);
+    if (fvm_check_wrt(f, k, d, &f->param_locs[k]))
+        return FVM_ERR_TYPE;
+    fvm_ad_env env = {.p = p, .d = d, .check = check_added, .where = &f->loc};
+    env.ctx = &env;
+    int before = p->nfuncs;
+    fvm_status s = fvm_ad_pullback(&env, f, UINT64_C(1) << k, out);
+    if (s == FVM_OK)
+        plan(p, before); /* the new functions can run too */
+    return s;
+}
