@@ -205,6 +205,7 @@ test-run: all $(TEST_BIN)
 	@tests/run_cli.sh $(BIN)/fedvm
 	@tests/run_data.sh $(BIN)/fedvm
 	@tests/run_train.sh $(BIN)/fedvm
+	@tests/run_hparams.sh $(BIN)/fedvm
 	@tests/run_memory.sh $(BIN)/fedvm
 	@tests/run_backends.sh $(BIN)/fedvm $(BUILD)/tests/test_golden
 	@tests/run_providers.sh $(BIN)/fedvm

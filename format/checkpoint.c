@@ -29,10 +29,19 @@ fvm_status fvm_checkpoint_save(const char *dir, int64_t round, const fvm_value *
     snprintf(seed, sizeof seed, "%" PRIu64, run->seed);
     snprintf(per, sizeof per, "%lld", (long long)run->clients_per_round);
     fvm_type_format(t, false, type, sizeof type);
-    const char *meta[] = {
-        "fedvm.round", r,   "fedvm.seed", seed, "fedvm.clients_per_round", per, "fedvm.program", run->program,
-        "fedvm.state", type};
-    return fvm_safetensors_save(path, state, t, 5, meta, d);
+    const char *meta[] = {"fedvm.round",
+                          r,
+                          "fedvm.seed",
+                          seed,
+                          "fedvm.clients_per_round",
+                          per,
+                          "fedvm.program",
+                          run->program,
+                          "fedvm.state",
+                          type,
+                          "fedvm.hparams",
+                          run->hparams};
+    return fvm_safetensors_save(path, state, t, run->hparams ? 6 : 5, meta, d);
 }
 
 int64_t fvm_checkpoint_round(const char *name)
@@ -59,17 +68,17 @@ static bool checkpoint_name(const char *name, void *ctx)
     return fvm_checkpoint_round(name) >= 0;
 }
 
-/* The checkpoint's metadata value must equal want. */
+/* The checkpoint's metadata value must equal want (be absent for want NULL). */
 static fvm_status agree(const fvm_safetensors *f, const char *path, const char *key, const char *want, const char *what,
                         fvm_diag *d)
 {
     const char *got = fvm_safetensors_meta(f, key);
-    if (got && !strcmp(got, want))
+    if (want ? got && !strcmp(got, want) : !got)
         return FVM_OK;
     fvm_loc loc = {.file = path};
     return fvm_diag_add(d, FVM_ERR_USAGE, &loc,
                         "this checkpoint was made with %s %s, this run has %s; resume with the same settings", what,
-                        got ? got : "(not recorded)", want);
+                        got ? got : "(none)", want ? want : "(none)");
 }
 
 fvm_status fvm_checkpoint_last(const char *dir, const fvm_type *t, const fvm_run_info *run, int64_t *round,
@@ -111,7 +120,8 @@ fvm_status fvm_checkpoint_last(const char *dir, const fvm_type *t, const fvm_run
     }
     if (!s && !(s = agree(f, path, "fedvm.seed", seed, "--seed", d)) &&
         !(s = agree(f, path, "fedvm.clients_per_round", per, "clients per round", d)) &&
-        !(s = agree(f, path, "fedvm.state", type, "the state type", d)))
+        !(s = agree(f, path, "fedvm.state", type, "the state type", d)) &&
+        !(s = agree(f, path, "fedvm.hparams", run->hparams, "the hyperparameters", d)))
         s = fvm_safetensors_value(f, t, state, d);
     fvm_safetensors_free(f);
     if (s == FVM_OK)

@@ -3,8 +3,9 @@
  * A checkpoint is DIR/round-NNNNNN.safetensors (the round zero-padded to at
  * least 6 digits: round-000003, round-999999, round-1000000), the state as
  * safetensors tensors named by their paths (safetensors.h), with string
- * metadata fedvm.round, fedvm.seed, fedvm.clients_per_round, fedvm.program
- * and fedvm.state (the state's type), written atomically. Every checkpoint
+ * metadata fedvm.round, fedvm.seed, fedvm.clients_per_round, fedvm.program,
+ * fedvm.state (the state's type) and, for a program with hyperparameters,
+ * fedvm.hparams (their values, one line of JSON), written atomically. Every checkpoint
  * is kept. Other names in DIR (round-3.safetensors, round-0000003...) are
  * not checkpoints and are left alone. */
 #ifndef FVM_CHECKPOINT_H
@@ -18,6 +19,7 @@ typedef struct fvm_run_info {
     uint64_t seed;
     int64_t clients_per_round; /* -1: no client data */
     const char *program; /* the program file's base name */
+    const char *hparams; /* the hyperparameters' values as one line of JSON ({"lr": 0.1}), or NULL: none */
 } fvm_run_info;
 
 /* The round of a checkpoint's file name (no directory), or -1 for any name
@@ -32,7 +34,7 @@ FVM_API fvm_status fvm_checkpoint_save(const char *dir, int64_t round, const fvm
  * new value), and its round. The checkpoint's seed, clients per round and
  * state type must be run's (an error explaining the difference otherwise:
  * resuming with other settings would not continue the same run), and its
- * fedvm.round its name's. A directory without checkpoints is FVM_ERR_IO.
+ * fedvm.round its name's; so must its hyperparameters. A directory without checkpoints is FVM_ERR_IO.
  * The stale temporaries of saves cut short (atomic.h) are removed first. */
 FVM_API fvm_status fvm_checkpoint_last(const char *dir, const fvm_type *t, const fvm_run_info *run, int64_t *round,
                                        fvm_value **state, fvm_diag *d);

@@ -194,7 +194,7 @@ def kind_schema(kind, dom):
     if kind == "FUNC":
         return {"$ref": "#/$defs/name", "description": "a function name"}
     if kind == "INT":
-        return {"type": "integer", **bounds(dom)}
+        return {"anyOf": [{"type": "integer", **bounds(dom)}, {"$ref": "#/$defs/hparam_ref"}]}
     if kind == "BOOL":
         return {"type": "boolean"}
     if kind == "INTS":
@@ -214,7 +214,7 @@ def kind_schema(kind, dom):
     if kind == "STRINGS":
         return {"type": "array", "uniqueItems": True, "items": {"$ref": "#/$defs/identifier"}}
     if kind == "REAL":
-        return {"type": "number", **bounds(dom)}
+        return {"anyOf": [{"type": "number", **bounds(dom)}, {"$ref": "#/$defs/hparam_ref"}]}
     if kind == "VALUE":
         return {"description": "any JSON value (const reads it as a tensor literal)"}
     raise SystemExit(f"gen_schema: unknown attribute kind {kind}")
@@ -304,6 +304,22 @@ def build(ops, attrs, op_domains):
                 "items": {"type": "string", "minLength": 1},
                 "description": "paths of included documents, relative to this file's directory",
             },
+            "hparams": {
+                "type": "object",
+                "description": "hyperparameters: named, typed values read by the op hparam and by "
+                "{\"hparam\": name} in integer and number attributes; --set NAME=VALUE overrides a default",
+                "propertyNames": {"$ref": "#/$defs/identifier"},
+                "additionalProperties": {
+                    "type": "object",
+                    "required": ["type", "default"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "doc": {"type": "string"},
+                        "type": {"type": "string", "description": "a tensor type with a static shape"},
+                        "default": {"description": "a value of the type (a number, a boolean or nested arrays)"},
+                    },
+                },
+            },
             "types": {
                 "type": "object",
                 "propertyNames": {"$ref": "#/$defs/alias_name"},
@@ -324,6 +340,14 @@ def build(ops, attrs, op_domains):
                 "not": CONTROL,
             },
             "identifier": {"type": "string", "pattern": IDENT, "not": CONTROL},
+            "hparam_ref": {
+                "description": "a hyperparameter's value (a scalar; an integer one for an integer attribute), "
+                "checked against the attribute's bounds by fedvm check",
+                "type": "object",
+                "required": ["hparam"],
+                "additionalProperties": False,
+                "properties": {"hparam": {"$ref": "#/$defs/identifier"}},
+            },
             "alias_name": {
                 "description": "a type alias name: an identifier that is not a dtype or a placement",
                 "allOf": [{"$ref": "#/$defs/identifier"}, {"not": {"enum": DTYPES + PLACEMENTS}}],

@@ -197,6 +197,57 @@ static fvm_func *find_fn(dec *C, const fvm_instr *in, const fvm_doc *v, const fv
     return NULL;
 }
 
+/* The hyperparameter named name, or NULL after an error at l with a suggestion. */
+static fvm_hparam *find_hparam(dec *C, const char *name, const fvm_loc *l, const char *what)
+{
+    fvm_hparam *h = fvm_program_hparam(C->p, name);
+    if (h)
+        return h;
+    fvm_suggest s;
+    fvm_suggest_init(&s, name);
+    for (int i = 0; i < C->p->nhparams; i++)
+        fvm_suggest_add(&s, C->p->hparams[i]->name);
+    if (s.best)
+        cerr(C, FVM_ERR_NAME, l, "%s names an undeclared hyperparameter '%s'; did you mean '%s'?", what, name, s.best);
+    else
+        cerr(C, FVM_ERR_NAME, l, "%s names an undeclared hyperparameter '%s' (declare it in the program's \"hparams\")",
+             what, name);
+    return NULL;
+}
+
+/* An integer or real attribute written as {"hparam": name}: the
+ * hyperparameter's bound value (a scalar; an integer one for INT) into *x.
+ * 0: not a reference; 1: *x set; -1: an error, reported. */
+static int hparam_ref(dec *C, const fvm_instr *in, const fvm_attr_info *ai, const fvm_doc *v, const fvm_loc *l,
+                      double *x)
+{
+    if (v->kind != FVM_DOC_OBJECT || v->u.coll.n != 1 || strcmp(v->u.coll.keys[0]->u.str.s, "hparam"))
+        return 0;
+    const fvm_doc *nm = v->u.coll.items[0];
+    fvm_loc nl = {l->file, nm->line, nm->col, fvm_pointer_join(C->a, l->ptr, "hparam")};
+    if (nm->kind != FVM_DOC_STRING)
+        return cerr(C, FVM_ERR_FORMAT, &nl, "%s: {\"hparam\": ...} in attribute '%s' must name a hyperparameter",
+                    fvm_op_table[in->op].name, ai->name),
+               -1;
+    char what[96];
+    snprintf(what, sizeof what, "%s: attribute '%s'", fvm_op_table[in->op].name, ai->name);
+    const fvm_hparam *h = find_hparam(C, nm->u.str.s, &nl, what);
+    if (!h)
+        return -1;
+    if (!h->bound)
+        return -1; /* its declaration or value is at fault, reported */
+    bool isint = fvm_dtype_is_int(h->value.dtype);
+    if (h->value.shape.rank != 0 || !(isint || (ai->kind == FVM_AK_REAL && fvm_dtype_is_float(h->value.dtype)))) {
+        char buf[64];
+        cerr(C, FVM_ERR_TYPE, &nl, "%s: hyperparameter '%s' is %s; attribute '%s' needs %s scalar",
+             fvm_op_table[in->op].name, h->name, fvm_type_format(h->type, true, buf, sizeof buf), ai->name,
+             ai->kind == FVM_AK_INT ? "an integer" : "a number");
+        return -1;
+    }
+    *x = isint ? (double)fvm_tensor_get_i64(&h->value, 0) : fvm_tensor_get_f64(&h->value, 0);
+    return 1;
+}
+
 /* Decodes each attribute of in into in->a, checking that the op takes it, its
  * JSON kind and its domain (attrs.def, op_attrs.def), and that the op's
  * required ones are there. Errors are located at the value at fault. */
@@ -250,9 +301,36 @@ static bool decode(dec *C, fvm_instr *in)
                 in->fn_locs[id] = l;
             break;
         case FVM_AK_INT:
-            if ((good = fvm_doc_integer(v, &iv) && in_bounds(dom, (double)iv)))
-                *(int64_t *)field = iv;
+        case FVM_AK_REAL: {
+            double x = 0;
+            int ref = hparam_ref(C, in, ai, v, &l, &x);
+            if (ref < 0) {
+                ok = false;
+                continue;
+            }
+            if (ref > 0) { /* {"hparam": name}: its value, in the attribute's domain */
+                if (!in_bounds(dom, x)) {
+                    char want[256], got[32];
+                    num_text(x, got);
+                    cerr(C, FVM_ERR_FORMAT, &l, "%s: attribute '%s' must be %s; hyperparameter '%s' is %s", op->name,
+                         ai->name, want_text(ai->kind, dom, want, sizeof want), v->u.coll.items[0]->u.str.s, got);
+                    ok = false;
+                    continue;
+                }
+                if (ai->kind == FVM_AK_INT)
+                    *(int64_t *)field = (int64_t)x;
+                else
+                    *(double *)field = x;
+            } else if (ai->kind == FVM_AK_INT) {
+                if ((good = fvm_doc_integer(v, &iv) && in_bounds(dom, (double)iv)))
+                    *(int64_t *)field = iv;
+            } else {
+                x = v->kind == FVM_DOC_INT ? (double)v->u.i : v->u.r;
+                if ((good = (v->kind == FVM_DOC_REAL || v->kind == FVM_DOC_INT) && in_bounds(dom, x)))
+                    *(double *)field = x;
+            }
             break;
+        }
         case FVM_AK_BOOL:
             if ((good = v->kind == FVM_DOC_BOOL))
                 *(bool *)field = v->u.b;
@@ -298,12 +376,6 @@ static bool decode(dec *C, fvm_instr *in)
             }
             break;
         }
-        case FVM_AK_REAL: {
-            double x = v->kind == FVM_DOC_INT ? (double)v->u.i : v->u.r;
-            if ((good = (v->kind == FVM_DOC_REAL || v->kind == FVM_DOC_INT) && in_bounds(dom, x)))
-                *(double *)field = x;
-            break;
-        }
         case FVM_AK_VALUE:
             *(const fvm_doc **)field = v;
             break;
@@ -340,6 +412,21 @@ static bool decode(dec *C, fvm_instr *in)
     return ok;
 }
 
+/* hparam: the hyperparameter's bound value (fvm_program_load binds them before decoding). */
+static bool decode_hparam(dec *C, fvm_instr *in)
+{
+    const char *ptr = fvm_pointer_join(C->a, in->attrs_loc.ptr ? in->attrs_loc.ptr : "", "name");
+    const fvm_doc *nm = fvm_doc_get(in->attrs, "name");
+    fvm_loc l = {in->loc.file, nm ? nm->line : in->loc.line, nm ? nm->col : in->loc.col, ptr};
+    const fvm_hparam *h = find_hparam(C, in->a.name, &l, "hparam");
+    if (!h || !h->bound)
+        return false;
+    fvm_tensor_release(&in->konst);
+    in->konst = h->value;
+    fvm_tensor_retain(&in->konst);
+    return true;
+}
+
 /* const: the value as a tensor of its dtype and shape. */
 static bool decode_const(dec *C, fvm_instr *in)
 {
@@ -358,7 +445,8 @@ fvm_status fvm_ir_decode_attrs(const fvm_program *p, fvm_arena *a, fvm_instr *in
     if (in->op == FVM_OP_COUNT)
         return FVM_OK; /* malformed: reported by the loader */
     int before = d->n;
-    bool ok = decode(&C, in) && (in->op != FVM_OP_CONST || decode_const(&C, in));
+    bool ok = decode(&C, in) && (in->op != FVM_OP_CONST || decode_const(&C, in)) &&
+              (in->op != FVM_OP_HPARAM || decode_hparam(&C, in));
     in->attrs_bad = !ok;
     if (ok)
         return FVM_OK;

@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../vm/core/suggest.h"
 #include "../vm/core/doc.h"
+#include "value_doc.h"
 
 enum { MAX_MODULES = 1000, MAX_INCLUDE_DEPTH = 64, MAX_NAME = 256 };
 
@@ -25,7 +27,7 @@ typedef struct loader {
     fvm_alias *aliases[FVM_MAX_TYPE_DEPTH + 2]; /* aliases being resolved, outermost first */
     int nresolving;
     const char *member; /* the root program's JSON pointer in its file ("" for the whole file) */
-    bool no_include; /* fvm_load_opts.no_include */
+    const fvm_load_opts *o; /* NULL: the defaults */
 } loader;
 
 static fvm_loc loc_of(loader *L, const fvm_module *m, const fvm_doc *n, const char *ptr)
@@ -310,24 +312,97 @@ static char *tidy_path(char *p)
     return p;
 }
 
+static const char *relative_to(loader *L, const char *file, const char *inc)
+{
+    const char *slash = strrchr(file, '/');
+    if (!slash)
+        return inc;
+    char *p = fvm_arena_printf(&L->p->arena, "%.*s/%s", (int)(slash - file), file, inc);
+    return p && strlen(p) < PATH_MAX ? tidy_path(p) : p;
+}
+
+/* Where an include is read from: an absolute path as it is; a relative one
+ * next to the including file, else in the first include directory that has
+ * it (fvm_load_opts.include_dirs), else next to the including file (whose
+ * error then says where else was looked). */
 static const char *include_path(loader *L, const fvm_module *m, const char *inc)
 {
     if (inc[0] == '/')
         return inc;
-    const char *slash = strrchr(m->path, '/');
-    if (!slash)
-        return inc;
-    char *p = fvm_arena_printf(&L->p->arena, "%.*s/%s", (int)(slash - m->path), m->path, inc);
-    return p && strlen(p) < PATH_MAX ? tidy_path(p) : p;
+    const char *here = relative_to(L, m->path, inc);
+    if (!here || !L->o || !L->o->ninclude_dirs || access(here, F_OK) == 0)
+        return here;
+    for (int i = 0; i < L->o->ninclude_dirs; i++) {
+        const char *dir = L->o->include_dirs[i];
+        char *p = fvm_arena_printf(&L->p->arena, "%s/%s", dir, inc);
+        if (p && strlen(p) < PATH_MAX && access(p, F_OK) == 0)
+            return tidy_path(p);
+    }
+    return here;
+}
+
+/* "hparams": {"name": {"type": "f32[]", "default": 0.05, "doc": "..."}, ...}.
+ * False when out of memory. */
+static bool read_hparams(loader *L, fvm_module *m, const fvm_doc *hp, const char *ptr)
+{
+    static const char *const allowed[] = {"doc", "type", "default", NULL};
+    fvm_arena *a = &L->p->arena;
+    if (!expect_kind(L, m, hp, ptr, FVM_DOC_OBJECT,
+                     "an object of hyperparameter names to {\"type\": ..., \"default\": ...}"))
+        return true;
+    if (!(m->hparams = fvm_arena_array(a, hp->u.coll.n + 1, sizeof(fvm_hparam))))
+        return false;
+    for (size_t i = 0; i < hp->u.coll.n; i++) {
+        const fvm_doc *k = hp->u.coll.keys[i], *v = hp->u.coll.items[i];
+        const char *pk = fvm_pointer_join(a, ptr, k->u.str.s);
+        if (!pk)
+            return false;
+        if (!fvm_is_identifier(k->u.str.s)) {
+            err(L, FVM_ERR_NAME, m, k, pk, "a hyperparameter name must be an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+            continue;
+        }
+        if (!expect_kind(L, m, v, pk, FVM_DOC_OBJECT, "{\"type\": a tensor type, \"default\": its value}"))
+            continue;
+        fvm_hparam *h = &m->hparams[m->nhparams];
+        *h = (fvm_hparam){.name = k->u.str.s, .loc = loc_of(L, m, k, pk), .module = m};
+        bool ok = true;
+        for (size_t j = 0; j < v->u.coll.n; j++) {
+            const fvm_doc *fk = v->u.coll.keys[j], *fv = v->u.coll.items[j];
+            const char *pf = fvm_pointer_join(a, pk, fk->u.str.s);
+            if (!pf)
+                return false;
+            if (!key_allowed(fk->u.str.s, allowed)) {
+                unknown_key(L, m, fk, pf, allowed, "a hyperparameter");
+                ok = false;
+            } else if (!strcmp(fk->u.str.s, "doc")) {
+                if ((ok &= expect_kind(L, m, fv, pf, FVM_DOC_STRING, "a string")))
+                    h->doc = fv->u.str.s;
+            } else if (!strcmp(fk->u.str.s, "type")) {
+                if ((ok &= expect_kind(L, m, fv, pf, FVM_DOC_STRING, "a tensor type string such as \"f32[]\"")))
+                    h->type_text = fv->u.str.s, h->type_node = fv, h->type_loc = loc_of(L, m, fv, pf);
+            } else {
+                h->def = fv;
+                h->def_loc = loc_of(L, m, fv, pf);
+            }
+        }
+        if (ok && !h->type_text)
+            err(L, FVM_ERR_FORMAT, m, v, pk, "hyperparameter '%s' needs a \"type\"", h->name);
+        else if (ok && !h->def)
+            err(L, FVM_ERR_FORMAT, m, v, pk, "hyperparameter '%s' needs a \"default\" value", h->name);
+        else if (ok)
+            m->nhparams++;
+    }
+    return true;
 }
 
 static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
 {
-    static const char *const allowed[] = {"fedvm", "doc", "form", "include", "types", "functions", NULL};
+    static const char *const allowed[] = {"fedvm", "doc", "form", "include", "hparams", "types", "functions", NULL};
     fvm_arena *a = &L->p->arena;
     const char *base = m->base, *ptypes = fvm_pointer_join(a, base, "types"),
-               *pfuncs = fvm_pointer_join(a, base, "functions"), *pinc = fvm_pointer_join(a, base, "include");
-    if (!ptypes || !pfuncs || !pinc) {
+               *pfuncs = fvm_pointer_join(a, base, "functions"), *pinc = fvm_pointer_join(a, base, "include"),
+               *php = fvm_pointer_join(a, base, "hparams");
+    if (!ptypes || !pfuncs || !pinc || !php) {
         err(L, FVM_ERR_NOMEM, m, root, base, "out of memory");
         return;
     }
@@ -349,7 +424,7 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
         return;
     }
     m->version = 1;
-    const fvm_doc *includes = NULL, *types = NULL, *funcs = NULL;
+    const fvm_doc *includes = NULL, *types = NULL, *funcs = NULL, *hparams = NULL;
     for (size_t i = 0; i < root->u.coll.n; i++) {
         const fvm_doc *k = root->u.coll.keys[i], *v = root->u.coll.items[i];
         const char *pk = fvm_pointer_join(a, base, k->u.str.s);
@@ -364,6 +439,8 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
             includes = v;
         else if (!strcmp(k->u.str.s, "types"))
             types = v;
+        else if (!strcmp(k->u.str.s, "hparams"))
+            hparams = v;
         else if (!strcmp(k->u.str.s, "functions"))
             funcs = v;
     }
@@ -394,6 +471,8 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
             al->module = m;
         }
     }
+    if (hparams && !read_hparams(L, m, hparams, php))
+        return;
     if (funcs && expect_kind(L, m, funcs, pfuncs, FVM_DOC_OBJECT, "an object of function names to functions")) {
         m->funcs = fvm_arena_array(a, funcs->u.coll.n + 1, sizeof(fvm_func *));
         if (!m->funcs)
@@ -411,7 +490,7 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
             m->funcs[m->nfuncs++] = f;
         }
     }
-    if (includes && L->no_include)
+    if (includes && (L->o && L->o->no_include))
         err(L, FVM_ERR_FORMAT, m, includes, pinc,
             "\"include\" is refused here: this program must be self-contained (no other file is read)");
     else if (includes && expect_kind(L, m, includes, pinc, FVM_DOC_ARRAY, "an array of file paths")) {
@@ -465,7 +544,14 @@ static fvm_status load_module(loader *L, const char *path, const char *text, siz
     if (!text) {
         if (!realpath(path, real)) {
             if (from) {
-                err(L, FVM_ERR_IO, from, from_node, from_ptr, "cannot include '%s': %s", path, strerror(errno));
+                int e = errno;
+                if (L->o && L->o->ninclude_dirs && from_node && from_node->kind == FVM_DOC_STRING &&
+                    from_node->u.str.s[0] != '/')
+                    err(L, FVM_ERR_IO, from, from_node, from_ptr,
+                        "cannot include '%s': %s (nor found in the %d include director%s)", path, strerror(e),
+                        L->o->ninclude_dirs, L->o->ninclude_dirs == 1 ? "y" : "ies");
+                else
+                    err(L, FVM_ERR_IO, from, from_node, from_ptr, "cannot include '%s': %s", path, strerror(e));
             } else {
                 fvm_diag_add(L->d, FVM_ERR_IO, &(fvm_loc){.file = path}, "cannot open: %s", strerror(errno));
                 L->errors++;
@@ -562,14 +648,16 @@ static void merge_namespace(loader *L)
 {
     fvm_program *p = L->p;
     fvm_arena *a = &p->arena;
-    int nf = 0, na = 0;
+    int nf = 0, na = 0, nh = 0;
     for (int i = 0; i < p->nmodules; i++) {
         nf += p->modules[i]->nfuncs;
         na += p->modules[i]->naliases;
+        nh += p->modules[i]->nhparams;
     }
     p->funcs = fvm_arena_array(a, (size_t)nf + 1, sizeof(fvm_func *));
     p->aliases = fvm_arena_array(a, (size_t)na + 1, sizeof(fvm_alias *));
-    if (!p->funcs || !p->aliases)
+    p->hparams = fvm_arena_array(a, (size_t)nh + 1, sizeof(fvm_hparam *));
+    if (!p->funcs || !p->aliases || !p->hparams)
         return;
     for (int i = 0; i < p->nmodules; i++) {
         fvm_module *m = p->modules[i];
@@ -592,6 +680,16 @@ static void merge_namespace(loader *L)
                 continue;
             }
             p->aliases[p->naliases++] = al;
+        }
+        for (int j = 0; j < m->nhparams; j++) {
+            fvm_hparam *h = &m->hparams[j], *prev = fvm_program_hparam(p, h->name);
+            if (prev) {
+                fvm_diag_add(L->d, FVM_ERR_NAME, &h->loc, "hyperparameter '%s' is also declared at %s:%d:%d", h->name,
+                             prev->loc.file, prev->loc.line, prev->loc.col);
+                L->errors++;
+                continue;
+            }
+            p->hparams[p->nhparams++] = h;
         }
     }
 }
@@ -733,6 +831,123 @@ static void resolve_types(loader *L)
     }
 }
 
+/* ---- hyperparameters -------------------------------------------------------- */
+
+/* Each hyperparameter's type: a tensor type with a static shape. */
+static void resolve_hparam_types(loader *L)
+{
+    fvm_program *p = L->p;
+    fvm_type_env env = {lookup_alias, L};
+    for (int i = 0; i < p->nhparams; i++) {
+        fvm_hparam *h = p->hparams[i];
+        int before = L->d->n;
+        if (fvm_type_parse_ex(&p->arena, h->type_text, h->type_node, &env, &h->type_loc, 0, NULL, &h->type, L->d)) {
+            h->type = NULL;
+            if (L->d->n > before)
+                L->errors++;
+            continue;
+        }
+        bool static_shape = h->type->kind == FVM_T_TENSOR;
+        for (int k = 0; static_shape && k < h->type->u.tensor.dims.rank; k++)
+            static_shape = h->type->u.tensor.dims.d[k] >= 0;
+        if (!static_shape) {
+            char buf[128];
+            fvm_diag_add(L->d, FVM_ERR_TYPE, &h->type_loc,
+                         "hyperparameter '%s' must have a tensor type with a static shape (such as f32[] or "
+                         "i32[3]), found %s",
+                         h->name, fvm_type_format(h->type, true, buf, sizeof buf));
+            L->errors++;
+            h->type = NULL;
+        }
+    }
+}
+
+/* A value of h's type from v into h->value (file and ptr locate v). */
+static bool hparam_value(loader *L, fvm_hparam *h, const fvm_doc *v, const char *file, const char *ptr)
+{
+    fvm_ints shape = {.n = h->type->u.tensor.dims.rank};
+    for (int k = 0; k < shape.n; k++)
+        shape.v[k] = h->type->u.tensor.dims.d[k];
+    fvm_tensor t = {0};
+    int before = L->d->n;
+    if (fvm_tensor_from_doc(v, true, h->type->u.tensor.dtype, &shape, file, ptr, &t, L->d)) {
+        if (L->d->n > before)
+            L->errors++;
+        return false;
+    }
+    fvm_tensor_release(&h->value);
+    h->value = t;
+    h->bound = true;
+    return true;
+}
+
+/* One override "name=value" (fvm_load_opts.sets): value is JSON text of the
+ * hyperparameter's type. */
+static void set_hparam(loader *L, const char *set)
+{
+    fvm_program *p = L->p;
+    fvm_loc where = {.file = fvm_arena_printf(&p->arena, "--set %s", set)};
+    const char *eq = strchr(set, '=');
+    char *name = eq ? fvm_arena_printf(&p->arena, "%.*s", (int)(eq - set), set) : NULL;
+    if (!where.file || (eq && !name)) {
+        fvm_diag_add(L->d, FVM_ERR_NOMEM, NULL, "out of memory");
+        L->errors++;
+        return;
+    }
+    if (!eq || eq == set) {
+        fvm_diag_add(L->d, FVM_ERR_USAGE, &where, "expected NAME=VALUE (a hyperparameter and its value)");
+        L->errors++;
+        return;
+    }
+    fvm_hparam *h = fvm_program_hparam(p, name);
+    if (!h) {
+        fvm_suggest s;
+        fvm_suggest_init(&s, name);
+        for (int i = 0; i < p->nhparams; i++)
+            fvm_suggest_add(&s, p->hparams[i]->name);
+        if (s.best)
+            fvm_diag_add(L->d, FVM_ERR_NAME, &where, "the program has no hyperparameter '%s'; did you mean '%s'?", name,
+                         s.best);
+        else if (p->nhparams)
+            fvm_diag_add(L->d, FVM_ERR_NAME, &where, "the program has no hyperparameter '%s'", name);
+        else
+            fvm_diag_add(L->d, FVM_ERR_NAME, &where,
+                         "the program has no hyperparameter '%s' (it declares none: see \"hparams\" in "
+                         "format/SPEC.md)",
+                         name);
+        L->errors++;
+        return;
+    }
+    if (!h->type)
+        return; /* its declaration is at fault, reported */
+    /* errors at the option itself: the value is one line of the command */
+    fvm_diag local = {0};
+    fvm_doc *v = NULL;
+    fvm_doc_src src = {where.file, eq + 1, strlen(eq + 1)};
+    loader sub = *L;
+    sub.d = &local;
+    if (fvm_json_parse(&p->arena, &src, &v, &local) == FVM_OK && hparam_value(&sub, h, v, where.file, NULL))
+        h->set = set;
+    for (int i = 0; i < local.n; i++) {
+        fvm_diag_add(L->d, local.errs[i].code, &where, "%s (a value of %s as JSON)", local.errs[i].msg, h->type_text);
+        L->errors++;
+    }
+    fvm_diag_clear(&local);
+}
+
+/* Binds every hyperparameter: its default, then the overrides in order (the last one for a name wins). */
+static void bind_hparams(loader *L)
+{
+    fvm_program *p = L->p;
+    for (int i = 0; i < p->nhparams; i++) {
+        fvm_hparam *h = p->hparams[i];
+        if (h->type)
+            hparam_value(L, h, h->def, h->module->path, h->def_loc.ptr);
+    }
+    for (int i = 0; L->o && i < L->o->nsets; i++)
+        set_hparam(L, L->o->sets[i]);
+}
+
 /* Every instruction's attributes, now that the namespace is known. */
 static void decode_attrs(loader *L)
 {
@@ -754,13 +969,15 @@ static fvm_status load(const char *path, const char *text, size_t len, const cha
     fvm_program *p = calloc(1, sizeof *p);
     if (!p)
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-    loader L = {.p = p, .d = d, .member = member, .no_include = o && o->no_include};
+    loader L = {.p = p, .d = d, .member = member, .o = o};
     fvm_module *root = NULL;
     load_module(&L, path, text, len, NULL, NULL, NULL, &root);
     p->root = root;
     if (root && !L.fatal) {
         merge_namespace(&L);
         resolve_types(&L);
+        resolve_hparam_types(&L);
+        bind_hparams(&L);
         decode_attrs(&L);
     }
     fvm_diag_clear(&local);

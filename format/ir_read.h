@@ -29,15 +29,24 @@ FVM_API fvm_status fvm_program_load_member(const char *path, const char *member,
 FVM_API fvm_status fvm_program_load_text(const char *display_name, const char *text, size_t len, fvm_program **out,
                                          fvm_diag *d);
 
-/* How a program is loaded. */
+/* How a program is loaded (arrays and strings borrowed for the call). */
 typedef struct fvm_load_opts {
     bool no_include; /* refuse "include" (an error at it; nothing else is read): the program must be
                         self-contained, such as a cross-device plan's phases, which devices read */
+    const char *const *sets; /* nsets hyperparameter overrides "name=value", value the JSON text of
+                                a value of the hyperparameter's type ("0.1", "[1, 2]"); applied in
+                                order after the defaults (the last for a name wins); an unknown
+                                name or a value of the wrong type is an error at "--set name=value" */
+    int nsets;
+    const char *const *include_dirs; /* ninclude_dirs directories searched, in order, for an include
+                                        that is not found relative to the including file */
+    int ninclude_dirs;
 } fvm_load_opts;
 
 /* fvm_program_load_text with options (o may be NULL: the defaults), for the
  * program that is member 'member' of the document text ("" or NULL: all of
- * it; a JSON pointer as fvm_program_load_member takes it). */
+ * it; a JSON pointer as fvm_program_load_member takes it). With text NULL,
+ * the document is read from the file display_name. */
 FVM_API fvm_status fvm_program_load_opts(const char *display_name, const char *text, size_t len, const char *member,
                                          const fvm_load_opts *o, fvm_program **out, fvm_diag *d);
 

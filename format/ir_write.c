@@ -1,6 +1,7 @@
 /* ir_write.c - IR modules to canonical documents and text. */
 #include "ir_write.h"
 #include "doc_io.h"
+#include "value_doc.h"
 
 #include <string.h>
 
@@ -34,6 +35,54 @@ static fvm_doc *attrs_doc(fvm_arena *a, const fvm_doc *attrs)
             TRY(fvm_doc_set(a, o, fvm_attr_table[id].name, (fvm_doc *)v));
     }
     /* Unknown keys cannot reach here: the checker refuses them. */
+    return o;
+}
+
+/* h's bound value as a document. */
+static fvm_doc *hparam_value_doc(fvm_arena *a, const fvm_hparam *h)
+{
+    fvm_tensor t = h->value;
+    fvm_tensor_retain(&t);
+    fvm_value *v = fvm_value_tensor_take(&t);
+    if (!v) {
+        fvm_tensor_release(&t);
+        return NULL;
+    }
+    fvm_doc *doc = fvm_value_to_doc(a, v, h->type);
+    fvm_value_release(v);
+    return doc;
+}
+
+fvm_doc *fvm_hparams_doc(fvm_arena *a, const fvm_program *p)
+{
+    fvm_doc *o = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!o)
+        return NULL;
+    o->flow = true;
+    for (int i = 0; i < p->nhparams; i++)
+        TRY(fvm_doc_set(a, o, p->hparams[i]->name, hparam_value_doc(a, p->hparams[i])));
+    return o;
+}
+
+/* {"name": {"doc"?, "type", "default"}} for n hyperparameters; with bound,
+ * each one's bound value is its default, else the default as written. */
+static fvm_doc *hparams_doc(fvm_arena *a, fvm_hparam *const *hs, int n, bool bound)
+{
+    fvm_doc *o = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!o)
+        return NULL;
+    for (int i = 0; i < n; i++) {
+        const fvm_hparam *h = hs[i];
+        fvm_doc *e = fvm_doc_new(a, FVM_DOC_OBJECT), *def = bound ? hparam_value_doc(a, h) : (fvm_doc *)h->def;
+        if (!e)
+            return NULL;
+        e->flow = !h->doc;
+        if (h->doc)
+            TRY(fvm_doc_set(a, e, "doc", fvm_doc_string(a, h->doc)));
+        TRY(fvm_doc_set(a, e, "type", type_doc(a, h->type, false)));
+        TRY(fvm_doc_set(a, e, "default", def));
+        TRY(fvm_doc_set(a, o, h->name, e));
+    }
     return o;
 }
 
@@ -102,6 +151,14 @@ fvm_doc *fvm_module_to_doc(fvm_arena *a, const fvm_module *m)
             TRY(fvm_doc_push(a, inc, fvm_doc_string(a, m->includes[i])));
         TRY(fvm_doc_set(a, root, "include", inc));
     }
+    if (m->nhparams) {
+        fvm_hparam **hs = fvm_arena_array(a, (size_t)m->nhparams, sizeof *hs);
+        if (!hs)
+            return NULL;
+        for (int i = 0; i < m->nhparams; i++)
+            hs[i] = &m->hparams[i];
+        TRY(fvm_doc_set(a, root, "hparams", hparams_doc(a, hs, m->nhparams, false)));
+    }
     if (m->naliases) {
         fvm_doc *types = fvm_doc_new(a, FVM_DOC_OBJECT);
         if (!types)
@@ -127,6 +184,8 @@ fvm_doc *fvm_program_to_doc(fvm_arena *a, const fvm_program *p, const char *doc)
     TRY(fvm_doc_set(a, root, "fedvm", fvm_doc_int(a, 1)));
     if (doc)
         TRY(fvm_doc_set(a, root, "doc", fvm_doc_string(a, doc)));
+    if (p->nhparams)
+        TRY(fvm_doc_set(a, root, "hparams", hparams_doc(a, p->hparams, p->nhparams, true)));
     if (p->naliases) {
         fvm_doc *types = fvm_doc_new(a, FVM_DOC_OBJECT);
         if (!types)

@@ -66,6 +66,31 @@ fvm_status fvm_metrics_line(const fvm_metrics_round *r, char **out, size_t *len,
     return s;
 }
 
+fvm_status fvm_metrics_header(const char *program, uint64_t seed, const fvm_doc *hparams, char **out, size_t *len,
+                              fvm_diag *d)
+{
+    fvm_arena a = {0};
+    fvm_diag local = {0};
+    *out = NULL;
+    *len = 0;
+    fvm_doc *doc = fvm_doc_new(&a, FVM_DOC_OBJECT), *run = fvm_doc_new(&a, FVM_DOC_OBJECT);
+    fvm_status s = FVM_ERR_NOMEM;
+    if (doc && run && !fvm_doc_set(&a, doc, "run", run) &&
+        !fvm_doc_set(&a, run, "program", fvm_doc_string(&a, program)) &&
+        !fvm_doc_set(&a, run, "seed", fvm_doc_int(&a, (int64_t)seed)) &&
+        !fvm_doc_set(&a, run, "hparams", hparams ? (fvm_doc *)hparams : fvm_doc_new(&a, FVM_DOC_OBJECT))) {
+        doc->flow = true;
+        s = fvm_json_write(doc, out, len, &local);
+    }
+    if (s == FVM_ERR_NOMEM)
+        fvm_diag_add(d, s, NULL, "out of memory");
+    else if (s) /* a program name that is not UTF-8 */
+        fvm_diag_append(d, &local);
+    fvm_diag_clear(&local);
+    fvm_arena_free(&a);
+    return s;
+}
+
 /* The "round" of a line that is a JSON object with an integer "round". */
 static bool line_round(const char *text, size_t len, int64_t *round)
 {
@@ -301,6 +326,11 @@ static fvm_status read_line(reader *r, const char *text, size_t len, int lineno,
         goto done;
     }
     const fvm_doc *round = fvm_doc_get(doc, "round");
+    if (!round && fvm_doc_get(doc, "run")) { /* a run's header (fvm_metrics_header): not a point */
+        if (!r->m->header && !(r->m->header = fvm_arena_strndup(&r->m->arena, text, len)))
+            s = nomem(r);
+        goto done;
+    }
     if (!round) {
         s = fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "no \"round\" in this line");
         goto done;

@@ -7,7 +7,9 @@
  * "clients", and "train" for a bare scalar. Arrays ("sampled"), booleans,
  * nulls and strings are skipped, except the strings "nan", "inf" and "-inf"
  * that the JSON writer gives non-finite reals, which are those numbers.
- * "round" is the x of every point: an integer >= 0, required. */
+ * "round" is the x of every point: an integer >= 0, required. A run starts
+ * its lines with a header {"run": {"program": P, "seed": S, "hparams": {...}}}
+ * (fvm_metrics_header): a line with "run" and no "round" is not a point. */
 #ifndef FVM_METRICS_H
 #define FVM_METRICS_H
 
@@ -15,6 +17,7 @@
 #include <stdint.h>
 
 #include "../vm/core/arena.h"
+#include "../vm/core/doc.h"
 #include "../vm/core/status.h"
 #include "../vm/ir/types.h"
 #include "../vm/ir/value.h"
@@ -53,6 +56,14 @@ typedef struct fvm_metrics_round {
  * it); FVM_ERR_NOMEM is the only error. */
 FVM_API fvm_status fvm_metrics_line(const fvm_metrics_round *r, char **out, size_t *len, fvm_diag *d);
 
+/* The header line a run writes before its first round's (not when it
+ * resumes): {"run": {"program": program, "seed": seed, "hparams": hparams}}
+ * with hparams the values of the program's hyperparameters (ir_write.h's
+ * fvm_hparams_doc; NULL: {}), on one line ending with a newline; *out
+ * malloc'd (the caller frees it). */
+FVM_API fvm_status fvm_metrics_header(const char *program, uint64_t seed, const fvm_doc *hparams, char **out,
+                                      size_t *len, fvm_diag *d);
+
 /* Cuts the metrics file at path back for a run resumed after round last:
  * keeps its lines up to the first one whose "round" is after last, drops
  * that one and everything after it (the resumed run writes those rounds
@@ -88,6 +99,7 @@ typedef struct fvm_metrics {
     /* A process stopped while writing leaves an incomplete last line (no
      * newline, not valid JSON); it is skipped and its number kept here. */
     int partial_line;
+    const char *header; /* the first header line's text ({"run": ...}), or NULL */
     fvm_arena arena;
     /* The series by name, for fvm_metrics_get (internal): nslots (a power of
      * two, at least twice nseries) slots, each 0 or a series index + 1,

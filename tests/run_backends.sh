@@ -75,7 +75,7 @@ compare() {
     check "$1: metrics file" -- "$PY" - "$T/seq.jsonl" "$T/$1.jsonl" <<'PY'
 import re, sys
 a, b = (re.sub(r'"(eval_|cpu_)?seconds": [0-9.e+-]+, ', '', open(p).read()) for p in sys.argv[1:])
-assert a.count("\n") == 3 and '"sampled"' in a, a
+assert a.count("\n") == 4 and a.startswith('{"run": ') and '"sampled"' in a, a
 assert a == b, (a, b)
 PY
     check "$1: checkpoints tensor by tensor" -- "$PY" - "$T/seq.ck" "$T/$1.ck" <<'PY'

@@ -125,12 +125,12 @@ svg "$T/gaps.svg"
 count "^curve $BLUE solid 4 \(2 pieces\)\$" 1 "the lines: rounds 1-2 and 6-7"
 count "^dots $BLUE 5\$" 1 "a dot on every finite evaluation, round 4 alone among them"
 
-# -- appended runs and a cut last line: drawn, with a note
+# -- appended runs and a cut last line: drawn, with a note (each run's file: its header, then 12 rounds)
 cat "$A" "$A" >"$T/twice.jsonl"
-expect 0 "a run appended twice" -- "$BIN" plot "$T/twice.jsonl" -o "$T/twice.svg" && has "$T/err" "twice.jsonl:13: note: the rounds start again" "restart note"
+expect 0 "a run appended twice" -- "$BIN" plot "$T/twice.jsonl" -o "$T/twice.svg" && has "$T/err" "twice.jsonl:15: note: the rounds start again" "restart note"
 svg "$T/twice.svg" && count "^curve $BLUE dashed 12\$" 1 "each round drawn once"
 { cat "$A"; printf '{"round": 13, "train": {"lo'; } >"$T/cut.jsonl"
-expect 0 "an incomplete last line" -- "$BIN" plot "$T/cut.jsonl" -o "$T/cut.svg" && has "$T/err" "cut.jsonl:13: note: an incomplete last line" "cut note"
+expect 0 "an incomplete last line" -- "$BIN" plot "$T/cut.jsonl" -o "$T/cut.svg" && has "$T/err" "cut.jsonl:14: note: an incomplete last line" "cut note"
 
 # -- errors
 expect 1 "no such file" -- "$BIN" plot "$T/nope.jsonl" -o "$T/x.svg" && has "$T/err" "nope.jsonl: cannot open" "missing file"

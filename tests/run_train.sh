@@ -41,9 +41,11 @@ if [ "$done_rounds" -ge 3 ] && [ "$done_rounds" -lt 120 ]; then ok; else bad "ki
 expect 0 "resume after SIGKILL" -- "$BIN" run $P $TRAIN $R --resume "$T/killed" --metrics "$T/killed.jsonl" &&
     has "$T/err" "resuming after round" "resume note"
 same "$T/full/round-000120.safetensors" "$T/killed/round-000120.safetensors" "final state after SIGKILL and resume"
-check "metrics: each round once, in order" -- "$PY" -c '
+check "metrics: the run's header, then each round once, in order" -- "$PY" -c '
 import json, sys
-rounds = [json.loads(l)["round"] for l in open(sys.argv[1])]
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert lines[0]["run"]["seed"] == 9, lines[0]
+rounds = [l["round"] for l in lines[1:]]
 assert rounds == list(range(1, 121)), rounds[:10]' "$T/killed.jsonl"
 # A run stopped in the middle of round 3's metrics line, its last checkpoint
 # round 2's: the resumed file has every round once, whole.
@@ -51,13 +53,15 @@ expect 0 "a run to cut short" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-r
     --checkpoint-every 2 --metrics "$T/cut.jsonl" && rm "$T/cut/round-000004.safetensors"
 "$PY" -c '
 import sys
-lines = open(sys.argv[1]).read().splitlines(True)
-open(sys.argv[1], "w").write("".join(lines[:2]) + lines[2][:5])' "$T/cut.jsonl"
+lines = open(sys.argv[1]).read().splitlines(True)  # the header, rounds 1 and 2, part of 3
+open(sys.argv[1], "w").write("".join(lines[:3]) + lines[3][:5])' "$T/cut.jsonl"
 expect 0 "resume after round 2 with part of a line for 3" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 9 \
     --resume "$T/cut" --metrics "$T/cut.jsonl"
-check "metrics: rounds 1-4 once each, whole lines" -- "$PY" -c '
+check "metrics: the header, rounds 1-4 once each, whole lines" -- "$PY" -c '
 import json, sys
-rounds = [json.loads(l)["round"] for l in open(sys.argv[1])]
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert "run" in lines[0], lines[0]
+rounds = [l["round"] for l in lines[1:]]
 assert rounds == [1, 2, 3, 4], rounds' "$T/cut.jsonl"
 expect 0 "resume when done" -- "$BIN" run $P $TRAIN $R --resume "$T/killed" && check "nothing to run" -- test ! -s "$T/out"
 expect 1 "resume with another seed" -- "$BIN" run $P $TRAIN --rounds 130 --clients-per-round 5 --seed 10 --resume "$T/killed" &&
@@ -84,7 +88,8 @@ if cc -shared -fPIC -o "$T/hook.so" tests/xdev/hook.c -ldl 2>/dev/null; then
     same "$T/full/round-000120.safetensors" "$T/midsave/round-000120.safetensors" "final state after SIGKILL in a save"
     check "metrics after SIGKILL in a save: each round once" -- "$PY" -c '
 import json, sys
-assert [json.loads(l)["round"] for l in open(sys.argv[1])] == list(range(1, 121))' "$T/midsave.jsonl"
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert "run" in lines[0] and [l["round"] for l in lines[1:]] == list(range(1, 121))' "$T/midsave.jsonl"
 else
     echo "run_train: no C compiler for tests/xdev/hook.c; the kill in a save is not tested"
 fi
@@ -135,12 +140,15 @@ expect 1 "--init a checkpoint the run writes again" -- "$BIN" run $P $TRAIN --ro
     has "$T/err" "--init FILE is the checkpoint of round 1 in $T/ckinit, which this run writes again" "init aliases a checkpoint"
 same "$T/ckinit1.safetensors" "$T/ckinit/round-000001.safetensors" "the --init checkpoint untouched"
 
-# -- the metrics file: one object per round, with the sampled clients as the reference draws them
-check "metrics file rounds, clients, seconds" -- "$PY" - "$T/m.jsonl" <<'PY'
+# -- the metrics file: the run's header, then one object per round, with the sampled clients as the
+# reference draws them
+check "metrics file header, rounds, clients, seconds" -- "$PY" - "$T/m.jsonl" <<'PY'
 import json, sys
 sys.path.insert(0, "tests/golden")
 import ref_random
 lines = [json.loads(l) for l in open(sys.argv[1])]
+assert lines[0] == {"run": {"program": "softmax.json", "seed": 3, "hparams": {}}}, lines[0]
+lines = lines[1:]
 assert [l["round"] for l in lines] == [1, 2, 3, 4], lines
 for l in lines:
     assert l["clients"] == 5 and l["seconds"] >= 0 and l["cpu_seconds"] >= 0, l
@@ -150,7 +158,7 @@ for l in lines:
 assert "eval" in lines[-1] and "eval" not in lines[0]
 PY
 expect 0 "metrics appends" -- "$BIN" run $P $TRAIN --rounds 1 --clients-per-round 5 --seed 3 --metrics "$T/m.jsonl"
-check "metrics appended" -- test "$(wc -l <"$T/m.jsonl")" -eq 5
+check "metrics appended, with the new run's header" -- test "$(wc -l <"$T/m.jsonl")" -eq 7
 
 # -- determinism
 expect 0 "same seed" -- "$BIN" run $P $TRAIN --rounds 4 --clients-per-round 5 --seed 3 && same "$T/run1" "$T/out" "rerun"
@@ -202,7 +210,7 @@ expect 0 "FedAvg with Adam on the clients" -- "$BIN" run tests/train/fedavg_clie
     --data test="$T/iid.sqlite:test" --rounds 5 --metrics "$T/adam.jsonl"
 check "client Adam: the loss falls every round, accuracy above 0.9" -- "$PY" - "$T/adam.jsonl" <<'PY'
 import json, math, sys
-lines = [json.loads(l) for l in open(sys.argv[1])]
+lines = [json.loads(l) for l in open(sys.argv[1])][1:]  # after the run's header
 loss = [l["train"]["loss"] for l in lines]
 assert abs(loss[0] - math.log(10)) < 1e-5, loss  # the zero model
 assert all(b < a for a, b in zip(loss, loss[1:])), loss

@@ -40,7 +40,21 @@ void cli_start(void);
 /* Replaces path with data atomically (temporary file, fsync, rename). 0 or EXIT_INVALID (message printed). */
 int cli_write_atomic(const char *path, const char *data, size_t len);
 
-/* Loads and checks a program, reporting every error of both stages; *p is NULL on error. */
+/* The options of every command that loads a program (their help text is
+ * CLI_LOAD_HELP): --set NAME=VALUE (a hyperparameter's value) and -I DIR (an
+ * include directory; the ':'-separated directories of FEDVM_PATH follow).
+ * True when argv[*i] is one of them (consumed, with its value; *rc is then 0,
+ * or EXIT_USAGE after a message naming usage). */
+bool cli_load_opt(int argc, char **argv, int *i, const char *usage, int *rc);
+#define CLI_LOAD_HELP \
+    "  --set NAME=VALUE   a hyperparameter's value, as JSON of its type (0.1, 5, [1, 2]),\n" \
+    "                     instead of the program's default; repeatable\n" \
+    "  -I DIR             look for included files in DIR too, after the including\n" \
+    "                     file's folder (then in FEDVM_PATH's folders, ':'-separated)\n"
+/* What cli_load_opt gathered, for fvm_program_load_opts. */
+const fvm_load_opts *cli_load_opts(void);
+
+/* Loads (with cli_load_opts) and checks a program, reporting every error of both stages; *p is NULL on error. */
 fvm_status cli_load_checked(const char *path, fvm_program **p, fvm_diag *d);
 /* Prints a document as JSON (a message on stderr on failure). 0 or EXIT_INVALID. */
 int cli_print_doc(const fvm_doc *doc, FILE *out);

@@ -15,14 +15,15 @@ static void make_usage(void)
 {
     size_t n = 0;
 #define ADD(...) (n += (size_t)snprintf(usage + n, n < sizeof usage ? sizeof usage - n : 0, __VA_ARGS__))
-    ADD("usage: fedplan PROGRAM --to FORMAT [-o OUT] [--fn NAME]\n"
+    ADD("usage: fedplan PROGRAM --to FORMAT [-o OUT] [--fn NAME] [--set NAME=VALUE]... [-I DIR]...\n"
         "\n"
         "Checks PROGRAM (JSON or YAML IR) and writes it as a plan for another system.\n"
+        "The plan carries the program's hyperparameters with their values as defaults.\n"
         "\n"
-        "  --to FORMAT   the plan format (below)\n"
-        "  --fn NAME     the function to use (default: next, else main)\n"
-        "  -o OUT        write to OUT (replaced atomically) instead of stdout\n"
-        "  --help        show this help;  --version  show the version\n"
+        "  --to FORMAT        the plan format (below)\n"
+        "  --fn NAME          the function to use (default: next, else main)\n"
+        "  -o OUT             write to OUT (replaced atomically) instead of stdout\n" CLI_LOAD_HELP
+        "  --help             show this help;  --version  show the version\n"
         "\n"
         "formats:\n");
     for (int i = 0; i < fvm_plan_nformats; i++) {
@@ -53,11 +54,15 @@ static int dispatch(int argc, char **argv)
     cli_prog = "fedplan";
     make_usage();
     const char *file = NULL, *to = NULL, *out = NULL, *fn = NULL;
+    int rc;
     for (int i = 1; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage, stdout);
             return 0;
+        } else if (cli_load_opt(argc, argv, &i, usage, &rc)) {
+            if (rc)
+                return rc;
         } else if (!strcmp(argv[i], "--version")) {
             printf("fedplan %s (IR format version 1)\n", FVM_VERSION);
             return 0;
@@ -93,7 +98,7 @@ static int dispatch(int argc, char **argv)
     fvm_program *p = NULL;
     char *text = NULL;
     size_t len = 0;
-    int rc = EXIT_INVALID;
+    rc = EXIT_INVALID;
     fvm_plan_opts opts = {.fn = fn};
     fvm_status st = cli_load_checked(file, &p, &d);
     if (st == FVM_OK)

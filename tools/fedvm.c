@@ -32,19 +32,18 @@ static const char *const usage_main =
     "The format is described in format/SPEC.md.\n";
 
 static const char *const usage_check =
-    "usage: fedvm check [--format text|json|github] FILE...\n"
+    "usage: fedvm check [--format text|json|github] [--set NAME=VALUE]... [-I DIR]... FILE...\n"
     "\n"
     "Checks every FILE (names, types, shapes, placements, attributes) without running\n"
     "it and reports every error with file:line:col and the JSON pointer of the node.\n"
     "\n"
     "  --format text     'file:line:col: pointer: message' lines on stderr (default)\n"
     "  --format json     one JSON array of errors on stdout\n"
-    "  --format github   GitHub Actions '::error file=F,line=L,col=C::message' lines on stdout\n"
-    "\n"
+    "  --format github   GitHub Actions '::error file=F,line=L,col=C::message' lines on stdout\n" CLI_LOAD_HELP "\n"
     "exit status: 0 all valid, 1 some invalid, 2 usage error\n";
 
 static const char *const usage_grad =
-    "usage: fedvm grad FILE FN [--wrt PARAM] [--to json|yaml] [-o OUT]\n"
+    "usage: fedvm grad FILE FN [--wrt PARAM] [--to json|yaml] [-o OUT] [--set NAME=VALUE]... [-I DIR]...\n"
     "\n"
     "Derives the reverse-mode derivative of function FN with respect to its\n"
     "parameter PARAM (default: the first) and prints the program with it: every\n"
@@ -55,17 +54,17 @@ static const char *const usage_grad =
     "\n"
     "  --wrt PARAM      the parameter to differentiate with respect to\n"
     "  --to json|yaml   output format (default json)\n"
-    "  -o OUT           write to OUT (replaced atomically) instead of stdout\n"
-    "\n"
+    "  -o OUT           write to OUT (replaced atomically) instead of stdout\n" CLI_LOAD_HELP "\n"
     "exit status: 0 success, 1 invalid program or function, 2 usage error\n";
 
-static const char *const usage_fmt = "usage: fedvm fmt FILE [--to json|yaml] [-o OUT]\n"
+static const char *const usage_fmt = "usage: fedvm fmt FILE [--to json|yaml] [-o OUT] [-I DIR]...\n"
                                      "\n"
                                      "Prints FILE in canonical form: fixed key order, canonical type notation, one\n"
                                      "instruction per line. Reading the output gives back the same program.\n"
                                      "\n"
                                      "  --to json|yaml   output format (default: that of FILE)\n"
                                      "  -o OUT           write to OUT (replaced atomically) instead of stdout\n"
+                                     "  -I DIR           look for included files in DIR too (then in FEDVM_PATH's)\n"
                                      "\n"
                                      "exit status: 0 success, 1 invalid program, 2 usage error\n";
 
@@ -112,12 +111,15 @@ static void github_escape(FILE *out, const char *s, bool property)
 static int cmd_check(int argc, char **argv)
 {
     const char *format = "text";
-    int nfiles = 0, invalid = 0;
+    int nfiles = 0, invalid = 0, rc;
     for (int i = 0; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage_check, stdout);
             return 0;
+        } else if (cli_load_opt(argc, argv, &i, usage_check, &rc)) {
+            if (rc)
+                return rc;
         } else if ((v = cli_opt(argc, argv, &i, "--format"))) {
             if (strcmp(v, "text") && strcmp(v, "json") && strcmp(v, "github"))
                 return cli_usage_error(usage_check, "--format must be text, json or github, found '%s'", v);
@@ -125,7 +127,7 @@ static int cmd_check(int argc, char **argv)
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_unknown_option(usage_check, argv[i]);
         } else {
-            nfiles++;
+            argv[nfiles++] = argv[i]; /* the files, in order, at the front (nfiles <= i) */
         }
     }
     if (!nfiles)
@@ -134,13 +136,7 @@ static int cmd_check(int argc, char **argv)
     if (json)
         printf("[");
     int printed = 0;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--format")) {
-            i++;
-            continue;
-        }
-        if (argv[i][0] == '-' && argv[i][1])
-            continue;
+    for (int i = 0; i < nfiles; i++) {
         fvm_diag d = {0};
         fvm_program *p = NULL;
         if (cli_load_checked(argv[i], &p, &d) != FVM_OK)
@@ -190,6 +186,7 @@ static int cmd_check(int argc, char **argv)
 static int cmd_fmt(int argc, char **argv)
 {
     const char *file = NULL, *to = NULL, *out = NULL;
+    int rc;
     for (int i = 0; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -203,6 +200,9 @@ static int cmd_fmt(int argc, char **argv)
             if (!*v)
                 return cli_usage_error(usage_fmt, "%s", "-o needs a file name");
             out = v;
+        } else if (!strncmp(argv[i], "-I", 2) && cli_load_opt(argc, argv, &i, usage_fmt, &rc)) {
+            if (rc)
+                return rc;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_unknown_option(usage_fmt, argv[i]);
         } else if (file) {
@@ -218,9 +218,8 @@ static int cmd_fmt(int argc, char **argv)
     fvm_program *p = NULL;
     char *text = NULL;
     size_t len = 0;
-    int rc = EXIT_INVALID;
-    if (fvm_program_load(file, &p, &d) == FVM_OK && fvm_compile(p, &d) == FVM_OK &&
-        fvm_module_write(p->root, yaml, &text, &len, &d) == FVM_OK) {
+    rc = EXIT_INVALID;
+    if (cli_load_checked(file, &p, &d) == FVM_OK && fvm_module_write(p->root, yaml, &text, &len, &d) == FVM_OK) {
         if (out) {
             rc = cli_write_atomic(out, text, len);
         } else {
@@ -238,11 +237,15 @@ static int cmd_fmt(int argc, char **argv)
 static int cmd_grad(int argc, char **argv)
 {
     const char *file = NULL, *fn = NULL, *wrt = NULL, *to = "json", *out = NULL;
+    int rc;
     for (int i = 0; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage_grad, stdout);
             return 0;
+        } else if (cli_load_opt(argc, argv, &i, usage_grad, &rc)) {
+            if (rc)
+                return rc;
         } else if ((v = cli_opt(argc, argv, &i, "--wrt"))) {
             wrt = v;
         } else if ((v = cli_opt(argc, argv, &i, "--to"))) {
@@ -269,7 +272,7 @@ static int cmd_grad(int argc, char **argv)
     fvm_arena a = {0};
     char *text = NULL;
     size_t len = 0;
-    int rc = EXIT_INVALID;
+    rc = EXIT_INVALID;
     if (cli_load_checked(file, &p, &d) == FVM_OK && fvm_passes_pullback(p, fn, wrt, &derived, &d) == FVM_OK) {
         const char *doc = fvm_arena_printf(&a, "%s with the derivative of '%s' as '%s', derived by fedvm grad", file,
                                            fn, derived->name);

@@ -160,10 +160,62 @@ int cli_write_atomic(const char *path, const char *data, size_t len)
     return rc;
 }
 
+enum { MAX_LOAD_OPTS = 256 };
+static const char *load_sets[MAX_LOAD_OPTS], *load_dirs[MAX_LOAD_OPTS];
+static fvm_load_opts load_opts = {.sets = load_sets, .include_dirs = load_dirs};
+static bool load_env_read;
+
+bool cli_load_opt(int argc, char **argv, int *i, const char *usage, int *rc)
+{
+    const char *v;
+    *rc = 0;
+    if ((v = cli_opt(argc, argv, i, "--set"))) {
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v)
+            *rc = cli_usage_error(usage, "--set needs NAME=VALUE, found '%s'", v);
+        else if (load_opts.nsets == MAX_LOAD_OPTS)
+            *rc = cli_usage_error(usage, "at most %s --set options", "256");
+        else
+            load_sets[load_opts.nsets++] = v;
+        return true;
+    }
+    if ((v = cli_opt(argc, argv, i, "-I"))) {
+        if (!*v)
+            *rc = cli_usage_error(usage, "%s", "-I needs a directory");
+        else if (load_opts.ninclude_dirs == MAX_LOAD_OPTS)
+            *rc = cli_usage_error(usage, "at most %s include directories", "256");
+        else
+            load_dirs[load_opts.ninclude_dirs++] = v;
+        return true;
+    }
+    if (!strncmp(argv[*i], "-I", 2) && argv[*i][2]) { /* -IDIR, as compilers take it */
+        if (load_opts.ninclude_dirs == MAX_LOAD_OPTS)
+            *rc = cli_usage_error(usage, "at most %s include directories", "256");
+        else
+            load_dirs[load_opts.ninclude_dirs++] = argv[*i] + 2;
+        return true;
+    }
+    return false;
+}
+
+const fvm_load_opts *cli_load_opts(void)
+{
+    if (!load_env_read) { /* FEDVM_PATH's folders after every -I */
+        load_env_read = true;
+        const char *env = getenv("FEDVM_PATH");
+        static char *copy;
+        if (env && *env && (copy = strdup(env)))
+            for (char *save = NULL, *dir = strtok_r(copy, ":", &save); dir && load_opts.ninclude_dirs < MAX_LOAD_OPTS;
+                 dir = strtok_r(NULL, ":", &save))
+                load_dirs[load_opts.ninclude_dirs++] = dir;
+    }
+    return &load_opts;
+}
+
 /* Loads and checks, reporting every error of both stages. */
 fvm_status cli_load_checked(const char *path, fvm_program **p, fvm_diag *d)
 {
-    fvm_status s = fvm_program_load(path, p, d);
+    fvm_status s = fvm_program_load_opts(path, NULL, 0, NULL, cli_load_opts(), p, d);
     if (*p) {
         fvm_status c = fvm_compile(*p, d);
         if (s == FVM_OK)

@@ -21,7 +21,7 @@ const char *const fvm_usage_run =
     "                 [--rounds R] [--clients-per-round K]\n"
     "                 [--client-ids ID,...|@FILE] [--eval-every E] [--metrics FILE.jsonl]\n"
     "                 [--checkpoint-dir D [--checkpoint-every N]] [--resume D] [--init FILE]\n"
-    "                 [--max-steps N] [--time-limit S]\n"
+    "                 [--max-steps N] [--time-limit S] [--set NAME=VALUE]... [-I DIR]...\n"
     "\n"
     "Checks FILE, then runs a function and prints its result as JSON on stdout; or,\n"
     "for an iterative process (initialize, next, optional evaluate) without main,\n"
@@ -47,7 +47,7 @@ const char *const fvm_usage_run =
     "  --kernels NAME     what computes the ops: cpu (default: vectorised loops and\n"
     "                     BLAS) or portable (plain loops, no SIMD, no BLAS: what a\n"
     "                     device without them runs; slower); the same bits but where\n"
-    "                     the cpu kernels use BLAS (format/SPEC.md, reproducibility)\n"
+    "                     the cpu kernels use BLAS (format/SPEC.md, reproducibility)\n" CLI_LOAD_HELP
     "  --max-steps N      stop with an error once N steps have run (instructions,\n"
     "                     counted as their functions are entered, on every thread and\n"
     "                     over every round; default: no bound)\n"
@@ -96,9 +96,13 @@ static int parse_opts(int argc, char **argv, run_opts *o)
         const char *v;
         long long n;
         fvm_arg_kind kind = FVM_ARG_JSON;
+        int rc;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(fvm_usage_run, stdout);
             return -1;
+        } else if (cli_load_opt(argc, argv, &i, fvm_usage_run, &rc)) {
+            if (rc)
+                return rc;
         } else if ((v = cli_opt(argc, argv, &i, "--fn"))) {
             o->fn = v;
         } else if ((v = cli_opt(argc, argv, &i, "--arg")) ||

@@ -50,7 +50,8 @@ def curve(lines, key):
     by_round = {}
     for line in lines:
         r = json.loads(line)
-        by_round[r["round"]] = key(r)
+        if "round" in r:  # not a run's header
+            by_round[r["round"]] = key(r)
     return [by_round[k] for k in sorted(by_round)]
 
 

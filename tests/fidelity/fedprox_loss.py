@@ -70,7 +70,8 @@ def losses(path):
     for line in open(path):
         if line.strip():
             r = json.loads(line)
-            by_round[r["round"]] = r["eval"]["loss"]
+            if "round" in r:  # not a run's header
+                by_round[r["round"]] = r["eval"]["loss"]
     return [by_round[k] for k in sorted(by_round)]
 
 

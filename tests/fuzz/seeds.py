@@ -371,7 +371,8 @@ def dict_file(name, tokens):
 def dicts():
     ops = names_of("vm/ir/ops.def", "FVM_(?:OP|EW)")
     attrs = names_of("vm/ir/attrs.def", "FVM_ATTR")
-    keys = ["fedvm", "doc", "form", "include", "types", "functions", "params", "body", "result"]
+    keys = ["fedvm", "doc", "form", "include", "hparams", "type", "default", "hparam", "types", "functions", "params",
+            "body", "result"]
     types = ["f32", "f64", "i32", "i64", "u8", "u32", "bool", "@CLIENTS", "@SERVER", "{", "}@CLIENTS", "<", ">",
              "*", "[?]", "[]", "->", "=", ","]
     values = ["SERVER", "CLIENTS", "true", "false", "null", "nan", "inf", "-inf", "1e308", "-0", "4294967296",
@@ -388,12 +389,13 @@ def dicts():
     dict_file("xdev_plan", json_tokens + ['"%s"' % t for t in plan])
     meta = ["__metadata__", "dtype", "shape", "data_offsets", "BOOL", "U8", "I32", "I64", "U32", "F32", "F64",
             "F16", "BF16", "fedvm.state", "fedvm.round", "fedvm.seed", "fedvm.kind", "fedvm.plan", "fedvm.client",
-            "fedvm.clients", "fedvm.key", "fedvm.population", "fedvm.block", "fedvm.clients_per_round", "value"]
+            "fedvm.clients", "fedvm.key", "fedvm.population", "fedvm.block", "fedvm.clients_per_round", "fedvm.hparams",
+            "value"]
     dict_file("safetensors", ['"%s"' % t for t in meta] + types)
     dict_file("xdev_files", ['"%s"' % t for t in meta + ["state", "broadcast", "update", "partial"]]
               + ["@@file@@", "PLANPLANPLANPLANPLANPLANPLANPLANPLANPLANPLANPLANPLANPLANPLANPLAN", "updates.u0",
                  "secure.s0", "acc.a0", "0,1,2,3,4,5", "-1", "18446744073709551615"])
-    dict_file("metrics", ['"round"', '"train"', '"eval"', '"loss"', '"accuracy"', '"seconds"', '"nan"', '"inf"',
+    dict_file("metrics", ['"round"', '"run"', '"hparams"', '"train"', '"eval"', '"loss"', '"accuracy"', '"seconds"', '"nan"', '"inf"',
                           '"-inf"', "\n", "\r\n", "{", "}", "1e999", "-0.0"])
     dict_file("fedjax", ["@@client@@", "float32", "float64", "int32", "int64", "uint8", "uint32", "bool", "bytes8",
                          "bytes65536", "\xc7", "\xc8", "\xc9", "\xd4\x01", "\xd8\x01", "\xdc", "\xdd", "\xde",

@@ -36,10 +36,21 @@ fvm_alias *fvm_program_alias(const fvm_program *p, const char *name)
     return NULL;
 }
 
+fvm_hparam *fvm_program_hparam(const fvm_program *p, const char *name)
+{
+    for (int i = 0; i < p->nhparams; i++)
+        if (strcmp(p->hparams[i]->name, name) == 0)
+            return p->hparams[i];
+    return NULL;
+}
+
 void fvm_program_free(fvm_program *p)
 {
     if (!p)
         return;
+    for (int i = 0; i < p->nmodules; i++)
+        for (int j = 0; j < p->modules[i]->nhparams; j++)
+            fvm_tensor_release(&p->modules[i]->hparams[j].value);
     for (int i = 0; i < p->nfuncs; i++)
         for (int j = 0; j < p->funcs[i]->ninstrs; j++)
             fvm_tensor_release(&p->funcs[i]->instrs[j].konst);

@@ -83,6 +83,25 @@ typedef struct fvm_alias {
     fvm_module *module;
 } fvm_alias;
 
+/* A hyperparameter: a named, typed value the program reads with the op
+ * hparam and integer or real attributes reference as {"hparam": name}; fixed
+ * for a run (format/SPEC.md, "Hyperparameters"). */
+typedef struct fvm_hparam {
+    const char *name;
+    const char *doc;
+    const char *type_text; /* as written */
+    const struct fvm_doc *type_node;
+    const struct fvm_doc *def; /* the default value, as written */
+    fvm_loc loc; /* of the declaration (its name) */
+    fvm_loc type_loc; /* of the type string */
+    fvm_loc def_loc; /* of the default value */
+    const fvm_type *type; /* resolved by the loader: a tensor type with a static shape */
+    fvm_tensor value; /* bound by the loader: the default or the override (owned) */
+    const char *set; /* the override's text ("name=value", fvm_load_opts.sets), or NULL: the default */
+    bool bound; /* value holds the bound value */
+    fvm_module *module;
+} fvm_hparam;
+
 /* One source file. */
 struct fvm_module {
     const char *path; /* as given (display name) */
@@ -96,6 +115,8 @@ struct fvm_module {
     fvm_module **included;
     int naliases;
     fvm_alias *aliases;
+    int nhparams;
+    fvm_hparam *hparams;
     int nfuncs;
     fvm_func **funcs;
     const struct fvm_doc *root; /* the parsed document (the program's member of it, see base) */
@@ -114,6 +135,8 @@ typedef struct fvm_program {
     fvm_func **funcs; /* every module's functions, root's first */
     int naliases;
     fvm_alias **aliases;
+    int nhparams;
+    fvm_hparam **hparams; /* every module's, root's first */
     bool load_errors; /* the loader reported errors: check may add more, but it cannot run */
     bool compiled; /* the passes after checking ran (vm/transform/passes.h) */
     int cap_funcs; /* capacity of funcs (0: exactly nfuncs, as loaded) */
@@ -127,6 +150,7 @@ FVM_API fvm_status fvm_program_add_func(fvm_program *p, fvm_func *f);
 /* Function or alias by name in the merged namespace, or NULL. */
 FVM_API fvm_func *fvm_program_func(const fvm_program *p, const char *name);
 FVM_API fvm_alias *fvm_program_alias(const fvm_program *p, const char *name);
+FVM_API fvm_hparam *fvm_program_hparam(const fvm_program *p, const char *name);
 
 /* Frees the program and everything in it. NULL is a no-op. */
 FVM_API void fvm_program_free(fvm_program *p);

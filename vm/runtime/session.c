@@ -12,6 +12,8 @@
 #include "../../format/data_bind.h"
 #include "../../format/dataset.h"
 #include "../../format/doc_io.h"
+#include "../../format/ir_write.h"
+#include "../../format/metrics.h"
 #include "../../format/safetensors.h"
 #include "rounds.h"
 
@@ -32,6 +34,8 @@ struct fvm_session {
     int64_t population, eval_population, per_round;
     bool sampled; /* clients are drawn: the metrics lines list them */
     fvm_run_info info; /* what checkpoints record */
+    fvm_arena arena; /* hparams and its text in info.hparams */
+    fvm_doc *hparams; /* the hyperparameters' values (fvm_hparams_doc) */
     int64_t first; /* the first round this session runs */
     int64_t round; /* the state's round; -1 before the start */
     fvm_value *state; /* the state after 'round' */
@@ -268,7 +272,19 @@ static fvm_status read_inputs(fvm_session *ss, fvm_diag *d)
                             (long long)ss->per_round, (long long)ss->population);
     ss->sampled = !ss->fixed && ss->per_round < ss->population;
     const char *base = strrchr(o->program, '/');
-    ss->info = (fvm_run_info){o->seed, ss->population < 0 ? -1 : ss->per_round, base ? base + 1 : o->program};
+    ss->info = (fvm_run_info){o->seed, ss->population < 0 ? -1 : ss->per_round, base ? base + 1 : o->program, NULL};
+    if (!(ss->hparams = fvm_hparams_doc(&ss->arena, ss->p)))
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    if (ss->p->nhparams) {
+        char *text = NULL;
+        size_t len = 0;
+        if ((s = fvm_json_write(ss->hparams, &text, &len, d)))
+            return s;
+        ss->info.hparams = fvm_arena_strndup(&ss->arena, text, len - 1); /* without the newline */
+        free(text);
+        if (!ss->info.hparams)
+            return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    }
     if (o->resume) {
         int64_t done = 0;
         if ((s = fvm_checkpoint_last(o->resume, ss->init->result_type, &ss->info, &done, &ss->state, d)))
@@ -315,7 +331,15 @@ static fvm_status begin(fvm_session *ss, fvm_diag *d)
     }
     if (writer && o->metrics && !(ss->metrics = fopen(o->metrics, "a")))
         return fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot open the metrics file %s: %s", o->metrics, strerror(errno));
-    return FVM_OK;
+    if (ss->metrics && !o->resume) {
+        char *line = NULL;
+        size_t len = 0;
+        if (!(s = fvm_metrics_header(ss->info.program, o->seed, ss->hparams, &line, &len, d)) &&
+            (fwrite(line, 1, len, ss->metrics) != len || fflush(ss->metrics) != 0))
+            s = fvm_diag_add(d, FVM_ERR_IO, NULL, "cannot write the metrics file %s: %s", o->metrics, strerror(errno));
+        free(line);
+    }
+    return s;
 }
 
 /* ---- rounds -------------------------------------------------------------------- */
@@ -530,6 +554,7 @@ void fvm_session_free(fvm_session *ss)
     if (ss->evaluate)
         fvm_values_free(ss->eval_args, ss->evaluate->nparams);
     free(ss->fixed);
+    fvm_arena_free(&ss->arena);
     fvm_vm_free(ss->vm);
     fvm_backend_free(ss->own_backend);
     free(ss);

@@ -349,8 +349,10 @@ static fvm_status phase_program(xw *x, const fvm_program *q, const fvm_doc *full
     fvm_doc *prog = object(x, false), *funcs = object(x, false);
     if (!keep || !put(x, prog, "fedvm", fvm_doc_int(x->a, 1)) || !put(x, prog, "doc", str(x, doc)))
         return nomem(x->d);
-    const fvm_doc *types = fvm_doc_get(full, "types"), *written = fvm_doc_get(full, "functions");
-    if (types && !put(x, prog, "types", (fvm_doc *)types))
+    const fvm_doc *hparams = fvm_doc_get(full, "hparams"), *types = fvm_doc_get(full, "types"),
+                  *written = fvm_doc_get(full, "functions");
+    if ((hparams && !put(x, prog, "hparams", (fvm_doc *)hparams)) ||
+        (types && !put(x, prog, "types", (fvm_doc *)types)))
         return nomem(x->d);
     for (int k = 0; k < n; k++)
         mark(q, fvm_program_func(q, roots[k]), keep);
