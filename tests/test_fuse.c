@@ -209,6 +209,27 @@ static void test_kernel_chains(void **state)
         check_chain("unary functions", st3, 7, x, 1, 0);
         fvm_tensor_release(&x[0]);
     }
+    /* floor_div and mod fuse for integers too (a zero divisor gives 0, no error to report), with
+     * INT_MIN by -1; the newer float functions in one chain */
+    {
+        fvm_tensor in[2] = {rnd(FVM_DTYPE_I32, dims1(300)), rnd(FVM_DTYPE_I32, dims1(300))};
+        int32_t *a = fvm_tensor_data(&in[0]), *b = fvm_tensor_data(&in[1]);
+        a[0] = INT32_MIN;
+        b[0] = -1;
+        b[1] = 0;
+        const fvm_fstep st[] = {BIN(FVM_BIN_FLOOR_DIV, 0, 1), BIN(FVM_BIN_MOD, 0, 1), BIN(FVM_BIN_ADD, -1, -2),
+                                UN(FVM_UN_SIGN, -3)};
+        check_chain("floor_div and mod", st, 4, in, 2, 1);
+        fvm_tensor_release(&in[0]);
+        fvm_tensor_release(&in[1]);
+        fvm_tensor x[2] = {rnd(FVM_DTYPE_F64, dims2(3, 200)), rnd(FVM_DTYPE_F64, dims1(200))};
+        const fvm_fstep st2[] = {UN(FVM_UN_SIN, 0),        UN(FVM_UN_COS, 1),    BIN(FVM_BIN_MOD, -1, -2),
+                                 UN(FVM_UN_ERF, -3),       UN(FVM_UN_LOG1P, -4), BIN(FVM_BIN_FLOOR_DIV, 0, 1),
+                                 BIN(FVM_BIN_MUL, -5, -6), UN(FVM_UN_SIGN, -7)};
+        check_chain("float functions", st2, 8, x, 2, 0);
+        fvm_tensor_release(&x[0]);
+        fvm_tensor_release(&x[1]);
+    }
     /* not for the fused kernel: an integer division (its divisor is checked), mixed operand dtypes */
     {
         fvm_tensor in[2] = {rnd(FVM_DTYPE_I32, dims1(4)), rnd(FVM_DTYPE_F32, dims1(4))};

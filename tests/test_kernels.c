@@ -54,6 +54,28 @@ static void expect_i64s(const fvm_tensor *t, const int64_t *want, size_t n, int 
 #define EXPECT_I(t, ...) \
     expect_i64s(t, (const int64_t[]){__VA_ARGS__}, sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t), __LINE__)
 
+/* As EXPECT, within a relative tolerance rel of each value, for the C
+ * library's functions, whose last bit may differ between C libraries; NaN,
+ * infinities and zeros exactly, a zero with its sign. */
+static void expect_near(const fvm_tensor *t, double rel, const double *want, size_t n, int line)
+{
+    if (fvm_tensor_count(t) != (int64_t)n)
+        fail_msg("line %d: %lld elements, expected %zu", line, (long long)fvm_tensor_count(t), n);
+    for (size_t i = 0; i < n; i++) {
+        double got = fvm_tensor_get_f64(t, (int64_t)i), w = want[i];
+        bool ok = isnan(w)             ? isnan(got)
+                  : isinf(w) || w == 0 ? got == w && !signbit(got) == !signbit(w)
+                                       : fabs(got - w) <= rel * fabs(w);
+        if (!ok)
+            fail_msg("line %d: element %zu is %.17g, expected %.17g", line, i, got, w);
+    }
+}
+#define EXPECT_NEAR(t, rel, ...) \
+    expect_near(t, rel, (const double[]){__VA_ARGS__}, sizeof((const double[]){__VA_ARGS__}) / sizeof(double), __LINE__)
+/* Two ulps of f64 and of f32. */
+#define ULP2_F64 4.5e-16
+#define ULP2_F32 2.4e-7
+
 /* Flat index into an input of shape in broadcast to out, for out's flat
  * index i: the NumPy rule written out directly. */
 static int64_t bcast_index(const fvm_dims *out, const fvm_dims *in, int64_t i)
@@ -80,18 +102,28 @@ static double ref_unary(fvm_unary op, double x)
         return -x;
     case FVM_UN_ABS:
         return fabs(x);
+    case FVM_UN_SIGN:
+        return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
     case FVM_UN_EXP:
         return exp(x);
     case FVM_UN_LOG:
         return log(x);
+    case FVM_UN_LOG1P:
+        return log(1.0 + x);
     case FVM_UN_SQRT:
         return sqrt(x);
+    case FVM_UN_SIN:
+        return sin(x);
+    case FVM_UN_COS:
+        return cos(x);
     case FVM_UN_TANH:
         return tanh(x);
     case FVM_UN_SIGMOID:
         return 1.0 / (1.0 + exp(-x));
     case FVM_UN_SOFTPLUS:
         return log(1.0 + exp(x));
+    case FVM_UN_ERF:
+        return erf(x);
     case FVM_UN_RELU:
         return x > 0 ? x : 0.0;
     default:
@@ -108,8 +140,9 @@ static void test_unary_float(void **state)
         for (int f64 = 0; f64 < 2; f64++) {
             fvm_dtype dt = f64 ? FVM_DTYPE_F64 : FVM_DTYPE_F32;
             fvm_tensor x = junk(dt, D1(N)), out = junk(dt, D1(N));
-            for (int i = 0; i < N; i++) /* log and sqrt of positives */
-                fvm_tensor_set_f64(&x, i, (op == FVM_UN_LOG || op == FVM_UN_SQRT) ? fabs(xs[i]) : xs[i]);
+            for (int i = 0; i < N; i++) /* log, log1p and sqrt of positives */
+                fvm_tensor_set_f64(&x, i,
+                                   (op == FVM_UN_LOG || op == FVM_UN_LOG1P || op == FVM_UN_SQRT) ? fabs(xs[i]) : xs[i]);
             fvm_diag d = {0};
             assert_int_equal(fvm_k_unary((fvm_unary)op, &x, &out, &d), FVM_OK);
             for (int i = 0; i < N; i++) {
@@ -161,6 +194,75 @@ static void test_unary_special_values(void **state)
     assert_int_equal(d.n, 0);
     fvm_tensor_release(&y);
     fvm_tensor_release(&out2);
+}
+
+/* sin, cos, erf, log1p and sign against values of Python's math module
+ * (the C library's, correctly rounded at these points), and at their edges. */
+static void test_unary_sin_cos_erf_log1p_sign(void **state)
+{
+    (void)state;
+    fvm_diag d = {0};
+    fvm_tensor x = F64(D1(8), 0.5, -2.5, 3.0, 100.0, -0.0, 1e-300, INFINITY, NAN), o = junk(FVM_DTYPE_F64, D1(8));
+    assert_int_equal(fvm_k_unary(FVM_UN_SIN, &x, &o, &d), FVM_OK);
+    EXPECT_NEAR(&o, ULP2_F64, 0.479425538604203, -0.5984721441039565, 0.1411200080598672, -0.5063656411097588, -0.0,
+                1e-300, NAN, NAN);
+    assert_int_equal(fvm_k_unary(FVM_UN_COS, &x, &o, &d), FVM_OK);
+    EXPECT_NEAR(&o, ULP2_F64, 0.8775825618903728, -0.8011436155469337, -0.9899924966004454, 0.8623188722876839, 1.0,
+                1.0, NAN, NAN);
+    fvm_tensor_release(&x);
+    /* erf is odd, saturates to +-1, and is 2/sqrt(pi) x near 0 */
+    x = F64(D1(8), 0.5, -1.5, 3.0, 6.0, -0.0, 1e-300, -INFINITY, NAN);
+    assert_int_equal(fvm_k_unary(FVM_UN_ERF, &x, &o, &d), FVM_OK);
+    EXPECT_NEAR(&o, ULP2_F64, 0.5204998778130465, -0.9661051464753108, 0.9999779095030014, 1.0, -0.0,
+                1.1283791670955126e-300, -1.0, NAN);
+    fvm_tensor_release(&x);
+    /* log1p keeps tiny x (log(1 + 1e-10) is 1.000000082690371e-10) */
+    x = F64(D1(8), 1e-10, 0.5, -0.5, -1.0, -2.0, -0.0, INFINITY, 1e-300);
+    assert_int_equal(fvm_k_unary(FVM_UN_LOG1P, &x, &o, &d), FVM_OK);
+    EXPECT_NEAR(&o, ULP2_F64, 9.999999999500001e-11, 0.4054651081081644, -0.6931471805599453, -INFINITY, NAN, -0.0,
+                INFINITY, 1e-300);
+    fvm_tensor_release(&x);
+    /* sign: +-1, zeros keep their sign, NaN stays NaN; the smallest subnormal is positive */
+    x = F64(D1(8), 2.5, -1e-300, 0.0, -0.0, INFINITY, -INFINITY, NAN, 5e-324);
+    assert_int_equal(fvm_k_unary(FVM_UN_SIGN, &x, &o, &d), FVM_OK);
+    EXPECT_NEAR(&o, 0.0, 1.0, -1.0, 0.0, -0.0, 1.0, -1.0, NAN, 1.0);
+    fvm_tensor_release(&x);
+    fvm_tensor_release(&o);
+
+    /* f32, in f32 (the f functions of the C library) */
+    fvm_tensor y = F32(D1(5), 0.5f, -2.5f, 3.0f, 100.0f, 0x1p-30f), yo = junk(FVM_DTYPE_F32, D1(5));
+    assert_int_equal(fvm_k_unary(FVM_UN_SIN, &y, &yo, &d), FVM_OK);
+    EXPECT_NEAR(&yo, ULP2_F32, 0.479425538604203, -0.5984721441039565, 0.1411200080598672, -0.5063656411097588,
+                9.313225746154785e-10);
+    assert_int_equal(fvm_k_unary(FVM_UN_COS, &y, &yo, &d), FVM_OK);
+    EXPECT_NEAR(&yo, ULP2_F32, 0.8775825618903728, -0.8011436155469337, -0.9899924966004454, 0.8623188722876839, 1.0);
+    assert_int_equal(fvm_k_unary(FVM_UN_ERF, &y, &yo, &d), FVM_OK);
+    EXPECT_NEAR(&yo, ULP2_F32, 0.5204998778130465, -0.999593047982555, 0.9999779095030014, 1.0, 1.050884991041862e-09);
+    /* log1pf(2^-30) is 2^-30 to f32's precision; logf(1 + 2^-30) would be 0 */
+    fvm_tensor_set_f64(&y, 1, -0.5);
+    assert_int_equal(fvm_k_unary(FVM_UN_LOG1P, &y, &yo, &d), FVM_OK);
+    EXPECT_NEAR(&yo, ULP2_F32, 0.4054651081081644, -0.6931471805599453, 1.3862943611198906, 4.61512051684126,
+                9.313225746154785e-10);
+    assert_int_equal(fvm_k_unary(FVM_UN_SIGN, &y, &yo, &d), FVM_OK);
+    EXPECT(&yo, 1.0, -1.0, 1.0, 1.0, 1.0);
+    fvm_tensor_release(&y);
+    fvm_tensor_release(&yo);
+
+    /* integers: sign in i32 and i64 (sign(INT_MIN) is -1); sin of an integer and sign of a u32 are type errors */
+    fvm_tensor i = I32(D1(5), INT32_MIN, -7, 0, 5, INT32_MAX), io = junk(FVM_DTYPE_I32, D1(5));
+    assert_int_equal(fvm_k_unary(FVM_UN_SIGN, &i, &io, &d), FVM_OK);
+    EXPECT_I(&io, -1, -1, 0, 1, 1);
+    fvm_tensor l = I64(D1(3), INT64_MIN, 0, 9), lo = junk(FVM_DTYPE_I64, D1(3));
+    assert_int_equal(fvm_k_unary(FVM_UN_SIGN, &l, &lo, &d), FVM_OK);
+    EXPECT_I(&lo, -1, 0, 1);
+    assert_int_equal(d.n, 0);
+    assert_int_equal(fvm_k_unary(FVM_UN_SIN, &i, &io, &d), FVM_ERR_TYPE);
+    expect_one_error(&d, FVM_ERR_TYPE, "sin", "i32");
+    fvm_tensor u = U32(D1(2), 1, 2);
+    assert_int_equal(fvm_k_unary(FVM_UN_SIGN, &u, &u, &d), FVM_ERR_TYPE);
+    expect_one_error(&d, FVM_ERR_TYPE, "sign", "u32");
+    rel(&i, &io, &l);
+    rel(&lo, &u, NULL);
 }
 
 static void test_unary_int_and_bool(void **state)
@@ -440,6 +542,87 @@ static void test_integer_division_by_zero(void **state)
     rel(&u, &uz, &uo);
     rel(&p, &pz, &po);
     fvm_tensor_release(&z);
+}
+
+/* floor_div and mod as Python's // and % (NumPy's floor_divide and mod):
+ * the quotient rounded toward -inf, the remainder with the divisor's sign,
+ * zeros signed as there; by zero: x / 0 and NaN. Values by hand (and by
+ * Python, except the division by zero, where Python raises and NumPy gives
+ * these). */
+static void test_floor_div_mod_float(void **state)
+{
+    (void)state;
+    fvm_diag d = {0};
+    const double av[] = {7.5, -7.5, 7.5, -7.5, 1.0, -1.0, 0.0, -0.0, 5.0, NAN, INFINITY, 1.0, -1.0, 3.0, -0.0, 1.0};
+    const double bv[] = {2, 2, -2, -2, INFINITY, INFINITY, 3, 3, 0, 1, 1, -INFINITY, -INFINITY, -3, 0, 0.1};
+    enum { N = sizeof av / sizeof *av };
+    for (int f64 = 0; f64 < 2; f64++) {
+        fvm_dtype dt = f64 ? FVM_DTYPE_F64 : FVM_DTYPE_F32;
+        fvm_tensor a = junk(dt, D1(N)), b = junk(dt, D1(N)), o = junk(dt, D1(N));
+        for (int i = 0; i < N; i++) {
+            fvm_tensor_set_f64(&a, i, av[i]);
+            fvm_tensor_set_f64(&b, i, bv[i]);
+        }
+        /* the last pair: 1 // 0.1 is 9, not floor(1 / 0.1) = 10, as 0.1 is a little above 1/10 in both
+         * dtypes; the remainder is 1 - 9 * 0.1, exact (fmod) */
+        assert_int_equal(fvm_k_binary(FVM_BIN_FLOOR_DIV, &a, &b, &o, &d), FVM_OK);
+        EXPECT_NEAR(&o, 0.0, 3.0, -4.0, -4.0, 3.0, 0.0, -1.0, 0.0, -0.0, INFINITY, NAN, NAN, -1.0, 0.0, -1.0, NAN, 9.0);
+        assert_int_equal(fvm_k_binary(FVM_BIN_MOD, &a, &b, &o, &d), FVM_OK);
+        EXPECT_NEAR(&o, 0.0, 1.5, 0.5, -0.5, -1.5, 1.0, INFINITY, 0.0, 0.0, NAN, NAN, NAN, -INFINITY, -1.0, -0.0, NAN,
+                    f64 ? 0.09999999999999995 : 0.09999998658895493);
+        assert_int_equal(d.n, 0);
+        rel(&a, &b, &o);
+    }
+}
+
+/* Integers: rounded toward -inf, the divisor's sign; by zero 0 (NumPy's
+ * result; no error and no trap), INT_MIN floor_div -1 wraps to INT_MIN and
+ * INT_MIN mod -1 is 0. */
+static void test_floor_div_mod_int(void **state)
+{
+    (void)state;
+    fvm_diag d = {0};
+    fvm_tensor a = I32(D1(12), 7, -7, 7, -7, 0, 5, INT32_MIN, INT32_MIN, -1, 6, INT32_MAX, -5);
+    fvm_tensor b = I32(D1(12), 2, 2, -2, -2, 3, 0, -1, 1, 3, -3, -1, 0), o = junk(FVM_DTYPE_I32, D1(12));
+    assert_int_equal(fvm_k_binary(FVM_BIN_FLOOR_DIV, &a, &b, &o, &d), FVM_OK);
+    EXPECT_I(&o, 3, -4, -4, 3, 0, 0, INT32_MIN, INT32_MIN, -1, -2, -INT32_MAX, 0);
+    assert_int_equal(fvm_k_binary(FVM_BIN_MOD, &a, &b, &o, &d), FVM_OK);
+    EXPECT_I(&o, 1, 1, -1, -1, 0, 0, 0, 0, 2, 0, 0, 0);
+    rel(&a, &b, &o);
+    /* broadcast: [2,3] by a scalar -3 */
+    a = I32(D2(2, 3), -4, -3, -2, 2, 3, 4);
+    b = I32(D0(), -3);
+    o = junk(FVM_DTYPE_I32, D2(2, 3));
+    assert_int_equal(fvm_k_binary(FVM_BIN_FLOOR_DIV, &a, &b, &o, &d), FVM_OK);
+    EXPECT_I(&o, 1, 1, 0, -1, -1, -2);
+    assert_int_equal(fvm_k_binary(FVM_BIN_MOD, &a, &b, &o, &d), FVM_OK);
+    EXPECT_I(&o, -1, 0, -2, -1, 0, -2);
+    rel(&a, &b, &o);
+    fvm_tensor p = I64(D1(4), INT64_MIN, -9, 9000000000ll, INT64_MIN), q = I64(D1(4), -1, 4, -7, 0);
+    fvm_tensor po = junk(FVM_DTYPE_I64, D1(4));
+    assert_int_equal(fvm_k_binary(FVM_BIN_FLOOR_DIV, &p, &q, &po, &d), FVM_OK);
+    EXPECT_I(&po, INT64_MIN, -3, -1285714286ll, 0);
+    assert_int_equal(fvm_k_binary(FVM_BIN_MOD, &p, &q, &po, &d), FVM_OK);
+    EXPECT_I(&po, 0, 3, -2, 0);
+    rel(&p, &q, &po);
+    fvm_tensor u = U32(D1(4), 7, 4000000000u, 5, 0), v = U32(D1(4), 2, 3, 0, 7), uo = junk(FVM_DTYPE_U32, D1(4));
+    assert_int_equal(fvm_k_binary(FVM_BIN_FLOOR_DIV, &u, &v, &uo, &d), FVM_OK);
+    EXPECT_I(&uo, 3, 1333333333, 0, 0);
+    assert_int_equal(fvm_k_binary(FVM_BIN_MOD, &u, &v, &uo, &d), FVM_OK);
+    EXPECT_I(&uo, 1, 1, 0, 0);
+    rel(&u, &v, &uo);
+    fvm_tensor x = U8(D1(3), 200, 7, 255), y = U8(D1(3), 0, 3, 16), xo = junk(FVM_DTYPE_U8, D1(3));
+    assert_int_equal(fvm_k_binary(FVM_BIN_FLOOR_DIV, &x, &y, &xo, &d), FVM_OK);
+    EXPECT_I(&xo, 0, 2, 15);
+    assert_int_equal(fvm_k_binary(FVM_BIN_MOD, &x, &y, &xo, &d), FVM_OK);
+    EXPECT_I(&xo, 0, 1, 15);
+    assert_int_equal(d.n, 0);
+    rel(&x, &y, &xo);
+    /* bool is not numeric */
+    fvm_tensor t = BOOL(D1(2), 0, 1), to = junk(FVM_DTYPE_BOOL, D1(2));
+    assert_int_equal(fvm_k_binary(FVM_BIN_MOD, &t, &t, &to, &d), FVM_ERR_TYPE);
+    expect_one_error(&d, FVM_ERR_TYPE, "mod", "bool");
+    rel(&t, &to, NULL);
 }
 
 /* ---- broadcasting -------------------------------------------------------- */
@@ -1185,6 +1368,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unary_float),
         cmocka_unit_test(test_unary_special_values),
+        cmocka_unit_test(test_unary_sin_cos_erf_log1p_sign),
         cmocka_unit_test(test_unary_int_and_bool),
         cmocka_unit_test(test_binary_float_ops),
         cmocka_unit_test(test_binary_int_ops),
@@ -1192,6 +1376,8 @@ int main(void)
         cmocka_unit_test(test_integer_wrap),
         cmocka_unit_test(test_u8),
         cmocka_unit_test(test_integer_division_by_zero),
+        cmocka_unit_test(test_floor_div_mod_float),
+        cmocka_unit_test(test_floor_div_mod_int),
         cmocka_unit_test(test_broadcast),
         cmocka_unit_test(test_select),
         cmocka_unit_test(test_cast),

@@ -6,8 +6,9 @@
  * loops, vectorised or not, call these and nothing else per element, so
  * every provider computes the same bits. Each is plain C in its dtype (no
  * fused multiply-add: ISO C's -ffp-contract=off), defined for every input:
- * integer arithmetic wraps (through the unsigned type), integer division by
- * zero never reaches here (fvm_k_binary checks the divisor first). */
+ * integer arithmetic wraps (through the unsigned type); integer div by zero
+ * never reaches here (fvm_k_binary checks the divisor first), while
+ * floor_div and mod define it (0, as NumPy) and so check nothing. */
 #ifndef FVM_KERNELS_SCALAR_H
 #define FVM_KERNELS_SCALAR_H
 
@@ -42,6 +43,52 @@ static inline double stable_softplus(double x)
     return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x)));
 }
 
+/* Floor division and remainder of floats as Python's // and % and NumPy's
+ * floor_divide and mod compute them (CPython's float_divmod, NumPy's
+ * npy_divmod): m = fmod(x, y), which is exact, moved to y's sign (m + y when
+ * the signs differ; a zero remainder is copysign(0, y)); the quotient
+ * (x - m) / y is within rounding of an integer and is snapped to it, a zero
+ * quotient taking the sign of x / y. y = 0 gives x / y for the quotient and
+ * fmod's NaN for the remainder; NaN in, NaN out. */
+static inline float py_floor_divf(float x, float y)
+{
+    if (y == 0)
+        return x / y;
+    float m = fmodf(x, y), q = (x - m) / y;
+    if (m != 0 && (y < 0) != (m < 0))
+        q -= 1.0f;
+    if (q == 0)
+        return copysignf(0.0f, x / y);
+    float f = floorf(q);
+    return q - f > 0.5f ? f + 1.0f : f;
+}
+static inline double py_floor_div(double x, double y)
+{
+    if (y == 0)
+        return x / y;
+    double m = fmod(x, y), q = (x - m) / y;
+    if (m != 0 && (y < 0) != (m < 0))
+        q -= 1.0;
+    if (q == 0)
+        return copysign(0.0, x / y);
+    double f = floor(q);
+    return q - f > 0.5 ? f + 1.0 : f;
+}
+static inline float py_modf(float x, float y)
+{
+    float m = fmodf(x, y);
+    if (m == 0)
+        return copysignf(0.0f, y);
+    return (y < 0) != (m < 0) ? m + y : m;
+}
+static inline double py_mod(double x, double y)
+{
+    double m = fmod(x, y);
+    if (m == 0)
+        return copysign(0.0, y);
+    return (y < 0) != (m < 0) ? m + y : m;
+}
+
 /* Comparisons, in every dtype (bool as 0 < 1). */
 #define SK_COMPARE(S, T) \
     static inline uint8_t sk_eq_##S(T x, T y) \
@@ -70,7 +117,8 @@ static inline double stable_softplus(double x)
     }
 
 /* Floats (F: the suffix of the C library's functions). relu keeps NaN (NaN
- * < 0 is false); maximum/minimum propagate NaN from either side. */
+ * < 0 is false); sign keeps NaN and the sign of a zero; maximum/minimum
+ * propagate NaN from either side. */
 #define SK_FLOAT(S, T, F) \
     static inline T sk_neg_##S(T x) \
     { \
@@ -108,6 +156,26 @@ static inline double stable_softplus(double x)
     { \
         return x < 0 ? 0 : x; \
     } \
+    static inline T sk_sign_##S(T x) \
+    { \
+        return x > 0 ? 1 : x < 0 ? -1 : x; \
+    } \
+    static inline T sk_log1p_##S(T x) \
+    { \
+        return log1p##F(x); \
+    } \
+    static inline T sk_sin_##S(T x) \
+    { \
+        return sin##F(x); \
+    } \
+    static inline T sk_cos_##S(T x) \
+    { \
+        return cos##F(x); \
+    } \
+    static inline T sk_erf_##S(T x) \
+    { \
+        return erf##F(x); \
+    } \
     static inline T sk_add_##S(T x, T y) \
     { \
         return x + y; \
@@ -123,6 +191,14 @@ static inline double stable_softplus(double x)
     static inline T sk_div_##S(T x, T y) \
     { \
         return x / y; \
+    } \
+    static inline T sk_floor_div_##S(T x, T y) \
+    { \
+        return py_floor_div##F(x, y); \
+    } \
+    static inline T sk_mod_##S(T x, T y) \
+    { \
+        return py_mod##F(x, y); \
     } \
     static inline T sk_pow_##S(T x, T y) \
     { \
@@ -140,7 +216,9 @@ static inline double stable_softplus(double x)
 
 /* Signed integers: arithmetic in the unsigned type UT wraps; negation too
  * (-INT_MIN is INT_MIN), and x / -1 is negation, so INT_MIN / -1 gives
- * INT_MIN. */
+ * INT_MIN (and so does INT_MIN floor_div -1, while x mod -1 is 0: C's
+ * INT_MIN % -1 is undefined). floor_div rounds the quotient toward -inf,
+ * mod takes the divisor's sign; by zero both give 0, as NumPy's. */
 #define SK_SIGNED(S, T, UT) \
     static inline T sk_neg_##S(T x) \
     { \
@@ -153,6 +231,10 @@ static inline double stable_softplus(double x)
     static inline T sk_relu_##S(T x) \
     { \
         return x < 0 ? 0 : x; \
+    } \
+    static inline T sk_sign_##S(T x) \
+    { \
+        return x > 0 ? 1 : x < 0 ? -1 : 0; \
     } \
     static inline T sk_add_##S(T x, T y) \
     { \
@@ -170,6 +252,22 @@ static inline double stable_softplus(double x)
     { \
         return y == -1 ? (T)((UT)0 - (UT)x) : x / y; \
     } \
+    static inline T sk_floor_div_##S(T x, T y) \
+    { \
+        if (y == 0) \
+            return 0; \
+        if (y == -1) \
+            return (T)((UT)0 - (UT)x); \
+        T q = x / y; \
+        return x % y != 0 && (x < 0) != (y < 0) ? q - 1 : q; \
+    } \
+    static inline T sk_mod_##S(T x, T y) \
+    { \
+        if (y == 0 || y == -1) \
+            return 0; \
+        T r = x % y; \
+        return r != 0 && (r < 0) != (y < 0) ? r + y : r; \
+    } \
     static inline T sk_maximum_##S(T x, T y) \
     { \
         return x > y ? x : y; \
@@ -181,7 +279,8 @@ static inline double stable_softplus(double x)
     SK_COMPARE(S, T)
 
 /* Unsigned integers: u32 is unsigned int (arithmetic wraps natively); u8 is
- * promoted to int, then truncated (wraps modulo 256). */
+ * promoted to int, then truncated (wraps modulo 256). floor_div is C's
+ * division and mod C's %, both 0 for a zero divisor. */
 #define SK_UNSIGNED(S, T) \
     static inline T sk_add_##S(T x, T y) \
     { \
@@ -198,6 +297,14 @@ static inline double stable_softplus(double x)
     static inline T sk_div_##S(T x, T y) \
     { \
         return x / y; \
+    } \
+    static inline T sk_floor_div_##S(T x, T y) \
+    { \
+        return y == 0 ? 0 : (T)(x / y); \
+    } \
+    static inline T sk_mod_##S(T x, T y) \
+    { \
+        return y == 0 ? 0 : (T)(x % y); \
     } \
     static inline T sk_maximum_##S(T x, T y) \
     { \

@@ -136,9 +136,27 @@ fvm_status vjp_log(fvm_vjp *v)
     return FVM_OK;
 }
 
+fvm_status vjp_log1p(fvm_vjp *v)
+{
+    set(v, 0, OP(DIV, NULL, v->ct, OP(ADD, NULL, OP(ONES_LIKE, NULL, v->x[0]), v->x[0]))); /* ct / (1 + x) */
+    return FVM_OK;
+}
+
 fvm_status vjp_sqrt(fvm_vjp *v)
 {
     set(v, 0, OP(DIV, NULL, v->ct, OP(ADD, NULL, v->y, v->y))); /* ct / (2 sqrt(x)) */
+    return FVM_OK;
+}
+
+fvm_status vjp_sin(fvm_vjp *v)
+{
+    set(v, 0, OP(MUL, NULL, v->ct, OP(COS, NULL, v->x[0])));
+    return FVM_OK;
+}
+
+fvm_status vjp_cos(fvm_vjp *v)
+{
+    set(v, 0, OP(NEG, NULL, OP(MUL, NULL, v->ct, OP(SIN, NULL, v->x[0]))));
     return FVM_OK;
 }
 
@@ -159,6 +177,27 @@ fvm_status vjp_sigmoid(fvm_vjp *v)
 fvm_status vjp_softplus(fvm_vjp *v)
 {
     set(v, 0, OP(MUL, NULL, v->ct, OP(SIGMOID, NULL, v->x[0]))); /* softplus' = sigmoid */
+    return FVM_OK;
+}
+
+/* a · c for a tree a of float type t and a constant c, in each leaf's dtype:
+ * one constant when t has one dtype, else c as an f64 scalar through the
+ * generated helper that casts it to each leaf's. */
+static const char *times_const(fvm_vjp *v, const char *a, const fvm_type *t, double c)
+{
+    fvm_dtype dt;
+    if (fvm_ad_one_float_dtype(t, &dt))
+        return OP(MUL, NULL, a, fvm_ad_const(v->ad, c, dt));
+    fvm_func *mul = fvm_ad_helper_fn(v->ad, FVM_AD_MUL, t, fvm_type_scalar(fvm_ad_arena(v->ad), FVM_DTYPE_F64), 0);
+    const char *args[2] = {a, fvm_ad_const(v->ad, c, FVM_DTYPE_F64)};
+    return fn_op(v, FVM_OP_CALL, "fn", mul, 2, args);
+}
+
+fvm_status vjp_erf(fvm_vjp *v)
+{
+    /* erf'(x) = 2/sqrt(pi) e^(-x^2) */
+    const char *g = OP(EXP, NULL, OP(NEG, NULL, OP(MUL, NULL, v->x[0], v->x[0])));
+    set(v, 0, times_const(v, OP(MUL, NULL, v->ct, g), v->in->type, 1.1283791670955126));
     return FVM_OK;
 }
 
@@ -245,6 +284,16 @@ fvm_status vjp_div(fvm_vjp *v)
         v->dx[0] = to_arg(v, 0, q);
     if (v->want[1]) /* d(a/b)/db = -a/b^2 = -y/b */
         v->dx[1] = to_arg(v, 1, OP(NEG, NULL, OP(MUL, NULL, q, v->y)));
+    return FVM_OK;
+}
+
+fvm_status vjp_mod(fvm_vjp *v)
+{
+    /* x - floor_div(x, y) · y: dx = ct, dy = -ct · floor_div(x, y) (JAX's rule) */
+    if (v->want[0])
+        v->dx[0] = to_arg(v, 0, v->ct);
+    if (v->want[1])
+        v->dx[1] = to_arg(v, 1, OP(NEG, NULL, OP(MUL, NULL, v->ct, OP(FLOOR_DIV, NULL, v->x[0], v->x[1]))));
     return FVM_OK;
 }
 
