@@ -43,19 +43,22 @@ for layer in "${!allowed[@]}"; do
     done
 done
 # The objects: every undefined symbol of a layer's object that another
-# layer's object defines must come from an allowed layer.
+# layer's object defines must come from an allowed layer. Only the objects of
+# sources that exist count (a build tree may keep those of moved files).
 if [ $# -ge 1 ] && [ -d "$1" ]; then
     build=$1
     declare -A home=()
     for layer in "${!allowed[@]}"; do
         for o in "$build/$layer"/*.o; do
-            [ -e "$o" ] || continue
+            src=${o#"$build"/}
+            [ -e "$o" ] && [ -e "${src%.o}.c" ] || continue # objects of removed sources are stale
             while read -r sym; do home[$sym]=$layer; done < <(nm --defined-only -g "$o" | awk '{print $3}')
         done
     done
     for layer in "${!allowed[@]}"; do
         for o in "$build/$layer"/*.o; do
-            [ -e "$o" ] || continue
+            src=${o#"$build"/}
+            [ -e "$o" ] && [ -e "${src%.o}.c" ] || continue # objects of removed sources are stale
             checked=$((checked + 1))
             while read -r sym; do
                 h=${home[$sym]-}
