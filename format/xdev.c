@@ -345,21 +345,10 @@ static fvm_status inputs(rd *r, const fvm_doc *obj, const char *ptr, const fvm_f
 
 /* ---- the client phase ---------------------------------------------------------- */
 
-static bool integer_leaves(const fvm_type *t)
-{
-    if (t->kind == FVM_T_STRUCT) {
-        for (int k = 0; k < t->u.strct.n; k++)
-            if (!integer_leaves(t->u.strct.elems[k]))
-                return false;
-        return true;
-    }
-    return t->kind == FVM_T_TENSOR && t->u.tensor.dtype != FVM_DTYPE_BOOL && !fvm_dtype_is_float(t->u.tensor.dtype);
-}
-
 /* client.outputs: one entry per field of work's result, the updates'
  * (u0, ...) then the secure sums' (s0, ...), each with the tensors of its
- * field; a secure sum's entry has its bit width (1 to 62, over integer
- * tensors). */
+ * field; a secure sum's entry has its bit width (from 1, over integer
+ * tensors, at most the narrowest one's width). */
 static fvm_status outputs(rd *r, const fvm_doc *client)
 {
     fvm_xdev_plan *pl = r->pl;
@@ -420,10 +409,12 @@ static fvm_status outputs(rd *r, const fvm_doc *client)
             const fvm_doc *bits = member(r, e, ep, "bitwidth", FVM_DOC_INT, "the secure sum's bit width");
             if (!bits)
                 return FVM_ERR_FORMAT;
-            if (bits->u.i < 1 || bits->u.i > 62 || !integer_leaves(st->u.strct.elems[j]))
+            int maxbits = fvm_modsum_bits(st->u.strct.elems[j]);
+            if (!maxbits || bits->u.i < 1 || bits->u.i > maxbits)
                 return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
-                                    "secure sum '%s' needs a bit width from 1 to 62 over integer tensors",
-                                    name->u.str.s);
+                                    "secure sum '%s' needs a bit width from 1 to the width of its narrowest integer "
+                                    "dtype (%d) over integer tensors",
+                                    name->u.str.s, maxbits);
             pl->bitwidth[pl->nsecure++] = (int)bits->u.i;
         }
         FVM_TRY(tensors_fit(r, e, ep, fvm_arena_printf(a, "%s.%s", secure ? "secure" : "updates", field),

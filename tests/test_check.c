@@ -378,8 +378,8 @@ static void test_error_locations(void **state)
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0", "broadcast"});
     /* a bitwidth too wide for i32: at the attributes */
     text = test_program_text("", "{'x': '{i32[]}@CLIENTS'}",
-                             "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]");
-    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "31"});
+                             "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 33}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "between 1 and 32"});
     /* a federated function run per client */
     text = test_program_text(
         "'h': {'params': {'v': 'f32[]'}, 'body': [['w', 'federated_value', {'placement': 'SERVER'}, 'v']], "
@@ -394,23 +394,23 @@ static void test_error_locations(void **state)
 static void test_secure_sum_bitwidth_bound(void **state)
 {
     (void)state;
-    /* The narrowest leaf bounds the bitwidth: 31 for i32, 32 for u32, 62 for
-     * i64, wherever the leaf sits in the struct. */
+    /* The narrowest leaf bounds the bitwidth: its width (8 for u8, 32 for i32
+     * and u32, 64 for i64), wherever the leaf sits in the struct. */
     char *text = test_program_text("", "{'x': '{<a=i64[],b=<u32[2]>>}@CLIENTS'}",
                                    "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 33}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "32"});
     /* a struct of 64 i64 leaves and one i32 leaf: the i32 leaf bounds the
-     * bitwidth to 31 whether it comes first or last */
+     * bitwidth to 32 whether it comes first or last */
     char members[2048] = "";
     for (int i = 0; i < 64; i++)
         strcat(members, "i64[],");
     char params[2200];
     snprintf(params, sizeof params, "{'x': '{<i32[],%.*s>}@CLIENTS'}", (int)strlen(members) - 1, members);
     text = test_program_text("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
-    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "31"});
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "between 1 and 32"});
     snprintf(params, sizeof params, "{'x': '{<%si32[]>}@CLIENTS'}", members);
     text = test_program_text("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
-    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "31"});
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "between 1 and 32"});
 }
 
 static void test_shape_errors_at_attributes(void **state)

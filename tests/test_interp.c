@@ -801,6 +801,15 @@ static void test_secure_sum(void **state)
     /* 2^62 - 1 + 1 + 5 = 2^62 + 5 = 5 (mod 2^62) */
     run_expect(FED_FNS, "{'x': '{i64[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 62}, 'x']]",
                -1, ARGS("[4611686018427387903, 1, 5]"), "5");
+    /* the dtype's full width: the sum modulo 2^32 as two's complement, the wrapping
+     * sum: 2147483647 + 1 = 2^31 = -2147483648 as i32; -5 + 3 = -2 */
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]",
+               -1, ARGS("[2147483647, 1]"), "-2147483648");
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]",
+               -1, ARGS("[-5, 3]"), "-2");
+    /* 64 bits for i64: 2^63 - 1 + 2 wraps to -2^63 + 1 */
+    run_expect(FED_FNS, "{'x': '{i64[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 64}, 'x']]",
+               -1, ARGS("[9223372036854775807, 2]"), "-9223372036854775807");
 }
 
 static void test_zero_clients(void **state)

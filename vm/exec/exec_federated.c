@@ -341,7 +341,7 @@ static fvm_status modsum(fvm_ctx *x, const fvm_value *a, const fvm_value *b, uin
 
 static uint64_t bit_mask(const fvm_instr *in)
 {
-    return (UINT64_C(1) << in->a.bitwidth) - 1;
+    return fvm_modsum_mask(in->a.bitwidth);
 }
 
 /* The elementwise kernel of a COMBINE column that names one. */

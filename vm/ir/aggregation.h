@@ -65,4 +65,16 @@ typedef struct fvm_agg_rule {
 /* The rule of aggregating op (OPF_AGG), or NULL for any other op. Static storage. */
 const fvm_agg_rule *fvm_agg_rule_of(fvm_op op);
 
+/* The widest modular sum (federated_secure_sum_bitwidth) every integer leaf
+ * of t holds: the narrowest leaf's width in bits (8 for u8, 32 for i32 and
+ * u32, 64 for i64); 0 when some leaf is not an integer tensor. A sum modulo
+ * 2^width of a signed dtype is kept as two's complement (the wrapping sum). */
+int fvm_modsum_bits(const fvm_type *t);
+
+/* The mask of a sum modulo 2^bits, bits 1 to 64. */
+static inline uint64_t fvm_modsum_mask(int64_t bits)
+{
+    return bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+}
+
 #endif

@@ -133,3 +133,21 @@ const fvm_agg_rule *fvm_agg_rule_of(fvm_op op)
 {
     return (unsigned)op < FVM_OP_COUNT && agg_rules[op].valid ? &agg_rules[op].rule : NULL;
 }
+
+int fvm_modsum_bits(const fvm_type *t)
+{
+    if (t->kind == FVM_T_TENSOR)
+        return t->u.tensor.dtype == FVM_DTYPE_U8                                          ? 8
+               : t->u.tensor.dtype == FVM_DTYPE_I32 || t->u.tensor.dtype == FVM_DTYPE_U32 ? 32
+               : t->u.tensor.dtype == FVM_DTYPE_I64                                       ? 64
+                                                                                          : 0;
+    if (t->kind != FVM_T_STRUCT)
+        return 0;
+    int bits = 64;
+    for (int i = 0; i < t->u.strct.n; i++) {
+        int b = fvm_modsum_bits(t->u.strct.elems[i]);
+        if (b < bits)
+            bits = b;
+    }
+    return bits;
+}

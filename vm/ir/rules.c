@@ -1,5 +1,6 @@
 /* rules.c - the type rule of every op: what each op accepts and what it returns. */
 #include "rules.h"
+#include "aggregation.h"
 
 #include <string.h>
 
@@ -958,23 +959,6 @@ fvm_status rule_federated_aggregate(fvm_rctx *c, const fvm_type **out)
     return fed_out(c, r, FVM_PL_SERVER, true, out);
 }
 
-/* Bits available for a modular sum in every leaf: 8 for u8, 31 for i32, 32 for u32, 62 for i64. */
-static int narrowest_bits(const fvm_type *t)
-{
-    if (t->kind == FVM_T_TENSOR)
-        return t->u.tensor.dtype == FVM_DTYPE_U8    ? 8
-               : t->u.tensor.dtype == FVM_DTYPE_I32 ? 31
-               : t->u.tensor.dtype == FVM_DTYPE_U32 ? 32
-                                                    : 62;
-    int bits = 62;
-    for (int i = 0; i < t->u.strct.n; i++) {
-        int b = narrowest_bits(t->u.strct.elems[i]);
-        if (b < bits)
-            bits = b;
-    }
-    return bits;
-}
-
 fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
 {
     if (aggregand(c, 0, fvm_dtype_is_int, "integers (u8, i32, i64, u32)"))
@@ -982,7 +966,7 @@ fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
     int64_t bw = c->in->a.bitwidth;
     const fvm_type *m = c->args[0]->u.fed.member;
     /* The narrowest leaf bounds the bitwidth: the modular sum must fit its dtype. */
-    int maxbw = narrowest_bits(m);
+    int maxbw = fvm_modsum_bits(m);
     if (bw > maxbw)
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "bitwidth must be between 1 and %d for %s, found %lld", maxbw,
                         fvm_rtype(c, m), (long long)bw);

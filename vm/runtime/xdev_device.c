@@ -14,6 +14,7 @@
 #include "../../format/value_doc.h"
 #include "../../format/xdev_impl.h"
 #include "xdev.h"
+#include "../ir/aggregation.h"
 
 struct fvm_xdev_device {
     const fvm_xdev_plan *plan;
@@ -264,7 +265,7 @@ static fvm_status reduce(const fvm_value *v, int bits, fvm_value **out, fvm_diag
     fvm_status s = fvm_tensor_alloc(&t, v->t.dtype, &v->t.shape, d);
     if (s)
         return s;
-    uint64_t mask = (UINT64_C(1) << bits) - 1;
+    uint64_t mask = fvm_modsum_mask(bits);
     for (int64_t i = 0, n = fvm_tensor_count(&v->t); i < n; i++)
         fvm_tensor_set_i64(&t, i, (int64_t)((uint64_t)fvm_tensor_get_i64(&v->t, i) & mask));
     if (!(*out = fvm_value_tensor_take(&t))) {

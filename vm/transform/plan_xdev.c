@@ -11,6 +11,7 @@
  * runtimes (xdev.h) bind to which parameter and which tensors the files
  * they exchange hold. */
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "../ir/aggregation.h"
@@ -213,8 +214,10 @@ static fvm_status outputs(xw *x, fvm_doc *list)
         const fvm_type *t = fvm_mr_node_type(m, n->args[0]);
         if (secure) {
             int64_t bits = n->in->a.bitwidth;
-            if (!put(x, e, "bitwidth", fvm_doc_int(x->a, bits)) ||
-                !put(x, e, "modulus", fvm_doc_int(x->a, INT64_C(1) << bits)))
+            /* 2^63 and 2^64 do not fit an int64: written as (exact) reals */
+            fvm_doc *modulus =
+                bits < 63 ? fvm_doc_int(x->a, INT64_C(1) << bits) : fvm_doc_real(x->a, ldexp(1.0, (int)bits));
+            if (!put(x, e, "bitwidth", fvm_doc_int(x->a, bits)) || !put(x, e, "modulus", modulus))
                 return nomem(x->d);
         } else if (fvm_agg_rule_of(n->in->op)->client_args == 2) { /* <value, weight> */
             if (!put(x, e, "value", str(x, join(x, prefix, "value"))) ||
