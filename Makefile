@@ -103,7 +103,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 PUBLIC_H  := vm/fedvm.h vm/core/api.h vm/core/arena.h vm/core/doc.h vm/core/prng.h vm/core/status.h vm/core/suggest.h \
              vm/ir/check.h vm/ir/ir.h vm/ir/keys.h vm/ir/ops.h vm/ir/tensor.h vm/ir/types.h vm/ir/value.h \
              vm/ir/ops.def vm/ir/attrs.def vm/kernels/providers.h vm/transform/passes.h vm/transform/plans.h \
-             vm/exec/backend.h vm/exec/interp.h vm/runtime/partition.h vm/runtime/session.h \
+             vm/exec/backend.h vm/exec/interp.h vm/runtime/partition.h vm/runtime/session.h vm/runtime/sweep.h \
              vm/runtime/synthetic.h vm/runtime/xdev.h format/atomic.h format/bind.h format/checkpoint.h \
              format/data_bind.h format/dataset.h format/doc_io.h format/file.h format/idx.h format/ir_read.h \
              format/ir_write.h format/metrics.h format/plan.h format/safetensors.h format/value_doc.h format/xdev.h
@@ -206,6 +206,7 @@ test-run: all $(TEST_BIN)
 	@tests/run_data.sh $(BIN)/fedvm
 	@tests/run_train.sh $(BIN)/fedvm
 	@tests/run_hparams.sh $(BIN)/fedvm
+	@tests/run_sweep.sh $(BIN)/fedvm
 	@tests/run_memory.sh $(BIN)/fedvm
 	@tests/run_backends.sh $(BIN)/fedvm $(BUILD)/tests/test_golden
 	@tests/run_providers.sh $(BIN)/fedvm
@@ -269,6 +270,7 @@ tsan:
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_phases
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_golden
 	TSAN_OPTIONS=halt_on_error=1 tests/run_train.sh build-tsan/bin/fedvm
+	TSAN_OPTIONS=halt_on_error=1 tests/run_sweep.sh build-tsan/bin/fedvm
 
 # ---- fuzzing ----------------------------------------------------------------
 # libFuzzer targets, one a decoder (tests/fuzz/fuzz_NAME.c; tests/fuzz/README.md),

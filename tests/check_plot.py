@@ -19,6 +19,8 @@ The SVG summary:
                            with N points (in P pieces when broken)
   swatch #RRGGBB solid|dashed    a one-segment line (the legend's samples)
   dots #RRGGBB N           filled markers of a run's colour
+  band #RRGGBB N           a translucent filled area of a run's colour (a sweep's
+                           spread) with N corners
 The PNG summary:
   size WxH, type T         from the IHDR chunk
   background N             pixels of the background colour
@@ -110,6 +112,8 @@ def svg_summary(probe, path):
                 out.append("swatch #%s %s" % (run_stroke, dash))
             else:
                 out.append("curve #%s %s %d%s" % (run_stroke, dash, n, " (%d pieces)" % pieces if pieces > 1 else ""))
+        elif run_fill and re.search(r"fill-opacity:0\.\d", style):
+            out.append("band #%s %d" % (run_fill, len(re.findall(r"[ML]", d.split("Z")[0]))))
         elif run_fill:
             out.append("dots #%s %d" % (run_fill, d.count("M")))
     return out

@@ -65,6 +65,20 @@ int cli_print_value(const fvm_value *v, const fvm_type *t, FILE *out);
 extern const char *const fvm_usage_run;
 int fvm_cmd_run(int argc, char **argv);
 
+/* fedvm run --grid/--seeds (tools/fedvm_sweep.c): a sweep of training runs */
+typedef struct cli_sweep_opts {
+    const char *file; /* the program */
+    const char *usage; /* for usage errors */
+    const char *const *grids; /* ngrids "NAME=V1,V2,..." */
+    int ngrids;
+    const char *seeds; /* "A-B" or "A,B,...", or NULL: seed alone */
+    long long seed;
+    const char *out_dir;
+    int threads; /* runs at once (0: one per core) */
+    const fvm_session_opts *session; /* every run's options but seed and metrics */
+} cli_sweep_opts;
+int cli_sweep(const cli_sweep_opts *o);
+
 /* fedvm data ... (tools/fedvm_data.c, dispatched from main) */
 int fvm_cmd_data(int argc, char **argv);
 

@@ -10,12 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../format/doc_io.h"
 #include "../format/metrics.h"
 #include "cli.h"
 
 const char *const fvm_usage_plot =
     "usage: fedvm plot FILE.jsonl... -o OUT.svg|OUT.png [--label NAME]... [--metric NAME]...\n"
     "                  [--title TEXT] [--size WxH]\n"
+    "       fedvm plot SWEEP/index.json -o OUT.svg|OUT.png [options]\n"
     "\n"
     "Draws training curves from the metrics files that 'fedvm run --metrics' writes:\n"
     "one panel per metric against the round (by default loss above accuracy; a panel\n"
@@ -31,6 +33,10 @@ const char *const fvm_usage_plot =
     "  --title TEXT    a title above the panels\n"
     "  --size WxH      the picture's size in pixels (default: 800 wide, 240 high per panel)\n"
     "\n"
+    "A sweep's index (fedvm run --grid/--seeds) draws one curve per configuration:\n"
+    "the mean over its seeds at each round, in a band of plus and minus one\n"
+    "standard deviation (the sample's, over the seeds), labelled by its values.\n"
+    "\n"
     "A line's numbers are found through nested objects and named by their path\n"
     "(train.loss, eval.accuracy, seconds); 'round' is the x axis. When a file holds\n"
     "a run appended after another, each round is drawn from its last line.\n"
@@ -43,11 +49,13 @@ typedef enum kind { KIND_EVAL, KIND_TRAIN, KIND_OTHER } kind;
 typedef struct run {
     const char *file, *label;
     fvm_metrics *m;
+    fvm_metrics *spread; /* a sweep's configuration: the standard deviations of m's means, or NULL */
 } run;
 
 /* One curve: a run's series in a panel. */
 typedef struct curve {
     const fvm_series *s;
+    const fvm_series *spread; /* its band's half-width at each point, or NULL */
     int run; /* its colour */
     kind k;
 } curve;
@@ -181,24 +189,32 @@ static int build_panels(plot *p, const char **metrics, int nmetrics, bool explic
         pn->curves = calloc((size_t)p->nruns * 3, sizeof *pn->curves);
         if (!pn->curves)
             goto nomem;
-        bool any_y = false;
+        bool any_y = false, behind = false;
         double lo = 0, hi = 0;
         for (int r = 0; r < p->nruns; r++) {
             const fvm_series *found[3];
             int n = find_series(p->runs[r].m, metrics[i], found);
             for (int k = 0; k < n; k++) {
-                curve c = {found[k], r, kind_of(found[k]->name)};
-                for (size_t j = 0; j < c.s->n; j++) {
-                    if (!finite_point(c.s, j))
-                        continue;
-                    double x = (double)c.s->rounds[j], y = c.s->values[j];
-                    lo = any_y ? fmin(lo, y) : y;
-                    hi = any_y ? fmax(hi, y) : y;
-                    xlo = any_x ? fmin(xlo, x) : x;
-                    xhi = any_x ? fmax(xhi, x) : x;
-                    any_x = any_y = true;
-                }
+                const fvm_series *sp = p->runs[r].spread ? fvm_metrics_get(p->runs[r].spread, found[k]->name) : NULL;
+                curve c = {found[k], sp && sp->n == found[k]->n ? sp : NULL, r, kind_of(found[k]->name)};
+                behind = behind || c.k != KIND_TRAIN;
                 pn->curves[pn->ncurves++] = c;
+            }
+        }
+        for (int k = 0; k < pn->ncurves; k++) {
+            curve *c = &pn->curves[k];
+            if (behind && c->k == KIND_TRAIN)
+                c->spread = NULL; /* a band only on the curves in front */
+            for (size_t j = 0; j < c->s->n; j++) {
+                if (!finite_point(c->s, j))
+                    continue;
+                double x = (double)c->s->rounds[j], y = c->s->values[j];
+                double half = c->spread && finite_point(c->spread, j) ? c->spread->values[j] : 0;
+                lo = any_y ? fmin(lo, y - half) : y - half;
+                hi = any_y ? fmax(hi, y + half) : y + half;
+                xlo = any_x ? fmin(xlo, x) : x;
+                xhi = any_x ? fmax(xhi, x) : x;
+                any_x = any_y = true;
             }
         }
         if (!pn->ncurves) {
@@ -452,6 +468,25 @@ static double px_y(const plot *p, const panel *pn, double y)
 static void draw_curve(cairo_t *cr, const plot *p, const panel *pn, const curve *c, bool behind)
 {
     const fvm_series *s = c->s;
+    if (c->spread) { /* the band, beneath: each run of finite points, up its top edge and back along its bottom */
+        const fvm_series *sp = c->spread;
+        set_color(cr, c->run, 0.18);
+        for (size_t i = 0; i < s->n;) {
+            size_t j = i;
+            while (j < s->n && finite_point(s, j) && finite_point(sp, j))
+                j++;
+            if (j > i + 1) {
+                for (size_t k = i; k < j; k++)
+                    (k == i ? cairo_move_to : cairo_line_to)(cr, px_x(p, (double)s->rounds[k]),
+                                                             px_y(p, pn, s->values[k] + sp->values[k]));
+                for (size_t k = j; k-- > i;)
+                    cairo_line_to(cr, px_x(p, (double)s->rounds[k]), px_y(p, pn, s->values[k] - sp->values[k]));
+                cairo_close_path(cr);
+                cairo_fill(cr);
+            }
+            i = j > i ? j : i + 1;
+        }
+    }
     set_color(cr, c->run, c->k == KIND_TRAIN && behind ? 0.6 : 1);
     set_stroke(cr, c->k, behind);
     bool open = false;
@@ -737,6 +772,244 @@ static void warn_oddities(const fvm_metrics *m)
                 m->file, m->restart_line, m->replaced, m->replaced == 1 ? "" : "s", m->replaced == 1 ? "is" : "are");
 }
 
+/* ---- a sweep ------------------------------------------------------------------ */
+
+/* The value of 'round' in series s, or -1 when s has no point there (rounds increase). */
+static ssize_t point_at(const fvm_series *s, int64_t round)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->rounds[mid] < round)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < s->n && s->rounds[lo] == round ? (ssize_t)lo : -1;
+}
+
+/* Puts v into the line object at its dotted path ("train.loss"). */
+static bool put_path(fvm_arena *a, fvm_doc *line, const char *path, double v)
+{
+    char key[256];
+    const char *dot;
+    while ((dot = strchr(path, '.'))) {
+        snprintf(key, sizeof key, "%.*s", (int)(dot - path), path);
+        fvm_doc *next = fvm_doc_get(line, key);
+        if (!next && (!(next = fvm_doc_new(a, FVM_DOC_OBJECT)) || fvm_doc_set(a, line, key, next)))
+            return false;
+        if (next->kind != FVM_DOC_OBJECT)
+            return true; /* "train" and "train.loss" both: the first one kept */
+        line = next;
+        path = dot + 1;
+    }
+    return !fvm_doc_set(a, line, path, fvm_doc_real(a, v));
+}
+
+/* The mean (which 0) or the sample standard deviation (which 1) over the n
+ * files of each series of the first, at the rounds that all of them have,
+ * as the text of a metrics file, then read back into *out. */
+static fvm_status combine_runs(fvm_metrics *const *ms, int n, int which, const char *name, fvm_metrics **out)
+{
+    fvm_arena a = {0};
+    const fvm_metrics *m0 = ms[0];
+    /* the rounds of any series, in order */
+    int64_t *rounds = NULL;
+    size_t nr = 0;
+    for (size_t i = 0; i < m0->nseries; i++)
+        for (size_t j = 0; j < m0->series[i].n; j++) {
+            int64_t r = m0->series[i].rounds[j];
+            size_t k = 0;
+            while (k < nr && rounds[k] != r)
+                k++;
+            if (k < nr)
+                continue;
+            int64_t *g = realloc(rounds, (nr + 1) * sizeof *g);
+            if (!g) {
+                free(rounds);
+                return FVM_ERR_NOMEM;
+            }
+            rounds = g;
+            rounds[nr++] = r;
+        }
+    for (size_t i = 1; i < nr; i++) /* sorted */
+        for (size_t k = i; k > 0 && rounds[k - 1] > rounds[k]; k--) {
+            int64_t t = rounds[k];
+            rounds[k] = rounds[k - 1];
+            rounds[k - 1] = t;
+        }
+    size_t len = 0, cap = 0;
+    char *text = NULL;
+    fvm_status s = FVM_OK;
+    for (size_t ri = 0; ri < nr && !s; ri++) {
+        fvm_doc *line = fvm_doc_new(&a, FVM_DOC_OBJECT);
+        if (!line || fvm_doc_set(&a, line, "round", fvm_doc_int(&a, rounds[ri]))) {
+            s = FVM_ERR_NOMEM;
+            break;
+        }
+        line->flow = true;
+        bool any = false;
+        for (size_t i = 0; i < m0->nseries && !s; i++) {
+            double sum = 0, sq = 0;
+            int have = 0;
+            for (int f = 0; f < n; f++) {
+                const fvm_series *sr = fvm_metrics_get(ms[f], m0->series[i].name);
+                ssize_t at = sr ? point_at(sr, rounds[ri]) : -1;
+                if (at < 0)
+                    break;
+                sum += sr->values[at];
+                have++;
+            }
+            if (have < n)
+                continue; /* not in every run */
+            double mean = sum / n;
+            for (int f = 0; f < n; f++) {
+                const fvm_series *sr = fvm_metrics_get(ms[f], m0->series[i].name);
+                double dv = sr->values[point_at(sr, rounds[ri])] - mean;
+                sq += dv * dv;
+            }
+            double v = which == 0 ? mean : n > 1 ? sqrt(sq / (n - 1)) : 0;
+            if (!put_path(&a, line, m0->series[i].name, v))
+                s = FVM_ERR_NOMEM;
+            any = true;
+        }
+        char *l = NULL;
+        size_t ll = 0;
+        fvm_diag d = {0};
+        if (!s && any && !(s = fvm_json_write(line, &l, &ll, &d))) {
+            if (len + ll + 1 > cap) {
+                char *g = realloc(text, cap = 2 * (len + ll + 1));
+                if (!g)
+                    s = FVM_ERR_NOMEM;
+                else
+                    text = g;
+            }
+            if (!s) {
+                memcpy(text + len, l, ll);
+                len += ll;
+            }
+        }
+        free(l);
+        fvm_diag_clear(&d);
+    }
+    free(rounds);
+    fvm_arena_free(&a);
+    if (!s) {
+        fvm_diag d = {0};
+        s = fvm_metrics_parse(name, text ? text : "", len, out, &d);
+        cli_print_errors(&d);
+        fvm_diag_clear(&d);
+    }
+    free(text);
+    return s;
+}
+
+/* The runs of a sweep's index (fedvm run --grid/--seeds): one per
+ * configuration, its mean and spread over its seeds, labelled by its values. */
+static int load_sweep(plot *p, const char *index, fvm_arena *a)
+{
+    fvm_diag d = {0};
+    char *text = NULL;
+    size_t len = 0;
+    fvm_doc *root = NULL;
+    int rc = EXIT_INVALID;
+    fvm_metrics **ms = NULL;
+    if (fvm_read_file(index, &text, &len, &d) || fvm_json_parse(a, &(fvm_doc_src){index, text, len}, &root, &d)) {
+        cli_print_errors(&d);
+        goto done;
+    }
+    const fvm_doc *runs = fvm_doc_get(root, "runs");
+    if (root->kind != FVM_DOC_OBJECT || !runs || runs->kind != FVM_DOC_ARRAY || !runs->u.coll.n) {
+        fprintf(stderr, "fedvm: %s: not a sweep's index (an object with \"runs\", as fedvm run --grid writes)\n",
+                index);
+        goto done;
+    }
+    size_t n = runs->u.coll.n;
+    const char *slash = strrchr(index, '/');
+    int dirlen = slash ? (int)(slash - index) : 1;
+    const char *dir = slash ? index : ".";
+    const char **keys = fvm_arena_array(a, n, sizeof *keys);
+    ms = calloc(n, sizeof *ms);
+    p->runs = calloc(n, sizeof *p->runs);
+    if (!keys || !ms || !p->runs)
+        goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        const fvm_doc *r = runs->u.coll.items[i], *file = r->kind == FVM_DOC_OBJECT ? fvm_doc_get(r, "file") : NULL,
+                      *set = r->kind == FVM_DOC_OBJECT ? fvm_doc_get(r, "set") : NULL;
+        if (!file || file->kind != FVM_DOC_STRING || !set || set->kind != FVM_DOC_OBJECT ||
+            strchr(file->u.str.s, '/')) {
+            fprintf(stderr, "fedvm: %s: /runs/%zu: expected {\"file\": a file name, \"set\": {...}}\n", index, i);
+            goto done;
+        }
+        char *k = NULL;
+        size_t kl = 0;
+        if (fvm_json_write(set, &k, &kl, &d) || !(keys[i] = fvm_arena_strndup(a, k, kl))) {
+            free(k);
+            cli_print_errors(&d);
+            goto done;
+        }
+        free(k);
+        const char *path = fvm_arena_printf(a, "%.*s/%s", dirlen, dir, file->u.str.s);
+        if (!path || fvm_metrics_read(path, &ms[i], &d)) {
+            cli_print_errors(&d);
+            goto done;
+        }
+    }
+    /* each configuration in order of its first run */
+    bool *taken = fvm_arena_array(a, n, sizeof *taken);
+    fvm_metrics **group = fvm_arena_array(a, n, sizeof *group);
+    if (!taken || !group)
+        goto nomem;
+    for (size_t i = 0; i < n; i++) {
+        if (taken[i])
+            continue;
+        int g = 0;
+        for (size_t j = i; j < n; j++)
+            if (!taken[j] && !strcmp(keys[j], keys[i])) {
+                taken[j] = true;
+                group[g++] = ms[j];
+            }
+        /* the label: the values, as name=value, and the number of seeds */
+        const fvm_doc *set = fvm_doc_get(runs->u.coll.items[i], "set");
+        char label[256] = "";
+        size_t ll = 0;
+        for (size_t k = 0; k < set->u.coll.n && ll < sizeof label; k++) {
+            char *v = NULL;
+            size_t vl = 0;
+            fvm_diag vd = {0};
+            if (!fvm_json_write(set->u.coll.items[k], &v, &vl, &vd))
+                ll += (size_t)snprintf(label + ll, sizeof label - ll, "%s%s=%.*s", k ? ", " : "",
+                                       set->u.coll.keys[k]->u.str.s, (int)(vl ? vl - 1 : 0), v);
+            free(v);
+            fvm_diag_clear(&vd);
+        }
+        if (ll < sizeof label)
+            snprintf(label + ll, sizeof label - ll, "%s(%d seed%s)", ll ? " " : "", g, g == 1 ? "" : "s");
+        run *r = &p->runs[p->nruns];
+        r->file = index;
+        if (!(r->label = fvm_arena_strdup(a, label)))
+            goto nomem;
+        if (combine_runs(group, g, 0, index, &r->m) || combine_runs(group, g, 1, index, &r->spread)) {
+            fprintf(stderr, "fedvm: %s: cannot combine the runs of %s\n", index, label);
+            fvm_metrics_free(r->m);
+            fvm_metrics_free(r->spread);
+            goto done;
+        }
+        p->nruns++;
+    }
+    rc = 0;
+    goto done;
+nomem:
+    fprintf(stderr, "fedvm: out of memory\n");
+done:
+    for (size_t i = 0; ms && runs && i < runs->u.coll.n; i++)
+        fvm_metrics_free(ms[i]);
+    free(ms);
+    free(text);
+    fvm_diag_clear(&d);
+    return rc;
+}
+
 int fvm_cmd_plot(int argc, char **argv)
 {
     const char *out = NULL, *title = NULL;
@@ -745,6 +1018,7 @@ int fvm_cmd_plot(int argc, char **argv)
     int nfiles = 0, nlabels = 0, nmetrics = 0, rc = EXIT_USAGE;
     double w = 800, h = 0;
     plot p = {0};
+    fvm_arena sweep_arena = {0}; /* a sweep's labels */
     char(*label_bufs)[256] = NULL;
     if (!files || !labels || !metrics) {
         fprintf(stderr, "fedvm: out of memory\n");
@@ -817,7 +1091,20 @@ int fvm_cmd_plot(int argc, char **argv)
     p.title = title;
     p.w = w;
     p.h = h;
-    for (int i = 0; i < nfiles; i++) {
+    bool sweep = nfiles == 1 && ends_with(files[0], ".json"); /* a sweep's index */
+    if (sweep) {
+        free(p.runs);
+        p.runs = NULL;
+        if (nlabels) {
+            rc = cli_usage_error(fvm_usage_plot, "%s",
+                                 "--label is for metrics files; a sweep's curves are named by "
+                                 "their values");
+            goto done;
+        }
+        if (load_sweep(&p, files[0], &sweep_arena))
+            goto done;
+    }
+    for (int i = 0; !sweep && i < nfiles; i++) {
         fvm_diag d = {0};
         p.runs[i].file = files[i];
         p.runs[i].label = i < nlabels ? labels[i] : NULL;
@@ -844,9 +1131,12 @@ done:
     for (int i = 0; i < p.npanels; i++)
         free(p.panels[i].curves);
     free(p.panels);
-    for (int i = 0; i < p.nruns; i++)
+    for (int i = 0; i < p.nruns; i++) {
         fvm_metrics_free(p.runs[i].m);
+        fvm_metrics_free(p.runs[i].spread);
+    }
     free(p.runs);
+    fvm_arena_free(&sweep_arena);
     free(label_bufs);
     free(files);
     free(labels);

@@ -45,6 +45,7 @@
 /* runtimes: training sessions, data preparation, cross-device */
 #include "runtime/partition.h"
 #include "runtime/session.h"
+#include "runtime/sweep.h"
 #include "runtime/synthetic.h"
 #include "runtime/xdev.h"
 
