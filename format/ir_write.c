@@ -86,22 +86,25 @@ static fvm_doc *hparams_doc(fvm_arena *a, fvm_hparam *const *hs, int n, bool bou
     return o;
 }
 
-static fvm_doc *instr_doc(fvm_arena *a, const fvm_instr *in)
+/* An instruction as the program runs it, or (source) as written. */
+static fvm_doc *instr_doc(fvm_arena *a, const fvm_instr *in, bool source)
 {
     fvm_doc *arr = fvm_doc_new(a, FVM_DOC_ARRAY);
     if (!arr)
         return NULL;
     arr->flow = true;
+    bool written = source && in->lowered;
+    const fvm_doc *attrs = written ? in->written_attrs : in->attrs;
     TRY(fvm_doc_push(a, arr, fvm_doc_string(a, in->name)));
-    TRY(fvm_doc_push(a, arr, fvm_doc_string(a, fvm_op_table[in->op].name)));
-    if (in->attrs && in->attrs->u.coll.n)
-        TRY(fvm_doc_push(a, arr, attrs_doc(a, in->attrs)));
+    TRY(fvm_doc_push(a, arr, fvm_doc_string(a, fvm_op_table[written ? in->written_op : in->op].name)));
+    if (attrs && attrs->u.coll.n)
+        TRY(fvm_doc_push(a, arr, attrs_doc(a, attrs)));
     for (int i = 0; i < in->nargs; i++)
         TRY(fvm_doc_push(a, arr, fvm_doc_string(a, in->arg_names[i])));
     return arr;
 }
 
-static fvm_doc *func_body_doc(fvm_arena *a, const fvm_func *f)
+static fvm_doc *func_body_doc(fvm_arena *a, const fvm_func *f, bool source)
 {
     fvm_doc *o = fvm_doc_new(a, FVM_DOC_OBJECT);
     if (!o)
@@ -118,7 +121,7 @@ static fvm_doc *func_body_doc(fvm_arena *a, const fvm_func *f)
     if (!body)
         return NULL;
     for (int i = 0; i < f->ninstrs; i++)
-        TRY(fvm_doc_push(a, body, instr_doc(a, &f->instrs[i])));
+        TRY(fvm_doc_push(a, body, instr_doc(a, &f->instrs[i], source)));
     TRY(fvm_doc_set(a, o, "body", body));
     TRY(fvm_doc_set(a, o, "result", fvm_doc_string(a, f->result_name)));
     return o;
@@ -129,7 +132,7 @@ fvm_doc *fvm_func_to_doc(fvm_arena *a, const fvm_func *f)
     fvm_doc *o = fvm_doc_new(a, FVM_DOC_OBJECT);
     if (!o)
         return NULL;
-    TRY(fvm_doc_set(a, o, f->name, func_body_doc(a, f)));
+    TRY(fvm_doc_set(a, o, f->name, func_body_doc(a, f, false)));
     return o;
 }
 
@@ -171,7 +174,7 @@ fvm_doc *fvm_module_to_doc(fvm_arena *a, const fvm_module *m)
     if (!funcs)
         return NULL;
     for (int i = 0; i < m->nfuncs; i++)
-        TRY(fvm_doc_set(a, funcs, m->funcs[i]->name, func_body_doc(a, m->funcs[i])));
+        TRY(fvm_doc_set(a, funcs, m->funcs[i]->name, func_body_doc(a, m->funcs[i], true)));
     TRY(fvm_doc_set(a, root, "functions", funcs));
     return root;
 }
@@ -198,7 +201,7 @@ fvm_doc *fvm_program_to_doc(fvm_arena *a, const fvm_program *p, const char *doc)
     if (!funcs)
         return NULL;
     for (int i = 0; i < p->nfuncs; i++)
-        TRY(fvm_doc_set(a, funcs, p->funcs[i]->name, func_body_doc(a, p->funcs[i])));
+        TRY(fvm_doc_set(a, funcs, p->funcs[i]->name, func_body_doc(a, p->funcs[i], false)));
     TRY(fvm_doc_set(a, root, "functions", funcs));
     return root;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "plan_dot.h"
+#include "../vm/core/doc.h"
 
 /* Edge labels: the type written with its aliases, when at most this long. */
 #define SHORT_TYPE 28
@@ -109,6 +110,18 @@ static const char *named_attr(const fvm_instr *in, int id)
  * "attr=value" per attribute. */
 static void op_text(FILE *f, const fvm_instr *in)
 {
+    if (in->lowered) { /* drawn as written: field(name) of a placed struct */
+        fvm_plan_dot_escape(f, fvm_op_table[in->written_op].name);
+        const fvm_doc *v = fvm_doc_get(in->written_attrs, "name");
+        if (v && v->kind == FVM_DOC_STRING) {
+            fputc('(', f);
+            fvm_plan_dot_escape(f, v->u.str.s);
+            fputc(')', f);
+        } else if ((v = fvm_doc_get(in->written_attrs, "index")) && v->kind == FVM_DOC_INT) {
+            fprintf(f, "(%lld)", (long long)v->u.i);
+        }
+        return;
+    }
     int n = 0;
     for (int id = 0; id < FVM_ATTR_COUNT; id++)
         n += named_attr(in, id) != NULL;
@@ -157,7 +170,7 @@ static void instr_node(graph *g, int k)
 {
     const fvm_instr *in = &g->fn->instrs[k];
     FILE *f = g->f;
-    bool intrinsic = (fvm_op_table[in->op].flags & OPF_FED) != 0;
+    bool intrinsic = !in->lowered && (fvm_op_table[in->op].flags & OPF_FED) != 0;
     fprintf(f, "%si%d [label=\"", g->indent, k);
     fvm_plan_dot_escape(f, in->name);
     fputs("\\n", f);

@@ -143,14 +143,15 @@ is "$(summary sensor_threshold)" \
     "nodes=6 edges=5 cluster_server=3 cluster_clients=3 outside=0 crossing=2 hexagons=2 intrinsics=3" "sensor_threshold counts"
 is "$(members sensor_threshold cluster_server)" "threshold average returns " "sensor_threshold: SERVER"
 is "$(members sensor_threshold cluster_clients)" "readings threshold_at_clients fractions " "sensor_threshold: CLIENTS"
-# fedavg_2nn next: 3 parameters, 10 instructions, the result. SERVER: state, model (apply),
-# pseudo_grad (weighted mean), metrics (a call aggregating the clients' totals), new_state (apply),
-# result (a struct of two server values), the result node. CLIENTS: train, client_keys,
-# model_at_clients (broadcast), outs, grads, weights, totals (maps). 16 edges
+# fedavg_2nn next: 3 parameters, 10 instructions, the result. SERVER: state, model (a field of the
+# state), pseudo_grad (weighted mean), metrics (a call aggregating the clients' totals), new_state
+# (apply), result (a struct of two server values), the result node. CLIENTS: train, client_keys,
+# model_at_clients (broadcast), outs (map), grads, weights, totals (fields of outs). 16 edges
 # (1+1+3+1+1+1+2+1+2+2 instruction arguments and the result); 4 crossing: the broadcast's argument,
-# both arguments of the weighted mean, and the totals into metrics.
+# both arguments of the weighted mean, and the totals into metrics. 6 intrinsics: the broadcast, the
+# map, the weighted mean, the sum, metrics' and new_state's applies (the fields are drawn plain).
 is "$(summary fedavg_2nn)" \
-    "nodes=15 edges=17 cluster_server=8 cluster_clients=7 outside=0 crossing=4 hexagons=3 intrinsics=10" "fedavg_2nn counts"
+    "nodes=15 edges=17 cluster_server=8 cluster_clients=7 outside=0 crossing=4 hexagons=3 intrinsics=6" "fedavg_2nn counts"
 is "$(members fedavg_2nn cluster_server)" "state model pseudo_grad totals_sum metrics new_state result returns " "fedavg_2nn: SERVER"
 is "$(members fedavg_2nn cluster_clients)" "train client_keys model_at_clients outs grads weights totals " "fedavg_2nn: CLIENTS"
 "$PY" "$CHECK" texts "$T/fedavg_2nn.json" >"$T/texts"

@@ -386,6 +386,11 @@ static void test_error_locations(void **state)
         "'result': 'w'}",
         "{'x': '{f32[]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'h'}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_PLACEMENT, "/functions/main/body/0/2", "local"});
+    /* a field of an all-equal client value, and of a placed tensor */
+    text = test_program_text("", "{'x': '<a=f32[]>@CLIENTS'}", "[['r', 'field', {'name': 'a'}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_PLACEMENT, "/functions/main/body/0/3", "before federated_broadcast"});
+    text = test_program_text("", "{'x': 'f32[2]@SERVER'}", "[['r', 'field', {'name': 'a'}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/3", "expected a struct, found f32[2]@SERVER"});
     /* mean of integers */
     text = test_program_text("", "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_mean', 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "float"});

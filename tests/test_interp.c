@@ -812,6 +812,34 @@ static void test_secure_sum(void **state)
                -1, ARGS("[9223372036854775807, 2]"), "-9223372036854775807");
 }
 
+/* A field of placed structs: of the server's struct, and of each client's (lowered to
+ * federated_apply and federated_map); by name and by index; then through a gradient. */
+static void test_placed_field(void **state)
+{
+    (void)state;
+    run_expect("", "{'s': '<a=f32[],b=i32[2]>@SERVER'}",
+               "[['a', 'field', {'name': 'a'}, 's'], ['b', 'field', {'index': 1}, 's'], "
+               " ['r', 'struct', {'names': ['a', 'b']}, 'a', 'b']]",
+               -1, ARGS("{'a': 1.5, 'b': [3, 4]}"), "{'a': 1.5, 'b': [3, 4]}");
+    /* the x of each client: [1, 2] + [10, 20] */
+    run_expect("", "{'c': '{<x=f32[2],y=f32[]>}@CLIENTS'}",
+               "[['xs', 'field', {'name': 'x'}, 'c'], ['r', 'federated_sum', 'xs']]", -1,
+               ARGS("[{'x': [1, 2], 'y': 0}, {'x': [10, 20], 'y': 1}]"), "[11, 22]");
+    /* d/ds of a^2 at the server plus the clients' sum of x^2: 2a for s.a, 0 for s.b, 2x per client */
+    run_expect(
+        FED_FNS
+        ", 'add2': {'params': {'u': 'f32[]', 'v': 'f32[]'}, 'body': [['w', 'add', 'u', 'v']], 'result': 'w'}, "
+        "'g': {'params': {'s': '<a=f32[],b=f32[]>@SERVER', 'c': '{<x=f32[],y=f32[]>}@CLIENTS'}, "
+        "  'body': [['a', 'field', {'name': 'a'}, 's'], ['l', 'federated_apply', {'fn': 'sq'}, 'a'], "
+        "   ['xs', 'field', {'name': 'x'}, 'c'], ['sx', 'federated_map', {'fn': 'sq'}, 'xs'], "
+        "   ['t', 'federated_sum', 'sx'], ['tot', 'federated_apply', {'fn': 'add2'}, 'l', 't']], 'result': 'tot'}",
+        "{'s': '<a=f32[],b=f32[]>@SERVER', 'c': '{<x=f32[],y=f32[]>}@CLIENTS'}",
+        "[['gs', 'grad', {'fn': 'g', 'wrt': 's'}, 's', 'c'], ['gc', 'grad', {'fn': 'g', 'wrt': 'c'}, 's', 'c'], "
+        " ['r', 'struct', {'names': ['gs', 'gc']}, 'gs', 'gc']]",
+        -1, ARGS("{'a': 3, 'b': 5}", "[{'x': 1, 'y': 7}, {'x': 2, 'y': 8}]"),
+        "{'gs': {'a': 6, 'b': 0}, 'gc': [{'x': 2, 'y': 0}, {'x': 4, 'y': 0}]}");
+}
+
 static void test_zero_clients(void **state)
 {
     (void)state;
@@ -1231,6 +1259,7 @@ int main(void)
         cmocka_unit_test(test_federated_many_clients),
         cmocka_unit_test(test_all_equal_where_per_client_expected),
         cmocka_unit_test(test_secure_sum),
+        cmocka_unit_test(test_placed_field),
         cmocka_unit_test(test_zero_clients),
         cmocka_unit_test(test_reduction_tree_order),
         cmocka_unit_test(test_client_shapes_must_agree),

@@ -105,7 +105,8 @@ static void test_bent(void **state)
     refused("\"kind\": \"data\"", "\"kind\": \"file\"", FVM_XDEV_CLIENT, "/client/inputs/0/kind",
             "unknown kind of input 'file' (expected data or client_key)");
     refused("\"bitwidth\": 8,", "\"bitwidth\": 63,", FVM_XDEV_CLIENT, "/client/outputs/1",
-            "secure sum 's0' needs a bit width from 1 to 62 over integer tensors");
+            "secure sum 's0' needs a bit width from 1 to the width of its narrowest integer dtype (32) over integer "
+            "tensors");
     refused("\"name\": \"s0\",", "\"name\": \"s1\",", FVM_XDEV_CLIENT, "/client/outputs/1",
             "secure sum 's1' is not field 0 of the secure inputs that 'next.work' returns");
     refused("\"aggregation\": \"secure_sum\"", "\"aggregation\": \"sum\"", FVM_XDEV_CLIENT,

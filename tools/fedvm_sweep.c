@@ -244,8 +244,7 @@ static int write_index(sweep_cli *w)
     char *text = NULL, *path = NULL;
     size_t len = 0;
     int rc = EXIT_INVALID;
-    if (ok && !fvm_json_write(root, &text, &len, &d) &&
-        (path = fvm_arena_printf(a, "%s/index.json", w->o->out_dir)))
+    if (ok && !fvm_json_write(root, &text, &len, &d) && (path = fvm_arena_printf(a, "%s/index.json", w->o->out_dir)))
         rc = cli_write_atomic(path, text, len);
     else
         fprintf(stderr, "fedvm: cannot write the sweep's index\n");
@@ -265,8 +264,7 @@ int cli_sweep(const cli_sweep_opts *o)
     long long nconf = 1;
     for (int g = 0; g < o->ngrids; g++) {
         if (!parse_grid(o->grids[g], &w.grids[g])) {
-            rc = cli_usage_error(o->usage, "--grid needs NAME=VALUE,VALUE,... (JSON values), found '%s'",
-                                 o->grids[g]);
+            rc = cli_usage_error(o->usage, "--grid needs NAME=VALUE,VALUE,... (JSON values), found '%s'", o->grids[g]);
             goto done;
         }
         nconf *= w.grids[g].n;

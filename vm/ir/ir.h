@@ -26,6 +26,12 @@ typedef struct fvm_instr {
     fvm_attrs a; /* decoded attributes (fvm_ir_decode_attrs, format/ir_read.h) */
     bool attrs_bad; /* ... with errors, reported: the instruction is not typed */
     fvm_tensor konst; /* const: the value (owned; released by fvm_program_free) */
+    /* Set when a pass lowered the instruction into another op (a field of
+     * placed structs into federated_apply or _map: passes.c): the op and
+     * attributes as written, which the source's writer writes. */
+    bool lowered;
+    fvm_op written_op;
+    const struct fvm_doc *written_attrs;
 
     /* Filled by the checker: */
     int slot; /* the slot this instruction writes */

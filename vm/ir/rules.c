@@ -522,12 +522,23 @@ fvm_status rule_struct(fvm_rctx *c, const fvm_type **out)
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
+static fvm_status fed_out(fvm_rctx *c, const fvm_type *m, fvm_placement pl, bool all_equal, const fvm_type **out);
+
 fvm_status rule_field(fvm_rctx *c, const fvm_type **out)
 {
     const fvm_attrs *a = &c->in->a;
-    const fvm_type *t = c->args[0];
+    const fvm_type *t = c->args[0], *placed = NULL;
+    if (t->kind == FVM_T_FED) { /* a field of each member: lowered to federated_apply or _map (passes.c) */
+        if (t->u.fed.pl == FVM_PL_CLIENTS && t->u.fed.all_equal)
+            return fvm_rerr(c, 0, FVM_ERR_PLACEMENT,
+                            "a field of an all-equal %s: take the field before federated_broadcast, or of "
+                            "{T}@CLIENTS values",
+                            fvm_rtype(c, t));
+        placed = t;
+        t = t->u.fed.member;
+    }
     if (t->kind != FVM_T_STRUCT)
-        return fvm_rerr(c, 0, FVM_ERR_TYPE, "expected a struct, found %s", fvm_rtype(c, t));
+        return fvm_rerr(c, 0, FVM_ERR_TYPE, "expected a struct, found %s", fvm_rtype(c, placed ? placed : t));
     bool by_name = (a->present & A(NAME)) != 0, by_index = (a->present & A(INDEX)) != 0;
     if (by_name == by_index)
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "give exactly one of \"name\" or \"index\"");
@@ -551,6 +562,8 @@ fvm_status rule_field(fvm_rctx *c, const fvm_type **out)
                         fvm_rtype(c, t), t->u.strct.n);
     }
     c->in->a.index = i; /* the runtime selects by index */
+    if (placed)
+        return fed_out(c, t->u.strct.elems[i], placed->u.fed.pl, placed->u.fed.all_equal, out);
     *out = t->u.strct.elems[i];
     return FVM_OK;
 }

@@ -87,6 +87,84 @@ static fvm_status select_client(fvm_program *p, fvm_instr *in, fvm_diag *d)
     return FVM_OK;
 }
 
+/* A field of placed structs, lowered: field[name](s@SERVER) into
+ * federated_apply[<name>.field](s), and field[name]({s}@CLIENTS) into
+ * federated_map[<name>.field](s), where the new function
+ *   <name>.field(s) = field[name](s)
+ * takes the field of one struct. Every later pass, the interpreter and the
+ * round forms then see only intrinsics they know; the source's writer
+ * writes the field as written (in->written_op). */
+static fvm_status lower_field(fvm_program *p, fvm_instr *in, fvm_diag *d)
+{
+    fvm_arena *a = &p->arena;
+    const fvm_type *placed = in->arg_types[0];
+    bool server = placed->u.fed.pl == FVM_PL_SERVER;
+    fvm_func *g = fvm_arena_alloc(a, sizeof *g);
+    fvm_instr *body = fvm_arena_alloc(a, sizeof *body);
+    static const char *const names[1] = {"s"};
+    const char *what = (in->a.present & A(NAME)) ? in->a.name : fvm_arena_printf(a, "%lld", (long long)in->a.index);
+    const char *name = what ? fvm_arena_printf(a, "%s.field", what) : NULL;
+    for (int k = 2; name && fvm_program_func(p, name); k++)
+        name = fvm_arena_printf(a, "%s.field.%d", what, k);
+    fvm_doc *attrs = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!g || !body || !name || !attrs || fvm_doc_set(a, attrs, "fn", fvm_doc_string(a, name)))
+        return fvm_diag_add(d, FVM_ERR_NOMEM, &in->loc, "out of memory");
+    attrs->flow = true;
+    g->name = name;
+    g->doc = "A field of a placed struct, taken from each member (a field instruction on placed values, lowered).";
+    g->loc = in->loc;
+    g->nparams = 1;
+    g->param_names = (const char **)names;
+    g->param_types = fvm_arena_array(a, 1, sizeof *g->param_types);
+    g->param_locs = fvm_arena_array(a, 1, sizeof *g->param_locs);
+    g->param_name_locs = fvm_arena_array(a, 1, sizeof *g->param_name_locs);
+    body->arg_names = (const char **)names;
+    body->arg_locs = fvm_arena_array(a, 1, sizeof *body->arg_locs);
+    if (!g->param_types || !g->param_locs || !g->param_name_locs || !body->arg_locs)
+        return fvm_diag_add(d, FVM_ERR_NOMEM, &in->loc, "out of memory");
+    g->param_types[0] = placed->u.fed.member;
+    g->param_locs[0] = g->param_name_locs[0] = body->arg_locs[0] = in->loc;
+    body->name = "f";
+    body->op = FVM_OP_FIELD;
+    body->attrs = in->attrs; /* name or index, as written */
+    body->nargs = 1;
+    body->loc = body->name_loc = body->attrs_loc = in->attrs_loc;
+    g->instrs = body;
+    g->ninstrs = 1;
+    g->result_name = body->name;
+    g->result_loc = in->loc;
+    fvm_status s = fvm_program_add_func(p, g);
+    if (s)
+        return fvm_diag_add(d, s, &in->loc, "out of memory");
+    if (fvm_ir_decode_func(p, a, g, d) || fvm_check_func(p, g, d))
+        return fvm_diag_add(d, FVM_ERR_TYPE, &in->loc, "internal: the field of this placed struct does not check");
+    in->lowered = true;
+    in->written_op = in->op;
+    in->written_attrs = in->attrs;
+    in->op = server ? FVM_OP_FEDERATED_APPLY : FVM_OP_FEDERATED_MAP;
+    in->attrs = attrs;
+    /* the decoded attributes now name g; the type the checker gave the field
+     * is that of federated_apply or _map of g */
+    return fvm_ir_decode_attrs(p, a, in, d) ? FVM_ERR_TYPE : FVM_OK;
+}
+
+/* Every field of placed structs in functions 0..n-1, lowered (lower_field). */
+static fvm_status lower_fields(fvm_program *p, int n, fvm_diag *d)
+{
+    for (int k = 0; k < n; k++) {
+        fvm_func *f = p->funcs[k];
+        for (int i = 0; f->ok && i < f->ninstrs; i++) {
+            fvm_instr *in = &f->instrs[i];
+            if (in->op == FVM_OP_FIELD && in->type && in->arg_types[0]->kind == FVM_T_FED) {
+                fvm_status s = lower_field(p, in, d);
+                if (s)
+                    return s;
+            }
+        }
+    }
+    return FVM_OK;
+}
+
 static bool is_grad(fvm_op op)
 {
     return op == FVM_OP_GRAD || op == FVM_OP_VALUE_AND_GRAD || op == FVM_OP_VJP;
@@ -138,9 +216,11 @@ fvm_status fvm_passes_run(fvm_program *p, fvm_diag *d)
     if (p->compiled)
         return FVM_OK;
     int n = p->nfuncs; /* the derived ones, added from here on, hold no grad */
+    fvm_status first = lower_fields(p, n, d);
+    if (first)
+        return first;
     for (int k = 0; k < n; k++)
         p->funcs[k]->mark = 0;
-    fvm_status first = FVM_OK;
     for (int k = 0; k < n; k++) {
         if (p->funcs[k]->mark)
             continue;
