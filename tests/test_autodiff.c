@@ -461,6 +461,28 @@ static const gcase ops[] = {
      AWAY, NULL},
     {"minimum wrt b", "{'a': 'f64[2,3]', 'b': 'f64[3]', 'r': 'f64[2,3]'}", "[['y', 'minimum', 'a', 'b'], " PROJ "]",
      "b", AWAY, NULL},
+/* clip at points away from the bounds (the rule's kinks): x below, inside and above [lo, hi] */
+#define CLIP_X "[-0.9, -0.5, 0.1, 0.3, 0.7, 0.95]"
+    {"clip wrt x", "{'x': 'f64[6]', 'lo': 'f64[]', 'hi': 'f64[]', 'r': 'f64[6]'}",
+     "[['y', 'clip', 'x', 'lo', 'hi'], " PROJ "]", "x", ANY, "{'x': " CLIP_X ", 'lo': -0.3, 'hi': 0.4}"},
+    {"clip wrt lo (broadcast)", "{'x': 'f64[6]', 'lo': 'f64[]', 'hi': 'f64[]', 'r': 'f64[6]'}",
+     "[['y', 'clip', 'x', 'lo', 'hi'], " PROJ "]", "lo", ANY, "{'x': " CLIP_X ", 'lo': -0.3, 'hi': 0.4}"},
+    {"clip wrt hi (broadcast)", "{'x': 'f64[6]', 'lo': 'f64[]', 'hi': 'f64[]', 'r': 'f64[6]'}",
+     "[['y', 'clip', 'x', 'lo', 'hi'], " PROJ "]", "hi", ANY, "{'x': " CLIP_X ", 'lo': -0.3, 'hi': 0.4}"},
+    {"clip with lo > hi wrt hi", "{'x': 'f64[6]', 'lo': 'f64[]', 'hi': 'f64[]', 'r': 'f64[6]'}",
+     "[['y', 'clip', 'x', 'lo', 'hi'], " PROJ "]", "hi", ANY, "{'x': " CLIP_X ", 'lo': 0.5, 'hi': -0.5}"},
+    {"clip [2,3] within [2,1] and [3] bounds wrt lo",
+     "{'x': 'f64[2,3]', 'lo': 'f64[2,1]', 'hi': 'f64[3]', 'r': 'f64[2,3]'}",
+     "[['y', 'clip', 'x', 'lo', 'hi'], " PROJ "]", "lo", ANY,
+     "{'x': [[-0.9, 0.1, 0.8], [-0.2, 0.5, 0.9]], 'lo': [[-0.5], [0.2]], 'hi': [0.6, 0.7, 0.3]}"},
+    {"clip [2,3] within [2,1] and [3] bounds wrt hi",
+     "{'x': 'f64[2,3]', 'lo': 'f64[2,1]', 'hi': 'f64[3]', 'r': 'f64[2,3]'}",
+     "[['y', 'clip', 'x', 'lo', 'hi'], " PROJ "]", "hi", ANY,
+     "{'x': [[-0.9, 0.1, 0.8], [-0.2, 0.5, 0.9]], 'lo': [[-0.5], [0.2]], 'hi': [0.6, 0.7, 0.3]}"},
+    {"clip [2,3] within [2,1] and [3] bounds wrt x",
+     "{'x': 'f64[2,3]', 'lo': 'f64[2,1]', 'hi': 'f64[3]', 'r': 'f64[2,3]'}",
+     "[['y', 'clip', 'x', 'lo', 'hi'], " PROJ "]", "x", ANY,
+     "{'x': [[-0.9, 0.1, 0.8], [-0.2, 0.5, 0.9]], 'lo': [[-0.5], [0.2]], 'hi': [0.6, 0.7, 0.3]}"},
     {"select wrt a", "{'q': 'bool[4]', 'a': 'f64[4]', 'b': 'f64[]', 'r': 'f64[4]'}",
      "[['y', 'select', 'q', 'a', 'b'], " PROJ "]", "a", ANY, "{'q': [true, false, true, false]}"},
     {"select wrt b (broadcast)", "{'q': 'bool[4]', 'a': 'f64[4]', 'b': 'f64[]', 'r': 'f64[4]'}",
@@ -506,6 +528,13 @@ static const gcase ops[] = {
      NULL},
     {"max axis 1", "{'x': 'f64[2,4]', 'r': 'f64[2]'}", "[['y', 'max', {'axes': [1]}, 'x'], " PROJ "]", "x", ANY, NULL},
     {"min all", "{'x': 'f64[5]'}", "[['y', 'min', 'x'], ['s', 'mul', 'y', 'y']]", "x", ANY, NULL},
+    {"cumsum", "{'x': 'f64[4]', 'r': 'f64[4]'}", "[['y', 'cumsum', {'axis': 0}, 'x'], " PROJ "]", "x", ANY, NULL},
+    {"cumsum reversed, last axis", "{'x': 'f64[2,3]', 'r': 'f64[2,3]'}",
+     "[['y', 'cumsum', {'axis': -1, 'reverse': true}, 'x'], " PROJ "]", "x", ANY, NULL},
+    {"cumsum of the middle axis", "{'x': 'f64[2,3,2]', 'r': 'f64[2,3,2]'}",
+     "[['y', 'cumsum', {'axis': 1}, 'x'], " PROJ "]", "x", ANY, NULL},
+    {"cumsum reversed, of the middle axis, ? dims", "{'x': 'f64[?,3,?]', 'r': 'f64[?,3,?]'}",
+     "[['y', 'cumsum', {'axis': 1, 'reverse': true}, 'x'], " PROJ "]", "x", ANY, NULL},
     /* shapes */
     {"reshape", "{'x': 'f64[2,3]', 'r': 'f64[3,2]'}", "[['y', 'reshape', {'shape': [3, -1]}, 'x'], " PROJ "]", "x", ANY,
      NULL},
@@ -556,6 +585,14 @@ static const gcase ops[] = {
      "x", ANY, NULL},
     {"avg_pool SAME stride 2", "{'x': 'f64[1,5,5,1]', 'r': 'f64[1,3,3,1]'}",
      "[['y', 'avg_pool', {'window': [3, 3], 'strides': [2, 2], 'padding': 'SAME'}, 'x'], " PROJ "]", "x", ANY, NULL},
+    {"one_hot labels in a loss (no gradient to the labels)", "{'x': 'f64[3,4]', 'l': 'i32[3]'}",
+     "[['h', 'one_hot', {'n': 4, 'dtype': 'f64'}, 'l'], ['p', 'log_softmax', 'x'], ['q', 'mul', 'h', 'p'], "
+     "['s', 'sum', 'q']]",
+     "x", ANY, "{'l': [2, 0, 5]}"},
+    {"dim of a ? axis in a mean (no gradient through the size)", "{'x': 'f64[?]'}",
+     "[['n', 'dim', {'axis': 0}, 'x'], ['f', 'cast', {'dtype': 'f64'}, 'n'], ['q', 'mul', 'x', 'x'], "
+     "['t', 'sum', 'q'], ['s', 'div', 't', 'f']]",
+     "x", ANY, NULL},
     {"embedding", "{'t': 'f64[5,3]', 'i': 'i32[4]', 'r': 'f64[4,3]'}", "[['y', 'embedding', 't', 'i'], " PROJ "]", "t",
      ANY, "{'i': [1, 4, 1, 0]}"},
     {"gather axis 1", "{'x': 'f64[2,4]', 'i': 'i64[3]', 'r': 'f64[2,3]'}",
@@ -609,6 +646,16 @@ static const gcase ops[] = {
      "[['y', 'erf', 'x'], ['p', 'mul', 'y', 'r'], " MIXED_SUM "]", "x", ANY, NULL},
     {"erf of a mixed struct", "{'x': '<a=f32[2],b=f64[3]>', 'r': '<a=f32[2],b=f64[3]>'}",
      "[['y', 'erf', 'x'], ['p', 'mul', 'y', 'r'], " MIXED_SUM "]", "x", ANY, NULL},
+#define CLIP_M "{'x': {'a': [-0.9, 0.1], 'b': [0.3, 0.7, -0.5]}, 'lo': -0.3, 'hi': 0.4}"
+    {"clip of a struct wrt the struct",
+     "{'x': '<a=f64[2],b=f64[3]>', 'lo': 'f64[]', 'hi': 'f64[]', 'r': '<a=f64[2],b=f64[3]>'}",
+     "[['y', 'clip', 'x', 'lo', 'hi'], ['p', 'mul', 'y', 'r'], " MIXED_SUM "]", "x", ANY, CLIP_M},
+    {"clip of a struct wrt lo (every leaf)",
+     "{'x': '<a=f64[2],b=f64[3]>', 'lo': 'f64[]', 'hi': 'f64[]', 'r': '<a=f64[2],b=f64[3]>'}",
+     "[['y', 'clip', 'x', 'lo', 'hi'], ['p', 'mul', 'y', 'r'], " MIXED_SUM "]", "lo", ANY, CLIP_M},
+    {"clip of a struct wrt hi (every leaf)",
+     "{'x': '<a=f64[2],b=f64[3]>', 'lo': 'f64[]', 'hi': 'f64[]', 'r': '<a=f64[2],b=f64[3]>'}",
+     "[['y', 'clip', 'x', 'lo', 'hi'], ['p', 'mul', 'y', 'r'], " MIXED_SUM "]", "hi", ANY, CLIP_M},
     {"cast of a struct with an integer leaf", "{'x': '<a=f32[2],n=i32[],b=f64[]>', 'r': 'f64[2]'}",
      "[['y', 'cast', {'dtype': 'f64'}, 'x'], ['a', 'field', {'name': 'a'}, 'y'], ['n', 'field', {'name': 'n'}, 'y'], "
      "['b', 'field', {'name': 'b'}, 'y'], ['u', 'mul', 'a', 'r'], ['v', 'mul', 'u', 'n'], ['w', 'mul', 'v', 'b'], "
@@ -672,6 +719,18 @@ static const pcase programs[] = {
      "[['d', 'matmul', 'e', 'w'], ['y', 'sigmoid', 'd']], 'result': 'y'}}",
      "{'xs': 'f64[2]*', 'w': 'f64[2]'}",
      "[['ys', 'sequence_map', {'fn': 'lin'}, 'xs', 'w'], ['s', 'sequence_sum', 'ys']]", "w", ANY, NULL},
+    {"sequence_take, _skip and _filter on the data, then map and sum wrt the weights",
+     "{'lin': {'params': {'e': 'f64[2]', 'w': 'f64[2]'}, 'body': "
+     "[['d', 'matmul', 'e', 'w'], ['y', 'tanh', 'd']], 'result': 'y'}, "
+     "'first_pos': {'params': {'e': 'f64[2]'}, 'body': "
+     "[['a', 'slice', {'stop': [1]}, 'e'], ['z', 'zeros_like', 'a'], ['g', 'gt', 'a', 'z'], "
+     "['p', 'reshape', {'shape': []}, 'g']], 'result': 'p'}}",
+     "{'xs': 'f64[2]*', 'w': 'f64[2]'}",
+     "[['a', 'sequence_take', {'n': 2}, 'xs'], ['b', 'sequence_skip', {'n': 1}, 'a'], "
+     "['f', 'sequence_filter', {'fn': 'first_pos'}, 'xs'], "
+     "['yb', 'sequence_map', {'fn': 'lin'}, 'b', 'w'], ['yf', 'sequence_map', {'fn': 'lin'}, 'f', 'w'], "
+     "['sb', 'sequence_sum', 'yb'], ['sf', 'sequence_sum', 'yf'], ['s', 'add', 'sb', 'sf']]",
+     "w", ANY, "{'xs': [[0.5, -0.25], [-0.75, 0.5], [0.25, 1.0]]}"},
     {"select_keys then sums (keys repeat)",
      "{'row': {'params': {'t': 'f64[3,2]', 'k': 'i32[]'}, 'body': "
      "[['r', 'gather', 't', 'k'], ['y', 'tanh', 'r']], 'result': 'y'}}",

@@ -155,7 +155,19 @@ static void test_shape_op_types(void **state)
           {0, "{'a': 'i32[1]', 'b': 'i32[2]', 'c': 'i32[3]'}", "[['r', 'concat', 'a', 'b', 'c']]", "i32[6]"},
           {0, "{'x': 'f32[5,3]', 'i': 'i32[2,4]'}", "[['r', 'gather', 'x', 'i']]", "f32[2,4,3]"},
           {0, "{'x': 'f32[5,3]', 'i': 'i64[7]'}", "[['r', 'gather', {'axis': 1}, 'x', 'i']]", "f32[5,7]"},
-          {0, "{'x': 'f32[5,3]', 'i': 'i32[]'}", "[['r', 'gather', 'x', 'i']]", "f32[3]"}, );
+          {0, "{'x': 'f32[5,3]', 'i': 'i32[]'}", "[['r', 'gather', 'x', 'i']]", "f32[3]"},
+          /* dim: an i32 scalar for any dtype, '?' dims too; cumsum keeps the type */
+          {0, "{'x': 'bool[?,3]'}", "[['r', 'dim', {'axis': 0}, 'x']]", "i32[]"},
+          {0, "{'x': 'u8[2,?]'}", "[['r', 'dim', {'axis': -1}, 'x']]", "i32[]"},
+          {0, "{'x': 'u8[2,?]'}", "[['r', 'cumsum', {'axis': -1, 'reverse': true}, 'x']]", "u8[2,?]"},
+          {0, "{'x': 'f64[4]'}", "[['r', 'cumsum', {'axis': 0}, 'x']]", "f64[4]"},
+          /* one_hot: a last axis of n, f32 unless dtype says otherwise */
+          {0, "{'i': 'i32[?,5]'}", "[['r', 'one_hot', {'n': 10}, 'i']]", "f32[?,5,10]"},
+          {0, "{'i': 'u8[]'}", "[['r', 'one_hot', {'n': 3, 'dtype': 'bool'}, 'i']]", "bool[3]"},
+          {0, "{'i': 'i64[2]'}", "[['r', 'one_hot', {'n': 0, 'dtype': 'i64'}, 'i']]", "i64[2,0]"},
+          /* clip: the three shapes broadcast */
+          {0, "{'x': 'f32[3]', 'lo': 'f32[2,1]', 'hi': 'f32[]'}", "[['r', 'clip', 'x', 'lo', 'hi']]", "f32[2,3]"},
+          {0, "{'x': 'i32[?]', 'lo': 'i32[]', 'hi': 'i32[4]'}", "[['r', 'clip', 'x', 'lo', 'hi']]", "i32[4]"}, );
 }
 
 static void test_sequence_types(void **state)
@@ -165,18 +177,23 @@ static void test_sequence_types(void **state)
     "'total': {'params': {'v': 'f32[3]'}, 'body': [['r', 'sum', 'v']], 'result': 'r'}, " \
     "'acc': {'params': {'a': 'f32[]', 'v': 'f32[3]'}, 'body': [['s', 'sum', 'v'], ['r', 'add', 'a', 's']], " \
     "'result': 'r'}"
-    CASES(
-        {0, "{'s': 'f32[3]*'}", "[['r', 'batch', {'size': 4}, 's']]", "f32[?,3]*"},
-        {0, "{'s': 'f32[3]*'}", "[['r', 'batch', {'size': 4, 'drop_remainder': true}, 's']]", "f32[4,3]*"},
-        {0, "{'s': 'f32[3]*'}", "[['r', 'batch', {'size': 4, 'drop_remainder': false}, 's']]", "f32[?,3]*"},
-        {0, "{'s': '<x=f32[2],y=i32[]>*'}", "[['r', 'batch', {'size': 5, 'drop_remainder': true}, 's']]",
-         "<x=f32[5,2],y=i32[5]>*"},
-        {0, "{'s': '<x=f32[2],y=i32[]>*'}", "[['r', 'batch', {'size': 5}, 's']]", "<x=f32[?,2],y=i32[?]>*"},
-        {0, "{'s': 'i32[]*'}", "[['b', 'batch', {'size': 2}, 's'], ['r', 'batch', {'size': 3}, 'b']]", "i32[?,?]*"},
-        {0, "{'s': 'f32[3]*'}", "[['r', 'sequence_length', 's']]", "i32[]"},
-        {0, "{'s': '<a=f32[2],b=i32[]>*'}", "[['r', 'sequence_sum', 's']]", "<a=f32[2],b=i32[]>"},
-        {SEQ_FNS, "{'s': 'f32[3]*'}", "[['r', 'sequence_map', {'fn': 'total'}, 's']]", "f32[]*"},
-        {SEQ_FNS, "{'s': 'f32[3]*', 'z': 'f32[]'}", "[['r', 'sequence_reduce', {'fn': 'acc'}, 's', 'z']]", "f32[]"}, );
+    CASES({0, "{'s': 'f32[3]*'}", "[['r', 'batch', {'size': 4}, 's']]", "f32[?,3]*"},
+          {0, "{'s': 'f32[3]*'}", "[['r', 'batch', {'size': 4, 'drop_remainder': true}, 's']]", "f32[4,3]*"},
+          {0, "{'s': 'f32[3]*'}", "[['r', 'batch', {'size': 4, 'drop_remainder': false}, 's']]", "f32[?,3]*"},
+          {0, "{'s': '<x=f32[2],y=i32[]>*'}", "[['r', 'batch', {'size': 5, 'drop_remainder': true}, 's']]",
+           "<x=f32[5,2],y=i32[5]>*"},
+          {0, "{'s': '<x=f32[2],y=i32[]>*'}", "[['r', 'batch', {'size': 5}, 's']]", "<x=f32[?,2],y=i32[?]>*"},
+          {0, "{'s': 'i32[]*'}", "[['b', 'batch', {'size': 2}, 's'], ['r', 'batch', {'size': 3}, 'b']]", "i32[?,?]*"},
+          {0, "{'s': 'f32[3]*'}", "[['r', 'sequence_length', 's']]", "i32[]"},
+          {0, "{'s': '<a=f32[2],b=i32[]>*'}", "[['r', 'sequence_sum', 's']]", "<a=f32[2],b=i32[]>"},
+          {SEQ_FNS, "{'s': 'f32[3]*'}", "[['r', 'sequence_map', {'fn': 'total'}, 's']]", "f32[]*"},
+          {SEQ_FNS, "{'s': 'f32[3]*', 'z': 'f32[]'}", "[['r', 'sequence_reduce', {'fn': 'acc'}, 's', 'z']]", "f32[]"},
+          {0, "{'s': '<x=f32[2],y=i32[]>*'}", "[['r', 'sequence_take', {'n': 3}, 's']]", "<x=f32[2],y=i32[]>*"},
+          {0, "{'s': 'f32[3]**'}", "[['r', 'sequence_skip', {'n': 0}, 's']]", "f32[3]**"},
+          {SEQ_FNS
+           ", 'big': {'params': {'v': 'f32[3]', 'k': 'f32[]'}, 'body': [['t', 'sum', 'v'], ['r', 'gt', 't', 'k']], "
+           "'result': 'r'}",
+           "{'s': 'f32[3]*', 'k': 'f32[]'}", "[['r', 'sequence_filter', {'fn': 'big'}, 's', 'k']]", "f32[3]*"}, );
 }
 
 static void test_struct_types(void **state)
@@ -764,6 +781,35 @@ static void test_load_member(void **state)
     unlink(path);
 }
 
+/* Names from NumPy, TensorFlow and tf.data suggest the op of the same meaning. */
+static void test_op_synonyms(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *msg;
+    } cases[] = {
+        {"filter", "unknown op 'filter'; did you mean 'sequence_filter' (tf.data.Dataset.filter)?"},
+        {"skip", "unknown op 'skip'; did you mean 'sequence_skip' (tf.data.Dataset.skip)?"},
+        {"take", "unknown op 'take'; did you mean 'gather' (NumPy's take; the first n elements of a sequence are "
+                 "sequence_take)?"},
+        {"shape", "unknown op 'shape'; did you mean 'dim' (one axis's size, as tf.shape(x)[axis])?"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "{\"fedvm\": 1, \"functions\": {\"main\": {\"params\": {\"x\": \"f32[]*\"}, "
+                 "\"body\": [[\"r\", \"%s\", \"x\"]], \"result\": \"r\"}}}",
+                 cases[i].name);
+        fvm_diag d = {0};
+        fvm_program *p = NULL;
+        assert_int_equal(fvm_program_load_text("s.json", text, strlen(text), &p, &d), FVM_ERR_FORMAT);
+        assert_int_equal(d.n, 1);
+        assert_string_equal(d.errs[0].msg, cases[i].msg);
+        fvm_program_free(p);
+        fvm_diag_clear(&d);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -772,6 +818,7 @@ int main(void)
         cmocka_unit_test(test_reduce_types),
         cmocka_unit_test(test_shape_op_types),
         cmocka_unit_test(test_sequence_types),
+        cmocka_unit_test(test_op_synonyms),
         cmocka_unit_test(test_struct_types),
         cmocka_unit_test(test_lifted_types),
         cmocka_unit_test(test_random_types),

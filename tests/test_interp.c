@@ -371,6 +371,117 @@ static void test_reductions(void **state)
                "[1, 0, 1]");
 }
 
+static void test_cumsum(void **state)
+{
+    (void)state;
+    const char *X = "[[1, 2, 3], [4, 5, 6]]";
+    const char *P = "{'x': 'f32[2,3]'}";
+    /* rows: 1, 1+2, 1+2+3; columns: 1, 1+4 */
+    run_expect("", P, "[['r', 'cumsum', {'axis': 1}, 'x']]", -1, ARGS(X), "[[1, 3, 6], [4, 9, 15]]");
+    run_expect("", P, "[['r', 'cumsum', {'axis': -1}, 'x']]", -1, ARGS(X), "[[1, 3, 6], [4, 9, 15]]");
+    run_expect("", P, "[['r', 'cumsum', {'axis': 0}, 'x']]", -1, ARGS(X), "[[1, 2, 3], [5, 7, 9]]");
+    /* from the end: 3+2+1, 3+2, 3 */
+    run_expect("", P, "[['r', 'cumsum', {'axis': 1, 'reverse': true}, 'x']]", -1, ARGS(X), "[[6, 5, 3], [15, 11, 6]]");
+    run_expect("", P, "[['r', 'cumsum', {'axis': 0, 'reverse': true}, 'x']]", -1, ARGS(X), "[[5, 7, 9], [4, 5, 6]]");
+    /* the middle axis of [2,3,2] (rows of two elements summed row by row) */
+    const char *Y = "[[[1, 2], [3, 4], [5, 6]], [[7, 8], [9, 10], [11, 12]]]";
+    run_expect("", "{'x': 'i64[2,3,2]'}", "[['r', 'cumsum', {'axis': 1}, 'x']]", -1, ARGS(Y),
+               "[[[1, 2], [4, 6], [9, 12]], [[7, 8], [16, 18], [27, 30]]]");
+    run_expect("", "{'x': 'i64[2,3,2]'}", "[['r', 'cumsum', {'axis': 1, 'reverse': true}, 'x']]", -1, ARGS(Y),
+               "[[[9, 12], [8, 10], [5, 6]], [[27, 30], [20, 22], [11, 12]]]");
+    /* integers wrap: 2^31 - 1 + 1 = -2^31; u8 200 + 100 = 300 - 256 = 44; u32 2^32 - 1 + 2 = 1 */
+    run_expect("", "{'x': 'i32[3]'}", "[['r', 'cumsum', {'axis': 0}, 'x']]", -1, ARGS("[2147483647, 1, 1]"),
+               "[2147483647, -2147483648, -2147483647]");
+    run_expect("", "{'x': 'u8[3]'}", "[['r', 'cumsum', {'axis': 0}, 'x']]", -1, ARGS("[200, 100, 5]"), "[200, 44, 49]");
+    run_expect("", "{'x': 'u32[2]'}", "[['r', 'cumsum', {'axis': 0}, 'x']]", -1, ARGS("[4294967295, 2]"),
+               "[4294967295, 1]");
+    /* f64 sums in order: 1e16 + 1 rounds to 1e16 (the spacing there is 2), then - 1e16 gives 0; from the end
+     * -1e16 + 1 rounds to -1e16, then + 1e16 gives 0 */
+    run_expect("", "{'x': 'f64[3]'}", "[['r', 'cumsum', {'axis': 0}, 'x']]", -1, ARGS("[1e16, 1, -1e16]"),
+               "[1e16, 1e16, 0]");
+    run_expect("", "{'x': 'f64[3]'}", "[['r', 'cumsum', {'axis': 0, 'reverse': true}, 'x']]", -1,
+               ARGS("[1e16, 1, -1e16]"), "[0, -1e16, -1e16]");
+    /* NaN and infinities propagate from where they appear */
+    run_expect("", "{'x': 'f32[4]'}", "[['r', 'cumsum', {'axis': 0}, 'x']]", -1, ARGS("[1, 'nan', 2, 3]"),
+               "[1, 'nan', 'nan', 'nan']");
+    run_expect("", "{'x': 'f32[3]'}", "[['r', 'cumsum', {'axis': 0}, 'x']]", -1, ARGS("[1, 'inf', 2]"),
+               "[1, 'inf', 'inf']");
+    /* a ? axis, and no elements */
+    run_expect("", "{'x': 'f32[?]'}", "[['r', 'cumsum', {'axis': 0}, 'x']]", -1, ARGS("[0.5, 0.25, 0.125, 2]"),
+               "[0.5, 0.75, 0.875, 2.875]");
+    run_expect("", "{'x': 'f32[?,2]'}", "[['r', 'cumsum', {'axis': 0}, 'x']]", -1, ARGS("[]"), "[]");
+}
+
+static void test_dim(void **state)
+{
+    (void)state;
+    const char *body = "[['a', 'dim', {'axis': 0}, 'x'], ['b', 'dim', {'axis': 1}, 'x'], "
+                       "['c', 'dim', {'axis': -1}, 'x'], ['r', 'struct', 'a', 'b', 'c']]";
+    /* '?' dims are read from the value */
+    run_expect("", "{'x': 'f32[?,?,2]'}", body, -1, ARGS("[[[1, 2]], [[3, 4]], [[5, 6]]]"), "[3, 1, 2]");
+    run_expect("", "{'x': 'bool[?,?]'}", body, -1, ARGS("[[true, false, true, true]]"), "[1, 4, 4]");
+    run_expect("", "{'x': 'i32[?,3]'}", body, -1, ARGS("[]"), "[0, 3, 3]");
+    /* a batch's size as a float, for a mean over it */
+    run_expect("", "{'x': 'f32[?]'}",
+               "[['n', 'dim', {'axis': 0}, 'x'], ['f', 'cast', {'dtype': 'f32'}, 'n'], ['s', 'sum', 'x'], "
+               " ['r', 'div', 's', 'f']]",
+               -1, ARGS("[1, 2, 6]"), "3");
+}
+
+static void test_one_hot(void **state)
+{
+    (void)state;
+    /* out-of-range indices (4 >= n, -1 < 0) give rows of zeros */
+    run_expect("", "{'i': 'i32[4]'}", "[['r', 'one_hot', {'n': 4}, 'i']]", -1, ARGS("[2, 0, 4, -1]"),
+               "[[0, 0, 1, 0], [1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]");
+    run_expect("", "{'i': 'i64[2,2]'}", "[['r', 'one_hot', {'n': 3, 'dtype': 'f64'}, 'i']]", -1,
+               ARGS("[[0, 2], [1, -9223372036854775808]]"), "[[[1, 0, 0], [0, 0, 1]], [[0, 1, 0], [0, 0, 0]]]");
+    run_expect("", "{'i': 'i32[]'}", "[['r', 'one_hot', {'n': 3, 'dtype': 'bool'}, 'i']]", -1, ARGS("1"),
+               "[false, true, false]");
+    run_expect("", "{'i': 'i32[3]'}", "[['r', 'one_hot', {'n': 2, 'dtype': 'i32'}, 'i']]", -1, ARGS("[1, 1, 0]"),
+               "[[0, 1], [0, 1], [1, 0]]");
+    /* unsigned indices keep their value: 2^32 - 1 is beyond n, u8 255 is index 255 of 256 */
+    run_expect("", "{'i': 'u32[2]'}", "[['r', 'one_hot', {'n': 3}, 'i']]", -1, ARGS("[4294967295, 1]"),
+               "[[0, 0, 0], [0, 1, 0]]");
+    run_expect("", "{'i': 'u8[2]'}",
+               "[['h', 'one_hot', {'n': 256}, 'i'], ['a', 'argmax', 'h'], ['s', 'sum', {'axes': [1]}, 'h'], "
+               " ['r', 'struct', 'a', 's']]",
+               -1, ARGS("[255, 3]"), "[[255, 3], [1, 1]]");
+    /* n = 0 and no indices */
+    run_expect("", "{'i': 'i32[2]'}", "[['r', 'one_hot', {'n': 0}, 'i']]", -1, ARGS("[0, 1]"), "[[], []]");
+    run_expect("", "{'i': 'i32[?]'}", "[['r', 'one_hot', {'n': 3}, 'i']]", -1, ARGS("[]"), "[]");
+}
+
+static void test_clip(void **state)
+{
+    (void)state;
+    const char *P = "{'x': 'f32[4]', 'lo': 'f32[]', 'hi': 'f32[]'}";
+    run_expect("", P, "[['r', 'clip', 'x', 'lo', 'hi']]", -1, ARGS("[-3, 0.5, 2, 7]", "0", "2"), "[0, 0.5, 2, 2]");
+    /* lo > hi gives hi everywhere, as NumPy's and JAX's clip */
+    run_expect("", P, "[['r', 'clip', 'x', 'lo', 'hi']]", -1, ARGS("[-3, 0.5, 2, 7]", "4", "2"), "[2, 2, 2, 2]");
+    /* NaN in any operand gives NaN */
+    run_expect("", P, "[['r', 'clip', 'x', 'lo', 'hi']]", -1, ARGS("[1, 'nan', 2, 3]", "0", "2.5"),
+               "[1, 'nan', 2, 2.5]");
+    run_expect("", P, "[['r', 'clip', 'x', 'lo', 'hi']]", -1, ARGS("[1, 2, 3, 4]", "'nan'", "2.5"),
+               "['nan', 'nan', 'nan', 'nan']");
+    /* broadcasting: row 0 within [2, hi], row 1 within [0, hi] for hi = [3, 4, 7] */
+    run_expect("", "{'x': 'f32[2,3]', 'lo': 'f32[2,1]', 'hi': 'f32[3]'}", "[['r', 'clip', 'x', 'lo', 'hi']]", -1,
+               ARGS("[[1, 5, 9], [-1, 4, 8]]", "[[2], [0]]", "[3, 4, 7]"), "[[2, 4, 7], [0, 4, 7]]");
+    /* the upper bound widens the result: maximum gives [1.5, 2, 3], minimum with [[2], [2.5]] two rows */
+    run_expect("", "{'x': 'f32[3]', 'lo': 'f32[]', 'hi': 'f32[2,1]'}", "[['r', 'clip', 'x', 'lo', 'hi']]", -1,
+               ARGS("[1, 2, 3]", "1.5", "[[2], [2.5]]"), "[[1.5, 2, 2], [1.5, 2, 2.5]]");
+    run_expect("", "{'x': 'i32[5]', 'lo': 'i32[]', 'hi': 'i32[]'}", "[['r', 'clip', 'x', 'lo', 'hi']]", -1,
+               ARGS("[-2147483648, -1, 0, 5, 2147483647]", "-1", "3"), "[-1, -1, 0, 3, 3]");
+    run_expect("", "{'x': 'u8[3]', 'lo': 'u8[]', 'hi': 'u8[]'}", "[['r', 'clip', 'x', 'lo', 'hi']]", -1,
+               ARGS("[0, 100, 255]", "10", "200"), "[10, 100, 200]");
+    /* lifted over a model, the bounds meeting every leaf */
+    run_expect("", "{'m': '<w=f32[2],b=f32[]>', 'lo': 'f32[]', 'hi': 'f32[]'}", "[['r', 'clip', 'm', 'lo', 'hi']]", -1,
+               ARGS("{'w': [-2, 0.5], 'b': 3}", "-1", "1"), "{'w': [-1, 0.5], 'b': 1}");
+    run_expect("", "{'m': '<w=f32[2],b=f32[]>', 'lo': '<w=f32[2],b=f32[]>', 'hi': 'f32[]'}",
+               "[['r', 'clip', 'm', 'lo', 'hi']]", -1, ARGS("{'w': [-2, 0.5], 'b': 3}", "{'w': [0, 0], 'b': 4}", "5"),
+               "{'w': [0, 0.5], 'b': 4}");
+}
+
 /* ---- shapes ---------------------------------------------------------------------------------- */
 
 static void test_shape_ops(void **state)
@@ -1232,6 +1343,107 @@ static void test_clients_read_on_demand(void **state)
     free(text);
 }
 
+#define FILTER_FNS \
+    "'above': {'params': {'e': 'f32[]', 'k': 'f32[]'}, 'body': [['p', 'gt', 'e', 'k']], 'result': 'p'}, " \
+    "'has_label': {'params': {'e': '<x=f32[2],y=i32[]>', 'l': 'i32[]'}, " \
+    "  'body': [['y', 'field', {'name': 'y'}, 'e'], ['p', 'eq', 'y', 'l']], 'result': 'p'}"
+
+static void test_sequence_take_skip_filter(void **state)
+{
+    (void)state;
+    const char *P = "{'s': 'f32[]*'}", *S = "[1, 5, 2, 7]";
+    run_expect("", P, "[['r', 'sequence_take', {'n': 2}, 's']]", -1, ARGS(S), "[1, 5]");
+    run_expect("", P, "[['r', 'sequence_take', {'n': 4}, 's']]", -1, ARGS(S), "[1, 5, 2, 7]");
+    run_expect("", P, "[['r', 'sequence_take', {'n': 9}, 's']]", -1, ARGS(S), "[1, 5, 2, 7]");
+    run_expect("", P, "[['r', 'sequence_take', {'n': 0}, 's']]", -1, ARGS(S), "[]");
+    run_expect("", P, "[['r', 'sequence_skip', {'n': 1}, 's']]", -1, ARGS(S), "[5, 2, 7]");
+    run_expect("", P, "[['r', 'sequence_skip', {'n': 0}, 's']]", -1, ARGS(S), "[1, 5, 2, 7]");
+    run_expect("", P, "[['r', 'sequence_skip', {'n': 4}, 's']]", -1, ARGS(S), "[]");
+    run_expect("", P, "[['r', 'sequence_skip', {'n': 2147483647}, 's']]", -1, ARGS(S), "[]");
+    run_expect("", P, "[['r', 'sequence_take', {'n': 3}, 's']]", -1, ARGS("[]"), "[]");
+    run_expect("", P, "[['r', 'sequence_skip', {'n': 3}, 's']]", -1, ARGS("[]"), "[]");
+    /* take then skip: elements 1 and 2 */
+    run_expect("", P, "[['t', 'sequence_take', {'n': 3}, 's'], ['r', 'sequence_skip', {'n': 1}, 't']]", -1, ARGS(S),
+               "[5, 2]");
+    /* filter with an extra argument: the elements above k, in order */
+    const char *Pk = "{'s': 'f32[]*', 'k': 'f32[]'}", *F = "[['r', 'sequence_filter', {'fn': 'above'}, 's', 'k']]";
+    run_expect(FILTER_FNS, Pk, F, -1, ARGS(S, "3"), "[5, 7]");
+    run_expect(FILTER_FNS, Pk, F, -1, ARGS(S, "1.5"), "[5, 2, 7]");
+    run_expect(FILTER_FNS, Pk, F, -1, ARGS(S, "0"), "[1, 5, 2, 7]");
+    run_expect(FILTER_FNS, Pk, F, -1, ARGS(S, "10"), "[]");
+    run_expect(FILTER_FNS, Pk, F, -1, ARGS("[]", "0"), "[]");
+    /* a client's examples of one label, counted and summed */
+    const char *E = "[{'x': [1, 2], 'y': 3}, {'x': [3, 4], 'y': 1}, {'x': [5, 6], 'y': 3}, {'x': [7, 8], 'y': 0}]";
+    run_expect(FILTER_FNS, "{'s': '<x=f32[2],y=i32[]>*', 'l': 'i32[]'}",
+               "[['k', 'sequence_filter', {'fn': 'has_label'}, 's', 'l'], ['n', 'sequence_length', 'k'], "
+               " ['t', 'sequence_sum', 'k'], ['r', 'struct', 'k', 'n', 't']]",
+               -1, ARGS(E, "3"), "[[{'x': [1, 2], 'y': 3}, {'x': [5, 6], 'y': 3}], 2, {'x': [6, 8], 'y': 6}]");
+}
+
+/* x[i] = [2i, 2i+1], y[i] = labels[i]: 5 examples stored by columns, as a dataset gives them. */
+static fvm_value *examples_by_columns(const int32_t *labels)
+{
+    fvm_tensor x, y;
+    fvm_dims dx = {.rank = 2, .d = {5, 2}}, dy = {.rank = 1, .d = {5}};
+    assert_int_equal(fvm_tensor_alloc(&x, FVM_DTYPE_F32, &dx, NULL), FVM_OK);
+    assert_int_equal(fvm_tensor_alloc(&y, FVM_DTYPE_I32, &dy, NULL), FVM_OK);
+    for (int i = 0; i < 10; i++)
+        ((float *)fvm_tensor_data(&x))[i] = (float)i;
+    memcpy(fvm_tensor_data(&y), labels, 5 * sizeof *labels);
+    fvm_value *cols = fvm_value_list(FVM_V_STRUCT, 2);
+    assert_non_null(cols);
+    cols->items[0] = fvm_value_tensor_take(&x);
+    cols->items[1] = fvm_value_tensor_take(&y);
+    fvm_value *seq = fvm_value_seq_cols_take(5, cols);
+    assert_non_null(seq);
+    return seq;
+}
+
+static void test_sequences_by_columns(void **state)
+{
+    (void)state;
+    /* take, skip and filter on a sequence stored by columns give what they give on the same elements held as
+     * a list, by columns too; take and skip and a filter that keeps consecutive elements share the rows */
+    static const struct {
+        const char *body, *want;
+        bool shares;
+    } cases[] = {
+        {"[['r', 'sequence_take', {'n': 2}, 's']]", "[{'x': [0, 1], 'y': 3}, {'x': [2, 3], 'y': 1}]", true},
+        {"[['r', 'sequence_skip', {'n': 3}, 's']]", "[{'x': [6, 7], 'y': 0}, {'x': [8, 9], 'y': 1}]", true},
+        {"[['r', 'sequence_skip', {'n': 5}, 's']]", "[]", false},
+        {"[['l', 'const', {'value': 3}], ['r', 'sequence_filter', {'fn': 'has_label'}, 's', 'l']]",
+         "[{'x': [0, 1], 'y': 3}, {'x': [4, 5], 'y': 3}]", false},
+        {"[['l', 'const', {'value': 1}], ['r', 'sequence_filter', {'fn': 'has_label'}, 's', 'l']]",
+         "[{'x': [2, 3], 'y': 1}, {'x': [8, 9], 'y': 1}]", false},
+        {"[['l', 'const', {'value': 0}], ['r', 'sequence_filter', {'fn': 'has_label'}, 's', 'l']]",
+         "[{'x': [6, 7], 'y': 0}]", true},
+    };
+    static const int32_t labels[5] = {3, 1, 3, 0, 1};
+    const char *E = "[{'x': [0, 1], 'y': 3}, {'x': [2, 3], 'y': 1}, {'x': [4, 5], 'y': 3}, {'x': [6, 7], 'y': 0}, "
+                    "{'x': [8, 9], 'y': 1}]";
+    const char *P = "{'s': '<x=f32[2],y=i32[]>*'}";
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        run r;
+        assert_int_equal(run_main(&r, FILTER_FNS, P, cases[c].body, -1, ARGS(E)), FVM_OK);
+        expect_result(&r, cases[c].want);
+        char *text = test_program_text(FILTER_FNS, P, cases[c].body);
+        fvm_value *seq = examples_by_columns(labels), *res = NULL;
+        fvm_diag d = {0};
+        assert_int_equal(call_main(text, seq, 1, &res, &d), FVM_OK);
+        assert_true(fvm_value_identical(res, r.res));
+        assert_non_null(res->cols);
+        if (cases[c].shares)
+            assert_ptr_equal(res->cols->items[0]->t.buf, seq->cols->items[0]->t.buf);
+        else if (res->n > 0)
+            assert_ptr_not_equal(res->cols->items[0]->t.buf, seq->cols->items[0]->t.buf);
+        fvm_value_release(res);
+        fvm_value_release(seq);
+        fvm_diag_clear(&d);
+        free(text);
+        run_free(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1243,7 +1455,11 @@ int main(void)
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_vs_naive),
         cmocka_unit_test(test_reductions),
+        cmocka_unit_test(test_cumsum),
         cmocka_unit_test(test_shape_ops),
+        cmocka_unit_test(test_dim),
+        cmocka_unit_test(test_one_hot),
+        cmocka_unit_test(test_clip),
         cmocka_unit_test(test_iota_const_fill),
         cmocka_unit_test(test_struct_field),
         cmocka_unit_test(test_call_cond),
@@ -1251,6 +1467,8 @@ int main(void)
         cmocka_unit_test(test_while),
         cmocka_unit_test(test_sequences),
         cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_sequence_take_skip_filter),
+        cmocka_unit_test(test_sequences_by_columns),
         cmocka_unit_test(test_random_keys),
         cmocka_unit_test(test_random_draws),
         cmocka_unit_test(test_federated_placement),

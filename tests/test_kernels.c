@@ -1186,6 +1186,74 @@ static void test_argmax(void **state)
     rel(&e, &e2, NULL);
 }
 
+static void test_cumsum(void **state)
+{
+    (void)state;
+    fvm_diag d = {0};
+    fvm_tensor x = F32(D2(2, 3), 1, 2, 3, 4, 5, 6), o = junk(FVM_DTYPE_F32, D2(2, 3));
+    assert_int_equal(fvm_k_cumsum(&x, 1, false, &o, &d), FVM_OK);
+    EXPECT(&o, 1, 3, 6, 4, 9, 15);
+    assert_int_equal(fvm_k_cumsum(&x, 1, true, &o, &d), FVM_OK);
+    EXPECT(&o, 6, 5, 3, 15, 11, 6);
+    assert_int_equal(fvm_k_cumsum(&x, 0, false, &o, &d), FVM_OK);
+    EXPECT(&o, 1, 2, 3, 5, 7, 9);
+    assert_int_equal(fvm_k_cumsum(&x, 0, true, &o, &d), FVM_OK);
+    EXPECT(&o, 5, 7, 9, 4, 5, 6);
+    /* in place */
+    assert_int_equal(fvm_k_cumsum(&x, 1, false, &x, &d), FVM_OK);
+    EXPECT(&x, 1, 3, 6, 4, 9, 15);
+    rel(&x, &o, NULL);
+    /* f32 sums round in f32: 2^24 + 1 is 2^24 (ties to even), twice; -0.0 first is copied, and -0 + -0 is -0 */
+    fvm_tensor f = F32(D1(3), 16777216.0f, 1, 1), fo = junk(FVM_DTYPE_F32, D1(3));
+    assert_int_equal(fvm_k_cumsum(&f, 0, false, &fo, &d), FVM_OK);
+    EXPECT(&fo, 16777216, 16777216, 16777216);
+    fvm_tensor z = F64(D1(2), -0.0, -0.0), zo = junk(FVM_DTYPE_F64, D1(2));
+    assert_int_equal(fvm_k_cumsum(&z, 0, true, &zo, &d), FVM_OK);
+    assert_true(signbit(fvm_tensor_get_f64(&zo, 0)) && signbit(fvm_tensor_get_f64(&zo, 1)));
+    rel(&f, &fo, &z);
+    fvm_tensor_release(&zo);
+    /* integers wrap */
+    fvm_tensor i = I64(D1(2), INT64_MAX, 1), io = junk(FVM_DTYPE_I64, D1(2));
+    assert_int_equal(fvm_k_cumsum(&i, 0, false, &io, &d), FVM_OK);
+    EXPECT_I(&io, INT64_MAX, INT64_MIN);
+    fvm_tensor u = U8(D1(3), 250, 10, 1), uo = junk(FVM_DTYPE_U8, D1(3));
+    assert_int_equal(fvm_k_cumsum(&u, 0, false, &uo, &d), FVM_OK);
+    EXPECT_I(&uo, 250, 4, 5);
+    assert_int_equal(fvm_k_cumsum(&u, 0, true, &uo, &d), FVM_OK);
+    EXPECT_I(&uo, 5, 11, 1);
+    rel(&i, &io, &u);
+    fvm_tensor_release(&uo);
+    fvm_tensor w = U32(D1(2), 4294967295u, 3), wo = junk(FVM_DTYPE_U32, D1(2));
+    assert_int_equal(fvm_k_cumsum(&w, 0, false, &wo, &d), FVM_OK);
+    EXPECT_I(&wo, 4294967295u, 2);
+    rel(&w, &wo, NULL);
+    /* the middle axis of [2,3,40] (rows of 40, past the 32-element blocks) against a plain loop */
+    fvm_tensor m = junk(FVM_DTYPE_I32, D3(2, 3, 40)), mo = junk(FVM_DTYPE_I32, D3(2, 3, 40));
+    for (int k = 0; k < 240; k++)
+        fvm_tensor_set_i64(&m, k, (k * 37) % 101 - 50);
+    for (int rev = 0; rev < 2; rev++) {
+        assert_int_equal(fvm_k_cumsum(&m, 1, rev, &mo, &d), FVM_OK);
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 3; b++)
+                for (int c = 0; c < 40; c++) {
+                    int64_t want = 0;
+                    for (int j = rev ? b : 0; j <= (rev ? 2 : b); j++)
+                        want += fvm_tensor_get_i64(&m, (a * 3 + j) * 40 + c);
+                    assert_int_equal(fvm_tensor_get_i64(&mo, (a * 3 + b) * 40 + c), want);
+                }
+    }
+    rel(&m, &mo, NULL);
+    /* no elements; bool is not summed */
+    fvm_tensor e = junk(FVM_DTYPE_F32, D2(0, 3)), eo = junk(FVM_DTYPE_F32, D2(0, 3));
+    assert_int_equal(fvm_k_cumsum(&e, 1, false, &eo, &d), FVM_OK);
+    assert_int_equal(d.n, 0);
+    rel(&e, &eo, NULL);
+    fvm_tensor b = BOOL(D1(2), 1, 1), bo = junk(FVM_DTYPE_BOOL, D1(2));
+    assert_int_equal(fvm_k_cumsum(&b, 0, false, &bo, &d), FVM_ERR_TYPE);
+    expect_one_error(&d, FVM_ERR_TYPE, "cumsum", "bool");
+    rel(&b, &bo, NULL);
+}
+
 /* ---- data movement ------------------------------------------------------- */
 
 /* out[i_0, .., i_r] = x[j] where j's axis perm[k] index is i_k. */
@@ -1386,6 +1454,7 @@ int main(void)
         cmocka_unit_test(test_gemm_f32),
         cmocka_unit_test(test_reduce),
         cmocka_unit_test(test_argmax),
+        cmocka_unit_test(test_cumsum),
         cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_slice),
         cmocka_unit_test(test_concat),

@@ -123,6 +123,23 @@ def signed_zeros(x, w):
     return {"sum": s, "mean": [v / len(x) for v in s], "weighted_mean": [v / sum(w) for v in ws]}
 
 
+def label_filter(data, label, classes=4, take=2, lo=0.0, hi=3.0):
+    """Per client: the examples of the label, the first `take` of them summed and clipped to [lo, hi], the rest
+    counted, and every label counted (a label outside [0, classes) nowhere); summed over clients, with the
+    cumulative counts."""
+    first_x, others, hist = [0.0, 0.0], 0.0, [0.0] * classes
+    for client in data:
+        kept = [e for e in client if e["y"] == label]
+        s = [sum(e["x"][i] for e in kept[:take]) for i in range(2)]
+        first_x = [a + min(max(v, lo), hi) for a, v in zip(first_x, s)]
+        others += len(kept[take:])
+        for e in client:
+            if 0 <= e["y"] < classes:
+                hist[e["y"]] += 1
+    cumulative = [sum(hist[:i + 1]) for i in range(classes)]
+    return {"first_x": first_x, "others": others, "hist": hist, "cumulative": cumulative, "classes": classes}
+
+
 def expectation(case):
     """The expected result of one case, from its program's meaning."""
     prog = os.path.basename(case["program"])
@@ -152,6 +169,8 @@ def expectation(case):
         return signed_zeros(arg("x"), arg("w"))
     if prog == "empty_sum.json":
         return [0.0] * case["width"]  # a sum over no clients: +0.0, the zeros of its type
+    if prog == "label_filter.json":
+        return label_filter(arg("data"), arg("label"))
     if prog == "shuffle_repeat.json":
         return shuffle_repeat(arg("xs"), arg("rows"), arg("key"))
     raise SystemExit("reference.py: no reference for " + prog)

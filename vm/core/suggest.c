@@ -73,13 +73,16 @@ static const struct {
     {"floor_divide", "floor_div", "NumPy's floor_divide"},
     {"remainder", "mod", "NumPy's remainder"},
     {"fmod", "mod", "its remainder has the divisor's sign, C's fmod the dividend's"},
-    {"clip", "maximum", "jnp.clip(x, lo, hi) is minimum(maximum(x, lo), hi)"},
     {"clip_by_norm", "clip_by_global_norm", "TensorFlow's clipping by norm"},
     {"reduce_max", "max", "TensorFlow's reduce_max"},
     {"reduce_min", "min", "TensorFlow's reduce_min"},
     {"while_loop", "while", "JAX's while_loop"},
     {"fori_loop", "fori", "JAX's fori_loop"},
     {"foldl", "sequence_reduce", "a reduction over a sequence"},
+    {"take", "gather", "NumPy's take; the first n elements of a sequence are sequence_take"},
+    {"skip", "sequence_skip", "tf.data.Dataset.skip"},
+    {"filter", "sequence_filter", "tf.data.Dataset.filter"},
+    {"shape", "dim", "one axis's size, as tf.shape(x)[axis]"},
 };
 
 const char *fvm_suggest_synonym(const char *name, const char **why)

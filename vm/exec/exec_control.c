@@ -468,6 +468,43 @@ fvm_status exec_sequence_reverse(fvm_ctx *x, const fvm_instr *in, fvm_value *con
     return FVM_OK;
 }
 
+/* Elements [lo, hi) of seq, without copying data: seq itself when that is all
+ * of it, views of rows of its columns, or its elements shared. */
+static fvm_status seq_range(fvm_ctx *x, fvm_value *seq, int64_t lo, int64_t hi, fvm_value **out)
+{
+    if (lo == 0 && hi == seq->n) {
+        *out = fvm_value_retain(seq);
+        return FVM_OK;
+    }
+    if (seq->cols) {
+        fvm_value *cols = NULL;
+        fvm_status s = fvm_value_rows(seq->cols, lo, hi, &cols, x->d);
+        if (s)
+            return s;
+        if (!(*out = fvm_value_seq_cols_take(hi - lo, cols))) {
+            fvm_value_release(cols);
+            return fvm_nomem(x);
+        }
+        return FVM_OK;
+    }
+    fvm_value *res = fvm_value_list(FVM_V_SEQ, hi - lo);
+    if (!res)
+        return fvm_nomem(x);
+    for (int64_t i = lo; i < hi; i++)
+        res->items[i - lo] = fvm_value_retain(seq->items[i]);
+    *out = res;
+    return FVM_OK;
+}
+
+/* sequence_take: the first n elements; sequence_skip: those after them. */
+fvm_status exec_sequence_take(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    int64_t len = args[0]->n, k = in->a.n < len ? in->a.n : len;
+    if (in->op == FVM_OP_SEQUENCE_SKIP)
+        return seq_range(x, args[0], k, len, out);
+    return seq_range(x, args[0], 0, k, out);
+}
+
 /* Rows idx[0..m) of a column-stored tree (rows may repeat), copied into new
  * contiguous tensors with a leading dimension m. */
 static fvm_status take_rows(fvm_ctx *x, const fvm_value *cols, const int64_t *idx, int64_t m, fvm_value **out)
@@ -558,6 +595,45 @@ fvm_status exec_sequence_repeat(fvm_ctx *x, const fvm_instr *in, fvm_value *cons
         idx[i] = i % n;
     fvm_status s = take_elements(x, seq, idx, m, out);
     free(idx);
+    return s;
+}
+
+/* The elements for which fn(e, extra...) is true, in order: a range of them
+ * as seq_range gives it (no copy), others gathered as take_elements does. */
+fvm_status exec_sequence_filter(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    fvm_value *seq = args[0];
+    int64_t n = seq->n, m = 0;
+    int64_t *keep = malloc((size_t)(n ? n : 1) * sizeof *keep);
+    fvm_argv av;
+    fvm_value **argv = fvm_argv_init(&av, in->nargs);
+    if (!keep || !argv) {
+        free(keep);
+        fvm_argv_free(&av);
+        return fvm_nomem(x);
+    }
+    fvm_status s = FVM_OK;
+    for (int64_t i = 0; i < n && s == FVM_OK; i++) {
+        fvm_value *e = NULL, *p = NULL;
+        if ((s = fvm_seq_get(seq, i, &e, x->d)))
+            break;
+        argv[0] = e;
+        for (int k = 1; k < in->nargs; k++)
+            argv[k] = args[k];
+        s = fvm_exec_call(x, in->a.fn, argv, &p);
+        fvm_value_release(e);
+        if (s == FVM_OK && fvm_tensor_get_i64(&p->t, 0))
+            keep[m++] = i;
+        fvm_value_release(p);
+    }
+    fvm_argv_free(&av);
+    if (s == FVM_OK) {
+        if (m == 0 || keep[m - 1] - keep[0] == m - 1)
+            s = seq_range(x, seq, m ? keep[0] : 0, m ? keep[0] + m : 0, out);
+        else
+            s = take_elements(x, seq, keep, m, out);
+    }
+    free(keep);
     return s;
 }
 

@@ -177,6 +177,46 @@ fvm_status exec_embedding(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
     INTO(args[0]->t.dtype, &od, x->vm->kernels->gather(&args[0]->t, &args[1]->t, 0, o, x->d));
 }
 
+/* one_hot through the provider's kernels: the indices as i64 (every integer
+ * dtype converts exactly) shaped [S..., 1], compared with iota [n] into
+ * bool [S..., n], then cast to the dtype. An index outside [0, n) equals no
+ * entry of the iota: its row is all zeros. */
+fvm_status exec_one_hot(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_kernels *k = x->vm->kernels;
+    const fvm_tensor *idx = &args[0]->t;
+    fvm_dtype dt = in->type->u.tensor.dtype;
+    fvm_dims col = idx->shape, row = {.rank = 1, .d = {in->a.n}}, res = idx->shape;
+    col.d[col.rank++] = 1;
+    res.d[res.rank++] = in->a.n;
+    fvm_value *wide = NULL, *iota = NULL, *hit = NULL;
+    fvm_tensor view = {0};
+    fvm_status s = FVM_OK;
+    if (idx->dtype == FVM_DTYPE_I64)
+        wide = fvm_value_retain(args[0]);
+    else if ((s = fvm_new_tensor(x, FVM_DTYPE_I64, &idx->shape, &wide)) == FVM_OK)
+        s = k->cast(idx, &wide->t, x->d);
+    if (s == FVM_OK)
+        s = fvm_tensor_reshape(&wide->t, &col, &view, x->d);
+    if (s == FVM_OK && (s = fvm_new_tensor(x, FVM_DTYPE_I64, &row, &iota)) == FVM_OK)
+        s = k->iota(0, &iota->t, x->d);
+    if (s == FVM_OK && (s = fvm_new_tensor(x, FVM_DTYPE_BOOL, &res, &hit)) == FVM_OK)
+        s = k->binary(FVM_BIN_EQ, &view, &iota->t, &hit->t, x->d);
+    if (s == FVM_OK && dt == FVM_DTYPE_BOOL) {
+        *out = hit;
+        hit = NULL;
+    } else if (s == FVM_OK && (s = fvm_new_tensor(x, dt, &res, out)) == FVM_OK &&
+               (s = k->cast(&hit->t, &(*out)->t, x->d))) {
+        fvm_value_release(*out);
+        *out = NULL;
+    }
+    fvm_tensor_release(&view);
+    fvm_value_release(wide);
+    fvm_value_release(iota);
+    fvm_value_release(hit);
+    return s;
+}
+
 fvm_status exec_scatter_add(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     /* the updates must have the gather's shape (checked where the types knew it) */

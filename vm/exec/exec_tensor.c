@@ -128,6 +128,32 @@ static fvm_status leaf_select(fvm_ctx *x, const fvm_instr *in, const fvm_tensor 
     return s;
 }
 
+/* clip: minimum(maximum(x, lo), hi) by the two kernels, the second in place
+ * when maximum's result already has the final shape. */
+static fvm_status leaf_clip(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n, fvm_value **out)
+{
+    fvm_value *m = NULL;
+    fvm_status s = binary_tensor(x, FVM_BIN_MAXIMUM, ts[0], ts[1], &m);
+    if (s)
+        return s;
+    fvm_dims dims;
+    if ((s = fvm_dims_broadcast(&m->t.shape, &ts[2]->shape, &dims, x->d))) {
+        fvm_value_release(m);
+        return s;
+    }
+    if (!fvm_dims_equal(&dims, &m->t.shape)) {
+        s = binary_tensor(x, FVM_BIN_MINIMUM, &m->t, ts[2], out);
+        fvm_value_release(m);
+        return s;
+    }
+    if ((s = x->vm->kernels->binary(FVM_BIN_MINIMUM, &m->t, ts[2], &m->t, x->d))) {
+        fvm_value_release(m);
+        return s;
+    }
+    *out = m;
+    return FVM_OK;
+}
+
 static fvm_status leaf_fill(fvm_ctx *x, const fvm_instr *in, const fvm_tensor *const *ts, int n, fvm_value **out)
 {
     fvm_status s = fvm_new_tensor(x, ts[0]->dtype, &ts[0]->shape, out);
@@ -165,6 +191,11 @@ fvm_status exec_binary(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
 fvm_status exec_select(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     return lift_args(x, in, args, leaf_select, out);
+}
+
+fvm_status exec_clip(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    return lift_args(x, in, args, leaf_clip, out);
 }
 
 fvm_status exec_zeros_like(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
@@ -314,6 +345,18 @@ fvm_status exec_argmax(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
     KERNEL_INTO(FVM_DTYPE_I64, &dims, x->vm->kernels->argmax(t, ax, o, x->d));
 }
 
+/* An axis attribute in [-rank, rank) (the type rule's check) as an index. */
+static int axis_of(const fvm_instr *in, const fvm_tensor *t)
+{
+    return (int)(in->a.axis < 0 ? in->a.axis + t->shape.rank : in->a.axis);
+}
+
+fvm_status exec_cumsum(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_tensor *t = &args[0]->t;
+    KERNEL_INTO(t->dtype, &t->shape, x->vm->kernels->cumsum(t, axis_of(in, t), in->a.reverse, o, x->d));
+}
+
 fvm_status exec_reshape(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     fvm_dims dims;
@@ -385,6 +428,21 @@ fvm_status exec_gather(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
     if (s)
         return s;
     KERNEL_INTO(args[0]->t.dtype, &dims, x->vm->kernels->gather(&args[0]->t, &args[1]->t, ax, o, x->d));
+}
+
+fvm_status exec_dim(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    const fvm_tensor *t = &args[0]->t;
+    int axis = axis_of(in, t);
+    int64_t n = t->shape.d[axis];
+    if (n > INT32_MAX)
+        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "axis %d has %lld elements, more than an i32 holds", axis,
+                            (long long)n);
+    static const fvm_dims scalar = {0};
+    fvm_status s = fvm_new_tensor(x, FVM_DTYPE_I32, &scalar, out);
+    if (s == FVM_OK)
+        *(int32_t *)fvm_tensor_data(&(*out)->t) = (int32_t)n;
+    return s;
 }
 
 /* ---- random numbers ----------------------------------------------------------------- */

@@ -258,6 +258,28 @@ static fvm_status leaf_select(fvm_rctx *c, const fvm_type *const *ts, int n, con
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
+/* clip(x, lo, hi): three operands of one numeric dtype, broadcast together;
+ * a mismatch is reported at the operand that does not fit x. */
+static fvm_status leaf_clip(fvm_rctx *c, const fvm_type *const *ts, int n, const fvm_type **out)
+{
+    if (!is_numeric(ts[0]->u.tensor.dtype))
+        return fvm_rerr(c, 0, FVM_ERR_TYPE, "expects numeric tensors (not bool), found %s", fvm_rtype(c, ts[0]));
+    fvm_dims dims = ts[0]->u.tensor.dims;
+    for (int i = 1; i < 3; i++) {
+        if (ts[i]->u.tensor.dtype != ts[0]->u.tensor.dtype)
+            return fvm_rerr(c, i, FVM_ERR_TYPE,
+                            "the bound %s is %s, but x is %s: the bounds take x's dtype (no implicit conversion; "
+                            "use cast)",
+                            i == 1 ? "lo" : "hi", fvm_rtype(c, ts[i]), fvm_rtype(c, ts[0]));
+        fvm_dims next;
+        if (fvm_dims_broadcast(&dims, &ts[i]->u.tensor.dims, &next, c->d))
+            return fvm_rule_located(c, FVM_ERR_TYPE, i);
+        dims = next;
+    }
+    *out = fvm_rule_tensor(c, ts[0]->u.tensor.dtype, &dims);
+    return *out ? FVM_OK : FVM_ERR_NOMEM;
+}
+
 static fvm_status leaf_cast(fvm_rctx *c, const fvm_type *const *ts, int n, const fvm_type **out)
 {
     *out = fvm_rule_tensor(c, c->in->a.dtype, &ts[0]->u.tensor.dims);
@@ -281,6 +303,7 @@ LIFTED_RULE(rule_binary_float, leaf_binary_float)
 LIFTED_RULE(rule_compare, leaf_compare)
 LIFTED_RULE(rule_binary_bool, leaf_binary_bool)
 LIFTED_RULE(rule_select, leaf_select)
+LIFTED_RULE(rule_clip, leaf_clip)
 
 /* ---- constants ------------------------------------------------------------ */
 
@@ -367,6 +390,41 @@ fvm_status rule_argmax(fvm_rctx *c, const fvm_type **out)
     if (fvm_shape_argmax(&x->u.tensor.dims, axis, &dims, &ax, c->d))
         return fvm_rule_located(c, FVM_ERR_TYPE, FVM_RLOC_ATTRS);
     *out = fvm_rule_tensor(c, FVM_DTYPE_I64, &dims);
+    return *out ? FVM_OK : FVM_ERR_NOMEM;
+}
+
+/* The axis attribute of a rank >= 1 tensor argument: in [-rank, rank). */
+static fvm_status want_axis(fvm_rctx *c, const fvm_type *x)
+{
+    int r = x->u.tensor.dims.rank;
+    if (r == 0)
+        return fvm_rerr(c, 0, FVM_ERR_TYPE, "expects a tensor of rank >= 1 (a scalar has no axis), found %s",
+                        fvm_rtype(c, x));
+    if (c->in->a.axis < -r || c->in->a.axis >= r)
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "axis %lld is out of range for %s (rank %d)",
+                        (long long)c->in->a.axis, fvm_rtype(c, x), r);
+    return FVM_OK;
+}
+
+fvm_status rule_cumsum(fvm_rctx *c, const fvm_type **out)
+{
+    if (fvm_rule_want_tensor(c, 0, "the operand"))
+        return FVM_ERR_TYPE;
+    const fvm_type *x = c->args[0];
+    if (x->u.tensor.dtype == FVM_DTYPE_BOOL)
+        return fvm_rerr(c, 0, FVM_ERR_TYPE, "expects a numeric tensor (not bool; cast it first), found %s",
+                        fvm_rtype(c, x));
+    if (want_axis(c, x))
+        return FVM_ERR_TYPE;
+    *out = x;
+    return FVM_OK;
+}
+
+fvm_status rule_dim(fvm_rctx *c, const fvm_type **out)
+{
+    if (fvm_rule_want_tensor(c, 0, "the operand") || want_axis(c, c->args[0]))
+        return FVM_ERR_TYPE;
+    *out = fvm_type_scalar(c->a, FVM_DTYPE_I32);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -644,13 +702,17 @@ static fvm_status want_seq(fvm_rctx *c, int i)
     return fvm_rerr(c, i, FVM_ERR_TYPE, "expected a sequence T*, found %s", fvm_rtype(c, c->args[i]));
 }
 
-fvm_status rule_sequence_map(fvm_rctx *c, const fvm_type **out)
+/* fn, local, takes an element of the sequence (argument 0) and the other
+ * arguments: sequence_map's and sequence_filter's function. *ok false when fn
+ * failed its own check (reported there). */
+static fvm_status want_elem_fn(fvm_rctx *c, bool *ok)
 {
+    *ok = false;
     if (want_seq(c, 0))
         return FVM_ERR_TYPE;
     const fvm_func *fn = c->in->a.fn;
     if (!fn->ok)
-        return *out = NULL, FVM_OK;
+        return FVM_OK;
     const fvm_type *ts[64];
     if (c->nargs > 64)
         return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_LIMIT, "too many arguments");
@@ -659,7 +721,17 @@ fvm_status rule_sequence_map(fvm_rctx *c, const fvm_type **out)
         ts[i] = c->args[i];
     if (want_fn(c, "fn", fn, c->nargs, ts, true))
         return FVM_ERR_TYPE;
-    *out = fvm_type_seq(c->a, fn->result_type);
+    *ok = true;
+    return FVM_OK;
+}
+
+fvm_status rule_sequence_map(fvm_rctx *c, const fvm_type **out)
+{
+    bool ok;
+    fvm_status s = want_elem_fn(c, &ok);
+    if (s || !ok)
+        return *out = NULL, s;
+    *out = fvm_type_seq(c->a, c->in->a.fn->result_type);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
@@ -1167,6 +1239,30 @@ fvm_status rule_sequence_reverse(fvm_rctx *c, const fvm_type **out)
 {
     if (want_seq(c, 0))
         return FVM_ERR_TYPE;
+    *out = c->args[0];
+    return FVM_OK;
+}
+
+/* sequence_take and sequence_skip: the sequence's own type. */
+fvm_status rule_sequence_take(fvm_rctx *c, const fvm_type **out)
+{
+    if (want_seq(c, 0))
+        return FVM_ERR_TYPE;
+    *out = c->args[0];
+    return FVM_OK;
+}
+
+fvm_status rule_sequence_filter(fvm_rctx *c, const fvm_type **out)
+{
+    bool ok;
+    fvm_status s = want_elem_fn(c, &ok);
+    if (s || !ok)
+        return *out = NULL, s;
+    const fvm_func *fn = c->in->a.fn;
+    if (!is_bool_scalar(fn->result_type))
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE,
+                        "fn function '%s' must return bool[] (true keeps the element), but returns %s", fn->name,
+                        fvm_rtype(c, fn->result_type));
     *out = c->args[0];
     return FVM_OK;
 }

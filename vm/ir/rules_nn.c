@@ -232,6 +232,25 @@ fvm_status rule_embedding(fvm_rctx *c, const fvm_type **out)
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }
 
+fvm_status rule_one_hot(fvm_rctx *c, const fvm_type **out)
+{
+    if (fvm_rule_want_tensor(c, 0, "the indices"))
+        return FVM_ERR_TYPE;
+    const fvm_type *x = c->args[0];
+    if (!fvm_dtype_is_int(x->u.tensor.dtype))
+        return fvm_rerr(c, 0, FVM_ERR_TYPE, "the indices must be integers (u8, i32, i64 or u32), found %s",
+                        fvm_rtype(c, x));
+    if (x->u.tensor.dims.rank + 1 > FVM_MAX_RANK)
+        return fvm_rerr(c, 0, FVM_ERR_LIMIT, "the result would have more than %d dimensions", FVM_MAX_RANK);
+    fvm_dtype dt = (c->in->a.present & A(DTYPE)) ? c->in->a.dtype : FVM_DTYPE_F32;
+    fvm_dims o = x->u.tensor.dims;
+    o.d[o.rank++] = c->in->a.n;
+    if (fvm_dims_check_size(&o, dt, c->d))
+        return fvm_rule_located(c, FVM_ERR_LIMIT, FVM_RLOC_ATTRS);
+    *out = fvm_rule_tensor(c, dt, &o);
+    return *out ? FVM_OK : FVM_ERR_NOMEM;
+}
+
 fvm_status rule_scatter_add(fvm_rctx *c, const fvm_type **out)
 {
     if (want_float(c, 0, 1, "the shape model") || fvm_rule_want_tensor(c, 1, "the indices") ||

@@ -92,6 +92,14 @@ fvm_status fvm_k_reduce(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, 
  * axis is a runtime error. */
 fvm_status fvm_k_argmax(const fvm_tensor *x, int axis, fvm_tensor *out, fvm_diag *d);
 
+/* Running sums along axis (NumPy's cumsum with that axis): out (x's dtype
+ * and shape) holds at position i along the axis x[0] + x[1] + ... + x[i],
+ * added in that order from the first element (copied, not added to 0); with
+ * reverse, x[i] + x[i+1] + ... + x[n-1], added from the last element down.
+ * Dtypes: u8/i32/i64/u32/f32/f64 (integer sums wrap); bool is a type error.
+ * out may be x itself (in place). */
+fvm_status fvm_k_cumsum(const fvm_tensor *x, int axis, bool reverse, fvm_tensor *out, fvm_diag *d);
+
 /* out[i_perm[0], ..] = x[i_0, ..]: out.shape[k] = x.shape[perm[k]]. */
 fvm_status fvm_k_transpose(const fvm_tensor *x, const int *perm, fvm_tensor *out, fvm_diag *d);
 

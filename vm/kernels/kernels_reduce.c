@@ -1,4 +1,4 @@
-/* kernels_reduce.c - reductions over axes (sum, mean, max, min) and argmax. */
+/* kernels_reduce.c - reductions over axes (sum, mean, max, min), argmax and running sums (cumsum). */
 #include <math.h>
 #include <stdint.h>
 
@@ -248,5 +248,74 @@ fvm_status fvm_k_argmax(const fvm_tensor *x, int axis, fvm_tensor *out, fvm_diag
         return FVM_OK;
     argmax_table[x->dtype](kernel_bytes(x), (int64_t *)kernel_bytes(out), kernel_span(&x->shape, 0, axis), len,
                            kernel_span(&x->shape, axis + 1, rank));
+    return FVM_OK;
+}
+
+/* ---- cumsum -------------------------------------------------------------- */
+
+/* Running sums along an axis of length len, between outer rows before it and
+ * inner elements after it. Position i of the sum (counted from the end with
+ * reverse) is the previous position's value plus x's element there; the
+ * first is x's element copied (so a lone -0.0 stays -0.0). With inner > 1
+ * each step adds two rows of inner elements, an elementwise loop. */
+#define CUMSUM_FN(name, T, ADD) \
+    static void name(const void *px, void *pout, int64_t outer, int64_t len, int64_t inner, bool reverse) \
+    { \
+        const T *x = px; \
+        T *out = pout; \
+        for (int64_t r = 0; r < outer; r++, x += len * inner, out += len * inner) { \
+            if (inner == 1) { \
+                int64_t i = reverse ? len - 1 : 0, step = reverse ? -1 : 1; \
+                T a = x[i]; \
+                out[i] = a; \
+                for (int64_t k = 1; k < len; k++) { \
+                    i += step; \
+                    T v = x[i]; \
+                    a = (ADD); \
+                    out[i] = a; \
+                } \
+                continue; \
+            } \
+            int64_t first = reverse ? len - 1 : 0; \
+            memmove(out + first * inner, x + first * inner, (size_t)inner * sizeof(T)); \
+            for (int64_t k = 1; k < len; k++) { \
+                int64_t at = reverse ? len - 1 - k : k, prev = reverse ? at + 1 : at - 1; \
+                const T *xr = x + at * inner, *pr = out + prev * inner; \
+                T *orow = out + at * inner; \
+                KERNEL_FOR(j, inner, T a = pr[j]; T v = xr[j]; orow[j] = (ADD);); \
+            } \
+        } \
+    }
+
+typedef void (*cumsum_fn)(const void *x, void *out, int64_t outer, int64_t len, int64_t inner, bool reverse);
+
+/* Floats add in their dtype; integers wrap (signed ones in the unsigned type). */
+CUMSUM_FN(cumsum_f32, float, a + v)
+CUMSUM_FN(cumsum_f64, double, a + v)
+CUMSUM_FN(cumsum_i32, int32_t, (int32_t)((uint32_t)a + (uint32_t)v))
+CUMSUM_FN(cumsum_i64, int64_t, (int64_t)((uint64_t)a + (uint64_t)v))
+CUMSUM_FN(cumsum_u32, uint32_t, (uint32_t)(a + v))
+CUMSUM_FN(cumsum_u8, uint8_t, (uint8_t)(a + v))
+
+static const cumsum_fn cumsum_table[FVM_DTYPE_COUNT] = {
+    [FVM_DTYPE_U8] = cumsum_u8,   [FVM_DTYPE_I32] = cumsum_i32, [FVM_DTYPE_I64] = cumsum_i64,
+    [FVM_DTYPE_U32] = cumsum_u32, [FVM_DTYPE_F32] = cumsum_f32, [FVM_DTYPE_F64] = cumsum_f64,
+};
+
+fvm_status fvm_k_cumsum(const fvm_tensor *x, int axis, bool reverse, fvm_tensor *out, fvm_diag *d)
+{
+    KREQUIRE_TENSOR(d, x, "cumsum: x");
+    KREQUIRE_TENSOR(d, out, "cumsum: out");
+    int rank = x->shape.rank;
+    KREQUIRE(d, axis >= 0 && axis < rank, "cumsum: axis %d out of range for rank %d", axis, rank);
+    KREQUIRE(d, out->dtype == x->dtype && fvm_dims_equal(&out->shape, &x->shape),
+             "cumsum: out must have x's dtype and shape");
+    cumsum_fn f = cumsum_table[x->dtype];
+    if (!f)
+        return kernel_type_error(d, "cumsum", x->dtype);
+    if (fvm_tensor_count(x) == 0)
+        return FVM_OK;
+    f(kernel_bytes(x), kernel_bytes(out), kernel_span(&x->shape, 0, axis), x->shape.d[axis],
+      kernel_span(&x->shape, axis + 1, rank), reverse);
     return FVM_OK;
 }

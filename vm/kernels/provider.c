@@ -23,6 +23,7 @@ static const fvm_kernels cpu = {
     .matmul = fvm_k_matmul,
     .reduce = fvm_k_reduce,
     .argmax = fvm_k_argmax,
+    .cumsum = fvm_k_cumsum,
     .sum_squares = fvm_k_sum_squares,
     .transpose = fvm_k_transpose,
     .slice = fvm_k_slice,
@@ -73,6 +74,7 @@ void fvm_kernels_complete(fvm_kernels *k)
     FALLBACK(matmul)
     FALLBACK(reduce)
     FALLBACK(argmax)
+    FALLBACK(cumsum)
     FALLBACK(sum_squares)
     FALLBACK(transpose)
     FALLBACK(slice)

@@ -58,6 +58,7 @@ struct fvm_kernels {
     fvm_status (*matmul)(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, fvm_tensor *out, fvm_diag *d);
     fvm_status (*reduce)(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, fvm_tensor *out, fvm_diag *d);
     fvm_status (*argmax)(const fvm_tensor *x, int axis, fvm_tensor *out, fvm_diag *d);
+    fvm_status (*cumsum)(const fvm_tensor *x, int axis, bool reverse, fvm_tensor *out, fvm_diag *d);
     fvm_status (*sum_squares)(const fvm_tensor *x, double *out, fvm_diag *d);
 
     /* -- shape movement -- */

@@ -96,6 +96,10 @@ const char *fvm_vjp_unsupported_why(fvm_op op)
         return "its number of iterations is known only at run time; write a fori";
     case FVM_OP_FEDERATED_AGGREGATE:
         return "write federated_map and federated_sum or federated_mean";
+    case FVM_OP_SEQUENCE_TAKE:
+    case FVM_OP_SEQUENCE_SKIP:
+    case FVM_OP_SEQUENCE_FILTER:
+        return "select data that does not depend on the differentiated parameter, then compute on it";
     default:
         return NULL;
     }
@@ -331,6 +335,26 @@ fvm_status vjp_minimum(fvm_vjp *v)
     return vjp_pick(v, FVM_OP_LE);
 }
 
+fvm_status vjp_clip(fvm_vjp *v)
+{
+    /* minimum(maximum(x, lo), hi) through maximum's and minimum's rules: hi
+     * gets ct where maximum(x, lo) > hi (or NaN), the rest goes on to x where
+     * x >= lo and to lo elsewhere (ties to x) */
+    const char *x = v->x[0], *lo = v->x[1], *hi = v->x[2];
+    const char *z = OP(ZEROS_LIKE, NULL, v->ct);
+    const char *in_hi = OP(LE, NULL, OP(MAXIMUM, NULL, x, lo), hi);
+    if (v->want[0] || v->want[1]) {
+        const char *ge_lo = OP(GE, NULL, x, lo), *cm = OP(SELECT, NULL, in_hi, v->ct, z);
+        if (v->want[0])
+            v->dx[0] = to_arg(v, 0, OP(SELECT, NULL, ge_lo, cm, z));
+        if (v->want[1])
+            v->dx[1] = to_arg(v, 1, OP(SELECT, NULL, ge_lo, z, cm));
+    }
+    if (v->want[2])
+        v->dx[2] = to_arg(v, 2, OP(SELECT, NULL, in_hi, z, v->ct));
+    return FVM_OK;
+}
+
 fvm_status vjp_select(fvm_vjp *v)
 {
     const char *z = OP(ZEROS_LIKE, NULL, v->ct);
@@ -467,6 +491,17 @@ fvm_status vjp_maxmin(fvm_vjp *v)
     fvm_ad_set_str(v->ad, o, "dtype", fvm_dtype_name(leaf_dtype(v->in->arg_types[0])));
     const char *hit = OP(CAST, o, OP(EQ, NULL, v->x[0], keep_dims(v, v->y)));
     set(v, 0, OP(MUL, NULL, hit, OP(DIV, NULL, keep_dims(v, v->ct), counts(v, hit))));
+    return FVM_OK;
+}
+
+fvm_status vjp_cumsum(fvm_vjp *v)
+{
+    /* the adjoint of a running sum is the running sum from the other end */
+    fvm_doc *o = attrs(v);
+    fvm_ad_set_int(v->ad, o, "axis", v->in->a.axis);
+    if (!v->in->a.reverse)
+        fvm_ad_set_bool(v->ad, o, "reverse", true);
+    set(v, 0, OP(CUMSUM, o, v->ct));
     return FVM_OK;
 }
 
