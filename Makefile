@@ -216,7 +216,9 @@ test-run: all $(TEST_BIN)
 	@tests/run_xdev.sh $(BIN)
 	@if [ "$(BUILD)" = build ]; then tests/run_fidelity.sh $(BIN)/fedvm; \
 	  else echo "run_fidelity: skipped in $(BUILD) (run it with 'make test')"; fi
-	@$(PYTHON) tests/golden/reference.py --check
+	@py=$$(for p in $(PYTHON) /usr/bin/python3; do $$p -c 'import numpy' 2>/dev/null && { echo $$p; break; }; done); \
+	  if [ -z "$$py" ]; then echo "reference.py: no python3 with numpy (make deps installs python3-numpy)"; exit 1; fi; \
+	  $$py tests/golden/reference.py --check
 	@d=$$(mktemp -d) && { FVM_SAFETENSORS_OUT=$$d $(BUILD)/tests/test_safetensors >$$d/log 2>&1 || { cat $$d/log; false; }; } && /usr/bin/python3 tests/check_safetensors.py $$d; rc=$$?; rm -rf $$d; exit $$rc
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
 	@if [ "$(BUILD)" = build ]; then $(PYTHON) tests/check_readme.py $(BIN); \

@@ -2,10 +2,13 @@
 """Independent reference for fedvm's golden programs.
 
 Each case in tests/golden/*.json names a program, its arguments and the
-expected result. The expected results come from this file: plain Python (no
-fedvm code, no IR interpretation) computing what each program means, from the
-same data files. Run with --check (what `make test` does) to verify that the
-committed expectations equal this reference, or --write to regenerate them.
+expected result. The expected results come from this file: plain Python and
+NumPy (no fedvm code, no IR interpretation) computing what each program
+means, from the same data files. Where a program's float results depend on
+the order of a sum (tensor_sums.json), they are NumPy's own np.sum and
+np.mean on float32 arrays, whose order fedvm's sum and mean follow. Run with
+--check (what `make test` does) to verify that the committed expectations
+equal this reference, or --write to regenerate them.
 """
 import functools
 import json
@@ -13,6 +16,8 @@ import math
 import operator
 import os
 import sys
+
+import numpy as np
 
 import ref_random
 
@@ -140,6 +145,26 @@ def label_filter(data, label, classes=4, take=2, lo=0.0, hi=3.0):
     return {"first_x": first_x, "others": others, "hist": hist, "cumulative": cumulative, "classes": classes}
 
 
+def tensor_sums():
+    """np.sum and np.mean of the program's float32 (and float64) arrays: pairwise along a reduced last axis,
+    a running sum per column over axis 0. 6000 elements, so every NumPy since 1.9 gives these bits (longer
+    rows than its buffer of 8192 elements would be summed in blocks by NumPy before 2.3)."""
+    k = (np.arange(6000, dtype=np.int64) * 14569 + 12345) % 99991
+    x64 = (k - 49495).astype(np.float64) / 10000.0
+    x = x64.astype(np.float32)
+    rows, cols, cube = x.reshape(12, 500), x.reshape(500, 12), x.reshape(5, 12, 100)
+    def f32(a):
+        """fedvm writes a float32 as the shortest decimal that reads back as it (one per float32 value)."""
+        assert a.dtype == np.float32  # float32 sums and means add in float32
+        return float(str(a)) if a.ndim == 0 else [float(str(v)) for v in a]
+
+    return {"all": f32(np.sum(x)), "all_of_rows": f32(np.sum(rows)),
+            "last_axis": f32(np.sum(rows, axis=1)), "first_axis": f32(np.sum(cols, axis=0)),
+            "outer_axes": f32(np.sum(cube, axis=(0, 2))), "mean_all": f32(np.mean(x)),
+            "mean_last_axis": f32(np.mean(rows, axis=-1)), "mean_first_axis": f32(np.mean(cols, axis=0)),
+            "all_f64": float(np.sum(x64)), "mean_f64": float(np.mean(x64))}
+
+
 def expectation(case):
     """The expected result of one case, from its program's meaning."""
     prog = os.path.basename(case["program"])
@@ -173,6 +198,8 @@ def expectation(case):
         return label_filter(arg("data"), arg("label"))
     if prog == "shuffle_repeat.json":
         return shuffle_repeat(arg("xs"), arg("rows"), arg("key"))
+    if prog == "tensor_sums.json":
+        return tensor_sums()
     raise SystemExit("reference.py: no reference for " + prog)
 
 

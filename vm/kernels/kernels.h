@@ -80,8 +80,12 @@ fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool 
 
 /* Reduction over the axes whose bit is set in axes_mask (bit i = axis i).
  * out has x's shape with those axes removed (or kept as 1 - the caller
- * decides; the kernel only looks at the element count and order). Sums add in
- * index order along the reduced axes, starting from the first element. MAX/MIN
+ * decides; the kernel only looks at the element count and order). Float sums
+ * (and MEAN's) add in NumPy's order, in the dtype (format/SPEC.md, sum): when
+ * the last axis longer than 1 is reduced, NumPy's pairwise summation over
+ * each row of the trailing reduced axes, the rows of an output added in index
+ * order; when it is kept, element by element in index order along the
+ * reduced axes. Integer sums, MAX and MIN fold in index order. MAX/MIN
  * propagate NaN. Dtypes: i32/i64/u32/f32/f64 (MEAN: floats; integer sums
  * wrap); bool is a type error. MEAN divides the sum by the count. Over zero
  * elements: SUM gives 0, MEAN NaN, MAX/MIN a runtime error. */

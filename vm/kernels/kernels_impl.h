@@ -132,6 +132,17 @@ bool fvm_kernel_fused_types(const fvm_fstep *steps, int nsteps, const fvm_dtype 
 /* v as one element of dtype t (fvm_dtype_size(t) bytes at out), converted as fvm_k_fill converts it. */
 void fvm_kernel_fill_value(fvm_dtype t, double v, void *out);
 
+/* The checks of fvm_k_reduce, in its order and with its errors, and the
+ * results that need no kernel: *nred = the number of elements reduced into
+ * each output, or 0 when out is complete already (it has no elements, or
+ * nothing is reduced: out then holds zeros, NaN for MEAN) or on an error
+ * (kernels_reduce.c). */
+fvm_status fvm_kernel_reduce_check(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, fvm_tensor *out,
+                                   int64_t *nred, fvm_diag *d);
+/* Float sums add runs of up to this many elements with eight running sums,
+ * and cut longer runs in two (NumPy's PW_BLOCKSIZE; kernels_reduce.c). */
+#define FVM_PAIRWISE_BLOCK 128
+
 /* A matrix product's operands as op(a) [M,K] and op(b) [K,N] read through
  * element strides: A(i,k) = a[i*a_si + k*a_sk], B(k,j) = b[k*b_sk + j*b_sj].
  * A vector on the left is a 1-row matrix, a vector on the right a 1-column

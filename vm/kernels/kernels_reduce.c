@@ -4,13 +4,117 @@
 
 #include "kernels_impl.h"
 
+/* ---- pairwise sums ----------------------------------------------------- */
+
+/* NumPy's pairwise summation (pairwise_sum in numpy/_core/src/umath/
+ * loops_utils.h.src), the same additions in the same order, so a float sum
+ * has NumPy's bits: fewer than 8 elements are added one by one from the
+ * first; up to FVM_PAIRWISE_BLOCK, eight running sums r[k] take the
+ * elements k, k + 8, k + 16, ... of the whole multiples of 8, are combined
+ * as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), and the last n % 8
+ * elements are added one by one; a longer run is cut after its first
+ * n2 = n / 2 - (n / 2) % 8 elements, each part summed so, and the two
+ * sums added. The eight running sums are the lanes of one vector add (two
+ * for f64 on AVX2): each lane adds in its own order, so every copy gives
+ * the same bits. NumPy starts the short loop from -0.0, which changes no
+ * value (-0.0 + v is v), and its reductions add the result to an output
+ * filled with +0.0, so NumPy's sum of negative zeros is +0.0 where this
+ * is -0.0 (the sign NumPy's own test of it expects, marked there as a
+ * known failure). */
+#define PAIRWISE_BLOCK_FN(name, T) \
+    KERNEL_CLONES static T name(const T *x, int64_t n) \
+    { \
+        T r[8]; \
+        for (int k = 0; k < 8; k++) \
+            r[k] = x[k]; \
+        int64_t i = 8; \
+        for (; i + 8 <= n; i += 8) \
+            for (int k = 0; k < 8; k++) \
+                r[k] += x[i + k]; \
+        T s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); \
+        for (; i < n; i++) \
+            s += x[i]; \
+        return s; \
+    }
+
+/* Two sibling blocks, x[0, n) (n a multiple of 8) and y[0, m) with m >= n,
+ * summed as PAIRWISE_BLOCK_FN sums each, side by side (two independent
+ * chains of vector adds), and their sums added. */
+#define PAIRWISE_PAIR_FN(name, T) \
+    KERNEL_CLONES static T name(const T *x, int64_t n, const T *y, int64_t m) \
+    { \
+        T r[8], q[8]; \
+        for (int k = 0; k < 8; k++) { \
+            r[k] = x[k]; \
+            q[k] = y[k]; \
+        } \
+        int64_t i = 8; \
+        for (; i < n; i += 8) \
+            for (int k = 0; k < 8; k++) { \
+                r[k] += x[i + k]; \
+                q[k] += y[i + k]; \
+            } \
+        for (; i + 8 <= m; i += 8) \
+            for (int k = 0; k < 8; k++) \
+                q[k] += y[i + k]; \
+        T s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); \
+        T t = ((q[0] + q[1]) + (q[2] + q[3])) + ((q[4] + q[5]) + (q[6] + q[7])); \
+        for (; i < m; i++) \
+            t += y[i]; \
+        return s + t; \
+    }
+
+/* The sum of x[0, n), n >= 1. Runs of fewer than 16 elements (no whole
+ * block of 8 after the first) are summed inline, as a block of 8 with no
+ * loop; a run longer than a block is cut by name##_cut. */
+#define PAIRWISE_FN(name, block, pair, T) \
+    static T name##_cut(const T *x, int64_t n); \
+    static inline T name(const T *x, int64_t n) \
+    { \
+        T s; \
+        int64_t i; \
+        if (n < 8) { \
+            s = x[0]; \
+            i = 1; \
+        } else if (n < 16) { \
+            s = ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7])); \
+            i = 8; \
+        } else if (n <= FVM_PAIRWISE_BLOCK) { \
+            return block(x, n); \
+        } else { \
+            return name##_cut(x, n); \
+        } \
+        for (; i < n; i++) \
+            s += x[i]; \
+        return s; \
+    } \
+    static T name##_cut(const T *x, int64_t n) \
+    { \
+        int64_t n2 = n / 2; \
+        n2 -= n2 % 8; \
+        if (n - n2 <= FVM_PAIRWISE_BLOCK) \
+            return pair(x, n2, x + n2, n - n2); \
+        return name(x, n2) + name##_cut(x + n2, n - n2); \
+    }
+
+PAIRWISE_BLOCK_FN(pairwise_block_f32, float)
+PAIRWISE_BLOCK_FN(pairwise_block_f64, double)
+PAIRWISE_PAIR_FN(pairwise_pair_f32, float)
+PAIRWISE_PAIR_FN(pairwise_pair_f64, double)
+PAIRWISE_FN(pairwise_f32, pairwise_block_f32, pairwise_pair_f32, float)
+PAIRWISE_FN(pairwise_f64, pairwise_block_f64, pairwise_pair_f64, double)
+
 /* ---- reduce -------------------------------------------------------------- */
 
 /* x's dims coalesced into alternating runs of kept and reduced axes (size-1
- * dims dropped). x is read once in memory order; each element is combined
- * into its output slot, so every output sees its inputs in index order along
- * the reduced axes, and a kept innermost run is an elementwise loop over
- * contiguous rows. */
+ * dims dropped). x is read once in memory order, a row of the innermost run
+ * at a time. When that run is reduced, each row is one value (for float
+ * sums its pairwise sum) combined into its output slot; when it is kept,
+ * each element of the row is combined into its own slot, an elementwise
+ * loop. Either way every output combines its rows (or elements) in index
+ * order along the outer reduced axes: NumPy's order for a C-contiguous
+ * array, whose reduction loop runs along the last axis, pairwise when that
+ * axis is reduced and a running sum per output otherwise. */
 typedef struct red_plan {
     int rank; /* >= 1 */
     int64_t shape[FVM_MAX_RANK];
@@ -47,10 +151,12 @@ static void red_plan_init(red_plan *p, const fvm_dims *x, uint32_t mask)
     }
 }
 
-/* COMBINE(a, v) folds element v into the running value a. An output's first
- * element is copied (not combined with an identity), so a sum of one -0.0 is
- * -0.0 and a max needs no -inf. */
-#define RED_FN(name, T, COMBINE) \
+/* ROW(x, n) is the value of a run of n >= 1 contiguous reduced elements;
+ * COMBINE(a, v) adds a row's value v (or, where the innermost axis is kept,
+ * an element) to the running value a of its output, in index order. An
+ * output's first value is copied (not combined with an identity), so a sum
+ * of one -0.0 is -0.0 and a max needs no -inf. */
+#define RED_FN(name, T, ROW, COMBINE) \
     static void name(const void *px, void *pout, const red_plan *p) \
     { \
         const T *x = px; \
@@ -64,19 +170,13 @@ static void red_plan_init(red_plan *p, const fvm_dims *x, uint32_t mask)
         for (int64_t row = 0; row < rows; row++, x += n) { \
             T *o = out + oo; \
             if (p->red[r]) { \
-                int64_t j = 0; \
-                T a; \
+                T v = ROW(x, n); \
                 if (started) { \
-                    a = o[0]; \
+                    T a = o[0]; \
+                    o[0] = (COMBINE); \
                 } else { \
-                    a = x[0]; \
-                    j = 1; \
+                    o[0] = v; \
                 } \
-                for (; j < n; j++) { \
-                    T v = x[j]; \
-                    a = (COMBINE); \
-                } \
-                o[0] = a; \
             } else if (!started) { \
                 memcpy(o, x, (size_t)n * sizeof(T)); \
             } else { \
@@ -96,17 +196,37 @@ static void red_plan_init(red_plan *p, const fvm_dims *x, uint32_t mask)
         } \
     }
 
+/* A row folded element by element from its first, COMBINE(a, v) as above:
+ * max, min and integer sums, whose results do not depend on the grouping
+ * (integer sums wrap, which is exact modulo 2^bits). */
+#define FOLD_FN(name, T, COMBINE) \
+    static T name(const T *x, int64_t n) \
+    { \
+        T a = x[0]; \
+        for (int64_t j = 1; j < n; j++) { \
+            T v = x[j]; \
+            a = (COMBINE); \
+        } \
+        return a; \
+    }
+
 typedef void (*red_fn)(const void *x, void *out, const red_plan *p);
 
-/* Floats: max/min propagate NaN. Signed sums wrap in the unsigned type. */
+/* Floats: sums pairwise along the innermost reduced run, max/min propagate
+ * NaN. Signed sums wrap in the unsigned type. */
 #define FLOAT_RED(S, T) \
-    RED_FN(sum_##S, T, a + v) \
-    RED_FN(max_##S, T, (v > a || v != v) ? v : a) \
-    RED_FN(min_##S, T, (v < a || v != v) ? v : a)
+    RED_FN(sum_##S, T, pairwise_##S, a + v) \
+    FOLD_FN(fold_max_##S, T, (v > a || v != v) ? v : a) \
+    RED_FN(max_##S, T, fold_max_##S, (v > a || v != v) ? v : a) \
+    FOLD_FN(fold_min_##S, T, (v < a || v != v) ? v : a) \
+    RED_FN(min_##S, T, fold_min_##S, (v < a || v != v) ? v : a)
 #define INT_RED(S, T, UT) \
-    RED_FN(sum_##S, T, (T)((UT)a + (UT)v)) \
-    RED_FN(max_##S, T, v > a ? v : a) \
-    RED_FN(min_##S, T, v < a ? v : a)
+    FOLD_FN(fold_sum_##S, T, (T)((UT)a + (UT)v)) \
+    RED_FN(sum_##S, T, fold_sum_##S, (T)((UT)a + (UT)v)) \
+    FOLD_FN(fold_max_##S, T, v > a ? v : a) \
+    RED_FN(max_##S, T, fold_max_##S, v > a ? v : a) \
+    FOLD_FN(fold_min_##S, T, v < a ? v : a) \
+    RED_FN(min_##S, T, fold_min_##S, v < a ? v : a)
 
 FLOAT_RED(f32, float)
 FLOAT_RED(f64, double)
@@ -131,23 +251,24 @@ static const red_fn reduce_table[FVM_RED_COUNT][FVM_DTYPE_COUNT] = {
 
 static const char *const reduce_names[FVM_RED_COUNT] = {"reduce_sum", "reduce_mean", "reduce_max", "reduce_min"};
 
-fvm_status fvm_k_reduce(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, fvm_tensor *out, fvm_diag *d)
+fvm_status fvm_kernel_reduce_check(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, fvm_tensor *out,
+                                   int64_t *nred, fvm_diag *d)
 {
+    *nred = 0;
     KREQUIRE_TENSOR(d, x, "reduce: x");
     KREQUIRE_TENSOR(d, out, "reduce: out");
     if ((unsigned)op >= FVM_RED_COUNT)
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "unknown reduction %d", (int)op);
     const char *name = reduce_names[op];
-    red_fn f = reduce_table[op][x->dtype];
-    if (!f)
+    if (!reduce_table[op][x->dtype])
         return kernel_type_error(d, name, x->dtype);
     int rank = x->shape.rank;
     KREQUIRE(d, (axes_mask >> rank) == 0, "%s: axes mask 0x%x names an axis beyond rank %d", name, (unsigned)axes_mask,
              rank);
-    int64_t kept = 1, nred = 1;
+    int64_t kept = 1, n = 1;
     for (int i = 0; i < rank; i++) {
         if ((axes_mask >> i) & 1)
-            nred *= x->shape.d[i];
+            n *= x->shape.d[i];
         else
             kept *= x->shape.d[i];
     }
@@ -155,17 +276,28 @@ fvm_status fvm_k_reduce(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, 
              "%s: out must have x's dtype and the kept axes' element count", name);
     if (kept == 0)
         return FVM_OK;
-    if (nred == 0) { /* an empty reduction for every output */
+    if (n == 0) { /* an empty reduction for every output */
         if (op == FVM_RED_MAX || op == FVM_RED_MIN)
             return fvm_diag_add(d, FVM_ERR_RUNTIME, NULL, "%s over an empty axis has no value", name);
         fvm_k_fill(op == FVM_RED_MEAN ? NAN : 0.0, out, d);
         return FVM_OK;
     }
+    *nred = n;
+    return FVM_OK;
+}
+
+fvm_status fvm_k_reduce(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, fvm_tensor *out, fvm_diag *d)
+{
+    int64_t nred;
+    fvm_status s = fvm_kernel_reduce_check(op, x, axes_mask, out, &nred, d);
+    if (s || nred == 0)
+        return s;
     red_plan p;
     red_plan_init(&p, &x->shape, axes_mask);
-    f(kernel_bytes(x), kernel_bytes(out), &p);
+    reduce_table[op][x->dtype](kernel_bytes(x), kernel_bytes(out), &p);
     if (op == FVM_RED_MEAN) {
         /* divide (not multiply by a reciprocal) so a mean of equal values is exact */
+        int64_t kept = fvm_tensor_count(out);
         if (x->dtype == FVM_DTYPE_F32) {
             float *o = (float *)kernel_bytes(out), c = (float)nred;
             KERNEL_FOR(i, kept, o[i] /= c;);

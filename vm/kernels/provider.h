@@ -98,13 +98,16 @@ const fvm_kernels *fvm_kernels_cpu(void);
  * plain loops, one element at a time over the scalar kernels of the op
  * table, for the elementwise ops and fused chains; fused multiply-add
  * chains in k order for every matrix product, conv2d's and its gradients'
- * included (no BLAS); the CPU provider's kernels for the rest (reductions,
- * shape movement, pooling, softmax, ...), which are plain C already. Its
- * results are the CPU provider's bit for bit, except for the products the
- * CPU provider hands to BLAS (format/SPEC.md, "What depends on BLAS"): f64
- * products, f32 ones with a vector operand or above 2^27 multiply-adds, and
- * conv2d and its gradients, which differ in the last bits (BLAS orders the
- * sums its own way). Static storage. */
+ * included (no BLAS); float sums and means as a plain recursion of NumPy's
+ * pairwise summation over rows found by index arithmetic; the CPU
+ * provider's kernels for the rest (max, min, integer sums, shape movement,
+ * pooling, softmax, ...), which are plain C already. Its results are the
+ * CPU provider's bit for bit, except for the products the CPU provider
+ * hands to BLAS (format/SPEC.md, "What depends on BLAS"): f64 products, f32
+ * ones with a vector operand or above 2^27 multiply-adds, and conv2d and
+ * its gradients, which differ in the last bits (BLAS orders the sums its
+ * own way), and for which NaN a sum returns where two different NaNs meet
+ * (format/SPEC.md, Numerics). Static storage. */
 const fvm_kernels *fvm_kernels_portable(void);
 
 /* Puts the CPU provider's kernel in every NULL kernel member of k (not in

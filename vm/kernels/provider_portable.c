@@ -404,6 +404,98 @@ static fvm_status p_conv2d_grad_filter(const fvm_tensor *x, const fvm_tensor *dy
     return fvm_kernel_conv2d_grad_filter(conv_gemm, x, dy, win, dw, d);
 }
 
+/* ---- float sums ------------------------------------------------------------------------------- */
+
+/* NumPy's pairwise sum of x[0, n), n >= 1, as its recursion (kernels_reduce.c
+ * says the order; the CPU provider's kernel adds the eight running sums as
+ * vector lanes and two sibling blocks side by side). */
+#define PSUM_FN(name, T) \
+    static T name(const T *x, int64_t n) \
+    { \
+        if (n < 8) { \
+            T s = x[0]; \
+            for (int64_t i = 1; i < n; i++) \
+                s += x[i]; \
+            return s; \
+        } \
+        if (n > FVM_PAIRWISE_BLOCK) { \
+            int64_t n2 = n / 2 - (n / 2) % 8; \
+            return name(x, n2) + name(x + n2, n - n2); \
+        } \
+        T r[8]; \
+        for (int k = 0; k < 8; k++) \
+            r[k] = x[k]; \
+        int64_t i = 8; \
+        for (; i + 8 <= n; i += 8) \
+            for (int k = 0; k < 8; k++) \
+                r[k] += x[i + k]; \
+        T s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); \
+        for (; i < n; i++) \
+            s += x[i]; \
+        return s; \
+    }
+
+/* x's elements cut into rows of `row` (contiguous, every axis of a row
+ * reduced or of length 1), each row summed pairwise and added to its output
+ * in index order, the first row of each output copied; then MEAN's division. */
+#define PREDUCE_FN(name, psum, T) \
+    static void name(const T *x, const fvm_dims *s, uint32_t mask, int64_t row, int64_t nred, bool mean, T *o) \
+    { \
+        int64_t ostride[FVM_MAX_RANK], kept = 1; \
+        for (int i = s->rank - 1; i >= 0; i--) { \
+            ostride[i] = (mask >> i) & 1 ? 0 : kept; \
+            if (!((mask >> i) & 1)) \
+                kept *= s->d[i]; \
+        } \
+        int64_t total = fvm_dims_count(s); \
+        for (int64_t at = 0; at < total; at += row) { \
+            int64_t rem = at, oi = 0; \
+            bool first = true; \
+            for (int i = s->rank - 1; i >= 0; i--) { \
+                int64_t k = rem % s->d[i]; \
+                rem /= s->d[i]; \
+                oi += k * ostride[i]; \
+                if (((mask >> i) & 1) && k != 0) \
+                    first = false; \
+            } \
+            T v = psum(x + at, row); \
+            o[oi] = first ? v : o[oi] + v; \
+        } \
+        if (mean) \
+            for (int64_t i = 0; i < kept; i++) \
+                o[i] /= (T)nred; \
+    }
+
+PSUM_FN(psum_f32, float)
+PSUM_FN(psum_f64, double)
+PREDUCE_FN(preduce_f32, psum_f32, float)
+PREDUCE_FN(preduce_f64, psum_f64, double)
+
+/* Float sums and means here; max, min and integer sums, whose results do not
+ * depend on the order, are the CPU provider's. A row is the run of the last
+ * axes that are reduced or of length 1: the reduced elements of an output
+ * when its reduction ends with the last axis longer than 1, one element when
+ * that axis is kept. */
+static fvm_status p_reduce(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, fvm_tensor *out, fvm_diag *d)
+{
+    if ((op != FVM_RED_SUM && op != FVM_RED_MEAN) || (x->dtype != FVM_DTYPE_F32 && x->dtype != FVM_DTYPE_F64))
+        return fvm_k_reduce(op, x, axes_mask, out, d);
+    int64_t nred;
+    fvm_status s = fvm_kernel_reduce_check(op, x, axes_mask, out, &nred, d);
+    if (s || nred == 0)
+        return s;
+    int64_t row = 1;
+    for (int i = x->shape.rank - 1; i >= 0 && (((axes_mask >> i) & 1) || x->shape.d[i] == 1); i--)
+        row *= x->shape.d[i];
+    bool mean = op == FVM_RED_MEAN;
+    if (x->dtype == FVM_DTYPE_F32)
+        preduce_f32((const float *)kernel_bytes(x), &x->shape, axes_mask, row, nred, mean, (float *)kernel_bytes(out));
+    else
+        preduce_f64((const double *)kernel_bytes(x), &x->shape, axes_mask, row, nred, mean,
+                    (double *)kernel_bytes(out));
+    return FVM_OK;
+}
+
 /* ---- the provider ------------------------------------------------------------------------------ */
 
 /* The kernels above; fvm_kernels_complete adds the CPU provider's for the rest. */
@@ -416,6 +508,7 @@ static fvm_kernels portable = {
     .fill = p_fill,
     .fused = p_fused,
     .matmul = p_matmul,
+    .reduce = p_reduce,
     .conv2d = p_conv2d,
     .conv2d_grad_input = p_conv2d_grad_input,
     .conv2d_grad_filter = p_conv2d_grad_filter,
