@@ -110,21 +110,24 @@ static bool parse_seeds(const char *spec, int64_t **out, int *n)
     return ok && *n > 0;
 }
 
+/* The index of grid g's value in run k: the runs go through the product of
+ * the grids, the first varying slowest, then through the seeds. */
+static int value_of(const sweep_cli *w, int k, int g)
+{
+    int i = k / w->nseeds;
+    for (int h = w->ngrids - 1; h > g; h--)
+        i /= w->grids[h].n;
+    return i % w->grids[g].n;
+}
+
 /* The text of run k's configuration: "lr=0.1, epochs=2, seed 3". */
 static void run_label(const sweep_cli *w, int k, char *buf, size_t size)
 {
     size_t len = 0;
     buf[0] = 0;
-    /* the first grid varies slowest, the seed fastest */
-    int rest = k / w->nseeds, div = 1;
-    for (int g = 0; g < w->ngrids; g++)
-        div *= w->grids[g].n;
-    for (int g = 0; g < w->ngrids && len < size; g++) {
-        div /= w->grids[g].n;
-        int i = rest / div;
-        rest %= div;
-        len += (size_t)snprintf(buf + len, size - len, "%s=%s, ", w->grids[g].name, w->grids[g].values[i]);
-    }
+    for (int g = 0; g < w->ngrids && len < size; g++)
+        len +=
+            (size_t)snprintf(buf + len, size - len, "%s=%s, ", w->grids[g].name, w->grids[g].values[value_of(w, k, g)]);
     if (len < size)
         snprintf(buf + len, size - len, "seed %lld", (long long)w->seeds[k % w->nseeds]);
 }
@@ -224,15 +227,8 @@ static int write_index(sweep_cli *w)
         const char *slash = strrchr(w->runs[k].metrics, '/');
         ok = r && set && !fvm_doc_set(a, r, "file", fvm_doc_string(a, slash ? slash + 1 : w->runs[k].metrics)) &&
              !fvm_doc_set(a, r, "seed", fvm_doc_int(a, (int64_t)w->runs[k].seed)) && !fvm_doc_set(a, r, "set", set);
-        int c = k / w->nseeds, div = 1, base = 0;
-        for (int g = 0; g < w->ngrids; g++)
-            div *= w->grids[g].n;
-        for (int g = 0; ok && g < w->ngrids; g++) {
-            div /= w->grids[g].n;
-            ok = !fvm_doc_set(a, set, w->grids[g].name, vals[base + c / div]);
-            c %= div;
-            base += w->grids[g].n;
-        }
+        for (int g = 0, base = 0; ok && g < w->ngrids; base += w->grids[g].n, g++)
+            ok = !fvm_doc_set(a, set, w->grids[g].name, vals[base + value_of(w, k, g)]);
         if (ok && w->finals[k])
             ok = !fvm_doc_set(a, r, "final", w->finals[k]);
         if (ok) {
@@ -300,14 +296,11 @@ int cli_sweep(const cli_sweep_opts *o)
     }
     int width = snprintf(NULL, 0, "%d", nruns);
     for (int k = 0; k < nruns; k++) {
-        int c = k / w.nseeds, div = (int)nconf;
         const char **rs = sets + (size_t)k * ((size_t)w.ngrids + 1);
         for (int g = 0; g < w.ngrids; g++) {
-            div /= w.grids[g].n;
             char *t = NULL;
-            if (asprintf(&t, "%s=%s", w.grids[g].name, w.grids[g].values[c / div]) < 0)
+            if (asprintf(&t, "%s=%s", w.grids[g].name, w.grids[g].values[value_of(&w, k, g)]) < 0)
                 t = NULL;
-            c %= div;
             rs[g] = w.texts[w.ntexts++] = t;
         }
         char *file = NULL;
