@@ -33,13 +33,13 @@ bool fvm_bind_is_client_keys(const fvm_type *t)
 }
 
 /* Binds a dataset; {T}@CLIENTS data sets or must agree with *nclients. */
-static fvm_status data_one(const fvm_func *f, int i, const fvm_named_text *arg, int64_t *nclients, fvm_value **out,
-                           fvm_diag *d)
+static fvm_status data_one(const fvm_func *f, int i, const fvm_named_text *arg, fvm_data_cache *cache,
+                           int64_t *nclients, fvm_value **out, fvm_diag *d)
 {
     char *file, *split;
     fvm_status s = fvm_data_spec(arg->text, &file, &split, d);
     if (s == FVM_OK)
-        s = fvm_data_bind(file, split, f->param_names[i], f->param_types[i], out, d);
+        s = fvm_data_bind_cached(cache, file, split, f->param_names[i], f->param_types[i], out, d);
     if (s == FVM_OK && (*out)->kind == FVM_V_CLIENTS) {
         if (*nclients >= 0 && (*out)->n != *nclients) {
             fvm_loc loc = {.file = file};
@@ -56,11 +56,11 @@ static fvm_status data_one(const fvm_func *f, int i, const fvm_named_text *arg, 
     return s;
 }
 
-static fvm_status parse_one(const fvm_func *f, int i, const fvm_named_text *arg, int64_t *nclients, fvm_value **out,
-                            fvm_diag *d)
+static fvm_status parse_one(const fvm_func *f, int i, const fvm_named_text *arg, fvm_data_cache *cache,
+                            int64_t *nclients, fvm_value **out, fvm_diag *d)
 {
     if (arg->kind == FVM_ARG_DATA)
-        return data_one(f, i, arg, nclients, out, d);
+        return data_one(f, i, arg, cache, nclients, out, d);
     fvm_arena a = {0};
     char *owned = NULL;
     size_t len;
@@ -122,7 +122,7 @@ fvm_status fvm_bind_params(const fvm_func *f, int nargs, const fvm_named_text *a
         } else if (vals[i]) {
             s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "parameter '%s' is given twice", args[k].name);
         } else {
-            s = parse_one(f, i, &args[k], nclients, &vals[i], d);
+            s = parse_one(f, i, &args[k], o->cache, nclients, &vals[i], d);
             if (o->used)
                 o->used[k] = true;
         }

@@ -28,6 +28,7 @@ typedef struct fvm_bind_opts {
     bool leave_keys; /* leave "key" and "client_keys" NULL (a round driver sets them) */
     bool *used; /* NULL: an argument naming no parameter is an error; else
                          such arguments are skipped and used[k] is set for the others */
+    struct fvm_data_cache *cache; /* NULL, or where datasets are bound through (data_bind.h) */
 } fvm_bind_opts;
 
 /* Builds one value per parameter of f (values[i] owned by the caller, release

@@ -239,6 +239,70 @@ static fvm_status read_client(fvm_dataset *ds, int64_t i, const field_spec *fs, 
     return st;
 }
 
+/* ---- what the runs of a sweep share (fvm_data_cache) ---------------------------------- */
+
+typedef struct cache_entry {
+    char *key; /* path, split, parameter and type, each ended by a NUL */
+    size_t klen;
+    fvm_value *v;
+} cache_entry;
+
+struct fvm_data_cache {
+    pthread_mutex_t lock;
+    size_t max_bytes, bytes; /* decoded clients kept, at most max_bytes */
+    cache_entry *entries;
+    int n, cap;
+};
+
+fvm_data_cache *fvm_data_cache_new(size_t max_bytes)
+{
+    fvm_data_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    if (pthread_mutex_init(&c->lock, NULL)) {
+        free(c);
+        return NULL;
+    }
+    c->max_bytes = max_bytes;
+    return c;
+}
+
+void fvm_data_cache_free(fvm_data_cache *c)
+{
+    if (!c)
+        return;
+    for (int i = 0; i < c->n; i++) {
+        fvm_value_release(c->entries[i].v);
+        free(c->entries[i].key);
+    }
+    free(c->entries);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+size_t fvm_data_cache_bytes(fvm_data_cache *c)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t b = c->bytes;
+    pthread_mutex_unlock(&c->lock);
+    return b;
+}
+
+/* The bytes of v's tensors. */
+static size_t value_bytes(const fvm_value *v)
+{
+    if (!v)
+        return 0;
+    if (v->kind == FVM_V_TENSOR)
+        return fvm_tensor_bytes(&v->t);
+    if (v->cols)
+        return value_bytes(v->cols);
+    size_t b = 0;
+    for (int64_t k = 0; v->items && k < v->n; k++)
+        b += value_bytes(v->items[k]);
+    return b;
+}
+
 /* ---- {T*}@CLIENTS: clients read on demand ------------------------------------------- */
 
 /* Dataset handles are not thread-safe: each read takes a free handle (opening
@@ -253,6 +317,9 @@ typedef struct data_source {
     pthread_mutex_t lock;
     fvm_dataset **idle;
     int nidle, cap;
+    fvm_data_cache *cache; /* NULL, or where decoded clients are kept (decoded[i], under cache->lock) */
+    fvm_value **decoded;
+    int64_t n;
 } data_source;
 
 static fvm_dataset *take_handle(data_source *s)
@@ -287,18 +354,38 @@ static void give_handle(data_source *s, fvm_dataset *ds)
 static fvm_status source_get(fvm_source *src, int64_t i, fvm_value **out, fvm_diag *d)
 {
     data_source *s = (data_source *)src;
+    fvm_data_cache *c = s->cache;
+    if (c) { /* decoded already, by this run or another */
+        pthread_mutex_lock(&c->lock);
+        *out = s->decoded[i] ? fvm_value_retain(s->decoded[i]) : NULL;
+        pthread_mutex_unlock(&c->lock);
+        if (*out)
+            return FVM_OK;
+    }
     fvm_dataset *ds = take_handle(s);
     fvm_status st = ds ? FVM_OK : fvm_dataset_open(s->path, s->split, &ds, d);
     if (st)
         return st;
     st = read_client(ds, i, s->fields, s->nfields, s->path, s->param, out, d);
     give_handle(s, ds);
+    if (st == FVM_OK && c) { /* kept while the cache has room; values are immutable */
+        size_t b = value_bytes(*out);
+        pthread_mutex_lock(&c->lock);
+        if (!s->decoded[i] && b <= c->max_bytes - c->bytes) {
+            s->decoded[i] = fvm_value_retain(*out);
+            c->bytes += b;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
     return st;
 }
 
 static void source_free(fvm_source *src)
 {
     data_source *s = (data_source *)src;
+    for (int64_t i = 0; s->decoded && i < s->n; i++)
+        fvm_value_release(s->decoded[i]); /* the cache is freed after (fvm_data_cache_free) */
+    free(s->decoded);
     for (int k = 0; k < s->nidle; k++)
         fvm_dataset_close(s->idle[k]);
     free(s->idle);
@@ -313,7 +400,7 @@ static void source_free(fvm_source *src)
 static const struct fvm_source_i source_iface = {.get = source_get, .free = source_free};
 
 static fvm_status bind_clients(fvm_dataset *ds_take, const char *path, const char *split, const char *param,
-                               const field_spec *fs, int nf, fvm_value **out, fvm_diag *d)
+                               const field_spec *fs, int nf, fvm_data_cache *cache, fvm_value **out, fvm_diag *d)
 {
     data_source *s = calloc(1, sizeof *s);
     if (!s) {
@@ -330,7 +417,12 @@ static fvm_status bind_clients(fvm_dataset *ds_take, const char *path, const cha
     int64_t n = fvm_dataset_clients(ds_take);
     if (s->fields)
         memcpy(s->fields, fs, (size_t)nf * sizeof *fs);
-    if (!s->path || (split && !s->split) || !s->param || !s->fields ||
+    if (cache) {
+        s->cache = cache;
+        s->n = n;
+        s->decoded = calloc((size_t)(n ? n : 1), sizeof *s->decoded);
+    }
+    if (!s->path || (split && !s->split) || !s->param || !s->fields || (cache && !s->decoded) ||
         !(*out = fvm_value_clients_source_take(n, &s->base))) {
         fvm_dataset_close(ds_take);
         source_free(&s->base);
@@ -452,8 +544,8 @@ static fvm_status bind_pooled(fvm_dataset *ds, const char *path, const char *par
     return FVM_OK;
 }
 
-fvm_status fvm_data_bind(const char *path, const char *split, const char *param, const fvm_type *t, fvm_value **out,
-                         fvm_diag *d)
+static fvm_status bind(const char *path, const char *split, const char *param, const fvm_type *t, fvm_data_cache *cache,
+                       fvm_value **out, fvm_diag *d)
 {
     *out = NULL;
     fvm_loc loc = {.file = path};
@@ -478,7 +570,7 @@ fvm_status fvm_data_bind(const char *path, const char *split, const char *param,
     if (s == FVM_OK)
         s = match_columns(ds, path, param, elem, fs, d);
     if (s == FVM_OK && clients) {
-        s = bind_clients(ds, path, split, param, fs, nf, out, d);
+        s = bind_clients(ds, path, split, param, fs, nf, cache, out, d);
         ds = NULL; /* taken */
     } else if (s == FVM_OK) {
         s = bind_pooled(ds, path, param, fs, nf, out, d);
@@ -486,4 +578,61 @@ fvm_status fvm_data_bind(const char *path, const char *split, const char *param,
     fvm_dataset_close(ds);
     free(fs);
     return s;
+}
+
+fvm_status fvm_data_bind(const char *path, const char *split, const char *param, const fvm_type *t, fvm_value **out,
+                         fvm_diag *d)
+{
+    return bind(path, split, param, t, NULL, out, d);
+}
+
+fvm_status fvm_data_bind_cached(fvm_data_cache *c, const char *path, const char *split, const char *param,
+                                const fvm_type *t, fvm_value **out, fvm_diag *d)
+{
+    if (!c)
+        return bind(path, split, param, t, NULL, out, d);
+    *out = NULL;
+    char type[4096];
+    fvm_type_format(t, false, type, sizeof type);
+    size_t klen = strlen(path) + strlen(split ? split : "") + strlen(param) + strlen(type) + 4;
+    char *key = malloc(klen);
+    if (!key)
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    size_t at = 0; /* the four parts, each ended by its NUL */
+    const char *parts[4] = {path, split ? split : "", param, type};
+    for (int k = 0; k < 4; k++) {
+        size_t n = strlen(parts[k]) + 1;
+        memcpy(key + at, parts[k], n);
+        at += n;
+    }
+    pthread_mutex_lock(&c->lock);
+    for (int i = 0; i < c->n && !*out; i++)
+        if (c->entries[i].klen == klen && !memcmp(c->entries[i].key, key, klen))
+            *out = fvm_value_retain(c->entries[i].v);
+    pthread_mutex_unlock(&c->lock);
+    if (*out) {
+        free(key);
+        return FVM_OK;
+    }
+    fvm_status s = bind(path, split, param, t, c, out, d);
+    if (s) {
+        free(key);
+        return s;
+    }
+    pthread_mutex_lock(&c->lock);
+    bool room = c->n < c->cap;
+    if (!room) {
+        int cap = c->cap ? 2 * c->cap : 4;
+        cache_entry *e = realloc(c->entries, (size_t)cap * sizeof *e);
+        if ((room = e != NULL)) {
+            c->entries = e;
+            c->cap = cap;
+        }
+    }
+    if (room) /* two runs binding at once each keep their own; the first is shared from then on */
+        c->entries[c->n++] = (cache_entry){key, klen, fvm_value_retain(*out)};
+    else
+        free(key);
+    pthread_mutex_unlock(&c->lock);
+    return FVM_OK;
 }

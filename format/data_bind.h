@@ -30,4 +30,20 @@ FVM_API fvm_status fvm_data_spec(const char *text, char **file, char **split, fv
 FVM_API fvm_status fvm_data_bind(const char *path, const char *split, const char *param, const fvm_type *t,
                                  fvm_value **out, fvm_diag *d);
 
+/* What the runs of a sweep share (thread-safe): each dataset split bound to
+ * a parameter of a type, bound once, and the clients decoded from it, kept
+ * while their bytes fit max_bytes (later clients are read each time; values
+ * are immutable, so the runs get the same bits). The cache must outlive every
+ * value bound through it. */
+typedef struct fvm_data_cache fvm_data_cache;
+FVM_API fvm_data_cache *fvm_data_cache_new(size_t max_bytes);
+FVM_API void fvm_data_cache_free(fvm_data_cache *c);
+/* The bytes of the decoded clients it holds. */
+FVM_API size_t fvm_data_cache_bytes(fvm_data_cache *c);
+
+/* fvm_data_bind through cache c (NULL: none): the value bound before for the
+ * same file, split, parameter and type, or a new one (kept in c). */
+FVM_API fvm_status fvm_data_bind_cached(fvm_data_cache *c, const char *path, const char *split, const char *param,
+                                        const fvm_type *t, fvm_value **out, fvm_diag *d);
+
 #endif

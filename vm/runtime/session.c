@@ -240,10 +240,10 @@ static fvm_status read_inputs(fvm_session *ss, fvm_diag *d)
     if (!used)
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     ss->population = o->has_clients ? o->clients : -1;
-    fvm_bind_opts bo = {.first = 1, .seed = o->seed, .leave_keys = true, .used = used};
+    fvm_bind_opts bo = {.first = 1, .seed = o->seed, .leave_keys = true, .used = used, .cache = o->data_cache};
     fvm_status s = fvm_bind_params(ss->next, o->nargs, o->args, &bo, &ss->population, &ss->next_args, d);
     if (s == FVM_OK && ss->evaluate) {
-        fvm_bind_opts be = {.first = 1, .seed = o->seed, .used = used};
+        fvm_bind_opts be = {.first = 1, .seed = o->seed, .used = used, .cache = o->data_cache};
         s = fvm_bind_params(ss->evaluate, o->nargs, o->args, &be, &ss->eval_population, &ss->eval_args, d);
     }
     for (int k = 0; k < o->nargs && s == FVM_OK; k++)

@@ -86,6 +86,8 @@ typedef struct fvm_session_opts {
     const fvm_kernels *kernels; /* what computes the ops (vm/kernels/provider.h); NULL: the cpu kernels */
     int64_t max_steps; /* bounds on the VM (interp.h's fvm_vm_config); 0: none */
     double time_limit;
+    struct fvm_data_cache *data_cache; /* NULL, or where datasets are bound through, shared with other
+                                          sessions (format/data_bind.h; it must outlive the session) */
     fvm_session_progress_fn progress; /* optional */
     void *user; /* progress's first argument */
 } fvm_session_opts;

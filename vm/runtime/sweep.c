@@ -6,10 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../format/data_bind.h"
 #include "../transform/passes.h"
 
 typedef struct sweep {
     const fvm_sweep_opts *o;
+    fvm_data_cache *data; /* what the runs share */
     pthread_mutex_t lock;
     int next; /* the next run to start */
     fvm_status first; /* the first failure's status */
@@ -43,6 +45,7 @@ static fvm_status one_run(sweep *w, int k, fvm_program **p, fvm_session **ss, fv
         so.seed = r->seed;
         so.metrics = r->metrics;
         so.backend = NULL; /* sequential, on this thread */
+        so.data_cache = w->data;
         so.progress = NULL;
         if (!so.program)
             so.program = o->program;
@@ -91,12 +94,17 @@ fvm_status fvm_sweep(const fvm_sweep_opts *o, fvm_diag *d)
     int nthreads = o->threads > 0 ? o->threads : cores > 0 ? (int)cores : 1;
     if (nthreads > o->nruns)
         nthreads = o->nruns;
-    sweep w = {.o = o};
-    if (pthread_mutex_init(&w.lock, NULL))
+    sweep w = {.o = o, .data = fvm_data_cache_new(o->data_bytes ? o->data_bytes : (size_t)1 << 30)};
+    if (!w.data)
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    if (pthread_mutex_init(&w.lock, NULL)) {
+        fvm_data_cache_free(w.data);
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "cannot create a lock");
+    }
     pthread_t *tids = calloc((size_t)nthreads, sizeof *tids);
     if (!tids) {
         pthread_mutex_destroy(&w.lock);
+        fvm_data_cache_free(w.data);
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     }
     int started = 0;
@@ -109,5 +117,6 @@ fvm_status fvm_sweep(const fvm_sweep_opts *o, fvm_diag *d)
         pthread_join(tids[i], NULL);
     free(tids);
     pthread_mutex_destroy(&w.lock);
+    fvm_data_cache_free(w.data); /* after every session that bound through it */
     return w.first;
 }

@@ -4,7 +4,8 @@
  * Each run loads the program with its own hyperparameter overrides (after
  * the sweep's), checks it and runs a training session (session.h) on the
  * sequential backend of the thread that took it, writing its own metrics
- * file. Runs start in order; the first run that fails stops the sweep from
+ * file. The runs bind their datasets once and share the clients decoded
+ * from them. Runs start in order; the first run that fails stops the sweep from
  * starting more (the ones running finish). */
 #ifndef FVM_SWEEP_H
 #define FVM_SWEEP_H
@@ -33,6 +34,7 @@ typedef struct fvm_sweep_opts {
     const fvm_sweep_run *runs;
     int nruns;
     int threads; /* runs at once (0: one per core) */
+    size_t data_bytes; /* decoded client data the runs share, at most (0: 1 GiB; data_bind.h's fvm_data_cache) */
     fvm_sweep_done_fn done; /* optional */
     void *user;
 } fvm_sweep_opts;
