@@ -592,12 +592,14 @@ fvm_status fvm_data_bind_cached(fvm_data_cache *c, const char *path, const char 
     if (!c)
         return bind(path, split, param, t, NULL, out, d);
     *out = NULL;
-    char type[4096];
-    fvm_type_format(t, false, type, sizeof type);
-    size_t klen = strlen(path) + strlen(split ? split : "") + strlen(param) + strlen(type) + 4;
-    char *key = malloc(klen);
-    if (!key)
+    fvm_arena a = {0};
+    const char *type = fvm_type_str(&a, t, false); /* whole: two types never share a key */
+    size_t klen = type ? strlen(path) + strlen(split ? split : "") + strlen(param) + strlen(type) + 4 : 0;
+    char *key = type ? malloc(klen) : NULL;
+    if (!key) {
+        fvm_arena_free(&a);
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    }
     size_t at = 0; /* the four parts, each ended by its NUL */
     const char *parts[4] = {path, split ? split : "", param, type};
     for (int k = 0; k < 4; k++) {
@@ -605,6 +607,7 @@ fvm_status fvm_data_bind_cached(fvm_data_cache *c, const char *path, const char 
         memcpy(key + at, parts[k], n);
         at += n;
     }
+    fvm_arena_free(&a);
     pthread_mutex_lock(&c->lock);
     for (int i = 0; i < c->n && !*out; i++)
         if (c->entries[i].klen == klen && !memcmp(c->entries[i].key, key, klen))

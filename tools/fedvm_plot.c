@@ -774,6 +774,12 @@ static void warn_oddities(const fvm_metrics *m)
 
 /* ---- a sweep ------------------------------------------------------------------ */
 
+static int by_value(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* The value of 'round' in series s, or -1 when s has no point there (rounds increase). */
 static ssize_t point_at(const fvm_series *s, int64_t round)
 {
@@ -813,31 +819,23 @@ static fvm_status combine_runs(fvm_metrics *const *ms, int n, int which, const c
 {
     fvm_arena a = {0};
     const fvm_metrics *m0 = ms[0];
-    /* the rounds of any series, in order */
-    int64_t *rounds = NULL;
+    /* the rounds of any series, in order, once each */
+    size_t total = 0;
+    for (size_t i = 0; i < m0->nseries; i++)
+        total += m0->series[i].n;
+    int64_t *rounds = malloc((total ? total : 1) * sizeof *rounds);
+    if (!rounds)
+        return FVM_ERR_NOMEM;
     size_t nr = 0;
     for (size_t i = 0; i < m0->nseries; i++)
-        for (size_t j = 0; j < m0->series[i].n; j++) {
-            int64_t r = m0->series[i].rounds[j];
-            size_t k = 0;
-            while (k < nr && rounds[k] != r)
-                k++;
-            if (k < nr)
-                continue;
-            int64_t *g = realloc(rounds, (nr + 1) * sizeof *g);
-            if (!g) {
-                free(rounds);
-                return FVM_ERR_NOMEM;
-            }
-            rounds = g;
-            rounds[nr++] = r;
-        }
-    for (size_t i = 1; i < nr; i++) /* sorted */
-        for (size_t k = i; k > 0 && rounds[k - 1] > rounds[k]; k--) {
-            int64_t t = rounds[k];
-            rounds[k] = rounds[k - 1];
-            rounds[k - 1] = t;
-        }
+        for (size_t j = 0; j < m0->series[i].n; j++)
+            rounds[nr++] = m0->series[i].rounds[j];
+    qsort(rounds, nr, sizeof *rounds, by_value);
+    size_t uniq = 0;
+    for (size_t i = 0; i < nr; i++)
+        if (!uniq || rounds[uniq - 1] != rounds[i])
+            rounds[uniq++] = rounds[i];
+    nr = uniq;
     size_t len = 0, cap = 0;
     char *text = NULL;
     fvm_status s = FVM_OK;
