@@ -34,57 +34,101 @@ static fvm_status derive(fvm_program *p, fvm_instr *in, fvm_diag *d)
     return fvm_ad_pullback(&env, fn, UINT64_C(1) << wrt, &in->derived);
 }
 
+/* {"fn": name}, on one line. */
+static fvm_doc *fn_attrs(fvm_arena *a, const char *name)
+{
+    fvm_doc *attrs = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!attrs || fvm_doc_set(a, attrs, "fn", fvm_doc_string(a, name)))
+        return NULL;
+    attrs->flow = true;
+    return attrs;
+}
+
+/* What a pass makes a function of one instruction from: the instruction
+ * result = op[attrs](params...) over n parameters of the given names and types. */
+typedef struct one_instr {
+    const char *base; /* its name, or base.2, base.3, ... when that is taken */
+    const char *doc;
+    int n;
+    const char *const *names;
+    const fvm_type *types[3];
+    const char *result;
+    fvm_op op;
+    const fvm_doc *attrs;
+    fvm_loc attrs_loc;
+    const char *what; /* for the internal error: "the client half of this federated_select" */
+} one_instr;
+
+/* The function of o, made for instruction in (located there), added to p,
+ * decoded and checked; NULL after an error, reported. */
+static fvm_func *one_instr_func(fvm_program *p, const fvm_instr *in, const one_instr *o, fvm_diag *d)
+{
+    fvm_arena *a = &p->arena;
+    fvm_func *g = fvm_arena_alloc(a, sizeof *g);
+    fvm_instr *body = fvm_arena_alloc(a, sizeof *body);
+    const char *name = o->base;
+    for (int k = 2; name && fvm_program_func(p, name); k++)
+        name = fvm_arena_printf(a, "%s.%d", o->base, k);
+    if (!g || !body || !name || !(g->param_types = fvm_arena_array(a, (size_t)o->n, sizeof *g->param_types)) ||
+        !(g->param_locs = fvm_arena_array(a, (size_t)o->n, sizeof *g->param_locs)) ||
+        !(g->param_name_locs = fvm_arena_array(a, (size_t)o->n, sizeof *g->param_name_locs)) ||
+        !(body->arg_locs = fvm_arena_array(a, (size_t)o->n, sizeof *body->arg_locs))) {
+        fvm_diag_add(d, FVM_ERR_NOMEM, &in->loc, "out of memory");
+        return NULL;
+    }
+    g->name = name;
+    g->doc = o->doc;
+    g->loc = in->loc;
+    g->nparams = o->n;
+    g->param_names = (const char **)o->names;
+    body->arg_names = (const char **)o->names;
+    for (int k = 0; k < o->n; k++) {
+        g->param_types[k] = o->types[k];
+        g->param_locs[k] = g->param_name_locs[k] = body->arg_locs[k] = in->loc;
+    }
+    body->name = o->result;
+    body->op = o->op;
+    body->attrs = o->attrs;
+    body->nargs = o->n;
+    body->loc = body->name_loc = in->loc;
+    body->attrs_loc = o->attrs_loc;
+    g->instrs = body;
+    g->ninstrs = 1;
+    g->result_name = body->name;
+    g->result_loc = in->loc;
+    fvm_status s = fvm_program_add_func(p, g);
+    if (s) {
+        fvm_diag_add(d, s, &in->loc, "out of memory");
+        return NULL;
+    }
+    if (fvm_ir_decode_func(p, a, g, d) || fvm_check_func(p, g, d)) {
+        fvm_diag_add(d, FVM_ERR_TYPE, &in->loc, "internal: %s does not check", o->what);
+        return NULL;
+    }
+    return g;
+}
+
 /* federated_select's client half as a function of its own,
  *   <fn>.select(keys, max_key, value) = select_keys[fn](keys, max_key, value)
  * (in->derived), so that a round form runs it as a federated_map of the
  * broadcast server values (plan_flow.c). */
 static fvm_status select_client(fvm_program *p, fvm_instr *in, fvm_diag *d)
 {
-    fvm_arena *a = &p->arena;
-    fvm_func *g = fvm_arena_alloc(a, sizeof *g);
-    fvm_instr *body = fvm_arena_alloc(a, sizeof *body);
     static const char *const names[3] = {"keys", "max_key", "value"};
-    const char *name = fvm_arena_printf(a, "%s.select", in->a.fn->name);
-    for (int k = 2; name && fvm_program_func(p, name); k++)
-        name = fvm_arena_printf(a, "%s.select.%d", in->a.fn->name, k);
-    fvm_doc *attrs = fvm_doc_new(a, FVM_DOC_OBJECT);
-    if (!g || !body || !name || !attrs || fvm_doc_set(a, attrs, "fn", fvm_doc_string(a, in->a.fn->name)))
+    one_instr o = {.base = fvm_arena_printf(&p->arena, "%s.select", in->a.fn->name),
+                   .doc = "The client half of a federated_select: the selected values of this client's keys.",
+                   .n = 3,
+                   .names = names,
+                   .result = "selected",
+                   .op = FVM_OP_SELECT_KEYS,
+                   .attrs = fn_attrs(&p->arena, in->a.fn->name),
+                   .attrs_loc = in->loc,
+                   .what = "the client half of this federated_select"};
+    if (!o.base || !o.attrs)
         return fvm_diag_add(d, FVM_ERR_NOMEM, &in->loc, "out of memory");
-    attrs->flow = true;
-    g->name = name;
-    g->doc = "The client half of a federated_select: the selected values of this client's keys.";
-    g->loc = in->loc;
-    g->nparams = 3;
-    g->param_names = (const char **)names;
-    g->param_types = fvm_arena_array(a, 3, sizeof *g->param_types);
-    g->param_locs = fvm_arena_array(a, 3, sizeof *g->param_locs);
-    g->param_name_locs = fvm_arena_array(a, 3, sizeof *g->param_name_locs);
-    body->arg_names = (const char **)names;
-    body->arg_locs = fvm_arena_array(a, 3, sizeof *body->arg_locs);
-    if (!g->param_types || !g->param_locs || !g->param_name_locs || !body->arg_locs)
-        return fvm_diag_add(d, FVM_ERR_NOMEM, &in->loc, "out of memory");
-    for (int k = 0; k < 3; k++) {
-        g->param_types[k] = in->arg_types[k]->u.fed.member;
-        g->param_locs[k] = g->param_name_locs[k] = body->arg_locs[k] = in->loc;
-    }
-    body->name = "selected";
-    body->op = FVM_OP_SELECT_KEYS;
-    body->attrs = attrs;
-    body->nargs = 3;
-    body->loc = body->name_loc = body->attrs_loc = in->loc;
-    g->instrs = body;
-    g->ninstrs = 1;
-    g->result_name = body->name;
-    g->result_loc = in->loc;
-    fvm_status s = fvm_program_add_func(p, g);
-    if (s)
-        return fvm_diag_add(d, s, &in->loc, "out of memory");
-    if (fvm_ir_decode_func(p, a, g, d) || fvm_check_func(p, g, d))
-        return fvm_diag_add(d, FVM_ERR_TYPE, &in->loc,
-                            "internal: the client half of this federated_select does not "
-                            "check");
-    in->derived = g;
-    return FVM_OK;
+    for (int k = 0; k < 3; k++)
+        o.types[k] = in->arg_types[k]->u.fed.member;
+    return (in->derived = one_instr_func(p, in, &o, d)) ? FVM_OK : FVM_ERR_TYPE;
 }
 
 /* A field of placed structs, lowered: field[name](s@SERVER) into
@@ -97,51 +141,31 @@ static fvm_status select_client(fvm_program *p, fvm_instr *in, fvm_diag *d)
 static fvm_status lower_field(fvm_program *p, fvm_instr *in, fvm_diag *d)
 {
     fvm_arena *a = &p->arena;
-    const fvm_type *placed = in->arg_types[0];
-    bool server = placed->u.fed.pl == FVM_PL_SERVER;
-    fvm_func *g = fvm_arena_alloc(a, sizeof *g);
-    fvm_instr *body = fvm_arena_alloc(a, sizeof *body);
     static const char *const names[1] = {"s"};
     const char *what = (in->a.present & A(NAME)) ? in->a.name : fvm_arena_printf(a, "%lld", (long long)in->a.index);
-    const char *name = what ? fvm_arena_printf(a, "%s.field", what) : NULL;
-    for (int k = 2; name && fvm_program_func(p, name); k++)
-        name = fvm_arena_printf(a, "%s.field.%d", what, k);
-    fvm_doc *attrs = fvm_doc_new(a, FVM_DOC_OBJECT);
-    if (!g || !body || !name || !attrs || fvm_doc_set(a, attrs, "fn", fvm_doc_string(a, name)))
+    one_instr o = {.base = what ? fvm_arena_printf(a, "%s.field", what) : NULL,
+                   .doc = "A field of a placed struct, taken from each member (a field instruction on placed "
+                          "values, lowered).",
+                   .n = 1,
+                   .names = names,
+                   .types = {in->arg_types[0]->u.fed.member},
+                   .result = "f",
+                   .op = FVM_OP_FIELD,
+                   .attrs = in->attrs, /* name or index, as written */
+                   .attrs_loc = in->attrs_loc,
+                   .what = "the field of this placed struct"};
+    if (!o.base)
         return fvm_diag_add(d, FVM_ERR_NOMEM, &in->loc, "out of memory");
-    attrs->flow = true;
-    g->name = name;
-    g->doc = "A field of a placed struct, taken from each member (a field instruction on placed values, lowered).";
-    g->loc = in->loc;
-    g->nparams = 1;
-    g->param_names = (const char **)names;
-    g->param_types = fvm_arena_array(a, 1, sizeof *g->param_types);
-    g->param_locs = fvm_arena_array(a, 1, sizeof *g->param_locs);
-    g->param_name_locs = fvm_arena_array(a, 1, sizeof *g->param_name_locs);
-    body->arg_names = (const char **)names;
-    body->arg_locs = fvm_arena_array(a, 1, sizeof *body->arg_locs);
-    if (!g->param_types || !g->param_locs || !g->param_name_locs || !body->arg_locs)
+    fvm_func *g = one_instr_func(p, in, &o, d);
+    fvm_doc *attrs = g ? fn_attrs(a, g->name) : NULL;
+    if (!g)
+        return FVM_ERR_TYPE;
+    if (!attrs)
         return fvm_diag_add(d, FVM_ERR_NOMEM, &in->loc, "out of memory");
-    g->param_types[0] = placed->u.fed.member;
-    g->param_locs[0] = g->param_name_locs[0] = body->arg_locs[0] = in->loc;
-    body->name = "f";
-    body->op = FVM_OP_FIELD;
-    body->attrs = in->attrs; /* name or index, as written */
-    body->nargs = 1;
-    body->loc = body->name_loc = body->attrs_loc = in->attrs_loc;
-    g->instrs = body;
-    g->ninstrs = 1;
-    g->result_name = body->name;
-    g->result_loc = in->loc;
-    fvm_status s = fvm_program_add_func(p, g);
-    if (s)
-        return fvm_diag_add(d, s, &in->loc, "out of memory");
-    if (fvm_ir_decode_func(p, a, g, d) || fvm_check_func(p, g, d))
-        return fvm_diag_add(d, FVM_ERR_TYPE, &in->loc, "internal: the field of this placed struct does not check");
     in->lowered = true;
     in->written_op = in->op;
     in->written_attrs = in->attrs;
-    in->op = server ? FVM_OP_FEDERATED_APPLY : FVM_OP_FEDERATED_MAP;
+    in->op = in->arg_types[0]->u.fed.pl == FVM_PL_SERVER ? FVM_OP_FEDERATED_APPLY : FVM_OP_FEDERATED_MAP;
     in->attrs = attrs;
     /* the decoded attributes now name g; the type the checker gave the field
      * is that of federated_apply or _map of g */
