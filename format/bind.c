@@ -13,23 +13,14 @@
 #include "../vm/core/doc.h"
 #include "value_doc.h"
 
-static bool is_key_tensor(const fvm_type *t)
-{
-    return t->kind == FVM_T_TENSOR && t->u.tensor.dtype == FVM_DTYPE_U32 && t->u.tensor.dims.rank == 1 &&
-           t->u.tensor.dims.d[0] == 2;
-}
-
 bool fvm_bind_is_key(const fvm_type *t)
 {
-    if (t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_SERVER)
-        t = t->u.fed.member;
-    return is_key_tensor(t);
+    return fvm_given_param("key", t) == FVM_GIVEN_KEY;
 }
 
 bool fvm_bind_is_client_keys(const fvm_type *t)
 {
-    return t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS && !t->u.fed.all_equal &&
-           is_key_tensor(t->u.fed.member);
+    return fvm_given_param("client_keys", t) == FVM_GIVEN_CLIENT_KEYS;
 }
 
 /* Binds a dataset; {T}@CLIENTS data sets or must agree with *nclients. */
@@ -131,25 +122,35 @@ fvm_status fvm_bind_params(const fvm_func *f, int nargs, const fvm_named_text *a
     }
     uint32_t key[2];
     fvm_prng_key(o->seed, key);
-    /* client_keys last: the number of clients comes from the data */
+    /* the parameters the run fills (keys.h) after the data: their number of
+     * clients comes from it */
     for (int pass = 0; pass < 2; pass++)
         for (int i = o->first; i < f->nparams; i++) {
             if (vals[i])
                 continue;
             const fvm_type *t = f->param_types[i];
-            bool is_key = !strcmp(f->param_names[i], "key") && fvm_bind_is_key(t);
-            bool is_ckeys = !strcmp(f->param_names[i], "client_keys") && fvm_bind_is_client_keys(t);
-            if ((is_key || is_ckeys) && o->leave_keys)
+            fvm_given g = fvm_given_param(f->param_names[i], t);
+            if (g != FVM_GIVEN_NONE && o->leave_keys)
                 continue;
+            bool per_client = g == FVM_GIVEN_CLIENT_KEYS || g == FVM_GIVEN_CLIENT_INDICES || g == FVM_GIVEN_NUM_CLIENTS;
             fvm_status s = FVM_OK;
-            if (pass == 0 && is_key) {
+            if (pass == 0 && g == FVM_GIVEN_KEY) {
                 s = fvm_key_value(key, &vals[i], d);
-            } else if (pass == 1 && is_ckeys) {
-                s = *nclients >= 0 ? fvm_client_keys_value(key, NULL, *nclients, &vals[i], d)
-                                   : fvm_diag_add(d, FVM_ERR_USAGE, NULL,
-                                                  "parameter 'client_keys' needs the number of clients: bind client "
-                                                  "data or give --clients N");
-            } else if (pass == 1 && !is_key && !is_ckeys && !first) {
+            } else if (pass == 1 && per_client && *nclients < 0) {
+                s = fvm_diag_add(d, FVM_ERR_USAGE, NULL,
+                                 "parameter '%s' needs the number of clients: bind client data or give --clients N",
+                                 f->param_names[i]);
+            } else if (pass == 1 && g == FVM_GIVEN_CLIENT_KEYS) {
+                s = fvm_client_keys_value(key, NULL, *nclients, &vals[i], d);
+            } else if (pass == 1 && g == FVM_GIVEN_CLIENT_INDICES) {
+                s = fvm_client_indices_value(NULL, *nclients, &vals[i], d);
+            } else if (pass == 1 && g == FVM_GIVEN_NUM_CLIENTS) {
+                s = fvm_i64_value(*nclients, &vals[i], d);
+            } else if (pass == 1 && g == FVM_GIVEN_CLIENT_STATES && !first) {
+                s = fvm_diag_add(d, FVM_ERR_USAGE, NULL,
+                                 "parameter 'client_states' is given by a training run (initialize_client and next), "
+                                 "or with --arg client_states=VALUE");
+            } else if (pass == 1 && g == FVM_GIVEN_NONE && !first) {
                 char buf[256];
                 const fvm_type *m = t->kind == FVM_T_FED ? t->u.fed.member : t;
                 s = m->kind == FVM_T_SEQ

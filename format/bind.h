@@ -15,17 +15,20 @@ typedef struct fvm_named_text {
     fvm_arg_kind kind;
 } fvm_named_text;
 
-/* Parameters that get a value without being given:
+/* Parameters that get a value without being given (keys.h's fvm_given):
  * - "key", of type u32[2] (unplaced or @SERVER): the key fvm_prng_key(seed);
  * - "client_keys", of type {u32[2]}@CLIENTS: client c's key is
- *   fvm_prng_fold_in(fvm_prng_key(seed), c). */
+ *   fvm_prng_fold_in(fvm_prng_key(seed), c);
+ * - "client_indices", {i64[]}@CLIENTS: client c's is c;
+ * - "num_clients", i64[] (or @SERVER): the number of clients.
+ * ("client_states" only a training round gives.) */
 FVM_API bool fvm_bind_is_key(const fvm_type *t);
 FVM_API bool fvm_bind_is_client_keys(const fvm_type *t);
 
 typedef struct fvm_bind_opts {
     int first; /* bind parameters first.. (values[i < first] stay NULL) */
     uint64_t seed; /* for "key" and "client_keys" */
-    bool leave_keys; /* leave "key" and "client_keys" NULL (a round driver sets them) */
+    bool leave_keys; /* leave the parameters above (and "client_states") NULL: a round driver sets them */
     bool *used; /* NULL: an argument naming no parameter is an error; else
                          such arguments are skipped and used[k] is set for the others */
     struct fvm_data_cache *cache; /* NULL, or where datasets are bound through (data_bind.h) */

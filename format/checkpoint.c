@@ -39,9 +39,20 @@ fvm_status fvm_checkpoint_save(const char *dir, int64_t round, const fvm_value *
                           run->program,
                           "fedvm.state",
                           type,
-                          "fedvm.hparams",
-                          run->hparams};
-    return fvm_safetensors_save(path, state, t, run->hparams ? 6 : 5, meta, d);
+                          NULL,
+                          NULL,
+                          NULL,
+                          NULL};
+    int n = 5;
+    if (run->hparams) {
+        meta[2 * n] = "fedvm.hparams";
+        meta[2 * n++ + 1] = run->hparams;
+    }
+    if (run->client_state) {
+        meta[2 * n] = "fedvm.client_state";
+        meta[2 * n++ + 1] = run->client_state;
+    }
+    return fvm_safetensors_save(path, state, t, n, meta, d);
 }
 
 int64_t fvm_checkpoint_round(const char *name)
@@ -121,7 +132,8 @@ fvm_status fvm_checkpoint_last(const char *dir, const fvm_type *t, const fvm_run
     if (!s && !(s = agree(f, path, "fedvm.seed", seed, "--seed", d)) &&
         !(s = agree(f, path, "fedvm.clients_per_round", per, "clients per round", d)) &&
         !(s = agree(f, path, "fedvm.state", type, "the state type", d)) &&
-        !(s = agree(f, path, "fedvm.hparams", run->hparams, "the hyperparameters", d)))
+        !(s = agree(f, path, "fedvm.hparams", run->hparams, "the hyperparameters", d)) &&
+        !(s = agree(f, path, "fedvm.client_state", run->client_state, "the client state type", d)))
         s = fvm_safetensors_value(f, t, state, d);
     fvm_safetensors_free(f);
     if (s == FVM_OK)

@@ -5,7 +5,9 @@
  * safetensors tensors named by their paths (safetensors.h), with string
  * metadata fedvm.round, fedvm.seed, fedvm.clients_per_round, fedvm.program,
  * fedvm.state (the state's type) and, for a program with hyperparameters,
- * fedvm.hparams (their values, one line of JSON), written atomically. Every checkpoint
+ * fedvm.hparams (their values, one line of JSON) and, for a program that
+ * keeps client state, fedvm.client_state (its type; the states themselves
+ * are in DIR/client_states.sqlite, client_store.h), written atomically. Every checkpoint
  * is kept. Other names in DIR (round-3.safetensors, round-0000003...) are
  * not checkpoints and are left alone. */
 #ifndef FVM_CHECKPOINT_H
@@ -20,6 +22,7 @@ typedef struct fvm_run_info {
     int64_t clients_per_round; /* -1: no client data */
     const char *program; /* the program file's base name */
     const char *hparams; /* the hyperparameters' values as one line of JSON ({"lr": 0.1}), or NULL: none */
+    const char *client_state; /* the clients' state type C (initialize_client's), or NULL: none */
 } fvm_run_info;
 
 /* The round of a checkpoint's file name (no directory), or -1 for any name

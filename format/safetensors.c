@@ -274,21 +274,47 @@ static fvm_status walk_state(walk *w, const fvm_type *t, const fvm_value *v)
 
 /* ---- writing ------------------------------------------------------------------------- */
 
+/* Where the bytes of a file go: a file being replaced, or memory. */
+typedef fvm_status (*put_fn)(void *sink, const void *data, size_t len, fvm_diag *d);
+
+typedef struct membuf {
+    unsigned char *p;
+    size_t len, cap;
+} membuf;
+
+static fvm_status put_mem(void *sink, const void *data, size_t len, fvm_diag *d)
+{
+    membuf *m = sink;
+    if (len > m->cap - m->len) {
+        size_t cap = m->cap ? m->cap : 256;
+        while (cap - m->len < len)
+            cap *= 2;
+        unsigned char *p = realloc(m->p, cap);
+        if (!p)
+            return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+        m->p = p;
+        m->cap = cap;
+    }
+    memcpy(m->p + m->len, data, len);
+    m->len += len;
+    return FVM_OK;
+}
+
 /* A tensor's bytes in little-endian order. */
-static fvm_status write_tensor(fvm_atomic *a, const fvm_tensor *x, fvm_diag *d)
+static fvm_status write_tensor(put_fn put, void *sink, const fvm_tensor *x, fvm_diag *d)
 {
     size_t bytes = fvm_tensor_bytes(x), es = fvm_dtype_size(x->dtype);
     if (bytes == 0)
         return FVM_OK;
     if (host_le() || es == 1)
-        return fvm_atomic_put(a, fvm_tensor_data(x), bytes, d);
+        return put(sink, fvm_tensor_data(x), bytes, d);
     unsigned char chunk[1 << 16];
     const unsigned char *p = fvm_tensor_data(x);
     for (size_t off = 0; off < bytes; off += sizeof chunk) {
         size_t n = bytes - off < sizeof chunk ? bytes - off : sizeof chunk;
         memcpy(chunk, p + off, n);
         swap_elems(chunk, n, es);
-        FVM_TRY(fvm_atomic_put(a, chunk, n, d));
+        FVM_TRY(put(sink, chunk, n, d));
     }
     return FVM_OK;
 }
@@ -382,17 +408,18 @@ done:
     return s;
 }
 
-fvm_status fvm_safetensors_stage(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
-                                 const char *const *meta, fvm_atomic *out, fvm_diag *d)
+/* The file's bytes, to put(sink, ...); begin (optional) is called once
+ * everything is known to be writable, before the first byte. name is the
+ * file errors name. */
+static fvm_status compose(const char *name, const fvm_value *v, const fvm_type *t, int nmeta, const char *const *meta,
+                          fvm_status (*begin)(void *sink, fvm_diag *d), put_fn put, void *sink, fvm_diag *d)
 {
-    *out = (fvm_atomic){.fd = -1};
-    walk w = {.file = path, .d = d};
+    walk w = {.file = name, .d = d};
     char *text = NULL;
     leaf **order = NULL;
-    fvm_atomic a = {.fd = -1};
     fvm_status s;
     if (!v || !t || nmeta < 0 || (nmeta > 0 && !meta)) {
-        s = ferr(d, FVM_ERR_USAGE, path, "no value, type or metadata to save");
+        s = ferr(d, FVM_ERR_USAGE, name, "no value, type or metadata to save");
         goto done;
     }
     if ((s = walk_state(&w, t, v)))
@@ -414,23 +441,65 @@ fvm_status fvm_safetensors_stage(const char *path, const fvm_value *v, const fvm
     for (int i = 0; i < 8; i++)
         lenb[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     static const char spaces[8] = "        ";
-    if ((s = fvm_atomic_begin(&a, path, d)))
+    if (begin && (s = begin(sink, d)))
         goto done;
-    if (!(s = fvm_atomic_put(&a, lenb, 8, d)) && !(s = fvm_atomic_put(&a, text, len, d)))
-        s = fvm_atomic_put(&a, spaces, padded - len, d);
+    if (!(s = put(sink, lenb, 8, d)) && !(s = put(sink, text, len, d)))
+        s = put(sink, spaces, padded - len, d);
     for (int i = 0; i < w.n && !s; i++)
-        s = write_tensor(&a, &order[i]->v->t, d);
-    if (!s)
-        s = fvm_atomic_sync(&a, d);
-    if (s)
-        fvm_atomic_abort(&a);
-    else
-        *out = a;
+        s = write_tensor(put, sink, &order[i]->v->t, d);
 done:
     free(order);
     free(text);
     walk_free(&w);
     return s;
+}
+
+/* A file replaced atomically, begun when compose knows what to write. */
+typedef struct staged {
+    const char *path;
+    fvm_atomic a;
+} staged;
+
+static fvm_status begin_staged(void *sink, fvm_diag *d)
+{
+    staged *st = sink;
+    return fvm_atomic_begin(&st->a, st->path, d);
+}
+
+static fvm_status put_staged(void *sink, const void *data, size_t len, fvm_diag *d)
+{
+    return fvm_atomic_put(&((staged *)sink)->a, data, len, d);
+}
+
+fvm_status fvm_safetensors_stage(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
+                                 const char *const *meta, fvm_atomic *out, fvm_diag *d)
+{
+    *out = (fvm_atomic){.fd = -1};
+    staged st = {.path = path, .a = {.fd = -1}};
+    fvm_status s = compose(path, v, t, nmeta, meta, begin_staged, put_staged, &st, d);
+    if (!s)
+        s = fvm_atomic_sync(&st.a, d);
+    if (s)
+        fvm_atomic_abort(&st.a);
+    else
+        *out = st.a;
+    return s;
+}
+
+fvm_status fvm_safetensors_bytes(const fvm_value *v, const fvm_type *t, int nmeta, const char *const *meta, void **out,
+                                 size_t *len, fvm_diag *d)
+{
+    membuf m = {0};
+    *out = NULL;
+    *len = 0;
+    fvm_status s = compose("a value", v, t, nmeta, meta, NULL, put_mem, &m, d);
+    if (s) {
+        free(m.p);
+        return s;
+    }
+    *out = m.p;
+    *len = m.len;
+    return FVM_OK;
 }
 
 fvm_status fvm_safetensors_save(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,

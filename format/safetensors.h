@@ -66,6 +66,12 @@ FVM_API fvm_status fvm_safetensors_save(const char *path, const fvm_value *v, co
 FVM_API fvm_status fvm_safetensors_stage(const char *path, const fvm_value *v, const fvm_type *t, int nmeta,
                                          const char *const *meta, fvm_atomic *out, fvm_diag *d);
 
+/* The bytes fvm_safetensors_save would write, in memory: *out (malloc'd,
+ * the caller frees it) holds *len of them. Errors as fvm_safetensors_save's,
+ * naming "a value". */
+FVM_API fvm_status fvm_safetensors_bytes(const fvm_value *v, const fvm_type *t, int nmeta, const char *const *meta,
+                                         void **out, size_t *len, fvm_diag *d);
+
 /* A loaded, validated file. Owns its bytes and its strings. */
 typedef struct fvm_safetensors fvm_safetensors;
 

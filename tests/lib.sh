@@ -70,3 +70,32 @@ python_with() {
     done
     return 1
 }
+# mpi_setup NAME BIN: sets MPI to the mpirun command line the tests use, or to "" (with a message
+# naming NAME) when mpirun is missing or BIN was built without MPI. As root mpirun needs
+# --allow-run-as-root; --oversubscribe lets 3 ranks share 2 cores.
+# Open MPI is told to use its own shared-memory and loopback transports only (pml ob1 with btl
+# self,vader,tcp on lo: no network device and no UCX/InfiniBand hardware needed), and vader to
+# copy through shared memory rather than across processes (containers often forbid
+# process_vm_readv, Open MPI's default single-copy mechanism).
+# Under ASan, LeakSanitizer is given tests/lsan_openmpi.supp: leaks in Open MPI's own
+# libraries (allocations it keeps until exit), never in fedvm's code.
+mpi_setup() {
+    MPI=""
+    if ! command -v mpirun >/dev/null; then
+        echo "$1: mpirun not found (make deps installs openmpi-bin); mpi cases skipped"
+    elif "$2" run tests/backends/client_fails.json --arg 'index=[0]' --backend mpi 2>&1 | grep -q "built without MPI"; then
+        echo "$1: $2 was built without MPI; mpi cases skipped"
+    else
+        MPI="mpirun --oversubscribe"
+        [ "$(id -u)" -eq 0 ] && MPI="$MPI --allow-run-as-root"
+        export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo \
+            OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl_vader_single_copy_mechanism=none \
+            OMPI_MCA_btl_base_warn_component_unused=0
+        # (Full stacks, not the fast unwinder's, for the processes that start MPI: Open MPI unloads
+        # its components at the end, so only the stack's frames in its main libraries tell that an
+        # allocation was its.)
+        export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/lsan_openmpi.supp:print_suppressions=0"
+        MPI_ENV="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
+        MPI="$MPI_ENV $MPI"
+    fi
+}

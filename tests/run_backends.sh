@@ -12,31 +12,7 @@ GOLDEN=${2:?usage: tests/run_backends.sh path/to/fedvm path/to/test_golden}
 PY=$(python_with numpy)
 if [ -z "$PY" ]; then echo "run_backends: no python3 with numpy (make deps)"; exit 1; fi
 
-# -- mpirun: as root it needs --allow-run-as-root; --oversubscribe lets 3 ranks share 2 cores.
-# Open MPI is told to use its own shared-memory and loopback transports only (pml ob1 with btl
-# self,vader,tcp on lo: no network device and no UCX/InfiniBand hardware needed), and vader to
-# copy through shared memory rather than across processes (containers often forbid
-# process_vm_readv, Open MPI's default single-copy mechanism).
-# Under ASan, LeakSanitizer is given tests/lsan_openmpi.supp: leaks in Open MPI's own
-# libraries (allocations it keeps until exit), never in fedvm's code.
-MPI=""
-if ! command -v mpirun >/dev/null; then
-    echo "run_backends: mpirun not found (make deps installs openmpi-bin); mpi cases skipped"
-elif "$BIN" run tests/backends/client_fails.json --arg 'index=[0]' --backend mpi 2>&1 | grep -q "built without MPI"; then
-    echo "run_backends: $BIN was built without MPI; mpi cases skipped"
-else
-    MPI="mpirun --oversubscribe"
-    [ "$(id -u)" -eq 0 ] && MPI="$MPI --allow-run-as-root"
-    export OMPI_MCA_btl=self,vader,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo \
-        OMPI_MCA_pml=ob1 OMPI_MCA_osc=^ucx OMPI_MCA_btl_vader_single_copy_mechanism=none \
-        OMPI_MCA_btl_base_warn_component_unused=0
-    # (Full stacks, not the fast unwinder's, for the processes that start MPI: Open MPI unloads
-    # its components at the end, so only the stack's frames in its main libraries tell that an
-    # allocation was its.)
-    export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$PWD/tests/lsan_openmpi.supp:print_suppressions=0"
-    MPI_ENV="env ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
-    MPI="$MPI_ENV $MPI"
-fi
+mpi_setup run_backends "$BIN"
 # mpirun's own lines (its job summary on a failure) are not fedvm's: drop them from $T/err.
 fedvm_lines() { grep -vE '^(-{10,}|Primary job|a non-zero exit code|mpirun |the job to be terminated|  Process name|  Exit code|$)' "$1"; }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "keys.h"
 #include "rules.h"
 #include "../core/suggest.h"
 
@@ -407,10 +408,60 @@ done:
 
 /* ---- program conventions --------------------------------------------------------- */
 
+/* A client state is a tensor or a struct of them (what a safetensors file holds). */
+static bool storable(const fvm_type *t)
+{
+    if (t->kind == FVM_T_STRUCT) {
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (!storable(t->u.strct.elems[i]))
+                return false;
+        return true;
+    }
+    return t->kind == FVM_T_TENSOR;
+}
+
+/* initialize_client ( -> C) or (key: u32[2] -> C); next takes client_states
+ * {C}@CLIENTS and returns the new ones third. */
+static void check_client_state(checker *C, const fvm_func *ic, const fvm_func *next)
+{
+    const fvm_type *c = ic->result_type;
+    bool key = ic->nparams == 1 && fvm_given_param(ic->param_names[0], ic->param_types[0]) == FVM_GIVEN_KEY &&
+               !fvm_type_is_placed(ic->param_types[0]);
+    if ((ic->nparams != 0 && !key) || !storable(c)) {
+        cerr(C, FVM_ERR_TYPE, &ic->loc,
+             "initialize_client must take no parameters (or only 'key': u32[2]) and return a client's first "
+             "state C, unplaced tensors or a struct of them; it is (%d parameters) -> %s",
+             ic->nparams, tstr(C, c));
+        return;
+    }
+    int at = -1;
+    for (int i = 1; i < next->nparams; i++)
+        if (!strcmp(next->param_names[i], "client_states"))
+            at = i;
+    const fvm_type *p = at > 0 ? next->param_types[at] : NULL;
+    if (!p || fvm_given_param("client_states", p) != FVM_GIVEN_CLIENT_STATES ||
+        !fvm_type_compatible(c, p->u.fed.member)) {
+        cerr(C, FVM_ERR_TYPE, at > 0 ? &next->param_locs[at] : &next->loc,
+             "with initialize_client, next takes the round's client states as a parameter 'client_states' of "
+             "type {%s}@CLIENTS%s%s",
+             tstr(C, c), p ? "; it is " : "", p ? tstr(C, p) : "");
+        return;
+    }
+    const fvm_type *r = next->result_type->u.strct.elems[2];
+    if (r->kind != FVM_T_FED || r->u.fed.pl != FVM_PL_CLIENTS || r->u.fed.all_equal ||
+        !fvm_type_compatible(r->u.fed.member, c))
+        cerr(C, FVM_ERR_TYPE, &next->result_loc,
+             "next's third result must be the clients' new states {%s}@CLIENTS; it is %s", tstr(C, c), tstr(C, r));
+}
+
 static void check_conventions(checker *C)
 {
     fvm_func *init = fvm_program_func(C->p, "initialize"), *next = fvm_program_func(C->p, "next");
-    fvm_func *eval = fvm_program_func(C->p, "evaluate");
+    fvm_func *eval = fvm_program_func(C->p, "evaluate"), *ic = fvm_program_func(C->p, "initialize_client");
+    if (ic && !next) {
+        cerr(C, FVM_ERR_FORMAT, &ic->loc, "'initialize_client' belongs to an iterative program (initialize and next)");
+        return;
+    }
     if (!next && !init)
         return; /* not iterative ('evaluate' alone is just a function) */
     if (next && !init) {
@@ -421,7 +472,7 @@ static void check_conventions(checker *C)
         cerr(C, FVM_ERR_FORMAT, &init->loc, "an iterative program with 'initialize' also needs 'next'");
         return;
     }
-    if (!init->ok || !next->ok || (eval && !eval->ok))
+    if (!init->ok || !next->ok || (eval && !eval->ok) || (ic && !ic->ok))
         return;
     const fvm_type *s = init->result_type, *k = init->nparams == 1 ? init->param_types[0] : NULL;
     if (k && k->kind == FVM_T_FED && k->u.fed.pl == FVM_PL_SERVER)
@@ -441,12 +492,29 @@ static void check_conventions(checker *C)
         return;
     }
     const fvm_type *r = next->result_type;
-    if (r->kind != FVM_T_STRUCT || r->u.strct.n != 2 || !fvm_type_compatible(r->u.strct.elems[0], s) ||
+    if (r->kind != FVM_T_STRUCT || r->u.strct.n != 2 + (ic != NULL) || !fvm_type_compatible(r->u.strct.elems[0], s) ||
         r->u.strct.elems[1]->kind != FVM_T_FED || r->u.strct.elems[1]->u.fed.pl != FVM_PL_SERVER) {
-        cerr(C, FVM_ERR_TYPE, &next->result_loc, "next must return <state=%s, metrics=M@SERVER>; it returns %s",
-             tstr(C, s), tstr(C, r));
+        if (ic)
+            cerr(C, FVM_ERR_TYPE, &next->result_loc,
+                 "next must return <state=%s, metrics=M@SERVER, client_states={C}@CLIENTS>; it returns %s", tstr(C, s),
+                 tstr(C, r));
+        else
+            cerr(C, FVM_ERR_TYPE, &next->result_loc, "next must return <state=%s, metrics=M@SERVER>%s; it returns %s",
+                 tstr(C, s),
+                 r->kind == FVM_T_STRUCT && r->u.strct.n == 3
+                     ? " (a third field, the clients' new states, needs a function 'initialize_client')"
+                     : "",
+                 tstr(C, r));
         return;
     }
+    if (ic)
+        check_client_state(C, ic, next);
+    else
+        for (int i = 1; i < next->nparams; i++)
+            if (fvm_given_param(next->param_names[i], next->param_types[i]) == FVM_GIVEN_CLIENT_STATES)
+                cerr(C, FVM_ERR_TYPE, &next->param_locs[i],
+                     "next's parameter 'client_states' needs a function 'initialize_client' ( -> C) giving a "
+                     "client's first state");
     if (eval && (eval->nparams < 1 || !fvm_type_compatible(s, eval->param_types[0])))
         cerr(C, FVM_ERR_TYPE, &eval->loc, "evaluate's first parameter must be the state %s", tstr(C, s));
 }

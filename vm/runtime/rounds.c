@@ -20,8 +20,121 @@ static bool is_clients_list(const fvm_type *t)
     return t->kind == FVM_T_FED && t->u.fed.pl == FVM_PL_CLIENTS && !t->u.fed.all_equal;
 }
 
+/* The round's clients' states, read from the store when asked. */
+typedef struct states_source {
+    fvm_source base;
+    const fvm_client_states *cs;
+    int64_t *picked; /* owned */
+} states_source;
+
+static fvm_status states_get(fvm_source *src, int64_t j, fvm_value **out, fvm_diag *d)
+{
+    const states_source *ss = (const states_source *)src;
+    fvm_status s = ss->cs->get(ss->cs->store, ss->picked[j], out, d);
+    if (!s && !*out)
+        s = fvm_diag_add(d, FVM_ERR_IO, NULL, "client %lld's state has gone from the store", (long long)ss->picked[j]);
+    return s;
+}
+
+static void states_free(fvm_source *src)
+{
+    states_source *ss = (states_source *)src;
+    free(ss->picked);
+    free(ss);
+}
+
+static const struct fvm_source_i states_iface = {.get = states_get, .free = states_free};
+
+/* How many first states are made before they are stored together. */
+#define FIRST_BATCH 256
+
+/* Gives the picked clients that have no state yet initialize_client's (run
+ * on the calling thread: once when it takes no key, else with each
+ * client's key), stored as their states of round 0, a batch at a time, so
+ * memory does not grow with the clients. */
+static fvm_status first_states(const fvm_rounds *r, const int64_t *picked, fvm_diag *d)
+{
+    const fvm_client_states *cs = r->states;
+    int64_t batch[FIRST_BATCH];
+    fvm_value *vals[FIRST_BATCH];
+    fvm_value *shared = NULL; /* initialize_client's state when it takes no key */
+    int k = 0;
+    fvm_status s = FVM_OK;
+    for (int64_t j = 0; j <= r->per_round && !s; j++) {
+        bool has = true;
+        if (j < r->per_round && (s = cs->has(cs->store, picked[j], &has, d)))
+            break;
+        if (!has) {
+            vals[k] = NULL;
+            if (cs->init->nparams == 0) {
+                if (!shared)
+                    s = fvm_vm_call(r->vm, cs->init, NULL, &shared, d);
+                vals[k] = s ? NULL : fvm_value_retain(shared);
+            } else {
+                uint32_t key[2];
+                fvm_value *kv = NULL;
+                fvm_client_init_key(r->seed, picked[j], key);
+                if (!(s = fvm_key_value(key, &kv, d)))
+                    s = fvm_vm_call(r->vm, cs->init, &kv, &vals[k], d);
+                fvm_value_release(kv);
+            }
+            batch[k++] = picked[j];
+        }
+        if (!s && k && (k == FIRST_BATCH || j == r->per_round))
+            s = cs->put(cs->store, 0, k, batch, vals, d);
+        if (k == FIRST_BATCH || j == r->per_round || s) {
+            for (int i = 0; i < k; i++)
+                fvm_value_release(vals[i]);
+            k = 0;
+        }
+    }
+    for (int i = 0; i < k; i++)
+        fvm_value_release(vals[i]);
+    fvm_value_release(shared);
+    return s;
+}
+
+/* The {C}@CLIENTS value of the picked clients' states. */
+static fvm_status client_states(const fvm_rounds *r, const int64_t *picked, fvm_value **out, fvm_diag *d)
+{
+    int64_t n = r->per_round;
+    fvm_status s = first_states(r, picked, d);
+    if (s)
+        return s;
+    states_source *ss = calloc(1, sizeof *ss);
+    if (!ss || !(ss->picked = malloc((size_t)(n > 0 ? n : 1) * sizeof *picked))) {
+        free(ss);
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    }
+    ss->base.iface = &states_iface;
+    ss->cs = r->states;
+    memcpy(ss->picked, picked, (size_t)n * sizeof *picked);
+    if (!(*out = fvm_value_clients_source_take(n, &ss->base))) {
+        states_free(&ss->base);
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    }
+    return FVM_OK;
+}
+
+/* Keeps the clients' new states next returned (a {C}@CLIENTS value). */
+static fvm_status keep_states(const fvm_rounds *r, int64_t round, const int64_t *picked, fvm_value *v, fvm_diag *d)
+{
+    int64_t n = r->per_round;
+    fvm_value **items = calloc((size_t)(n > 0 ? n : 1), sizeof *items);
+    fvm_status s = items ? FVM_OK : fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    for (int64_t j = 0; j < n && !s; j++)
+        s = fvm_clients_get(v, j, &items[j], d);
+    if (!s)
+        s = r->states->put(r->states->store, round, n, picked, items, d);
+    for (int64_t j = 0; items && j < n; j++)
+        fvm_value_release(items[j]);
+    free(items);
+    return s;
+}
+
 /* next's arguments for one round: the state, the round's members of client
- * data, and the keys. args[i] are new references. */
+ * data, and what the round gives (keys.h's fvm_given). args[i] are new
+ * references. */
 static fvm_status round_args(const fvm_rounds *r, int64_t round, const int64_t *picked, fvm_value *state,
                              fvm_value **args, fvm_diag *d)
 {
@@ -31,15 +144,37 @@ static fvm_status round_args(const fvm_rounds *r, int64_t round, const int64_t *
     args[0] = fvm_value_retain(state);
     for (int i = 1; i < f->nparams; i++) {
         fvm_value *v = r->next_args[i];
-        fvm_status s;
+        fvm_status s = FVM_OK;
         if (v && is_clients_list(f->param_types[i]) && v->kind == FVM_V_CLIENTS)
             s = fvm_clients_pick(v, picked, r->per_round, &args[i], d);
         else if (v)
             s = (args[i] = fvm_value_retain(v)) ? FVM_OK : FVM_ERR_NOMEM;
-        else if (is_clients_list(f->param_types[i])) /* client_keys */
-            s = fvm_client_keys_value(key, picked, r->per_round, &args[i], d);
-        else /* key */
-            s = fvm_key_value(key, &args[i], d);
+        else if (r->population < 0 && fvm_given_param(f->param_names[i], f->param_types[i]) != FVM_GIVEN_KEY)
+            s = fvm_diag_add(d, FVM_ERR_USAGE, NULL,
+                             "next's parameter '%s' needs the number of clients: bind client data or give --clients N",
+                             f->param_names[i]);
+        else
+            switch (fvm_given_param(f->param_names[i], f->param_types[i])) {
+            case FVM_GIVEN_KEY:
+                s = fvm_key_value(key, &args[i], d);
+                break;
+            case FVM_GIVEN_CLIENT_KEYS:
+                s = fvm_client_keys_value(key, picked, r->per_round, &args[i], d);
+                break;
+            case FVM_GIVEN_CLIENT_INDICES:
+                s = fvm_client_indices_value(picked, r->per_round, &args[i], d);
+                break;
+            case FVM_GIVEN_NUM_CLIENTS:
+                s = fvm_i64_value(r->population, &args[i], d);
+                break;
+            case FVM_GIVEN_CLIENT_STATES:
+                s = r->states ? client_states(r, picked, &args[i], d)
+                              : fvm_diag_add(d, FVM_ERR_USAGE, NULL, "no client states for next's 'client_states'");
+                break;
+            case FVM_GIVEN_NONE:
+                s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "next's parameter '%s' has no value", f->param_names[i]);
+                break;
+            }
         if (s)
             return s;
     }
@@ -110,6 +245,8 @@ fvm_status fvm_rounds_step(const fvm_rounds *r, int64_t round, fvm_value *state,
         s = fvm_vm_call(r->vm, r->next, args, &res, d);
     for (int i = 0; args && i < np; i++)
         fvm_value_release(args[i]);
+    if (s == FVM_OK && r->states)
+        s = keep_states(r, round, picked, res->items[2], d);
     bool eval_now = r->evaluate && (round == r->last || (r->eval_every > 0 && round % r->eval_every == 0));
     if (s == FVM_OK && eval_now) {
         e0 = seconds(CLOCK_MONOTONIC);

@@ -4,7 +4,11 @@
  * or per_round of them drawn by fvm_sample_clients from the seed and r),
  * gives next the members of its client data for those clients only, the
  * round key to a parameter 'key' and the picked clients' keys to a parameter
- * 'client_keys' (sample.h), and passes the new state on. Everything a round
+ * 'client_keys' (sample.h), their indices to 'client_indices', the number of
+ * clients to 'num_clients' and, in a program with initialize_client, their
+ * states to 'client_states' (each client's latest, or initialize_client's
+ * on its first round), stores the clients' new states that next returns
+ * third, and passes the new state on. Everything a round
  * draws is a pure function of the seed and r, so rounds r.. from a state saved
  * after round r-1 give the bits an uninterrupted run gives. */
 #ifndef FVM_ROUNDS_H
@@ -22,14 +26,31 @@ typedef struct fvm_round_report {
                                  increasing); fields FVM_METRICS_TIMES | FVM_METRICS_CLIENTS */
 } fvm_round_report;
 
+/* Where the clients' states are kept between rounds (a program with
+ * initialize_client); implemented by format/client_store.h. */
+typedef struct fvm_client_states {
+    const fvm_func *init; /* initialize_client */
+    void *store; /* the first argument of the functions below */
+    /* Client c's latest state (a new reference), *out NULL when it has
+     * none. Called from the backend's workers, several at once. */
+    fvm_status (*get)(void *store, int64_t client, fvm_value **out, fvm_diag *d);
+    /* Whether client c has a state. */
+    fvm_status (*has)(void *store, int64_t client, bool *has, fvm_diag *d);
+    /* Keeps round r's new states of clients[0..n) (increasing); round 0
+     * for the first states initialize_client gives, before a round. */
+    fvm_status (*put)(void *store, int64_t round, int64_t n, const int64_t *clients, fvm_value *const *states,
+                      fvm_diag *d);
+} fvm_client_states;
+
 typedef struct fvm_rounds {
     fvm_vm *vm;
     const fvm_func *next;
     const fvm_func *evaluate; /* NULL: no evaluation */
     fvm_value *const *next_args; /* one per parameter of next (borrowed): [0], the state,
-                                    is ignored; NULL for 'key' and 'client_keys' (set
-                                    each round); {T}@CLIENTS values hold every client
-                                    of the population */
+                                    is ignored; NULL for the parameters set each round
+                                    (keys.h's fvm_given); {T}@CLIENTS values hold every
+                                    client of the population */
+    const fvm_client_states *states; /* NULL: the program keeps no client state */
     fvm_value *const *eval_args; /* one per parameter of evaluate, [0] ignored */
     int64_t eval_population; /* clients in evaluate's client data, or -1 (none) */
     int64_t population; /* clients in the data; -1: not known (next then runs

@@ -6,15 +6,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../../format/checkpoint.h"
+#include "../../format/client_store.h"
 #include "../../format/data_bind.h"
 #include "../../format/dataset.h"
 #include "../../format/doc_io.h"
 #include "../../format/ir_write.h"
 #include "../../format/metrics.h"
 #include "../../format/safetensors.h"
+#include "../ir/keys.h"
 #include "rounds.h"
 
 typedef enum { SESSION_NEW, SESSION_STARTED, SESSION_FAILED } session_phase;
@@ -42,7 +45,15 @@ struct fvm_session {
     fvm_value *train, *eval; /* the latest metrics and evaluation, or NULL */
     FILE *metrics; /* o.metrics, open on process 0 while rounds are left */
     fvm_rounds rounds;
+    /* a program with initialize_client: the clients' states */
+    const fvm_func *init_client; /* NULL: none */
+    fvm_client_store *store; /* owned */
+    fvm_client_states cs; /* what the rounds use, over store */
+    int64_t checkpointed; /* the round of the last checkpoint (0: none yet) */
 };
+
+/* The name of the clients' states in a checkpoint directory. */
+#define CLIENT_STATES_FILE "client_states.sqlite"
 
 /* ---- options ------------------------------------------------------------------- */
 
@@ -56,8 +67,7 @@ static bool all_given(const fvm_func *f, const fvm_session_opts *o, bool *any)
         bool given = false;
         for (int k = 0; k < o->nargs; k++)
             given = given || !strcmp(o->args[k].name, f->param_names[i]);
-        bool key = (!strcmp(f->param_names[i], "key") && fvm_bind_is_key(f->param_types[i])) ||
-                   (!strcmp(f->param_names[i], "client_keys") && fvm_bind_is_client_keys(f->param_types[i]));
+        bool key = fvm_given_param(f->param_names[i], f->param_types[i]) != FVM_GIVEN_NONE;
         *any = *any || given;
         all = all && (given || key);
     }
@@ -117,6 +127,7 @@ fvm_status fvm_session_new(const fvm_program *p, const fvm_session_opts *o, fvm_
                         .init = init,
                         .next = next,
                         .evaluate = eval,
+                        .init_client = fvm_program_func(p, "initialize_client"),
                         .backend = so.backend,
                         .round = -1,
                         .first = 1,
@@ -272,7 +283,8 @@ static fvm_status read_inputs(fvm_session *ss, fvm_diag *d)
                             (long long)ss->per_round, (long long)ss->population);
     ss->sampled = !ss->fixed && ss->per_round < ss->population;
     const char *base = strrchr(o->program, '/');
-    ss->info = (fvm_run_info){o->seed, ss->population < 0 ? -1 : ss->per_round, base ? base + 1 : o->program, NULL};
+    ss->info =
+        (fvm_run_info){o->seed, ss->population < 0 ? -1 : ss->per_round, base ? base + 1 : o->program, NULL, NULL};
     if (!(ss->hparams = fvm_hparams_doc(&ss->arena, ss->p)))
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     if (ss->p->nhparams) {
@@ -285,6 +297,8 @@ static fvm_status read_inputs(fvm_session *ss, fvm_diag *d)
         if (!ss->info.hparams)
             return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     }
+    if (ss->init_client && !(ss->info.client_state = fvm_type_str(&ss->arena, ss->init_client->result_type, false)))
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     if (o->resume) {
         int64_t done = 0;
         if ((s = fvm_checkpoint_last(o->resume, ss->init->result_type, &ss->info, &done, &ss->state, d)))
@@ -292,6 +306,85 @@ static fvm_status read_inputs(fvm_session *ss, fvm_diag *d)
         ss->first = done + 1;
     }
     return FVM_OK;
+}
+
+/* ---- the clients' states ------------------------------------------------------- */
+
+static fvm_status cs_get(void *store, int64_t client, fvm_value **out, fvm_diag *d)
+{
+    return fvm_client_store_get(((fvm_session *)store)->store, client, out, d);
+}
+
+static fvm_status cs_has(void *store, int64_t client, bool *has, fvm_diag *d)
+{
+    return fvm_client_store_has(((fvm_session *)store)->store, client, has, d);
+}
+
+/* A round's states; the rows since the last checkpoint of these clients
+ * are no longer needed by any checkpoint. */
+static fvm_status cs_put(void *store, int64_t round, int64_t n, const int64_t *clients, fvm_value *const *states,
+                         fvm_diag *d)
+{
+    fvm_session *ss = store;
+    return fvm_client_store_put(ss->store, round, ss->checkpointed, n, clients, states, d);
+}
+
+/* "DIR/client_states.sqlite" (malloc'd), or NULL when out of memory. */
+static char *states_path(const char *dir)
+{
+    size_t n = strlen(dir) + sizeof CLIENT_STATES_FILE + 1;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, CLIENT_STATES_FILE);
+    return p;
+}
+
+/* Opens the clients' states: process 0 keeps them beside the checkpoints
+ * (or in a temporary store without checkpoints), every other process a
+ * temporary store of its own, which it updates as process 0 does (every
+ * process has every client's new state after a round). A resumed run
+ * starts from the resume directory's states as of its checkpoint. */
+static fvm_status open_client_states(fvm_session *ss, fvm_diag *d)
+{
+    const fvm_session_opts *o = &ss->o;
+    const fvm_type *c = ss->init_client->result_type;
+    bool own = o->checkpoint_dir && ss->backend->rank == 0;
+    char *path = own ? states_path(o->checkpoint_dir) : NULL, *from = o->resume ? states_path(o->resume) : NULL;
+    fvm_status s = FVM_OK;
+    if ((own && !path) || (o->resume && !from)) {
+        s = fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+        goto done;
+    }
+    if (own && mkdir(o->checkpoint_dir, 0777) != 0 && errno != EEXIST) {
+        fvm_loc loc = {.file = o->checkpoint_dir};
+        s = fvm_diag_add(d, FVM_ERR_IO, &loc, "cannot create the checkpoint directory: %s", strerror(errno));
+        goto done;
+    }
+    if (from && access(from, F_OK) != 0) {
+        fvm_loc loc = {.file = o->resume};
+        s = fvm_diag_add(d, FVM_ERR_IO, &loc,
+                         "the program keeps client states, but this checkpoint directory has none (%s)",
+                         CLIENT_STATES_FILE);
+        goto done;
+    }
+    if ((s = fvm_client_store_open(path, c, own, &ss->store, d)))
+        goto done;
+    struct stat a, b;
+    bool same =
+        path && from && stat(path, &a) == 0 && stat(from, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+    if (from && !same && (s = fvm_client_store_copy_from(ss->store, from, d)))
+        goto done;
+    /* a resumed run forgets the rounds after its checkpoint; a new one, an
+     * old run's states in the same directory */
+    ss->checkpointed = ss->first - 1;
+    if ((s = o->resume ? fvm_client_store_rewind(ss->store, ss->checkpointed, d)
+                       : fvm_client_store_clear(ss->store, d)))
+        goto done;
+    ss->cs = (fvm_client_states){.init = ss->init_client, .store = ss, .get = cs_get, .has = cs_has, .put = cs_put};
+done:
+    free(path);
+    free(from);
+    return s;
 }
 
 /* Tells the progress callback, on process 0. */
@@ -344,6 +437,18 @@ static fvm_status begin(fvm_session *ss, fvm_diag *d)
 
 /* ---- rounds -------------------------------------------------------------------- */
 
+/* After the checkpoint of a round (every process, once all have it): the
+ * round's clients' older states are no longer needed. */
+static fvm_status forget_states(fvm_session *ss, bool checkpoint, const fvm_metrics_round *fig, fvm_status s,
+                                fvm_diag *d)
+{
+    if (s || !checkpoint || !ss->store)
+        return s;
+    ss->checkpointed = fig->round;
+    return fvm_backend_agree(ss->backend, fvm_client_store_prune(ss->store, fig->round, fig->nclients, fig->clients, d),
+                             d);
+}
+
 /* After each round (rounds.h): the round's state and figures kept, then on
  * process 0 the progress callback, the metrics line (synced before a
  * checkpoint) and the checkpoint; every process learns whether they failed. */
@@ -361,11 +466,11 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
         fvm_value_release(ss->eval);
         ss->eval = fvm_value_retain((fvm_value *)fig.eval);
     }
+    bool checkpoint = o->checkpoint_dir && (fig.round % o->checkpoint_every == 0 || fig.round == r->last);
     if (ss->backend->rank) /* process 0 writes; every process learns whether it could */
-        return fvm_backend_agree(ss->backend, FVM_OK, d);
+        return forget_states(ss, checkpoint, &fig, fvm_backend_agree(ss->backend, FVM_OK, d), d);
     if (ss->sampled)
         fig.fields |= FVM_METRICS_SAMPLED;
-    bool checkpoint = o->checkpoint_dir && (fig.round % o->checkpoint_every == 0 || fig.round == r->last);
     fvm_status s = tell(ss, (fvm_session_event){.kind = FVM_SESSION_ROUND, .round = fig.round, .figures = &fig}, d);
     if (s == FVM_OK && ss->metrics) {
         char *line = NULL;
@@ -381,7 +486,7 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
      * the later line (fvm_metrics_cut), so every round keeps exactly one line. */
     if (s == FVM_OK && checkpoint)
         s = fvm_checkpoint_save(o->checkpoint_dir, fig.round, r->state, ss->init->result_type, &ss->info, d);
-    return fvm_backend_agree(ss->backend, s, d);
+    return forget_states(ss, checkpoint, &fig, fvm_backend_agree(ss->backend, s, d), d);
 }
 
 fvm_status fvm_session_start(fvm_session *ss, fvm_diag *d)
@@ -389,6 +494,11 @@ fvm_status fvm_session_start(fvm_session *ss, fvm_diag *d)
     if (ss->phase != SESSION_NEW)
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "the training session has started already");
     fvm_status s = fvm_backend_agree(ss->backend, read_inputs(ss, d), d);
+    /* process 0 rewinds the resumed states in place before the others copy them */
+    if (s == FVM_OK && ss->init_client)
+        s = fvm_backend_agree(ss->backend, ss->backend->rank ? FVM_OK : open_client_states(ss, d), d);
+    if (s == FVM_OK && ss->init_client)
+        s = fvm_backend_agree(ss->backend, ss->backend->rank ? open_client_states(ss, d) : FVM_OK, d);
     if (s == FVM_OK)
         s = fvm_backend_agree(ss->backend, begin(ss, d), d);
     if (s) {
@@ -409,6 +519,7 @@ fvm_status fvm_session_start(fvm_session *ss, fvm_diag *d)
         .seed = ss->o.seed,
         .last = ss->o.rounds,
         .eval_every = ss->o.eval_every,
+        .states = ss->init_client ? &ss->cs : NULL,
         .report = report_round,
         .user = ss,
     };
@@ -554,6 +665,7 @@ void fvm_session_free(fvm_session *ss)
     if (ss->evaluate)
         fvm_values_free(ss->eval_args, ss->evaluate->nparams);
     free(ss->fixed);
+    fvm_client_store_close(ss->store);
     fvm_arena_free(&ss->arena);
     fvm_vm_free(ss->vm);
     fvm_backend_free(ss->own_backend);

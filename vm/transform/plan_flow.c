@@ -340,6 +340,10 @@ fvm_status fvm_flow_build(fvm_arena *a, const fvm_program *p, const fvm_func *f,
     memset(out, 0, sizeof *out);
     out->p = p;
     out->f = f;
+    if (!strcmp(f->name, "next") && fvm_program_func(p, "initialize_client"))
+        return fvm_diag_add(d, FVM_ERR_USAGE, &f->loc,
+                            "this program keeps a state on each client (initialize_client); the round forms and "
+                            "plans do not carry client state yet: run it with 'fedvm run'");
     flat F = {a, out, d};
     int *params = fvm_arena_array(a, (size_t)f->nparams + 1, sizeof *params);
     if (!params)
