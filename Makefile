@@ -274,6 +274,7 @@ tsan:
 	TSAN_OPTIONS=halt_on_error=1 build-tsan/tests/test_golden
 	TSAN_OPTIONS=halt_on_error=1 tests/run_train.sh build-tsan/bin/fedvm
 	TSAN_OPTIONS=halt_on_error=1 tests/run_sweep.sh build-tsan/bin/fedvm
+	TSAN_OPTIONS=halt_on_error=1 tests/run_client_state.sh build-tsan/bin/fedvm
 
 # ---- fuzzing ----------------------------------------------------------------
 # libFuzzer targets, one a decoder (tests/fuzz/fuzz_NAME.c; tests/fuzz/README.md),

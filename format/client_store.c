@@ -39,7 +39,7 @@ static fvm_status exec(fvm_client_store *st, const char *sql, const char *what, 
 static fvm_status prepare(fvm_client_store *st, const char *sql, sqlite3_stmt **out, fvm_diag *d)
 {
     return sqlite3_prepare_v2(st->db, sql, -1, out, NULL) == SQLITE_OK ? FVM_OK
-                                                                        : sql_error(st, "not a client state store", d);
+                                                                       : sql_error(st, "not a client state store", d);
 }
 
 /* The store's type: written when new, compared when not. */
@@ -61,8 +61,8 @@ static fvm_status check_type(fvm_client_store *st, const char *schema, fvm_diag 
         sqlite3_finalize(q);
         q = NULL;
         s = prepare(st, "INSERT INTO meta (key, value) VALUES ('type', ?1)", &q, d);
-        if (!s && (sqlite3_bind_text(q, 1, st->type_text, -1, SQLITE_STATIC) != SQLITE_OK ||
-                   sqlite3_step(q) != SQLITE_DONE))
+        if (!s &&
+            (sqlite3_bind_text(q, 1, st->type_text, -1, SQLITE_STATIC) != SQLITE_OK || sqlite3_step(q) != SQLITE_DONE))
             s = sql_error(st, "cannot write", d);
     } else if (rc == SQLITE_DONE) {
         s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "not a client state store: no type");
@@ -124,8 +124,8 @@ fvm_status fvm_client_store_open(const char *path, const fvm_type *type, bool du
         (s = prepare(st, "SELECT 1 FROM client_state WHERE client = ?1 LIMIT 1", &st->has, d)) ||
         (s = prepare(st, "INSERT OR REPLACE INTO client_state (client, round, state) VALUES (?1, ?2, ?3)", &st->put,
                      d)) ||
-        (s = prepare(st, "DELETE FROM client_state WHERE client = ?1 AND round > ?2 AND round < ?3",
-                     &st->drop_between, d)) ||
+        (s = prepare(st, "DELETE FROM client_state WHERE client = ?1 AND round > ?2 AND round < ?3", &st->drop_between,
+                     d)) ||
         (s = prepare(st, "DELETE FROM client_state WHERE client = ?1 AND round < ?2", &st->drop_before, d)))
         goto done;
 done:
@@ -278,8 +278,7 @@ static fvm_status pruned_round(fvm_client_store *st, int64_t *out, fvm_diag *d)
     return rc == SQLITE_ROW || rc == SQLITE_DONE ? FVM_OK : sql_error(st, "cannot read", d);
 }
 
-fvm_status fvm_client_store_prune(fvm_client_store *st, int64_t round, int64_t n, const int64_t *clients,
-                                  fvm_diag *d)
+fvm_status fvm_client_store_prune(fvm_client_store *st, int64_t round, int64_t n, const int64_t *clients, fvm_diag *d)
 {
     char sql[128];
     snprintf(sql, sizeof sql, "INSERT OR REPLACE INTO meta (key, value) VALUES ('checkpoint', '%lld')",

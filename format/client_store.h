@@ -38,8 +38,8 @@ typedef struct fvm_client_store fvm_client_store;
  * path), and so is a path that is not a regular file. durable: every
  * commit reaches the disk before put returns (for a store beside
  * checkpoints). */
-FVM_API fvm_status fvm_client_store_open(const char *path, const fvm_type *type, bool durable,
-                                         fvm_client_store **out, fvm_diag *d);
+FVM_API fvm_status fvm_client_store_open(const char *path, const fvm_type *type, bool durable, fvm_client_store **out,
+                                         fvm_diag *d);
 
 /* Replaces everything the store holds by the rows of the store at from
  * (which must hold states of the same type), as one transaction. */
