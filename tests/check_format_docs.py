@@ -599,7 +599,7 @@ NAMES = "names: defined, unique, used after their definition"
 TYPE_STRINGS = "type strings and aliases: the schema sees only strings"
 VALUES = "const values: the schema accepts any JSON value"
 INCLUDES = "included documents: the schema sees one document"
-CONVENTIONS = "program conventions: initialize and next"
+CONVENTIONS = "program conventions: initialize, next and initialize_client"
 RECURSION = "recursion: which function calls which"
 
 CHECKER_ONLY = {
@@ -639,6 +639,14 @@ CHECKER_ONLY = {
     "include_cycle": INCLUDES,
     "include_duplicate_function": INCLUDES,
     "include_missing": INCLUDES,
+    "client_state_no_param": CONVENTIONS,
+    "client_state_param_type": CONVENTIONS,
+    "client_state_third_result_without_init": CONVENTIONS,
+    "client_state_two_results": CONVENTIONS,
+    "client_state_without_init": CONVENTIONS,
+    "initialize_client_alone": CONVENTIONS,
+    "initialize_client_placed": CONVENTIONS,
+    "initialize_client_sequence": CONVENTIONS,
     "initialize_with_params": CONVENTIONS,
     "matmul_inner_dim": SHAPES,
     "max_pool_grad_dy_shape": SHAPES,
