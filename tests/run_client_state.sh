@@ -13,6 +13,12 @@ if [ -z "$PY" ]; then echo "run_client_state: no python3 with numpy (make deps)"
 mpi_setup run_client_state "$BIN"
 sanitized=false
 if ldd "$BIN" 2>/dev/null | grep -qE 'lib(a|t)san'; then sanitized=true; fi
+# Open MPI's TCP transport takes its own locks in an order ThreadSanitizer reports as an
+# inversion (mca_btl_tcp_add_procs against mca_btl_tcp_proc_remove, not fedvm's): no ranks under it.
+if [ -n "$MPI" ] && ldd "$BIN" 2>/dev/null | grep -q libtsan; then
+    echo "run_client_state: mpi cases skipped under ThreadSanitizer"
+    MPI=""
+fi
 C=tests/client_state/counter.json
 
 # dump STORE OUT: every client's latest state in a store, one line each (client, round, bytes' digest)
