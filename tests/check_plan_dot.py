@@ -31,10 +31,12 @@ import sys
 AT = {"federated_broadcast": "clients", "federated_select": "clients", "federated_map": "clients", "federated_apply": "server",
       "federated_sum": "server", "federated_mean": "server", "federated_weighted_mean": "server",
       "federated_min": "server", "federated_max": "server", "federated_aggregate": "server",
-      "federated_secure_sum_bitwidth": "server", "federated_value": None, "federated_eval": None}
+      "federated_secure_sum_bitwidth": "server", "federated_secure_modular_sum": "server", "federated_secure_sum": "server",
+      "federated_map_all_equal": "clients", "federated_value": None, "federated_eval": None}
 # Intrinsics that move values: between the two placements, or an unplaced value to one.
 MOVES = {"federated_broadcast", "federated_select", "federated_sum", "federated_mean", "federated_weighted_mean", "federated_min",
-         "federated_max", "federated_aggregate", "federated_secure_sum_bitwidth", "federated_value"}
+         "federated_max", "federated_aggregate", "federated_secure_sum_bitwidth", "federated_secure_modular_sum",
+         "federated_secure_sum", "federated_value"}
 
 
 def read_program(path, funcs, types, seen):

@@ -52,11 +52,13 @@ done
 # -- 2. the rules of each form, read from the documents
 check "form rules" -- "$PY" - "$T" <<'EOF'
 import glob, json, sys
-INTRINSIC = {"federated_value", "federated_eval", "federated_broadcast", "federated_map", "federated_apply",
-             "federated_zip", "federated_sum", "federated_mean", "federated_weighted_mean", "federated_min",
-             "federated_max", "federated_aggregate", "federated_secure_sum_bitwidth"}
+SECURE = {"federated_secure_sum_bitwidth": "bitwidth", "federated_secure_modular_sum": "modulus",
+          "federated_secure_sum": "max_input"}
+INTRINSIC = {"federated_value", "federated_eval", "federated_broadcast", "federated_map", "federated_map_all_equal",
+             "federated_apply", "federated_zip", "federated_sum", "federated_mean", "federated_weighted_mean",
+             "federated_min", "federated_max", "federated_aggregate"} | set(SECURE)
 AGG = {"federated_sum", "federated_mean", "federated_weighted_mean", "federated_min", "federated_max",
-       "federated_aggregate", "federated_secure_sum_bitwidth"}
+       "federated_aggregate"} | set(SECURE)
 PLUMBING = {"struct", "field"}
 n = 0
 for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
@@ -87,8 +89,8 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
         agg = [i for i in entry["body"] if i[1] == "federated_aggregate"]
         if len(agg) != 1 or agg[0][2] != {"accumulate": parts["accumulate"], "merge": parts["merge"], "report": parts["report"]}:
             fail("one federated_aggregate with accumulate, merge and report expected: %s" % agg)
-        secure = [i for i in entry["body"] if i[1] == "federated_secure_sum_bitwidth"]
-        if [s[2]["bitwidth"] for s in secure] != [s["bitwidth"] for s in form["secure_sums"]]:
+        secure = [(i[1], i[2].get(SECURE[i[1]])) for i in entry["body"] if i[1] in SECURE]
+        if secure != [(s["op"], s.get(SECURE[s["op"]])) for s in form["secure_sums"]]:
             fail("secure sums differ from the form's list")
     else:
         assert list(parts) == ["server_prepare", "server_to_client_broadcast", "client_work",

@@ -315,7 +315,12 @@ static void test_federated_types(void **state)
           {FED_FNS, "{'x': '{u32[2]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]",
            "u32[2]@SERVER"},
           {FED_FNS, "{'x': '{<a=i64[],b=i32[2]>}@CLIENTS'}",
-           "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 31}, 'x']]", "<a=i64[],b=i32[2]>@SERVER"}, );
+           "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 31}, 'x']]", "<a=i64[],b=i32[2]>@SERVER"},
+          {FED_FNS, "{'x': '{<a=i64[],b=u32[2]>}@CLIENTS'}",
+           "[['r', 'federated_secure_modular_sum', {'modulus': 4294967296}, 'x']]", "<a=i64[],b=u32[2]>@SERVER"},
+          {FED_FNS, "{'x': '{u8[3]}@CLIENTS'}", "[['r', 'federated_secure_sum', {'max_input': 255}, 'x']]",
+           "u8[3]@SERVER"},
+          {FED_FNS, "{'x': 'i64[]@CLIENTS'}", "[['r', 'federated_secure_sum', 'x']]", "i64[]@SERVER"}, );
 }
 
 /* ---- errors ----------------------------------------------------------------------------- */
@@ -433,6 +438,23 @@ static void test_secure_sum_bitwidth_bound(void **state)
     snprintf(params, sizeof params, "{'x': '{<%si32[]>}@CLIENTS'}", members);
     text = test_program_text("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "between 1 and 32"});
+}
+
+static void test_secure_sum_bounds(void **state)
+{
+    (void)state;
+    /* a modulus up to the narrowest leaf's largest value plus one (i32: 2^31), a max_input up to that value */
+    char *text = test_program_text("", "{'x': '{<a=i64[],b=i32[]>}@CLIENTS'}",
+                                   "[['r', 'federated_secure_modular_sum', {'modulus': 2147483649}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "modulus must be at most 2147483648"});
+    text = test_program_text("", "{'x': '{u32[]}@CLIENTS'}",
+                             "[['r', 'federated_secure_sum', {'max_input': 4294967296}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "max_input must be at most 4294967295"});
+    text = test_program_text("", "{'x': '{i32[]}@CLIENTS'}",
+                             "[['r', 'federated_secure_modular_sum', {'modulus': 0}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/modulus", "an integer >= 1, found 0"});
+    text = test_program_text("", "{'x': '{f64[]}@CLIENTS'}", "[['r', 'federated_secure_sum', 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "integers"});
 }
 
 static void test_shape_errors_at_attributes(void **state)
@@ -826,6 +848,7 @@ int main(void)
         cmocka_unit_test(test_errors_in_one_pass),
         cmocka_unit_test(test_error_locations),
         cmocka_unit_test(test_secure_sum_bitwidth_bound),
+        cmocka_unit_test(test_secure_sum_bounds),
         cmocka_unit_test(test_shape_errors_at_attributes),
         cmocka_unit_test(test_attribute_domains),
         cmocka_unit_test(test_integers_as_reals),

@@ -49,6 +49,16 @@ def secure_sum(counters, bitwidth):
     return [sum(c[i] % m for c in counters) % m for i in range(len(counters[0]))]
 
 
+def secure_sums(x, big, w, c, d):
+    """Modular sums: each client's value taken into [0, m) (Python's %, floored like tf.math.mod: -5 % 97 is
+    92), then the sum modulo m; the secure sum with max_input: every value in [0, max_input], the exact sum."""
+    def modular(values, m):
+        return [sum(v[i] % m for v in values) % m for i in range(len(values[0]))]
+    assert all(0 <= v <= 200 for row in c for v in row) and all(0 <= v <= 200 for v in d)
+    return {"residues": modular(x, 97), "wide": modular(big, 2 ** 63 - 1), "words": modular(w, 2 ** 32),
+            "exact": {"c": [sum(row[i] for row in c) for i in range(2)], "d": sum(d)}}
+
+
 def mean_variance(xs):
     n = len(xs)
     mean = sum(xs) / n
@@ -180,6 +190,8 @@ def expectation(case):
         return histogram(arg("values"))
     if prog == "secure_sum.json":
         return secure_sum(arg("counters"), 8)
+    if prog == "secure_sums.json":
+        return secure_sums(arg("x"), arg("big"), arg("w"), arg("c"), arg("d"))
     if prog == "mean_variance.json":
         return mean_variance(arg("measurements"))
     if prog == "temperature_range.yaml":

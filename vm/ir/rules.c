@@ -1044,7 +1044,7 @@ fvm_status rule_federated_aggregate(fvm_rctx *c, const fvm_type **out)
     return fed_out(c, r, FVM_PL_SERVER, true, out);
 }
 
-fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
+fvm_status rule_federated_secure_sum_bitwidth(fvm_rctx *c, const fvm_type **out)
 {
     if (aggregand(c, 0, fvm_dtype_is_int, "integers (u8, i32, i64, u32)"))
         return FVM_ERR_TYPE;
@@ -1056,6 +1056,36 @@ fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "bitwidth must be between 1 and %d for %s, found %lld", maxbw,
                         fvm_rtype(c, m), (long long)bw);
     return fed_out(c, m, FVM_PL_SERVER, true, out);
+}
+
+/* The secure sums with a bound of their own (a modulus, a max_input): at most
+ * the largest value of the narrowest integer leaf (plus one for a modulus,
+ * whose residues go up to modulus - 1), so every result fits every leaf. */
+static fvm_status secure_bound(fvm_rctx *c, const char *attr, int64_t v, uint64_t plus, const fvm_type **out)
+{
+    if (aggregand(c, 0, fvm_dtype_is_int, "integers (u8, i32, i64, u32)"))
+        return FVM_ERR_TYPE;
+    const fvm_type *m = c->args[0]->u.fed.member;
+    uint64_t hi = fvm_int_leaf_max(m);
+    if (hi <= (uint64_t)INT64_MAX - plus)
+        hi += plus;
+    if ((uint64_t)v > hi)
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE,
+                        "%s must be at most %llu for %s (the largest value its narrowest integer dtype holds%s), "
+                        "found %lld",
+                        attr, (unsigned long long)hi, fvm_rtype(c, m), plus ? ", plus one" : "", (long long)v);
+    return fed_out(c, m, FVM_PL_SERVER, true, out);
+}
+
+fvm_status rule_federated_secure_modular_sum(fvm_rctx *c, const fvm_type **out)
+{
+    return secure_bound(c, "modulus", c->in->a.modulus, 1, out);
+}
+
+fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
+{
+    const fvm_attrs *a = &c->in->a;
+    return secure_bound(c, "max_input", (a->present & A(MAX_INPUT)) ? a->max_input : 0, 0, out);
 }
 
 /* ---- shapes from other values (the ops gradients need) ------------------------------ */
