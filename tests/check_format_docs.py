@@ -640,6 +640,7 @@ CHECKER_ONLY = {
     "include_duplicate_function": INCLUDES,
     "include_missing": INCLUDES,
     "initialize_with_params": CONVENTIONS,
+    "map_all_equal_per_client": PLACEMENTS,
     "matmul_inner_dim": SHAPES,
     "max_pool_grad_dy_shape": SHAPES,
     "next_bad_result": CONVENTIONS,

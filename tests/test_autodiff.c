@@ -860,6 +860,16 @@ static const pcase programs[] = {
      "[['t', 'call', {'fn': 'agg'}, 'x'], ['s', 'federated_apply', {'fn': 'sq'}, 't']]", "x", ANY, NULL},
     {"an all-equal T@CLIENTS parameter through federated_sum", "{" FED_FNS "}", "{'v': 'f64[2]@CLIENTS'}",
      "[['t', 'federated_sum', 'v'], ['s', 'federated_apply', {'fn': 'sq'}, 't']]", "v", ANY, NULL},
+    {"federated_map_all_equal of a broadcast wrt the server value", "{" FED_FNS "}",
+     "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['b', 'federated_broadcast', 'w'], ['t', 'federated_map_all_equal', {'fn': 'tnh'}, 'b'], "
+     "['l', 'federated_map', {'fn': 'cl'}, 't', 'x'], ['s', 'federated_sum', 'l']]",
+     "w", ANY, NULL},
+    {"an all-equal T@CLIENTS parameter through federated_map_all_equal", "{" FED_FNS "}",
+     "{'v': 'f64[2]@CLIENTS', 'x': '{f64[2]}@CLIENTS'}",
+     "[['t', 'federated_map_all_equal', {'fn': 'tnh'}, 'v'], ['l', 'federated_map', {'fn': 'cl'}, 't', 'x'], "
+     "['s', 'federated_mean', 'l']]",
+     "v", ANY, NULL},
     {"an all-equal T@CLIENTS parameter through federated_map", "{" FED_FNS "}",
      "{'v': 'f64[2]@CLIENTS', 'x': '{f64[2]}@CLIENTS'}",
      "[['l', 'federated_map', {'fn': 'cl'}, 'v', 'x'], ['s', 'federated_mean', 'l']]", "v", ANY, NULL},

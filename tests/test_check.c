@@ -268,6 +268,10 @@ static void test_federated_types(void **state)
           {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'CLIENTS'}]]", "{f32[]}@CLIENTS"},
           {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'SERVER'}]]", "f32[]@SERVER"},
           {FED_FNS, "{'x': 'f32[2]@SERVER'}", "[['r', 'federated_broadcast', 'x']]", "f32[2]@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[3]@CLIENTS', 'y': 'f32[3]@CLIENTS'}",
+           "[['r', 'federated_map_all_equal', {'fn': 'plus'}, 'x', 'y']]", "f32[3]@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[3]@CLIENTS', 'y': '{f32[3]}@CLIENTS'}",
+           "[['r', 'federated_map', {'fn': 'plus'}, 'x', 'x']]", "{f32[3]}@CLIENTS"},
           /* federated_map runs fn once per client: one result per client, also
          * when the argument is all-equal */
           {FED_FNS, "{'x': '{f32[3]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
@@ -438,6 +442,19 @@ static void test_secure_sum_bitwidth_bound(void **state)
     snprintf(params, sizeof params, "{'x': '{<%si32[]>}@CLIENTS'}", members);
     text = test_program_text("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "between 1 and 32"});
+}
+
+static void test_map_all_equal_errors(void **state)
+{
+    (void)state;
+    /* one value per client, or a server value, where an all-equal one is wanted: at that argument */
+    char *text = test_program_text(FED_FNS, "{'x': 'f32[3]@CLIENTS', 'y': '{f32[3]}@CLIENTS'}",
+                                   "[['r', 'federated_map_all_equal', {'fn': 'plus'}, 'x', 'y']]");
+    EXPECT_ERRORS(text, {FVM_ERR_PLACEMENT, "/functions/main/body/0/4",
+                         "'y' is {f32[3]}@CLIENTS, one value per client: map it with federated_map"});
+    text = test_program_text(FED_FNS, "{'x': 'f32[3]@SERVER'}",
+                             "[['r', 'federated_map_all_equal', {'fn': 'total'}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_PLACEMENT, "/functions/main/body/0/3", "CLIENTS"});
 }
 
 static void test_secure_sum_bounds(void **state)
@@ -849,6 +866,7 @@ int main(void)
         cmocka_unit_test(test_error_locations),
         cmocka_unit_test(test_secure_sum_bitwidth_bound),
         cmocka_unit_test(test_secure_sum_bounds),
+        cmocka_unit_test(test_map_all_equal_errors),
         cmocka_unit_test(test_shape_errors_at_attributes),
         cmocka_unit_test(test_attribute_domains),
         cmocka_unit_test(test_integers_as_reals),

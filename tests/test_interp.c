@@ -791,6 +791,18 @@ static void test_federated_map_apply_zip(void **state)
     run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': 'f32[]@SERVER'}",
                "[['b', 'federated_broadcast', 'y'], ['r', 'federated_map', {'fn': 'plus'}, 'x', 'b']]", -1,
                ARGS("[1, 2, 3]", "10"), "[11, 12, 13]");
+    /* federated_map_all_equal: one value for every client, fn run once, no client count needed */
+    const char *bme = "[['b', 'federated_broadcast', 'x'], ['r', 'federated_map_all_equal', {'fn': 'inc'}, 'b']]";
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", bme, -1, ARGS("5"), "6");
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}",
+               "[['b', 'federated_broadcast', 'x'], ['t', 'federated_map_all_equal', {'fn': 'inc'}, 'b'], "
+               " ['r', 'federated_sum', 't']]",
+               3, ARGS("5"), "18");
+    run_expect(
+        FED_FNS, "{'x': 'f32[]@SERVER', 'y': 'f32[]@SERVER'}",
+        "[['b', 'federated_broadcast', 'x'], ['c', 'federated_broadcast', 'y'], "
+        " ['t', 'federated_map_all_equal', {'fn': 'plus'}, 'b', 'c'], ['r', 'federated_map', {'fn': 'inc'}, 't']]",
+        2, ARGS("3", "4"), "[8, 8]");
     run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", "[['r', 'federated_apply', {'fn': 'sq'}, 'x']]", -1, ARGS("3"), "9");
     run_expect(FED_FNS, "{'x': 'f32[]@SERVER', 'y': 'f32[]@SERVER'}",
                "[['r', 'federated_apply', {'fn': 'plus'}, 'x', 'y']]", -1, ARGS("3", "4"), "7");

@@ -59,6 +59,15 @@ def secure_sums(x, big, w, c, d):
             "exact": {"c": [sum(row[i] for row in c) for i in range(2)], "d": sum(d)}}
 
 
+def all_equal_map(w, c, xs):
+    """v = c * w, one value for every client; the loss sums v . x over the clients, its gradient in w is
+    c * sum(x); the sum over clients of v is n * v."""
+    v = [c * wi for wi in w]
+    loss = sum(v[0] * x[0] + v[1] * x[1] for x in xs)
+    grad = [c * sum(x[i] for x in xs) for i in range(2)]
+    return {"loss_and_grad": {"value": loss, "grad": grad}, "copies": [len(xs) * vi for vi in v]}
+
+
 def mean_variance(xs):
     n = len(xs)
     mean = sum(xs) / n
@@ -192,6 +201,8 @@ def expectation(case):
         return secure_sum(arg("counters"), 8)
     if prog == "secure_sums.json":
         return secure_sums(arg("x"), arg("big"), arg("w"), arg("c"), arg("d"))
+    if prog == "all_equal_map.json":
+        return all_equal_map(arg("w"), arg("c"), arg("x"))
     if prog == "mean_variance.json":
         return mean_variance(arg("measurements"))
     if prog == "temperature_range.yaml":

@@ -155,6 +155,13 @@ fvm_status exec_federated_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const 
     return per_client(x, in, args, map_task, out);
 }
 
+/* fn of all-equal members: every client's is the same value, since functions are
+ * pure, so fn runs once (an all-equal value is its member); no client count is needed. */
+fvm_status exec_federated_map_all_equal(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    return fvm_exec_call(x, in->a.fn, args, out);
+}
+
 /* One client of a federated_select: its select_keys. */
 static fvm_status select_task(fvm_ctx *x, void *u, int64_t i, fvm_value **out)
 {

@@ -921,7 +921,9 @@ fvm_status rule_federated_select(fvm_rctx *c, const fvm_type **out)
     return fed_out(c, seq, FVM_PL_CLIENTS, false, out);
 }
 
-static fvm_status placed_call(fvm_rctx *c, bool clients, const fvm_type **out)
+/* fn over members at one placement: federated_map (clients, any), federated_map_all_equal (clients,
+ * every argument all-equal: so is the result) and federated_apply (server). */
+static fvm_status placed_call(fvm_rctx *c, bool clients, bool all_equal, const fvm_type **out)
 {
     const fvm_func *fn = c->in->a.fn;
     const fvm_type *ts[64];
@@ -930,23 +932,33 @@ static fvm_status placed_call(fvm_rctx *c, bool clients, const fvm_type **out)
     for (int i = 0; i < c->nargs; i++) {
         if (clients ? want_clients(c, i) : want_server(c, i))
             return FVM_ERR_PLACEMENT;
+        if (all_equal && !c->args[i]->u.fed.all_equal)
+            return fvm_rerr(c, i, FVM_ERR_PLACEMENT,
+                            "takes values that are the same at every client (T@CLIENTS); '%s' is %s, one value "
+                            "per client: map it with federated_map",
+                            c->in->arg_names[i], fvm_rtype(c, c->args[i]));
         ts[i] = c->args[i]->u.fed.member;
     }
     if (!fn->ok)
         return *out = NULL, FVM_OK;
     if (want_fn(c, "fn", fn, c->nargs, ts, true))
         return FVM_ERR_TYPE;
-    return fed_out(c, fn->result_type, clients ? FVM_PL_CLIENTS : FVM_PL_SERVER, !clients, out);
+    return fed_out(c, fn->result_type, clients ? FVM_PL_CLIENTS : FVM_PL_SERVER, all_equal || !clients, out);
 }
 
 fvm_status rule_federated_map(fvm_rctx *c, const fvm_type **out)
 {
-    return placed_call(c, true, out);
+    return placed_call(c, true, false, out);
+}
+
+fvm_status rule_federated_map_all_equal(fvm_rctx *c, const fvm_type **out)
+{
+    return placed_call(c, true, true, out);
 }
 
 fvm_status rule_federated_apply(fvm_rctx *c, const fvm_type **out)
 {
-    return placed_call(c, false, out);
+    return placed_call(c, false, false, out);
 }
 
 fvm_status rule_federated_zip(fvm_rctx *c, const fvm_type **out)
