@@ -566,6 +566,15 @@ static const gcase ops[] = {
      "[['y', 'mul', 'm', 'k'], ['z', 'mul', 'y', 'm'], ['w', 'field', {'name': 'w'}, 'z'], "
      "['b', 'field', {'name': 'b'}, 'z'], ['sw', 'sum', 'w'], ['sb', 'sum', 'b'], ['s', 'add', 'sw', 'sb']]",
      "k", ANY, NULL},
+    /* a destructuring (fields by name, then by position) and scalar literals */
+    {"fields and literals", "{'m': '<w=f64[2,2],b=f64[2]>', 'q': '<f64[2],f64[]>'}",
+     "[['y', 'mul', 'm', 0.5], ['z', 'mul', 'y', 'm'], [['w', 'b'], 'fields', 'z'], [['u', 'v'], 'fields', 'q'], "
+     "['uw', 'mul', 'w', 'v'], ['sw', 'sum', 'uw'], ['bu', 'mul', 'b', 'u'], ['sb', 'sum', 'bu'], "
+     "['t', 'add', 'sw', 'sb'], ['s', 'sub', 2, 't']]",
+     "m", ANY, NULL},
+    {"fields by position wrt the struct", "{'m': '<w=f64[2,2],b=f64[2]>', 'q': '<f64[2],f64[]>'}",
+     "[[['u', 'v'], 'fields', 'q'], ['y', 'mul', 'u', 'v'], ['z', 'maximum', 'y', -0.25], ['s', 'sum', 'z']]", "q",
+     AWAY, NULL},
     /* neural networks */
     {"softmax", "{'x': 'f64[2,4]', 'r': 'f64[2,4]'}", "[['y', 'softmax', 'x'], " PROJ "]", "x", ANY, NULL},
     {"softmax axis 0", "{'x': 'f64[3,2]', 'r': 'f64[3,2]'}", "[['y', 'softmax', {'axis': 0}, 'x'], " PROJ "]", "x", ANY,

@@ -260,6 +260,24 @@ static void test_random_types(void **state)
     "'merge': {'params': {'a': 'i32[]', 'b': 'i32[]'}, 'body': [['r', 'add', 'a', 'b']], 'result': 'r'}, " \
     "'report': {'params': {'n': 'i32[]'}, 'body': [['r', 'cast', {'dtype': 'f64'}, 'n']], 'result': 'r'}"
 
+/* Literals take their operands' dtype and broadcast as scalars; a destructuring binds fields (the result names
+ * the last one here), placed ones too. */
+static void test_literal_and_fields_types(void **state)
+{
+    (void)state;
+    CASES({"", "{'x': 'i64[2,3]'}", "[['r', 'mul', 'x', 2]]", "i64[2,3]"},
+          {"", "{'x': 'f64[3]'}", "[['r', 'sub', 1, 'x']]", "f64[3]"},
+          {"", "{'x': 'u8[2]'}", "[['r', 'lt', 'x', 255]]", "bool[2]"},
+          {"", "{'x': 'f32[2]', 'p': 'bool[2]'}", "[['r', 'select', 'p', 0.5, 'x']]", "f32[2]"},
+          {"", "{'m': '<w=f32[2],b=f32[]>'}", "[['r', 'mul', 'm', 0.5]]", "<w=f32[2],b=f32[]>"},
+          {"", "{'m': '<w=f32[2],b=f32[]>'}", "[['r', 'clip_by_global_norm', 'm', 1]]", "<w=f32[2],b=f32[]>"},
+          {"", "{'s': '<a=f32[],b=i32[2]>'}", "[[['b', 'r'], 'fields', {'names': ['a', 'b']}, 's']]", "i32[2]"},
+          {"", "{'s': '<f32[],u8[2]>'}", "[[['q', 'r'], 'fields', 's']]", "u8[2]"},
+          {"", "{'s': '{<a=f32[],b=i32[2]>}@CLIENTS'}", "[[['b', 'a'], 'fields', 's'], ['r', 'federated_sum', 'b']]",
+           "i32[2]@SERVER"},
+          {"", "{'s': '<a=f32[],b=i32[2]>@SERVER'}", "[[['r'], 'fields', {'names': ['b']}, 's']]", "i32[2]@SERVER"}, );
+}
+
 static void test_federated_types(void **state)
 {
     (void)state;
@@ -866,6 +884,7 @@ int main(void)
         cmocka_unit_test(test_error_locations),
         cmocka_unit_test(test_secure_sum_bitwidth_bound),
         cmocka_unit_test(test_secure_sum_bounds),
+        cmocka_unit_test(test_literal_and_fields_types),
         cmocka_unit_test(test_map_all_equal_errors),
         cmocka_unit_test(test_shape_errors_at_attributes),
         cmocka_unit_test(test_attribute_domains),

@@ -68,6 +68,24 @@ def all_equal_map(w, c, xs):
     return {"loss_and_grad": {"value": loss, "grad": grad}, "copies": [len(xs) * vi for vi in v]}
 
 
+def literals_fields(data, state):
+    """Per client: c = clip(1 - 0.5 x, 0, 1) in float32; kept = c where x > 2, else -1; m = max(3 n - 1, 0);
+    r = n mod 4, floored (the divisor's sign, as NumPy's %). Summed over clients; the server's
+    2 (w + sum kept) + shift."""
+    f = np.float32
+    kept_sum = np.zeros(3, f)
+    m_sum, r_sum = 0, 0
+    for c in data:
+        x = np.array(c["x"], f)
+        clipped = np.clip(f(1) - x * f(0.5), f(0), f(1))
+        kept_sum = kept_sum + np.where(x > f(2), clipped, f(-1))
+        m_sum += max(3 * c["n"] - 1, 0)
+        r_sum += c["n"] % 4
+    w = np.array(state["w"], f)
+    nxt = f(2) * (w + kept_sum) + f(state["shift"])
+    return {"next": [float(v) for v in nxt], "m_sum": m_sum, "r_sum": r_sum}
+
+
 def mean_variance(xs):
     n = len(xs)
     mean = sum(xs) / n
@@ -203,6 +221,8 @@ def expectation(case):
         return secure_sums(arg("x"), arg("big"), arg("w"), arg("c"), arg("d"))
     if prog == "all_equal_map.json":
         return all_equal_map(arg("w"), arg("c"), arg("x"))
+    if prog == "literals_fields.json":
+        return literals_fields(arg("data"), arg("state"))
     if prog == "mean_variance.json":
         return mean_variance(arg("measurements"))
     if prog == "temperature_range.yaml":

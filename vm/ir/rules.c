@@ -1100,6 +1100,13 @@ fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
     return secure_bound(c, "max_input", (a->present & A(MAX_INPUT)) ? a->max_input : 0, 0, out);
 }
 
+/* fields never reaches a type rule: the loader makes a destructuring one
+ * field instruction per bound name (format/ir_read.c). */
+fvm_status rule_fields(fvm_rctx *c, const fvm_type **out)
+{
+    return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_USAGE, "internal: fields is taken apart by the loader");
+}
+
 /* ---- shapes from other values (the ops gradients need) ------------------------------ */
 
 fvm_status rule_expand_dims(fvm_rctx *c, const fvm_type **out)
