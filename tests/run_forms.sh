@@ -149,8 +149,8 @@ refused tests/forms/result_at_clients.json "tests/forms/result_at_clients.json:9
 refused tests/forms/no_aggregation.json "tests/forms/no_aggregation.json:6:13: /functions/main: 'main' aggregates nothing from the clients, so it has no round to put in a form"
 # derivatives of federated functions are inlined; these two need a second exchange (the backward pass
 # broadcasts a cotangent computed from the forward aggregate: 1/n of the mean), so both are refused
-refused programs/drjax_mean_loss.json "programs/drjax_mean_loss.json:22:9: /functions/loss/body/2: 'value_grad/d.mean_loss#4' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/d.mean_loss#2' (federated_sum at programs/drjax_mean_loss.json:22:9, /functions/loss/body/2): a round has one exchange"
-refused programs/fedsgd_logistic.json "programs/fedsgd_logistic.json:69:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:69:9, /functions/loss/body/2): a round has one exchange"
+refused programs/drjax_mean_loss.json "programs/drjax_mean_loss.json:20:9: /functions/loss/body/2: 'value_grad/d.mean_loss#4' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/d.mean_loss#2' (federated_sum at programs/drjax_mean_loss.json:20:9, /functions/loss/body/2): a round has one exchange"
+refused programs/fedsgd_logistic.json "programs/fedsgd_logistic.json:66:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:66:9, /functions/loss/body/2): a round has one exchange"
 refused tests/golden/programs/shuffle_repeat.json "tests/golden/programs/shuffle_repeat.json:5:13: /functions/main: 'main' is not a federated function (it places no value and calls no intrinsic), so it has no round to put in a form; name a federated one with --fn"
 # a form whose aggregation cannot start from zeros (a '?' dimension) says so
 refused_mr_only() {

@@ -87,7 +87,7 @@ for prog in programs/*.json; do
     fedsgd_linear.json) proven "$prog" "data=programs/data/linear_clients.json" 3 3 2 ;;
     federated_evaluation.json) proven "$prog" "data=$SYN" 2 30 4 batch ;;
     fedsgd_logistic.json) # the gradient of a mean loss needs a second exchange
-        refused "$prog" "programs/fedsgd_logistic.json:69:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:69:9, /functions/loss/body/2): a round has one exchange" ;;
+        refused "$prog" "programs/fedsgd_logistic.json:66:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:66:9, /functions/loss/body/2): a round has one exchange" ;;
     fedavg_2nn.json)
         if [ -d "$FASHION" ]; then
             "$FEDVM" data import fashion-mnist --source "$FASHION" --clients 100 -o "$T/fashion.sqlite" >/dev/null 2>&1 ||
