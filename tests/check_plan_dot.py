@@ -82,12 +82,20 @@ def verify(g, program, fn):
         rest = ins[2:]
         attrs = rest[0] if rest and isinstance(rest[0], dict) else {}
         args = rest[1:] if rest and isinstance(rest[0], dict) else rest
-        want_nodes.append(name)
-        ops[name] = op
-        for a in args:
-            want_edges[(a, name)] += 1
-        if op in AT:
-            want_at[name] = AT[op] or attrs["placement"].lower()
+        # a literal argument runs as a const before its instruction, named <name>#<argument> (format/SPEC.md,
+        # Literals); a destructuring [[a, b], "fields", s] as one field per name
+        for k, a in enumerate(args):
+            if not isinstance(a, str):
+                want_nodes.append("%s#%d" % (name, k + 1))
+                ops["%s#%d" % (name, k + 1)] = "const"
+        args = [a if isinstance(a, str) else "%s#%d" % (name, k + 1) for k, a in enumerate(args)]
+        for bound in name if isinstance(name, list) else [name]:
+            want_nodes.append(bound)
+            ops[bound] = op
+            for a in args:
+                want_edges[(a, bound)] += 1
+            if op in AT:
+                want_at[bound] = AT[op] or attrs["placement"].lower()
     want_nodes.append("returns")
     want_edges[(f["result"], "returns")] += 1
 
