@@ -309,12 +309,14 @@ static void check_literal(checker *C, fvm_func *f, int idx, scope *sc, const fvm
 {
     fvm_instr *in = &f->instrs[idx];
     const fvm_instr *user = &f->instrs[idx + in->lit_user];
-    const char *op = fvm_op_table[user->op].name;
     char buf[40];
     in->slot = f->nparams + idx;
     slot_types[in->slot] = NULL;
     if (in->name && scope_get(sc, in->name) < 0)
         scope_put(sc, in->name, in->slot);
+    if (user->op == FVM_OP_COUNT || !user->arg_names)
+        return; /* its instruction is malformed, reported by the loader */
+    const char *op = fvm_op_table[user->op].name;
     in->args = fvm_arena_array(C->a, 1, sizeof(int));
     in->arg_types = fvm_arena_array(C->a, 1, sizeof(fvm_type *));
     if (!in->args || !in->arg_types) {
