@@ -255,6 +255,15 @@ def build(ops, attrs, op_domains):
             attrs_part = {"minItems": 3, "prefixItems": [True, True, attr_obj]}
         else:
             attrs_part = {"prefixItems": [True, True, {"if": {"type": "object"}, "then": attr_obj}]}
+        # Item 0: a name, or for fields the array of names a destructuring binds. The arguments: names,
+        # or scalar literals (a number or a boolean) in the ops that take them (OPF_LIT).
+        lit = "OPF_LIT" in o["flags"]
+        arg = {"anyOf": [{"$ref": "#/$defs/name"}, {"$ref": "#/$defs/literal"}]} if lit else {"$ref": "#/$defs/name"}
+        items_part = {
+            "prefixItems": [{"$ref": "#/$defs/names" if o["name"] == "fields" else "#/$defs/name"}, True,
+                            {"anyOf": [{"type": "object"}, arg]}],
+            "items": arg,
+        }
         # The arguments follow the attribute object if there is one.
         args_part = {
             "if": {"minItems": 3, "prefixItems": [True, True, {"type": "object"}]},
@@ -264,7 +273,7 @@ def build(ops, attrs, op_domains):
             args_part["else"] = arity(o, 2)
         per_op.append({
             "if": {"prefixItems": [True, {"const": o["name"]}]},
-            "then": {"allOf": [attrs_part, args_part]},
+            "then": {"allOf": [attrs_part, items_part, args_part]},
         })
 
     return {
@@ -280,7 +289,8 @@ def build(ops, attrs, op_domains):
             "files) and the required ones. Only `fedvm check` checks: names (defined, unique, used after their "
             "definition, functions named by attributes), type strings and aliases, types, shapes and placements "
             "(and what depends on them: an axis in range, a bitwidth that fits the dtype, how many names a "
-            "struct has), which of field's name and index is given, const values, included documents, "
+            "struct has), which of field's name and index is given, const values, a literal's dtype and range, "
+            "which fields a destructuring binds, included documents, "
             "program conventions (initialize, next), recursion, the readers' limits (nesting, size) and "
             "names' length in bytes (here: characters). Integers may be written with a zero fraction (2.0), "
             "in fedvm as in JSON Schema."
@@ -340,6 +350,18 @@ def build(ops, attrs, op_domains):
                 "not": CONTROL,
             },
             "identifier": {"type": "string", "pattern": IDENT, "not": CONTROL},
+            "names": {
+                "description": "the names a destructuring binds (fields), one or more distinct names",
+                "type": "array",
+                "minItems": 1,
+                "uniqueItems": True,
+                "items": {"$ref": "#/$defs/name"},
+            },
+            "literal": {
+                "description": "a scalar literal argument: a number or a boolean, of the dtype of the op's other "
+                "operands (format/SPEC.md, Literals)",
+                "type": ["number", "boolean"],
+            },
             "hparam_ref": {
                 "description": "a hyperparameter's value (a scalar; an integer one for an integer attribute), "
                 "checked against the attribute's bounds by fedvm check",
@@ -372,16 +394,17 @@ def build(ops, attrs, op_domains):
             "instruction": {
                 "description": (
                     "[name, op, {attributes}?, args...]: the attribute object, if any, at position 2; "
-                    "arguments are names. The number of arguments is not checked here."
+                    "arguments are names, or scalar literals in the ops that take them; fields binds an array of "
+                    "names. The number of arguments is not checked here."
                 ),
                 "type": "array",
                 "minItems": 2,
                 "prefixItems": [
-                    {"$ref": "#/$defs/name"},
+                    {"anyOf": [{"$ref": "#/$defs/name"}, {"$ref": "#/$defs/names"}]},
                     {"$ref": "#/$defs/op"},
-                    {"anyOf": [{"type": "object"}, {"$ref": "#/$defs/name"}]},
+                    {"anyOf": [{"type": "object"}, {"$ref": "#/$defs/name"}, {"$ref": "#/$defs/literal"}]},
                 ],
-                "items": {"$ref": "#/$defs/name"},
+                "items": {"anyOf": [{"$ref": "#/$defs/name"}, {"$ref": "#/$defs/literal"}]},
                 "allOf": per_op,
             },
             **attr_defs,

@@ -442,8 +442,8 @@ fvm_status fvm_ir_decode_attrs(const fvm_program *p, fvm_arena *a, fvm_instr *in
     dec C = {.p = p, .a = a, .d = d};
     memset(&in->a, 0, sizeof in->a);
     in->attrs_bad = false;
-    if (in->op == FVM_OP_COUNT)
-        return FVM_OK; /* malformed: reported by the loader */
+    if (in->op == FVM_OP_COUNT || (in->literal && !in->attrs))
+        return FVM_OK; /* malformed: reported by the loader; a literal's const: the checker's */
     int before = d->n;
     bool ok = decode(&C, in) && (in->op != FVM_OP_CONST || decode_const(&C, in)) &&
               (in->op != FVM_OP_HPARAM || decode_hparam(&C, in));

@@ -134,12 +134,112 @@ static bool key_allowed(const char *k, const char *const *allowed)
 
 /* ---- instructions and functions ---------------------------------------- */
 
-static void read_instr(loader *L, fvm_module *m, fvm_func *f, const fvm_doc *n, const char *ptr, fvm_instr *in)
+/* A scalar literal argument: a JSON number or boolean (format/SPEC.md, "Literals"). */
+static bool is_literal(const fvm_doc *n)
+{
+    return n->kind == FVM_DOC_INT || n->kind == FVM_DOC_REAL || n->kind == FVM_DOC_BOOL;
+}
+
+/* The instructions a written one can become: itself, a const per literal
+ * argument, a field per bound name of a destructuring (beyond the first). */
+static size_t instr_count(const fvm_doc *n)
+{
+    if (n->kind != FVM_DOC_ARRAY || n->u.coll.n < 2)
+        return 1;
+    size_t k = 1, len = n->u.coll.n, first = len > 2 && n->u.coll.items[2]->kind == FVM_DOC_OBJECT ? 3 : 2;
+    for (size_t i = first; i < len; i++)
+        k += is_literal(n->u.coll.items[i]);
+    if (n->u.coll.items[0]->kind == FVM_DOC_ARRAY && n->u.coll.items[0]->u.coll.n > 1)
+        k += n->u.coll.items[0]->u.coll.n - 1;
+    return k;
+}
+
+/* The op named by n (an error at ptr with a suggestion when there is none), FVM_OP_COUNT when unknown. */
+static fvm_op read_op(loader *L, fvm_module *m, const fvm_doc *op, const char *p1)
+{
+    if (op->kind != FVM_DOC_STRING) {
+        err(L, FVM_ERR_FORMAT, m, op, p1, "expected the op name (a string), found %s", kind_name(op));
+        return FVM_OP_COUNT;
+    }
+    fvm_op id = fvm_op_lookup(op->u.str.s);
+    if (id != FVM_OP_COUNT)
+        return id;
+    fvm_suggest s;
+    fvm_suggest_init(&s, op->u.str.s);
+    for (int i = 0; i < FVM_OP_COUNT; i++)
+        fvm_suggest_add(&s, fvm_op_table[i].name);
+    const char *why, *meant = fvm_suggest_synonym(op->u.str.s, &why);
+    if (meant)
+        err(L, FVM_ERR_FORMAT, m, op, p1, "unknown op '%.100s'; did you mean '%s' (%s)?", op->u.str.s, meant, why);
+    else if (s.best)
+        err(L, FVM_ERR_FORMAT, m, op, p1, "unknown op '%.100s'; did you mean '%s'?", op->u.str.s, s.best);
+    else
+        err(L, FVM_ERR_FORMAT, m, op, p1, "unknown op '%.100s' (format/SPEC.md lists the ops)", op->u.str.s);
+    return FVM_OP_COUNT;
+}
+
+/* A destructuring [[n1, ..., nk], "fields", {"names"?}, s]: in (already
+ * read, its op FIELDS) becomes field 0 and the next k - 1 instructions the
+ * other fields, each binding one name; the checker picks each one's field
+ * (fvm_fields). Returns the instructions it fills. */
+static int read_fields(loader *L, fvm_module *m, const fvm_doc *n, const char *ptr, fvm_instr *in)
 {
     fvm_arena *a = &L->p->arena;
+    const fvm_doc *names = n->u.coll.items[0];
+    const char *p0 = fvm_pointer_index(a, ptr, 0);
+    size_t k = names->u.coll.n;
+    fvm_fields *fs = fvm_arena_alloc(a, sizeof *fs);
+    if (!fs || !(fs->names = fvm_arena_array(a, k + 1, sizeof *fs->names)) ||
+        !(fs->name_locs = fvm_arena_array(a, k + 1, sizeof *fs->name_locs))) {
+        err(L, FVM_ERR_NOMEM, m, n, ptr, "out of memory");
+        in->op = FVM_OP_COUNT;
+        return 1;
+    }
+    fs->n = (int)k;
+    fs->attrs = in->attrs;
+    fs->attrs_loc = in->attrs_loc;
+    bool ok = k > 0;
+    if (!ok)
+        err(L, FVM_ERR_FORMAT, m, names, p0, "fields needs at least one name to bind: [[\"a\", \"b\"], \"fields\", s]");
+    for (size_t j = 0; j < k; j++) {
+        const fvm_doc *nm = names->u.coll.items[j];
+        const char *pj = fvm_pointer_index(a, p0, j);
+        fs->name_locs[j] = loc_of(L, m, nm, pj);
+        if (check_name(L, m, nm, pj, "a name to bind"))
+            fs->names[j] = nm->u.str.s;
+        else
+            ok = false;
+    }
+    if (in->nargs != 1) {
+        err(L, FVM_ERR_TYPE, m, n, ptr, "fields takes 1 argument (the struct), found %d", in->nargs);
+        ok = false;
+    }
+    fvm_instr first = *in;
+    for (size_t j = 0; j < (k ? k : 1); j++) {
+        fvm_instr *e = &in[j];
+        *e = first;
+        e->op = ok ? FVM_OP_FIELD : FVM_OP_COUNT; /* malformed: not checked further */
+        e->name = k ? fs->names[j] : NULL;
+        e->name_loc = k ? fs->name_locs[j] : first.name_loc;
+        e->attrs = NULL; /* the checker names the field */
+        e->attrs_loc = fs->attrs ? fs->attrs_loc : e->name_loc;
+        e->fields = fs;
+        e->field_pos = (int)j;
+    }
+    return k ? (int)k : 1;
+}
+
+/* Reads the written instruction n into f->instrs from *pos on: a const per
+ * scalar literal argument (of an op that takes them), then the instruction
+ * (or the fields of a destructuring); *pos moves past them. */
+static void read_instr(loader *L, fvm_module *m, fvm_func *f, const fvm_doc *n, const char *ptr, int *pos)
+{
+    fvm_arena *a = &L->p->arena;
+    fvm_instr *in = &f->instrs[*pos];
     in->loc = loc_of(L, m, n, ptr);
     in->attrs_loc = in->loc;
     in->op = FVM_OP_COUNT;
+    *pos += 1;
     if (!expect_kind(L, m, n, ptr, FVM_DOC_ARRAY, "an instruction [name, op, {attributes}?, args...]"))
         return;
     size_t len = n->u.coll.n;
@@ -147,54 +247,130 @@ static void read_instr(loader *L, fvm_module *m, fvm_func *f, const fvm_doc *n, 
         err(L, FVM_ERR_FORMAT, m, n, ptr, "an instruction needs at least a name and an op: [name, op, ...]");
         return;
     }
-    const fvm_doc *nm = n->u.coll.items[0], *op = n->u.coll.items[1];
+    const fvm_doc *nm = n->u.coll.items[0], *opd = n->u.coll.items[1];
     const char *p0 = fvm_pointer_index(a, ptr, 0), *p1 = fvm_pointer_index(a, ptr, 1);
-    if (check_name(L, m, nm, p0, "the instruction's name"))
-        in->name = nm->u.str.s;
-    in->name_loc = loc_of(L, m, nm, p0);
-    if (op->kind != FVM_DOC_STRING) {
-        err(L, FVM_ERR_FORMAT, m, op, p1, "expected the op name (a string), found %s", kind_name(op));
-    } else {
-        in->op = fvm_op_lookup(op->u.str.s);
-        if (in->op == FVM_OP_COUNT) {
-            fvm_suggest s;
-            fvm_suggest_init(&s, op->u.str.s);
-            for (int i = 0; i < FVM_OP_COUNT; i++)
-                fvm_suggest_add(&s, fvm_op_table[i].name);
-            const char *why, *meant = fvm_suggest_synonym(op->u.str.s, &why);
-            if (meant)
-                err(L, FVM_ERR_FORMAT, m, op, p1, "unknown op '%.100s'; did you mean '%s' (%s)?", op->u.str.s, meant,
-                    why);
-            else if (s.best)
-                err(L, FVM_ERR_FORMAT, m, op, p1, "unknown op '%.100s'; did you mean '%s'?", op->u.str.s, s.best);
-            else
-                err(L, FVM_ERR_FORMAT, m, op, p1, "unknown op '%.100s' (format/SPEC.md lists the ops)", op->u.str.s);
-        }
+    fvm_op op = read_op(L, m, opd, p1);
+    bool destructure = nm->kind == FVM_DOC_ARRAY;
+    if (destructure && op != FVM_OP_FIELDS && op != FVM_OP_COUNT) {
+        err(L, FVM_ERR_FORMAT, m, nm, p0,
+            "an array of names binds several fields of a struct: its op is fields, not %s ([[\"a\", \"b\"], "
+            "\"fields\", s])",
+            fvm_op_table[op].name);
+        op = FVM_OP_COUNT;
+    } else if (!destructure && op == FVM_OP_FIELDS) {
+        err(L, FVM_ERR_FORMAT, m, nm, p0,
+            "fields binds an array of names, one per field: [[\"a\", \"b\"], \"fields\", s] (one field is field)");
+        op = FVM_OP_COUNT;
     }
     size_t first = 2;
+    const fvm_doc *attrs = NULL;
     if (len > 2 && n->u.coll.items[2]->kind == FVM_DOC_OBJECT) {
-        in->attrs = n->u.coll.items[2];
-        in->attrs_loc = loc_of(L, m, in->attrs, fvm_pointer_index(a, ptr, 2));
+        attrs = n->u.coll.items[2];
         first = 3;
+    }
+    /* the consts of literal arguments come first, then the instruction */
+    int nlit = 0;
+    for (size_t i = first; op != FVM_OP_COUNT && (fvm_op_table[op].flags & OPF_LIT) && i < len; i++)
+        nlit += is_literal(n->u.coll.items[i]);
+    fvm_instr *lits = in;
+    in = &f->instrs[*pos - 1 + nlit];
+    *pos += nlit;
+    in->loc = loc_of(L, m, n, ptr);
+    in->attrs_loc = in->loc;
+    in->op = op;
+    if (!destructure && check_name(L, m, nm, p0, "the instruction's name"))
+        in->name = nm->u.str.s;
+    in->name_loc = loc_of(L, m, nm, p0);
+    if (attrs) {
+        in->attrs = attrs;
+        in->attrs_loc = loc_of(L, m, in->attrs, fvm_pointer_index(a, ptr, 2));
     }
     in->nargs = (int)(len - first);
     in->arg_names = fvm_arena_array(a, len, sizeof(char *));
     in->arg_locs = fvm_arena_array(a, len, sizeof(fvm_loc));
-    if (!in->arg_names || !in->arg_locs) {
+    if (!in->arg_names || !in->arg_locs || (nlit && !(in->arg_literals = fvm_arena_array(a, len, sizeof(fvm_doc *))))) {
         err(L, FVM_ERR_NOMEM, m, n, ptr, "out of memory");
+        in->op = FVM_OP_COUNT;
         return;
     }
+    int lit = 0;
     for (size_t i = first; i < len; i++) {
         const fvm_doc *arg = n->u.coll.items[i];
         const char *pi = fvm_pointer_index(a, ptr, i);
-        in->arg_locs[i - first] = loc_of(L, m, arg, pi);
+        int k = (int)(i - first);
+        in->arg_locs[k] = loc_of(L, m, arg, pi);
         if (arg->kind == FVM_DOC_OBJECT) {
             err(L, FVM_ERR_FORMAT, m, arg, pi, "attributes must come right after the op, at position 2");
             in->op = FVM_OP_COUNT; /* malformed: not checked further */
-        } else if (check_name(L, m, arg, pi, "an argument (the name of a parameter or an earlier instruction)"))
-            in->arg_names[i - first] = arg->u.str.s;
+        } else if (is_literal(arg) && lit < nlit) { /* a const, its dtype the checker's */
+            fvm_instr *c = &lits[lit++];
+            c->name = fvm_arena_printf(a, "%s#%d", in->name ? in->name : "literal", k + 1);
+            c->op = FVM_OP_CONST;
+            c->literal = arg;
+            c->lit_user = nlit - lit + 1;
+            c->lit_arg = k;
+            c->loc = c->name_loc = c->attrs_loc = in->arg_locs[k];
+            c->arg_names = fvm_arena_array(a, 1, sizeof(char *));
+            if (!c->name || !c->arg_names) {
+                err(L, FVM_ERR_NOMEM, m, arg, pi, "out of memory");
+                in->op = c->op = FVM_OP_COUNT;
+                continue;
+            }
+            in->arg_names[k] = c->name;
+            in->arg_literals[k] = arg;
+        } else if (is_literal(arg) && op != FVM_OP_COUNT) {
+            err(L, FVM_ERR_FORMAT, m, arg, pi,
+                "%s takes no literal arguments (a number or boolean stands for a scalar only where an "
+                "elementwise op's other operand gives its dtype): name a const",
+                fvm_op_table[op].name);
+        } else if (!is_literal(arg) &&
+                   check_name(L, m, arg, pi, "an argument (the name of a parameter or an earlier instruction)")) {
+            in->arg_names[k] = arg->u.str.s;
+        }
     }
-    (void)f;
+    if (destructure && in->op == FVM_OP_FIELDS)
+        *pos += read_fields(L, m, n, ptr, in) - 1;
+    else if (destructure)
+        in->op = FVM_OP_COUNT;
+}
+
+/* The consts of literal arguments are named "<instruction>#<argument>"
+ * ("y#2"); a name the function gives itself that contains '#' could be one
+ * of them, and then the const's name gets more '#'s until it is new. */
+static void literal_names(loader *L, fvm_func *f)
+{
+    const char **taken = NULL;
+    int ntaken = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < f->nparams + f->ninstrs; i++) {
+            const char *nm = i < f->nparams ? f->param_names[i] : f->instrs[i - f->nparams].name;
+            bool mine = i >= f->nparams && f->instrs[i - f->nparams].literal;
+            if (nm && !mine && strchr(nm, '#')) {
+                if (pass)
+                    taken[ntaken] = nm;
+                ntaken++;
+            }
+        }
+        if (!ntaken)
+            return;
+        if (!pass && !(taken = fvm_arena_array(&L->p->arena, (size_t)ntaken, sizeof *taken)))
+            return;
+        if (!pass)
+            ntaken = 0;
+    }
+    for (int i = 0; i < f->ninstrs; i++) {
+        fvm_instr *c = &f->instrs[i];
+        for (int k = 0; c->literal && c->name && k < ntaken; k++) {
+            if (strcmp(c->name, taken[k]))
+                continue;
+            const char *more = fvm_arena_printf(&L->p->arena, "%s#", c->name);
+            if (!more)
+                return;
+            c->name = more;
+            f->instrs[i + c->lit_user].arg_names[c->lit_arg] = more;
+            k = -1; /* again, against every taken name */
+        }
+    }
 }
 
 static fvm_func *read_function(loader *L, fvm_module *m, const fvm_doc *key, const fvm_doc *n, const char *ptr)
@@ -260,12 +436,17 @@ static fvm_func *read_function(loader *L, fvm_module *m, const fvm_doc *key, con
     if (body) {
         const char *pb = fvm_pointer_join(a, ptr, "body");
         if (expect_kind(L, m, body, pb, FVM_DOC_ARRAY, "an array of instructions")) {
-            f->ninstrs = (int)body->u.coll.n;
-            f->instrs = fvm_arena_array(a, body->u.coll.n + 1, sizeof(fvm_instr));
+            size_t cap = 0;
+            for (size_t i = 0; i < body->u.coll.n; i++)
+                cap += instr_count(body->u.coll.items[i]);
+            f->instrs = fvm_arena_array(a, cap + 1, sizeof(fvm_instr));
             if (!f->instrs)
                 return NULL;
+            int pos = 0;
             for (size_t i = 0; i < body->u.coll.n; i++)
-                read_instr(L, m, f, body->u.coll.items[i], fvm_pointer_index(a, pb, i), &f->instrs[i]);
+                read_instr(L, m, f, body->u.coll.items[i], fvm_pointer_index(a, pb, i), &pos);
+            f->ninstrs = pos;
+            literal_names(L, f);
         }
     }
     if (!result) {
@@ -948,14 +1129,44 @@ static void bind_hparams(loader *L)
         set_hparam(L, L->o->sets[i]);
 }
 
+/* A destructuring's attributes as written (fields takes "names": the
+ * field bound to each name), decoded at its first field: as many as the
+ * names bound. */
+static void decode_fields(loader *L, fvm_instr *in)
+{
+    fvm_fields *fs = (fvm_fields *)in->fields;
+    fvm_instr written = *in;
+    written.op = FVM_OP_FIELDS;
+    written.attrs = fs->attrs;
+    written.attrs_loc = fs->attrs_loc;
+    if (fvm_ir_decode_attrs(L->p, &L->p->arena, &written, L->d)) {
+        L->errors++;
+        return;
+    }
+    if (!(written.a.present & A(NAMES)))
+        return;
+    fs->fields = written.a.names;
+    if (fs->fields.n != fs->n) {
+        const fvm_doc *v = fvm_doc_get(fs->attrs, "names");
+        fvm_loc l = {fs->attrs_loc.file, v->line, v->col, fvm_pointer_join(&L->p->arena, fs->attrs_loc.ptr, "names")};
+        fvm_diag_add(L->d, FVM_ERR_FORMAT, &l, "fields: names has %d entr%s for %d bound name%s", fs->fields.n,
+                     fs->fields.n == 1 ? "y" : "ies", fs->n, fs->n == 1 ? "" : "s");
+        L->errors++;
+    }
+}
+
 /* Every instruction's attributes, now that the namespace is known. */
 static void decode_attrs(loader *L)
 {
     for (int i = 0; i < L->p->nfuncs; i++) {
         fvm_func *f = L->p->funcs[i];
-        for (int k = 0; k < f->ninstrs; k++)
-            if (fvm_ir_decode_attrs(L->p, &L->p->arena, &f->instrs[k], L->d))
+        for (int k = 0; k < f->ninstrs; k++) {
+            fvm_instr *in = &f->instrs[k];
+            if (in->fields && in->field_pos == 0 && in->op == FVM_OP_FIELD)
+                decode_fields(L, in);
+            if (fvm_ir_decode_attrs(L->p, &L->p->arena, in, L->d))
                 L->errors++;
+        }
     }
 }
 

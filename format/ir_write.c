@@ -86,21 +86,43 @@ static fvm_doc *hparams_doc(fvm_arena *a, fvm_hparam *const *hs, int n, bool bou
     return o;
 }
 
-/* An instruction as the program runs it, or (source) as written. */
+/* Is the instruction one the loader made from another that the source's
+ * writer writes (a literal's const, a destructuring's second field on)? */
+static bool made(const fvm_instr *in)
+{
+    return in->literal || (in->fields && in->field_pos > 0);
+}
+
+/* An instruction as the program runs it, or (source) as written: literal
+ * arguments as the literals, a destructuring as [[names...], "fields", ...]. */
 static fvm_doc *instr_doc(fvm_arena *a, const fvm_instr *in, bool source)
 {
     fvm_doc *arr = fvm_doc_new(a, FVM_DOC_ARRAY);
     if (!arr)
         return NULL;
     arr->flow = true;
-    bool written = source && in->lowered;
-    const fvm_doc *attrs = written ? in->written_attrs : in->attrs;
-    TRY(fvm_doc_push(a, arr, fvm_doc_string(a, in->name)));
-    TRY(fvm_doc_push(a, arr, fvm_doc_string(a, fvm_op_table[written ? in->written_op : in->op].name)));
+    bool destructure = source && in->fields, written = source && in->lowered && !destructure;
+    const fvm_doc *attrs = destructure ? in->fields->attrs : written ? in->written_attrs : in->attrs;
+    if (destructure) {
+        fvm_doc *names = fvm_doc_new(a, FVM_DOC_ARRAY);
+        if (!names)
+            return NULL;
+        names->flow = true;
+        for (int k = 0; k < in->fields->n; k++)
+            TRY(fvm_doc_push(a, names, fvm_doc_string(a, in->fields->names[k])));
+        TRY(fvm_doc_push(a, arr, names));
+    } else {
+        TRY(fvm_doc_push(a, arr, fvm_doc_string(a, in->name)));
+    }
+    const char *op =
+        destructure ? fvm_op_table[FVM_OP_FIELDS].name : fvm_op_table[written ? in->written_op : in->op].name;
+    TRY(fvm_doc_push(a, arr, fvm_doc_string(a, op)));
     if (attrs && attrs->u.coll.n)
         TRY(fvm_doc_push(a, arr, attrs_doc(a, attrs)));
-    for (int i = 0; i < in->nargs; i++)
-        TRY(fvm_doc_push(a, arr, fvm_doc_string(a, in->arg_names[i])));
+    for (int i = 0; i < in->nargs; i++) {
+        const fvm_doc *lit = source && in->arg_literals ? in->arg_literals[i] : NULL;
+        TRY(fvm_doc_push(a, arr, lit ? (fvm_doc *)lit : fvm_doc_string(a, in->arg_names[i])));
+    }
     return arr;
 }
 
@@ -121,7 +143,8 @@ static fvm_doc *func_body_doc(fvm_arena *a, const fvm_func *f, bool source)
     if (!body)
         return NULL;
     for (int i = 0; i < f->ninstrs; i++)
-        TRY(fvm_doc_push(a, body, instr_doc(a, &f->instrs[i], source)));
+        if (!source || !made(&f->instrs[i]))
+            TRY(fvm_doc_push(a, body, instr_doc(a, &f->instrs[i], source)));
     TRY(fvm_doc_set(a, o, "body", body));
     TRY(fvm_doc_set(a, o, "result", fvm_doc_string(a, f->result_name)));
     return o;

@@ -345,10 +345,75 @@ static fvm_status inputs(rd *r, const fvm_doc *obj, const char *ptr, const fvm_f
 
 /* ---- the client phase ---------------------------------------------------------- */
 
+/* A secure sum's entry (aggregation secure_sum): its op (absent in plans
+ * written before there were other secure sums than
+ * federated_secure_sum_bitwidth: that one) and the op's attribute, as its
+ * type rule bounds it for the secure inputs' type t: a bit width from 1 to
+ * the narrowest integer dtype's width, a modulus from 1 to the largest value
+ * of the narrowest dtype plus one, an optional max_input up to that value. */
+static fvm_status secure_entry(rd *r, const fvm_doc *e, const char *ep, const char *name, const fvm_type *t,
+                               fvm_secure *out)
+{
+    fvm_arena *a = &r->pl->arena;
+    const fvm_doc *opd = fvm_doc_get(e, "op");
+    fvm_op op = FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH;
+    if (opd) {
+        op = opd->kind == FVM_DOC_STRING ? fvm_op_lookup(opd->u.str.s) : FVM_OP_COUNT;
+        if (op != FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH && op != FVM_OP_FEDERATED_SECURE_MODULAR_SUM &&
+            op != FVM_OP_FEDERATED_SECURE_SUM) {
+            fvm_loc loc = at(r, opd, fvm_pointer_join(a, ep, "op"));
+            return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
+                                "secure sum '%s' must name its intrinsic: federated_secure_sum_bitwidth, "
+                                "federated_secure_modular_sum or federated_secure_sum",
+                                name);
+        }
+    }
+    fvm_attrs attrs = {0};
+    fvm_loc loc = at(r, e, ep);
+    uint64_t hi = fvm_int_leaf_max(t);
+    if (op == FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH) {
+        const fvm_doc *bits = member(r, e, ep, "bitwidth", FVM_DOC_INT, "the secure sum's bit width");
+        if (!bits)
+            return FVM_ERR_FORMAT;
+        int maxbits = fvm_modsum_bits(t);
+        if (!maxbits || bits->u.i < 1 || bits->u.i > maxbits)
+            return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                                "secure sum '%s' needs a bit width from 1 to the width of its narrowest integer "
+                                "dtype (%d) over integer tensors",
+                                name, maxbits);
+        attrs.bitwidth = bits->u.i;
+    } else if (op == FVM_OP_FEDERATED_SECURE_MODULAR_SUM) {
+        const fvm_doc *mod = member(r, e, ep, "modulus", FVM_DOC_INT, "the secure sum's modulus");
+        if (!mod)
+            return FVM_ERR_FORMAT;
+        if (!hi || mod->u.i < 1 || (uint64_t)mod->u.i - 1 > hi)
+            return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                                "secure sum '%s' needs a modulus from 1 to %llu (the largest value of its narrowest "
+                                "integer dtype, plus one) over integer tensors",
+                                name, (unsigned long long)hi + 1);
+        attrs.modulus = mod->u.i;
+    } else if (fvm_doc_get(e, "max_input")) {
+        const fvm_doc *max = member(r, e, ep, "max_input", FVM_DOC_INT, "the secure sum's max_input");
+        if (!max)
+            return FVM_ERR_FORMAT;
+        if (!hi || max->u.i < 0 || (uint64_t)max->u.i > hi)
+            return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                                "secure sum '%s' needs a max_input from 0 to %llu (the largest value of its "
+                                "narrowest integer dtype) over integer tensors",
+                                name, (unsigned long long)hi);
+        attrs.max_input = max->u.i;
+        attrs.present = A(MAX_INPUT);
+    } else if (!hi) {
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "secure sum '%s' sums integer tensors only", name);
+    }
+    *out = fvm_secure_of(op, &attrs);
+    return FVM_OK;
+}
+
 /* client.outputs: one entry per field of work's result, the updates'
  * (u0, ...) then the secure sums' (s0, ...), each with the tensors of its
- * field; a secure sum's entry has its bit width (from 1, over integer
- * tensors, at most the narrowest one's width). */
+ * field; a secure sum's entry has its op and its bit width, modulus or
+ * max_input (secure_entry). */
 static fvm_status outputs(rd *r, const fvm_doc *client)
 {
     fvm_xdev_plan *pl = r->pl;
@@ -365,8 +430,8 @@ static fvm_status outputs(rd *r, const fvm_doc *client)
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &wloc, "the client's '%s' must return <updates=<...>, secure=<...>>",
                             pl->work->name);
     int nu = ut->u.strct.n, ns = st->u.strct.n;
-    pl->bitwidth = fvm_arena_array(a, (size_t)ns + 1, sizeof *pl->bitwidth);
-    if (!pl->bitwidth)
+    pl->secure = fvm_arena_array(a, (size_t)ns + 1, sizeof *pl->secure);
+    if (!pl->secure)
         return nomem(r->d);
     size_t n = outs->u.coll.n;
     if (n != (size_t)(nu + ns)) {
@@ -405,18 +470,8 @@ static fvm_status outputs(rd *r, const fvm_doc *client)
                                          "secure_sum",
                                 name->u.str.s, pl->work->name);
         }
-        if (secure) {
-            const fvm_doc *bits = member(r, e, ep, "bitwidth", FVM_DOC_INT, "the secure sum's bit width");
-            if (!bits)
-                return FVM_ERR_FORMAT;
-            int maxbits = fvm_modsum_bits(st->u.strct.elems[j]);
-            if (!maxbits || bits->u.i < 1 || bits->u.i > maxbits)
-                return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
-                                    "secure sum '%s' needs a bit width from 1 to the width of its narrowest integer "
-                                    "dtype (%d) over integer tensors",
-                                    name->u.str.s, maxbits);
-            pl->bitwidth[pl->nsecure++] = (int)bits->u.i;
-        }
+        if (secure)
+            FVM_TRY(secure_entry(r, e, ep, name->u.str.s, st->u.strct.elems[j], &pl->secure[pl->nsecure++]));
         FVM_TRY(tensors_fit(r, e, ep, fvm_arena_printf(a, "%s.%s", secure ? "secure" : "updates", field),
                             grp->u.strct.elems[j],
                             fvm_arena_printf(a, "the %s '%s'", secure ? "secure sum" : "update", field)));

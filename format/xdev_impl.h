@@ -3,6 +3,7 @@
 #define FVM_XDEV_IMPL_H
 
 #include "../vm/core/doc.h"
+#include "../vm/ir/aggregation.h"
 #include "safetensors.h"
 #include "xdev.h"
 
@@ -19,7 +20,8 @@ struct fvm_xdev_plan {
     int ninputs; /* work's parameters but the broadcast */
     xdev_input_kind *inputs; /* XDEV_DATA or XDEV_CLIENT_KEY */
     int nsecure;
-    int *bitwidth; /* of each secure sum, in the order of work's 'secure' fields */
+    fvm_secure *secure; /* what each secure sum does (its op and bit width, modulus or max_input), in the order of
+                           work's 'secure' fields */
     /* server phase (phases & FVM_XDEV_SERVER) */
     fvm_program *server;
     const fvm_func *initialize, *prepare, *aggregate, *result;

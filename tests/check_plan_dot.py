@@ -31,10 +31,12 @@ import sys
 AT = {"federated_broadcast": "clients", "federated_select": "clients", "federated_map": "clients", "federated_apply": "server",
       "federated_sum": "server", "federated_mean": "server", "federated_weighted_mean": "server",
       "federated_min": "server", "federated_max": "server", "federated_aggregate": "server",
-      "federated_secure_sum_bitwidth": "server", "federated_value": None, "federated_eval": None}
+      "federated_secure_sum_bitwidth": "server", "federated_secure_modular_sum": "server", "federated_secure_sum": "server",
+      "federated_map_all_equal": "clients", "federated_value": None, "federated_eval": None}
 # Intrinsics that move values: between the two placements, or an unplaced value to one.
 MOVES = {"federated_broadcast", "federated_select", "federated_sum", "federated_mean", "federated_weighted_mean", "federated_min",
-         "federated_max", "federated_aggregate", "federated_secure_sum_bitwidth", "federated_value"}
+         "federated_max", "federated_aggregate", "federated_secure_sum_bitwidth", "federated_secure_modular_sum",
+         "federated_secure_sum", "federated_value"}
 
 
 def read_program(path, funcs, types, seen):
@@ -80,12 +82,20 @@ def verify(g, program, fn):
         rest = ins[2:]
         attrs = rest[0] if rest and isinstance(rest[0], dict) else {}
         args = rest[1:] if rest and isinstance(rest[0], dict) else rest
-        want_nodes.append(name)
-        ops[name] = op
-        for a in args:
-            want_edges[(a, name)] += 1
-        if op in AT:
-            want_at[name] = AT[op] or attrs["placement"].lower()
+        # a literal argument runs as a const before its instruction, named <name>#<argument> (format/SPEC.md,
+        # Literals); a destructuring [[a, b], "fields", s] as one field per name
+        for k, a in enumerate(args):
+            if not isinstance(a, str):
+                want_nodes.append("%s#%d" % (name, k + 1))
+                ops["%s#%d" % (name, k + 1)] = "const"
+        args = [a if isinstance(a, str) else "%s#%d" % (name, k + 1) for k, a in enumerate(args)]
+        for bound in name if isinstance(name, list) else [name]:
+            want_nodes.append(bound)
+            ops[bound] = op
+            for a in args:
+                want_edges[(a, bound)] += 1
+            if op in AT:
+                want_at[bound] = AT[op] or attrs["placement"].lower()
     want_nodes.append("returns")
     want_edges[(f["result"], "returns")] += 1
 

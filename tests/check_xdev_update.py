@@ -11,8 +11,8 @@ fedvm's but the files: Python's json, hashlib and struct, and NumPy.
 - The metadata: fedvm.kind "update", fedvm.plan the SHA-256 of the plan
   file's bytes, fedvm.round the broadcast's round, fedvm.client one of the
   clients the broadcast selected.
-- Secure-sum inputs are reduced modulo the plan's modulus: every element in
-  [0, modulus).
+- Secure-sum inputs are reduced modulo the plan's modulus (every element in
+  [0, modulus)) or within the secure sum's max_input (in [0, max_input]).
 - With LINEAR_CLIENTS (programs/fedsgd_linear.json's data), the update's
   values are recomputed by hand: the client's sums of 0.5 * (x.w + b - y)^2
   and of its gradient, from the broadcast's model, in float32.
@@ -76,11 +76,12 @@ def main():
     if client not in [int(c) for c in bmeta["fedvm.clients"].split(",")]:
         sys.exit("client %d was not selected" % client)
     for out in plan["client"]["outputs"]:
-        if out["aggregation"] == "secure_sum":
+        if out["aggregation"] == "secure_sum":  # reduced into [0, modulus), or in [0, max_input]
+            top = out["modulus"] - 1 if "modulus" in out else out.get("max_input", 2 ** 63 - 1)
             for t in out["tensors"]:
                 v = tensors[t["name"]][2].astype(np.int64)
-                if v.min() < 0 or v.max() >= out["modulus"]:
-                    sys.exit("%s holds %s, outside [0, %d)" % (t["name"], v.tolist(), out["modulus"]))
+                if v.min() < 0 or v.max() > top:
+                    sys.exit("%s holds %s, outside [0, %d]" % (t["name"], v.tolist(), top))
     if len(sys.argv) > 4:
         examples = json.load(open(sys.argv[4]))[client]
         w, b = btensors["b0.w"][2], btensors["b0.b"][2]

@@ -52,11 +52,13 @@ done
 # -- 2. the rules of each form, read from the documents
 check "form rules" -- "$PY" - "$T" <<'EOF'
 import glob, json, sys
-INTRINSIC = {"federated_value", "federated_eval", "federated_broadcast", "federated_map", "federated_apply",
-             "federated_zip", "federated_sum", "federated_mean", "federated_weighted_mean", "federated_min",
-             "federated_max", "federated_aggregate", "federated_secure_sum_bitwidth"}
+SECURE = {"federated_secure_sum_bitwidth": "bitwidth", "federated_secure_modular_sum": "modulus",
+          "federated_secure_sum": "max_input"}
+INTRINSIC = {"federated_value", "federated_eval", "federated_broadcast", "federated_map", "federated_map_all_equal",
+             "federated_apply", "federated_zip", "federated_sum", "federated_mean", "federated_weighted_mean",
+             "federated_min", "federated_max", "federated_aggregate"} | set(SECURE)
 AGG = {"federated_sum", "federated_mean", "federated_weighted_mean", "federated_min", "federated_max",
-       "federated_aggregate", "federated_secure_sum_bitwidth"}
+       "federated_aggregate"} | set(SECURE)
 PLUMBING = {"struct", "field"}
 n = 0
 for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
@@ -87,8 +89,8 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
         agg = [i for i in entry["body"] if i[1] == "federated_aggregate"]
         if len(agg) != 1 or agg[0][2] != {"accumulate": parts["accumulate"], "merge": parts["merge"], "report": parts["report"]}:
             fail("one federated_aggregate with accumulate, merge and report expected: %s" % agg)
-        secure = [i for i in entry["body"] if i[1] == "federated_secure_sum_bitwidth"]
-        if [s[2]["bitwidth"] for s in secure] != [s["bitwidth"] for s in form["secure_sums"]]:
+        secure = [(i[1], i[2].get(SECURE[i[1]])) for i in entry["body"] if i[1] in SECURE]
+        if secure != [(s["op"], s.get(SECURE[s["op"]])) for s in form["secure_sums"]]:
             fail("secure sums differ from the form's list")
     else:
         assert list(parts) == ["server_prepare", "server_to_client_broadcast", "client_work",
@@ -104,7 +106,7 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
                 if "CLIENTS" in t:
                     fail("%s takes a value at the clients: %s" % (role, t))
         for ins in fns[parts["client_work"]]["body"]:
-            if ins[1] in INTRINSIC - {"federated_map", "federated_zip", "federated_eval"}:
+            if ins[1] in INTRINSIC - {"federated_map", "federated_map_all_equal", "federated_zip", "federated_eval"}:
                 fail("client_work runs %s" % ins)
         if ops != {"call", "field"}:
             fail("the rewritten round is not the five calls: %s" % ops)
@@ -147,8 +149,8 @@ refused tests/forms/result_at_clients.json "tests/forms/result_at_clients.json:9
 refused tests/forms/no_aggregation.json "tests/forms/no_aggregation.json:6:13: /functions/main: 'main' aggregates nothing from the clients, so it has no round to put in a form"
 # derivatives of federated functions are inlined; these two need a second exchange (the backward pass
 # broadcasts a cotangent computed from the forward aggregate: 1/n of the mean), so both are refused
-refused programs/drjax_mean_loss.json "programs/drjax_mean_loss.json:22:9: /functions/loss/body/2: 'value_grad/d.mean_loss#4' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/d.mean_loss#2' (federated_sum at programs/drjax_mean_loss.json:22:9, /functions/loss/body/2): a round has one exchange"
-refused programs/fedsgd_logistic.json "programs/fedsgd_logistic.json:69:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:69:9, /functions/loss/body/2): a round has one exchange"
+refused programs/drjax_mean_loss.json "programs/drjax_mean_loss.json:20:9: /functions/loss/body/2: 'value_grad/d.mean_loss#4' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/d.mean_loss#2' (federated_sum at programs/drjax_mean_loss.json:20:9, /functions/loss/body/2): a round has one exchange"
+refused programs/fedsgd_logistic.json "programs/fedsgd_logistic.json:66:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:66:9, /functions/loss/body/2): a round has one exchange"
 refused tests/golden/programs/shuffle_repeat.json "tests/golden/programs/shuffle_repeat.json:5:13: /functions/main: 'main' is not a federated function (it places no value and calls no intrinsic), so it has no round to put in a form; name a federated one with --fn"
 # a form whose aggregation cannot start from zeros (a '?' dimension) says so
 refused_mr_only() {

@@ -169,6 +169,15 @@ has "$T/texts" "accumulate=moments_add" "aggregate's functions"
 expect 0 "--fn evaluate" -- "$BIN" programs/fedavg_2nn.json --to dot --fn evaluate && cp "$T/out" "$T/evaluate.dot" &&
     render evaluate && has "$T/evaluate.dot" "federated_value(SERVER)" "placement shown" &&
     check "--fn evaluate against the program" -- "$PY" "$CHECK" verify "$T/evaluate.json" programs/fedavg_2nn.json evaluate
+# a function with literal arguments (each a const node named <instruction>#<argument>) and a destructuring
+# (a node per name bound)
+for fn in client server_step main; do
+    expect 0 "--fn $fn of literals_fields" -- "$BIN" tests/golden/programs/literals_fields.json --to dot --fn $fn &&
+        cp "$T/out" "$T/lf_$fn.dot" && render lf_$fn &&
+        check "literals_fields --fn $fn against the program" -- "$PY" "$CHECK" verify "$T/lf_$fn.json" \
+            tests/golden/programs/literals_fields.json $fn
+done
+has "$T/lf_client.dot" "half#2" "a literal's const drawn"
 
 # -- names that would break DOT: quotes, backslashes, braces, angle brackets, bars, and escapes
 # of DOT's own (\n, \l, \N) that must stay literal text; a file name with a quote.

@@ -87,7 +87,7 @@ for prog in programs/*.json; do
     fedsgd_linear.json) proven "$prog" "data=programs/data/linear_clients.json" 3 3 2 ;;
     federated_evaluation.json) proven "$prog" "data=$SYN" 2 30 4 batch ;;
     fedsgd_logistic.json) # the gradient of a mean loss needs a second exchange
-        refused "$prog" "programs/fedsgd_logistic.json:69:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:69:9, /functions/loss/body/2): a round has one exchange" ;;
+        refused "$prog" "programs/fedsgd_logistic.json:66:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:66:9, /functions/loss/body/2): a round has one exchange" ;;
     scaffold.json | feddyn.json) # client state is not in the plans yet
         refused "$prog" "this program keeps a state on each client (initialize_client); the round forms and plans do not carry client state yet" ;;
     fedavg_2nn.json)
@@ -104,6 +104,8 @@ done
 [ "$n" -ge 11 ] && ok || bad "only $n programs with rounds in programs/"
 # a secure sum (bit width 8) over readings with negative and large values, as rounds
 proven tests/xdev/secure_counts.json "data=tests/xdev/counts_data.json" 3 6 4 batch
+# the three secure sums (a modulus of 1000, a max_input of 16, a bit width of 4), as rounds
+proven tests/xdev/secure_kinds.json "data=tests/xdev/counts_data.json" 3 6 5
 # the aggregation in stages: FedAvg over 3 blocks (16, 16, 8: an odd block carried up), then all 50
 # clients (4 blocks, two levels of merges); secure sums and a count over 40 clients of JSON data
 SYN50=$T/synthetic50.sqlite
@@ -113,6 +115,18 @@ proven programs/fedavgm.json "train=$SYN50" 2 50 50 staged
 "$PY" -c 'import json; print(json.dumps([[[(7 * i + 3 * j) % 601 - 300, (11 * i * j) % 97 - 40] for j in range(i % 4 + 1)] for i in range(40)]))' \
     >"$T/counts40.json" 2>/dev/null || python3 -c 'import json; print(json.dumps([[[(7 * i + 3 * j) % 601 - 300, (11 * i * j) % 97 - 40] for j in range(i % 4 + 1)] for i in range(40)]))' >"$T/counts40.json"
 proven tests/xdev/secure_counts.json "data=$T/counts40.json" 2 40 37 staged
+# ... the partials of a secure sum with a max_input add exactly, whatever a block's sum (up to 64 here)
+proven tests/xdev/secure_kinds.json "data=$T/counts40.json" 2 40 40 staged
+# a device whose input to a secure sum is outside [0, max_input] (17 readings, max_input 16) sends nothing
+d=$T/secure_kinds
+"$PY" -c 'import json; print(json.dumps([[[1, 2]] * 17] + [[[3, 4]]] * 39))' >"$T/counts17.json" 2>/dev/null ||
+    python3 -c 'import json; print(json.dumps([[[1, 2]] * 17] + [[[3, 4]]] * 39))' >"$T/counts17.json"
+expect 1 "secure_kinds: a device's count above max_input" -- "$FEDVM" device "$d.staged.plan.json" \
+    --checkpoint "$d.staged/b1.safetensors" --data "$T/counts17.json" --index 0 --out "$T/over.safetensors" &&
+    has "$T/err" "a client's value 17 (element 0) is outside [0, 16], the range of the secure sum (its max_input)" \
+        "secure_kinds: the device's error" &&
+    has "$T/err" "the error above is in the secure sum 's1' of the client's update" "secure_kinds: the device's error names s1"
+check "secure_kinds: nothing written for a count above max_input" -- test ! -e "$T/over.safetensors"
 
 # one device process for a batch of clients writes what one process per client writes
 d=$T/fedavg
@@ -133,10 +147,11 @@ if [ -n "$PY" ]; then
         check "fedsgd_linear: $(basename "$f") read by Python" -- "$PY" tests/check_xdev_update.py "$d.plan.json" \
             "$d/b2.safetensors" "$f" programs/data/linear_clients.json
     done
-    d=$T/secure_counts
-    for f in "$d"/u1/*.safetensors; do
-        check "secure_counts: $(basename "$f") read by Python" -- "$PY" tests/check_xdev_update.py "$d.plan.json" \
-            "$d/b1.safetensors" "$f"
+    for d in "$T/secure_counts" "$T/secure_kinds"; do
+        for f in "$d"/u1/*.safetensors; do
+            check "$(basename "$d"): $(basename "$f") read by Python" -- "$PY" tests/check_xdev_update.py \
+                "$d.plan.json" "$d/b1.safetensors" "$f"
+        done
     done
 else
     echo "run_xdev: no Python with NumPy; the update files are not read back"

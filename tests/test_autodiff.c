@@ -566,6 +566,15 @@ static const gcase ops[] = {
      "[['y', 'mul', 'm', 'k'], ['z', 'mul', 'y', 'm'], ['w', 'field', {'name': 'w'}, 'z'], "
      "['b', 'field', {'name': 'b'}, 'z'], ['sw', 'sum', 'w'], ['sb', 'sum', 'b'], ['s', 'add', 'sw', 'sb']]",
      "k", ANY, NULL},
+    /* a destructuring (fields by name, then by position) and scalar literals */
+    {"fields and literals", "{'m': '<w=f64[2,2],b=f64[2]>', 'q': '<f64[2],f64[]>'}",
+     "[['y', 'mul', 'm', 0.5], ['z', 'mul', 'y', 'm'], [['w', 'b'], 'fields', 'z'], [['u', 'v'], 'fields', 'q'], "
+     "['uw', 'mul', 'w', 'v'], ['sw', 'sum', 'uw'], ['bu', 'mul', 'b', 'u'], ['sb', 'sum', 'bu'], "
+     "['t', 'add', 'sw', 'sb'], ['s', 'sub', 2, 't']]",
+     "m", ANY, NULL},
+    {"fields by position wrt the struct", "{'m': '<w=f64[2,2],b=f64[2]>', 'q': '<f64[2],f64[]>'}",
+     "[[['u', 'v'], 'fields', 'q'], ['y', 'mul', 'u', 'v'], ['z', 'maximum', 'y', -0.25], ['s', 'sum', 'z']]", "q",
+     AWAY, NULL},
     /* neural networks */
     {"softmax", "{'x': 'f64[2,4]', 'r': 'f64[2,4]'}", "[['y', 'softmax', 'x'], " PROJ "]", "x", ANY, NULL},
     {"softmax axis 0", "{'x': 'f64[3,2]', 'r': 'f64[3,2]'}", "[['y', 'softmax', {'axis': 0}, 'x'], " PROJ "]", "x", ANY,
@@ -860,6 +869,16 @@ static const pcase programs[] = {
      "[['t', 'call', {'fn': 'agg'}, 'x'], ['s', 'federated_apply', {'fn': 'sq'}, 't']]", "x", ANY, NULL},
     {"an all-equal T@CLIENTS parameter through federated_sum", "{" FED_FNS "}", "{'v': 'f64[2]@CLIENTS'}",
      "[['t', 'federated_sum', 'v'], ['s', 'federated_apply', {'fn': 'sq'}, 't']]", "v", ANY, NULL},
+    {"federated_map_all_equal of a broadcast wrt the server value", "{" FED_FNS "}",
+     "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['b', 'federated_broadcast', 'w'], ['t', 'federated_map_all_equal', {'fn': 'tnh'}, 'b'], "
+     "['l', 'federated_map', {'fn': 'cl'}, 't', 'x'], ['s', 'federated_sum', 'l']]",
+     "w", ANY, NULL},
+    {"an all-equal T@CLIENTS parameter through federated_map_all_equal", "{" FED_FNS "}",
+     "{'v': 'f64[2]@CLIENTS', 'x': '{f64[2]}@CLIENTS'}",
+     "[['t', 'federated_map_all_equal', {'fn': 'tnh'}, 'v'], ['l', 'federated_map', {'fn': 'cl'}, 't', 'x'], "
+     "['s', 'federated_mean', 'l']]",
+     "v", ANY, NULL},
     {"an all-equal T@CLIENTS parameter through federated_map", "{" FED_FNS "}",
      "{'v': 'f64[2]@CLIENTS', 'x': '{f64[2]}@CLIENTS'}",
      "[['l', 'federated_map', {'fn': 'cl'}, 'v', 'x'], ['s', 'federated_mean', 'l']]", "v", ANY, NULL},

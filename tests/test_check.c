@@ -260,6 +260,24 @@ static void test_random_types(void **state)
     "'merge': {'params': {'a': 'i32[]', 'b': 'i32[]'}, 'body': [['r', 'add', 'a', 'b']], 'result': 'r'}, " \
     "'report': {'params': {'n': 'i32[]'}, 'body': [['r', 'cast', {'dtype': 'f64'}, 'n']], 'result': 'r'}"
 
+/* Literals take their operands' dtype and broadcast as scalars; a destructuring binds fields (the result names
+ * the last one here), placed ones too. */
+static void test_literal_and_fields_types(void **state)
+{
+    (void)state;
+    CASES({"", "{'x': 'i64[2,3]'}", "[['r', 'mul', 'x', 2]]", "i64[2,3]"},
+          {"", "{'x': 'f64[3]'}", "[['r', 'sub', 1, 'x']]", "f64[3]"},
+          {"", "{'x': 'u8[2]'}", "[['r', 'lt', 'x', 255]]", "bool[2]"},
+          {"", "{'x': 'f32[2]', 'p': 'bool[2]'}", "[['r', 'select', 'p', 0.5, 'x']]", "f32[2]"},
+          {"", "{'m': '<w=f32[2],b=f32[]>'}", "[['r', 'mul', 'm', 0.5]]", "<w=f32[2],b=f32[]>"},
+          {"", "{'m': '<w=f32[2],b=f32[]>'}", "[['r', 'clip_by_global_norm', 'm', 1]]", "<w=f32[2],b=f32[]>"},
+          {"", "{'s': '<a=f32[],b=i32[2]>'}", "[[['b', 'r'], 'fields', {'names': ['a', 'b']}, 's']]", "i32[2]"},
+          {"", "{'s': '<f32[],u8[2]>'}", "[[['q', 'r'], 'fields', 's']]", "u8[2]"},
+          {"", "{'s': '{<a=f32[],b=i32[2]>}@CLIENTS'}", "[[['b', 'a'], 'fields', 's'], ['r', 'federated_sum', 'b']]",
+           "i32[2]@SERVER"},
+          {"", "{'s': '<a=f32[],b=i32[2]>@SERVER'}", "[[['r'], 'fields', {'names': ['b']}, 's']]", "i32[2]@SERVER"}, );
+}
+
 static void test_federated_types(void **state)
 {
     (void)state;
@@ -268,6 +286,10 @@ static void test_federated_types(void **state)
           {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'CLIENTS'}]]", "{f32[]}@CLIENTS"},
           {FED_FNS, "{}", "[['r', 'federated_eval', {'fn': 'seven', 'placement': 'SERVER'}]]", "f32[]@SERVER"},
           {FED_FNS, "{'x': 'f32[2]@SERVER'}", "[['r', 'federated_broadcast', 'x']]", "f32[2]@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[3]@CLIENTS', 'y': 'f32[3]@CLIENTS'}",
+           "[['r', 'federated_map_all_equal', {'fn': 'plus'}, 'x', 'y']]", "f32[3]@CLIENTS"},
+          {FED_FNS, "{'x': 'f32[3]@CLIENTS', 'y': '{f32[3]}@CLIENTS'}",
+           "[['r', 'federated_map', {'fn': 'plus'}, 'x', 'x']]", "{f32[3]}@CLIENTS"},
           /* federated_map runs fn once per client: one result per client, also
          * when the argument is all-equal */
           {FED_FNS, "{'x': '{f32[3]}@CLIENTS'}", "[['r', 'federated_map', {'fn': 'total'}, 'x']]", "{f32[]}@CLIENTS"},
@@ -315,7 +337,12 @@ static void test_federated_types(void **state)
           {FED_FNS, "{'x': '{u32[2]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 32}, 'x']]",
            "u32[2]@SERVER"},
           {FED_FNS, "{'x': '{<a=i64[],b=i32[2]>}@CLIENTS'}",
-           "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 31}, 'x']]", "<a=i64[],b=i32[2]>@SERVER"}, );
+           "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 31}, 'x']]", "<a=i64[],b=i32[2]>@SERVER"},
+          {FED_FNS, "{'x': '{<a=i64[],b=u32[2]>}@CLIENTS'}",
+           "[['r', 'federated_secure_modular_sum', {'modulus': 4294967296}, 'x']]", "<a=i64[],b=u32[2]>@SERVER"},
+          {FED_FNS, "{'x': '{u8[3]}@CLIENTS'}", "[['r', 'federated_secure_sum', {'max_input': 255}, 'x']]",
+           "u8[3]@SERVER"},
+          {FED_FNS, "{'x': 'i64[]@CLIENTS'}", "[['r', 'federated_secure_sum', 'x']]", "i64[]@SERVER"}, );
 }
 
 /* ---- errors ----------------------------------------------------------------------------- */
@@ -433,6 +460,36 @@ static void test_secure_sum_bitwidth_bound(void **state)
     snprintf(params, sizeof params, "{'x': '{<%si32[]>}@CLIENTS'}", members);
     text = test_program_text("", params, "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 40}, 'x']]");
     EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "between 1 and 32"});
+}
+
+static void test_map_all_equal_errors(void **state)
+{
+    (void)state;
+    /* one value per client, or a server value, where an all-equal one is wanted: at that argument */
+    char *text = test_program_text(FED_FNS, "{'x': 'f32[3]@CLIENTS', 'y': '{f32[3]}@CLIENTS'}",
+                                   "[['r', 'federated_map_all_equal', {'fn': 'plus'}, 'x', 'y']]");
+    EXPECT_ERRORS(text, {FVM_ERR_PLACEMENT, "/functions/main/body/0/4",
+                         "'y' is {f32[3]}@CLIENTS, one value per client: map it with federated_map"});
+    text = test_program_text(FED_FNS, "{'x': 'f32[3]@SERVER'}",
+                             "[['r', 'federated_map_all_equal', {'fn': 'total'}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_PLACEMENT, "/functions/main/body/0/3", "CLIENTS"});
+}
+
+static void test_secure_sum_bounds(void **state)
+{
+    (void)state;
+    /* a modulus up to the narrowest leaf's largest value plus one (i32: 2^31), a max_input up to that value */
+    char *text = test_program_text("", "{'x': '{<a=i64[],b=i32[]>}@CLIENTS'}",
+                                   "[['r', 'federated_secure_modular_sum', {'modulus': 2147483649}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "modulus must be at most 2147483648"});
+    text = test_program_text("", "{'x': '{u32[]}@CLIENTS'}",
+                             "[['r', 'federated_secure_sum', {'max_input': 4294967296}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "max_input must be at most 4294967295"});
+    text = test_program_text("", "{'x': '{i32[]}@CLIENTS'}",
+                             "[['r', 'federated_secure_modular_sum', {'modulus': 0}, 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_FORMAT, "/functions/main/body/0/2/modulus", "an integer >= 1, found 0"});
+    text = test_program_text("", "{'x': '{f64[]}@CLIENTS'}", "[['r', 'federated_secure_sum', 'x']]");
+    EXPECT_ERRORS(text, {FVM_ERR_TYPE, "/functions/main/body/0/2", "integers"});
 }
 
 static void test_shape_errors_at_attributes(void **state)
@@ -826,6 +883,9 @@ int main(void)
         cmocka_unit_test(test_errors_in_one_pass),
         cmocka_unit_test(test_error_locations),
         cmocka_unit_test(test_secure_sum_bitwidth_bound),
+        cmocka_unit_test(test_secure_sum_bounds),
+        cmocka_unit_test(test_literal_and_fields_types),
+        cmocka_unit_test(test_map_all_equal_errors),
         cmocka_unit_test(test_shape_errors_at_attributes),
         cmocka_unit_test(test_attribute_domains),
         cmocka_unit_test(test_integers_as_reals),

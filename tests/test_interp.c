@@ -791,6 +791,18 @@ static void test_federated_map_apply_zip(void **state)
     run_expect(FED_FNS, "{'x': '{f32[]}@CLIENTS', 'y': 'f32[]@SERVER'}",
                "[['b', 'federated_broadcast', 'y'], ['r', 'federated_map', {'fn': 'plus'}, 'x', 'b']]", -1,
                ARGS("[1, 2, 3]", "10"), "[11, 12, 13]");
+    /* federated_map_all_equal: one value for every client, fn run once, no client count needed */
+    const char *bme = "[['b', 'federated_broadcast', 'x'], ['r', 'federated_map_all_equal', {'fn': 'inc'}, 'b']]";
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", bme, -1, ARGS("5"), "6");
+    run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}",
+               "[['b', 'federated_broadcast', 'x'], ['t', 'federated_map_all_equal', {'fn': 'inc'}, 'b'], "
+               " ['r', 'federated_sum', 't']]",
+               3, ARGS("5"), "18");
+    run_expect(
+        FED_FNS, "{'x': 'f32[]@SERVER', 'y': 'f32[]@SERVER'}",
+        "[['b', 'federated_broadcast', 'x'], ['c', 'federated_broadcast', 'y'], "
+        " ['t', 'federated_map_all_equal', {'fn': 'plus'}, 'b', 'c'], ['r', 'federated_map', {'fn': 'inc'}, 't']]",
+        2, ARGS("3", "4"), "[8, 8]");
     run_expect(FED_FNS, "{'x': 'f32[]@SERVER'}", "[['r', 'federated_apply', {'fn': 'sq'}, 'x']]", -1, ARGS("3"), "9");
     run_expect(FED_FNS, "{'x': 'f32[]@SERVER', 'y': 'f32[]@SERVER'}",
                "[['r', 'federated_apply', {'fn': 'plus'}, 'x', 'y']]", -1, ARGS("3", "4"), "7");
@@ -921,6 +933,54 @@ static void test_secure_sum(void **state)
     /* 64 bits for i64: 2^63 - 1 + 2 wraps to -2^63 + 1 */
     run_expect(FED_FNS, "{'x': '{i64[]}@CLIENTS'}", "[['r', 'federated_secure_sum_bitwidth', {'bitwidth': 64}, 'x']]",
                -1, ARGS("[9223372036854775807, 2]"), "-9223372036854775807");
+}
+
+/* federated_secure_modular_sum: every value taken into [0, modulus) (floored: -1 is modulus - 1), the sums kept
+ * modulo the modulus, any modulus up to the narrowest dtype's largest value plus one; federated_secure_sum:
+ * values in [0, max_input] (without it, the dtype's), summed exactly, or a run-time error naming the client. */
+static void test_secure_modular_sum(void **state)
+{
+    (void)state;
+    run_expect(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", "[['r', 'federated_secure_modular_sum', {'modulus': 10}, 'x']]",
+               -1, ARGS("[[-1, 9], [25, 9], [3, 9]]"), "[7, 7]");
+    /* a modulus of 1 sums to zeros; zero clients give zeros */
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}", "[['r', 'federated_secure_modular_sum', {'modulus': 1}, 'x']]", -1,
+               ARGS("[5, -7]"), "0");
+    run_expect(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", "[['r', 'federated_secure_modular_sum', {'modulus': 3}, 'x']]", -1,
+               ARGS("[]"), "[0, 0]");
+    /* 2^31 for i32, a power of two: (2^31 - 1) + 2 = 1, and -2^31 is 0 */
+    run_expect(FED_FNS, "{'x': '{i32[]}@CLIENTS'}",
+               "[['r', 'federated_secure_modular_sum', {'modulus': 2147483648}, 'x']]", -1,
+               ARGS("[2147483647, 2, -2147483648]"), "1");
+    /* u32 values are unsigned: 4294967295 mod 1000 = 295 */
+    run_expect(FED_FNS, "{'x': '{u32[]}@CLIENTS'}", "[['r', 'federated_secure_modular_sum', {'modulus': 1000}, 'x']]",
+               -1, ARGS("[4294967295, 5]"), "300");
+    /* a struct: one modulus for every leaf, bounded by the narrowest (u8: 256) */
+    run_expect(FED_FNS, "{'x': '{<a=u8[],b=i64[]>}@CLIENTS'}",
+               "[['r', 'federated_secure_modular_sum', {'modulus': 256}, 'x']]", -1,
+               ARGS("[{'a': 255, 'b': -1}, {'a': 2, 'b': 3}]"), "{'a': 1, 'b': 2}");
+}
+
+static void test_secure_sum_max_input(void **state)
+{
+    (void)state;
+    const char *body = "[['r', 'federated_secure_sum', {'max_input': 100}, 'x']]";
+    run_expect(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", body, -1, ARGS("[[100, 0], [100, 7], [0, 1]]"), "[200, 8]");
+    run_expect(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", body, -1, ARGS("[]"), "[0, 0]");
+    run_expect_error(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", body, -1, ARGS("[[1, 2], [101, 0]]"), FVM_ERR_RUNTIME,
+                     "/functions/main/body/0", "a client's value 101 (element 0) is outside [0, 100]");
+    run_expect_error(FED_FNS, "{'x': '{i32[2]}@CLIENTS'}", body, -1, ARGS("[[1, -2]]"), FVM_ERR_RUNTIME,
+                     "/functions/main/body/0", "a client's value -2 (element 1) is outside [0, 100]");
+    /* without max_input: the dtype's values that are not negative; the sum exact or an error */
+    run_expect(FED_FNS, "{'x': '{i64[]}@CLIENTS'}", "[['r', 'federated_secure_sum', 'x']]", -1,
+               ARGS("[9223372036854775806, 1]"), "9223372036854775807");
+    run_expect_error(FED_FNS, "{'x': '{i64[]}@CLIENTS'}", "[['r', 'federated_secure_sum', 'x']]", -1,
+                     ARGS("[9223372036854775806, 2]"), FVM_ERR_RUNTIME, "/functions/main/body/0",
+                     "the sum 9223372036854775808 of the clients' values (element 0) does not fit i64");
+    /* an all-equal value: every client gives it */
+    run_expect(FED_FNS, "{'y': 'i32[]@SERVER'}",
+               "[['x', 'federated_broadcast', 'y'], ['r', 'federated_secure_sum', {'max_input': 5}, 'x']]", 3,
+               ARGS("5"), "15");
 }
 
 /* A field of placed structs: of the server's struct, and of each client's (lowered to
@@ -1477,6 +1537,8 @@ int main(void)
         cmocka_unit_test(test_federated_many_clients),
         cmocka_unit_test(test_all_equal_where_per_client_expected),
         cmocka_unit_test(test_secure_sum),
+        cmocka_unit_test(test_secure_modular_sum),
+        cmocka_unit_test(test_secure_sum_max_input),
         cmocka_unit_test(test_placed_field),
         cmocka_unit_test(test_zero_clients),
         cmocka_unit_test(test_reduction_tree_order),

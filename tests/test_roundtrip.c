@@ -168,11 +168,73 @@ static void test_canonical_form(void **state)
     fvm_program_free(p);
 }
 
+/* Literals and destructurings are written as written (the consts and fields
+ * the loader made of them are not), and read back as the same program; a
+ * function's own name with '#' pushes a literal's const to another name. */
+static void test_literals_and_fields_as_written(void **state)
+{
+    (void)state;
+    const char *src =
+        "{\"fedvm\": 1, \"functions\": {\"main\": {\"params\": {\"s\": \"<a=f32[],b=<f64[2],u8[]>>\", "
+        "\"p\": \"bool[]\"}, \"body\": [[[\"a\", \"b\"],\"fields\",\"s\"], [\"h#2\", \"mul\", \"a\", 1.0], "
+        "[\"h\", \"mul\", \"a\", 0.5], [[\"v\", \"k\"], \"fields\", \"b\"], [\"w\", \"sub\", 1, \"v\"], "
+        "[\"q\", \"and\", \"p\", true], [[\"x\"], \"fields\", {\"names\": [\"a\"]}, \"s\"], "
+        "[\"m\", \"minimum\", \"k\", 2e2], [\"r\", \"struct\", \"h\", \"h#2\", \"w\", \"q\", \"x\", \"m\"]], "
+        "\"result\": \"r\"}}}";
+    fvm_program *p = load_checked_text("literals.json", src, strlen(src));
+    char *text = NULL;
+    size_t len;
+    fvm_diag d = {0};
+    assert_int_equal(fvm_module_write(p->root, false, &text, &len, &d), FVM_OK);
+    const char *want = "{\n"
+                       "  \"fedvm\": 1,\n"
+                       "  \"functions\": {\n"
+                       "    \"main\": {\n"
+                       "      \"params\": {\n"
+                       "        \"s\": \"<a=f32[],b=<f64[2],u8[]>>\",\n"
+                       "        \"p\": \"bool[]\"\n"
+                       "      },\n"
+                       "      \"body\": [\n"
+                       "        [[\"a\", \"b\"], \"fields\", \"s\"],\n"
+                       "        [\"h#2\", \"mul\", \"a\", 1.0],\n"
+                       "        [\"h\", \"mul\", \"a\", 0.5],\n"
+                       "        [[\"v\", \"k\"], \"fields\", \"b\"],\n"
+                       "        [\"w\", \"sub\", 1, \"v\"],\n"
+                       "        [\"q\", \"and\", \"p\", true],\n"
+                       "        [[\"x\"], \"fields\", {\"names\": [\"a\"]}, \"s\"],\n"
+                       "        [\"m\", \"minimum\", \"k\", 200.0],\n"
+                       "        [\"r\", \"struct\", \"h\", \"h#2\", \"w\", \"q\", \"x\", \"m\"]\n"
+                       "      ],\n"
+                       "      \"result\": \"r\"\n"
+                       "    }\n"
+                       "  }\n"
+                       "}\n";
+    assert_string_equal(text, want);
+    /* what runs: 16 instructions, the literals consts of their operands' dtypes, the fields fields */
+    const fvm_func *f = p->root->funcs[0];
+    assert_int_equal(f->ninstrs, 16);
+    const char *names[] = {"a",   "b", "h#2#2", "h#2", "h#2#", "h",   "v", "k",
+                           "w#1", "w", "q#2",   "q",   "x",    "m#2", "m", "r"};
+    for (int i = 0; i < 16; i++)
+        assert_string_equal(f->instrs[i].name, names[i]);
+    assert_int_equal(f->instrs[14].arg_literals != NULL, 1);
+    assert_int_equal(f->instrs[13].konst.dtype, FVM_DTYPE_U8);
+    assert_int_equal(f->instrs[4].konst.dtype, FVM_DTYPE_F32);
+    assert_int_equal(f->instrs[8].konst.dtype, FVM_DTYPE_F64);
+    assert_int_equal(f->instrs[10].konst.dtype, FVM_DTYPE_BOOL);
+    assert_int_equal(f->instrs[1].op, FVM_OP_FIELD);
+    roundtrip("literals.json", p, false);
+    roundtrip("literals.json", p, true);
+    free(text);
+    fvm_program_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_program_roundtrips),
         cmocka_unit_test(test_canonical_form),
+        cmocka_unit_test(test_literals_and_fields_as_written),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -86,6 +86,8 @@ static void test_open(void **state)
     /* each side reads only its own phase */
     assert_int_equal(open_bent("\"server\": {", "\"servers\": {", FVM_XDEV_CLIENT, &d), FVM_OK);
     assert_int_equal(open_bent("\"client\": {", "\"clients\": {", FVM_XDEV_SERVER, &d), FVM_OK);
+    /* a secure sum without its op (plans written before there were three) has a bit width */
+    assert_int_equal(open_bent("\"op\": \"federated_secure_sum_bitwidth\",", "", FVM_XDEV_CLIENT, &d), FVM_OK);
     assert_int_equal(d.n, 0);
 }
 
@@ -107,6 +109,18 @@ static void test_bent(void **state)
     refused("\"bitwidth\": 8,", "\"bitwidth\": 63,", FVM_XDEV_CLIENT, "/client/outputs/1",
             "secure sum 's0' needs a bit width from 1 to the width of its narrowest integer dtype (32) over integer "
             "tensors");
+    refused("\"op\": \"federated_secure_sum_bitwidth\"", "\"op\": \"federated_sum\"", FVM_XDEV_CLIENT,
+            "/client/outputs/1/op",
+            "secure sum 's0' must name its intrinsic: federated_secure_sum_bitwidth, federated_secure_modular_sum or "
+            "federated_secure_sum");
+    refused("\"op\": \"federated_secure_sum_bitwidth\",\n        \"bitwidth\": 8,\n        \"modulus\": 256",
+            "\"op\": \"federated_secure_modular_sum\", \"modulus\": 2147483649", FVM_XDEV_CLIENT, "/client/outputs/1",
+            "secure sum 's0' needs a modulus from 1 to 2147483648 (the largest value of its narrowest integer dtype, "
+            "plus one) over integer tensors");
+    refused("\"op\": \"federated_secure_sum_bitwidth\"", "\"op\": \"federated_secure_sum\", \"max_input\": -1",
+            FVM_XDEV_CLIENT, "/client/outputs/1",
+            "secure sum 's0' needs a max_input from 0 to 2147483647 (the largest value of its narrowest integer dtype) "
+            "over integer tensors");
     refused("\"name\": \"s0\",", "\"name\": \"s1\",", FVM_XDEV_CLIENT, "/client/outputs/1",
             "secure sum 's1' is not field 0 of the secure inputs that 'next.work' returns");
     refused("\"aggregation\": \"secure_sum\"", "\"aggregation\": \"sum\"", FVM_XDEV_CLIENT,

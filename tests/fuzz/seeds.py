@@ -384,7 +384,8 @@ def dicts():
                                                          ".inf", "~", "<<: "]
     dict_file("ir_yaml", yaml_tokens)
     plan = ["plan", "kind", "cross-device", "client", "server", "program", "work", "inputs", "param", "data",
-            "client_key", "state", "round_key", "outputs", "name", "aggregation", "secure_sum", "bitwidth",
+            "client_key", "state", "round_key", "outputs", "name", "aggregation", "secure_sum", "bitwidth", "op",
+            "modulus", "max_input",
             "initialize", "prepare", "aggregate", "partial", "block", "function", "merge", "combine"]
     dict_file("xdev_plan", json_tokens + ['"%s"' % t for t in plan])
     meta = ["__metadata__", "dtype", "shape", "data_offsets", "BOOL", "U8", "I32", "I64", "U32", "F32", "F64",

@@ -49,6 +49,43 @@ def secure_sum(counters, bitwidth):
     return [sum(c[i] % m for c in counters) % m for i in range(len(counters[0]))]
 
 
+def secure_sums(x, big, w, c, d):
+    """Modular sums: each client's value taken into [0, m) (Python's %, floored like tf.math.mod: -5 % 97 is
+    92), then the sum modulo m; the secure sum with max_input: every value in [0, max_input], the exact sum."""
+    def modular(values, m):
+        return [sum(v[i] % m for v in values) % m for i in range(len(values[0]))]
+    assert all(0 <= v <= 200 for row in c for v in row) and all(0 <= v <= 200 for v in d)
+    return {"residues": modular(x, 97), "wide": modular(big, 2 ** 63 - 1), "words": modular(w, 2 ** 32),
+            "exact": {"c": [sum(row[i] for row in c) for i in range(2)], "d": sum(d)}}
+
+
+def all_equal_map(w, c, xs):
+    """v = c * w, one value for every client; the loss sums v . x over the clients, its gradient in w is
+    c * sum(x); the sum over clients of v is n * v."""
+    v = [c * wi for wi in w]
+    loss = sum(v[0] * x[0] + v[1] * x[1] for x in xs)
+    grad = [c * sum(x[i] for x in xs) for i in range(2)]
+    return {"loss_and_grad": {"value": loss, "grad": grad}, "copies": [len(xs) * vi for vi in v]}
+
+
+def literals_fields(data, state):
+    """Per client: c = clip(1 - 0.5 x, 0, 1) in float32; kept = c where x > 2, else -1; m = max(3 n - 1, 0);
+    r = n mod 4, floored (the divisor's sign, as NumPy's %). Summed over clients; the server's
+    2 (w + sum kept) + shift."""
+    f = np.float32
+    kept_sum = np.zeros(3, f)
+    m_sum, r_sum = 0, 0
+    for c in data:
+        x = np.array(c["x"], f)
+        clipped = np.clip(f(1) - x * f(0.5), f(0), f(1))
+        kept_sum = kept_sum + np.where(x > f(2), clipped, f(-1))
+        m_sum += max(3 * c["n"] - 1, 0)
+        r_sum += c["n"] % 4
+    w = np.array(state["w"], f)
+    nxt = f(2) * (w + kept_sum) + f(state["shift"])
+    return {"next": [float(v) for v in nxt], "m_sum": m_sum, "r_sum": r_sum}
+
+
 def mean_variance(xs):
     n = len(xs)
     mean = sum(xs) / n
@@ -180,6 +217,12 @@ def expectation(case):
         return histogram(arg("values"))
     if prog == "secure_sum.json":
         return secure_sum(arg("counters"), 8)
+    if prog == "secure_sums.json":
+        return secure_sums(arg("x"), arg("big"), arg("w"), arg("c"), arg("d"))
+    if prog == "all_equal_map.json":
+        return all_equal_map(arg("w"), arg("c"), arg("x"))
+    if prog == "literals_fields.json":
+        return literals_fields(arg("data"), arg("state"))
     if prog == "mean_variance.json":
         return mean_variance(arg("measurements"))
     if prog == "temperature_range.yaml":

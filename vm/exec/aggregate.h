@@ -69,4 +69,15 @@ fvm_status fvm_agg_finish(fvm_ctx *x, const fvm_instr *in, int64_t n, fvm_value 
 /* The result over zero clients (args: the instruction's arguments). */
 fvm_status fvm_agg_empty(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out);
 
+/* A secure sum's arithmetic (s: fvm_secure_of its instruction), on a value
+ * and every leaf of it: with b NULL, a client's value a reduced modulo the
+ * modulus (LIFT MODULO) or checked to be in [0, max_input] (BOUNDED); else
+ * the sums a and b added (COMBINE ADD_MODULO or ADD_EXACT). A value out of
+ * range, a sum its dtype cannot hold and values of different shapes are
+ * run-time errors in d, without a location (the caller knows the client).
+ * The interpreter's aggregations and the cross-device device's reduction of
+ * its secure-sum inputs (vm/runtime/xdev_device.c) both use it. a and b are
+ * borrowed; *out is a new value. */
+fvm_status fvm_secure_step(const fvm_secure *s, const fvm_value *a, const fvm_value *b, fvm_value **out, fvm_diag *d);
+
 #endif

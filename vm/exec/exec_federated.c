@@ -155,6 +155,13 @@ fvm_status exec_federated_map(fvm_ctx *x, const fvm_instr *in, fvm_value *const 
     return per_client(x, in, args, map_task, out);
 }
 
+/* fn of all-equal members: every client's is the same value, since functions are
+ * pure, so fn runs once (an all-equal value is its member); no client count is needed. */
+fvm_status exec_federated_map_all_equal(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    return fvm_exec_call(x, in->a.fn, args, out);
+}
+
 /* One client of a federated_select: its select_keys. */
 static fvm_status select_task(fvm_ctx *x, void *u, int64_t i, fvm_value **out)
 {
@@ -307,41 +314,91 @@ static fvm_status scale_tree(fvm_ctx *x, fvm_binary op, const fvm_value *v, doub
     return FVM_OK;
 }
 
-/* Secure sum: every summand reduced modulo 2^bitwidth, sums kept modulo 2^bitwidth. */
-static fvm_status modsum(fvm_ctx *x, const fvm_value *a, const fvm_value *b, uint64_t mask, fvm_value **out)
+/* The largest value of an integer dtype. */
+static uint64_t dtype_max(fvm_dtype dt)
+{
+    return dt == FVM_DTYPE_U8    ? UINT8_MAX
+           : dt == FVM_DTYPE_I32 ? INT32_MAX
+           : dt == FVM_DTYPE_U32 ? UINT32_MAX
+                                 : INT64_MAX;
+}
+
+/* One element of a secure sum: a client's value v reduced or checked (!b),
+ * or two sums added (*b). */
+static fvm_status secure_elem(const fvm_secure *s, fvm_dtype dt, int64_t v, const int64_t *b, int64_t at, int64_t *out,
+                              fvm_diag *d)
+{
+    bool is_signed = dt == FVM_DTYPE_I32 || dt == FVM_DTYPE_I64;
+    if (s->lift == FVM_AGG_LIFT_MODULO) {
+        uint64_t m = s->modulus;
+        if ((m & (m - 1)) == 0) { /* 2^k (0 is 2^64): the low k bits, of sums that wrap */
+            *out = (int64_t)(((uint64_t)v + (b ? (uint64_t)*b : 0)) & (m - 1));
+        } else if (!b) { /* into [0, m), floored as tf.math.mod: -1 is m - 1 */
+            int64_t r = is_signed ? v % (int64_t)m : (int64_t)((uint64_t)v % m);
+            *out = r < 0 ? r + (int64_t)m : r;
+        } else { /* both in [0, m), m <= 2^63: the sum does not wrap */
+            uint64_t t = (uint64_t)v + (uint64_t)*b;
+            *out = (int64_t)(t >= m ? t - m : t);
+        }
+        return FVM_OK;
+    }
+    uint64_t hi = dtype_max(dt);
+    if (!b) {
+        uint64_t max = s->max_input >= 0 ? (uint64_t)s->max_input : hi;
+        if ((is_signed && v < 0) || (uint64_t)v > max)
+            return fvm_diag_add(d, FVM_ERR_RUNTIME, NULL,
+                                "a client's value %lld (element %lld) is outside [0, %llu], the range of the secure "
+                                "sum (%s)",
+                                (long long)v, (long long)at, (unsigned long long)max,
+                                s->max_input >= 0 ? "its max_input" : "the values of its dtype that are not negative");
+        *out = v;
+        return FVM_OK;
+    }
+    uint64_t t = (uint64_t)v + (uint64_t)*b; /* both in [0, hi], hi < 2^63: no wrap */
+    if (t > hi)
+        return fvm_diag_add(d, FVM_ERR_RUNTIME, NULL,
+                            "the sum %llu of the clients' values (element %lld) does not fit %s (at most %llu): a "
+                            "secure sum with a max_input is exact",
+                            (unsigned long long)t, (long long)at, fvm_dtype_name(dt), (unsigned long long)hi);
+    *out = (int64_t)t;
+    return FVM_OK;
+}
+
+fvm_status fvm_secure_step(const fvm_secure *s, const fvm_value *a, const fvm_value *b, fvm_value **out, fvm_diag *d)
 {
     if (a->kind == FVM_V_STRUCT || (b && b->kind == FVM_V_STRUCT)) {
+        if (b && (a->kind != b->kind || a->n != b->n))
+            return fvm_diag_add(d, FVM_ERR_RUNTIME, NULL, "client values of different structures in a secure sum");
         fvm_value *r = fvm_value_list(FVM_V_STRUCT, a->n);
         if (!r)
-            return fvm_nomem(x);
+            return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
         for (int64_t k = 0; k < a->n; k++) {
-            fvm_status s = modsum(x, a->items[k], b ? b->items[k] : NULL, mask, &r->items[k]);
-            if (s) {
+            fvm_status st = fvm_secure_step(s, a->items[k], b ? b->items[k] : NULL, &r->items[k], d);
+            if (st) {
                 fvm_value_release(r);
-                return s;
+                return st;
             }
         }
         *out = r;
         return FVM_OK;
     }
     if (b && !fvm_dims_equal(&a->t.shape, &b->t.shape))
-        return fvm_diag_add(x->d, FVM_ERR_RUNTIME, NULL, "client values of different shapes in a secure sum");
-    fvm_status s = fvm_new_tensor(x, a->t.dtype, &a->t.shape, out);
-    if (s)
-        return s;
+        return fvm_diag_add(d, FVM_ERR_RUNTIME, NULL, "client values of different shapes in a secure sum");
+    fvm_tensor t;
+    fvm_status st = fvm_tensor_alloc(&t, a->t.dtype, &a->t.shape, d);
+    if (st)
+        return st;
     int64_t n = fvm_tensor_count(&a->t);
-    for (int64_t i = 0; i < n; i++) {
-        uint64_t v = (uint64_t)fvm_tensor_get_i64(&a->t, i);
-        if (b)
-            v += (uint64_t)fvm_tensor_get_i64(&b->t, i);
-        fvm_tensor_set_i64(&(*out)->t, i, (int64_t)(v & mask));
+    for (int64_t i = 0; i < n && !st; i++) {
+        int64_t v = fvm_tensor_get_i64(&a->t, i), w = b ? fvm_tensor_get_i64(&b->t, i) : 0, r = 0;
+        if (!(st = secure_elem(s, a->t.dtype, v, b ? &w : NULL, i, &r, d)))
+            fvm_tensor_set_i64(&t, i, r);
     }
-    return FVM_OK;
-}
-
-static uint64_t bit_mask(const fvm_instr *in)
-{
-    return fvm_modsum_mask(in->a.bitwidth);
+    if (!st && !(*out = fvm_value_tensor_take(&t)))
+        st = fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    if (st)
+        fvm_tensor_release(&t);
+    return st;
 }
 
 /* The elementwise kernel of a COMBINE column that names one. */
@@ -368,7 +425,10 @@ static fvm_status lift(fvm_ctx *x, const fvm_agg_rule *r, const fvm_instr *in, f
         *out = p;
         return FVM_OK;
     case FVM_AGG_LIFT_MODULO:
-        return modsum(x, vals[0], NULL, bit_mask(in), out);
+    case FVM_AGG_LIFT_BOUNDED: {
+        fvm_secure sec = fvm_secure_of(in->op, &in->a);
+        return fvm_secure_step(&sec, vals[0], NULL, out, x->d);
+    }
     default: /* VALUE */
         *out = fvm_value_retain(vals[0]);
         return FVM_OK;
@@ -379,8 +439,10 @@ static fvm_status lift(fvm_ctx *x, const fvm_agg_rule *r, const fvm_instr *in, f
 static fvm_status combine(fvm_ctx *x, const fvm_agg_rule *r, const fvm_instr *in, fvm_value *a, fvm_value *b,
                           fvm_value **out)
 {
-    if (r->combine == FVM_AGG_COMBINE_ADD_MODULO)
-        return modsum(x, a, b, bit_mask(in), out);
+    if (r->combine == FVM_AGG_COMBINE_ADD_MODULO || r->combine == FVM_AGG_COMBINE_ADD_EXACT) {
+        fvm_secure sec = fvm_secure_of(in->op, &in->a);
+        return fvm_secure_step(&sec, a, b, out, x->d);
+    }
     return fvm_lift_binary(x, combine_kernel(r->combine_op), a, b, true, out);
 }
 
@@ -460,8 +522,11 @@ static fvm_status agg_step_at(fvm_ctx *x, void *u, fvm_value *acc, int64_t i, fv
     fvm_status s = FVM_OK;
     for (int k = 0; k < g->in->nargs && s == FVM_OK; k++)
         s = fvm_client_get(x, g->args[k], g->in->arg_types[k], i, &vals[k]);
-    if (s == FVM_OK)
-        s = fvm_agg_step(x, g->in, vals, acc, out);
+    if (s == FVM_OK && (s = fvm_agg_step(x, g->in, vals, acc, out))) {
+        const char *op = fvm_op_table[g->in->op].name;
+        fvm_diag_place_last(x->d, &g->in->loc, op, s == FVM_ERR_TYPE ? FVM_ERR_RUNTIME : s);
+        fvm_diag_add(x->d, s, &g->in->loc, "%s: the error above is client %lld's (counting from 0)", op, (long long)i);
+    }
     fvm_value_release(vals[0]);
     fvm_value_release(vals[1]);
     return s;

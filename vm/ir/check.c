@@ -9,6 +9,7 @@
 
 #include "keys.h"
 #include "rules.h"
+#include "../core/doc.h"
 #include "../core/suggest.h"
 
 static const fvm_rule_fn rule_table[FVM_OP_COUNT] = {
@@ -42,7 +43,8 @@ fvm_status fvm_rerr(fvm_rctx *c, int i, fvm_status code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return fvm_diag_add(c->d, code, l, "%s: %s", fvm_op_table[c->in->op].name, msg);
+    /* a destructuring's fields report as the op written, fields */
+    return fvm_diag_add(c->d, code, l, "%s: %s", fvm_op_table[c->in->fields ? FVM_OP_FIELDS : c->in->op].name, msg);
 }
 
 const char *fvm_rtype(fvm_rctx *c, const fvm_type *t)
@@ -210,10 +212,248 @@ static void name_suggest(checker *C, const fvm_func *f, int upto, const char *na
              name, what);
 }
 
+/* ---- literals and destructurings (made by the loader, format/ir_read.c) ----------- */
+
+/* The literal as written, for messages: "0.5", "300", "true". */
+static const char *literal_text(const fvm_doc *v, char buf[40])
+{
+    if (v->kind == FVM_DOC_BOOL)
+        return v->u.b ? "true" : "false";
+    if (v->kind == FVM_DOC_INT)
+        snprintf(buf, 40, "%lld", (long long)v->u.i);
+    else
+        fvm_format_real(buf, v->u.r, false);
+    return buf;
+}
+
+/* The one dtype of every leaf of a tensor tree t; false when t is none or its leaves differ. */
+static bool one_dtype(const fvm_type *t, fvm_dtype *dt, bool *seen)
+{
+    if (t->kind == FVM_T_TENSOR) {
+        if (*seen && *dt != t->u.tensor.dtype)
+            return false;
+        *dt = t->u.tensor.dtype;
+        *seen = true;
+        return true;
+    }
+    if (t->kind != FVM_T_STRUCT)
+        return false;
+    for (int i = 0; i < t->u.strct.n; i++)
+        if (!one_dtype(t->u.strct.elems[i], dt, seen))
+            return false;
+    return true;
+}
+
+/* The literal v as a scalar of dtype dt into *out, or an error at l: an
+ * integer dtype takes integers that fit it (2.0 is one), a float dtype any
+ * number its range holds (rounded to it, as const rounds), bool a boolean. */
+static bool literal_value(checker *C, const fvm_instr *user, const fvm_doc *v, fvm_dtype dt, const char *from,
+                          const fvm_loc *l, fvm_tensor *out)
+{
+    const char *op = fvm_op_table[user->op].name, *dn = fvm_dtype_name(dt);
+    char buf[40];
+    const char *text = literal_text(v, buf);
+    if ((dt == FVM_DTYPE_BOOL) != (v->kind == FVM_DOC_BOOL)) {
+        cerr(C, FVM_ERR_TYPE, l, "%s: the literal %s takes the dtype of '%s', %s, which %s", op, text, from, dn,
+             v->kind == FVM_DOC_BOOL ? "is not bool: a boolean literal goes with bool operands"
+                                     : "is bool: write true or false");
+        return false;
+    }
+    fvm_dims d0 = {0};
+    if (fvm_tensor_alloc(out, dt, &d0, C->d)) {
+        C->errors++;
+        return false;
+    }
+    if (dt == FVM_DTYPE_BOOL) {
+        fvm_tensor_set_i64(out, 0, v->u.b);
+        return true;
+    }
+    if (fvm_dtype_is_float(dt)) {
+        double r = v->kind == FVM_DOC_INT ? (double)v->u.i : v->u.r;
+        fvm_tensor_set_f64(out, 0, r);
+        if (!isfinite(fvm_tensor_get_f64(out, 0))) {
+            cerr(C, FVM_ERR_TYPE, l, "%s: the literal %s is out of the range of %s, the dtype of '%s'", op, text, dn,
+                 from);
+            fvm_tensor_release(out);
+            return false;
+        }
+        return true;
+    }
+    int64_t iv = 0;
+    bool integral = fvm_doc_integer(v, &iv) || (v->kind == FVM_DOC_REAL && v->u.r == trunc(v->u.r));
+    bool fits = fvm_doc_integer(v, &iv) &&
+                (dt == FVM_DTYPE_I64 || (dt == FVM_DTYPE_I32 && iv >= INT32_MIN && iv <= INT32_MAX) ||
+                 (dt == FVM_DTYPE_U32 && iv >= 0 && iv <= (int64_t)UINT32_MAX) ||
+                 (dt == FVM_DTYPE_U8 && iv >= 0 && iv <= UINT8_MAX));
+    if (!fits) {
+        if (integral)
+            cerr(C, FVM_ERR_TYPE, l, "%s: the literal %s is out of the range of %s, the dtype of '%s'", op, text, dn,
+                 from);
+        else
+            cerr(C, FVM_ERR_TYPE, l,
+                 "%s: the literal %s is not an integer, and it takes the dtype of '%s', %s (cast the operand to "
+                 "a float dtype to mix them)",
+                 op, text, from, dn);
+        fvm_tensor_release(out);
+        return false;
+    }
+    fvm_tensor_set_i64(out, 0, iv);
+    return true;
+}
+
+/* A literal argument's const (in): the dtype of its instruction's other
+ * operands that are not literals, the first one that is defined (select:
+ * its two values, not the predicate); a scalar of it. It gets the
+ * attributes value and dtype, as if written as a const. Nothing is reported
+ * when an operand is undefined or failed: its instruction says so. */
+static void check_literal(checker *C, fvm_func *f, int idx, scope *sc, const fvm_type **slot_types)
+{
+    fvm_instr *in = &f->instrs[idx];
+    const fvm_instr *user = &f->instrs[idx + in->lit_user];
+    char buf[40];
+    in->slot = f->nparams + idx;
+    slot_types[in->slot] = NULL;
+    if (in->name && scope_get(sc, in->name) < 0)
+        scope_put(sc, in->name, in->slot);
+    if (user->op == FVM_OP_COUNT || !user->arg_names)
+        return; /* its instruction is malformed, reported by the loader */
+    const char *op = fvm_op_table[user->op].name;
+    in->args = fvm_arena_array(C->a, 1, sizeof(int));
+    in->arg_types = fvm_arena_array(C->a, 1, sizeof(fvm_type *));
+    if (!in->args || !in->arg_types) {
+        cerr(C, FVM_ERR_NOMEM, &in->loc, "out of memory");
+        return;
+    }
+    const char *from = NULL;
+    const fvm_type *ft = NULL;
+    for (int k = 0; k < user->nargs && !from; k++) {
+        if (k == in->lit_arg || (user->arg_literals && user->arg_literals[k]) ||
+            (user->op == FVM_OP_SELECT && (k == 0) != (in->lit_arg == 0)))
+            continue;
+        int s = user->arg_names[k] ? scope_get(sc, user->arg_names[k]) : -1;
+        if (s < 0 || !slot_types[s])
+            return; /* undefined or failed: reported at the instruction */
+        from = user->arg_names[k];
+        ft = slot_types[s];
+    }
+    if (!from) {
+        cerr(C, FVM_ERR_TYPE, &in->loc,
+             "%s: the literal %s has no operand to take its dtype from (%s): write it as a const with a dtype", op,
+             literal_text(in->literal, buf),
+             user->op == FVM_OP_SELECT && in->lit_arg == 0 ? "select's predicate is bool, of no other operand"
+                                                           : "every other operand is a literal too");
+        return;
+    }
+    fvm_dtype dt = FVM_DTYPE_F32;
+    bool seen = false;
+    if (!one_dtype(ft, &dt, &seen) || !seen) {
+        cerr(C, FVM_ERR_TYPE, &in->loc,
+             "%s: the literal %s takes the dtype of '%s', but '%s' is %s, which has no one dtype (tensors of one "
+             "dtype, or structs of them)",
+             op, literal_text(in->literal, buf), from, from, tstr(C, ft));
+        return;
+    }
+    fvm_tensor_release(&in->konst);
+    if (!literal_value(C, user, in->literal, dt, from, &in->loc, &in->konst))
+        return;
+    fvm_doc *attrs = fvm_doc_new(C->a, FVM_DOC_OBJECT);
+    if (!attrs || fvm_doc_set(C->a, attrs, "value", (fvm_doc *)in->literal) ||
+        fvm_doc_set(C->a, attrs, "dtype", fvm_doc_string(C->a, fvm_dtype_name(dt)))) {
+        cerr(C, FVM_ERR_NOMEM, &in->loc, "out of memory");
+        return;
+    }
+    attrs->flow = true;
+    in->attrs = attrs;
+    in->a.value = in->literal;
+    in->a.dtype = dt;
+    in->a.present = A(VALUE) | A(DTYPE);
+    in->type = fvm_type_scalar(C->a, dt);
+    slot_types[in->slot] = in->type;
+}
+
+/* Field field_pos of a destructuring (in, a field instruction whose struct
+ * argument has type t): which field it binds, by the attribute names; else
+ * a struct whose fields all have names by the bound name itself, any other
+ * struct by position (as many names as fields). Sets in's attributes as a
+ * field instruction's, {"name": ...} or {"index": k}, so that everything
+ * after (lowering placed fields, derivatives, writers of what runs) sees a
+ * field. false after an error, reported (its first field reports what
+ * concerns them all; the others are then poisoned). */
+static bool field_of(checker *C, fvm_func *f, int idx, const fvm_type *t)
+{
+    fvm_instr *in = &f->instrs[idx];
+    const fvm_fields *fs = in->fields;
+    int j = in->field_pos;
+    const fvm_type *st = t->kind == FVM_T_FED ? t->u.fed.member : t;
+    const char *name = fs->fields.n ? fs->fields.v[j] : NULL;
+    const fvm_loc *l = fs->fields.n ? &fs->attrs_loc : &fs->name_locs[j];
+    fvm_doc *attrs = fvm_doc_new(C->a, FVM_DOC_OBJECT);
+    if (!attrs) {
+        cerr(C, FVM_ERR_NOMEM, &in->loc, "out of memory");
+        return false;
+    }
+    attrs->flow = true;
+    bool named = st->kind == FVM_T_STRUCT && st->u.strct.n > 0;
+    for (int k = 0; named && k < st->u.strct.n; k++)
+        named = st->u.strct.names[k] != NULL;
+    if (!name && st->kind == FVM_T_STRUCT && named)
+        name = in->name;
+    if (name) {
+        if (st->kind == FVM_T_STRUCT && fvm_type_field_index(st, name) < 0) {
+            char list[512] = "";
+            for (int k = 0; k < st->u.strct.n; k++) {
+                if (k)
+                    strncat(list, ", ", sizeof list - strlen(list) - 1);
+                strncat(list, st->u.strct.names[k] ? st->u.strct.names[k] : "?", sizeof list - strlen(list) - 1);
+            }
+            if (fs->fields.n)
+                cerr(C, FVM_ERR_NAME, l, "fields: '%s' is %s, which has no field '%s' (its fields: %s)",
+                     in->arg_names[0], tstr(C, st), name, list);
+            else
+                cerr(C, FVM_ERR_NAME, l,
+                     "fields: '%s' is %s, which has no field '%s' (its fields: %s); a name other than a field's "
+                     "is bound by {\"names\": [...]}, the field of each name",
+                     in->arg_names[0], tstr(C, st), name, list);
+            return false;
+        }
+        if (fvm_doc_set(C->a, attrs, "name", fvm_doc_string(C->a, name))) {
+            cerr(C, FVM_ERR_NOMEM, &in->loc, "out of memory");
+            return false;
+        }
+        in->a.name = name;
+        in->a.present = A(NAME);
+    } else {
+        if (st->kind == FVM_T_STRUCT && st->u.strct.n != fs->n) {
+            cerr(C, FVM_ERR_TYPE, &in->loc, "fields: binds %d name%s, but '%s' is %s, a struct of %d field%s", fs->n,
+                 fs->n == 1 ? "" : "s", in->arg_names[0], tstr(C, st), st->u.strct.n, st->u.strct.n == 1 ? "" : "s");
+            return false;
+        }
+        if (fvm_doc_set(C->a, attrs, "index", fvm_doc_int(C->a, j))) {
+            cerr(C, FVM_ERR_NOMEM, &in->loc, "out of memory");
+            return false;
+        }
+        in->a.index = j;
+        in->a.present = A(INDEX);
+    }
+    in->attrs = attrs;
+    return true;
+}
+
 static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_type **slot_types)
 {
     fvm_instr *in = &f->instrs[idx];
+    if (in->literal) {
+        check_literal(C, f, idx, sc, slot_types);
+        return;
+    }
     in->slot = f->nparams + idx;
+    if (in->fields && in->field_pos > 0 && !f->instrs[idx - in->field_pos].type && in->op != FVM_OP_COUNT) {
+        /* the destructuring's first field failed and said why: the others bind their names, poisoned */
+        slot_types[in->slot] = NULL;
+        if (in->name && scope_get(sc, in->name) < 0)
+            scope_put(sc, in->name, in->slot);
+        return;
+    }
     if (in->op == FVM_OP_COUNT || !in->arg_names) {
         /* Malformed (reported by the loader): bind its name, poisoned, so its
          * uses don't cascade into more errors. */
@@ -260,6 +500,8 @@ static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_t
             ok = false; /* its definition failed: already reported */
     }
     if (in->attrs_bad || !check_callees(C, in))
+        ok = false;
+    if (ok && in->fields && !field_of(C, f, idx, in->arg_types[0]))
         ok = false;
     if (ok && !(op->flags & OPF_PLACED)) {
         for (int i = 0; i < in->nargs; i++) {

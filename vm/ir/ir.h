@@ -11,6 +11,18 @@ struct fvm_doc;
 typedef struct fvm_func fvm_func;
 typedef struct fvm_module fvm_module;
 
+/* A destructuring as written, [[n1, ..., nk], "fields", {"names"?}, s]: the
+ * loader makes it k field instructions, one per bound name (format/SPEC.md,
+ * "fields"), which share this. */
+typedef struct fvm_fields {
+    int n; /* bound names */
+    const char **names; /* as written */
+    fvm_loc *name_locs;
+    const struct fvm_doc *attrs; /* the attribute object as written, or NULL */
+    fvm_loc attrs_loc;
+    fvm_strings fields; /* the decoded "names" attribute: field k is bound to names[k]; n 0 when absent */
+} fvm_fields;
+
 /* One instruction: binds 'name' to op(args) with attributes. */
 typedef struct fvm_instr {
     const char *name;
@@ -26,6 +38,21 @@ typedef struct fvm_instr {
     fvm_attrs a; /* decoded attributes (fvm_ir_decode_attrs, format/ir_read.h) */
     bool attrs_bad; /* ... with errors, reported: the instruction is not typed */
     fvm_tensor konst; /* const: the value (owned; released by fvm_program_free) */
+    /* Made by the loader from what was written, and written back as written
+     * (format/SPEC.md, "Literals" and "fields"):
+     * - literal: a const for a scalar literal argument (this number or
+     *   boolean) of the instruction lit_user places later, whose argument
+     *   lit_arg it is; the checker gives it the dtype of that instruction's
+     *   other operands (attributes value and dtype);
+     * - arg_literals: per argument, the literal written there (its value is
+     *   the const before), or NULL for a name; NULL when there is none;
+     * - fields, field_pos: field field_pos of a destructuring, a field
+     *   instruction whose name or index the checker sets from fields. */
+    const struct fvm_doc *literal;
+    int lit_user, lit_arg;
+    const struct fvm_doc **arg_literals;
+    const fvm_fields *fields;
+    int field_pos;
     /* Set when a pass lowered the instruction into another op (a field of
      * placed structs into federated_apply or _map: passes.c): the op and
      * attributes as written, which the source's writer writes. */

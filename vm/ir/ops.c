@@ -91,6 +91,7 @@ const fvm_attr_domain *fvm_attr_domain_of(fvm_op op, fvm_attr_id id)
 #define FVM_AGG_OP_MINIMUM FVM_OP_MINIMUM
 #define FVM_AGG_OP_MAXIMUM FVM_OP_MAXIMUM
 #define FVM_AGG_OP_ADD_MODULO FVM_OP_COUNT
+#define FVM_AGG_OP_ADD_EXACT FVM_OP_COUNT
 #define FVM_AGG_OP_USER FVM_OP_COUNT
 
 static const struct {
@@ -150,4 +151,57 @@ int fvm_modsum_bits(const fvm_type *t)
             bits = b;
     }
     return bits;
+}
+
+uint64_t fvm_int_leaf_max(const fvm_type *t)
+{
+    if (t->kind == FVM_T_TENSOR)
+        switch (t->u.tensor.dtype) {
+        case FVM_DTYPE_U8:
+            return UINT8_MAX;
+        case FVM_DTYPE_I32:
+            return INT32_MAX;
+        case FVM_DTYPE_U32:
+            return UINT32_MAX;
+        case FVM_DTYPE_I64:
+            return INT64_MAX;
+        default:
+            return 0;
+        }
+    if (t->kind != FVM_T_STRUCT)
+        return 0;
+    uint64_t m = INT64_MAX;
+    for (int i = 0; i < t->u.strct.n; i++) {
+        uint64_t b = fvm_int_leaf_max(t->u.strct.elems[i]);
+        if (b < m)
+            m = b;
+    }
+    return m;
+}
+
+bool fvm_agg_is_secure(const fvm_agg_rule *r)
+{
+    return r && (r->lift == FVM_AGG_LIFT_MODULO || r->lift == FVM_AGG_LIFT_BOUNDED);
+}
+
+fvm_secure fvm_secure_of(fvm_op op, const fvm_attrs *a)
+{
+    fvm_secure s = {.op = op};
+    switch (op) {
+    case FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH:
+        s.lift = FVM_AGG_LIFT_MODULO;
+        s.modulus = a->bitwidth >= 64 ? 0 : UINT64_C(1) << a->bitwidth;
+        break;
+    case FVM_OP_FEDERATED_SECURE_MODULAR_SUM:
+        s.lift = FVM_AGG_LIFT_MODULO;
+        s.modulus = (uint64_t)a->modulus;
+        break;
+    case FVM_OP_FEDERATED_SECURE_SUM:
+        s.lift = FVM_AGG_LIFT_BOUNDED;
+        s.max_input = (a->present & A(MAX_INPUT)) ? a->max_input : -1;
+        break;
+    default:
+        s.op = FVM_OP_COUNT;
+    }
+    return s;
 }

@@ -107,6 +107,7 @@ enum {
     OPF_PLACED = 1 << 1,
     OPF_FED = 1 << 2,
     OPF_AGG = 1 << 3,
+    OPF_LIT = 1 << 4,
 };
 
 /* Static facts about an op (from ops.def). The rule and exec pointers are

@@ -921,7 +921,9 @@ fvm_status rule_federated_select(fvm_rctx *c, const fvm_type **out)
     return fed_out(c, seq, FVM_PL_CLIENTS, false, out);
 }
 
-static fvm_status placed_call(fvm_rctx *c, bool clients, const fvm_type **out)
+/* fn over members at one placement: federated_map (clients, any), federated_map_all_equal (clients,
+ * every argument all-equal: so is the result) and federated_apply (server). */
+static fvm_status placed_call(fvm_rctx *c, bool clients, bool all_equal, const fvm_type **out)
 {
     const fvm_func *fn = c->in->a.fn;
     const fvm_type *ts[64];
@@ -930,23 +932,33 @@ static fvm_status placed_call(fvm_rctx *c, bool clients, const fvm_type **out)
     for (int i = 0; i < c->nargs; i++) {
         if (clients ? want_clients(c, i) : want_server(c, i))
             return FVM_ERR_PLACEMENT;
+        if (all_equal && !c->args[i]->u.fed.all_equal)
+            return fvm_rerr(c, i, FVM_ERR_PLACEMENT,
+                            "takes values that are the same at every client (T@CLIENTS); '%s' is %s, one value "
+                            "per client: map it with federated_map",
+                            c->in->arg_names[i], fvm_rtype(c, c->args[i]));
         ts[i] = c->args[i]->u.fed.member;
     }
     if (!fn->ok)
         return *out = NULL, FVM_OK;
     if (want_fn(c, "fn", fn, c->nargs, ts, true))
         return FVM_ERR_TYPE;
-    return fed_out(c, fn->result_type, clients ? FVM_PL_CLIENTS : FVM_PL_SERVER, !clients, out);
+    return fed_out(c, fn->result_type, clients ? FVM_PL_CLIENTS : FVM_PL_SERVER, all_equal || !clients, out);
 }
 
 fvm_status rule_federated_map(fvm_rctx *c, const fvm_type **out)
 {
-    return placed_call(c, true, out);
+    return placed_call(c, true, false, out);
+}
+
+fvm_status rule_federated_map_all_equal(fvm_rctx *c, const fvm_type **out)
+{
+    return placed_call(c, true, true, out);
 }
 
 fvm_status rule_federated_apply(fvm_rctx *c, const fvm_type **out)
 {
-    return placed_call(c, false, out);
+    return placed_call(c, false, false, out);
 }
 
 fvm_status rule_federated_zip(fvm_rctx *c, const fvm_type **out)
@@ -1044,7 +1056,7 @@ fvm_status rule_federated_aggregate(fvm_rctx *c, const fvm_type **out)
     return fed_out(c, r, FVM_PL_SERVER, true, out);
 }
 
-fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
+fvm_status rule_federated_secure_sum_bitwidth(fvm_rctx *c, const fvm_type **out)
 {
     if (aggregand(c, 0, fvm_dtype_is_int, "integers (u8, i32, i64, u32)"))
         return FVM_ERR_TYPE;
@@ -1056,6 +1068,43 @@ fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE, "bitwidth must be between 1 and %d for %s, found %lld", maxbw,
                         fvm_rtype(c, m), (long long)bw);
     return fed_out(c, m, FVM_PL_SERVER, true, out);
+}
+
+/* The secure sums with a bound of their own (a modulus, a max_input): at most
+ * the largest value of the narrowest integer leaf (plus one for a modulus,
+ * whose residues go up to modulus - 1), so every result fits every leaf. */
+static fvm_status secure_bound(fvm_rctx *c, const char *attr, int64_t v, uint64_t plus, const fvm_type **out)
+{
+    if (aggregand(c, 0, fvm_dtype_is_int, "integers (u8, i32, i64, u32)"))
+        return FVM_ERR_TYPE;
+    const fvm_type *m = c->args[0]->u.fed.member;
+    uint64_t hi = fvm_int_leaf_max(m);
+    if (hi <= (uint64_t)INT64_MAX - plus)
+        hi += plus;
+    if ((uint64_t)v > hi)
+        return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE,
+                        "%s must be at most %llu for %s (the largest value its narrowest integer dtype holds%s), "
+                        "found %lld",
+                        attr, (unsigned long long)hi, fvm_rtype(c, m), plus ? ", plus one" : "", (long long)v);
+    return fed_out(c, m, FVM_PL_SERVER, true, out);
+}
+
+fvm_status rule_federated_secure_modular_sum(fvm_rctx *c, const fvm_type **out)
+{
+    return secure_bound(c, "modulus", c->in->a.modulus, 1, out);
+}
+
+fvm_status rule_federated_secure_sum(fvm_rctx *c, const fvm_type **out)
+{
+    const fvm_attrs *a = &c->in->a;
+    return secure_bound(c, "max_input", (a->present & A(MAX_INPUT)) ? a->max_input : 0, 0, out);
+}
+
+/* fields never reaches a type rule: the loader makes a destructuring one
+ * field instruction per bound name (format/ir_read.c). */
+fvm_status rule_fields(fvm_rctx *c, const fvm_type **out)
+{
+    return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_USAGE, "internal: fields is taken apart by the loader");
 }
 
 /* ---- shapes from other values (the ops gradients need) ------------------------------ */

@@ -40,7 +40,9 @@ FVM_API fvm_status fvm_xdev_device_client(const fvm_xdev_device *dev, const char
 
 /* Runs the client phase for client 'index' (from fvm_xdev_device_client)
  * and writes its update to out (atomically). Secure-sum inputs are reduced
- * modulo 2^bitwidth first, so the file holds what the device would send. */
+ * modulo their modulus (2^bitwidth or the modulus) or checked against their
+ * max_input first (a value out of range is an error naming the secure sum),
+ * so the file holds what the device would send. */
 FVM_API fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const char *out, fvm_diag *d);
 
 /* Runs the client phase for the clients[0..n) (from fvm_xdev_device_client),

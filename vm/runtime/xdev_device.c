@@ -244,38 +244,8 @@ static fvm_status not_input(const fvm_xdev_device *dev, const char *out, const c
     return s;
 }
 
-/* v with every element reduced modulo 2^bits, as two's complement (a new value). */
-static fvm_status reduce(const fvm_value *v, int bits, fvm_value **out, fvm_diag *d)
-{
-    if (v->kind == FVM_V_STRUCT) {
-        fvm_value *r = fvm_value_list(FVM_V_STRUCT, v->n);
-        if (!r)
-            return nomem(d);
-        for (int64_t k = 0; k < v->n; k++) {
-            fvm_status s = reduce(v->items[k], bits, &r->items[k], d);
-            if (s) {
-                fvm_value_release(r);
-                return s;
-            }
-        }
-        *out = r;
-        return FVM_OK;
-    }
-    fvm_tensor t;
-    fvm_status s = fvm_tensor_alloc(&t, v->t.dtype, &v->t.shape, d);
-    if (s)
-        return s;
-    uint64_t mask = fvm_modsum_mask(bits);
-    for (int64_t i = 0, n = fvm_tensor_count(&v->t); i < n; i++)
-        fvm_tensor_set_i64(&t, i, (int64_t)((uint64_t)fvm_tensor_get_i64(&v->t, i) & mask));
-    if (!(*out = fvm_value_tensor_take(&t))) {
-        fvm_tensor_release(&t);
-        return nomem(d);
-    }
-    return FVM_OK;
-}
-
-/* work's result with its secure-sum inputs reduced (a new value). */
+/* work's result with its secure-sum inputs reduced or checked as each secure sum does at a client
+ * (fvm_secure_step: modulo the modulus; in [0, max_input]), a new value. */
 static fvm_status secure_reduced(const fvm_xdev_plan *pl, fvm_value *res, fvm_value **out, fvm_diag *d)
 {
     const fvm_type *rt = pl->work->result_type;
@@ -285,7 +255,8 @@ static fvm_status secure_reduced(const fvm_xdev_plan *pl, fvm_value *res, fvm_va
     for (int64_t k = 0; k < res->n && !s; k++)
         r->items[k] = k == si ? sec : fvm_value_retain(res->items[k]);
     for (int j = 0; j < pl->nsecure && !s; j++)
-        s = reduce(res->items[si]->items[j], pl->bitwidth[j], &sec->items[j], d);
+        if ((s = fvm_secure_step(&pl->secure[j], res->items[si]->items[j], NULL, &sec->items[j], d)))
+            fvm_diag_add(d, s, NULL, "the error above is in the secure sum 's%d' of the client's update", j);
     if (!r)
         fvm_value_release(sec);
     if (s) {

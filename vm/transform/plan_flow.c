@@ -518,6 +518,7 @@ fvm_status fvm_fwriter_node(fvm_fwriter *w, int i, const char **name)
         switch (in->op) {
         case FVM_OP_FEDERATED_APPLY:
         case FVM_OP_FEDERATED_MAP:
+        case FVM_OP_FEDERATED_MAP_ALL_EQUAL:
         case FVM_OP_FEDERATED_EVAL: {
             fvm_doc *attrs = fvm_attr1(w->a, "fn", in->a.fn->name);
             s = attrs ? fvm_fwriter_instr(w, n->name, "call", attrs, n->nargs, args) : nomem(w->d);

@@ -9,7 +9,7 @@
  *   F.report(A)                       -> R
  *   F.update(server inputs, R, <s0,...> sums) -> F's result, unplaced
  * all local functions, and F itself rewritten to run them with intrinsics
- * only (federated_apply, _broadcast, _map, _aggregate, _secure_sum_bitwidth),
+ * only (federated_apply, _broadcast, _map, _aggregate and the secure sums),
  * so `fedvm run` executes the form. Each aggregation of F becomes one member
  * of A, U and R, built from its rule (vm/ir/aggregations.def), as the
  * interpreter's is: the same arithmetic in the same order (sums and means
@@ -398,7 +398,7 @@ static fvm_status classify(mr *m)
             m->server[m->nserver++] = i;
         else if (fvm_flow_is_broadcast(fl, i))
             m->bcast[m->nbcast++] = i;
-        else if (x->in && x->in->op == FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH)
+        else if (x->in && fvm_agg_is_secure(fvm_agg_rule_of(x->in->op)))
             m->sec[m->nsec++] = i;
         else if (fvm_flow_is_aggregation(fl, i)) {
             m->aggidx[i] = m->nagg;
@@ -740,10 +740,32 @@ fvm_status fvm_mr_exchange(fvm_mr *m, fvm_fwriter *w, const char *work, bool rep
     agg->flow = true;
     const char *aggargs[2] = {"@updates", "@zero"};
     FVM_TRY(fvm_fwriter_instr(w, report ? "@report" : "@acc", "federated_aggregate", agg, 2, aggargs));
-    return fvm_mr_secure_sums(m, w, work, t->WORK, fvm_arena_printf(m->a, "%s.secure", f->name));
+    return fvm_mr_secure_sums(m, w, work, t->WORK, fvm_arena_printf(m->a, "%s.secure", f->name), false);
 }
 
-fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, const fvm_type *t, const char *getter)
+/* The attributes of secure sum j: its bit width, modulus or max_input, as
+ * the source's instruction has them decoded; sums of partials (!clients)
+ * take no max_input, the largest value of each leaf's dtype, since a block's
+ * exact sum may pass the clients' bound. */
+static fvm_doc *secure_attrs(fvm_mr *m, int j, bool partials)
+{
+    const fvm_instr *in = m->fl->nodes[m->sec[j]].in;
+    fvm_doc *o = fvm_doc_new(m->a, FVM_DOC_OBJECT);
+    if (!o)
+        return NULL;
+    o->flow = true;
+    const char *key = in->op == FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH  ? "bitwidth"
+                      : in->op == FVM_OP_FEDERATED_SECURE_MODULAR_SUM ? "modulus"
+                      : (in->a.present & A(MAX_INPUT)) && !partials   ? "max_input"
+                                                                      : NULL;
+    int64_t v = in->op == FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH  ? in->a.bitwidth
+                : in->op == FVM_OP_FEDERATED_SECURE_MODULAR_SUM ? in->a.modulus
+                                                                : in->a.max_input;
+    return !key || !fvm_doc_set(m->a, o, key, fvm_doc_int(m->a, v)) ? o : NULL;
+}
+
+fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, const fvm_type *t, const char *getter,
+                              bool partials)
 {
     const char **sums = fvm_arena_array(m->a, (size_t)m->nsec + 1, sizeof *sums);
     if (!sums)
@@ -753,12 +775,11 @@ fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, con
         const char *p2[2] = {"secure", str(m, "s%d", j)};
         FVM_TRY(write_getter(m, get, t, 2, p2));
         FVM_TRY(fvm_fwriter_instr(w, in, "federated_map", fvm_attr1(m->a, "fn", get), 1, &values));
-        fvm_doc *bw = fvm_doc_new(m->a, FVM_DOC_OBJECT);
-        if (!bw || fvm_doc_set(m->a, bw, "bitwidth", fvm_doc_int(m->a, m->fl->nodes[m->sec[j]].in->a.bitwidth)))
+        fvm_doc *attrs = secure_attrs(m, j, partials);
+        if (!attrs)
             return nomem(m->d);
-        bw->flow = true;
         sums[j] = str(m, "@secure_sum/s%d", j);
-        FVM_TRY(fvm_fwriter_instr(w, sums[j], "federated_secure_sum_bitwidth", bw, 1, &in));
+        FVM_TRY(fvm_fwriter_instr(w, sums[j], fvm_op_table[m->fl->nodes[m->sec[j]].in->op].name, attrs, 1, &in));
     }
     if (m->nsec) {
         fvm_doc *zn = fvm_doc_new(m->a, FVM_DOC_OBJECT), *list = fvm_doc_new(m->a, FVM_DOC_ARRAY);
@@ -862,9 +883,14 @@ static fvm_doc *form_doc(mr *m, const char *source)
     for (int j = 0; j < m->nsec; j++) {
         const fvm_fnode *g = &m->fl->nodes[m->sec[j]];
         fvm_doc *e = fvm_doc_new(a, FVM_DOC_OBJECT);
-        if (!e || fvm_doc_set(a, e, "field", fvm_doc_string(a, str(m, "s%d", j))) ||
-            fvm_doc_set(a, e, "bitwidth", fvm_doc_int(a, g->in->a.bitwidth)) ||
-            fvm_doc_set(a, e, "instruction", fvm_doc_string(a, g->name)) || fvm_doc_push(a, secs, e))
+        fvm_doc *at = secure_attrs(m, j, false);
+        if (!e || !at || fvm_doc_set(a, e, "field", fvm_doc_string(a, str(m, "s%d", j))) ||
+            fvm_doc_set(a, e, "op", fvm_doc_string(a, fvm_op_table[g->in->op].name)))
+            return NULL;
+        for (size_t k = 0; k < at->u.coll.n; k++) /* bitwidth, modulus or max_input (none: the dtype's largest) */
+            if (fvm_doc_set(a, e, at->u.coll.keys[k]->u.str.s, at->u.coll.items[k]))
+                return NULL;
+        if (fvm_doc_set(a, e, "instruction", fvm_doc_string(a, g->name)) || fvm_doc_push(a, secs, e))
             return NULL;
         e->flow = true;
     }

@@ -41,7 +41,7 @@ typedef struct fvm_mr {
     fvm_arena *a;
     const fvm_flow *fl;
     fvm_diag *d;
-    int nserver, nclient, nbcast, nagg, nsec;
+    int nserver, nclient, nbcast, nagg, nsec; /* sec: the secure sums (fvm_agg_is_secure) */
     int *server, *client, *bcast, *agg, *sec; /* node indices, in graph order */
     int *aggidx; /* per node: its index in agg */
     const char *part[FVM_MR_NPARTS]; /* generated function names "<fn>.<role>" */
@@ -55,18 +55,22 @@ fvm_status fvm_mr_build(fvm_arena *a, const fvm_program *p, const fvm_func *f, f
 
 /* Writes into w (a federated function's body) the round's aggregations of
  * 'work', a {WORK}@CLIENTS value: one federated_aggregate with zero,
- * accumulate, merge and report, and the secure sums at their bit widths.
+ * accumulate, merge and report, and the secure sums with their attributes.
  * Binds "@report" (R@SERVER) and "@secure" (SECR@SERVER); the getters it
  * needs are added to m->funcs. Without report, the federated_aggregate
  * stops at the accumulator, bound as "@acc" (A@SERVER): a block's partial. */
 fvm_status fvm_mr_exchange(fvm_mr *m, fvm_fwriter *w, const char *work, bool report);
 
 /* Writes into w the secure sums of 'values', a {T}@CLIENTS value whose
- * field "secure" holds the inputs <s0=..., ...> (work's result, or partial
- * sums of clients), each a federated_secure_sum_bitwidth at its bit width;
- * binds "@secure" (SECR@SERVER). The getters, "<getter>.<j>" of type t,
- * are added to m->funcs. */
-fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, const fvm_type *t, const char *getter);
+ * field "secure" holds the inputs <s0=..., ...> (work's result, or with
+ * partials the partial sums of blocks of clients), each the source's secure
+ * sum (federated_secure_sum_bitwidth, _modular_sum or _sum) with its bit
+ * width, modulus or max_input (partials: no max_input, since a block's sum
+ * may pass the clients' bound; the sum stays exact); binds "@secure"
+ * (SECR@SERVER). The getters, "<getter>.<j>" of type t, are added to
+ * m->funcs. */
+fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, const fvm_type *t, const char *getter,
+                              bool partials);
 
 /* Adds to m->funcs the planned function rewritten to run the parts with
  * intrinsics only (the MapReduce form's round), under its own name. */

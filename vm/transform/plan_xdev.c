@@ -212,13 +212,23 @@ static fvm_status outputs(xw *x, fvm_doc *list)
             !put(x, e, "instruction", str(x, n->name)))
             return nomem(x->d);
         const fvm_type *t = fvm_mr_node_type(m, n->args[0]);
-        if (secure) {
-            int64_t bits = n->in->a.bitwidth;
-            /* 2^63 and 2^64 do not fit an int64: written as (exact) reals */
-            fvm_doc *modulus =
-                bits < 63 ? fvm_doc_int(x->a, INT64_C(1) << bits) : fvm_doc_real(x->a, ldexp(1.0, (int)bits));
-            if (!put(x, e, "bitwidth", fvm_doc_int(x->a, bits)) || !put(x, e, "modulus", modulus))
+        if (secure) { /* the intrinsic, and its bit width (and modulus 2^bitwidth), modulus or max_input */
+            const fvm_attrs *at = &n->in->a;
+            if (!put(x, e, "op", str(x, fvm_op_table[n->in->op].name)))
                 return nomem(x->d);
+            if (n->in->op == FVM_OP_FEDERATED_SECURE_SUM_BITWIDTH) {
+                int64_t bits = at->bitwidth;
+                /* 2^63 and 2^64 do not fit an int64: written as (exact) reals */
+                fvm_doc *modulus =
+                    bits < 63 ? fvm_doc_int(x->a, INT64_C(1) << bits) : fvm_doc_real(x->a, ldexp(1.0, (int)bits));
+                if (!put(x, e, "bitwidth", fvm_doc_int(x->a, bits)) || !put(x, e, "modulus", modulus))
+                    return nomem(x->d);
+            } else if (n->in->op == FVM_OP_FEDERATED_SECURE_MODULAR_SUM) {
+                if (!put(x, e, "modulus", fvm_doc_int(x->a, at->modulus)))
+                    return nomem(x->d);
+            } else if ((at->present & A(MAX_INPUT)) && !put(x, e, "max_input", fvm_doc_int(x->a, at->max_input))) {
+                return nomem(x->d);
+            }
         } else if (fvm_agg_rule_of(n->in->op)->client_args == 2) { /* <value, weight> */
             if (!put(x, e, "value", str(x, join(x, prefix, "value"))) ||
                 !put(x, e, "weight", str(x, join(x, prefix, "weight"))))
@@ -290,7 +300,7 @@ static fvm_status write_combine(xw *x)
     FVM_TRY(fvm_fwriter_param(&w, "@acc", acc, -1));
     FVM_TRY(fvm_fwriter_param(&w, "@partials", partials, -1));
     FVM_TRY(fvm_fwriter_instr(&w, "@report", "federated_apply", fvm_attr1(x->a, "fn", m->part[FVM_MR_REPORT]), 1, &a));
-    FVM_TRY(fvm_mr_secure_sums(m, &w, "@partials", pt, fvm_arena_printf(x->a, "%s.partial.secure", x->f->name)));
+    FVM_TRY(fvm_mr_secure_sums(m, &w, "@partials", pt, fvm_arena_printf(x->a, "%s.partial.secure", x->f->name), true));
     FVM_TRY(fvm_fwriter_struct(&w, "@combine", 2, names, args));
     fvm_doc *fn = fvm_fwriter_finish(&w,
                                      "Cross-device plan: combine. The accumulator of all blocks (their partials "
