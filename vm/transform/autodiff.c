@@ -17,6 +17,7 @@ static const fvm_vjp_fn vjp_table[FVM_OP_COUNT] = {
 typedef struct pb_entry {
     const fvm_func *f;
     uint64_t mask;
+    bool jvp; /* pb is f's forward derivative F.jvp(P), not its pullback */
     fvm_func *pb;
     struct pb_entry *next;
 } pb_entry;
@@ -422,8 +423,8 @@ static const char *scale_tree(fvm_ad *ad, fvm_op op, const char *a, const fvm_ty
 
 fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, const fvm_type *t2, int index)
 {
-    static const char *const kinds[] = {"field", "pick2", "add", "zeros", "div",
-                                        "mul",   "tie",   "hit", "quot",  "per_client"};
+    static const char *const kinds[] = {"field", "pick2", "add",  "zeros",      "div",     "mul",
+                                        "tie",   "hit",   "quot", "per_client", "add_pair"};
     const char *ts = fvm_type_str(ad->a, t, false), *ts2 = t2 ? fvm_type_str(ad->a, t2, false) : "";
     const char *key = ts && ts2 ? fvm_arena_printf(ad->a, "%s/%d/%s/%s", kinds[kind], index, ts, ts2) : NULL;
     if (!key)
@@ -434,7 +435,14 @@ fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, co
     const char *base = fvm_arena_printf(ad->a, "vjp.%s", kinds[kind]);
     const char *pn[3] = {"a", "b", "c"};
     const fvm_type *pt[3] = {t, t2 ? t2 : t, t};
-    int np = kind == FVM_AD_FIELD || kind == FVM_AD_ZEROS || kind == FVM_AD_PER_CLIENT ? 1 : kind == FVM_AD_TIE ? 3 : 2;
+    int np = kind == FVM_AD_FIELD || kind == FVM_AD_ZEROS || kind == FVM_AD_PER_CLIENT || kind == FVM_AD_ADD_PAIR ? 1
+             : kind == FVM_AD_TIE                                                                                 ? 3
+                                                                                                                  : 2;
+    if (kind == FVM_AD_ADD_PAIR) { /* its parameter: <T, T> */
+        const fvm_type *pair[2] = {t, t};
+        if (!(pt[0] = fvm_type_struct(ad->a, 2, NULL, pair)))
+            return nomem(ad), NULL;
+    }
     if (!base || fvm_ad_begin(ad, base, np, pn, pt))
         return NULL;
     const char *a = ad->b->f->param_names[0], *b = np > 1 ? ad->b->f->param_names[1] : NULL, *r = NULL;
@@ -446,10 +454,13 @@ fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, co
         r = b;
         break;
     case FVM_AD_ADD:
-        r = FVM_AD(ad, FVM_OP_ADD, NULL, a, b);
+        r = fvm_ad_add(ad, a, b, t);
+        break;
+    case FVM_AD_ADD_PAIR:
+        r = fvm_ad_add(ad, field_at(ad, a, 0), field_at(ad, a, 1), t);
         break;
     case FVM_AD_ZEROS:
-        r = FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, a);
+        r = fvm_ad_zeros(ad, a, t);
         break;
     case FVM_AD_DIV:
     case FVM_AD_MUL: {
@@ -512,16 +523,26 @@ const char *fvm_ad_conform(fvm_ad *ad, const char *v, const fvm_type *t)
     return fn_attr_op(ad, FVM_OP_CALL, fvm_ad_helper_fn(ad, FVM_AD_PER_CLIENT, t, NULL, 0), 1, &v);
 }
 
+/* Does t hold placed values or sequences (whose zeros and sums take
+ * intrinsics or generated helpers)? */
+static bool needs_helpers(const fvm_type *t)
+{
+    return fvm_type_is_placed(t) || fvm_type_has_seq(t);
+}
+
 const char *fvm_ad_zeros(fvm_ad *ad, const char *like, const fvm_type *t)
 {
-    if (!fvm_type_is_placed(t))
+    if (!needs_helpers(t))
         return FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, like);
     if (t->kind == FVM_T_FED) {
         fvm_func *z = fvm_ad_helper_fn(ad, FVM_AD_ZEROS, t->u.fed.member, NULL, 0);
         return fn_attr_op(ad, t->u.fed.pl == FVM_PL_CLIENTS ? FVM_OP_FEDERATED_MAP : FVM_OP_FEDERATED_APPLY, z, 1,
                           &like);
     }
-    /* a struct holding placed values: field by field */
+    if (t->kind == FVM_T_SEQ) /* as long as the sequence, element by element */
+        return fn_attr_op(ad, FVM_OP_SEQUENCE_MAP, fvm_ad_helper_fn(ad, FVM_AD_ZEROS, t->u.seq.elem, NULL, 0), 1,
+                          &like);
+    /* a struct holding placed values or sequences: field by field */
     int n = t->u.strct.n;
     const char **zs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *zs);
     if (!zs)
@@ -533,13 +554,18 @@ const char *fvm_ad_zeros(fvm_ad *ad, const char *like, const fvm_type *t)
 
 const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type *t)
 {
-    if (!fvm_type_is_placed(t))
+    if (!needs_helpers(t))
         return FVM_AD(ad, FVM_OP_ADD, NULL, a, b);
     if (t->kind == FVM_T_FED) {
         fvm_func *add = fvm_ad_helper_fn(ad, FVM_AD_ADD, t->u.fed.member, NULL, 0);
         const char *args[2] = {a, b};
         return fn_attr_op(ad, t->u.fed.pl == FVM_PL_CLIENTS ? FVM_OP_FEDERATED_MAP : FVM_OP_FEDERATED_APPLY, add, 2,
                           args);
+    }
+    if (t->kind == FVM_T_SEQ) { /* element by element: the sequences have one length */
+        const char *z = FVM_AD(ad, FVM_OP_SEQUENCE_ZIP, NULL, a, b);
+        return fn_attr_op(ad, FVM_OP_SEQUENCE_MAP, fvm_ad_helper_fn(ad, FVM_AD_ADD_PAIR, t->u.seq.elem, NULL, 0), 1,
+                          &z);
     }
     int n = t->u.strct.n;
     const char **ss = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *ss);
@@ -548,6 +574,93 @@ const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type 
     for (int i = 0; i < n; i++)
         ss[i] = fvm_ad_add(ad, field_at(ad, a, i), field_at(ad, b, i), t->u.strct.elems[i]);
     return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, ss);
+}
+
+/* ---- the derivative ops as functions ---------------------------------------------------------- */
+
+bool fvm_ad_is_deriv(fvm_op op)
+{
+    return op == FVM_OP_GRAD || op == FVM_OP_VALUE_AND_GRAD || op == FVM_OP_VJP || op == FVM_OP_JVP;
+}
+
+/* 1 of a float scalar type, unplaced or at the server (grad's cotangent). */
+static const char *one_of(fvm_ad *ad, const fvm_type *t)
+{
+    const fvm_type *m = t->kind == FVM_T_FED ? t->u.fed.member : t;
+    const char *one = fvm_ad_const(ad, 1.0, m->u.tensor.dtype);
+    if (t->kind != FVM_T_FED)
+        return one;
+    fvm_doc *o = fvm_ad_attrs(ad);
+    fvm_ad_set_str(ad, o, "placement", t->u.fed.pl == FVM_PL_SERVER ? "SERVER" : "CLIENTS");
+    return FVM_AD(ad, FVM_OP_FEDERATED_VALUE, o, one);
+}
+
+fvm_func *fvm_ad_deriv_fn(fvm_ad *ad, const fvm_instr *in)
+{
+    const fvm_func *fn = in->a.fn;
+    fvm_func *pb = in->derived;
+    if (!pb) {
+        if (!ad->failed)
+            ad->status = fvm_diag_add(ad->env->d, FVM_ERR_TYPE, &in->loc,
+                                      "cannot differentiate %s: the derivative it takes was not derived",
+                                      fvm_op_table[in->op].name);
+        ad->failed = true;
+        return NULL;
+    }
+    if (in->op == FVM_OP_JVP) /* F.jvp(P)(p1..pn, t) computes the op itself */
+        return pb;
+    const char *key = fvm_arena_printf(ad->a, "deriv/%d/%s", (int)in->op, pb->name);
+    if (!key)
+        return nomem(ad), NULL;
+    for (helper_entry *e = ad->cache->helpers; e; e = e->next)
+        if (!strcmp(e->key, key))
+            return e->fn;
+    int n = fn->nparams, np = n + (in->op == FVM_OP_VJP);
+    const char *wrt = (in->a.present & A(WRT)) ? in->a.wrt : fn->param_names[0];
+    const char *base = in->op == FVM_OP_GRAD ? fvm_arena_printf(ad->a, "%s.grad(%s)", fn->name, wrt)
+                       : in->op == FVM_OP_VALUE_AND_GRAD
+                           ? fvm_arena_printf(ad->a, "%s.value_and_grad(%s)", fn->name, wrt)
+                           : fvm_arena_printf(ad->a, "%s.vjp(%s).grads", fn->name, wrt);
+    const char **pn = fvm_arena_array(ad->a, (size_t)np + 1, sizeof *pn);
+    const fvm_type **pt = fvm_arena_array(ad->a, (size_t)np + 1, sizeof *pt);
+    if (!base || !pn || !pt)
+        return nomem(ad), NULL;
+    for (int i = 0; i < n; i++)
+        pn[i] = fn->param_names[i], pt[i] = fn->param_types[i];
+    if (np > n)
+        pn[n] = "ct", pt[n] = pb->param_types[n];
+    if (fvm_ad_begin(ad, base, np, pn, pt))
+        return NULL;
+    ad->b->loc = &in->loc;
+    ad->b->hint = "g";
+    const char **args = fvm_arena_array(ad->a, (size_t)n + 2, sizeof *args);
+    if (!args)
+        return nomem(ad), NULL;
+    for (int i = 0; i < n; i++)
+        args[i] = fvm_ad_param(ad, i);
+    args[n] = np > n ? fvm_ad_param(ad, n) : one_of(ad, pb->param_types[n]);
+    const char *r = fn_attr_op(ad, FVM_OP_CALL, pb, n + 1, args);
+    fvm_doc *o = fvm_ad_attrs(ad);
+    fvm_ad_set_str(ad, o, "name", "grads");
+    const char *g = field_at(ad, FVM_AD(ad, FVM_OP_FIELD, o, r), 0), *res = g;
+    if (in->op == FVM_OP_VALUE_AND_GRAD) {
+        fvm_doc *ov = fvm_ad_attrs(ad), *on = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
+        if (!arr || fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "value")) ||
+            fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "grad")) || !on || fvm_doc_set(ad->a, on, "names", arr))
+            return nomem(ad), NULL;
+        arr->flow = true;
+        fvm_ad_set_str(ad, ov, "name", "value");
+        res = FVM_AD(ad, FVM_OP_STRUCT, on, FVM_AD(ad, FVM_OP_FIELD, ov, r), g);
+    }
+    fvm_func *w = fvm_ad_end(ad, res);
+    helper_entry *e = w ? fvm_arena_alloc(ad->a, sizeof *e) : NULL;
+    if (!e)
+        return w ? (nomem(ad), NULL) : NULL;
+    e->key = key;
+    e->fn = w;
+    e->next = ad->cache->helpers;
+    ad->cache->helpers = e;
+    return w;
 }
 
 /* ---- flattening: calls inlined ----------------------------------------------------------- */
@@ -585,7 +698,14 @@ static int inline_size(fvm_ad *ad, const fvm_func *f)
                 return c->sizes[i].size;
     int n = 0;
     for (int k = 0; k < f->ninstrs && n <= FVM_AD_MAX_INLINE; k++) {
-        int m = f->instrs[k].op == FVM_OP_CALL ? inline_size(ad, f->instrs[k].a.fn) : 1;
+        const fvm_instr *in = &f->instrs[k];
+        int m = 1;
+        if (in->op == FVM_OP_CALL) {
+            m = inline_size(ad, in->a.fn);
+        } else if (fvm_ad_is_deriv(in->op)) {
+            const fvm_func *w = fvm_ad_deriv_fn(ad, in);
+            m = w ? inline_size(ad, w) : -1;
+        }
         if (m < 0)
             return -1;
         n += m;
@@ -636,18 +756,22 @@ static bool flatten(fvm_ad *ad, flat *fl, const fvm_func *f, const int *argvals,
             return false;
         for (int j = 0; j < in->nargs; j++)
             args[j] = slot[in->args[j]];
+        /* a call, or a derivative op as the function it computes (fvm_ad_deriv_fn) */
+        const fvm_func *callee = in->op == FVM_OP_CALL ? in->a.fn : NULL;
+        if (fvm_ad_is_deriv(in->op) && !(callee = fvm_ad_deriv_fn(ad, in)))
+            return false;
         bool take = whole;
-        if (in->op == FVM_OP_CALL && !whole) {
-            int size = inline_size(ad, in->a.fn);
+        if (callee && !whole) {
+            int size = inline_size(ad, callee);
             if (size < 0)
                 return false;
             if ((take = fl->inlined + size <= FVM_AD_MAX_INLINE))
                 fl->inlined += size;
         }
-        if (in->op == FVM_OP_CALL && take) {
+        if (callee && take) {
             /* named after the call site: unique where one function is called twice */
             const char *pre = fvm_arena_printf(&fl->scratch, "%s%s/", prefix, in->name);
-            if (!pre || !flatten(ad, fl, in->a.fn, args, pre, true, &slot[in->slot]))
+            if (!pre || !flatten(ad, fl, callee, args, pre, true, &slot[in->slot]))
                 return false;
             continue;
         }
@@ -741,14 +865,46 @@ static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t, const char *l
     return sum;
 }
 
-static const char *value_name(const flat *fl, const fvm_func *pb, int v)
+/* Forward mode as the transpose of reverse mode (fvm_ad_jvp_of): the
+ * derivation of pb = F.vjp(P) for its cotangent parameter u, built as
+ *   F.jvp(P)(p1..pn, t) -> <value=R, tangent=ct(R)>
+ * pb is linear in u, so its pullback for u at the cotangent <0, <t>> of its
+ * result <value, grads> is J t, whatever u is: u stands for zeros shaped as
+ * F's value, made where it is first used (after F's forward pass, which
+ * precedes every use of u in pb). */
+typedef struct jvp_mode {
+    const fvm_func *f; /* F */
+    int u; /* pb's cotangent parameter (its value id) */
+    int like; /* the value id of F's result in pb */
+    const char *u_name; /* the zeros standing for u, once made */
+} jvp_mode;
+
+static const char *value_name(fvm_ad *ad, const flat *fl, const fvm_func *pb, jvp_mode *jv, int v);
+
+static const char *u_zeros(fvm_ad *ad, const flat *fl, const fvm_func *pb, jvp_mode *jv)
 {
+    if (jv->u_name)
+        return jv->u_name;
+    const char *like = value_name(ad, fl, pb, jv, jv->like), *hint = ad->b->hint;
+    const fvm_type *r = jv->f->result_type, *ct = fvm_type_cotangent(ad->a, r);
+    if (!like || !ct)
+        return nomem(ad), NULL;
+    ad->b->hint = "u";
+    jv->u_name = fvm_ad_conform(ad, fvm_ad_zeros(ad, like, r), ct);
+    ad->b->hint = hint;
+    return jv->u_name;
+}
+
+static const char *value_name(fvm_ad *ad, const flat *fl, const fvm_func *pb, jvp_mode *jv, int v)
+{
+    if (jv && v == jv->u)
+        return u_zeros(ad, fl, pb, jv);
     return v < fl->nparams ? pb->param_names[v] : fl->nodes[v - fl->nparams].name;
 }
 
 /* Copies the forward instructions that the result needs. A loop through
  * which a gradient flows becomes a scan that keeps its states (aux). */
-static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb)
+static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb, jvp_mode *jv)
 {
     for (int i = 0; i < fl->n && !ad->failed; i++) {
         node *nd = &fl->nodes[i];
@@ -758,9 +914,9 @@ static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb)
         const char **args = fvm_arena_array(ad->a, (size_t)in->nargs + 1, sizeof *args);
         if (!args)
             return nomem(ad);
-        for (int k = 0; k < in->nargs; k++)
-            args[k] = value_name(fl, pb, nd->args[k]);
         ad->b->loc = &in->loc;
+        for (int k = 0; k < in->nargs; k++)
+            args[k] = value_name(ad, fl, pb, jv, nd->args[k]);
         bool loop = nd->varied && (in->op == FVM_OP_FORI || in->op == FVM_OP_SEQUENCE_REDUCE);
         if (!loop) {
             nd->name = emit_named(ad, claim(ad, nd->base), in->op, in->attrs, in->nargs, args);
@@ -825,7 +981,81 @@ static bool grads_match(fvm_ad *ad, const fvm_func *f, uint64_t mask, const fvm_
     return true;
 }
 
-static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
+/* Drops the instructions of the function being built that its result does
+ * not need (jvp: pb's own cotangents of its parameters, and the zeros its
+ * value's cotangent would get). */
+static void prune(fvm_ad *ad, const char *result)
+{
+    fvm_func *f = ad->b->f;
+    int n = f->ninstrs;
+    size_t cap = 64;
+    while (cap < 2 * (size_t)n + 2)
+        cap *= 2;
+    int *at = malloc(cap * sizeof *at); /* open addressing: name -> instruction + 1 */
+    bool *live = calloc((size_t)n + 1, sizeof *live);
+    if (!at || !live) {
+        free(at), free(live);
+        return; /* nothing pruned: the function is right, only larger */
+    }
+    memset(at, 0, cap * sizeof *at);
+    for (int i = 0; i < n; i++) {
+        size_t j = hash_str(f->instrs[i].name) & (cap - 1);
+        while (at[j])
+            j = (j + 1) & (cap - 1);
+        at[j] = i + 1;
+    }
+    /* SSA: an instruction's arguments come before it, so one pass from the
+     * result back marks every instruction it needs */
+    for (int i = n; i >= 0; i--) {
+        if (i < n && !live[i])
+            continue;
+        int nargs = i == n ? 1 : f->instrs[i].nargs;
+        for (int k = 0; k < nargs; k++) {
+            const char *a = i == n ? result : f->instrs[i].arg_names[k];
+            for (size_t j = hash_str(a) & (cap - 1); at[j]; j = (j + 1) & (cap - 1))
+                if (!strcmp(f->instrs[at[j] - 1].name, a)) {
+                    live[at[j] - 1] = true;
+                    break;
+                }
+        }
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (live[i])
+            f->instrs[m++] = f->instrs[i];
+    f->ninstrs = m;
+    free(at);
+    free(live);
+}
+
+/* F.jvp(P) must return <value=R, tangent=ct(R)>, R F's result type. */
+static bool tangent_matches(fvm_ad *ad, const fvm_func *f, const fvm_func *jf)
+{
+    const fvm_type *r = jf->result_type, *want = fvm_type_cotangent(ad->a, f->result_type);
+    bool pair = r && r->kind == FVM_T_STRUCT && r->u.strct.n == 2;
+    if (!want)
+        return nomem(ad), false;
+    if (!pair || !same_type(r->u.strct.elems[0], f->result_type))
+        return mismatch(ad, jf, "the value", pair ? r->u.strct.elems[0] : NULL, f->result_type);
+    if (!same_type(r->u.strct.elems[1], want))
+        return mismatch(ad, jf, "the tangent", r->u.strct.elems[1], want);
+    return true;
+}
+
+/* A positional struct of names, for a result: {"names": [a, b]}. */
+static fvm_doc *names2(fvm_ad *ad, const char *a, const char *b)
+{
+    fvm_doc *o = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
+    if (!arr || fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, a)) ||
+        fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, b)) || !o || fvm_doc_set(ad->a, o, "names", arr))
+        return nomem(ad), NULL;
+    arr->flow = true;
+    return o;
+}
+
+/* The pullback of f for mask; with jv (f the pullback jv->f's, mask its
+ * cotangent parameter), jv->f's forward derivative (see jvp_mode). */
+static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask, jvp_mode *jv)
 {
     flat fl = {.nparams = f->nparams};
     fvm_func *pb = NULL;
@@ -859,8 +1089,32 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
                 if (fl.nodes[i].args[k] >= fl.nparams)
                     fl.nodes[fl.nodes[i].args[k] - fl.nparams].useful = true;
 
-    /* f'(params..., ct) */
-    {
+    if (jv) { /* F's result in pb = <value, grads> (a struct instruction) */
+        const node *r = result >= fl.nparams ? &fl.nodes[result - fl.nparams] : NULL;
+        if (!r || r->in->op != FVM_OP_STRUCT || r->in->nargs != 2)
+            goto oom; /* not a pullback: cannot happen */
+        jv->like = r->args[0];
+        jv->u = f->nparams - 1;
+    }
+
+    /* f'(params..., ct), or F.jvp(P)(params..., t) */
+    if (jv) {
+        const fvm_type *gs = f->result_type->u.strct.elems[1];
+        const char *sel = strrchr(f->name, '(');
+        const char *base = sel ? fvm_arena_printf(ad->a, "%s.jvp%s", jv->f->name, sel) : NULL;
+        const char **pn = fvm_arena_array(&fl.scratch, (size_t)f->nparams + 1, sizeof *pn);
+        const fvm_type **pt = fvm_arena_array(&fl.scratch, (size_t)f->nparams + 1, sizeof *pt);
+        if (!base || !pn || !pt)
+            goto oom;
+        for (int i = 0; i < jv->u; i++) {
+            pn[i] = f->param_names[i];
+            pt[i] = f->param_types[i];
+        }
+        pn[jv->u] = "t";
+        pt[jv->u] = gs->u.strct.elems[0];
+        if (fvm_ad_begin(ad, base, f->nparams, pn, pt))
+            goto oom;
+    } else {
         const char **pn = fvm_arena_array(&fl.scratch, (size_t)f->nparams + 2, sizeof *pn);
         const fvm_type **pt = fvm_arena_array(&fl.scratch, (size_t)f->nparams + 2, sizeof *pt);
         if (!pn || !pt)
@@ -883,13 +1137,22 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             goto oom;
     }
     pb = ad->b->f;
-    emit_forward(ad, &fl, pb);
+    emit_forward(ad, &fl, pb, jv);
 
     /* Backward: each active instruction, last first, turns the cotangent of
-     * its result into contributions to its arguments' cotangents. */
+     * its result into contributions to its arguments' cotangents. jvp: the
+     * cotangent of pb's result is <0, <t>>, given as its field 1. */
     ct = calloc((size_t)nvals + 1, sizeof *ct);
-    if (!ct || !ct_push(&ct[result], pb->param_names[f->nparams], -1))
+    if (!ct)
         goto oom;
+    if (jv) {
+        ad->b->hint = "t";
+        const char *t = fvm_ad_param(ad, jv->u), *ts = FVM_AD(ad, FVM_OP_STRUCT, NULL, t);
+        if (!ts || !ct_push(&ct[result], ts, 1))
+            goto oom;
+    } else if (!ct_push(&ct[result], pb->param_names[f->nparams], -1)) {
+        goto oom;
+    }
     for (int i = fl.n - 1; i >= 0 && !ad->failed; i--) {
         node *nd = &fl.nodes[i];
         if (!nd->varied || !nd->useful)
@@ -897,7 +1160,22 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
         const fvm_instr *in = nd->in;
         ad->b->loc = &in->loc;
         ad->b->hint = fvm_arena_printf(ad->a, "d.%s", nd->name);
-        const char *c = ct_total(ad, &ct[fl.nparams + i], in->type, nd->name);
+        cts *mine = &ct[fl.nparams + i];
+        bool by_field = in->op == FVM_OP_STRUCT && mine->n > 0;
+        for (int k = 0; by_field && k < mine->n; k++)
+            by_field = mine->field[k] >= 0;
+        if (by_field) {
+            /* a struct read field by field (cts): each field's cotangent
+             * goes to its argument, with no struct assembled in between */
+            for (int k = 0; k < mine->n; k++) {
+                int a = nd->args[mine->field[k]];
+                bool wanted = a < fl.nparams ? (mask >> a & 1) : fl.nodes[a - fl.nparams].varied;
+                if (wanted && !ct_push(&ct[a], mine->v[k], -1))
+                    goto oom;
+            }
+            continue;
+        }
+        const char *c = ct_total(ad, mine, in->type, nd->name);
         if (!c)
             continue;
         if (vjp_table[in->op] == vjp_unsupported) {
@@ -925,7 +1203,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
         for (int k = 0; k < n; k++) {
             int a = nd->args[k];
             want[k] = a < fl.nparams ? (mask >> a & 1) : fl.nodes[a - fl.nparams].varied;
-            x[k] = value_name(&fl, pb, a);
+            x[k] = value_name(ad, &fl, pb, jv, a);
         }
         fvm_vjp v = {.ad = ad, .in = in, .x = x, .y = nd->name, .aux = nd->aux, .ct = c, .want = want, .dx = dx};
         bool ok = vjp_table[in->op](&v) == FVM_OK;
@@ -937,6 +1215,23 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             goto oom;
     }
 
+    /* jvp: <value, tangent> */
+    if (!ad->failed && jv) {
+        ad->b->loc = ad->env->where;
+        ad->b->hint = "tangent";
+        const fvm_type *r = jv->f->result_type, *rt = fvm_type_cotangent(ad->a, r);
+        const char *like = value_name(ad, &fl, pb, jv, jv->like);
+        const char *tan = ct_total(ad, &ct[jv->u], f->param_types[jv->u], u_zeros(ad, &fl, pb, jv));
+        if (!rt)
+            goto oom;
+        tan = fvm_ad_conform(ad, tan ? tan : fvm_ad_zeros(ad, like, r), rt);
+        const char *res = FVM_AD(ad, FVM_OP_STRUCT, names2(ad, "value", "tangent"), fvm_ad_conform(ad, like, r), tan);
+        if (res)
+            prune(ad, res);
+        if ((pb = fvm_ad_end(ad, res)) && !tangent_matches(ad, jv->f, pb))
+            pb = NULL;
+        goto done;
+    }
     /* <value, grads=<one cotangent per chosen parameter>> */
     if (!ad->failed) {
         ad->b->loc = ad->env->where;
@@ -953,13 +1248,11 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             gs[ng++] = g ? fvm_ad_conform(ad, g, want) : fvm_ad_zeros(ad, pb->param_names[i], f->param_types[i]);
         }
         const char *grads = fvm_ad_op(ad, FVM_OP_STRUCT, NULL, ng, gs);
-        fvm_doc *o = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
-        if (!arr || fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "value")) ||
-            fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "grads")) || !o || fvm_doc_set(ad->a, o, "names", arr))
+        fvm_doc *o = names2(ad, "value", "grads");
+        if (!o)
             goto oom;
-        arr->flow = true;
         /* inlined calls may leave the value all-equal where f's result is one per client */
-        const char *value = fvm_ad_conform(ad, value_name(&fl, pb, result), f->result_type);
+        const char *value = fvm_ad_conform(ad, value_name(ad, &fl, pb, NULL, result), f->result_type);
         const char *res = FVM_AD(ad, FVM_OP_STRUCT, o, value, grads);
         if ((pb = fvm_ad_end(ad, res)) && !grads_match(ad, f, mask, pb))
             pb = NULL;
@@ -982,10 +1275,11 @@ done:
     return pb;
 }
 
-fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
+/* g's pullback (or, jvp, its forward derivative) for mask, derived once. */
+static fvm_func *derived_of(fvm_ad *ad, fvm_func *g, uint64_t mask, bool jvp)
 {
     for (pb_entry *e = ad->cache->pullbacks; e; e = e->next)
-        if (e->f == g && e->mask == mask)
+        if (e->f == g && e->mask == mask && e->jvp == jvp)
             return e->pb;
     if (ad->depth >= FVM_MAX_CALL_DEPTH) {
         if (!ad->failed)
@@ -994,15 +1288,25 @@ fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
         ad->failed = true;
         return NULL;
     }
-    ad->depth++;
-    fvm_func *pb = derive(ad, g, mask);
-    ad->depth--;
+    fvm_func *pb = NULL;
+    if (jvp) {
+        jvp_mode jv = {.f = g};
+        fvm_func *back = derived_of(ad, g, mask, false);
+        ad->depth++;
+        pb = back ? derive(ad, back, UINT64_C(1) << (back->nparams - 1), &jv) : NULL;
+        ad->depth--;
+    } else {
+        ad->depth++;
+        pb = derive(ad, g, mask, NULL);
+        ad->depth--;
+    }
     pb_entry *e = pb ? fvm_arena_alloc(ad->a, sizeof *e) : NULL;
     if (pb && !e)
         return nomem(ad), NULL;
     if (e) {
         e->f = g;
         e->mask = mask;
+        e->jvp = jvp;
         e->pb = pb;
         e->next = ad->cache->pullbacks;
         ad->cache->pullbacks = e;
@@ -1010,16 +1314,31 @@ fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
     return pb;
 }
 
-fvm_status fvm_ad_pullback(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out)
+fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
+{
+    return derived_of(ad, g, mask, false);
+}
+
+static fvm_status start(const fvm_ad_env *env, fvm_func *f, uint64_t mask, bool jvp, fvm_func **out)
 {
     fvm_ad ad = {.env = env, .p = env->p, .a = &env->p->arena, .top = f};
     if (!env->p->ad && !(env->p->ad = fvm_arena_alloc(ad.a, sizeof *env->p->ad)))
         return fvm_diag_add(env->d, FVM_ERR_NOMEM, env->where, "out of memory");
     ad.cache = env->p->ad;
-    *out = fvm_ad_pullback_of(&ad, f, mask);
+    *out = derived_of(&ad, f, mask, jvp);
     if (*out)
         return FVM_OK;
     if (!ad.failed)
         fvm_diag_add(env->d, FVM_ERR_TYPE, env->where, "cannot differentiate '%s'", f->name);
     return ad.status ? ad.status : FVM_ERR_TYPE;
+}
+
+fvm_status fvm_ad_pullback(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out)
+{
+    return start(env, f, mask, false, out);
+}
+
+fvm_status fvm_ad_jvp(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out)
+{
+    return start(env, f, mask, true, out);
 }
