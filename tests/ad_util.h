@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../vm/fedvm.h"
+#include "../format/doc_io.h"
 
 /* A case: a function f(params) -> s, a scalar f64 (or f64[]@SERVER), and the
  * parameter to differentiate. Single quotes stand for double quotes. */
@@ -263,6 +264,165 @@ static inline fvm_value *f64_scalar(double v)
     assert_int_equal(fvm_tensor_alloc(&t, FVM_DTYPE_F64, &none, NULL), FVM_OK);
     fvm_tensor_set_f64(&t, 0, v);
     return fvm_value_tensor_take(&t);
+}
+
+/* One case of either table of ad_cases.h: an op (functions NULL) or a
+ * program with extra functions. */
+typedef struct ad_case {
+    const char *name;
+    const char *functions; /* JSON object of extra functions (single quotes), or NULL */
+    const char *params, *body, *wrt;
+    domain dom;
+    const char *fixed;
+} ad_case;
+
+/* The program of case c: its extra functions, f(params) { body } returning
+ * 'result', then 'more' (JSON members ', "g": {...}' with double quotes, or
+ * ""). The caller frees the text. */
+static inline char *ad_program_text(const ad_case *c, const char *result, const char *more)
+{
+    char *fns = c->functions ? unquote(c->functions) : NULL, *params = unquote(c->params), *body = unquote(c->body);
+    if (fns)
+        fns[strlen(fns) - 1] = 0; /* without its closing brace: f follows */
+    size_t n = (fns ? strlen(fns) : 0) + strlen(params) + strlen(body) + strlen(more) + 256;
+    char *text = malloc(n);
+    snprintf(text, n,
+             "{\"fedvm\": 1, \"functions\": {%s%s\"f\": {\"params\": %s, \"body\": %s, \"result\": \"%s\"}%s}}",
+             fns ? fns + 1 : "", fns ? ", " : "", params, body, result, more); /* fns + 1: without its '{' */
+    free(fns);
+    free(params);
+    free(body);
+    return text;
+}
+
+/* Arguments for f: the case's fixed values where it gives them, random
+ * values in its domain for the others. Returns how many; the caller
+ * releases them. */
+static inline int ad_args(const ad_case *c, const fvm_func *f, fvm_value **args)
+{
+    fvm_arena a = {0};
+    fvm_diag d = {0};
+    fvm_doc *fixed = NULL;
+    int64_t nclients = 3;
+    if (c->fixed) {
+        char *fx = unquote(c->fixed);
+        fvm_doc_src src = {"fixed", fx, strlen(fx)};
+        assert_int_equal(fvm_json_parse(&a, &src, &fixed, &d), FVM_OK);
+        free(fx);
+    }
+    for (int i = 0; i < f->nparams; i++) {
+        const fvm_doc *v = fixed ? fvm_doc_get(fixed, f->param_names[i]) : NULL;
+        if (v)
+            assert_int_equal(fvm_value_from_doc(v, f->param_types[i], "fixed", "", &nclients, &args[i], &d), FVM_OK);
+        else
+            args[i] = random_value(f->param_types[i], c->dom);
+    }
+    fvm_arena_free(&a);
+    fvm_diag_clear(&d);
+    return f->nparams;
+}
+
+/* The index of f's parameter named name. */
+static inline int ad_param(const fvm_func *f, const char *name)
+{
+    for (int i = 0; i < f->nparams; i++)
+        if (!strcmp(f->param_names[i], name))
+            return i;
+    fail_msg("no parameter %s", name);
+    return -1;
+}
+
+/* ", p1, p2, ..." : f's parameter names as JSON arguments, into buf. */
+static inline void ad_arg_list(const fvm_func *f, char *buf, size_t n)
+{
+    size_t w = 0;
+    buf[0] = 0;
+    for (int i = 0; i < f->nparams && w < n; i++)
+        w += (size_t)snprintf(buf + w, n - w, ", \"%s\"", f->param_names[i]);
+}
+
+/* x += h * v over the float leaves of two values of one shape. */
+static inline void ad_axpy(fvm_value *x, double h, const fvm_value *v)
+{
+    if (x->kind == FVM_V_TENSOR) {
+        if (fvm_dtype_is_float(x->t.dtype))
+            for (int64_t i = 0; i < fvm_tensor_count(&x->t); i++)
+                fvm_tensor_set_f64(&x->t, i, fvm_tensor_get_f64(&x->t, i) + h * fvm_tensor_get_f64(&v->t, i));
+        return;
+    }
+    assert_int_equal(x->n, v->n);
+    for (int64_t i = 0; i < x->n; i++)
+        ad_axpy(x->items[i], h, v->items[i]);
+}
+
+/* A private copy of a value of any kind (client lists and sequences too). */
+static inline fvm_value *ad_copy(const fvm_value *v)
+{
+    if (v->kind == FVM_V_TENSOR)
+        return clone(v);
+    fvm_value *r = fvm_value_list(v->kind, v->n);
+    for (int64_t i = 0; i < v->n; i++)
+        r->items[i] = ad_copy(v->items[i]);
+    return r;
+}
+
+/* Calls fn of vm and returns its value; a failure prints its errors and fails the test. */
+static inline fvm_value *ad_call(fvm_vm *vm, const fvm_func *fn, fvm_value **args, const char *what)
+{
+    fvm_diag d = {0};
+    fvm_value *r = NULL;
+    if (fvm_vm_call(vm, fn, args, &r, &d) != FVM_OK) {
+        for (int i = 0; i < d.n; i++)
+            print_error("%s: %s\n", what, d.errs[i].msg);
+        fail_msg("%s: %s failed", what, fn->name);
+    }
+    fvm_diag_clear(&d);
+    return r;
+}
+
+/* Loads and compiles a program; its errors printed and the test failed when it does not check. */
+static inline fvm_program *ad_compile(const char *text, const char *what)
+{
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    assert_int_equal(fvm_program_load_text("case.json", text, strlen(text), &p, &d), FVM_OK);
+    if (fvm_compile(p, &d) != FVM_OK) {
+        for (int i = 0; i < d.n; i++)
+            print_error("%s: %s\n", what, d.errs[i].msg);
+        fail_msg("%s: the program does not check", what);
+    }
+    fvm_diag_clear(&d);
+    return p;
+}
+
+/* The largest relative error seen, |got - want| / max(1, |want|), and where. */
+typedef struct ad_err {
+    double max;
+    char where[160];
+} ad_err;
+
+/* Checks got against want element by element (float leaves, in order) with
+ * a relative tolerance; records the largest error in e. */
+static inline void ad_close(const char *what, const fvm_value *got, const fvm_value *want, double tol, ad_err *e)
+{
+    leaves lg = {0}, lw = {0};
+    collect((fvm_value *)got, &lg);
+    collect((fvm_value *)want, &lw);
+    if (lg.n != lw.n)
+        fail_msg("%s: %d float leaves, expected %d", what, lg.n, lw.n);
+    for (int k = 0; k < lg.n; k++) {
+        assert_int_equal(fvm_tensor_count(lg.t[k]), fvm_tensor_count(lw.t[k]));
+        for (int64_t i = 0; i < fvm_tensor_count(lg.t[k]); i++) {
+            double g = fvm_tensor_get_f64(lg.t[k], i), w = fvm_tensor_get_f64(lw.t[k], i);
+            double err = fabs(g - w) / fmax(1, fabs(w));
+            if (!(err <= tol))
+                fail_msg("%s: leaf %d element %lld is %.12g, expected %.12g", what, k, (long long)i, g, w);
+            if (e && err > e->max) {
+                e->max = err;
+                snprintf(e->where, sizeof e->where, "%s", what);
+            }
+        }
+    }
 }
 
 #endif

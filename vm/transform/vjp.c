@@ -85,10 +85,6 @@ const char *fvm_vjp_unsupported_why(fvm_op op)
         return "its argument is unplaced, and no intrinsic brings a placed cotangent back to an unplaced value; "
                "differentiate with respect to a placed parameter instead (a T@SERVER value, broadcast with "
                "federated_broadcast)";
-    case FVM_OP_MAX_POOL_GRAD:
-        return "fedvm has no second derivatives through max_pool (its gradient routes each window's cotangent to the "
-               "window's largest element, and no op routes it back); use avg_pool or a strided conv2d where a second "
-               "derivative is needed";
     case FVM_OP_WHILE:
         return "its number of iterations is known only at run time; write a fori";
     case FVM_OP_FEDERATED_AGGREGATE:

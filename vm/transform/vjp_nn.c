@@ -116,6 +116,21 @@ fvm_status vjp_conv2d_grad_filter(fvm_vjp *v)
     return FVM_OK;
 }
 
+/* max_pool_grad(x, dy) routes each window's dy to the element max_pool
+ * chose, max_pool_gather(x, u) reads u there: linear in dy and u, each the
+ * other's adjoint; piecewise constant in x, which gets none. */
+fvm_status vjp_max_pool_grad(fvm_vjp *v)
+{
+    set(v, 1, OP(MAX_POOL_GATHER, fvm_ad_copy_attrs(v->ad, v->in, window_keys), v->x[0], v->ct));
+    return FVM_OK;
+}
+
+fvm_status vjp_max_pool_gather(fvm_vjp *v)
+{
+    set(v, 1, OP(MAX_POOL_GRAD, fvm_ad_copy_attrs(v->ad, v->in, window_keys), v->x[0], v->ct));
+    return FVM_OK;
+}
+
 fvm_status vjp_avg_pool_grad(fvm_vjp *v)
 {
     /* linear in dy, the adjoint of avg_pool; x gives only a shape */
