@@ -99,7 +99,8 @@ static void run_hvp(const ad_case *c)
         assert_int_not_equal(fvm_compile(p, &d), FVM_OK);
         bool found = false;
         for (int i = 0; i < d.n && !found; i++)
-            found = strstr(d.errs[i].msg, error) && d.errs[i].loc.ptr && !strcmp(d.errs[i].loc.ptr, "/functions/f/body/0");
+            found =
+                strstr(d.errs[i].msg, error) && d.errs[i].loc.ptr && !strcmp(d.errs[i].loc.ptr, "/functions/f/body/0");
         if (!found)
             fail_msg("%s: no error '%s' at /functions/f/body/0 (first: %s)", c->name, error, d.n ? d.errs[0].msg : "-");
         fvm_diag_clear(&d);
@@ -227,7 +228,8 @@ static void expect_vector(const char *what, const fvm_value *v, int n, const dou
 static void test_logistic_regression_hessian(void **state)
 {
     (void)state;
-    static const double x[6][3] = {{1, 0.5, 1}, {-0.3, 2, 1}, {0.7, -1.2, 1}, {1.5, 0.2, 1}, {-2, 0.4, 1}, {0.1, 0.9, 1}};
+    static const double x[6][3] = {{1, 0.5, 1},   {-0.3, 2, 1}, {0.7, -1.2, 1},
+                                   {1.5, 0.2, 1}, {-2, 0.4, 1}, {0.1, 0.9, 1}};
     static const int client[6] = {0, 0, 1, 1, 1, 2}, count[3] = {2, 3, 1};
     const double w[3] = {0.2, -0.4, 0.1}, v[3] = {1, -2, 0.5};
     double mean[3] = {0}, pooled[3] = {0};

@@ -178,10 +178,247 @@ static void test_jvp_of_every_case(void **state)
                   nchecked, err_fd.max, err_fd.where, err_dual.max, err_dual.where);
 }
 
+/* The federated intrinsics (by op) in function f. */
+static int count_op(const fvm_func *f, fvm_op op)
+{
+    int n = 0;
+    for (int i = 0; i < f->ninstrs; i++)
+        n += f->instrs[i].op == op;
+    return n;
+}
+
+/* The derived function of main's first instruction (a jvp), in program text,
+ * with the functions that precede it; its value for args in *out. */
+static fvm_program *jvp_program(const char *functions, const char *params, const char *args, fvm_value **vals,
+                                fvm_value **out, const fvm_func **derived)
+{
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{'fedvm': 1, 'functions': {%s, 'main': {'params': %s, 'body': [['j', 'jvp', {'fn': 'f'}, %s]], "
+             "'result': 'j'}}}",
+             functions, params, args);
+    fvm_program *p = test_load("closure.json", text, true);
+    const fvm_func *main = fvm_program_func(p, "main");
+    *derived = main->instrs[0].derived;
+    assert_non_null(*derived);
+    fvm_vm *vm = NULL;
+    fvm_diag d = {0};
+    fvm_vm_config cfg = {.nclients = 3};
+    assert_int_equal(fvm_vm_new(p, &cfg, &vm, &d), FVM_OK);
+    *out = ad_call(vm, main, vals, "closure");
+    fvm_vm_free(vm);
+    /* derived code keeps the placement rules: only ops that take placed values get them */
+    for (int i = 0; i < p->nfuncs; i++)
+        for (int k = 0; k < p->funcs[i]->ninstrs; k++)
+            for (int j = 0; j < p->funcs[i]->instrs[k].nargs; j++)
+                if (fvm_type_is_placed(p->funcs[i]->instrs[k].arg_types[j]))
+                    assert_true(fvm_op_table[p->funcs[i]->instrs[k].op].flags & OPF_PLACED);
+    return p;
+}
+
+static fvm_value *vec2(double a, double b)
+{
+    fvm_tensor t;
+    fvm_dims d = {1, {2}};
+    assert_int_equal(fvm_tensor_alloc(&t, FVM_DTYPE_F64, &d, NULL), FVM_OK);
+    fvm_tensor_set_f64(&t, 0, a);
+    fvm_tensor_set_f64(&t, 1, b);
+    return fvm_value_tensor_take(&t);
+}
+
+static fvm_value *clients3(fvm_value *a, fvm_value *b, fvm_value *c)
+{
+    fvm_value *l = fvm_value_list(FVM_V_CLIENTS, 3);
+    l->items[0] = a;
+    l->items[1] = b;
+    l->items[2] = c;
+    return l;
+}
+
+static void expect_vec2(const fvm_value *v, double a, double b, const char *what)
+{
+    assert_int_equal(v->kind, FVM_V_TENSOR);
+    double x = fvm_tensor_get_f64(&v->t, 0), y = fvm_tensor_get_f64(&v->t, 1);
+    if (fabs(x - a) > 1e-14 * fmax(1, fabs(a)) || fabs(y - b) > 1e-14 * fmax(1, fabs(b)))
+        fail_msg("%s: [%.17g, %.17g], expected [%.17g, %.17g]", what, x, y, a, b);
+}
+
+/* The closure of federated programs under jvp: the tangent of a
+ * federated_broadcast is a federated_broadcast (of the tangent), of a
+ * federated_sum a federated_sum, of a federated_map a federated_map, of a
+ * federated_mean a sum divided by the count; the derived functions use no
+ * other intrinsic, and their values are the closed forms. */
+static void test_jvp_closure(void **state)
+{
+    (void)state;
+    const fvm_func *jf = NULL;
+    fvm_value *out = NULL;
+    /* broadcast: one tangent per client, each t */
+    fvm_value *v[3] = {vec2(1, 2), vec2(0.5, -3)};
+    fvm_program *p = jvp_program("'f': {'params': {'w': 'f64[2]@SERVER'}, 'body': [['b', 'federated_broadcast', 'w']], "
+                                 "'result': 'b'}",
+                                 "{'w': 'f64[2]@SERVER', 't': 'f64[2]@SERVER'}", "'w', 't'", v, &out, &jf);
+    assert_int_equal(count_op(jf, FVM_OP_FEDERATED_BROADCAST), 2); /* the value's and the tangent's */
+    assert_int_equal(count_op(jf, FVM_OP_FEDERATED_SUM) + count_op(jf, FVM_OP_FEDERATED_MEAN) +
+                         count_op(jf, FVM_OP_FEDERATED_MAP),
+                     0);
+    assert_int_equal(out->items[1]->kind, FVM_V_CLIENTS);
+    for (int i = 0; i < 3; i++)
+        expect_vec2(out->items[1]->items[i], 0.5, -3, "the tangent of a broadcast");
+    fvm_value_release(out);
+    fvm_program_free(p);
+    for (int i = 0; i < 2; i++)
+        fvm_value_release(v[i]);
+
+    /* sum over client values: the sum of the tangents, by federated_sum alone */
+    v[0] = clients3(vec2(1, 2), vec2(3, 4), vec2(5, 6));
+    v[1] = clients3(vec2(1, 0), vec2(0, 1), vec2(2, 2));
+    p = jvp_program("'f': {'params': {'x': '{f64[2]}@CLIENTS'}, 'body': [['s', 'federated_sum', 'x']], 'result': 's'}",
+                    "{'x': '{f64[2]}@CLIENTS', 't': '{f64[2]}@CLIENTS'}", "'x', 't'", v, &out, &jf);
+    assert_int_equal(count_op(jf, FVM_OP_FEDERATED_SUM), 2); /* the value's and the tangent's */
+    assert_int_equal(count_op(jf, FVM_OP_FEDERATED_BROADCAST) + count_op(jf, FVM_OP_FEDERATED_MAP), 0);
+    expect_vec2(out->items[0], 9, 12, "the value of the sum");
+    expect_vec2(out->items[1], 3, 3, "the tangent of the sum");
+    fvm_value_release(out);
+    fvm_program_free(p);
+
+    /* map over client values: each client's derivative, by federated_map alone */
+    p = jvp_program("'sq': {'params': {'v': 'f64[2]'}, 'body': [['y', 'mul', 'v', 'v']], 'result': 'y'}, "
+                    "'f': {'params': {'x': '{f64[2]}@CLIENTS'}, 'body': [['m', 'federated_map', {'fn': 'sq'}, 'x']], "
+                    "'result': 'm'}",
+                    "{'x': '{f64[2]}@CLIENTS', 't': '{f64[2]}@CLIENTS'}", "'x', 't'", v, &out, &jf);
+    assert_true(count_op(jf, FVM_OP_FEDERATED_MAP) >= 1);
+    assert_int_equal(count_op(jf, FVM_OP_FEDERATED_BROADCAST) + count_op(jf, FVM_OP_FEDERATED_SUM), 0);
+    expect_vec2(out->items[1]->items[0], 2, 0, "client 0's tangent");
+    expect_vec2(out->items[1]->items[1], 0, 8, "client 1's tangent");
+    expect_vec2(out->items[1]->items[2], 20, 24, "client 2's tangent");
+    fvm_value_release(out);
+    fvm_program_free(p);
+    fvm_value_release(v[1]);
+
+    /* broadcast, map, mean: the tangent broadcast, the clients' derivatives
+     * mapped and summed, divided by the count: sum_i (x_i . t) 2 (x_i . w) / 3 */
+    v[1] = v[0];
+    v[0] = vec2(0.5, -1);
+    v[2] = vec2(1, 0.5);
+    p = jvp_program("'sq': {'params': {'w': 'f64[2]', 'x': 'f64[2]'}, 'body': [['d', 'matmul', 'x', 'w'], "
+                    "['y', 'mul', 'd', 'd']], 'result': 'y'}, "
+                    "'f': {'params': {'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}, 'body': "
+                    "[['b', 'federated_broadcast', 'w'], ['l', 'federated_map', {'fn': 'sq'}, 'b', 'x'], "
+                    "['m', 'federated_mean', 'l']], 'result': 'm'}",
+                    "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS', 't': 'f64[2]@SERVER'}", "'w', 'x', 't'", v, &out,
+                    &jf);
+    assert_true(count_op(jf, FVM_OP_FEDERATED_BROADCAST) >= 2); /* the model's and the tangent's */
+    assert_true(count_op(jf, FVM_OP_FEDERATED_MAP) >= 2);
+    assert_true(count_op(jf, FVM_OP_FEDERATED_SUM) >= 1);
+    for (int i = 0; i < jf->ninstrs; i++) {
+        fvm_op op = jf->instrs[i].op;
+        if (fvm_op_table[op].flags & OPF_FED)
+            assert_true(op == FVM_OP_FEDERATED_BROADCAST || op == FVM_OP_FEDERATED_MAP || op == FVM_OP_FEDERATED_SUM ||
+                        op == FVM_OP_FEDERATED_MEAN || op == FVM_OP_FEDERATED_APPLY || op == FVM_OP_FEDERATED_VALUE);
+    }
+    double want = 0;
+    const double x[3][2] = {{1, 2}, {3, 4}, {5, 6}};
+    for (int i = 0; i < 3; i++)
+        want += (x[i][0] * 1 + x[i][1] * 0.5) * 2 * (x[i][0] * 0.5 - x[i][1]) / 3;
+    assert_true(fabs(fvm_tensor_get_f64(&out->items[1]->t, 0) - want) <= 1e-14 * fabs(want));
+    fvm_value_release(out);
+    fvm_program_free(p);
+    for (int i = 0; i < 3; i++)
+        fvm_value_release(v[i]);
+}
+
+/* DrJAX's published figures along the axes: the tangent along e_k is the
+ * k-th entry of the gradient [57.666668, -54.666668], the value 87.16667. */
+static void test_jvp_drjax_published_numbers(void **state)
+{
+    (void)state;
+    const char *dirs[2] = {"[1, 0]", "[0, 1]"};
+    const double want[2] = {57.666668, -54.666668};
+    for (int k = 0; k < 2; k++) {
+        fvm_diag d = {0};
+        fvm_program *p = test_load_file("tests/ad/drjax_jvp.json", &d);
+        const fvm_func *f = fvm_program_func(p, "jvp_drjax_loss");
+        assert_non_null(f);
+        fvm_named_text args[3] = {{"w", "[2, -1]", FVM_ARG_JSON},
+                                  {"x", "[[1, 2], [3, -4], [-7, 6]]", FVM_ARG_JSON},
+                                  {"t", dirs[k], FVM_ARG_JSON}};
+        fvm_value **vals = NULL;
+        int64_t nclients = -1;
+        fvm_vm *vm = NULL;
+        assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
+        assert_int_equal(fvm_bind_args(f, 3, args, 0, &nclients, &vals, &d), FVM_OK);
+        assert_int_equal(fvm_vm_set_clients(vm, nclients, &d), FVM_OK);
+        fvm_value *r = ad_call(vm, f, vals, "jvp_drjax_loss");
+        assert_true(fabs(fvm_tensor_get_f64(&r->items[0]->t, 0) - 87.16667) < 1e-5);
+        assert_true(fabs(fvm_tensor_get_f64(&r->items[1]->t, 0) - want[k]) < 1e-5);
+        fvm_value_release(r);
+        fvm_values_free(vals, f->nparams);
+        fvm_vm_free(vm);
+        fvm_program_free(p);
+        fvm_diag_clear(&d);
+    }
+}
+
+/* jvp's errors are values with locations: each at the instruction, the
+ * argument or the attribute at fault (file:line:col and JSON pointer). */
+static void test_jvp_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body, *ptr, *msg;
+    } cases[] = {
+        {"[['j', 'jvp', {'fn': 'f'}, 'w', 'n', 'u']]", "/functions/main/body/0/5",
+         "the tangent of 'f''s parameter 'w' must be f64[2], found f64[3]"},
+        {"[['j', 'jvp', {'fn': 'f'}, 'w', 'n']]", "/functions/main/body/0",
+         "takes f's 2 arguments and the tangent of the differentiated parameter, found 2"},
+        {"[['j', 'jvp', {'fn': 'f', 'wrt': 'n'}, 'w', 'n', 'n']]", "/functions/main/body/0/2",
+         "no gradient flows through integers"},
+        {"[['j', 'jvp', {'fn': 'f', 'wrt': 'v'}, 'w', 'n', 't']]", "/functions/main/body/0/2",
+         "function 'f' has no parameter 'v'"},
+        {"[['j', 'jvp', {'fn': 'grow'}, 'w', 't']]", "/functions/grow/body/0",
+         "cannot differentiate while: it does not pass gradients"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char text[2048];
+        snprintf(text, sizeof text,
+                 "{'fedvm': 1, 'functions': {"
+                 "'f': {'params': {'w': 'f64[2]', 'n': 'i32[]'}, 'body': [['c', 'cast', {'dtype': 'f64'}, 'n'], "
+                 "['y', 'mul', 'w', 'c']], 'result': 'y'}, "
+                 "'small': {'params': {'x': 'f64[2]'}, 'body': [['s', 'sum', 'x'], ['z', 'const', {'value': 9.0, "
+                 "'dtype': 'f64'}], ['go', 'lt', 's', 'z']], 'result': 'go'}, "
+                 "'twice': {'params': {'x': 'f64[2]'}, 'body': [['y', 'add', 'x', 'x']], 'result': 'y'}, "
+                 "'grow': {'params': {'x': 'f64[2]'}, 'body': [['y', 'while', {'cond': 'small', 'body': 'twice', "
+                 "'max_iter': 50}, 'x']], 'result': 'y'}, "
+                 "'main': {'params': {'w': 'f64[2]', 'n': 'i32[]', 't': 'f64[2]', 'u': 'f64[3]'}, 'body': %s, "
+                 "'result': 'j'}}}",
+                 cases[i].body);
+        char *src = test_json(text);
+        fvm_program *p = NULL;
+        fvm_diag d = {0};
+        assert_int_equal(fvm_program_load_text("errors.json", src, strlen(src), &p, &d), FVM_OK);
+        assert_int_not_equal(fvm_compile(p, &d), FVM_OK);
+        bool found = false;
+        for (int k = 0; k < d.n && !found; k++)
+            found = d.errs[k].loc.ptr && !strcmp(d.errs[k].loc.ptr, cases[i].ptr) && d.errs[k].loc.line == 1 &&
+                    d.errs[k].loc.col > 0 && strstr(d.errs[k].msg, cases[i].msg);
+        if (!found) {
+            test_print_errors(&d, "  ");
+            fail_msg("case %zu: no error '%s' at %s", i, cases[i].msg, cases[i].ptr);
+        }
+        fvm_diag_clear(&d);
+        fvm_program_free(p);
+        free(src);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_jvp_of_every_case),
+        cmocka_unit_test(test_jvp_closure),
+        cmocka_unit_test(test_jvp_drjax_published_numbers),
+        cmocka_unit_test(test_jvp_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

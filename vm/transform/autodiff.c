@@ -881,18 +881,106 @@ typedef struct jvp_mode {
 
 static const char *value_name(fvm_ad *ad, const flat *fl, const fvm_func *pb, jvp_mode *jv, int v);
 
+/* Does t have one shape whatever the values (tensors of known dims, placed
+ * or in structs; no sequences)? */
+static bool static_shape(const fvm_type *t)
+{
+    switch (t->kind) {
+    case FVM_T_TENSOR:
+        for (int i = 0; i < t->u.tensor.dims.rank; i++)
+            if (t->u.tensor.dims.d[i] < 0)
+                return false;
+        return true;
+    case FVM_T_FED:
+        return static_shape(t->u.fed.member);
+    case FVM_T_STRUCT:
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (!static_shape(t->u.strct.elems[i]))
+                return false;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Zeros of t, a static_shape type, from constants: placed parts by
+ * federated_value (all-equal at the clients), so that they depend on no
+ * value of the function (no aggregation comes before them). */
+static const char *const_zeros(fvm_ad *ad, const fvm_type *t)
+{
+    if (t->kind == FVM_T_TENSOR) {
+        fvm_doc *o = fvm_ad_attrs(ad);
+        fvm_doc *val = fvm_dtype_is_float(t->u.tensor.dtype) ? fvm_doc_real(ad->a, 0.0) : fvm_doc_int(ad->a, 0);
+        if (!o || fvm_doc_set(ad->a, o, "value", val))
+            return nomem(ad), NULL;
+        fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(t->u.tensor.dtype));
+        fvm_ints shape = {.n = t->u.tensor.dims.rank};
+        for (int i = 0; i < shape.n; i++)
+            shape.v[i] = t->u.tensor.dims.d[i];
+        if (shape.n)
+            fvm_ad_set_ints(ad, o, "shape", &shape);
+        return fvm_ad_op(ad, FVM_OP_CONST, o, 0, NULL);
+    }
+    if (t->kind == FVM_T_FED) {
+        fvm_doc *o = fvm_ad_attrs(ad);
+        fvm_ad_set_str(ad, o, "placement", t->u.fed.pl == FVM_PL_SERVER ? "SERVER" : "CLIENTS");
+        return FVM_AD(ad, FVM_OP_FEDERATED_VALUE, o, const_zeros(ad, t->u.fed.member));
+    }
+    int n = t->u.strct.n;
+    const char **fs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *fs);
+    if (!fs)
+        return nomem(ad), NULL;
+    for (int i = 0; i < n; i++)
+        fs[i] = const_zeros(ad, t->u.strct.elems[i]);
+    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, fs);
+}
+
 static const char *u_zeros(fvm_ad *ad, const flat *fl, const fvm_func *pb, jvp_mode *jv)
 {
     if (jv->u_name)
         return jv->u_name;
-    const char *like = value_name(ad, fl, pb, jv, jv->like), *hint = ad->b->hint;
     const fvm_type *r = jv->f->result_type, *ct = fvm_type_cotangent(ad->a, r);
-    if (!like || !ct)
+    const char *hint = ad->b->hint, *z;
+    if (!ct)
         return nomem(ad), NULL;
     ad->b->hint = "u";
-    jv->u_name = fvm_ad_conform(ad, fvm_ad_zeros(ad, like, r), ct);
+    if (static_shape(r)) {
+        z = const_zeros(ad, r);
+    } else { /* shaped as F's value */
+        const char *like = value_name(ad, fl, pb, jv, jv->like);
+        z = like ? fvm_ad_zeros(ad, like, r) : NULL;
+    }
+    jv->u_name = fvm_ad_conform(ad, z, ct);
     ad->b->hint = hint;
     return jv->u_name;
+}
+
+/* Are all of t's leaves floats (so a value linear in u is zero with u)? */
+static bool all_float(const fvm_type *t)
+{
+    if (t->kind == FVM_T_TENSOR)
+        return fvm_dtype_is_float(t->u.tensor.dtype);
+    if (t->kind == FVM_T_FED)
+        return all_float(t->u.fed.member);
+    if (t->kind != FVM_T_STRUCT)
+        return false;
+    for (int i = 0; i < t->u.strct.n; i++)
+        if (!all_float(t->u.strct.elems[i]))
+            return false;
+    return true;
+}
+
+/* Does t hold one value per client somewhere? */
+static bool holds_clients(const fvm_type *t)
+{
+    if (t->kind == FVM_T_FED)
+        return t->u.fed.pl == FVM_PL_CLIENTS;
+    if (t->kind != FVM_T_STRUCT)
+        return false;
+    for (int i = 0; i < t->u.strct.n; i++)
+        if (holds_clients(t->u.strct.elems[i]))
+            return true;
+    return false;
 }
 
 static const char *value_name(fvm_ad *ad, const flat *fl, const fvm_func *pb, jvp_mode *jv, int v)
@@ -915,9 +1003,26 @@ static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb, jvp_mode *jv)
         if (!args)
             return nomem(ad);
         ad->b->loc = &in->loc;
+        bool loop = nd->varied && (in->op == FVM_OP_FORI || in->op == FVM_OP_SEQUENCE_REDUCE);
+        if (jv && nd->varied && !loop && all_float(in->type) && !holds_clients(in->type) && static_shape(in->type)) {
+            /* pb is linear in u, so with u zero every float varied in u is
+             * zero: one of the type of a varied argument stands for it (no
+             * instruction; so no zero computed from an aggregation reaches
+             * the clients, and a jvp of one round stays one round) */
+            int k = 0;
+            for (; k < in->nargs; k++) {
+                int a = nd->args[k];
+                bool varied = a < fl->nparams ? a == jv->u : fl->nodes[a - fl->nparams].varied;
+                if (varied && fvm_type_equal(in->arg_types[k], in->type))
+                    break;
+            }
+            if (k < in->nargs) {
+                nd->name = value_name(ad, fl, pb, jv, nd->args[k]);
+                continue;
+            }
+        }
         for (int k = 0; k < in->nargs; k++)
             args[k] = value_name(ad, fl, pb, jv, nd->args[k]);
-        bool loop = nd->varied && (in->op == FVM_OP_FORI || in->op == FVM_OP_SEQUENCE_REDUCE);
         if (!loop) {
             nd->name = emit_named(ad, claim(ad, nd->base), in->op, in->attrs, in->nargs, args);
             continue;
