@@ -1,6 +1,6 @@
-/* autodiff.c - reverse-mode differentiation of IR functions into IR functions: inlining, activity
- * analysis, the forward copy, the backward pass through the VJP rules, generated helpers. */
-#include "autodiff.h"
+/* autodiff.c - differentiation of IR functions into IR functions: inlining, activity analysis, the
+ * forward copy, the backward pass through the VJP rules, and forward mode as its transpose. */
+#include "autodiff_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,60 +10,6 @@ static const fvm_vjp_fn vjp_table[FVM_OP_COUNT] = {
 #define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) [FVM_OP_##ID] = VJP,
 #include "../ir/ops.def"
 #undef FVM_OP
-};
-
-/* ---- caches (one per program, in its arena) ------------------------------------------ */
-
-typedef struct pb_entry {
-    const fvm_func *f;
-    uint64_t mask;
-    bool jvp; /* pb is f's forward derivative F.jvp(P), not its pullback */
-    fvm_func *pb;
-    struct pb_entry *next;
-} pb_entry;
-
-typedef struct helper_entry {
-    const char *key;
-    fvm_func *fn;
-    struct helper_entry *next;
-} helper_entry;
-
-/* A function's size with every call inlined, up to FVM_AD_MAX_INLINE + 1. */
-typedef struct size_entry {
-    const fvm_func *f;
-    int size;
-} size_entry;
-
-struct fvm_ad_cache {
-    pb_entry *pullbacks;
-    helper_entry *helpers;
-    size_entry *sizes; /* open addressing by function */
-    size_t scap, nsizes;
-    long emitted; /* instructions derived into the program so far (FVM_AD_MAX_DERIVED) */
-};
-
-/* ---- building a function ------------------------------------------------------------ */
-
-typedef struct builder {
-    fvm_func *f;
-    int cap;
-    const char **names; /* open-addressing set of the names bound so far */
-    size_t ncap, nnames;
-    const fvm_loc *loc; /* of the instruction being differentiated */
-    const char *hint; /* base of the names fvm_ad_op gives: "d.<value>" in a backward step */
-    struct builder *outer;
-} builder;
-
-struct fvm_ad {
-    const fvm_ad_env *env;
-    fvm_program *p;
-    fvm_arena *a;
-    struct fvm_ad_cache *cache;
-    builder *b;
-    int depth;
-    bool failed;
-    fvm_status status; /* of the first error, when failed */
-    const fvm_func *top; /* the function whose derivation was asked for */
 };
 
 fvm_arena *fvm_ad_arena(fvm_ad *ad)
@@ -126,7 +72,7 @@ static const char *claim(fvm_ad *ad, const char *base)
     return name_add(ad, b, s) ? s : NULL;
 }
 
-static void nomem(fvm_ad *ad)
+void fvm_ad_nomem(fvm_ad *ad)
 {
     if (!ad->failed)
         ad->status = fvm_diag_add(ad->env->d, FVM_ERR_NOMEM, ad->env->where, "out of memory while differentiating");
@@ -149,7 +95,7 @@ fvm_status fvm_ad_begin(fvm_ad *ad, const char *base, int nparams, const char *c
     builder *b = fvm_arena_alloc(a, sizeof *b);
     fvm_func *f = fvm_arena_alloc(a, sizeof *f);
     if (!b || !f)
-        return nomem(ad), FVM_ERR_NOMEM;
+        return fvm_ad_nomem(ad), FVM_ERR_NOMEM;
     b->f = f;
     b->outer = ad->b;
     b->loc = ad->b ? ad->b->loc : ad->env->where;
@@ -161,7 +107,7 @@ fvm_status fvm_ad_begin(fvm_ad *ad, const char *base, int nparams, const char *c
     f->param_locs = fvm_arena_array(a, (size_t)nparams + 1, sizeof(fvm_loc));
     f->param_name_locs = fvm_arena_array(a, (size_t)nparams + 1, sizeof(fvm_loc));
     if (!f->name || !f->param_names || !f->param_types || !f->param_locs || !f->param_name_locs)
-        return nomem(ad), FVM_ERR_NOMEM;
+        return fvm_ad_nomem(ad), FVM_ERR_NOMEM;
     f->loc = *b->loc;
     for (int i = 0; i < nparams; i++) {
         f->param_names[i] = claim(ad, names[i]);
@@ -169,7 +115,7 @@ fvm_status fvm_ad_begin(fvm_ad *ad, const char *base, int nparams, const char *c
         f->param_locs[i] = *b->loc;
         f->param_name_locs[i] = *b->loc;
         if (!f->param_names[i])
-            return nomem(ad), FVM_ERR_NOMEM;
+            return fvm_ad_nomem(ad), FVM_ERR_NOMEM;
     }
     return FVM_OK;
 }
@@ -203,7 +149,7 @@ static const char *emit_named(fvm_ad *ad, const char *name, fvm_op op, const fvm
         int cap = b->cap ? b->cap * 2 : 32;
         fvm_instr *in = fvm_arena_array(ad->a, (size_t)cap, sizeof *in);
         if (!in)
-            return nomem(ad), NULL;
+            return fvm_ad_nomem(ad), NULL;
         if (f->ninstrs)
             memcpy(in, f->instrs, (size_t)f->ninstrs * sizeof *in);
         f->instrs = in;
@@ -218,7 +164,7 @@ static const char *emit_named(fvm_ad *ad, const char *name, fvm_op op, const fvm
     in->arg_names = fvm_arena_array(ad->a, (size_t)nargs + 1, sizeof(char *));
     in->arg_locs = fvm_arena_array(ad->a, (size_t)nargs + 1, sizeof(fvm_loc));
     if (!in->arg_names || !in->arg_locs)
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     for (int i = 0; i < nargs; i++) {
         in->arg_names[i] = args[i];
         in->arg_locs[i] = *b->loc;
@@ -243,7 +189,7 @@ fvm_func *fvm_ad_end(fvm_ad *ad, const char *result)
     f->result_name = result;
     f->result_loc = *b->loc;
     if (fvm_program_add_func(ad->p, f))
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     if (ad->env->check(ad->env->ctx, f)) {
         /* The checker said what is wrong; say where it came from. */
         fvm_diag_add(ad->env->d, FVM_ERR_TYPE, b->loc, "the derived function '%s' does not check", f->name);
@@ -259,7 +205,7 @@ fvm_doc *fvm_ad_attrs(fvm_ad *ad)
 {
     fvm_doc *o = fvm_doc_new(ad->a, FVM_DOC_OBJECT);
     if (!o)
-        nomem(ad);
+        fvm_ad_nomem(ad);
     else
         o->flow = true;
     return o;
@@ -268,32 +214,32 @@ fvm_doc *fvm_ad_attrs(fvm_ad *ad)
 void fvm_ad_set_int(fvm_ad *ad, fvm_doc *o, const char *key, int64_t v)
 {
     if (o && fvm_doc_set(ad->a, o, key, fvm_doc_int(ad->a, v)))
-        nomem(ad);
+        fvm_ad_nomem(ad);
 }
 
 void fvm_ad_set_ints(fvm_ad *ad, fvm_doc *o, const char *key, const fvm_ints *v)
 {
     fvm_doc *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
     if (!arr)
-        return nomem(ad);
+        return fvm_ad_nomem(ad);
     arr->flow = true;
     for (int i = 0; i < v->n; i++)
         if (fvm_doc_push(ad->a, arr, fvm_doc_int(ad->a, v->v[i])))
-            return nomem(ad);
+            return fvm_ad_nomem(ad);
     if (o && fvm_doc_set(ad->a, o, key, arr))
-        nomem(ad);
+        fvm_ad_nomem(ad);
 }
 
 void fvm_ad_set_str(fvm_ad *ad, fvm_doc *o, const char *key, const char *s)
 {
     if (o && fvm_doc_set(ad->a, o, key, fvm_doc_string(ad->a, s)))
-        nomem(ad);
+        fvm_ad_nomem(ad);
 }
 
 void fvm_ad_set_bool(fvm_ad *ad, fvm_doc *o, const char *key, bool v)
 {
     if (o && fvm_doc_set(ad->a, o, key, fvm_doc_bool(ad->a, v)))
-        nomem(ad);
+        fvm_ad_nomem(ad);
 }
 
 fvm_doc *fvm_ad_copy_attrs(fvm_ad *ad, const fvm_instr *in, const char *const *keys)
@@ -302,7 +248,7 @@ fvm_doc *fvm_ad_copy_attrs(fvm_ad *ad, const fvm_instr *in, const char *const *k
     for (int i = 0; o && keys[i]; i++) {
         fvm_doc *v = fvm_doc_get(in->attrs, keys[i]);
         if (v && fvm_doc_set(ad->a, o, keys[i], v))
-            nomem(ad);
+            fvm_ad_nomem(ad);
     }
     return o;
 }
@@ -314,7 +260,7 @@ const char *fvm_ad_const(fvm_ad *ad, double v, fvm_dtype dtype)
         return NULL;
     fvm_doc *val = fvm_dtype_is_float(dtype) ? fvm_doc_real(ad->a, v) : fvm_doc_int(ad->a, (int64_t)v);
     if (fvm_doc_set(ad->a, o, "value", val))
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(dtype));
     return emit_named(ad, claim(ad, "c"), FVM_OP_CONST, o, 0, NULL);
 }
@@ -330,337 +276,6 @@ fvm_status fvm_ad_error(fvm_vjp *v, const char *fmt, ...)
                  msg);
     v->ad->failed = true;
     return FVM_ERR_TYPE;
-}
-
-/* ---- types ------------------------------------------------------------------------- */
-
-/* ---- generated helpers ---------------------------------------------------------------- */
-
-fvm_doc *fvm_ad_names(fvm_ad *ad, const fvm_type *st)
-{
-    bool named = st->u.strct.n > 0;
-    for (int i = 0; i < st->u.strct.n; i++)
-        named = named && st->u.strct.names[i];
-    if (!named)
-        return NULL;
-    fvm_doc *o = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
-    if (!o || !arr)
-        return nomem(ad), NULL;
-    arr->flow = true;
-    for (int i = 0; i < st->u.strct.n; i++)
-        if (fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, st->u.strct.names[i])))
-            return nomem(ad), NULL;
-    if (fvm_doc_set(ad->a, o, "names", arr))
-        return nomem(ad), NULL;
-    return o;
-}
-
-static const char *field_at(fvm_ad *ad, const char *s, int i)
-{
-    fvm_doc *o = fvm_ad_attrs(ad);
-    fvm_ad_set_int(ad, o, "index", i);
-    return FVM_AD(ad, FVM_OP_FIELD, o, s);
-}
-
-static const char *fn_attr_op(fvm_ad *ad, fvm_op op, const fvm_func *fn, int nargs, const char *const *args)
-{
-    if (!fn)
-        return NULL;
-    fvm_doc *o = fvm_ad_attrs(ad);
-    fvm_ad_set_str(ad, o, "fn", fn->name);
-    return fvm_ad_op(ad, op, o, nargs, args);
-}
-
-static bool one_float_dtype(const fvm_type *t, fvm_dtype *dt)
-{
-    if (t->kind == FVM_T_TENSOR) {
-        bool first = *dt == FVM_DTYPE_COUNT;
-        if (!fvm_dtype_is_float(t->u.tensor.dtype) || (!first && t->u.tensor.dtype != *dt))
-            return false;
-        *dt = t->u.tensor.dtype;
-        return true;
-    }
-    if (t->kind != FVM_T_STRUCT)
-        return false;
-    for (int i = 0; i < t->u.strct.n; i++)
-        if (!one_float_dtype(t->u.strct.elems[i], dt))
-            return false;
-    return true;
-}
-
-bool fvm_ad_one_float_dtype(const fvm_type *t, fvm_dtype *dt)
-{
-    *dt = FVM_DTYPE_COUNT;
-    return one_float_dtype(t, dt) && *dt != FVM_DTYPE_COUNT;
-}
-
-/* a op b for a tree a of type t and a float scalar b of dtype bt, leaf by
- * leaf: b is cast to each float leaf's dtype (once per dtype, cast[] holds
- * the casts made so far); integer leaves, which hold zero cotangents, pass
- * unchanged. */
-static const char *scale_tree(fvm_ad *ad, fvm_op op, const char *a, const fvm_type *t, const char *b, fvm_dtype bt,
-                              const char *cast[FVM_DTYPE_COUNT])
-{
-    if (t->kind == FVM_T_TENSOR) {
-        fvm_dtype dt = t->u.tensor.dtype;
-        if (!fvm_dtype_is_float(dt))
-            return a;
-        if (dt != bt && !cast[dt]) {
-            fvm_doc *o = fvm_ad_attrs(ad);
-            fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(dt));
-            cast[dt] = FVM_AD(ad, FVM_OP_CAST, o, b);
-        }
-        return fvm_ad_op(ad, op, NULL, 2, (const char *[]){a, dt == bt ? b : cast[dt]});
-    }
-    int n = t->u.strct.n;
-    const char **fs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *fs);
-    if (!fs)
-        return nomem(ad), NULL;
-    for (int i = 0; i < n; i++)
-        fs[i] = scale_tree(ad, op, field_at(ad, a, i), t->u.strct.elems[i], b, bt, cast);
-    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, fs);
-}
-
-fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, const fvm_type *t2, int index)
-{
-    static const char *const kinds[] = {"field", "pick2", "add",  "zeros",      "div",     "mul",
-                                        "tie",   "hit",   "quot", "per_client", "add_pair"};
-    const char *ts = fvm_type_str(ad->a, t, false), *ts2 = t2 ? fvm_type_str(ad->a, t2, false) : "";
-    const char *key = ts && ts2 ? fvm_arena_printf(ad->a, "%s/%d/%s/%s", kinds[kind], index, ts, ts2) : NULL;
-    if (!key)
-        return nomem(ad), NULL;
-    for (helper_entry *e = ad->cache->helpers; e; e = e->next)
-        if (!strcmp(e->key, key))
-            return e->fn;
-    const char *base = fvm_arena_printf(ad->a, "vjp.%s", kinds[kind]);
-    const char *pn[3] = {"a", "b", "c"};
-    const fvm_type *pt[3] = {t, t2 ? t2 : t, t};
-    int np = kind == FVM_AD_FIELD || kind == FVM_AD_ZEROS || kind == FVM_AD_PER_CLIENT || kind == FVM_AD_ADD_PAIR ? 1
-             : kind == FVM_AD_TIE                                                                                 ? 3
-                                                                                                                  : 2;
-    if (kind == FVM_AD_ADD_PAIR) { /* its parameter: <T, T> */
-        const fvm_type *pair[2] = {t, t};
-        if (!(pt[0] = fvm_type_struct(ad->a, 2, NULL, pair)))
-            return nomem(ad), NULL;
-    }
-    if (!base || fvm_ad_begin(ad, base, np, pn, pt))
-        return NULL;
-    const char *a = ad->b->f->param_names[0], *b = np > 1 ? ad->b->f->param_names[1] : NULL, *r = NULL;
-    switch (kind) {
-    case FVM_AD_FIELD:
-        r = field_at(ad, a, index);
-        break;
-    case FVM_AD_PICK2:
-        r = b;
-        break;
-    case FVM_AD_ADD:
-        r = fvm_ad_add(ad, a, b, t);
-        break;
-    case FVM_AD_ADD_PAIR:
-        r = fvm_ad_add(ad, field_at(ad, a, 0), field_at(ad, a, 1), t);
-        break;
-    case FVM_AD_ZEROS:
-        r = fvm_ad_zeros(ad, a, t);
-        break;
-    case FVM_AD_DIV:
-    case FVM_AD_MUL: {
-        /* b is a float scalar, converted to each leaf's dtype where it differs;
-         * when a has one dtype, b is cast at most once and the op lifted over a */
-        fvm_op op = kind == FVM_AD_DIV ? FVM_OP_DIV : FVM_OP_MUL;
-        fvm_dtype bt = t2->u.tensor.dtype, dt;
-        const char *cast[FVM_DTYPE_COUNT] = {0};
-        const fvm_type *ta = fvm_ad_one_float_dtype(t, &dt) ? fvm_type_scalar(ad->a, dt) : t;
-        r = ta ? scale_tree(ad, op, a, ta, b, bt, cast) : (nomem(ad), NULL);
-        break;
-    }
-    case FVM_AD_TIE: {
-        const char *c = ad->b->f->param_names[2];
-        const char *hit = FVM_AD(ad, FVM_OP_EQ, NULL, a, b);
-        r = FVM_AD(ad, FVM_OP_SELECT, NULL, hit, c, FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, c));
-        break;
-    }
-    case FVM_AD_HIT: {
-        const char *hit = FVM_AD(ad, FVM_OP_EQ, NULL, a, b);
-        r = FVM_AD(ad, FVM_OP_SELECT, NULL, hit, FVM_AD(ad, FVM_OP_ONES_LIKE, NULL, a),
-                   FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, a));
-        break;
-    }
-    case FVM_AD_QUOT:
-        r = FVM_AD(ad, FVM_OP_DIV, NULL, a, b);
-        break;
-    case FVM_AD_PER_CLIENT:
-        r = a; /* the call does the work: its argument becomes one member per client */
-        break;
-    }
-    fvm_func *fn = fvm_ad_end(ad, r);
-    helper_entry *e = fvm_arena_alloc(ad->a, sizeof *e);
-    if (!fn || !e)
-        return fn ? (nomem(ad), NULL) : NULL;
-    e->key = key;
-    e->fn = fn;
-    e->next = ad->cache->helpers;
-    ad->cache->helpers = e;
-    return fn;
-}
-
-/* Does t hold a {T}@CLIENTS (one value per client) outside sequences? */
-static bool holds_list(const fvm_type *t)
-{
-    if (t->kind == FVM_T_FED)
-        return t->u.fed.pl == FVM_PL_CLIENTS && !t->u.fed.all_equal;
-    if (t->kind != FVM_T_STRUCT)
-        return false;
-    for (int i = 0; i < t->u.strct.n; i++)
-        if (holds_list(t->u.strct.elems[i]))
-            return true;
-    return false;
-}
-
-const char *fvm_ad_conform(fvm_ad *ad, const char *v, const fvm_type *t)
-{
-    if (!v || !holds_list(t))
-        return v;
-    return fn_attr_op(ad, FVM_OP_CALL, fvm_ad_helper_fn(ad, FVM_AD_PER_CLIENT, t, NULL, 0), 1, &v);
-}
-
-/* Does t hold placed values or sequences (whose zeros and sums take
- * intrinsics or generated helpers)? */
-static bool needs_helpers(const fvm_type *t)
-{
-    return fvm_type_is_placed(t) || fvm_type_has_seq(t);
-}
-
-const char *fvm_ad_zeros(fvm_ad *ad, const char *like, const fvm_type *t)
-{
-    if (!needs_helpers(t))
-        return FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, like);
-    if (t->kind == FVM_T_FED) {
-        fvm_func *z = fvm_ad_helper_fn(ad, FVM_AD_ZEROS, t->u.fed.member, NULL, 0);
-        return fn_attr_op(ad, t->u.fed.pl == FVM_PL_CLIENTS ? FVM_OP_FEDERATED_MAP : FVM_OP_FEDERATED_APPLY, z, 1,
-                          &like);
-    }
-    if (t->kind == FVM_T_SEQ) /* as long as the sequence, element by element */
-        return fn_attr_op(ad, FVM_OP_SEQUENCE_MAP, fvm_ad_helper_fn(ad, FVM_AD_ZEROS, t->u.seq.elem, NULL, 0), 1,
-                          &like);
-    /* a struct holding placed values or sequences: field by field */
-    int n = t->u.strct.n;
-    const char **zs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *zs);
-    if (!zs)
-        return nomem(ad), NULL;
-    for (int i = 0; i < n; i++)
-        zs[i] = fvm_ad_zeros(ad, field_at(ad, like, i), t->u.strct.elems[i]);
-    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, zs);
-}
-
-const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type *t)
-{
-    if (!needs_helpers(t))
-        return FVM_AD(ad, FVM_OP_ADD, NULL, a, b);
-    if (t->kind == FVM_T_FED) {
-        fvm_func *add = fvm_ad_helper_fn(ad, FVM_AD_ADD, t->u.fed.member, NULL, 0);
-        const char *args[2] = {a, b};
-        return fn_attr_op(ad, t->u.fed.pl == FVM_PL_CLIENTS ? FVM_OP_FEDERATED_MAP : FVM_OP_FEDERATED_APPLY, add, 2,
-                          args);
-    }
-    if (t->kind == FVM_T_SEQ) { /* element by element: the sequences have one length */
-        const char *z = FVM_AD(ad, FVM_OP_SEQUENCE_ZIP, NULL, a, b);
-        return fn_attr_op(ad, FVM_OP_SEQUENCE_MAP, fvm_ad_helper_fn(ad, FVM_AD_ADD_PAIR, t->u.seq.elem, NULL, 0), 1,
-                          &z);
-    }
-    int n = t->u.strct.n;
-    const char **ss = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *ss);
-    if (!ss)
-        return nomem(ad), NULL;
-    for (int i = 0; i < n; i++)
-        ss[i] = fvm_ad_add(ad, field_at(ad, a, i), field_at(ad, b, i), t->u.strct.elems[i]);
-    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, ss);
-}
-
-/* ---- the derivative ops as functions ---------------------------------------------------------- */
-
-bool fvm_ad_is_deriv(fvm_op op)
-{
-    return op == FVM_OP_GRAD || op == FVM_OP_VALUE_AND_GRAD || op == FVM_OP_VJP || op == FVM_OP_JVP;
-}
-
-/* 1 of a float scalar type, unplaced or at the server (grad's cotangent). */
-static const char *one_of(fvm_ad *ad, const fvm_type *t)
-{
-    const fvm_type *m = t->kind == FVM_T_FED ? t->u.fed.member : t;
-    const char *one = fvm_ad_const(ad, 1.0, m->u.tensor.dtype);
-    if (t->kind != FVM_T_FED)
-        return one;
-    fvm_doc *o = fvm_ad_attrs(ad);
-    fvm_ad_set_str(ad, o, "placement", t->u.fed.pl == FVM_PL_SERVER ? "SERVER" : "CLIENTS");
-    return FVM_AD(ad, FVM_OP_FEDERATED_VALUE, o, one);
-}
-
-fvm_func *fvm_ad_deriv_fn(fvm_ad *ad, const fvm_instr *in)
-{
-    const fvm_func *fn = in->a.fn;
-    fvm_func *pb = in->derived;
-    if (!pb) {
-        if (!ad->failed)
-            ad->status = fvm_diag_add(ad->env->d, FVM_ERR_TYPE, &in->loc,
-                                      "cannot differentiate %s: the derivative it takes was not derived",
-                                      fvm_op_table[in->op].name);
-        ad->failed = true;
-        return NULL;
-    }
-    if (in->op == FVM_OP_JVP) /* F.jvp(P)(p1..pn, t) computes the op itself */
-        return pb;
-    const char *key = fvm_arena_printf(ad->a, "deriv/%d/%s", (int)in->op, pb->name);
-    if (!key)
-        return nomem(ad), NULL;
-    for (helper_entry *e = ad->cache->helpers; e; e = e->next)
-        if (!strcmp(e->key, key))
-            return e->fn;
-    int n = fn->nparams, np = n + (in->op == FVM_OP_VJP);
-    const char *wrt = (in->a.present & A(WRT)) ? in->a.wrt : fn->param_names[0];
-    const char *base = in->op == FVM_OP_GRAD ? fvm_arena_printf(ad->a, "%s.grad(%s)", fn->name, wrt)
-                       : in->op == FVM_OP_VALUE_AND_GRAD
-                           ? fvm_arena_printf(ad->a, "%s.value_and_grad(%s)", fn->name, wrt)
-                           : fvm_arena_printf(ad->a, "%s.vjp(%s).grads", fn->name, wrt);
-    const char **pn = fvm_arena_array(ad->a, (size_t)np + 1, sizeof *pn);
-    const fvm_type **pt = fvm_arena_array(ad->a, (size_t)np + 1, sizeof *pt);
-    if (!base || !pn || !pt)
-        return nomem(ad), NULL;
-    for (int i = 0; i < n; i++)
-        pn[i] = fn->param_names[i], pt[i] = fn->param_types[i];
-    if (np > n)
-        pn[n] = "ct", pt[n] = pb->param_types[n];
-    if (fvm_ad_begin(ad, base, np, pn, pt))
-        return NULL;
-    ad->b->loc = &in->loc;
-    ad->b->hint = "g";
-    const char **args = fvm_arena_array(ad->a, (size_t)n + 2, sizeof *args);
-    if (!args)
-        return nomem(ad), NULL;
-    for (int i = 0; i < n; i++)
-        args[i] = fvm_ad_param(ad, i);
-    args[n] = np > n ? fvm_ad_param(ad, n) : one_of(ad, pb->param_types[n]);
-    const char *r = fn_attr_op(ad, FVM_OP_CALL, pb, n + 1, args);
-    fvm_doc *o = fvm_ad_attrs(ad);
-    fvm_ad_set_str(ad, o, "name", "grads");
-    const char *g = field_at(ad, FVM_AD(ad, FVM_OP_FIELD, o, r), 0), *res = g;
-    if (in->op == FVM_OP_VALUE_AND_GRAD) {
-        fvm_doc *ov = fvm_ad_attrs(ad), *on = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
-        if (!arr || fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "value")) ||
-            fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "grad")) || !on || fvm_doc_set(ad->a, on, "names", arr))
-            return nomem(ad), NULL;
-        arr->flow = true;
-        fvm_ad_set_str(ad, ov, "name", "value");
-        res = FVM_AD(ad, FVM_OP_STRUCT, on, FVM_AD(ad, FVM_OP_FIELD, ov, r), g);
-    }
-    fvm_func *w = fvm_ad_end(ad, res);
-    helper_entry *e = w ? fvm_arena_alloc(ad->a, sizeof *e) : NULL;
-    if (!e)
-        return w ? (nomem(ad), NULL) : NULL;
-    e->key = key;
-    e->fn = w;
-    e->next = ad->cache->helpers;
-    ad->cache->helpers = e;
-    return w;
 }
 
 /* ---- flattening: calls inlined ----------------------------------------------------------- */
@@ -836,7 +451,7 @@ static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t, const char *l
         return NULL;
     const fvm_type *ct = fvm_type_cotangent(ad->a, t);
     if (!ct)
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     const char *sum = NULL;
     bool fields = false;
     for (int i = 0; i < c->n; i++)
@@ -845,14 +460,14 @@ static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t, const char *l
         int nf = ct->u.strct.n;
         const char **fs = fvm_arena_array(ad->a, (size_t)nf + 1, sizeof *fs);
         if (!fs)
-            return nomem(ad), NULL;
+            return fvm_ad_nomem(ad), NULL;
         for (int j = 0; j < nf; j++) {
             fs[j] = NULL;
             for (int i = 0; i < c->n; i++)
                 if (c->field[i] == j)
                     fs[j] = fs[j] ? fvm_ad_add(ad, fs[j], c->v[i], ct->u.strct.elems[j]) : c->v[i];
             if (!fs[j])
-                fs[j] = fvm_ad_zeros(ad, field_at(ad, like, j), t->u.strct.elems[j]);
+                fs[j] = fvm_ad_zeros(ad, fvm_ad_field(ad, like, j), t->u.strct.elems[j]);
         }
         sum = fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, ct), nf, fs);
     }
@@ -912,7 +527,7 @@ static const char *const_zeros(fvm_ad *ad, const fvm_type *t)
         fvm_doc *o = fvm_ad_attrs(ad);
         fvm_doc *val = fvm_dtype_is_float(t->u.tensor.dtype) ? fvm_doc_real(ad->a, 0.0) : fvm_doc_int(ad->a, 0);
         if (!o || fvm_doc_set(ad->a, o, "value", val))
-            return nomem(ad), NULL;
+            return fvm_ad_nomem(ad), NULL;
         fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(t->u.tensor.dtype));
         fvm_ints shape = {.n = t->u.tensor.dims.rank};
         for (int i = 0; i < shape.n; i++)
@@ -929,7 +544,7 @@ static const char *const_zeros(fvm_ad *ad, const fvm_type *t)
     int n = t->u.strct.n;
     const char **fs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *fs);
     if (!fs)
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     for (int i = 0; i < n; i++)
         fs[i] = const_zeros(ad, t->u.strct.elems[i]);
     return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, fs);
@@ -942,7 +557,7 @@ static const char *u_zeros(fvm_ad *ad, const flat *fl, const fvm_func *pb, jvp_m
     const fvm_type *r = jv->f->result_type, *ct = fvm_type_cotangent(ad->a, r);
     const char *hint = ad->b->hint, *z;
     if (!ct)
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     ad->b->hint = "u";
     if (static_shape(r)) {
         z = const_zeros(ad, r);
@@ -1001,7 +616,7 @@ static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb, jvp_mode *jv)
         const fvm_instr *in = nd->in;
         const char **args = fvm_arena_array(ad->a, (size_t)in->nargs + 1, sizeof *args);
         if (!args)
-            return nomem(ad);
+            return fvm_ad_nomem(ad);
         ad->b->loc = &in->loc;
         bool loop = nd->varied && (in->op == FVM_OP_FORI || in->op == FVM_OP_SEQUENCE_REDUCE);
         if (jv && nd->varied && !loop && all_float(in->type) && !holds_clients(in->type) && static_shape(in->type)) {
@@ -1077,7 +692,7 @@ static bool grads_match(fvm_ad *ad, const fvm_func *f, uint64_t mask, const fvm_
         const fvm_type *got = gs && gs->kind == FVM_T_STRUCT && k < gs->u.strct.n ? gs->u.strct.elems[k] : NULL;
         k++;
         if (!want)
-            return nomem(ad), false;
+            return fvm_ad_nomem(ad), false;
         if (got && same_type(got, want))
             continue;
         const char *what = fvm_arena_printf(ad->a, "the cotangent of '%s'", f->param_names[i]);
@@ -1139,7 +754,7 @@ static bool tangent_matches(fvm_ad *ad, const fvm_func *f, const fvm_func *jf)
     const fvm_type *r = jf->result_type, *want = fvm_type_cotangent(ad->a, f->result_type);
     bool pair = r && r->kind == FVM_T_STRUCT && r->u.strct.n == 2;
     if (!want)
-        return nomem(ad), false;
+        return fvm_ad_nomem(ad), false;
     if (!pair || !same_type(r->u.strct.elems[0], f->result_type))
         return mismatch(ad, jf, "the value", pair ? r->u.strct.elems[0] : NULL, f->result_type);
     if (!same_type(r->u.strct.elems[1], want))
@@ -1153,7 +768,7 @@ static fvm_doc *names2(fvm_ad *ad, const char *a, const char *b)
     fvm_doc *o = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
     if (!arr || fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, a)) ||
         fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, b)) || !o || fvm_doc_set(ad->a, o, "names", arr))
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     arr->flow = true;
     return o;
 }
@@ -1367,7 +982,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask, jvp_mode *jv)
     }
     goto done;
 oom:
-    nomem(ad);
+    fvm_ad_nomem(ad);
     if (pb && ad->b && ad->b->f == pb)
         ad->b = ad->b->outer;
     pb = NULL;
@@ -1407,7 +1022,7 @@ static fvm_func *derived_of(fvm_ad *ad, fvm_func *g, uint64_t mask, bool jvp)
     }
     pb_entry *e = pb ? fvm_arena_alloc(ad->a, sizeof *e) : NULL;
     if (pb && !e)
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     if (e) {
         e->f = g;
         e->mask = mask;
