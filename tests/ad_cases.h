@@ -605,6 +605,23 @@ static const pcase programs[] = {
     {"grad of a federated weighted mean", "{" DERIV_FNS "}",
      "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS', 'n': '{f64[]}@CLIENTS'}",
      "[['g', 'grad', {'fn': 'fw'}, 'w', 'x', 'n'], ['s', 'federated_apply', {'fn': 'sq'}, 'g']]", "w", POS, NULL},
+/* a meta-gradient: the gradient through SGD steps that take gradients (MAML's), over a sequence of
+ * examples in a fori over epochs */
+#define SGD_FNS \
+    "'loss': {'params': {'w': 'f64[3]', 'e': 'f64[3]'}, 'body': [['z', 'matmul', 'e', 'w'], ['t', 'tanh', 'z'], " \
+    "['q', 'mul', 't', 't']], 'result': 'q'}, " \
+    "'sgd': {'params': {'w': 'f64[3]', 'e': 'f64[3]', 'lr': 'f64[]'}, 'body': [['g', 'grad', {'fn': 'loss'}, 'w', " \
+    "'e'], ['s', 'mul', 'lr', 'g'], ['n', 'sub', 'w', 's']], 'result': 'n'}, " \
+    "'epoch': {'params': {'i': 'i32[]', 'w': 'f64[3]', 'xs': 'f64[3]*', 'lr': 'f64[]'}, 'body': " \
+    "[['n', 'sequence_reduce', {'fn': 'sgd'}, 'xs', 'w', 'lr']], 'result': 'n'}"
+    {"a meta-gradient through SGD steps", "{" SGD_FNS "}",
+     "{'w': 'f64[3]', 'xs': 'f64[3]*', 'lr': 'f64[]', 'e': 'f64[3]'}",
+     "[['t', 'fori', {'fn': 'epoch', 'n': 2}, 'w', 'xs', 'lr'], ['s', 'call', {'fn': 'loss'}, 't', 'e']]", "w", ANY,
+     "{'lr': 0.7}"},
+    {"a meta-gradient wrt the learning rate", "{" SGD_FNS "}",
+     "{'w': 'f64[3]', 'xs': 'f64[3]*', 'lr': 'f64[]', 'e': 'f64[3]'}",
+     "[['t', 'fori', {'fn': 'epoch', 'n': 2}, 'w', 'xs', 'lr'], ['s', 'call', {'fn': 'loss'}, 't', 'e']]", "lr", POS,
+     NULL},
     {"grad wrt an all-equal client value", "{" DERIV_FNS "}", "{'v': 'f64[2]@CLIENTS', 'x': '{f64[2]}@CLIENTS'}",
      "[['g', 'grad', {'fn': 'fa'}, 'v', 'x'], ['m', 'federated_map', {'fn': 'sq'}, 'g'], ['s', 'federated_sum', 'm']]",
      "v", ANY, NULL},

@@ -198,6 +198,9 @@ def expectation(case):
         return drjax_mean_loss(arg("w"), arg("x"))
     if prog == "jvp_sum_loss.json":
         return jvp_sum_loss(arg("w"), arg("x"), arg("t"))
+    if prog == "jvp_mean_loss.json":
+        r, n = jvp_sum_loss(arg("w"), arg("x"), arg("t")), len(arg("x"))
+        return {"value": r["value"] / n, "tangent": r["tangent"] / n}
     if prog == "fedsgd_linear.json":
         return fedsgd_linear(arg("data"), case["rounds"])
     if prog == "signed_zeros.json":

@@ -209,11 +209,11 @@ const char *fvm_ad_zeros(fvm_ad *ad, const char *like, const fvm_type *t)
     if (t->kind == FVM_T_FED) {
         fvm_func *z = fvm_ad_helper_fn(ad, FVM_AD_ZEROS, t->u.fed.member, NULL, 0);
         return fvm_ad_fn_op(ad, t->u.fed.pl == FVM_PL_CLIENTS ? FVM_OP_FEDERATED_MAP : FVM_OP_FEDERATED_APPLY, z, 1,
-                          &like);
+                            &like);
     }
     if (t->kind == FVM_T_SEQ) /* as long as the sequence, element by element */
         return fvm_ad_fn_op(ad, FVM_OP_SEQUENCE_MAP, fvm_ad_helper_fn(ad, FVM_AD_ZEROS, t->u.seq.elem, NULL, 0), 1,
-                          &like);
+                            &like);
     /* a struct holding placed values or sequences: field by field */
     int n = t->u.strct.n;
     const char **zs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *zs);
@@ -232,12 +232,12 @@ const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type 
         fvm_func *add = fvm_ad_helper_fn(ad, FVM_AD_ADD, t->u.fed.member, NULL, 0);
         const char *args[2] = {a, b};
         return fvm_ad_fn_op(ad, t->u.fed.pl == FVM_PL_CLIENTS ? FVM_OP_FEDERATED_MAP : FVM_OP_FEDERATED_APPLY, add, 2,
-                          args);
+                            args);
     }
     if (t->kind == FVM_T_SEQ) { /* element by element: the sequences have one length */
         const char *z = FVM_AD(ad, FVM_OP_SEQUENCE_ZIP, NULL, a, b);
         return fvm_ad_fn_op(ad, FVM_OP_SEQUENCE_MAP, fvm_ad_helper_fn(ad, FVM_AD_ADD_PAIR, t->u.seq.elem, NULL, 0), 1,
-                          &z);
+                            &z);
     }
     int n = t->u.strct.n;
     const char **ss = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *ss);

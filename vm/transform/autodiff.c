@@ -570,6 +570,30 @@ static const char *u_zeros(fvm_ad *ad, const flat *fl, const fvm_func *pb, jvp_m
     return jv->u_name;
 }
 
+/* Does in compute only what is linear in its varied arguments (elementwise
+ * ops, the linear aggregations, calls of generated helpers), never a
+ * value besides (as a call of a pullback returns the function's value)? */
+static bool linear_op(fvm_ad *ad, const fvm_instr *in)
+{
+    if (fvm_op_table[in->op].flags & OPF_LIFT)
+        return true;
+    switch (in->op) {
+    case FVM_OP_FEDERATED_BROADCAST:
+    case FVM_OP_FEDERATED_SUM:
+    case FVM_OP_FEDERATED_MEAN:
+        return true;
+    case FVM_OP_CALL:
+    case FVM_OP_FEDERATED_MAP:
+    case FVM_OP_FEDERATED_APPLY:
+        for (const helper_entry *e = ad->cache->helpers; e; e = e->next)
+            if (e->fn == in->a.fn)
+                return strncmp(e->key, "deriv/", 6) != 0;
+        return false;
+    default:
+        return false;
+    }
+}
+
 /* Are all of t's leaves floats (so a value linear in u is zero with u)? */
 static bool all_float(const fvm_type *t)
 {
@@ -619,11 +643,13 @@ static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb, jvp_mode *jv)
             return fvm_ad_nomem(ad);
         ad->b->loc = &in->loc;
         bool loop = nd->varied && (in->op == FVM_OP_FORI || in->op == FVM_OP_SEQUENCE_REDUCE);
-        if (jv && nd->varied && !loop && all_float(in->type) && !holds_clients(in->type) && static_shape(in->type)) {
-            /* pb is linear in u, so with u zero every float varied in u is
-             * zero: one of the type of a varied argument stands for it (no
-             * instruction; so no zero computed from an aggregation reaches
-             * the clients, and a jvp of one round stays one round) */
+        if (jv && nd->varied && linear_op(ad, in) && all_float(in->type) && !holds_clients(in->type) &&
+            static_shape(in->type)) {
+            /* pb is linear in u, and these ops pass on only what is linear
+             * in their varied arguments, so with u zero their value is zero:
+             * a varied argument of their type stands for it (no instruction;
+             * so no zero computed from an aggregation reaches the clients,
+             * and a jvp of one round stays one round) */
             int k = 0;
             for (; k < in->nargs; k++) {
                 int a = nd->args[k];
