@@ -377,6 +377,61 @@ static void test_nested_derivatives(void **state)
     fvm_diag_clear(&d);
 }
 
+/* Past the bound on inlining (autodiff.h): f is a chain of 600 sin, so
+ * grad(f)'s pullback is too large to take in, and the derivative of a
+ * function using grad(f) goes through that function's own pullback (a call
+ * the derivation shares), with the grad op copied forward: its second
+ * derivative, and the tangent of its first, against the chain rule. */
+static void test_second_derivative_past_inlining(void **state)
+{
+    (void)state;
+    enum { N = 600 };
+    size_t cap = 256 + 40 * (size_t)N, w = 0;
+    char *text = malloc(cap);
+    w += (size_t)snprintf(text + w, cap - w,
+                          "{\"fedvm\": 1, \"functions\": {\"f\": {\"params\": {\"x\": \"f64[]\"}, \"body\": "
+                          "[[\"y0\", \"sin\", \"x\"]");
+    for (int i = 1; i < N; i++)
+        w += (size_t)snprintf(text + w, cap - w, ", [\"y%d\", \"sin\", \"y%d\"]", i, i - 1);
+    snprintf(
+        text + w, cap - w,
+        "], \"result\": \"y%d\"}, \"g\": {\"params\": {\"x\": \"f64[]\"}, \"body\": [[\"d\", \"grad\", {\"fn\": "
+        "\"f\"}, \"x\"]], \"result\": \"d\"}, \"h\": {\"params\": {\"x\": \"f64[]\"}, \"body\": [[\"d\", \"grad\", "
+        "{\"fn\": \"g\"}, \"x\"]], \"result\": \"d\"}, \"hj\": {\"params\": {\"x\": \"f64[]\", \"t\": \"f64[]\"}, "
+        "\"body\": [[\"d\", \"jvp\", {\"fn\": \"g\"}, \"x\", \"t\"]], \"result\": \"d\"}}}",
+        N - 1);
+    fvm_program *p = ad_compile(text, "past inlining");
+    bool shared = false; /* some derived function calls a pullback rather than inlining it */
+    for (int i = 0; i < p->nfuncs && !shared; i++)
+        for (int k = 0; k < p->funcs[i]->ninstrs && !shared; k++)
+            shared = p->funcs[i]->instrs[k].op == FVM_OP_CALL && strstr(p->funcs[i]->instrs[k].a.fn->name, ".vjp(");
+    assert_true(shared);
+    double y = 0.3, dy = 1, ddy = 0;
+    for (int i = 0; i < N; i++) {
+        double s = sin(y), c = cos(y);
+        ddy = -s * dy * dy + c * ddy;
+        dy = c * dy;
+        y = s;
+    }
+    fvm_vm *vm = NULL;
+    fvm_diag d = {0};
+    assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
+    fvm_value *a[2] = {f64_scalar(0.3), f64_scalar(1)};
+    fvm_value *r = ad_call(vm, fvm_program_func(p, "h"), a, "h");
+    expect_vector("the second derivative", r, 1, &ddy, 1e-12, NULL);
+    fvm_value_release(r);
+    r = ad_call(vm, fvm_program_func(p, "hj"), a, "hj");
+    expect_vector("the value of the first", r->items[0], 1, &dy, 1e-12, NULL);
+    expect_vector("the tangent of the first", r->items[1], 1, &ddy, 1e-12, NULL);
+    fvm_value_release(r);
+    fvm_value_release(a[0]);
+    fvm_value_release(a[1]);
+    fvm_vm_free(vm);
+    fvm_program_free(p);
+    fvm_diag_clear(&d);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_client_values_hessian),
         cmocka_unit_test(test_third_derivative_over_clients),
         cmocka_unit_test(test_nested_derivatives),
+        cmocka_unit_test(test_second_derivative_past_inlining),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

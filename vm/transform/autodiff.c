@@ -666,6 +666,8 @@ static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb, jvp_mode *jv)
             args[k] = value_name(ad, fl, pb, jv, nd->args[k]);
         if (!loop) {
             nd->name = emit_named(ad, claim(ad, nd->base), in->op, in->attrs, in->nargs, args);
+            if (nd->name) /* a derivative op (not inlined) or federated_select keeps what the passes derived */
+                ad->b->f->instrs[ad->b->f->ninstrs - 1].derived = in->derived;
             continue;
         }
         bool fori = in->op == FVM_OP_FORI;

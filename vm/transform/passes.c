@@ -242,7 +242,8 @@ fvm_status fvm_passes_run(fvm_program *p, fvm_diag *d)
 {
     if (p->compiled)
         return FVM_OK;
-    int n = p->nfuncs; /* the derived ones, added from here on, hold no grad */
+    int n = p->nfuncs; /* the derived ones, added from here on, need no derivation: a derivative op they
+                          * copy forward (past the bound on inlining) keeps the derivative its original has */
     fvm_status first = lower_fields(p, n, d);
     if (first)
         return first;
