@@ -412,13 +412,55 @@ static void test_jvp_errors(void **state)
     }
 }
 
+/* A result with integer, boolean and sequence parts: their tangents are
+ * zeros (false), the floats' the derivative, the sequence's element by
+ * element. */
+static void test_jvp_of_mixed_results(void **state)
+{
+    (void)state;
+    fvm_program *p = test_load(
+        "mixed.json",
+        "{'fedvm': 1, 'functions': {"
+        "'lin': {'params': {'e': 'f64[2]', 'w': 'f64[2]'}, 'body': [['d', 'matmul', 'e', 'w'], ['y', 'tanh', 'd']], "
+        "'result': 'y'}, "
+        "'f': {'params': {'w': 'f64[2]', 'xs': 'f64[2]*'}, 'body': [['y', 'mul', 'w', 'w'], "
+        "['z', 'const', {'value': 0.5, 'dtype': 'f64'}], ['b', 'gt', 'w', 'z'], ['n', 'const', {'value': 3}], "
+        "['ys', 'sequence_map', {'fn': 'lin'}, 'xs', 'w'], ['r', 'struct', 'y', 'b', 'n', 'ys']], 'result': 'r'}, "
+        "'main': {'params': {'w': 'f64[2]', 'xs': 'f64[2]*', 't': 'f64[2]'}, 'body': [['j', 'jvp', {'fn': 'f'}, 'w', "
+        "'xs', 't']], 'result': 'j'}}}",
+        true);
+    fvm_vm *vm = NULL;
+    fvm_diag d = {0};
+    assert_int_equal(fvm_vm_new(p, NULL, &vm, &d), FVM_OK);
+    fvm_value *xs = fvm_value_list(FVM_V_SEQ, 2);
+    xs->items[0] = vec2(1, 2);
+    xs->items[1] = vec2(0.5, -1);
+    fvm_value *a[3] = {vec2(0.3, 0.7), xs, vec2(1, 2)};
+    fvm_value *r = ad_call(vm, fvm_program_func(p, "main"), a, "mixed");
+    const fvm_value *tan = r->items[1];
+    expect_vec2(tan->items[0], 0.6, 2.8, "the float part");
+    assert_int_equal(fvm_tensor_get_i64(&tan->items[1]->t, 0) + fvm_tensor_get_i64(&tan->items[1]->t, 1), 0);
+    assert_int_equal(fvm_tensor_get_i64(&tan->items[2]->t, 0), 0);
+    assert_int_equal(tan->items[3]->n, 2);
+    for (int i = 0; i < 2; i++) {
+        const double *e = i ? (const double[]){0.5, -1} : (const double[]){1, 2};
+        double z = e[0] * 0.3 + e[1] * 0.7, th = tanh(z), want = (1 - th * th) * (e[0] * 1 + e[1] * 2);
+        assert_true(fabs(fvm_tensor_get_f64(&tan->items[3]->items[i]->t, 0) - want) < 1e-15);
+    }
+    fvm_value_release(r);
+    for (int i = 0; i < 3; i++)
+        fvm_value_release(a[i]);
+    fvm_vm_free(vm);
+    fvm_program_free(p);
+    fvm_diag_clear(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_jvp_of_every_case),
-        cmocka_unit_test(test_jvp_closure),
-        cmocka_unit_test(test_jvp_drjax_published_numbers),
-        cmocka_unit_test(test_jvp_errors),
+        cmocka_unit_test(test_jvp_of_every_case),           cmocka_unit_test(test_jvp_closure),
+        cmocka_unit_test(test_jvp_drjax_published_numbers), cmocka_unit_test(test_jvp_errors),
+        cmocka_unit_test(test_jvp_of_mixed_results),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -525,7 +525,10 @@ static const char *const_zeros(fvm_ad *ad, const fvm_type *t)
 {
     if (t->kind == FVM_T_TENSOR) {
         fvm_doc *o = fvm_ad_attrs(ad);
-        fvm_doc *val = fvm_dtype_is_float(t->u.tensor.dtype) ? fvm_doc_real(ad->a, 0.0) : fvm_doc_int(ad->a, 0);
+        fvm_dtype dt = t->u.tensor.dtype;
+        fvm_doc *val = fvm_dtype_is_float(dt) ? fvm_doc_real(ad->a, 0.0)
+                       : dt == FVM_DTYPE_BOOL ? fvm_doc_bool(ad->a, false)
+                                              : fvm_doc_int(ad->a, 0);
         if (!o || fvm_doc_set(ad->a, o, "value", val))
             return fvm_ad_nomem(ad), NULL;
         fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(t->u.tensor.dtype));
