@@ -605,6 +605,18 @@ static const pcase programs[] = {
     {"grad of a federated weighted mean", "{" DERIV_FNS "}",
      "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS', 'n': '{f64[]}@CLIENTS'}",
      "[['g', 'grad', {'fn': 'fw'}, 'w', 'x', 'n'], ['s', 'federated_apply', {'fn': 'sq'}, 'g']]", "w", POS, NULL},
+/* a small convolutional network, as programs/models/cnn_mnist.json in f64: its Hessian crosses conv2d's,
+ * relu's, max_pool's and the cross-entropy's second derivatives */
+#define CNN_FNS \
+    "'logits': {'params': {'m': '<c=f64[3,3,1,2],cb=f64[2],d=f64[8,3],db=f64[3]>', 'x': 'f64[2,4,4,1]'}, 'body': " \
+    "[['c', 'field', {'name': 'c'}, 'm'], ['cb', 'field', {'name': 'cb'}, 'm'], ['d', 'field', {'name': 'd'}, 'm'], " \
+    "['db', 'field', {'name': 'db'}, 'm'], ['h', 'conv2d', 'x', 'c'], ['hb', 'add', 'h', 'cb'], ['a', 'relu', 'hb'], " \
+    "['p', 'max_pool', {'window': [2, 2]}, 'a'], ['f', 'reshape', {'shape': [2, 8]}, 'p'], " \
+    "['z', 'matmul', 'f', 'd'], ['y', 'add', 'z', 'db']], 'result': 'y'}"
+    {"a small CNN (conv2d, relu, max_pool, dense, cross-entropy) wrt its weights", "{" CNN_FNS "}",
+     "{'m': '<c=f64[3,3,1,2],cb=f64[2],d=f64[8,3],db=f64[3]>', 'x': 'f64[2,4,4,1]', 'l': 'i32[2]'}",
+     "[['z', 'call', {'fn': 'logits'}, 'm', 'x'], ['e', 'softmax_cross_entropy', 'z', 'l'], ['s', 'sum', 'e']]", "m",
+     ANY, "{'l': [2, 0]}"},
 /* a meta-gradient: the gradient through SGD steps that take gradients (MAML's), over a sequence of
  * examples in a fori over epochs */
 #define SGD_FNS \
