@@ -646,6 +646,50 @@ static void test_max_pool_ties_and_nan(void **state)
     }
 }
 
+/* max pooling's choice read from u: the same elements the gradient routes
+ * dy to (first maximum in row-major order, the first NaN), so <gather(x, u),
+ * r> = <u, pool_grad(x, r)> for every u and r. */
+static void test_max_pool_gather(void **state)
+{
+    (void)state;
+    fvm_diag d = {0};
+    for (int k = 0; k < 2; k++) {
+        fvm_dtype t = FLOATS[k];
+        fvm_window v22 = {.kh = 2, .kw = 2, .sh = 1, .sw = 1, .same = false};
+        fvm_window v12 = {.kh = 1, .kw = 2, .sh = 1, .sw = 1, .same = false};
+        fvm_window v14 = {.kh = 1, .kw = 4, .sh = 1, .sw = 1, .same = false};
+        /* a tie inside one window, and in a later row: the first in row-major order */
+        fvm_tensor x = TD(t, D4(1, 2, 2, 1), 5, 5, 1, 5), u = TD(t, D4(1, 2, 2, 1), 10, 20, 30, 40);
+        fvm_tensor y = junk(t, D4(1, 1, 1, 1));
+        assert_int_equal(fvm_k_pool_gather(&x, &u, &v22, &y, &d), FVM_OK);
+        EXPECT(&y, 10);
+        fvm_tensor xt = TD(t, D4(1, 2, 2, 1), 0, 1, 1, 0);
+        assert_int_equal(fvm_k_pool_gather(&xt, &u, &v22, &y, &d), FVM_OK);
+        EXPECT(&y, 20);
+        /* overlapping windows [1,3] and [3,3]: both read element 1 */
+        fvm_tensor x3 = TD(t, D4(1, 1, 3, 1), 1, 3, 3), u3 = TD(t, D4(1, 1, 3, 1), 4, 5, 6);
+        fvm_tensor y2 = junk(t, D4(1, 1, 2, 1));
+        assert_int_equal(fvm_k_pool_gather(&x3, &u3, &v12, &y2, &d), FVM_OK);
+        EXPECT(&y2, 5, 5);
+        /* NaN is the maximum; the first NaN wins */
+        fvm_tensor xn = TD(t, D4(1, 1, 4, 1), 1, NAN, 3, NAN), un = TD(t, D4(1, 1, 4, 1), 1, 2, 3, 4);
+        assert_int_equal(fvm_k_pool_gather(&xn, &un, &v14, &y, &d), FVM_OK);
+        EXPECT(&y, 2);
+        /* the adjoint of the gradient, with SAME windows that overlap, many channels */
+        fvm_window s32 = {.kh = 3, .kw = 3, .sh = 2, .sw = 2, .same = true};
+        fvm_tensor xr = rand_tensor(t, D4(2, 5, 4, 70)), ur = rand_tensor(t, D4(2, 5, 4, 70));
+        fvm_tensor rr = rand_tensor(t, D4(2, 3, 2, 70)), yr = junk(t, D4(2, 3, 2, 70)), gr = junk(t, D4(2, 5, 4, 70));
+        assert_int_equal(fvm_k_pool_gather(&xr, &ur, &s32, &yr, &d), FVM_OK);
+        assert_int_equal(fvm_k_pool_grad(FVM_POOL_MAX, &xr, &rr, &s32, &gr, &d), FVM_OK);
+        double *rv = values(&rr), *uv = values(&ur), lhs = dot_with(&yr, rv), rhs = dot_with(&gr, uv);
+        assert_true(fabs(lhs - rhs) <= (k ? 1e-12 : 1e-4) * fmax(1, fabs(rhs)));
+        free(rv);
+        free(uv);
+        assert_int_equal(d.n, 0);
+        release(14, &x, &u, &y, &xt, &x3, &u3, &y2, &xn, &un, &xr, &ur, &rr, &yr, &gr);
+    }
+}
+
 typedef struct pool_case {
     int64_t n, h, w, c, kh, kw, sh, sw;
     bool same;
@@ -1045,6 +1089,7 @@ int main(void)
         cmocka_unit_test(test_conv2d_edges),
         cmocka_unit_test(test_pool_by_hand),
         cmocka_unit_test(test_max_pool_ties_and_nan),
+        cmocka_unit_test(test_max_pool_gather),
         cmocka_unit_test(test_pool_finite_differences),
         cmocka_unit_test(test_pool_errors),
         cmocka_unit_test(test_softmax),

@@ -24,7 +24,7 @@ mkdir -p "$C"/{ir_json,ir_yaml,safetensors,metrics,xdev_plan,xdev_files,fedjax}
 
 # programs, JSON and YAML
 for f in programs/*.json programs/*/*.json tests/golden/programs/*.json tests/invalid/*.json \
-         tests/invalid/*/*.json tests/regress/*.json tests/xdev/*.json; do
+         tests/invalid/*/*.json tests/regress/*.json tests/xdev/*.json tests/ad/*.json; do
     small "$f" && cp "$f" "$C/ir_json/$(name "$f").json"
 done
 for f in programs/*.yaml tests/invalid/*.yaml; do cp "$f" "$C/ir_yaml/$(name "$f").yaml"; done

@@ -146,6 +146,14 @@ def drjax_mean_loss(w, xs):
     return {"loss": loss(w), "grad": g, "loss_after_step": loss(w2)}
 
 
+def jvp_sum_loss(w, xs, t):
+    """The sum over clients of 0.5 (x.w - 1)^2 and its derivative along t, sum_k (x_k.w - 1)(x_k.t)."""
+    def dot(a, b):
+        return sum(p * q for p, q in zip(a, b))
+    errors = [dot(x, w) - 1.0 for x in xs]
+    return {"value": sum(0.5 * e * e for e in errors), "tangent": sum(e * dot(x, t) for e, x in zip(errors, xs))}
+
+
 def shuffle_repeat(xs, rows, key):
     """sequence_shuffle is Fisher-Yates over the key's Threefry stream; sequence_repeat concatenates copies."""
     s = [xs[i] for i in ref_random.permutation(key, len(xs))]
@@ -231,6 +239,11 @@ def expectation(case):
         return fedsgd_logistic(arg("data"), case["rounds"])
     if prog == "drjax_mean_loss.json":
         return drjax_mean_loss(arg("w"), arg("x"))
+    if prog == "jvp_sum_loss.json":
+        return jvp_sum_loss(arg("w"), arg("x"), arg("t"))
+    if prog == "jvp_mean_loss.json":
+        r, n = jvp_sum_loss(arg("w"), arg("x"), arg("t")), len(arg("x"))
+        return {"value": r["value"] / n, "tangent": r["tangent"] / n}
     if prog == "fedsgd_linear.json":
         return fedsgd_linear(arg("data"), case["rounds"])
     if prog == "signed_zeros.json":

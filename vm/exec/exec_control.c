@@ -651,10 +651,16 @@ static fvm_status one_like(fvm_ctx *x, const fvm_type *t, fvm_value **out)
 }
 
 /* grad, value_and_grad, vjp: call the pullback the passes derived (vm/transform/passes.h),
- * f'(args, ct) -> <value, grads=<g>>. */
+ * f'(args, ct) -> <value, grads=<g>>; jvp: call the forward derivative, f.jvp(args, t) ->
+ * <value, tangent>, and return its result. */
 fvm_status exec_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     const fvm_func *fn = in->a.fn, *pb = in->derived;
+    if (!pb) /* the passes after checking derive it (fvm_compile) */
+        return fvm_diag_add(x->d, FVM_ERR_USAGE, &in->loc, "%s of '%s': its derivative was not derived (fvm_compile)",
+                            fvm_op_table[in->op].name, fn->name);
+    if (in->op == FVM_OP_JVP) /* the tangent may be all-equal where f.jvp takes one per client */
+        return call_with(x, pb, in->nargs, args, in->arg_types, out);
     fvm_argv av;
     fvm_value **argv = fvm_argv_init(&av, fn->nparams + 1);
     if (!argv)

@@ -167,6 +167,20 @@ fvm_status exec_pool_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *arg
     INTO(xi->dtype, &xi->shape, x->vm->kernels->pool_grad(pool_kind(in->op), xi, dy, &win, o, x->d));
 }
 
+fvm_status exec_pool_gather(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
+{
+    /* u must have x's shape (checked where the types knew it) */
+    const fvm_tensor *xi = &args[0]->t, *u = &args[1]->t;
+    if (!fvm_dims_equal(&u->shape, &xi->shape))
+        return bad_shape(x, in, "u", &u->shape, &xi->shape, "x's shape");
+    fvm_window win = window_of(in, in->a.window.v[0], in->a.window.v[1], true);
+    fvm_dims od;
+    fvm_status s = windowed(x, &xi->shape, &win, xi->shape.d[3], &od);
+    if (s)
+        return s;
+    INTO(xi->dtype, &od, x->vm->kernels->pool_gather(xi, u, &win, o, x->d));
+}
+
 fvm_status exec_embedding(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
     fvm_dims od;

@@ -1343,8 +1343,8 @@ static bool is_float_scalar(const fvm_type *t)
     return t->kind == FVM_T_TENSOR && t->u.tensor.dims.rank == 0 && fvm_dtype_is_float(t->u.tensor.dtype);
 }
 
-/* grad / value_and_grad / vjp: the type of fn's derivative for the parameter wrt (the pass after
- * checking derives it: vm/transform/passes.h). */
+/* grad / value_and_grad / vjp / jvp: the type of fn's derivative for the parameter wrt (the pass
+ * after checking derives it: vm/transform/passes.h). */
 fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
 {
     fvm_func *fn = c->in->a.fn;
@@ -1363,10 +1363,14 @@ fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
             return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_NAME, "function '%s' has no parameter '%s'", fn->name,
                             c->in->a.wrt);
     }
-    int n = fn->nparams + (op == FVM_OP_VJP);
+    bool jvp = op == FVM_OP_JVP;
+    int n = fn->nparams + (op == FVM_OP_VJP || jvp);
     if (c->nargs != n)
         return fvm_rerr(c, FVM_RLOC_INSTR, FVM_ERR_TYPE, "takes %s's %d arguments%s, found %d", fn->name, fn->nparams,
-                        op == FVM_OP_VJP ? " and the cotangent of its result" : "", c->nargs);
+                        op == FVM_OP_VJP ? " and the cotangent of its result"
+                        : jvp            ? " and the tangent of the differentiated parameter"
+                                         : "",
+                        c->nargs);
     if (want_fn(c, "fn", fn, fn->nparams, c->args, false))
         return FVM_ERR_TYPE;
     const fvm_type *wt = fn->param_types[wrt];
@@ -1377,6 +1381,17 @@ fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
         if (!ct || !fvm_type_compatible(c->args[n - 1], ct))
             return fvm_rerr(c, n - 1, FVM_ERR_TYPE, "the cotangent of '%s''s result must be %s, found %s", fn->name,
                             fvm_rtype(c, ct), fvm_rtype(c, c->args[n - 1]));
+    } else if (jvp) {
+        const fvm_type *tt = fvm_type_cotangent(c->a, wt), *rt = fvm_type_cotangent(c->a, fn->result_type);
+        if (!tt || !rt)
+            return FVM_ERR_NOMEM;
+        if (!fvm_type_compatible(c->args[n - 1], tt))
+            return fvm_rerr(c, n - 1, FVM_ERR_TYPE, "the tangent of '%s''s parameter '%s' must be %s, found %s",
+                            fn->name, fn->param_names[wrt], fvm_rtype(c, tt), fvm_rtype(c, c->args[n - 1]));
+        const char *names[2] = {"value", "tangent"};
+        const fvm_type *elems[2] = {fn->result_type, rt};
+        *out = fvm_type_struct(c->a, 2, names, elems);
+        return *out ? FVM_OK : FVM_ERR_NOMEM;
     } else if (!is_float_scalar(fn->result_type)) {
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE,
                         "needs a function returning a float scalar (f32[] or "

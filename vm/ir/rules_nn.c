@@ -214,6 +214,21 @@ fvm_status rule_pool_grad(fvm_rctx *c, const fvm_type **out)
     return FVM_OK;
 }
 
+/* max_pool_gather (x, u): u has x's shape; the result max_pool's for x. */
+fvm_status rule_pool_gather(fvm_rctx *c, const fvm_type **out)
+{
+    fvm_window win;
+    fvm_dims o;
+    if (want_rank4(c, 0, "an image batch x [N,H,W,C]") || want_rank4(c, 1, "the values u [N,H,W,C]") ||
+        same_dtype(c, 0, 1) || pool_window(c, &win))
+        return FVM_ERR_TYPE;
+    const fvm_dims *x = &c->args[0]->u.tensor.dims;
+    if (want_shape(c, 1, x, "u must have x's shape") || windowed(c, 0, &win, x->d[3], &o))
+        return FVM_ERR_TYPE;
+    *out = fvm_rule_tensor(c, c->args[0]->u.tensor.dtype, &o);
+    return *out ? FVM_OK : FVM_ERR_NOMEM;
+}
+
 fvm_status rule_embedding(fvm_rctx *c, const fvm_type **out)
 {
     if (want_float(c, 0, 2, "a table [V, D]") || fvm_rule_want_tensor(c, 1, "the ids"))

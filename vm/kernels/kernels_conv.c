@@ -549,6 +549,35 @@ enum { POOL_CB = 64 };
                     } \
                 } \
         } \
+    } \
+    /* y[window, e] = u at the element max pooling of x chooses in the window */ \
+    static void pool_gather_##S(const pool_geom *g, const T *x, const T *u, T *y) \
+    { \
+        int64_t c = g->c; \
+        for (int64_t n = 0; n < g->n; n++) { \
+            int64_t base = n * g->h * g->w * c; \
+            for (int64_t oh = 0; oh < g->oh; oh++) \
+                for (int64_t ow = 0; ow < g->ow; ow++, y += c) { \
+                    pool_win p = pool_window(g, oh, ow); \
+                    for (int64_t c0 = 0; c0 < c; c0 += POOL_CB) { \
+                        int64_t cn = c - c0 < POOL_CB ? c - c0 : POOL_CB; \
+                        T best[POOL_CB]; \
+                        bool first = true; \
+                        for (int64_t i = p.ilo; i < p.ihi; i++) \
+                            for (int64_t j = p.jlo; j < p.jhi; j++) { \
+                                int64_t off = base + ((p.ih0 + i) * g->w + p.iw0 + j) * c + c0; \
+                                for (int64_t e = 0; e < cn; e++) { \
+                                    T v = x[off + e]; \
+                                    if (first || POOL_BETTER(v, best[e])) { \
+                                        best[e] = v; \
+                                        y[c0 + e] = u[off + e]; \
+                                    } \
+                                } \
+                                first = false; \
+                            } \
+                    } \
+                } \
+        } \
     }
 
 POOL_FNS(f32, float)
@@ -610,5 +639,32 @@ fvm_status fvm_k_pool_grad(fvm_pool kind, const fvm_tensor *x, const fvm_tensor 
     else
         pool_bwd_f64(kind, &g, (const double *)(const void *)kernel_bytes(x),
                      (const double *)(const void *)kernel_bytes(dy), (double *)(void *)kernel_bytes(dx));
+    return FVM_OK;
+}
+
+fvm_status fvm_k_pool_gather(const fvm_tensor *x, const fvm_tensor *u, const fvm_window *win, fvm_tensor *y,
+                             fvm_diag *d)
+{
+    KREQUIRE_TENSOR(d, x, "pool_gather: x");
+    KREQUIRE_TENSOR(d, u, "pool_gather: u");
+    KREQUIRE_TENSOR(d, y, "pool_gather: y");
+    fvm_status st = conv_same_dtype("pool_gather", x, u, d);
+    if (st != FVM_OK)
+        return st;
+    pool_geom g;
+    if ((st = pool_plan("pool_gather", x, win, &g, d)) != FVM_OK)
+        return st;
+    KREQUIRE(d, fvm_dims_equal(&u->shape, &x->shape), "pool_gather: u must have x's shape");
+    fvm_dims want = dims4(g.n, g.oh, g.ow, g.c);
+    KREQUIRE(d, y->dtype == x->dtype && fvm_dims_equal(&y->shape, &want),
+             "pool_gather: y must have x's dtype and shape [N,OH,OW,C]");
+    if (fvm_tensor_count(y) == 0)
+        return FVM_OK;
+    if (x->dtype == FVM_DTYPE_F32)
+        pool_gather_f32(&g, (const float *)(const void *)kernel_bytes(x), (const float *)(const void *)kernel_bytes(u),
+                        (float *)(void *)kernel_bytes(y));
+    else
+        pool_gather_f64(&g, (const double *)(const void *)kernel_bytes(x),
+                        (const double *)(const void *)kernel_bytes(u), (double *)(void *)kernel_bytes(y));
     return FVM_OK;
 }

@@ -80,6 +80,13 @@ fvm_status fvm_k_pool(fvm_pool kind, const fvm_tensor *x, const fvm_window *win,
  * Windows are visited in row-major (n, oh, ow) order. */
 fvm_status fvm_k_pool_grad(fvm_pool kind, const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win,
                            fvm_tensor *dx, fvm_diag *d);
+/* MAX pooling's choice read from another tensor: y[n,oh,ow,c] = u at the
+ * element of the window that MAX pooling of x chooses (the first maximal
+ * element in row-major order, NaN the maximum), u of x's shape, y of the
+ * pooling's. The derivative of max pooling at x along u, and the adjoint in
+ * dy of its gradient (fvm_k_pool_grad, MAX). */
+fvm_status fvm_k_pool_gather(const fvm_tensor *x, const fvm_tensor *u, const fvm_window *win, fvm_tensor *y,
+                             fvm_diag *d);
 
 /* softmax / log_softmax along axis (out has x's shape), numerically stable
  * (the maximum m is subtracted first): softmax = exp(x - m) / s and

@@ -36,6 +36,7 @@ static const fvm_kernels cpu = {
     .conv2d_grad_filter = fvm_k_conv2d_grad_filter,
     .pool = fvm_k_pool,
     .pool_grad = fvm_k_pool_grad,
+    .pool_gather = fvm_k_pool_gather,
     .softmax = fvm_k_softmax,
     .softmax_xent = fvm_k_softmax_xent,
     .scatter_add = fvm_k_scatter_add,
@@ -87,6 +88,7 @@ void fvm_kernels_complete(fvm_kernels *k)
     FALLBACK(conv2d_grad_filter)
     FALLBACK(pool)
     FALLBACK(pool_grad)
+    FALLBACK(pool_gather)
     FALLBACK(softmax)
     FALLBACK(softmax_xent)
     FALLBACK(scatter_add)

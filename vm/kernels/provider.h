@@ -78,6 +78,8 @@ struct fvm_kernels {
     fvm_status (*pool)(fvm_pool kind, const fvm_tensor *x, const fvm_window *win, fvm_tensor *y, fvm_diag *d);
     fvm_status (*pool_grad)(fvm_pool kind, const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win,
                             fvm_tensor *dx, fvm_diag *d);
+    fvm_status (*pool_gather)(const fvm_tensor *x, const fvm_tensor *u, const fvm_window *win, fvm_tensor *y,
+                              fvm_diag *d);
     fvm_status (*softmax)(const fvm_tensor *x, int axis, bool log, fvm_tensor *out, fvm_diag *d);
     fvm_status (*softmax_xent)(const fvm_tensor *logits, const fvm_tensor *labels, fvm_tensor *loss, fvm_diag *d);
     fvm_status (*scatter_add)(const fvm_tensor *idx, const fvm_tensor *updates, int axis, fvm_tensor *out, fvm_diag *d);

@@ -1,6 +1,6 @@
-/* autodiff.c - reverse-mode differentiation of IR functions into IR functions: inlining, activity
- * analysis, the forward copy, the backward pass through the VJP rules, generated helpers. */
-#include "autodiff.h"
+/* autodiff.c - differentiation of IR functions into IR functions: inlining, activity analysis, the
+ * forward copy, the backward pass through the VJP rules, and forward mode as its transpose. */
+#include "autodiff_impl.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,59 +10,6 @@ static const fvm_vjp_fn vjp_table[FVM_OP_COUNT] = {
 #define FVM_OP(ID, NAME, MINA, MAXA, FLAGS, ATTRS, REQ, RULE, EXEC, VJP) [FVM_OP_##ID] = VJP,
 #include "../ir/ops.def"
 #undef FVM_OP
-};
-
-/* ---- caches (one per program, in its arena) ------------------------------------------ */
-
-typedef struct pb_entry {
-    const fvm_func *f;
-    uint64_t mask;
-    fvm_func *pb;
-    struct pb_entry *next;
-} pb_entry;
-
-typedef struct helper_entry {
-    const char *key;
-    fvm_func *fn;
-    struct helper_entry *next;
-} helper_entry;
-
-/* A function's size with every call inlined, up to FVM_AD_MAX_INLINE + 1. */
-typedef struct size_entry {
-    const fvm_func *f;
-    int size;
-} size_entry;
-
-struct fvm_ad_cache {
-    pb_entry *pullbacks;
-    helper_entry *helpers;
-    size_entry *sizes; /* open addressing by function */
-    size_t scap, nsizes;
-    long emitted; /* instructions derived into the program so far (FVM_AD_MAX_DERIVED) */
-};
-
-/* ---- building a function ------------------------------------------------------------ */
-
-typedef struct builder {
-    fvm_func *f;
-    int cap;
-    const char **names; /* open-addressing set of the names bound so far */
-    size_t ncap, nnames;
-    const fvm_loc *loc; /* of the instruction being differentiated */
-    const char *hint; /* base of the names fvm_ad_op gives: "d.<value>" in a backward step */
-    struct builder *outer;
-} builder;
-
-struct fvm_ad {
-    const fvm_ad_env *env;
-    fvm_program *p;
-    fvm_arena *a;
-    struct fvm_ad_cache *cache;
-    builder *b;
-    int depth;
-    bool failed;
-    fvm_status status; /* of the first error, when failed */
-    const fvm_func *top; /* the function whose derivation was asked for */
 };
 
 fvm_arena *fvm_ad_arena(fvm_ad *ad)
@@ -125,7 +72,7 @@ static const char *claim(fvm_ad *ad, const char *base)
     return name_add(ad, b, s) ? s : NULL;
 }
 
-static void nomem(fvm_ad *ad)
+void fvm_ad_nomem(fvm_ad *ad)
 {
     if (!ad->failed)
         ad->status = fvm_diag_add(ad->env->d, FVM_ERR_NOMEM, ad->env->where, "out of memory while differentiating");
@@ -148,7 +95,7 @@ fvm_status fvm_ad_begin(fvm_ad *ad, const char *base, int nparams, const char *c
     builder *b = fvm_arena_alloc(a, sizeof *b);
     fvm_func *f = fvm_arena_alloc(a, sizeof *f);
     if (!b || !f)
-        return nomem(ad), FVM_ERR_NOMEM;
+        return fvm_ad_nomem(ad), FVM_ERR_NOMEM;
     b->f = f;
     b->outer = ad->b;
     b->loc = ad->b ? ad->b->loc : ad->env->where;
@@ -160,7 +107,7 @@ fvm_status fvm_ad_begin(fvm_ad *ad, const char *base, int nparams, const char *c
     f->param_locs = fvm_arena_array(a, (size_t)nparams + 1, sizeof(fvm_loc));
     f->param_name_locs = fvm_arena_array(a, (size_t)nparams + 1, sizeof(fvm_loc));
     if (!f->name || !f->param_names || !f->param_types || !f->param_locs || !f->param_name_locs)
-        return nomem(ad), FVM_ERR_NOMEM;
+        return fvm_ad_nomem(ad), FVM_ERR_NOMEM;
     f->loc = *b->loc;
     for (int i = 0; i < nparams; i++) {
         f->param_names[i] = claim(ad, names[i]);
@@ -168,7 +115,7 @@ fvm_status fvm_ad_begin(fvm_ad *ad, const char *base, int nparams, const char *c
         f->param_locs[i] = *b->loc;
         f->param_name_locs[i] = *b->loc;
         if (!f->param_names[i])
-            return nomem(ad), FVM_ERR_NOMEM;
+            return fvm_ad_nomem(ad), FVM_ERR_NOMEM;
     }
     return FVM_OK;
 }
@@ -202,7 +149,7 @@ static const char *emit_named(fvm_ad *ad, const char *name, fvm_op op, const fvm
         int cap = b->cap ? b->cap * 2 : 32;
         fvm_instr *in = fvm_arena_array(ad->a, (size_t)cap, sizeof *in);
         if (!in)
-            return nomem(ad), NULL;
+            return fvm_ad_nomem(ad), NULL;
         if (f->ninstrs)
             memcpy(in, f->instrs, (size_t)f->ninstrs * sizeof *in);
         f->instrs = in;
@@ -217,7 +164,7 @@ static const char *emit_named(fvm_ad *ad, const char *name, fvm_op op, const fvm
     in->arg_names = fvm_arena_array(ad->a, (size_t)nargs + 1, sizeof(char *));
     in->arg_locs = fvm_arena_array(ad->a, (size_t)nargs + 1, sizeof(fvm_loc));
     if (!in->arg_names || !in->arg_locs)
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     for (int i = 0; i < nargs; i++) {
         in->arg_names[i] = args[i];
         in->arg_locs[i] = *b->loc;
@@ -242,7 +189,7 @@ fvm_func *fvm_ad_end(fvm_ad *ad, const char *result)
     f->result_name = result;
     f->result_loc = *b->loc;
     if (fvm_program_add_func(ad->p, f))
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     if (ad->env->check(ad->env->ctx, f)) {
         /* The checker said what is wrong; say where it came from. */
         fvm_diag_add(ad->env->d, FVM_ERR_TYPE, b->loc, "the derived function '%s' does not check", f->name);
@@ -258,7 +205,7 @@ fvm_doc *fvm_ad_attrs(fvm_ad *ad)
 {
     fvm_doc *o = fvm_doc_new(ad->a, FVM_DOC_OBJECT);
     if (!o)
-        nomem(ad);
+        fvm_ad_nomem(ad);
     else
         o->flow = true;
     return o;
@@ -267,32 +214,32 @@ fvm_doc *fvm_ad_attrs(fvm_ad *ad)
 void fvm_ad_set_int(fvm_ad *ad, fvm_doc *o, const char *key, int64_t v)
 {
     if (o && fvm_doc_set(ad->a, o, key, fvm_doc_int(ad->a, v)))
-        nomem(ad);
+        fvm_ad_nomem(ad);
 }
 
 void fvm_ad_set_ints(fvm_ad *ad, fvm_doc *o, const char *key, const fvm_ints *v)
 {
     fvm_doc *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
     if (!arr)
-        return nomem(ad);
+        return fvm_ad_nomem(ad);
     arr->flow = true;
     for (int i = 0; i < v->n; i++)
         if (fvm_doc_push(ad->a, arr, fvm_doc_int(ad->a, v->v[i])))
-            return nomem(ad);
+            return fvm_ad_nomem(ad);
     if (o && fvm_doc_set(ad->a, o, key, arr))
-        nomem(ad);
+        fvm_ad_nomem(ad);
 }
 
 void fvm_ad_set_str(fvm_ad *ad, fvm_doc *o, const char *key, const char *s)
 {
     if (o && fvm_doc_set(ad->a, o, key, fvm_doc_string(ad->a, s)))
-        nomem(ad);
+        fvm_ad_nomem(ad);
 }
 
 void fvm_ad_set_bool(fvm_ad *ad, fvm_doc *o, const char *key, bool v)
 {
     if (o && fvm_doc_set(ad->a, o, key, fvm_doc_bool(ad->a, v)))
-        nomem(ad);
+        fvm_ad_nomem(ad);
 }
 
 fvm_doc *fvm_ad_copy_attrs(fvm_ad *ad, const fvm_instr *in, const char *const *keys)
@@ -301,7 +248,7 @@ fvm_doc *fvm_ad_copy_attrs(fvm_ad *ad, const fvm_instr *in, const char *const *k
     for (int i = 0; o && keys[i]; i++) {
         fvm_doc *v = fvm_doc_get(in->attrs, keys[i]);
         if (v && fvm_doc_set(ad->a, o, keys[i], v))
-            nomem(ad);
+            fvm_ad_nomem(ad);
     }
     return o;
 }
@@ -313,7 +260,7 @@ const char *fvm_ad_const(fvm_ad *ad, double v, fvm_dtype dtype)
         return NULL;
     fvm_doc *val = fvm_dtype_is_float(dtype) ? fvm_doc_real(ad->a, v) : fvm_doc_int(ad->a, (int64_t)v);
     if (fvm_doc_set(ad->a, o, "value", val))
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(dtype));
     return emit_named(ad, claim(ad, "c"), FVM_OP_CONST, o, 0, NULL);
 }
@@ -329,225 +276,6 @@ fvm_status fvm_ad_error(fvm_vjp *v, const char *fmt, ...)
                  msg);
     v->ad->failed = true;
     return FVM_ERR_TYPE;
-}
-
-/* ---- types ------------------------------------------------------------------------- */
-
-/* ---- generated helpers ---------------------------------------------------------------- */
-
-fvm_doc *fvm_ad_names(fvm_ad *ad, const fvm_type *st)
-{
-    bool named = st->u.strct.n > 0;
-    for (int i = 0; i < st->u.strct.n; i++)
-        named = named && st->u.strct.names[i];
-    if (!named)
-        return NULL;
-    fvm_doc *o = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
-    if (!o || !arr)
-        return nomem(ad), NULL;
-    arr->flow = true;
-    for (int i = 0; i < st->u.strct.n; i++)
-        if (fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, st->u.strct.names[i])))
-            return nomem(ad), NULL;
-    if (fvm_doc_set(ad->a, o, "names", arr))
-        return nomem(ad), NULL;
-    return o;
-}
-
-static const char *field_at(fvm_ad *ad, const char *s, int i)
-{
-    fvm_doc *o = fvm_ad_attrs(ad);
-    fvm_ad_set_int(ad, o, "index", i);
-    return FVM_AD(ad, FVM_OP_FIELD, o, s);
-}
-
-static const char *fn_attr_op(fvm_ad *ad, fvm_op op, const fvm_func *fn, int nargs, const char *const *args)
-{
-    if (!fn)
-        return NULL;
-    fvm_doc *o = fvm_ad_attrs(ad);
-    fvm_ad_set_str(ad, o, "fn", fn->name);
-    return fvm_ad_op(ad, op, o, nargs, args);
-}
-
-static bool one_float_dtype(const fvm_type *t, fvm_dtype *dt)
-{
-    if (t->kind == FVM_T_TENSOR) {
-        bool first = *dt == FVM_DTYPE_COUNT;
-        if (!fvm_dtype_is_float(t->u.tensor.dtype) || (!first && t->u.tensor.dtype != *dt))
-            return false;
-        *dt = t->u.tensor.dtype;
-        return true;
-    }
-    if (t->kind != FVM_T_STRUCT)
-        return false;
-    for (int i = 0; i < t->u.strct.n; i++)
-        if (!one_float_dtype(t->u.strct.elems[i], dt))
-            return false;
-    return true;
-}
-
-bool fvm_ad_one_float_dtype(const fvm_type *t, fvm_dtype *dt)
-{
-    *dt = FVM_DTYPE_COUNT;
-    return one_float_dtype(t, dt) && *dt != FVM_DTYPE_COUNT;
-}
-
-/* a op b for a tree a of type t and a float scalar b of dtype bt, leaf by
- * leaf: b is cast to each float leaf's dtype (once per dtype, cast[] holds
- * the casts made so far); integer leaves, which hold zero cotangents, pass
- * unchanged. */
-static const char *scale_tree(fvm_ad *ad, fvm_op op, const char *a, const fvm_type *t, const char *b, fvm_dtype bt,
-                              const char *cast[FVM_DTYPE_COUNT])
-{
-    if (t->kind == FVM_T_TENSOR) {
-        fvm_dtype dt = t->u.tensor.dtype;
-        if (!fvm_dtype_is_float(dt))
-            return a;
-        if (dt != bt && !cast[dt]) {
-            fvm_doc *o = fvm_ad_attrs(ad);
-            fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(dt));
-            cast[dt] = FVM_AD(ad, FVM_OP_CAST, o, b);
-        }
-        return fvm_ad_op(ad, op, NULL, 2, (const char *[]){a, dt == bt ? b : cast[dt]});
-    }
-    int n = t->u.strct.n;
-    const char **fs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *fs);
-    if (!fs)
-        return nomem(ad), NULL;
-    for (int i = 0; i < n; i++)
-        fs[i] = scale_tree(ad, op, field_at(ad, a, i), t->u.strct.elems[i], b, bt, cast);
-    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, fs);
-}
-
-fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, const fvm_type *t2, int index)
-{
-    static const char *const kinds[] = {"field", "pick2", "add", "zeros", "div",
-                                        "mul",   "tie",   "hit", "quot",  "per_client"};
-    const char *ts = fvm_type_str(ad->a, t, false), *ts2 = t2 ? fvm_type_str(ad->a, t2, false) : "";
-    const char *key = ts && ts2 ? fvm_arena_printf(ad->a, "%s/%d/%s/%s", kinds[kind], index, ts, ts2) : NULL;
-    if (!key)
-        return nomem(ad), NULL;
-    for (helper_entry *e = ad->cache->helpers; e; e = e->next)
-        if (!strcmp(e->key, key))
-            return e->fn;
-    const char *base = fvm_arena_printf(ad->a, "vjp.%s", kinds[kind]);
-    const char *pn[3] = {"a", "b", "c"};
-    const fvm_type *pt[3] = {t, t2 ? t2 : t, t};
-    int np = kind == FVM_AD_FIELD || kind == FVM_AD_ZEROS || kind == FVM_AD_PER_CLIENT ? 1 : kind == FVM_AD_TIE ? 3 : 2;
-    if (!base || fvm_ad_begin(ad, base, np, pn, pt))
-        return NULL;
-    const char *a = ad->b->f->param_names[0], *b = np > 1 ? ad->b->f->param_names[1] : NULL, *r = NULL;
-    switch (kind) {
-    case FVM_AD_FIELD:
-        r = field_at(ad, a, index);
-        break;
-    case FVM_AD_PICK2:
-        r = b;
-        break;
-    case FVM_AD_ADD:
-        r = FVM_AD(ad, FVM_OP_ADD, NULL, a, b);
-        break;
-    case FVM_AD_ZEROS:
-        r = FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, a);
-        break;
-    case FVM_AD_DIV:
-    case FVM_AD_MUL: {
-        /* b is a float scalar, converted to each leaf's dtype where it differs;
-         * when a has one dtype, b is cast at most once and the op lifted over a */
-        fvm_op op = kind == FVM_AD_DIV ? FVM_OP_DIV : FVM_OP_MUL;
-        fvm_dtype bt = t2->u.tensor.dtype, dt;
-        const char *cast[FVM_DTYPE_COUNT] = {0};
-        const fvm_type *ta = fvm_ad_one_float_dtype(t, &dt) ? fvm_type_scalar(ad->a, dt) : t;
-        r = ta ? scale_tree(ad, op, a, ta, b, bt, cast) : (nomem(ad), NULL);
-        break;
-    }
-    case FVM_AD_TIE: {
-        const char *c = ad->b->f->param_names[2];
-        const char *hit = FVM_AD(ad, FVM_OP_EQ, NULL, a, b);
-        r = FVM_AD(ad, FVM_OP_SELECT, NULL, hit, c, FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, c));
-        break;
-    }
-    case FVM_AD_HIT: {
-        const char *hit = FVM_AD(ad, FVM_OP_EQ, NULL, a, b);
-        r = FVM_AD(ad, FVM_OP_SELECT, NULL, hit, FVM_AD(ad, FVM_OP_ONES_LIKE, NULL, a),
-                   FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, a));
-        break;
-    }
-    case FVM_AD_QUOT:
-        r = FVM_AD(ad, FVM_OP_DIV, NULL, a, b);
-        break;
-    case FVM_AD_PER_CLIENT:
-        r = a; /* the call does the work: its argument becomes one member per client */
-        break;
-    }
-    fvm_func *fn = fvm_ad_end(ad, r);
-    helper_entry *e = fvm_arena_alloc(ad->a, sizeof *e);
-    if (!fn || !e)
-        return fn ? (nomem(ad), NULL) : NULL;
-    e->key = key;
-    e->fn = fn;
-    e->next = ad->cache->helpers;
-    ad->cache->helpers = e;
-    return fn;
-}
-
-/* Does t hold a {T}@CLIENTS (one value per client) outside sequences? */
-static bool holds_list(const fvm_type *t)
-{
-    if (t->kind == FVM_T_FED)
-        return t->u.fed.pl == FVM_PL_CLIENTS && !t->u.fed.all_equal;
-    if (t->kind != FVM_T_STRUCT)
-        return false;
-    for (int i = 0; i < t->u.strct.n; i++)
-        if (holds_list(t->u.strct.elems[i]))
-            return true;
-    return false;
-}
-
-const char *fvm_ad_conform(fvm_ad *ad, const char *v, const fvm_type *t)
-{
-    if (!v || !holds_list(t))
-        return v;
-    return fn_attr_op(ad, FVM_OP_CALL, fvm_ad_helper_fn(ad, FVM_AD_PER_CLIENT, t, NULL, 0), 1, &v);
-}
-
-const char *fvm_ad_zeros(fvm_ad *ad, const char *like, const fvm_type *t)
-{
-    if (!fvm_type_is_placed(t))
-        return FVM_AD(ad, FVM_OP_ZEROS_LIKE, NULL, like);
-    if (t->kind == FVM_T_FED) {
-        fvm_func *z = fvm_ad_helper_fn(ad, FVM_AD_ZEROS, t->u.fed.member, NULL, 0);
-        return fn_attr_op(ad, t->u.fed.pl == FVM_PL_CLIENTS ? FVM_OP_FEDERATED_MAP : FVM_OP_FEDERATED_APPLY, z, 1,
-                          &like);
-    }
-    /* a struct holding placed values: field by field */
-    int n = t->u.strct.n;
-    const char **zs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *zs);
-    if (!zs)
-        return nomem(ad), NULL;
-    for (int i = 0; i < n; i++)
-        zs[i] = fvm_ad_zeros(ad, field_at(ad, like, i), t->u.strct.elems[i]);
-    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, zs);
-}
-
-const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type *t)
-{
-    if (!fvm_type_is_placed(t))
-        return FVM_AD(ad, FVM_OP_ADD, NULL, a, b);
-    if (t->kind == FVM_T_FED) {
-        fvm_func *add = fvm_ad_helper_fn(ad, FVM_AD_ADD, t->u.fed.member, NULL, 0);
-        const char *args[2] = {a, b};
-        return fn_attr_op(ad, t->u.fed.pl == FVM_PL_CLIENTS ? FVM_OP_FEDERATED_MAP : FVM_OP_FEDERATED_APPLY, add, 2,
-                          args);
-    }
-    int n = t->u.strct.n;
-    const char **ss = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *ss);
-    if (!ss)
-        return nomem(ad), NULL;
-    for (int i = 0; i < n; i++)
-        ss[i] = fvm_ad_add(ad, field_at(ad, a, i), field_at(ad, b, i), t->u.strct.elems[i]);
-    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, ss);
 }
 
 /* ---- flattening: calls inlined ----------------------------------------------------------- */
@@ -585,7 +313,14 @@ static int inline_size(fvm_ad *ad, const fvm_func *f)
                 return c->sizes[i].size;
     int n = 0;
     for (int k = 0; k < f->ninstrs && n <= FVM_AD_MAX_INLINE; k++) {
-        int m = f->instrs[k].op == FVM_OP_CALL ? inline_size(ad, f->instrs[k].a.fn) : 1;
+        const fvm_instr *in = &f->instrs[k];
+        int m = 1;
+        if (in->op == FVM_OP_CALL) {
+            m = inline_size(ad, in->a.fn);
+        } else if (fvm_ad_is_deriv(in->op)) {
+            const fvm_func *w = fvm_ad_deriv_fn(ad, in);
+            m = w ? inline_size(ad, w) : -1;
+        }
         if (m < 0)
             return -1;
         n += m;
@@ -636,18 +371,22 @@ static bool flatten(fvm_ad *ad, flat *fl, const fvm_func *f, const int *argvals,
             return false;
         for (int j = 0; j < in->nargs; j++)
             args[j] = slot[in->args[j]];
+        /* a call, or a derivative op as the function it computes (fvm_ad_deriv_fn) */
+        const fvm_func *callee = in->op == FVM_OP_CALL ? in->a.fn : NULL;
+        if (fvm_ad_is_deriv(in->op) && !(callee = fvm_ad_deriv_fn(ad, in)))
+            return false;
         bool take = whole;
-        if (in->op == FVM_OP_CALL && !whole) {
-            int size = inline_size(ad, in->a.fn);
+        if (callee && !whole) {
+            int size = inline_size(ad, callee);
             if (size < 0)
                 return false;
             if ((take = fl->inlined + size <= FVM_AD_MAX_INLINE))
                 fl->inlined += size;
         }
-        if (in->op == FVM_OP_CALL && take) {
+        if (callee && take) {
             /* named after the call site: unique where one function is called twice */
             const char *pre = fvm_arena_printf(&fl->scratch, "%s%s/", prefix, in->name);
-            if (!pre || !flatten(ad, fl, in->a.fn, args, pre, true, &slot[in->slot]))
+            if (!pre || !flatten(ad, fl, callee, args, pre, true, &slot[in->slot]))
                 return false;
             continue;
         }
@@ -712,7 +451,7 @@ static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t, const char *l
         return NULL;
     const fvm_type *ct = fvm_type_cotangent(ad->a, t);
     if (!ct)
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     const char *sum = NULL;
     bool fields = false;
     for (int i = 0; i < c->n; i++)
@@ -721,14 +460,14 @@ static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t, const char *l
         int nf = ct->u.strct.n;
         const char **fs = fvm_arena_array(ad->a, (size_t)nf + 1, sizeof *fs);
         if (!fs)
-            return nomem(ad), NULL;
+            return fvm_ad_nomem(ad), NULL;
         for (int j = 0; j < nf; j++) {
             fs[j] = NULL;
             for (int i = 0; i < c->n; i++)
                 if (c->field[i] == j)
                     fs[j] = fs[j] ? fvm_ad_add(ad, fs[j], c->v[i], ct->u.strct.elems[j]) : c->v[i];
             if (!fs[j])
-                fs[j] = fvm_ad_zeros(ad, field_at(ad, like, j), t->u.strct.elems[j]);
+                fs[j] = fvm_ad_zeros(ad, fvm_ad_field(ad, like, j), t->u.strct.elems[j]);
         }
         sum = fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, ct), nf, fs);
     }
@@ -741,14 +480,161 @@ static const char *ct_total(fvm_ad *ad, cts *c, const fvm_type *t, const char *l
     return sum;
 }
 
-static const char *value_name(const flat *fl, const fvm_func *pb, int v)
+/* Forward mode as the transpose of reverse mode (fvm_ad_jvp_of): the
+ * derivation of pb = F.vjp(P) for its cotangent parameter u, built as
+ *   F.jvp(P)(p1..pn, t) -> <value=R, tangent=ct(R)>
+ * pb is linear in u, so its pullback for u at the cotangent <0, <t>> of its
+ * result <value, grads> is J t, whatever u is: u stands for zeros shaped as
+ * F's value, made where it is first used (after F's forward pass, which
+ * precedes every use of u in pb). */
+typedef struct jvp_mode {
+    const fvm_func *f; /* F */
+    int u; /* pb's cotangent parameter (its value id) */
+    int like; /* the value id of F's result in pb */
+    const char *u_name; /* the zeros standing for u, once made */
+} jvp_mode;
+
+static const char *value_name(fvm_ad *ad, const flat *fl, const fvm_func *pb, jvp_mode *jv, int v);
+
+/* Does t have one shape whatever the values (tensors of known dims, placed
+ * or in structs; no sequences)? */
+static bool static_shape(const fvm_type *t)
 {
+    switch (t->kind) {
+    case FVM_T_TENSOR:
+        for (int i = 0; i < t->u.tensor.dims.rank; i++)
+            if (t->u.tensor.dims.d[i] < 0)
+                return false;
+        return true;
+    case FVM_T_FED:
+        return static_shape(t->u.fed.member);
+    case FVM_T_STRUCT:
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (!static_shape(t->u.strct.elems[i]))
+                return false;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Zeros of t, a static_shape type, from constants: placed parts by
+ * federated_value (all-equal at the clients), so that they depend on no
+ * value of the function (no aggregation comes before them). */
+static const char *const_zeros(fvm_ad *ad, const fvm_type *t)
+{
+    if (t->kind == FVM_T_TENSOR) {
+        fvm_doc *o = fvm_ad_attrs(ad);
+        fvm_dtype dt = t->u.tensor.dtype;
+        fvm_doc *val = fvm_dtype_is_float(dt) ? fvm_doc_real(ad->a, 0.0)
+                       : dt == FVM_DTYPE_BOOL ? fvm_doc_bool(ad->a, false)
+                                              : fvm_doc_int(ad->a, 0);
+        if (!o || fvm_doc_set(ad->a, o, "value", val))
+            return fvm_ad_nomem(ad), NULL;
+        fvm_ad_set_str(ad, o, "dtype", fvm_dtype_name(t->u.tensor.dtype));
+        fvm_ints shape = {.n = t->u.tensor.dims.rank};
+        for (int i = 0; i < shape.n; i++)
+            shape.v[i] = t->u.tensor.dims.d[i];
+        if (shape.n)
+            fvm_ad_set_ints(ad, o, "shape", &shape);
+        return fvm_ad_op(ad, FVM_OP_CONST, o, 0, NULL);
+    }
+    if (t->kind == FVM_T_FED) {
+        fvm_doc *o = fvm_ad_attrs(ad);
+        fvm_ad_set_str(ad, o, "placement", t->u.fed.pl == FVM_PL_SERVER ? "SERVER" : "CLIENTS");
+        return FVM_AD(ad, FVM_OP_FEDERATED_VALUE, o, const_zeros(ad, t->u.fed.member));
+    }
+    int n = t->u.strct.n;
+    const char **fs = fvm_arena_array(ad->a, (size_t)n + 1, sizeof *fs);
+    if (!fs)
+        return fvm_ad_nomem(ad), NULL;
+    for (int i = 0; i < n; i++)
+        fs[i] = const_zeros(ad, t->u.strct.elems[i]);
+    return fvm_ad_op(ad, FVM_OP_STRUCT, fvm_ad_names(ad, t), n, fs);
+}
+
+static const char *u_zeros(fvm_ad *ad, const flat *fl, const fvm_func *pb, jvp_mode *jv)
+{
+    if (jv->u_name)
+        return jv->u_name;
+    const fvm_type *r = jv->f->result_type, *ct = fvm_type_cotangent(ad->a, r);
+    const char *hint = ad->b->hint, *z;
+    if (!ct)
+        return fvm_ad_nomem(ad), NULL;
+    ad->b->hint = "u";
+    if (static_shape(r)) {
+        z = const_zeros(ad, r);
+    } else { /* shaped as F's value */
+        const char *like = value_name(ad, fl, pb, jv, jv->like);
+        z = like ? fvm_ad_zeros(ad, like, r) : NULL;
+    }
+    jv->u_name = fvm_ad_conform(ad, z, ct);
+    ad->b->hint = hint;
+    return jv->u_name;
+}
+
+/* Does in compute only what is linear in its varied arguments (elementwise
+ * ops, the linear aggregations, calls of generated helpers), never a
+ * value besides (as a call of a pullback returns the function's value)? */
+static bool linear_op(fvm_ad *ad, const fvm_instr *in)
+{
+    if (fvm_op_table[in->op].flags & OPF_LIFT)
+        return true;
+    switch (in->op) {
+    case FVM_OP_FEDERATED_BROADCAST:
+    case FVM_OP_FEDERATED_SUM:
+    case FVM_OP_FEDERATED_MEAN:
+        return true;
+    case FVM_OP_CALL:
+    case FVM_OP_FEDERATED_MAP:
+    case FVM_OP_FEDERATED_APPLY:
+        for (const helper_entry *e = ad->cache->helpers; e; e = e->next)
+            if (e->fn == in->a.fn)
+                return strncmp(e->key, "deriv/", 6) != 0;
+        return false;
+    default:
+        return false;
+    }
+}
+
+/* Are all of t's leaves floats (so a value linear in u is zero with u)? */
+static bool all_float(const fvm_type *t)
+{
+    if (t->kind == FVM_T_TENSOR)
+        return fvm_dtype_is_float(t->u.tensor.dtype);
+    if (t->kind == FVM_T_FED)
+        return all_float(t->u.fed.member);
+    if (t->kind != FVM_T_STRUCT)
+        return false;
+    for (int i = 0; i < t->u.strct.n; i++)
+        if (!all_float(t->u.strct.elems[i]))
+            return false;
+    return true;
+}
+
+/* Does t hold one value per client somewhere? */
+static bool holds_clients(const fvm_type *t)
+{
+    if (t->kind == FVM_T_FED)
+        return t->u.fed.pl == FVM_PL_CLIENTS;
+    if (t->kind != FVM_T_STRUCT)
+        return false;
+    for (int i = 0; i < t->u.strct.n; i++)
+        if (holds_clients(t->u.strct.elems[i]))
+            return true;
+    return false;
+}
+
+static const char *value_name(fvm_ad *ad, const flat *fl, const fvm_func *pb, jvp_mode *jv, int v)
+{
+    if (jv && v == jv->u)
+        return u_zeros(ad, fl, pb, jv);
     return v < fl->nparams ? pb->param_names[v] : fl->nodes[v - fl->nparams].name;
 }
 
 /* Copies the forward instructions that the result needs. A loop through
  * which a gradient flows becomes a scan that keeps its states (aux). */
-static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb)
+static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb, jvp_mode *jv)
 {
     for (int i = 0; i < fl->n && !ad->failed; i++) {
         node *nd = &fl->nodes[i];
@@ -757,13 +643,34 @@ static void emit_forward(fvm_ad *ad, flat *fl, const fvm_func *pb)
         const fvm_instr *in = nd->in;
         const char **args = fvm_arena_array(ad->a, (size_t)in->nargs + 1, sizeof *args);
         if (!args)
-            return nomem(ad);
-        for (int k = 0; k < in->nargs; k++)
-            args[k] = value_name(fl, pb, nd->args[k]);
+            return fvm_ad_nomem(ad);
         ad->b->loc = &in->loc;
         bool loop = nd->varied && (in->op == FVM_OP_FORI || in->op == FVM_OP_SEQUENCE_REDUCE);
+        if (jv && nd->varied && linear_op(ad, in) && all_float(in->type) && !holds_clients(in->type) &&
+            static_shape(in->type)) {
+            /* pb is linear in u, and these ops pass on only what is linear
+             * in their varied arguments, so with u zero their value is zero:
+             * a varied argument of their type stands for it (no instruction;
+             * so no zero computed from an aggregation reaches the clients,
+             * and a jvp of one round stays one round) */
+            int k = 0;
+            for (; k < in->nargs; k++) {
+                int a = nd->args[k];
+                bool varied = a < fl->nparams ? a == jv->u : fl->nodes[a - fl->nparams].varied;
+                if (varied && fvm_type_equal(in->arg_types[k], in->type))
+                    break;
+            }
+            if (k < in->nargs) {
+                nd->name = value_name(ad, fl, pb, jv, nd->args[k]);
+                continue;
+            }
+        }
+        for (int k = 0; k < in->nargs; k++)
+            args[k] = value_name(ad, fl, pb, jv, nd->args[k]);
         if (!loop) {
             nd->name = emit_named(ad, claim(ad, nd->base), in->op, in->attrs, in->nargs, args);
+            if (nd->name) /* a derivative op (not inlined) or federated_select keeps what the passes derived */
+                ad->b->f->instrs[ad->b->f->ninstrs - 1].derived = in->derived;
             continue;
         }
         bool fori = in->op == FVM_OP_FORI;
@@ -816,7 +723,7 @@ static bool grads_match(fvm_ad *ad, const fvm_func *f, uint64_t mask, const fvm_
         const fvm_type *got = gs && gs->kind == FVM_T_STRUCT && k < gs->u.strct.n ? gs->u.strct.elems[k] : NULL;
         k++;
         if (!want)
-            return nomem(ad), false;
+            return fvm_ad_nomem(ad), false;
         if (got && same_type(got, want))
             continue;
         const char *what = fvm_arena_printf(ad->a, "the cotangent of '%s'", f->param_names[i]);
@@ -825,7 +732,81 @@ static bool grads_match(fvm_ad *ad, const fvm_func *f, uint64_t mask, const fvm_
     return true;
 }
 
-static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
+/* Drops the instructions of the function being built that its result does
+ * not need (jvp: pb's own cotangents of its parameters, and the zeros its
+ * value's cotangent would get). */
+static void prune(fvm_ad *ad, const char *result)
+{
+    fvm_func *f = ad->b->f;
+    int n = f->ninstrs;
+    size_t cap = 64;
+    while (cap < 2 * (size_t)n + 2)
+        cap *= 2;
+    int *at = malloc(cap * sizeof *at); /* open addressing: name -> instruction + 1 */
+    bool *live = calloc((size_t)n + 1, sizeof *live);
+    if (!at || !live) {
+        free(at), free(live);
+        return; /* nothing pruned: the function is right, only larger */
+    }
+    memset(at, 0, cap * sizeof *at);
+    for (int i = 0; i < n; i++) {
+        size_t j = hash_str(f->instrs[i].name) & (cap - 1);
+        while (at[j])
+            j = (j + 1) & (cap - 1);
+        at[j] = i + 1;
+    }
+    /* SSA: an instruction's arguments come before it, so one pass from the
+     * result back marks every instruction it needs */
+    for (int i = n; i >= 0; i--) {
+        if (i < n && !live[i])
+            continue;
+        int nargs = i == n ? 1 : f->instrs[i].nargs;
+        for (int k = 0; k < nargs; k++) {
+            const char *a = i == n ? result : f->instrs[i].arg_names[k];
+            for (size_t j = hash_str(a) & (cap - 1); at[j]; j = (j + 1) & (cap - 1))
+                if (!strcmp(f->instrs[at[j] - 1].name, a)) {
+                    live[at[j] - 1] = true;
+                    break;
+                }
+        }
+    }
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (live[i])
+            f->instrs[m++] = f->instrs[i];
+    f->ninstrs = m;
+    free(at);
+    free(live);
+}
+
+/* F.jvp(P) must return <value=R, tangent=ct(R)>, R F's result type. */
+static bool tangent_matches(fvm_ad *ad, const fvm_func *f, const fvm_func *jf)
+{
+    const fvm_type *r = jf->result_type, *want = fvm_type_cotangent(ad->a, f->result_type);
+    bool pair = r && r->kind == FVM_T_STRUCT && r->u.strct.n == 2;
+    if (!want)
+        return fvm_ad_nomem(ad), false;
+    if (!pair || !same_type(r->u.strct.elems[0], f->result_type))
+        return mismatch(ad, jf, "the value", pair ? r->u.strct.elems[0] : NULL, f->result_type);
+    if (!same_type(r->u.strct.elems[1], want))
+        return mismatch(ad, jf, "the tangent", r->u.strct.elems[1], want);
+    return true;
+}
+
+/* A positional struct of names, for a result: {"names": [a, b]}. */
+static fvm_doc *names2(fvm_ad *ad, const char *a, const char *b)
+{
+    fvm_doc *o = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
+    if (!arr || fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, a)) ||
+        fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, b)) || !o || fvm_doc_set(ad->a, o, "names", arr))
+        return fvm_ad_nomem(ad), NULL;
+    arr->flow = true;
+    return o;
+}
+
+/* The pullback of f for mask; with jv (f the pullback jv->f's, mask its
+ * cotangent parameter), jv->f's forward derivative (see jvp_mode). */
+static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask, jvp_mode *jv)
 {
     flat fl = {.nparams = f->nparams};
     fvm_func *pb = NULL;
@@ -859,8 +840,32 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
                 if (fl.nodes[i].args[k] >= fl.nparams)
                     fl.nodes[fl.nodes[i].args[k] - fl.nparams].useful = true;
 
-    /* f'(params..., ct) */
-    {
+    if (jv) { /* F's result in pb = <value, grads> (a struct instruction) */
+        const node *r = result >= fl.nparams ? &fl.nodes[result - fl.nparams] : NULL;
+        if (!r || r->in->op != FVM_OP_STRUCT || r->in->nargs != 2)
+            goto oom; /* not a pullback: cannot happen */
+        jv->like = r->args[0];
+        jv->u = f->nparams - 1;
+    }
+
+    /* f'(params..., ct), or F.jvp(P)(params..., t) */
+    if (jv) {
+        const fvm_type *gs = f->result_type->u.strct.elems[1];
+        const char *sel = strrchr(f->name, '(');
+        const char *base = sel ? fvm_arena_printf(ad->a, "%s.jvp%s", jv->f->name, sel) : NULL;
+        const char **pn = fvm_arena_array(&fl.scratch, (size_t)f->nparams + 1, sizeof *pn);
+        const fvm_type **pt = fvm_arena_array(&fl.scratch, (size_t)f->nparams + 1, sizeof *pt);
+        if (!base || !pn || !pt)
+            goto oom;
+        for (int i = 0; i < jv->u; i++) {
+            pn[i] = f->param_names[i];
+            pt[i] = f->param_types[i];
+        }
+        pn[jv->u] = "t";
+        pt[jv->u] = gs->u.strct.elems[0];
+        if (fvm_ad_begin(ad, base, f->nparams, pn, pt))
+            goto oom;
+    } else {
         const char **pn = fvm_arena_array(&fl.scratch, (size_t)f->nparams + 2, sizeof *pn);
         const fvm_type **pt = fvm_arena_array(&fl.scratch, (size_t)f->nparams + 2, sizeof *pt);
         if (!pn || !pt)
@@ -883,13 +888,22 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             goto oom;
     }
     pb = ad->b->f;
-    emit_forward(ad, &fl, pb);
+    emit_forward(ad, &fl, pb, jv);
 
     /* Backward: each active instruction, last first, turns the cotangent of
-     * its result into contributions to its arguments' cotangents. */
+     * its result into contributions to its arguments' cotangents. jvp: the
+     * cotangent of pb's result is <0, <t>>, given as its field 1. */
     ct = calloc((size_t)nvals + 1, sizeof *ct);
-    if (!ct || !ct_push(&ct[result], pb->param_names[f->nparams], -1))
+    if (!ct)
         goto oom;
+    if (jv) {
+        ad->b->hint = "t";
+        const char *t = fvm_ad_param(ad, jv->u), *ts = FVM_AD(ad, FVM_OP_STRUCT, NULL, t);
+        if (!ts || !ct_push(&ct[result], ts, 1))
+            goto oom;
+    } else if (!ct_push(&ct[result], pb->param_names[f->nparams], -1)) {
+        goto oom;
+    }
     for (int i = fl.n - 1; i >= 0 && !ad->failed; i--) {
         node *nd = &fl.nodes[i];
         if (!nd->varied || !nd->useful)
@@ -897,7 +911,22 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
         const fvm_instr *in = nd->in;
         ad->b->loc = &in->loc;
         ad->b->hint = fvm_arena_printf(ad->a, "d.%s", nd->name);
-        const char *c = ct_total(ad, &ct[fl.nparams + i], in->type, nd->name);
+        cts *mine = &ct[fl.nparams + i];
+        bool by_field = in->op == FVM_OP_STRUCT && mine->n > 0;
+        for (int k = 0; by_field && k < mine->n; k++)
+            by_field = mine->field[k] >= 0;
+        if (by_field) {
+            /* a struct read field by field (cts): each field's cotangent
+             * goes to its argument, with no struct assembled in between */
+            for (int k = 0; k < mine->n; k++) {
+                int a = nd->args[mine->field[k]];
+                bool wanted = a < fl.nparams ? (mask >> a & 1) : fl.nodes[a - fl.nparams].varied;
+                if (wanted && !ct_push(&ct[a], mine->v[k], -1))
+                    goto oom;
+            }
+            continue;
+        }
+        const char *c = ct_total(ad, mine, in->type, nd->name);
         if (!c)
             continue;
         if (vjp_table[in->op] == vjp_unsupported) {
@@ -925,7 +954,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
         for (int k = 0; k < n; k++) {
             int a = nd->args[k];
             want[k] = a < fl.nparams ? (mask >> a & 1) : fl.nodes[a - fl.nparams].varied;
-            x[k] = value_name(&fl, pb, a);
+            x[k] = value_name(ad, &fl, pb, jv, a);
         }
         fvm_vjp v = {.ad = ad, .in = in, .x = x, .y = nd->name, .aux = nd->aux, .ct = c, .want = want, .dx = dx};
         bool ok = vjp_table[in->op](&v) == FVM_OK;
@@ -937,6 +966,23 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             goto oom;
     }
 
+    /* jvp: <value, tangent> */
+    if (!ad->failed && jv) {
+        ad->b->loc = ad->env->where;
+        ad->b->hint = "tangent";
+        const fvm_type *r = jv->f->result_type, *rt = fvm_type_cotangent(ad->a, r);
+        const char *like = value_name(ad, &fl, pb, jv, jv->like);
+        const char *tan = ct_total(ad, &ct[jv->u], f->param_types[jv->u], u_zeros(ad, &fl, pb, jv));
+        if (!rt)
+            goto oom;
+        tan = fvm_ad_conform(ad, tan ? tan : fvm_ad_zeros(ad, like, r), rt);
+        const char *res = FVM_AD(ad, FVM_OP_STRUCT, names2(ad, "value", "tangent"), fvm_ad_conform(ad, like, r), tan);
+        if (res)
+            prune(ad, res);
+        if ((pb = fvm_ad_end(ad, res)) && !tangent_matches(ad, jv->f, pb))
+            pb = NULL;
+        goto done;
+    }
     /* <value, grads=<one cotangent per chosen parameter>> */
     if (!ad->failed) {
         ad->b->loc = ad->env->where;
@@ -953,13 +999,11 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
             gs[ng++] = g ? fvm_ad_conform(ad, g, want) : fvm_ad_zeros(ad, pb->param_names[i], f->param_types[i]);
         }
         const char *grads = fvm_ad_op(ad, FVM_OP_STRUCT, NULL, ng, gs);
-        fvm_doc *o = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
-        if (!arr || fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "value")) ||
-            fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "grads")) || !o || fvm_doc_set(ad->a, o, "names", arr))
+        fvm_doc *o = names2(ad, "value", "grads");
+        if (!o)
             goto oom;
-        arr->flow = true;
         /* inlined calls may leave the value all-equal where f's result is one per client */
-        const char *value = fvm_ad_conform(ad, value_name(&fl, pb, result), f->result_type);
+        const char *value = fvm_ad_conform(ad, value_name(ad, &fl, pb, NULL, result), f->result_type);
         const char *res = FVM_AD(ad, FVM_OP_STRUCT, o, value, grads);
         if ((pb = fvm_ad_end(ad, res)) && !grads_match(ad, f, mask, pb))
             pb = NULL;
@@ -969,7 +1013,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask)
     }
     goto done;
 oom:
-    nomem(ad);
+    fvm_ad_nomem(ad);
     if (pb && ad->b && ad->b->f == pb)
         ad->b = ad->b->outer;
     pb = NULL;
@@ -982,10 +1026,11 @@ done:
     return pb;
 }
 
-fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
+/* g's pullback (or, jvp, its forward derivative) for mask, derived once. */
+static fvm_func *derived_of(fvm_ad *ad, fvm_func *g, uint64_t mask, bool jvp)
 {
     for (pb_entry *e = ad->cache->pullbacks; e; e = e->next)
-        if (e->f == g && e->mask == mask)
+        if (e->f == g && e->mask == mask && e->jvp == jvp)
             return e->pb;
     if (ad->depth >= FVM_MAX_CALL_DEPTH) {
         if (!ad->failed)
@@ -994,15 +1039,25 @@ fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
         ad->failed = true;
         return NULL;
     }
-    ad->depth++;
-    fvm_func *pb = derive(ad, g, mask);
-    ad->depth--;
+    fvm_func *pb = NULL;
+    if (jvp) {
+        jvp_mode jv = {.f = g};
+        fvm_func *back = derived_of(ad, g, mask, false);
+        ad->depth++;
+        pb = back ? derive(ad, back, UINT64_C(1) << (back->nparams - 1), &jv) : NULL;
+        ad->depth--;
+    } else {
+        ad->depth++;
+        pb = derive(ad, g, mask, NULL);
+        ad->depth--;
+    }
     pb_entry *e = pb ? fvm_arena_alloc(ad->a, sizeof *e) : NULL;
     if (pb && !e)
-        return nomem(ad), NULL;
+        return fvm_ad_nomem(ad), NULL;
     if (e) {
         e->f = g;
         e->mask = mask;
+        e->jvp = jvp;
         e->pb = pb;
         e->next = ad->cache->pullbacks;
         ad->cache->pullbacks = e;
@@ -1010,16 +1065,31 @@ fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
     return pb;
 }
 
-fvm_status fvm_ad_pullback(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out)
+fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
+{
+    return derived_of(ad, g, mask, false);
+}
+
+static fvm_status start(const fvm_ad_env *env, fvm_func *f, uint64_t mask, bool jvp, fvm_func **out)
 {
     fvm_ad ad = {.env = env, .p = env->p, .a = &env->p->arena, .top = f};
     if (!env->p->ad && !(env->p->ad = fvm_arena_alloc(ad.a, sizeof *env->p->ad)))
         return fvm_diag_add(env->d, FVM_ERR_NOMEM, env->where, "out of memory");
     ad.cache = env->p->ad;
-    *out = fvm_ad_pullback_of(&ad, f, mask);
+    *out = derived_of(&ad, f, mask, jvp);
     if (*out)
         return FVM_OK;
     if (!ad.failed)
         fvm_diag_add(env->d, FVM_ERR_TYPE, env->where, "cannot differentiate '%s'", f->name);
     return ad.status ? ad.status : FVM_ERR_TYPE;
+}
+
+fvm_status fvm_ad_pullback(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out)
+{
+    return start(env, f, mask, false, out);
+}
+
+fvm_status fvm_ad_jvp(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out)
+{
+    return start(env, f, mask, true, out);
 }

@@ -76,6 +76,20 @@ typedef struct fvm_ad_env {
  * are reported in env->d at the instruction at fault. */
 fvm_status fvm_ad_pullback(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out);
 
+/* The forward derivative of f for the one parameter P whose bit is set in
+ * mask (derived once per (f, mask) and reused):
+ *
+ *     f.jvp(P)(p1..pn, t: ct(T_P)) -> <value=R, tangent=ct(R)>
+ *
+ * the value of f and the Jacobian-vector product J t. It is the transpose of
+ * f's pullback: the pullback f.vjp(P)(p1..pn, u) is linear in u, and its own
+ * pullback for u at the cotangent <0, <t>> of its result is J t, derived by
+ * the same VJP rules (each op's rule written once). So the tangent of a
+ * federated_broadcast is a federated_broadcast (the adjoint of the adjoint,
+ * federated_sum), of a federated_sum a federated_sum, of a federated_map a
+ * federated_map of the function's derivative. Errors as fvm_ad_pullback's. */
+fvm_status fvm_ad_jvp(const fvm_ad_env *env, fvm_func *f, uint64_t mask, fvm_func **out);
+
 /* Is t a tensor, or a struct tree of tensors, whose leaves are all floats of
  * one dtype (then *dt)? False for a tree without leaves. */
 bool fvm_ad_one_float_dtype(const fvm_type *t, fvm_dtype *dt);
@@ -121,7 +135,8 @@ fvm_doc *fvm_ad_copy_attrs(fvm_ad *ad, const fvm_instr *in, const char *const *k
 fvm_doc *fvm_ad_names(fvm_ad *ad, const fvm_type *st);
 
 /* Zeros shaped as the value 'like' of type t (placed values through
- * federated_map/apply); and a + b for values of type t. */
+ * federated_map/apply, sequences through sequence_map); and a + b for
+ * values of type t (sequences of one length, element by element). */
 const char *fvm_ad_zeros(fvm_ad *ad, const char *like, const fvm_type *t);
 const char *fvm_ad_add(fvm_ad *ad, const char *a, const char *b, const fvm_type *t);
 
@@ -137,7 +152,8 @@ typedef enum fvm_ad_helper {
     FVM_AD_TIE, /* (x: T, y: T, c: T) -> c where x == y, else 0 */
     FVM_AD_HIT, /* (x: T, y: T) -> 1 where x == y, else 0 (in x's dtypes) */
     FVM_AD_QUOT, /* (a: T, b: T) -> a / b, element by element */
-    FVM_AD_PER_CLIENT /* (a: T) -> a, T holding {U}@CLIENTS: see above */
+    FVM_AD_PER_CLIENT, /* (a: T) -> a, T holding {U}@CLIENTS: see above */
+    FVM_AD_ADD_PAIR /* (p: <T, T>) -> p.0 + p.1 (sums of sequences, element by element) */
 } fvm_ad_helper;
 fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, const fvm_type *t2, int index);
 
@@ -145,6 +161,19 @@ fvm_func *fvm_ad_helper_fn(fvm_ad *ad, fvm_ad_helper kind, const fvm_type *t, co
  * as a value of type t, where they are {T}@CLIENTS (see above): v itself
  * when t holds no {T}@CLIENTS. */
 const char *fvm_ad_conform(fvm_ad *ad, const char *v, const fvm_type *t);
+
+/* grad, value_and_grad, vjp, jvp: the ops that take a derivative. */
+bool fvm_ad_is_deriv(fvm_op op);
+
+/* The function a derivative instruction in computes from its arguments,
+ * made once per derivative and op from the derived in->derived:
+ *   grad:           F.grad(P)(p1..pn)           = F.vjp(P)(p1..pn, 1).grads.0
+ *   value_and_grad: F.value_and_grad(P)(p1..pn) = <value=..., grad=...> of the same call
+ *   vjp:            F.vjp(P).grads(p1..pn, ct)  = F.vjp(P)(p1..pn, ct).grads.0
+ *   jvp:            F.jvp(P) itself
+ * A derivation inlines it as a call (or differentiates it as vjp_call does):
+ * derivatives of derivatives. NULL after an error, reported. */
+fvm_func *fvm_ad_deriv_fn(fvm_ad *ad, const fvm_instr *in);
 
 /* The pullback of g for mask (a nested derivation). */
 fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask);
@@ -158,6 +187,12 @@ fvm_status fvm_ad_begin(fvm_ad *ad, const char *base, int nparams, const char *c
 fvm_func *fvm_ad_end(fvm_ad *ad, const char *result);
 /* The name of parameter i of the function being built. */
 const char *fvm_ad_param(fvm_ad *ad, int i);
+
+/* For the rules of ops that run functions: the pullback of fn for the
+ * parameters whose arguments the rule wants a cotangent for (v->want):
+ * argument k (from first_arg) is parameter k + shift; 'always' adds
+ * parameter bits. NULL after an error, reported. */
+fvm_func *fvm_vjp_pullback_for(fvm_vjp *v, fvm_func *fn, int first_arg, int shift, uint64_t always);
 
 /* Why an op whose rule is vjp_unsupported passes no gradient and what to
  * write instead, for its error; NULL when there is nothing to add. */

@@ -21,7 +21,8 @@ static fvm_status check_added(void *ctx, fvm_func *f)
     return fvm_check_func(p, f, d);
 }
 
-/* The pullback of instruction in (a grad, value_and_grad or vjp). */
+/* The derivative of instruction in: the pullback of a grad, value_and_grad or
+ * vjp; the forward derivative of a jvp. */
 static fvm_status derive(fvm_program *p, fvm_instr *in, fvm_diag *d)
 {
     fvm_func *fn = in->a.fn;
@@ -31,6 +32,8 @@ static fvm_status derive(fvm_program *p, fvm_instr *in, fvm_diag *d)
             wrt++;
     fvm_ad_env env = {.p = p, .d = d, .check = check_added, .where = &in->loc};
     env.ctx = &env;
+    if (in->op == FVM_OP_JVP)
+        return fvm_ad_jvp(&env, fn, UINT64_C(1) << wrt, &in->derived);
     return fvm_ad_pullback(&env, fn, UINT64_C(1) << wrt, &in->derived);
 }
 
@@ -191,7 +194,7 @@ static fvm_status lower_fields(fvm_program *p, int n, fvm_diag *d)
 
 static bool is_grad(fvm_op op)
 {
-    return op == FVM_OP_GRAD || op == FVM_OP_VALUE_AND_GRAD || op == FVM_OP_VJP;
+    return op == FVM_OP_GRAD || op == FVM_OP_VALUE_AND_GRAD || op == FVM_OP_VJP || op == FVM_OP_JVP;
 }
 
 /* Derives in the order the checker met the grad instructions: depth first,
@@ -239,7 +242,8 @@ fvm_status fvm_passes_run(fvm_program *p, fvm_diag *d)
 {
     if (p->compiled)
         return FVM_OK;
-    int n = p->nfuncs; /* the derived ones, added from here on, hold no grad */
+    int n = p->nfuncs; /* the derived ones, added from here on, need no derivation: a derivative op they
+                          * copy forward (past the bound on inlining) keeps the derivative its original has */
     fvm_status first = lower_fields(p, n, d);
     if (first)
         return first;

@@ -135,13 +135,18 @@ static int made_up(flat *F, const fvm_instr *at, const char *name, fvm_op op, fv
 
 /* grad, value_and_grad or vjp of a federated function: its pullback (the
  * passes derived it: fn'(params..., ct) -> <value, grads=<g>>) inlined
- * like a call, with the cotangent 1 made up for grad and value_and_grad. */
+ * like a call, with the cotangent 1 made up for grad and value_and_grad;
+ * jvp: its forward derivative fn.jvp(params..., t) inlined. */
 static fvm_status inline_derivative(flat *F, const fvm_instr *in, const char *name, int *args, int *out, int depth)
 {
     const fvm_func *fn = in->a.fn, *pb = in->derived;
     int n = fn->nparams, *pargs = fvm_arena_array(F->a, (size_t)n + 2, sizeof *pargs);
     if (!pargs)
         return nomem(F->d);
+    if (in->op == FVM_OP_JVP) { /* fn.jvp(params..., t) -> <value, tangent>: the op's value */
+        const char *sub = fvm_arena_printf(F->a, "%s/", name);
+        return sub ? flatten(F, pb, sub, args, out, depth + 1) : nomem(F->d);
+    }
     memcpy(pargs, args, (size_t)n * sizeof *pargs);
     if (in->op == FVM_OP_VJP) {
         pargs[n] = args[n];
@@ -276,7 +281,8 @@ static fvm_status flatten(flat *F, const fvm_func *f, const char *prefix, const 
                 if (m->stage > n.stage)
                     n.stage = m->stage;
             }
-        } else if ((in->op == FVM_OP_GRAD || in->op == FVM_OP_VALUE_AND_GRAD || in->op == FVM_OP_VJP) &&
+        } else if ((in->op == FVM_OP_GRAD || in->op == FVM_OP_VALUE_AND_GRAD || in->op == FVM_OP_VJP ||
+                    in->op == FVM_OP_JVP) &&
                    in->a.fn->federated) {
             fvm_status s = inline_derivative(F, in, name, args, &slot[in->slot], depth);
             if (s)

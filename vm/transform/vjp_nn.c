@@ -94,6 +94,50 @@ fvm_status vjp_pool(fvm_vjp *v)
     return FVM_OK;
 }
 
+/* The gradients of conv2d are linear in each argument (the third only gives
+ * a shape): conv2d_grad_input(dy, w, x) is <dy, conv2d(x, w)> differentiated
+ * in x, so <ct, it> = <dy, conv2d(ct, w)>; conv2d_grad_filter(x, dy, w) is
+ * the same differentiated in w, so <ct, it> = <dy, conv2d(x, ct)>. */
+fvm_status vjp_conv2d_grad_input(fvm_vjp *v)
+{
+    if (v->want[0])
+        v->dx[0] = OP(CONV2D, fvm_ad_copy_attrs(v->ad, v->in, window_keys + 1), v->ct, v->x[1]);
+    if (v->want[1])
+        v->dx[1] = OP(CONV2D_GRAD_FILTER, fvm_ad_copy_attrs(v->ad, v->in, window_keys + 1), v->ct, v->x[0], v->x[1]);
+    return FVM_OK;
+}
+
+fvm_status vjp_conv2d_grad_filter(fvm_vjp *v)
+{
+    if (v->want[0])
+        v->dx[0] = OP(CONV2D_GRAD_INPUT, fvm_ad_copy_attrs(v->ad, v->in, window_keys + 1), v->x[1], v->ct, v->x[0]);
+    if (v->want[1])
+        v->dx[1] = OP(CONV2D, fvm_ad_copy_attrs(v->ad, v->in, window_keys + 1), v->x[0], v->ct);
+    return FVM_OK;
+}
+
+/* max_pool_grad(x, dy) routes each window's dy to the element max_pool
+ * chose, max_pool_gather(x, u) reads u there: linear in dy and u, each the
+ * other's adjoint; piecewise constant in x, which gets none. */
+fvm_status vjp_max_pool_grad(fvm_vjp *v)
+{
+    set(v, 1, OP(MAX_POOL_GATHER, fvm_ad_copy_attrs(v->ad, v->in, window_keys), v->x[0], v->ct));
+    return FVM_OK;
+}
+
+fvm_status vjp_max_pool_gather(fvm_vjp *v)
+{
+    set(v, 1, OP(MAX_POOL_GRAD, fvm_ad_copy_attrs(v->ad, v->in, window_keys), v->x[0], v->ct));
+    return FVM_OK;
+}
+
+fvm_status vjp_avg_pool_grad(fvm_vjp *v)
+{
+    /* linear in dy, the adjoint of avg_pool; x gives only a shape */
+    set(v, 1, OP(AVG_POOL, fvm_ad_copy_attrs(v->ad, v->in, window_keys), v->ct));
+    return FVM_OK;
+}
+
 fvm_status vjp_embedding(fvm_vjp *v)
 {
     set(v, 0, OP(SCATTER_ADD, attr_int(v, "axis", 0), v->x[0], v->x[1], v->ct));
