@@ -101,7 +101,12 @@ static fvm_status classify(da *m)
         return fvm_diag_add(m->d, FVM_ERR_PLACEMENT, &fl->f->loc,
                             "'%s' aggregates nothing from the clients, so it has no round to put in a form",
                             fl->f->name);
-    need(m, fl->result, seen);
+    if (fl->client_state < 0) {
+        need(m, fl->result, seen);
+    } else { /* the clients' new states are client_work's, not the server's */
+        need(m, fl->nodes[fl->result].args[0], seen);
+        need(m, fl->nodes[fl->result].args[1], seen);
+    }
     for (int i = 0; i < m->nagg; i++)
         need(m, m->agg[i], seen);
     return FVM_OK;
@@ -158,6 +163,7 @@ static fvm_status types_of(da *m, da_types *t)
         }
     }
     t->updates = struct_of(m, m->nupdates, m->update_names, un, false);
+    m->update_names[m->nupdates] = "client_state"; /* client_work's last field in a round with client state */
     return t->broadcast && t->context && t->inter && t->aggregates && t->updates ? FVM_OK : nomem(m->d);
 }
 
@@ -234,11 +240,20 @@ static fvm_status write_work(da *m, const da_types *t)
         for (int j = 0; j < fvm_agg_rule_of(g->in->op)->client_args; j++)
             FVM_TRY(fvm_fwriter_node(&w, g->args[j], &u[k++]));
     }
-    FVM_TRY(fvm_fwriter_struct(&w, "@updates", m->nupdates, m->update_names, u));
+    if (m->fl->client_state < 0) {
+        FVM_TRY(fvm_fwriter_struct(&w, "@updates", m->nupdates, m->update_names, u));
+        return add_func(m, WORK, &w,
+                        "Distribute-Aggregate form: client_work (at the clients). What each client sends to the "
+                        "aggregations.",
+                        "@updates");
+    }
+    /* the clients' new states, one more field, which the round keeps at the clients */
+    FVM_TRY(fvm_fwriter_node(&w, m->fl->client_state, &u[m->nupdates]));
+    FVM_TRY(fvm_fwriter_struct(&w, "@work", m->nupdates + 1, m->update_names, u));
     return add_func(m, WORK, &w,
                     "Distribute-Aggregate form: client_work (at the clients). What each client sends to the "
-                    "aggregations.",
-                    "@updates");
+                    "aggregations, and its new state (client_state, which stays at the client).",
+                    "@work");
 }
 
 static fvm_status write_aggregate(da *m, const da_types *t)
@@ -287,7 +302,7 @@ static fvm_status write_result(da *m, const da_types *t)
         w.bound[m->agg[i]] = name;
     }
     const char *result;
-    FVM_TRY(fvm_fwriter_node(&w, m->fl->result, &result));
+    FVM_TRY(fvm_fwriter_result(&w, &result));
     return add_func(m, RESULT, &w,
                     "Distribute-Aggregate form: server_result (at the server). The round's result from the "
                     "intermediate state and the aggregates.",
@@ -298,6 +313,31 @@ static fvm_status call(da *m, fvm_fwriter *w, const char *name, int part, int na
 {
     fvm_doc *attrs = fvm_attr1(m->a, "fn", m->part[part]);
     return attrs ? fvm_fwriter_instr(w, name, "call", attrs, nargs, args) : nomem(m->d);
+}
+
+/* {"index": k} */
+static fvm_doc *index_attr(da *m, int k)
+{
+    fvm_doc *o = fvm_doc_new(m->a, FVM_DOC_OBJECT);
+    if (!o || fvm_doc_set(m->a, o, "index", fvm_doc_int(m->a, k)))
+        return NULL;
+    o->flow = true;
+    return o;
+}
+
+/* "@work" (client_work's result with the new states) taken apart:
+ * "@updates", its fields for the aggregations, and "@client_states". */
+static fvm_status split_work(da *m, fvm_fwriter *w)
+{
+    const char **u = fvm_arena_array(m->a, (size_t)m->nupdates + 1, sizeof *u);
+    if (!u)
+        return nomem(m->d);
+    for (int k = 0; k < m->nupdates; k++) {
+        u[k] = str(m, "@work/%d", k);
+        FVM_TRY(fvm_fwriter_field(w, u[k], m->update_names[k], "@work"));
+    }
+    FVM_TRY(fvm_fwriter_field(w, "@client_states", "client_state", "@work"));
+    return fvm_fwriter_struct(w, "@updates", m->nupdates, m->update_names, u);
 }
 
 static fvm_status write_round(da *m)
@@ -320,11 +360,24 @@ static fvm_status write_round(da *m)
     for (int k = 0; k < m->nclient; k++)
         args[k] = f->param_names[m->fl->nodes[m->client[k]].param];
     args[m->nclient] = "@context";
-    FVM_TRY(call(m, &w, "@updates", WORK, m->nclient + 1, args));
+    bool cs = m->fl->client_state >= 0;
+    FVM_TRY(call(m, &w, cs ? "@work" : "@updates", WORK, m->nclient + 1, args));
+    if (cs) /* the updates go to the aggregations; the new states stay at the clients */
+        FVM_TRY(split_work(m, &w));
     const char *ag[2] = {"@intermediate", "@updates"}, *rs[2] = {"@intermediate", "@aggregates"};
     FVM_TRY(call(m, &w, "@aggregates", AGGREGATE, 2, ag));
     FVM_TRY(call(m, &w, "@result", RESULT, 2, rs));
-    fvm_doc *fn = fvm_fwriter_finish(&w, f->doc, "@result");
+    const char *result = "@result";
+    if (cs) { /* <state, metrics> from server_result, then the clients' new states */
+        const fvm_type *t = f->result_type;
+        const char *parts[3] = {"@result/0", "@result/1", "@client_states"};
+        for (int k = 0; k < 2; k++)
+            FVM_TRY(t->u.strct.names[k] ? fvm_fwriter_field(&w, parts[k], t->u.strct.names[k], "@result")
+                                        : fvm_fwriter_instr(&w, parts[k], "field", index_attr(m, k), 1, &result));
+        result = "@round";
+        FVM_TRY(fvm_fwriter_struct(&w, result, 3, t->u.strct.names[0] ? t->u.strct.names : NULL, parts));
+    }
+    fvm_doc *fn = fvm_fwriter_finish(&w, f->doc, result);
     return fn && !fvm_doc_set(m->a, m->funcs, f->name, fn) ? FVM_OK : nomem(m->d);
 }
 
@@ -341,6 +394,14 @@ static fvm_doc *form_doc(da *m, const char *source)
         fvm_doc_set(a, o, "function", fvm_doc_string(a, m->fl->f->name)) ||
         fvm_doc_set(a, o, "source", fvm_doc_string(a, source)) || fvm_doc_set(a, o, "parts", parts))
         return NULL;
+    if (m->fl->client_state >= 0) { /* a fedvm extension: client_work's field that stays at the clients */
+        fvm_doc *cs = fvm_doc_new(a, FVM_DOC_OBJECT);
+        if (!cs || fvm_doc_set(a, cs, "output", fvm_doc_string(a, "client_state")) ||
+            fvm_doc_set(a, cs, "initialize", fvm_doc_string(a, "initialize_client")) ||
+            fvm_doc_set(a, o, "client_state", cs))
+            return NULL;
+        cs->flow = true;
+    }
     return o;
 }
 

@@ -346,10 +346,7 @@ fvm_status fvm_flow_build(fvm_arena *a, const fvm_program *p, const fvm_func *f,
     memset(out, 0, sizeof *out);
     out->p = p;
     out->f = f;
-    if (!strcmp(f->name, "next") && fvm_program_func(p, "initialize_client"))
-        return fvm_diag_add(d, FVM_ERR_USAGE, &f->loc,
-                            "this program keeps a state on each client (initialize_client); the round forms and "
-                            "plans do not carry client state yet: run it with 'fedvm run'");
+    out->client_state = -1;
     flat F = {a, out, d};
     int *params = fvm_arena_array(a, (size_t)f->nparams + 1, sizeof *params);
     if (!params)
@@ -362,7 +359,23 @@ fvm_status fvm_flow_build(fvm_arena *a, const fvm_program *p, const fvm_func *f,
             return nomem(d);
     }
     fvm_status s = flatten(&F, f, NULL, params, &out->result, 0);
-    return s ? s : check_result(&F, out->result);
+    if (s)
+        return s;
+    if (strcmp(f->name, "next") || !fvm_program_func(p, "initialize_client"))
+        return check_result(&F, out->result);
+    /* a round that keeps client state: <state, metrics> at the server, the clients' new states at the
+       clients (the checker made sure of the types) */
+    const fvm_fnode *r = &out->nodes[out->result];
+    if (!r->view || r->nargs != 3)
+        return fvm_diag_add(d, FVM_ERR_PLACEMENT, &f->result_loc,
+                            "the result of '%s' is not a struct built here of its three fields (the state, the "
+                            "metrics and the clients' new states); a round form takes the clients' states apart "
+                            "from the rest: build the result with 'struct'",
+                            f->name);
+    out->client_state = r->args[2];
+    if ((s = check_result(&F, r->args[0])) == FVM_OK)
+        s = check_result(&F, r->args[1]);
+    return s;
 }
 
 /* ---- writing generated functions ------------------------------------------ */
@@ -549,6 +562,29 @@ fvm_status fvm_fwriter_node(fvm_fwriter *w, int i, const char **name)
     w->bound[i] = n->name;
     *name = n->name;
     return FVM_OK;
+}
+
+const fvm_type *fvm_flow_server_result(fvm_arena *a, const fvm_flow *fl)
+{
+    const fvm_type *t = fl->f->result_type;
+    if (fl->client_state < 0)
+        return t;
+    const char *names[2] = {t->u.strct.names[0], t->u.strct.names[1]};
+    return fvm_type_struct(a, 2, names[0] ? names : NULL, t->u.strct.elems);
+}
+
+fvm_status fvm_fwriter_result(fvm_fwriter *w, const char **name)
+{
+    const fvm_flow *fl = w->fl;
+    if (fl->client_state < 0)
+        return fvm_fwriter_node(w, fl->result, name);
+    const fvm_fnode *r = &fl->nodes[fl->result];
+    const fvm_type *t = fl->f->result_type;
+    const char *args[2], *names[2] = {t->u.strct.names[0], t->u.strct.names[1]};
+    FVM_TRY(fvm_fwriter_node(w, r->args[0], &args[0]));
+    FVM_TRY(fvm_fwriter_node(w, r->args[1], &args[1]));
+    *name = r->name;
+    return fvm_fwriter_struct(w, r->name, 2, names[0] ? names : NULL, args);
 }
 
 fvm_doc *fvm_fwriter_finish(fvm_fwriter *w, const char *doc, const char *result)

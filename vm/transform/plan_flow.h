@@ -43,6 +43,9 @@ typedef struct fvm_flow {
     int n, cap;
     fvm_fnode *nodes; /* in an order where arguments come first */
     int result;
+    int client_state; /* 'next' of a program with initialize_client: the node of the clients' new
+                         states ({C}@CLIENTS, the third field of the result), which stay at the
+                         clients; -1 in a round without client state */
 } fvm_flow;
 
 /* The function a form is made of: fvm_plan_entry's, which must be federated. */
@@ -50,7 +53,10 @@ fvm_status fvm_form_entry(const fvm_program *p, const fvm_plan_opts *o, const fv
 
 /* Flattens checked federated function f of p. Errors (an op the forms do
  * not handle, a second exchange, a result at the clients) name the
- * instruction with its location and say what a round allows. */
+ * instruction with its location and say what a round allows. The 'next'
+ * of a program that keeps a state on each client (initialize_client) has a
+ * third result field at the clients, their new states: out->client_state
+ * (SPEC, "Client state"). */
 fvm_status fvm_flow_build(fvm_arena *a, const fvm_program *p, const fvm_func *f, fvm_flow *out, fvm_diag *d);
 
 /* Is node i an aggregation (an intrinsic from the clients to the server)? */
@@ -86,6 +92,13 @@ fvm_status fvm_fwriter_init(fvm_fwriter *w, fvm_arena *a, const fvm_flow *fl, bo
 fvm_status fvm_fwriter_param(fvm_fwriter *w, const char *name, const fvm_type *t, int node);
 /* Writes node i (and what it needs); *name is its name in the function. */
 fvm_status fvm_fwriter_node(fvm_fwriter *w, int i, const char **name);
+/* Writes the round's result as the server computes it: the flow's result,
+ * or in a round with client state the struct of its first two fields (the
+ * server state and the metrics) without the clients' new states; *name is
+ * its name in the function. */
+fvm_status fvm_fwriter_result(fvm_fwriter *w, const char **name);
+/* The type of what fvm_fwriter_result writes (placements kept). */
+const fvm_type *fvm_flow_server_result(fvm_arena *a, const fvm_flow *fl);
 /* Appends [name, op, attrs?, args...] (attrs may be NULL; args borrowed). */
 fvm_status fvm_fwriter_instr(fvm_fwriter *w, const char *name, const char *op, fvm_doc *attrs, int nargs,
                              const char *const *args);

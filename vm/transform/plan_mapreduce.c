@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "../ir/aggregation.h"
+#include "../ir/keys.h"
 #include "plan_form.h"
 #include "plan_mr.h"
 
@@ -463,10 +464,12 @@ static fvm_status types_of(mr *m, mr_types *t)
     t->R = struct_of(m, m->nagg, "r%d", r);
     t->SEC = struct_of(m, m->nsec, "s%d", s);
     t->SECR = struct_of(m, m->nsec, "s%d", sr);
-    const char *wn[2] = {"updates", "secure"};
-    const fvm_type *we[2] = {t->U, t->SEC};
+    const char *wn[3] = {"updates", "secure", "client_state"};
+    t->CS = m->fl->client_state >= 0 ? fvm_mr_node_type(m, m->fl->client_state) : NULL;
+    const fvm_type *we[3] = {t->U, t->SEC, t->CS};
     t->WORK = t->U && t->SEC ? fvm_type_struct(m->a, 2, wn, we) : NULL;
-    return t->C && t->A && t->R && t->SECR && t->WORK ? FVM_OK : nomem(m->d);
+    t->OUT = t->CS && t->WORK ? fvm_type_struct(m->a, 3, wn, we) : t->WORK;
+    return t->C && t->A && t->R && t->SECR && t->WORK && t->OUT ? FVM_OK : nomem(m->d);
 }
 
 static fvm_status server_params(mr *m, fvm_fwriter *w)
@@ -530,10 +533,20 @@ static fvm_status write_work(mr *m, const mr_types *t)
         FVM_TRY(fvm_fwriter_node(&w, m->fl->nodes[m->sec[j]].args[0], &s[j]));
     FVM_TRY(fvm_fwriter_struct(&w, "@updates", m->nagg, fvm_flow_names(m->a, m->nagg, "u%d"), u));
     FVM_TRY(fvm_fwriter_struct(&w, "@secure", m->nsec, fvm_flow_names(m->a, m->nsec, "s%d"), s));
-    FVM_TRY(struct2(&w, "@work", "updates", "@updates", "secure", "@secure"));
+    if (m->fl->client_state < 0) {
+        FVM_TRY(struct2(&w, "@work", "updates", "@updates", "secure", "@secure"));
+        return add_func(m, m->part[FVM_MR_WORK], &w,
+                        "MapReduce form: work. One client's part of the round, from its data and the broadcast: "
+                        "its update (one field per aggregation) and its inputs to the secure sums.",
+                        "@work");
+    }
+    const char *names[3] = {"updates", "secure", "client_state"}, *args[3] = {"@updates", "@secure"};
+    FVM_TRY(fvm_fwriter_node(&w, m->fl->client_state, &args[2]));
+    FVM_TRY(fvm_fwriter_struct(&w, "@work", 3, names, args));
     return add_func(m, m->part[FVM_MR_WORK], &w,
-                    "MapReduce form: work. One client's part of the round, from its data and the broadcast: "
-                    "its update (one field per aggregation) and its inputs to the secure sums.",
+                    "MapReduce form: work. One client's part of the round, from its data, its state and the "
+                    "broadcast: its update (one field per aggregation), its inputs to the secure sums and its new "
+                    "state (client_state, which stays at the client).",
                     "@work");
 }
 
@@ -614,7 +627,7 @@ static fvm_status write_update(mr *m, const mr_types *t)
         w.bound[m->sec[j]] = name;
     }
     const char *result;
-    FVM_TRY(fvm_fwriter_node(&w, m->fl->result, &result));
+    FVM_TRY(fvm_fwriter_result(&w, &result));
     return add_func(m, m->part[FVM_MR_UPDATE], &w,
                     "MapReduce form: update. The round's result (unplaced) from the server's inputs, the "
                     "aggregations' results and the secure sums.",
@@ -654,6 +667,10 @@ static fvm_status rebuild(rewrite *r, int i, const char **name)
 {
     mr *m = r->m;
     const fvm_fnode *n = &m->fl->nodes[i];
+    if (i == m->fl->client_state) { /* taken from work's results at the clients */
+        *name = "@client_states";
+        return FVM_OK;
+    }
     if (n->view && n->type->kind == FVM_T_STRUCT && r->depth < 64) {
         const char **args = fvm_arena_array(m->a, (size_t)n->nargs + 1, sizeof *args);
         if (!args)
@@ -798,6 +815,33 @@ fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, con
     return FVM_OK;
 }
 
+/* In a round with client state: "@sent" = what work's results send to the
+ * server (<updates, secure>) and "@client_states" = the clients' new
+ * states, each a federated_map of a part of "@work" at the clients. */
+static fvm_status split_work(mr *m, fvm_fwriter *w, const char **sent)
+{
+    const char *f = m->fl->f->name, *to_server = fvm_arena_printf(m->a, "%s.to_server", f),
+               *get_state = fvm_arena_printf(m->a, "%s.client_state", f), *work = "@work";
+    const char *path[1] = {"client_state"};
+    if (!to_server || !get_state)
+        return nomem(m->d);
+    fvm_fwriter g;
+    FVM_TRY(fvm_fwriter_init(&g, m->a, m->fl, true, m->d));
+    FVM_TRY(fvm_fwriter_param(&g, "@x", m->t.OUT, -1));
+    FVM_TRY(fvm_fwriter_field(&g, "@x/updates", "updates", "@x"));
+    FVM_TRY(fvm_fwriter_field(&g, "@x/secure", "secure", "@x"));
+    FVM_TRY(struct2(&g, "@sent", "updates", "@x/updates", "secure", "@x/secure"));
+    FVM_TRY(add_func(m, to_server, &g,
+                     "MapReduce form: what a client's work sends to the server (its update and secure-sum inputs), "
+                     "without its new state.",
+                     "@sent"));
+    FVM_TRY(write_getter(m, get_state, m->t.OUT, 1, path));
+    FVM_TRY(fvm_fwriter_instr(w, "@sent", "federated_map", fvm_attr1(m->a, "fn", to_server), 1, &work));
+    FVM_TRY(fvm_fwriter_instr(w, "@client_states", "federated_map", fvm_attr1(m->a, "fn", get_state), 1, &work));
+    *sent = "@sent";
+    return FVM_OK;
+}
+
 fvm_status fvm_mr_round(fvm_mr *m)
 {
     const fvm_func *f = m->fl->f;
@@ -828,12 +872,16 @@ fvm_status fvm_mr_round(fvm_mr *m)
     client[m->nclient] = "@broadcast/clients";
     FVM_TRY(fvm_fwriter_instr(w, "@work", "federated_map", fvm_attr1(m->a, "fn", m->part[FVM_MR_WORK]), m->nclient + 1,
                               client));
-    FVM_TRY(fvm_mr_exchange(m, w, "@work", true));
+    const char *sent = "@work";
+    if (m->fl->client_state >= 0) /* the new states stay at the clients; the rest goes to the exchange */
+        FVM_TRY(split_work(m, w, &sent));
+    FVM_TRY(fvm_mr_exchange(m, w, sent, true));
     server[m->nserver] = "@report";
     server[m->nserver + 1] = "@secure";
     FVM_TRY(fvm_fwriter_instr(w, "@out", "federated_apply", fvm_attr1(m->a, "fn", m->part[FVM_MR_UPDATE]),
                               m->nserver + 2, server));
-    if (!(r.out = unplaced_deep(m->a, m->fl->nodes[m->fl->result].type)))
+    const fvm_type *rt = fvm_flow_server_result(m->a, m->fl);
+    if (!rt || !(r.out = unplaced_deep(m->a, rt)))
         return nomem(m->d);
     const char *result;
     FVM_TRY(rebuild(&r, m->fl->result, &result));
@@ -852,6 +900,28 @@ static fvm_doc *strings(fvm_arena *a, int n, const char *const *v)
     if (list)
         list->flow = true;
     return list;
+}
+
+/* The form's "client_state" member (a fedvm extension; TFF's MapReduceForm
+ * has no place for it): work's input that is the client's state, the field
+ * of work's result that is its new state, and the function of the first. */
+static fvm_doc *client_state_doc(mr *m)
+{
+    fvm_arena *a = m->a;
+    const fvm_func *f = m->fl->f;
+    const char *input = NULL;
+    for (int k = 0; k < m->nclient; k++) {
+        const char *name = f->param_names[m->fl->nodes[m->client[k]].param];
+        if (fvm_given_param(name, f->param_types[m->fl->nodes[m->client[k]].param]) == FVM_GIVEN_CLIENT_STATES)
+            input = name;
+    }
+    fvm_doc *o = fvm_doc_new(a, FVM_DOC_OBJECT);
+    if (!o || (input && fvm_doc_set(a, o, "input", fvm_doc_string(a, input))) ||
+        fvm_doc_set(a, o, "output", fvm_doc_string(a, "client_state")) ||
+        fvm_doc_set(a, o, "initialize", fvm_doc_string(a, "initialize_client")))
+        return NULL;
+    o->flow = true;
+    return o;
 }
 
 static fvm_doc *form_doc(mr *m, const char *source)
@@ -894,12 +964,13 @@ static fvm_doc *form_doc(mr *m, const char *source)
             return NULL;
         e->flow = true;
     }
-    if (fvm_doc_set(a, o, "kind", fvm_doc_string(a, "mapreduce")) ||
+    fvm_doc *cs = m->fl->client_state >= 0 ? client_state_doc(m) : NULL;
+    if ((m->fl->client_state >= 0 && !cs) || fvm_doc_set(a, o, "kind", fvm_doc_string(a, "mapreduce")) ||
         fvm_doc_set(a, o, "function", fvm_doc_string(a, f->name)) ||
         fvm_doc_set(a, o, "source", fvm_doc_string(a, source)) || fvm_doc_set(a, o, "parts", parts) ||
         fvm_doc_set(a, o, "server_inputs", strings(a, m->nserver, sv)) ||
         fvm_doc_set(a, o, "client_inputs", strings(a, m->nclient, cv)) || fvm_doc_set(a, o, "aggregations", aggs) ||
-        fvm_doc_set(a, o, "secure_sums", secs))
+        fvm_doc_set(a, o, "secure_sums", secs) || (cs && fvm_doc_set(a, o, "client_state", cs)))
         return NULL;
     return o;
 }

@@ -5,8 +5,11 @@
  * sums, and writes the seven local parts of TFF's MapReduce form (prepare,
  * work, zero, accumulate, merge, report, update) as generated functions.
  * plan_mapreduce.c adds the round rewritten to run them; plan_xdev.c splits
- * them into a client phase and a server phase. Everything lives in the
- * caller's arena. */
+ * them into a client phase and a server phase. In a round that keeps a
+ * state on each client (plan_flow.h, client_state), the client's state is
+ * one of work's inputs and its new state one more field of work's result,
+ * 'client_state', which is never aggregated; update gives only the server
+ * state and the metrics. Everything lives in the caller's arena. */
 #ifndef FVM_PLAN_MR_H
 #define FVM_PLAN_MR_H
 
@@ -34,7 +37,10 @@ typedef struct fvm_mr_types {
     const fvm_type *R; /* report's result <r0=..., ...> */
     const fvm_type *SEC; /* one client's inputs to the secure sums <s0=..., ...> */
     const fvm_type *SECR; /* the secure sums' results */
-    const fvm_type *WORK; /* work's result <updates=U, secure=SEC> */
+    const fvm_type *WORK; /* what a client sends: <updates=U, secure=SEC> */
+    const fvm_type *CS; /* a client's state C (a round with client state), else NULL */
+    const fvm_type *OUT; /* work's result: WORK, or <updates=U, secure=SEC, client_state=C> in a round
+                            with client state (the client's new state stays at the client) */
 } fvm_mr_types;
 
 typedef struct fvm_mr {
@@ -73,7 +79,10 @@ fvm_status fvm_mr_secure_sums(fvm_mr *m, fvm_fwriter *w, const char *values, con
                               bool partials);
 
 /* Adds to m->funcs the planned function rewritten to run the parts with
- * intrinsics only (the MapReduce form's round), under its own name. */
+ * intrinsics only (the MapReduce form's round), under its own name. With
+ * client state, the clients' new states are work's field 'client_state',
+ * taken apart at the clients (federated_map of a getter) and returned as
+ * the result's third field; the exchange gets <updates, secure>. */
 fvm_status fvm_mr_round(fvm_mr *m);
 
 /* The type of node i with its placement removed. */
