@@ -245,6 +245,17 @@ fvm_status fvm_atomic_end(fvm_atomic *w, fvm_diag *d)
     return FVM_OK;
 }
 
+fvm_status fvm_atomic_rename(const char *from, const char *path, fvm_diag *d)
+{
+    if (rename(from, path) != 0)
+        return io_error(path, d);
+    char *dir = dir_of(path);
+    if (dir)
+        sync_path(dir, O_RDONLY | O_DIRECTORY); /* best effort: the rename itself is done */
+    free(dir);
+    return FVM_OK;
+}
+
 fvm_status fvm_atomic_write(const char *path, const void *data, size_t len, fvm_diag *d)
 {
     fvm_atomic w;

@@ -64,6 +64,12 @@ FVM_API fvm_status fvm_atomic_open(const char *path, char **tmp, int *fd, fvm_di
  * caller's to free. */
 FVM_API fvm_status fvm_atomic_commit(const char *tmp, const char *path, fvm_diag *d);
 
+/* Renames from, a complete file already durable (one written through this
+ * module), to path, which it replaces atomically, then fsyncs path's
+ * directory. FVM_ERR_IO naming path; on failure both files are as they
+ * were. */
+FVM_API fvm_status fvm_atomic_rename(const char *from, const char *path, fvm_diag *d);
+
 /* Replaces path with len bytes of data (begin, put, end). */
 FVM_API fvm_status fvm_atomic_write(const char *path, const void *data, size_t len, fvm_diag *d);
 

@@ -149,6 +149,13 @@ fvm_status xdev_tensor_list(fvm_arena *a, fvm_doc *list, const char *prefix, con
     return FVM_OK;
 }
 
+const fvm_type *xdev_sent_type(fvm_arena *a, const fvm_type *work_result)
+{
+    if (work_result->kind != FVM_T_STRUCT || work_result->u.strct.n <= 2)
+        return work_result;
+    return fvm_type_struct(a, 2, work_result->u.strct.names, work_result->u.strct.elems);
+}
+
 fvm_doc *xdev_columns(fvm_arena *a, const fvm_type *member, bool *nomem)
 {
     *nomem = false;
@@ -269,6 +276,11 @@ static fvm_status type_fits(rd *r, const fvm_doc *obj, const char *ptr, const ch
                         what, v->u.str.s, want);
 }
 
+static bool is_i64_scalar(const fvm_type *t)
+{
+    return t->kind == FVM_T_TENSOR && t->u.tensor.dtype == FVM_DTYPE_I64 && t->u.tensor.dims.rank == 0;
+}
+
 /* The inputs list at obj.inputs (at ptr): each {"param", "kind"} with kind
  * one of names[0..n) (mapped to kinds[]), in the order of f's parameters
  * from 0. */
@@ -303,8 +315,15 @@ static fvm_status inputs(rd *r, const fvm_doc *obj, const char *ptr, const fvm_f
             k++;
         loc = at(r, kind, fvm_pointer_join(&r->pl->arena, ep, "kind"));
         if (k == n) {
-            s = fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "unknown kind of input '%s' (expected %s%s%s)", kind->u.str.s,
-                             names[0], n > 1 ? " or " : "", n > 1 ? names[1] : "");
+            char expected[256] = "";
+            for (int j = 0; j < n; j++)
+                snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%s%s",
+                         j == 0       ? ""
+                         : j == n - 1 ? " or "
+                                      : ", ",
+                         names[j]);
+            s = fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "unknown kind of input '%s' (expected %s)", kind->u.str.s,
+                             expected);
             continue;
         }
         (*out)[i] = kinds[k];
@@ -315,6 +334,10 @@ static fvm_status inputs(rd *r, const fvm_doc *obj, const char *ptr, const fvm_f
                              (int)i < f->nparams ? f->param_names[i] : "missing", (int)i < f->nparams ? "'" : "");
         else if ((kinds[k] == XDEV_CLIENT_KEY || kinds[k] == XDEV_ROUND_KEY) && !fvm_bind_is_key(f->param_types[i]))
             s = fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "'%s' receives a key, so it must be u32[2]", param->u.str.s);
+        else if ((kinds[k] == XDEV_CLIENT_INDEX || kinds[k] == XDEV_NUM_CLIENTS) &&
+                 !is_i64_scalar(unplaced(f->param_types[i])))
+            s = fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "'%s' receives %s, so it must be i64[]", param->u.str.s,
+                             kinds[k] == XDEV_CLIENT_INDEX ? "the client's index" : "the number of clients");
         else {
             /* the type the plan gives the input is next's parameter: {T}@CLIENTS for a device's T, T@SERVER
                for the server's */
@@ -426,9 +449,11 @@ static fvm_status outputs(rd *r, const fvm_doc *client)
         sec = res->kind == FVM_T_STRUCT ? fvm_type_field_index(res, "secure") : -1;
     const fvm_type *ut = upd >= 0 ? res->u.strct.elems[upd] : NULL, *st = sec >= 0 ? res->u.strct.elems[sec] : NULL;
     fvm_loc wloc = at(r, client, "/client");
-    if (!ut || !st || ut->kind != FVM_T_STRUCT || st->kind != FVM_T_STRUCT || res->u.strct.n != 2)
-        return fvm_diag_add(r->d, FVM_ERR_TYPE, &wloc, "the client's '%s' must return <updates=<...>, secure=<...>>",
-                            pl->work->name);
+    int nres = pl->client_state ? 3 : 2; /* the new state last, in a round with client state */
+    if (!ut || !st || ut->kind != FVM_T_STRUCT || st->kind != FVM_T_STRUCT || upd != 0 || sec != 1 ||
+        res->u.strct.n != nres || (nres == 3 && fvm_type_field_index(res, "client_state") != 2))
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &wloc, "the client's '%s' must return <updates=<...>, secure=<...>%s>",
+                            pl->work->name, nres == 3 ? ", client_state=C" : "");
     int nu = ut->u.strct.n, ns = st->u.strct.n;
     pl->secure = fvm_arena_array(a, (size_t)ns + 1, sizeof *pl->secure);
     if (!pl->secure)
@@ -520,6 +545,69 @@ static fvm_status broadcasts(rd *r, const fvm_doc *client)
     return FVM_OK;
 }
 
+/* client.state, in a plan whose client phase keeps the client's state
+ * (and only there: the input of kind client_state and this member go
+ * together): the input it is ("input"), the field of work's result that is
+ * the new state ("output": client_state), its type and tensors, and the
+ * function of the client program that makes a client's first state
+ * ("initialize": ( -> C) or (key: u32[2] -> C)). */
+static fvm_status client_state(rd *r, const fvm_doc *client)
+{
+    fvm_xdev_plan *pl = r->pl;
+    fvm_arena *a = &pl->arena;
+    const char *sp = "/client/state";
+    int in = -1;
+    for (int i = 0; i < pl->ninputs; i++)
+        if (pl->inputs[i] == XDEV_CLIENT_STATE) {
+            fvm_loc loc = at(r, client, "/client/inputs");
+            if (in >= 0)
+                return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "two inputs are the client's state ('%s' and '%s')",
+                                    pl->work->param_names[in], pl->work->param_names[i]);
+            in = i;
+        }
+    const fvm_doc *state = fvm_doc_get(client, "state");
+    if (in < 0 && !state)
+        return FVM_OK;
+    fvm_loc loc = at(r, state ? state : client, state ? sp : "/client");
+    if (in < 0)
+        return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
+                            "the plan describes a client state, but no input of the client phase is of kind "
+                            "client_state");
+    if (!(state = member(r, client, "/client", "state", FVM_DOC_OBJECT, "the client's state")))
+        return FVM_ERR_FORMAT;
+    const fvm_doc *input = member(r, state, sp, "input", FVM_DOC_STRING, "the input that is the client's state"),
+                  *output = member(r, state, sp, "output", FVM_DOC_STRING,
+                                   "the field of work's result that is the "
+                                   "client's new state");
+    const fvm_func *init = phase_func(r, pl->client, state, sp, "initialize", "a client's first state");
+    if (!input || !output || !init)
+        return FVM_ERR_FORMAT;
+    if (strcmp(input->u.str.s, pl->work->param_names[in])) {
+        loc = at(r, input, fvm_pointer_join(a, sp, "input"));
+        return fvm_diag_add(r->d, FVM_ERR_NAME, &loc, "the client's state is the input '%s', not '%s'",
+                            pl->work->param_names[in], input->u.str.s);
+    }
+    if (strcmp(output->u.str.s, "client_state")) {
+        loc = at(r, output, fvm_pointer_join(a, sp, "output"));
+        return fvm_diag_add(r->d, FVM_ERR_NAME, &loc,
+                            "the client's new state is the field 'client_state' of what '%s' returns, not '%s'",
+                            pl->work->name, output->u.str.s);
+    }
+    const fvm_type *c = unplaced(pl->work->param_types[in]);
+    loc = at(r, state, sp);
+    if (init->federated || init->nparams > 1 || (init->nparams && !fvm_bind_is_key(init->param_types[0])) ||
+        !fits(init->result_type, c) || !fits(c, init->result_type)) {
+        char buf[256];
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
+                            "the client's '%s' must take nothing or a key (u32[2]) and return a client's state, %s",
+                            init->name, fvm_type_format(c, true, buf, sizeof buf));
+    }
+    pl->client_state = c;
+    pl->init_client = init;
+    FVM_TRY(type_fits(r, state, sp, "type", c, "the client's state's type"));
+    return tensors_fit(r, state, sp, "", c, "the client's state");
+}
+
 static fvm_status read_client(rd *r, const fvm_doc *root)
 {
     fvm_xdev_plan *pl = r->pl;
@@ -531,9 +619,9 @@ static fvm_status read_client(rd *r, const fvm_doc *root)
         return s;
     if (!(pl->work = phase_func(r, pl->client, client, "/client", "work", "the client's function")))
         return FVM_ERR_NAME;
-    static const char *const names[] = {"data", "client_key"};
-    static const xdev_input_kind kinds[] = {XDEV_DATA, XDEV_CLIENT_KEY};
-    if ((s = inputs(r, client, "/client", pl->work, 2, names, kinds, true, &pl->ninputs, &pl->inputs)))
+    static const char *const names[] = {"data", "client_key", "client_index", "client_state"};
+    static const xdev_input_kind kinds[] = {XDEV_DATA, XDEV_CLIENT_KEY, XDEV_CLIENT_INDEX, XDEV_CLIENT_STATE};
+    if ((s = inputs(r, client, "/client", pl->work, 4, names, kinds, true, &pl->ninputs, &pl->inputs)))
         return s;
     fvm_loc loc = at(r, client, "/client");
     if (pl->work->federated || pl->work->nparams != pl->ninputs + 1)
@@ -541,8 +629,10 @@ static fvm_status read_client(rd *r, const fvm_doc *root)
                             "the client's '%s' must be a local function of the inputs and the broadcast (%d "
                             "parameters)",
                             pl->work->name, pl->ninputs + 1);
+    FVM_TRY(client_state(r, client));
     FVM_TRY(broadcasts(r, client));
-    return outputs(r, client);
+    FVM_TRY(outputs(r, client));
+    return (pl->sent = xdev_sent_type(&pl->arena, pl->work->result_type)) ? FVM_OK : nomem(r->d);
 }
 
 /* ---- the server phase ------------------------------------------------------------ */
@@ -601,17 +691,21 @@ static fvm_status read_server(rd *r, const fvm_doc *root)
     pl->result = phase_func(r, pl->server, server, sp, "result", "the new state and the metrics");
     if (!pl->initialize || !pl->prepare || !pl->aggregate || !pl->result)
         return FVM_ERR_NAME;
-    static const char *const names[] = {"state", "round_key"};
-    static const xdev_input_kind kinds[] = {XDEV_STATE, XDEV_ROUND_KEY};
-    if ((s = inputs(r, server, sp, pl->prepare, 2, names, kinds, false, &pl->nserver, &pl->server_inputs)))
+    static const char *const names[] = {"state", "round_key", "num_clients"};
+    static const xdev_input_kind kinds[] = {XDEV_STATE, XDEV_ROUND_KEY, XDEV_NUM_CLIENTS};
+    if ((s = inputs(r, server, sp, pl->prepare, 3, names, kinds, false, &pl->nserver, &pl->server_inputs)))
         return s;
     fvm_loc loc = at(r, server, sp);
     const fvm_type *res = pl->result->result_type, *agg = pl->aggregate->result_type;
     const fvm_type *ws = pl->aggregate->nparams == 1 ? pl->aggregate->param_types[0] : NULL;
-    if (pl->nserver < 1 || pl->server_inputs[0] != XDEV_STATE || pl->prepare->nparams != pl->nserver)
+    bool once = pl->nserver >= 1 && pl->server_inputs[0] == XDEV_STATE;
+    for (int i = 1; once && i < pl->nserver; i++)
+        for (int j = 0; j < i; j++)
+            once = once && pl->server_inputs[i] != pl->server_inputs[j];
+    if (!once || pl->prepare->nparams != pl->nserver)
         return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
-                            "the server's inputs are the state, then the round key, "
-                            "and they are all of '%s''s parameters",
+                            "the server's inputs are the state, then the round key and the number of clients (each "
+                            "at most once), and they are all of '%s''s parameters",
                             pl->prepare->name);
     if (pl->initialize->nparams > 1 || (pl->initialize->nparams && !fvm_bind_is_key(pl->initialize->param_types[0])))
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the server's '%s' takes nothing or a key", pl->initialize->name);
@@ -664,17 +758,21 @@ static fvm_status phases_agree(rd *r, const fvm_doc *root)
 {
     fvm_xdev_plan *pl = r->pl;
     const fvm_type *sent = unplaced(pl->prepare->result_type), *taken = pl->work->param_types[pl->work->nparams - 1],
-                   *upd = pl->aggregate->param_types[0]->u.fed.member;
+                   *upd = pl->aggregate->param_types[0]->u.fed.member, *res = pl->work->result_type;
     fvm_loc loc = at(r, root, "");
     char a[256], b[256];
     if (!fits(sent, taken))
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the server's '%s' sends %s, but the client's '%s' takes %s",
                             pl->prepare->name, fvm_type_format(sent, true, a, sizeof a), pl->work->name,
                             fvm_type_format(taken, true, b, sizeof b));
-    if (!fits(pl->work->result_type, upd))
+    /* what the client sends: its result without the new state, which it keeps */
+    const fvm_type *sends = xdev_sent_type(&pl->arena, res);
+    if (!sends)
+        return nomem(r->d);
+    if (!fits(sends, upd))
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the client's '%s' sends %s, but the server's '%s' aggregates %s",
-                            pl->work->name, fvm_type_format(pl->work->result_type, true, a, sizeof a),
-                            pl->aggregate->name, fvm_type_format(upd, true, b, sizeof b));
+                            pl->work->name, fvm_type_format(sends, true, a, sizeof a), pl->aggregate->name,
+                            fvm_type_format(upd, true, b, sizeof b));
     return FVM_OK;
 }
 
@@ -775,14 +873,20 @@ const char *fvm_xdev_id(const fvm_xdev_plan *pl)
     return pl->id;
 }
 
+bool fvm_xdev_keeps_client_state(const fvm_xdev_plan *pl)
+{
+    return pl->client_state != NULL;
+}
+
 /* ---- the files exchanged --------------------------------------------------------- */
 
 static const char *writer_of(const char *kind)
 {
-    return !strcmp(kind, "state")       ? "'fedvm server PLAN init', 'aggregate' or 'merge'"
-           : !strcmp(kind, "broadcast") ? "'fedvm server PLAN prepare'"
-           : !strcmp(kind, "partial")   ? "'fedvm device --partial'"
-                                        : "'fedvm device'";
+    return !strcmp(kind, "state")          ? "'fedvm server PLAN init', 'aggregate' or 'merge'"
+           : !strcmp(kind, "broadcast")    ? "'fedvm server PLAN prepare'"
+           : !strcmp(kind, "partial")      ? "'fedvm device --partial'"
+           : !strcmp(kind, "client_state") ? "'fedvm device --state' or '--state-dir'"
+                                           : "'fedvm device'";
 }
 
 fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *plan, fvm_safetensors **out, fvm_diag *d)
@@ -812,6 +916,18 @@ fvm_status xdev_kind(const fvm_safetensors *f, const char *path, const char *kin
                          "this %s belongs to another plan (fedvm.plan %.16s...), not to %s (%.16s...)", kind,
                          id ? id : "not recorded", plan->path, plan->id);
     return s;
+}
+
+fvm_status xdev_meta_seed(const fvm_safetensors *f, const char *path, uint64_t *seed, fvm_diag *d)
+{
+    const char *v = fvm_safetensors_meta(f, XDEV_SEED);
+    char *end = NULL;
+    errno = 0;
+    if (v && *v >= '0' && *v <= '9' && !(*v == '0' && v[1]) && (*seed = strtoull(v, &end, 10), !*end && !errno))
+        return FVM_OK;
+    fvm_loc loc = {.file = path};
+    return fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: expected the run's seed (an integer), found %s",
+                        XDEV_SEED, v ? v : "nothing");
 }
 
 /* A decimal integer exactly as fedvm writes one ("-"? and digits, no

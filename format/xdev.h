@@ -11,6 +11,10 @@
  *   broadcast  what prepare sends the round's clients, with the round's key
  *              and the indices of the clients the round selected
  *   update     one client's result of the client phase
+ *   partial    a block of clients' updates, folded (the aggregation in stages)
+ *   client_state  a client's state, kept by its device from one of its
+ *              rounds to the next (a program with initialize_client); never
+ *              sent to the server
  *
  * A round: the server prepares the broadcast from its state; every selected
  * client runs the client phase on its own data and the broadcast, giving
@@ -69,5 +73,11 @@ FVM_API void fvm_xdev_close(fvm_xdev_plan *plan);
 
 /* The plan's id: the SHA-256 of its file's bytes, 64 hex digits (owned by plan). */
 FVM_API const char *fvm_xdev_id(const fvm_xdev_plan *plan);
+
+/* Whether the plan keeps a state on each client (its client phase was
+ * read, and the program has initialize_client: client.state): a device
+ * then reads the client's state and keeps its new one, in a file of its
+ * own (vm/runtime/xdev.h). */
+FVM_API bool fvm_xdev_keeps_client_state(const fvm_xdev_plan *plan);
 
 #endif

@@ -8,7 +8,15 @@
 #include "xdev.h"
 
 /* One input of a phase: a parameter and how it gets its value. */
-typedef enum { XDEV_DATA, XDEV_CLIENT_KEY, XDEV_STATE, XDEV_ROUND_KEY } xdev_input_kind;
+typedef enum {
+    XDEV_DATA, /* client: its member of a {T}@CLIENTS parameter, from --data */
+    XDEV_CLIENT_KEY, /* client: its key of the round (client_keys) */
+    XDEV_CLIENT_INDEX, /* client: its index in the data (client_indices) */
+    XDEV_CLIENT_STATE, /* client: its state (client_states), from its state file or initialize_client */
+    XDEV_STATE, /* server: the server state */
+    XDEV_ROUND_KEY, /* server: the round's key (key) */
+    XDEV_NUM_CLIENTS /* server: the number of clients in the data, N (num_clients) */
+} xdev_input_kind;
 
 struct fvm_xdev_plan {
     char *path;
@@ -22,6 +30,10 @@ struct fvm_xdev_plan {
     int nsecure;
     fvm_secure *secure; /* what each secure sum does (its op and bit width, modulus or max_input), in the order of
                            work's 'secure' fields */
+    const fvm_type *client_state; /* C, in a plan that keeps a state on each client (client.state), else NULL:
+                                     the input XDEV_CLIENT_STATE, and work's result field 'client_state' */
+    const fvm_func *init_client; /* a client's first state: ( -> C) or (key: u32[2] -> C) */
+    const fvm_type *sent; /* what a device sends of work's result: <updates, secure> (xdev_sent_type) */
     /* server phase (phases & FVM_XDEV_SERVER) */
     fvm_program *server;
     const fvm_func *initialize, *prepare, *aggregate, *result;
@@ -47,7 +59,7 @@ struct fvm_xdev_plan {
 #define XDEV_BLOCK "fedvm.block"
 
 /* Loads the safetensors file at path, which must be of the given kind
- * ("state", "broadcast", "update") and, unless plan is NULL, of that plan.
+ * ("state", "broadcast", "update", "partial", "client_state") and, unless plan is NULL, of that plan.
  * Errors name the file and say what was expected. */
 fvm_status xdev_load(const char *path, const char *kind, const fvm_xdev_plan *plan, fvm_safetensors **out, fvm_diag *d);
 
@@ -66,6 +78,10 @@ fvm_status xdev_meta_int(const fvm_safetensors *f, const char *path, const char 
 fvm_status xdev_meta_ints(const fvm_safetensors *f, const char *path, const char *key, int64_t lo, int64_t hi,
                           bool increasing, int64_t **out, int64_t *n, fvm_diag *d);
 
+/* The run's seed in metadata fedvm.seed (an unsigned decimal), or an error
+ * naming the file. */
+fvm_status xdev_meta_seed(const fvm_safetensors *f, const char *path, uint64_t *seed, fvm_diag *d);
+
 /* The position of client c among a round's clients sel[0..n) (increasing), or -1. */
 int64_t xdev_position(const int64_t *sel, int64_t n, int64_t c);
 
@@ -81,6 +97,10 @@ char *xdev_ints_text(const int64_t *v, int64_t n);
  * FVM_ERR_NOMEM. Nothing is reported. */
 fvm_status xdev_tensor_list(fvm_arena *a, fvm_doc *list, const char *prefix, const fvm_type *t, const char **bad,
                             const fvm_type **bad_type);
+
+/* What a client sends of work's result (<updates, secure>): the result
+ * itself, or without its last field, the new state, when it has three. */
+const fvm_type *xdev_sent_type(fvm_arena *a, const fvm_type *work_result);
 
 /* The "columns" of a client data input whose member type is member: each
  * field of a sequence of named examples with its type (a flow object), or

@@ -12,8 +12,9 @@
 #include "cli.h"
 
 const char *const fvm_usage_device =
-    "usage: fedvm device PLAN --checkpoint BROADCAST --data [NAME=]FILE[:SPLIT]...\n"
+    "usage: fedvm device PLAN --checkpoint BROADCAST [--data [NAME=]FILE[:SPLIT]]...\n"
     "                    (--client ID | --index K)... (--out UPDATE | --out-dir DIR | --partial OUT)\n"
+    "                    [--state FILE | --state-dir DIR]\n"
     "\n"
     "Runs the client phase of a cross-device plan ('fedplan P --to cross-device') for\n"
     "one client, or for each of several, and writes each client's update as a\n"
@@ -32,8 +33,17 @@ const char *const fvm_usage_device =
     "  --partial OUT      the clients' updates folded into one partial aggregate: the\n"
     "                     clients must be one whole block of the round (16 consecutive\n"
     "                     clients of the round's, in index order; the last may be shorter)\n"
+    "  --state FILE       the client's state, for a plan of a program that keeps one on\n"
+    "                     each client (initialize_client): a safetensors file the device\n"
+    "                     keeps and never sends. Read when it is there (else the client's\n"
+    "                     first state comes from initialize_client, with its key as 'fedvm\n"
+    "                     run' gives it); its new state replaces it once the update is\n"
+    "                     written (meanwhile FILE.pending holds it)\n"
+    "  --state-dir DIR    the same for each client, DIR/client-K.safetensors (several\n"
+    "                     clients, --out-dir or --partial)\n"
     "\n"
-    "Every client must be one the round selected. Prints the path of each file written.\n"
+    "Every client must be one the round selected, and every client's state of an\n"
+    "earlier round than the broadcast's. Prints the path of each update or partial written.\n"
     "exit status: 0 success, 1 invalid plan, file or data, 2 usage error\n";
 
 const char *const fvm_usage_server =
@@ -70,7 +80,7 @@ const char *const fvm_usage_server =
 /* ---- device -------------------------------------------------------------------- */
 
 typedef struct device_opts {
-    const char *plan, *checkpoint, *out, *out_dir, *partial;
+    const char *plan, *checkpoint, *out, *out_dir, *partial, *state, *state_dir;
     const char *data[MAX_LIST];
     int ndata;
     const char *ids[MAX_LIST]; /* a client id, or NULL for an index */
@@ -110,6 +120,10 @@ static int device_args(int argc, char **argv, device_opts *o)
             o->out_dir = v;
         } else if ((v = cli_opt(argc, argv, &i, "--partial"))) {
             o->partial = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--state"))) {
+            o->state = v;
+        } else if ((v = cli_opt(argc, argv, &i, "--state-dir"))) {
+            o->state_dir = v;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_unknown_option(fvm_usage_device, argv[i]);
         } else if (o->plan) {
@@ -122,8 +136,6 @@ static int device_args(int argc, char **argv, device_opts *o)
         return cli_usage_error(fvm_usage_device, "%s", "device needs a PLAN");
     if (!o->checkpoint || !*o->checkpoint)
         return cli_usage_error(fvm_usage_device, "%s", "--checkpoint BROADCAST is required");
-    if (!o->ndata)
-        return cli_usage_error(fvm_usage_device, "%s", "--data is required");
     if (!o->nclients)
         return cli_usage_error(fvm_usage_device, "%s", "name the client with --client ID or --index K");
     if ((o->out && *o->out) + (o->out_dir && *o->out_dir) + (o->partial && *o->partial) != 1)
@@ -131,6 +143,11 @@ static int device_args(int argc, char **argv, device_opts *o)
                                "give --out UPDATE (one client), --out-dir DIR or --partial OUT (a block)");
     if (o->out && o->nclients > 1)
         return cli_usage_error(fvm_usage_device, "%s", "several clients write to --out-dir DIR, one file each");
+    if ((o->state && !*o->state) || (o->state_dir && !*o->state_dir) || (o->state && o->state_dir))
+        return cli_usage_error(fvm_usage_device, "%s", "give --state FILE (one client) or --state-dir DIR");
+    if (o->state && o->nclients > 1)
+        return cli_usage_error(fvm_usage_device, "%s",
+                               "--state FILE is one client's; several clients keep theirs in --state-dir DIR");
     return 0;
 }
 
@@ -144,17 +161,43 @@ int fvm_cmd_device(int argc, char **argv)
     fvm_xdev_plan *plan = NULL;
     fvm_xdev_device *dev = NULL;
     int64_t idx[MAX_LIST];
+    static char states[MAX_LIST][PATH_MAX]; /* each client's state file (a plan with client state) */
+    const char *state_of[MAX_LIST];
     rc = EXIT_INVALID;
     if (fvm_xdev_open(o.plan, FVM_XDEV_CLIENT | (o.partial ? FVM_XDEV_SERVER : 0), &plan, &d) ||
         fvm_xdev_compile(plan, &d) || fvm_xdev_device_open(plan, o.checkpoint, o.ndata, o.data, &dev, &d))
         goto done;
-    /* every client is checked before any runs */
+    bool keeps = fvm_xdev_keeps_client_state(plan);
+    if (keeps != (o.state || o.state_dir)) {
+        fvm_loc loc = {.file = o.plan};
+        fvm_diag_add(&d, FVM_ERR_USAGE, &loc,
+                     keeps ? "this plan keeps a state on each client (its program has initialize_client): give the "
+                             "client's state file, --state FILE (one client) or --state-dir DIR"
+                           : "this plan keeps no state on the clients (its program has no initialize_client): "
+                             "--state and --state-dir are for plans that do");
+        goto done;
+    }
+    /* every client (and its state) is checked before any runs */
     for (int k = 0; k < o.nclients; k++)
         fvm_xdev_device_client(dev, o.ids[k], o.index[k], &idx[k], &d);
     if (d.n)
         goto done;
+    if (o.state_dir && mkdir(o.state_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "fedvm: cannot create %s: %s\n", o.state_dir, strerror(errno));
+        goto done;
+    }
+    for (int k = 0; keeps && k < o.nclients; k++) {
+        if (o.state_dir)
+            snprintf(states[k], sizeof states[k], "%s/client-%lld.safetensors", o.state_dir, (long long)idx[k]);
+        else
+            snprintf(states[k], sizeof states[k], "%s", o.state);
+        state_of[k] = states[k];
+        fvm_xdev_device_check_state(dev, idx[k], states[k], &d);
+    }
+    if (d.n)
+        goto done;
     if (o.partial) {
-        if (fvm_xdev_device_partial(dev, idx, o.nclients, o.partial, &d))
+        if (fvm_xdev_device_partial(dev, idx, o.nclients, o.partial, keeps ? state_of : NULL, &d))
             goto done;
         printf("%s\n", o.partial);
     }
@@ -168,7 +211,7 @@ int fvm_cmd_device(int argc, char **argv)
             snprintf(path, sizeof path, "%s/client-%lld.safetensors", o.out_dir, (long long)idx[k]);
         else
             snprintf(path, sizeof path, "%s", o.out);
-        if (fvm_xdev_device_update(dev, idx[k], path, &d))
+        if (fvm_xdev_device_update(dev, idx[k], path, keeps ? state_of[k] : NULL, &d))
             goto done;
         printf("%s\n", path);
     }

@@ -105,10 +105,11 @@ static void setup_round(round *r, int k)
     must(fvm_xdev_device_open(r->plan, r->bcast1, 1, r->data_args, &dev, &d), &d, "device");
     for (int c = 0; c < r->population; c++) {
         snprintf(name, sizeof name, "u%d-%d.safetensors", k, c);
-        must(fvm_xdev_device_update(dev, c, fuzz_path(r->good[c], sizeof r->good[c], name), &d), &d, "update");
+        must(fvm_xdev_device_update(dev, c, fuzz_path(r->good[c], sizeof r->good[c], name), NULL, &d), &d, "update");
     }
     snprintf(name, sizeof name, "p0-%d.safetensors", k);
-    must(fvm_xdev_device_partial(dev, clients, n, fuzz_path(r->partial0, sizeof r->partial0, name), &d), &d, "partial");
+    must(fvm_xdev_device_partial(dev, clients, n, fuzz_path(r->partial0, sizeof r->partial0, name), NULL, &d), &d,
+         "partial");
     fvm_xdev_device_close(dev);
     free(clients);
     fvm_diag_clear(&d);
@@ -199,7 +200,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int64_t index = -1;
         s = fvm_xdev_device_open(r->plan, files[0], 1, r->data_args, &dev, &d);
         if (s == FVM_OK && (s = fvm_xdev_device_client(dev, NULL, 0, &index, &d)) == FVM_OK)
-            s = fvm_xdev_device_update(dev, index, out, &d);
+            s = fvm_xdev_device_update(dev, index, out, NULL, &d);
         fvm_xdev_device_close(dev);
         break;
     }

@@ -38,12 +38,40 @@ FVM_API int64_t fvm_xdev_device_round(const fvm_xdev_device *dev);
 FVM_API fvm_status fvm_xdev_device_client(const fvm_xdev_device *dev, const char *id, int64_t index, int64_t *out,
                                           fvm_diag *d);
 
+/* ---- the client's state (a plan that keeps one: fvm_xdev_keeps_client_state) -----
+ *
+ * A device keeps its client's state in a safetensors file of its own, the
+ * state file (metadata fedvm.kind "client_state", fedvm.round: the round
+ * that made it, fedvm.client, fedvm.seed, fedvm.state: its type C), which
+ * is never sent. A client's first round starts from initialize_client's
+ * state (with the client's key, keys.h's fvm_client_init_key, as 'fedvm
+ * run' makes it), every later one from the file. A round writes, in this
+ * order: the new state to STATE.pending (complete and synced), the update
+ * (or partial), then renames STATE.pending to STATE. A device stopped at
+ * any point leaves STATE as it was, or the round's new state with the
+ * update written. A pending state of an earlier round than the broadcast's
+ * is one whose update was written (the server went on, which needs the
+ * update of every client it selected) by a device that stopped before the
+ * rename: the next run takes it as the state, renaming it into place
+ * first. One of the broadcast's round is ignored: the round runs again
+ * from STATE, to the same bits. A state file of the broadcast's round or
+ * later is refused (the round ran for this client already), and so is one
+ * of another client, another seed or another type than C. */
+
+/* Checks client index's state file state (and its pending state) as a
+ * round would read it, writing nothing: to check every client of a call
+ * before any runs. state NULL (a plan without client state) is a no-op. */
+FVM_API fvm_status fvm_xdev_device_check_state(fvm_xdev_device *dev, int64_t index, const char *state, fvm_diag *d);
+
 /* Runs the client phase for client 'index' (from fvm_xdev_device_client)
  * and writes its update to out (atomically). Secure-sum inputs are reduced
  * modulo their modulus (2^bitwidth or the modulus) or checked against their
  * max_input first (a value out of range is an error naming the secure sum),
- * so the file holds what the device would send. */
-FVM_API fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const char *out, fvm_diag *d);
+ * so the file holds what the device would send. state is the client's
+ * state file in a plan that keeps one (required then; NULL otherwise): read
+ * and replaced as described above. */
+FVM_API fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const char *out, const char *state,
+                                          fvm_diag *d);
 
 /* Runs the client phase for the clients[0..n) (from fvm_xdev_device_client),
  * which must be one whole block of the round: FVM_AGG_BLOCK consecutive
@@ -51,9 +79,12 @@ FVM_API fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, c
  * given in any order. Folds their updates in index order into the block's
  * partial aggregate with the server phase's 'partial' function (so the plan
  * must have its server phase loaded too), exactly as the server's
- * aggregation folds that block, and writes it to out (atomically). */
+ * aggregation folds that block, and writes it to out (atomically). states
+ * (a plan with client state; NULL otherwise) gives clients[k]'s state file
+ * states[k]: every new state is written pending, then the partial, then
+ * the states are renamed into place. */
 FVM_API fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients, int64_t n, const char *out,
-                                           fvm_diag *d);
+                                           const char *const *states, fvm_diag *d);
 
 /* Frees the device; NULL is a no-op. */
 FVM_API void fvm_xdev_device_close(fvm_xdev_device *dev);
@@ -84,6 +115,7 @@ typedef struct fvm_xdev_result {
     const fvm_type *metrics_type; /* owned by the plan */
     int64_t *clients; /* the clients aggregated, increasing */
     int64_t nclients;
+    int64_t population; /* the clients the round selected from (the broadcast's) */
     fvm_atomic state; /* the new state, written and synced beside out, not yet in place */
 } fvm_xdev_result;
 

@@ -1,11 +1,15 @@
 /* xdev_device.c - 'fedvm device': a cross-device plan's client phase run on a device's data (see vm/runtime/xdev.h). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../exec/aggregate.h"
 #include "../../format/doc_io.h"
 #include "../core/prng.h"
+#include "../ir/keys.h"
 #include "sample.h"
 #include "../../format/data_bind.h"
 #include "../../format/dataset.h"
@@ -28,6 +32,7 @@ struct fvm_xdev_device {
     fvm_dataset *ids; /* the first dataset: client ids */
     char **files; /* the data files, which no output may overwrite (malloc'd) */
     int nfiles;
+    uint64_t seed; /* the run's, from the broadcast: a client's first state comes from it */
 };
 
 static fvm_status nomem(fvm_diag *d)
@@ -45,6 +50,8 @@ static fvm_status read_broadcast(fvm_xdev_device *dev, fvm_diag *d)
     fvm_status s = xdev_load(path, "broadcast", dev->plan, &f, d);
     if (s == FVM_OK)
         s = xdev_meta_int(f, path, XDEV_ROUND, 1, UINT32_MAX - 1, &dev->round, d);
+    if (s == FVM_OK)
+        s = xdev_meta_seed(f, path, &dev->seed, d);
     if (s == FVM_OK)
         s = xdev_meta_int(f, path, XDEV_POPULATION, 1, FVM_MAX_CLIENTS, &dev->population, d);
     if (s == FVM_OK)
@@ -244,15 +251,204 @@ static fvm_status not_input(const fvm_xdev_device *dev, const char *out, const c
     return s;
 }
 
-/* work's result with its secure-sum inputs reduced or checked as each secure sum does at a client
- * (fvm_secure_step: modulo the modulus; in [0, max_input]), a new value. */
+/* The client's id in the (first) dataset, malloc'd, or NULL when the data has no ids. */
+static fvm_status client_id(const fvm_xdev_device *dev, int64_t index, char **out, fvm_diag *d)
+{
+    const void *id = NULL;
+    size_t id_len = 0;
+    int64_t examples;
+    *out = NULL;
+    if (!dev->ids)
+        return FVM_OK;
+    fvm_status s = fvm_dataset_client(dev->ids, index, &id, &id_len, &examples, d);
+    if (!s && !(*out = strndup(id, id_len)))
+        s = nomem(d);
+    return s;
+}
+
+/* ---- a client's state ------------------------------------------------------------ */
+
+/* A client's state file (a plan with client state) as a round uses it: the
+ * file PATH holds the state after the client's last round; its new state is
+ * written first to PATH.pending (complete and synced), then the round's
+ * update (or partial), then PATH.pending is renamed to PATH. A pending state
+ * of an earlier round than the broadcast's is one whose update was written
+ * (the server has gone past that round, which needs every selected client's
+ * update) but whose device stopped before the rename: it is the client's
+ * state, and is renamed into place first. One of the broadcast's round is a
+ * run of this round that stopped: the round is run again from PATH. */
+typedef struct client_file {
+    const char *path; /* borrowed; NULL when the plan keeps no client state */
+    char *pending; /* path.pending (malloc'd) */
+    fvm_value *state; /* the state the round starts from */
+    bool adopt; /* pending holds it: rename it into place before anything is written */
+    bool staged; /* this run wrote pending */
+} client_file;
+
+/* Reads a state file of client index at path (*exists false when there is
+ * none): of kind client_state, of this client and this run's seed, of type
+ * C; *round is the round that made it. */
+static fvm_status read_state(const fvm_xdev_device *dev, int64_t index, const char *path, bool *exists, int64_t *round,
+                             fvm_value **v, fvm_diag *d)
+{
+    const fvm_xdev_plan *pl = dev->plan;
+    struct stat st;
+    *exists = false;
+    *v = NULL;
+    if (stat(path, &st) != 0 && errno == ENOENT)
+        return FVM_OK;
+    *exists = true;
+    fvm_safetensors *f = NULL;
+    fvm_loc loc = {.file = path};
+    int64_t c = -1;
+    uint64_t seed = 0;
+    fvm_status s = xdev_load(path, "client_state", NULL, &f, d);
+    if (s == FVM_OK)
+        s = xdev_meta_int(f, path, XDEV_ROUND, 1, UINT32_MAX - 1, round, d);
+    if (s == FVM_OK)
+        s = xdev_meta_int(f, path, XDEV_CLIENT, 0, FVM_MAX_CLIENTS - 1, &c, d);
+    if (s == FVM_OK && c != index)
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "this is the state of client %lld, not of client %lld", (long long)c,
+                         (long long)index);
+    if (s == FVM_OK)
+        s = xdev_meta_seed(f, path, &seed, d);
+    if (s == FVM_OK && seed != dev->seed)
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                         "this client state is of a run with seed %llu, and the broadcast %s is of seed %llu",
+                         (unsigned long long)seed, dev->checkpoint, (unsigned long long)dev->seed);
+    if (s == FVM_OK && (s = fvm_safetensors_value(f, pl->client_state, v, d)) != FVM_OK) {
+        char buf[256];
+        fvm_diag_add(d, s, &loc, "this is not a state of this plan's clients, %s (client.state)",
+                     fvm_type_format(pl->client_state, true, buf, sizeof buf));
+    }
+    fvm_safetensors_free(f);
+    return s;
+}
+
+/* initialize_client's state for client index, with the client's own key
+ * (keys.h, fvm_client_init_key), as 'fedvm run' makes it. */
+static fvm_status first_state(const fvm_xdev_device *dev, int64_t index, fvm_value **out, fvm_diag *d)
+{
+    const fvm_func *f = dev->plan->init_client;
+    if (f->nparams == 0)
+        return fvm_vm_call(dev->vm, f, NULL, out, d);
+    uint32_t k[2];
+    fvm_value *key = NULL;
+    fvm_client_init_key(dev->seed, index, k);
+    fvm_status s = fvm_key_value(k, &key, d);
+    if (s == FVM_OK)
+        s = fvm_vm_call(dev->vm, f, &key, out, d);
+    fvm_value_release(key);
+    return s;
+}
+
+/* The state client index starts the broadcast's round from (path NULL:
+ * none), into cf (state_close releases it). With run, a pending state to
+ * adopt is renamed into place; without, it is only read (a check). */
+static fvm_status state_open(const fvm_xdev_device *dev, int64_t index, const char *path, bool run, client_file *cf,
+                             fvm_diag *d)
+{
+    *cf = (client_file){.path = path};
+    if (!path)
+        return FVM_OK;
+    int64_t r = dev->round, fr = 0, pr = 0;
+    bool fe = false, pe = false;
+    fvm_value *fv = NULL, *pv = NULL;
+    fvm_status s = asprintf(&cf->pending, "%s.pending", path) < 0 ? (cf->pending = NULL, nomem(d)) : FVM_OK;
+    if (s == FVM_OK)
+        s = read_state(dev, index, path, &fe, &fr, &fv, d);
+    if (s == FVM_OK && fe && fr >= r) {
+        fvm_loc loc = {.file = path};
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                         "this is client %lld's state after round %lld, and the broadcast is of round %lld: the "
+                         "device has run round %lld for this client already (its update was written before this "
+                         "state), and a round runs once",
+                         (long long)index, (long long)fr, (long long)r, (long long)(fr > r ? fr : r));
+    }
+    if (s == FVM_OK)
+        s = read_state(dev, index, cf->pending, &pe, &pr, &pv, d);
+    if (s == FVM_OK && pe && (!fe || pr > fr)) {
+        fvm_loc loc = {.file = cf->pending};
+        if (pr > r)
+            s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                             "this is client %lld's new state of round %lld, later than the broadcast's round %lld",
+                             (long long)index, (long long)pr, (long long)r);
+        else if (pr < r) /* its update was written, and the server went on: it is the client's state */
+            cf->adopt = true, cf->state = pv, pv = NULL;
+        /* pr == r: this round, run again from the state before it */
+    }
+    if (s == FVM_OK && !cf->state && fe)
+        cf->state = fv, fv = NULL;
+    if (s == FVM_OK && !cf->state)
+        s = first_state(dev, index, &cf->state, d);
+    if (s == FVM_OK && run && cf->adopt) {
+        s = fvm_atomic_rename(cf->pending, path, d);
+        cf->adopt = false;
+    }
+    fvm_value_release(fv);
+    fvm_value_release(pv);
+    return s;
+}
+
+/* Writes the client's new state (of the broadcast's round) to its pending file. */
+static fvm_status state_stage(const fvm_xdev_device *dev, int64_t index, client_file *cf, const fvm_value *next,
+                              fvm_diag *d)
+{
+    const fvm_xdev_plan *pl = dev->plan;
+    char round[32], client[32], seed[32], *id_text = NULL;
+    const char *type = fvm_type_str(&pl->client->arena, pl->client_state, false);
+    snprintf(round, sizeof round, "%lld", (long long)dev->round);
+    snprintf(client, sizeof client, "%lld", (long long)index);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)dev->seed);
+    fvm_status s = type ? client_id(dev, index, &id_text, d) : nomem(d);
+    const char *meta[] = {XDEV_KIND, "client_state",  XDEV_PLAN, pl->id,      XDEV_ROUND, round,          XDEV_SEED,
+                          seed,      XDEV_STATE_TYPE, type,      XDEV_CLIENT, client,     XDEV_CLIENT_ID, id_text};
+    if (s == FVM_OK)
+        s = fvm_safetensors_save(cf->pending, next, pl->client_state, id_text ? 7 : 6, meta, d);
+    cf->staged = s == FVM_OK;
+    free(id_text);
+    return s;
+}
+
+/* The new state in place, once the round's file out is written. */
+static fvm_status state_commit(client_file *cf, const char *out, fvm_diag *d)
+{
+    fvm_status s = fvm_atomic_rename(cf->pending, cf->path, d);
+    if (s)
+        fvm_diag_add(d, s, NULL,
+                     "%s is written, and the client's new state is left in %s: the client's next round takes it", out,
+                     cf->pending);
+    cf->staged = false;
+    return s;
+}
+
+/* Removes a pending state this run wrote (its round's file could not be written). */
+static void state_drop(client_file *cf)
+{
+    if (cf->staged)
+        unlink(cf->pending);
+    cf->staged = false;
+}
+
+static void state_close(client_file *cf)
+{
+    fvm_value_release(cf->state);
+    free(cf->pending);
+    *cf = (client_file){0};
+}
+
+/* What the client sends of work's result (<updates, secure>, without a new
+ * client state) with its secure-sum inputs reduced or checked as each secure
+ * sum does at a client (fvm_secure_step: modulo the modulus; in [0,
+ * max_input]), a new value. */
 static fvm_status secure_reduced(const fvm_xdev_plan *pl, fvm_value *res, fvm_value **out, fvm_diag *d)
 {
-    const fvm_type *rt = pl->work->result_type;
+    const fvm_type *rt = pl->sent;
     int si = fvm_type_field_index(rt, "secure");
-    fvm_value *r = fvm_value_list(FVM_V_STRUCT, res->n), *sec = fvm_value_list(FVM_V_STRUCT, pl->nsecure);
+    int64_t n = rt->u.strct.n;
+    fvm_value *r = fvm_value_list(FVM_V_STRUCT, n), *sec = fvm_value_list(FVM_V_STRUCT, pl->nsecure);
     fvm_status s = r && sec ? FVM_OK : nomem(d);
-    for (int64_t k = 0; k < res->n && !s; k++)
+    for (int64_t k = 0; k < n && !s; k++)
         r->items[k] = k == si ? sec : fvm_value_retain(res->items[k]);
     for (int j = 0; j < pl->nsecure && !s; j++)
         if ((s = fvm_secure_step(&pl->secure[j], res->items[si]->items[j], NULL, &sec->items[j], d)))
@@ -267,8 +463,11 @@ static fvm_status secure_reduced(const fvm_xdev_plan *pl, fvm_value *res, fvm_va
     return FVM_OK;
 }
 
-/* Client 'index''s update: work's result with its secure-sum inputs reduced (a new value). */
-static fvm_status client_update(fvm_xdev_device *dev, int64_t index, fvm_value **out, fvm_diag *d)
+/* Client 'index''s update: work's result with its secure-sum inputs reduced
+ * (a new value), from its state (borrowed; NULL when the plan keeps none);
+ * *next (unless NULL) gets the client's new state. */
+static fvm_status client_update(fvm_xdev_device *dev, int64_t index, fvm_value *state, fvm_value **out,
+                                fvm_value **next, fvm_diag *d)
 {
     const fvm_xdev_plan *pl = dev->plan;
     const fvm_func *w = pl->work;
@@ -277,10 +476,19 @@ static fvm_status client_update(fvm_xdev_device *dev, int64_t index, fvm_value *
         return nomem(d);
     fvm_status s = FVM_OK;
     for (int i = 0; i < pl->ninputs && !s; i++) {
-        if (pl->inputs[i] == XDEV_DATA) {
+        uint32_t k[2];
+        switch (pl->inputs[i]) {
+        case XDEV_DATA:
             s = fvm_clients_get(dev->data[i], index, &args[i], d);
-        } else {
-            uint32_t k[2];
+            break;
+        case XDEV_CLIENT_INDEX:
+            s = fvm_i64_value(index, &args[i], d);
+            break;
+        case XDEV_CLIENT_STATE:
+            s = state ? ((args[i] = fvm_value_retain(state)), FVM_OK)
+                      : fvm_diag_add(d, FVM_ERR_USAGE, NULL, "client %lld's state is missing", (long long)index);
+            break;
+        default:
             fvm_prng_fold_in(dev->key, (uint32_t)index, k);
             s = fvm_key_value(k, &args[i], d);
         }
@@ -291,34 +499,57 @@ static fvm_status client_update(fvm_xdev_device *dev, int64_t index, fvm_value *
         s = fvm_vm_call(dev->vm, w, args, &res, d);
     if (!s)
         s = secure_reduced(pl, res, out, d);
+    if (!s && next)
+        *next = pl->client_state ? fvm_value_retain(res->items[2]) : NULL;
     fvm_value_release(res);
     fvm_values_free(args, w->nparams);
     return s;
 }
 
-fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const char *out, fvm_diag *d)
+fvm_status fvm_xdev_device_check_state(fvm_xdev_device *dev, int64_t index, const char *state, fvm_diag *d)
+{
+    client_file cf;
+    fvm_status s = state_open(dev, index, state, false, &cf, d);
+    state_close(&cf);
+    return s;
+}
+
+fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const char *out, const char *state, fvm_diag *d)
 {
     const fvm_xdev_plan *pl = dev->plan;
-    fvm_value *upd = NULL;
+    fvm_value *upd = NULL, *next = NULL;
+    client_file cf;
     fvm_status s = not_input(dev, out, "the update's file", d);
+    if (!s && state) {
+        const char *role = "the client's state file";
+        s = fvm_file_not_input(out, "the update's file", 1, &state, &role, d);
+    }
     if (!s)
-        s = client_update(dev, index, &upd, d);
+        s = state_open(dev, index, state, true, &cf, d);
+    else
+        cf = (client_file){0};
+    if (!s)
+        s = client_update(dev, index, cf.state, &upd, &next, d);
     char round[32], client[32];
     snprintf(round, sizeof round, "%lld", (long long)dev->round);
     snprintf(client, sizeof client, "%lld", (long long)index);
-    const void *id = NULL;
-    size_t id_len = 0;
-    int64_t examples;
     char *id_text = NULL;
-    if (!s && dev->ids && !(s = fvm_dataset_client(dev->ids, index, &id, &id_len, &examples, d)) &&
-        !(id_text = strndup(id, id_len)))
-        s = nomem(d);
+    if (!s)
+        s = client_id(dev, index, &id_text, d);
     const char *meta[] = {XDEV_KIND, "update",    XDEV_PLAN, pl->id,         XDEV_ROUND,
                           round,     XDEV_CLIENT, client,    XDEV_CLIENT_ID, id_text};
-    if (!s)
-        s = fvm_safetensors_save(out, upd, pl->work->result_type, id_text ? 5 : 4, meta, d);
+    /* the new state beside the state file, then the update, then the state in place: a device stopped
+       anywhere leaves its state as it was or the round's new one, never one without its update */
+    if (!s && state)
+        s = state_stage(dev, index, &cf, next, d);
+    if (!s && (s = fvm_safetensors_save(out, upd, pl->sent, id_text ? 5 : 4, meta, d)) != FVM_OK)
+        state_drop(&cf);
+    if (!s && state)
+        s = state_commit(&cf, out, d);
     free(id_text);
     fvm_value_release(upd);
+    fvm_value_release(next);
+    state_close(&cf);
     return s;
 }
 
@@ -371,7 +602,7 @@ static fvm_status whole_block(const fvm_xdev_device *dev, const int64_t *clients
 }
 
 fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients, int64_t n, const char *out,
-                                   fvm_diag *d)
+                                   const char *const *states, fvm_diag *d)
 {
     const fvm_xdev_plan *pl = dev->plan;
     if (!pl->server)
@@ -381,14 +612,24 @@ fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients,
                          : fvm_diag_add(d, FVM_ERR_USAGE, NULL, "a partial aggregate of no clients");
     if (!s)
         s = not_input(dev, out, "the partial's file (--partial)", d);
+    for (int64_t k = 0; states && k < n && !s; k++) {
+        const char *role = "a client's state file";
+        s = fvm_file_not_input(out, "the partial's file (--partial)", 1, &states[k], &role, d);
+    }
     if (s)
         return s;
-    fvm_value *updates = fvm_value_list(FVM_V_CLIENTS, n), *part = NULL;
+    fvm_value *updates = fvm_value_list(FVM_V_CLIENTS, n), *part = NULL, **next = calloc((size_t)n, sizeof *next);
+    client_file *cf = calloc((size_t)n, sizeof *cf);
     fvm_vm *vm = NULL;
-    s = updates ? FVM_OK : nomem(d);
-    /* the block's clients in index order (the round's order) */
-    for (int64_t k = 0, lo = block * FVM_AGG_BLOCK; k < n && !s; k++)
-        s = client_update(dev, dev->selected[lo + k], &updates->items[k], d);
+    s = updates && next && cf ? FVM_OK : nomem(d);
+    /* the block's clients in index order (the round's order), each from its state */
+    for (int64_t k = 0, lo = block * FVM_AGG_BLOCK; k < n && !s; k++) {
+        int64_t c = dev->selected[lo + k], j = 0;
+        while (states && clients[j] != c)
+            j++;
+        if (!(s = state_open(dev, c, states ? states[j] : NULL, true, &cf[k], d)))
+            s = client_update(dev, c, cf[k].state, &updates->items[k], &next[k], d);
+    }
     if (!s)
         s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
     if (!s)
@@ -402,8 +643,19 @@ fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients,
     snprintf(b, sizeof b, "%lld", (long long)block);
     const char *meta[] = {XDEV_KIND, "partial",  XDEV_PLAN, pl->id,       XDEV_ROUND,
                           round,     XDEV_BLOCK, b,         XDEV_CLIENTS, list};
+    /* the new states beside their files, then the partial, then the states in place (as for one update) */
+    for (int64_t k = 0; states && k < n && !s; k++)
+        s = state_stage(dev, dev->selected[block * FVM_AGG_BLOCK + k], &cf[k], next[k], d);
     if (!s)
         s = fvm_safetensors_save(out, part, pl->partial_type, 5, meta, d);
+    for (int64_t k = 0; s && cf && k < n; k++)
+        state_drop(&cf[k]);
+    for (int64_t k = 0; states && k < n && !s; k++)
+        s = state_commit(&cf[k], out, d);
+    for (int64_t k = 0; cf && k < n; k++)
+        state_close(&cf[k]);
+    free(cf);
+    fvm_values_free(next, (int)n);
     free(list);
     fvm_value_release(part);
     fvm_value_release(updates);

@@ -49,19 +49,6 @@ static fvm_status save_state(const fvm_xdev_plan *pl, const char *out, const fvm
     return s ? s : fvm_atomic_end(&w, d);
 }
 
-/* The run's seed recorded in a file (written as an unsigned decimal). */
-static fvm_status meta_seed(const fvm_safetensors *f, const char *path, uint64_t *seed, fvm_diag *d)
-{
-    const char *v = fvm_safetensors_meta(f, XDEV_SEED);
-    char *end = NULL;
-    errno = 0;
-    if (v && *v >= '0' && *v <= '9' && !(*v == '0' && v[1]) && (*seed = strtoull(v, &end, 10), !*end && !errno))
-        return FVM_OK;
-    fvm_loc loc = {.file = path};
-    return fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: expected the run's seed (an integer), found %s",
-                        XDEV_SEED, v ? v : "nothing");
-}
-
 /* A state file: its value, round and seed. States are not tied to one plan
  * file: any state of the plan's state type will do. */
 static fvm_status load_state(const fvm_xdev_plan *pl, const char *path, fvm_value **state, int64_t *round,
@@ -72,21 +59,23 @@ static fvm_status load_state(const fvm_xdev_plan *pl, const char *path, fvm_valu
     if (s == FVM_OK)
         s = xdev_meta_int(f, path, XDEV_ROUND, 0, UINT32_MAX - 2, round, d);
     if (s == FVM_OK)
-        s = meta_seed(f, path, seed, d);
+        s = xdev_meta_seed(f, path, seed, d);
     if (s == FVM_OK)
         s = fvm_safetensors_value(f, pl->state, state, d);
     fvm_safetensors_free(f);
     return s;
 }
 
-/* The server inputs' values for a round: the state and the round key. */
-static fvm_status server_args(const fvm_xdev_plan *pl, fvm_value *state, const uint32_t key[2], fvm_value **args,
-                              fvm_diag *d)
+/* The server inputs' values for a round: the state, the round key and the
+ * number of clients in the data (population). */
+static fvm_status server_args(const fvm_xdev_plan *pl, fvm_value *state, const uint32_t key[2], int64_t population,
+                              fvm_value **args, fvm_diag *d)
 {
     for (int i = 0; i < pl->nserver; i++) {
         if (pl->server_inputs[i] == XDEV_STATE)
             args[i] = fvm_value_retain(state);
-        else if (fvm_key_value(key, &args[i], d))
+        else if (pl->server_inputs[i] == XDEV_NUM_CLIENTS ? fvm_i64_value(population, &args[i], d)
+                                                          : fvm_key_value(key, &args[i], d))
             return FVM_ERR_NOMEM;
     }
     return FVM_OK;
@@ -146,7 +135,7 @@ fvm_status fvm_xdev_server_prepare(const fvm_xdev_plan *pl, const char *state_pa
             s = fvm_sample_clients(seed, *round, population, per_round, picked, d);
     }
     if (s == FVM_OK)
-        s = server_args(pl, state, key, args, d);
+        s = server_args(pl, state, key, population, args, d);
     if (s == FVM_OK)
         s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
     if (s == FVM_OK)
@@ -503,7 +492,8 @@ static fvm_status read_partials(const fvm_xdev_plan *pl, const char *dir, int64_
 /* ---- the aggregation and the result ----------------------------------------------- */
 
 /* A round being aggregated: the state of round r - 1 and the broadcast of
- * round r, which must agree (round and seed). Sets res->clients. */
+ * round r, which must agree (round and seed). Sets res->clients and
+ * res->population. */
 static fvm_status open_round(const fvm_xdev_plan *pl, const char *state_path, const char *broadcast, fvm_value **state,
                              uint64_t *seed, int64_t *r, fvm_xdev_result *res, fvm_diag *d)
 {
@@ -522,13 +512,15 @@ static fvm_status open_round(const fvm_xdev_plan *pl, const char *state_path, co
                          "%lld, whose next round is %lld",
                          (long long)*r, state_path, (long long)round, (long long)round + 1);
     if (s == FVM_OK)
-        s = meta_seed(bf, broadcast, &bseed, d);
+        s = xdev_meta_seed(bf, broadcast, &bseed, d);
     if (s == FVM_OK && bseed != *seed)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
                          "this broadcast was prepared with seed %" PRIu64 ", and the state %s has seed %" PRIu64, bseed,
                          state_path, *seed);
     if (s == FVM_OK)
-        s = xdev_meta_ints(bf, broadcast, XDEV_CLIENTS, 0, FVM_MAX_CLIENTS, true, &res->clients, &res->nclients, d);
+        s = xdev_meta_int(bf, broadcast, XDEV_POPULATION, 1, FVM_MAX_CLIENTS, &res->population, d);
+    if (s == FVM_OK)
+        s = xdev_meta_ints(bf, broadcast, XDEV_CLIENTS, 0, res->population - 1, true, &res->clients, &res->nclients, d);
     if (s == FVM_OK && res->nclients == 0)
         s = fvm_diag_add(d, FVM_ERR_FORMAT, &loc, "metadata %s: the round selected no clients", XDEV_CLIENTS);
     fvm_safetensors_free(bf);
@@ -566,7 +558,7 @@ static fvm_status finish_round(const fvm_xdev_plan *pl, fvm_vm *vm, fvm_value *s
     fvm_status s = args ? FVM_OK : nomem(d);
     if (s == FVM_OK) {
         fvm_round_key(seed, r, key);
-        s = server_args(pl, state, key, args, d);
+        s = server_args(pl, state, key, res->population, args, d);
     }
     if (s == FVM_OK) {
         args[pl->nserver] = fvm_value_retain(agg->items[0]);

@@ -9,7 +9,11 @@
  * combine. Each is a complete fedvm program, loaded and checked before the
  * plan is written. The configuration beside each program says what the
  * runtimes (xdev.h) bind to which parameter and which tensors the files
- * they exchange hold. */
+ * they exchange hold. A round that keeps a state on each client
+ * (initialize_client) has the client's state as one more input of work and
+ * its new state as one more field of work's result, which the device keeps
+ * (client.state): the client program holds initialize_client too, and what
+ * the server aggregates is only <updates, secure>. */
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
@@ -17,6 +21,7 @@
 #include "../ir/aggregation.h"
 #include "../../format/doc_io.h"
 #include "../ir/check.h"
+#include "../ir/keys.h"
 #include "passes.h"
 #include "../../format/ir_read.h"
 #include "../../format/ir_write.h"
@@ -36,6 +41,8 @@ typedef struct xw {
     const char *partial, *combine; /* the same in stages: a block's partial, the partials combined */
     const char *initialize; /* initialize's name in the server program: "<fn>.initialize" (a program
                                with a function 'initialize' must have 'next' too) */
+    const fvm_func *init_client; /* initialize_client, in a round with client state; else NULL */
+    const char *initialize_client; /* its name in the client program: "<fn>.initialize_client" */
 } xw;
 
 static fvm_status nomem(fvm_diag *d)
@@ -70,9 +77,29 @@ static fvm_doc *type_doc(xw *x, const fvm_type *t)
 
 /* ---- what the plan refuses ------------------------------------------------- */
 
+/* The server input kind of next's parameter i (one of the server's), or NULL
+ * when the server of a plan has no such input. */
+static const char *server_kind(const fvm_func *f, int i)
+{
+    if (i == 0)
+        return "state";
+    fvm_given g = fvm_given_param(f->param_names[i], f->param_types[i]);
+    return g == FVM_GIVEN_KEY ? "round_key" : g == FVM_GIVEN_NUM_CLIENTS ? "num_clients" : NULL;
+}
+
+/* The client input kind of next's parameter i (one at the clients). */
+static const char *client_kind(const xw *x, int i)
+{
+    fvm_given g = fvm_given_param(x->f->param_names[i], x->f->param_types[i]);
+    return g == FVM_GIVEN_CLIENT_KEYS                                ? "client_key"
+           : g == FVM_GIVEN_CLIENT_INDICES                           ? "client_index"
+           : g == FVM_GIVEN_CLIENT_STATES && x->fl.client_state >= 0 ? "client_state"
+                                                                     : "data";
+}
+
 /* The function must be the 'next' of an iterative process whose server
- * inputs are the state and the round key, and whose client inputs are one
- * value per client. */
+ * inputs are the state, the round key and the number of clients, and whose
+ * client inputs are one value per client. */
 static fvm_status check_round(xw *x)
 {
     const fvm_func *f = x->f;
@@ -85,12 +112,13 @@ static fvm_status check_round(xw *x)
     fvm_status s = FVM_OK;
     for (int k = 0; k < x->m.nserver; k++) {
         int i = x->fl.nodes[x->m.server[k]].param;
-        if (i == 0 || (!strcmp(f->param_names[i], "key") && fvm_bind_is_key(f->param_types[i])))
+        if (server_kind(f, i))
             continue;
         char buf[256];
         s = fvm_diag_add(x->d, FVM_ERR_PLACEMENT, &f->param_locs[i],
-                         "'%s' (%s) is a server input other than the state and the round's 'key'; the server of "
-                         "a cross-device plan has only these: make it part of the state",
+                         "'%s' (%s) is a server input other than the state, the round's 'key' and the number of "
+                         "clients 'num_clients'; the server of a cross-device plan has only these: make it part of "
+                         "the state",
                          f->param_names[i], fvm_type_format(f->param_types[i], true, buf, sizeof buf));
     }
     for (int k = 0; k < x->m.nclient; k++) {
@@ -160,13 +188,14 @@ static fvm_status client_inputs(xw *x, fvm_doc *list)
     for (int k = 0; k < x->m.nclient; k++) {
         int i = x->fl.nodes[x->m.client[k]].param;
         const fvm_type *t = f->param_types[i], *member = t->u.fed.member;
-        bool key = !strcmp(f->param_names[i], "client_keys") && fvm_bind_is_client_keys(t);
+        const char *kind = client_kind(x, i);
+        bool data = !strcmp(kind, "data");
         fvm_doc *e = object(x, true);
-        if (!put(x, e, "param", str(x, f->param_names[i])) || !put(x, e, "kind", str(x, key ? "client_key" : "data")) ||
+        if (!put(x, e, "param", str(x, f->param_names[i])) || !put(x, e, "kind", str(x, kind)) ||
             !put(x, e, "type", type_doc(x, t)))
             return nomem(x->d);
         bool oom = false;
-        fvm_doc *cols = key ? NULL : xdev_columns(x->a, member, &oom);
+        fvm_doc *cols = data ? xdev_columns(x->a, member, &oom) : NULL;
         if (oom || (cols && !put(x, e, "columns", cols)))
             return nomem(x->d);
         if (fvm_doc_push(x->a, list, e))
@@ -247,6 +276,24 @@ static fvm_status outputs(xw *x, fvm_doc *list)
                             &n->in->loc));
     }
     return FVM_OK;
+}
+
+/* client.state: which input is the client's state and which field of
+ * work's result its new state, the state's type and tensors, and the
+ * function that makes a client's first state. */
+static fvm_status client_state(xw *x, fvm_doc **out)
+{
+    const fvm_func *f = x->f;
+    fvm_doc *e = *out = object(x, false);
+    for (int k = 0; k < x->m.nclient; k++) {
+        int i = x->fl.nodes[x->m.client[k]].param;
+        if (!strcmp(client_kind(x, i), "client_state") && !put(x, e, "input", str(x, f->param_names[i])))
+            return nomem(x->d);
+    }
+    if (!put(x, e, "output", str(x, "client_state")) || !put(x, e, "initialize", str(x, x->initialize_client)) ||
+        !put(x, e, "type", type_doc(x, x->m.t.CS)))
+        return nomem(x->d);
+    return tensor_list(x, e, "", x->m.t.CS, "a client's state", &x->init_client->result_loc);
 }
 
 /* ---- the aggregation functions ----------------------------------------------- */
@@ -332,8 +379,19 @@ static void mark(const fvm_program *q, const fvm_func *f, bool *keep)
     }
 }
 
-/* Renames the references to function 'initialize' in the attributes (fn,
- * then, ...) of the function document fn to x->initialize. */
+/* A phase program's name for function name: 'initialize' and
+ * 'initialize_client' are renamed (the checker takes a program with either
+ * for an iterative process, which a phase is not). */
+static const char *phase_name(const xw *x, const char *name)
+{
+    return !strcmp(name, "initialize")                                  ? x->initialize
+           : !strcmp(name, "initialize_client") && x->initialize_client ? x->initialize_client
+                                                                        : name;
+}
+
+/* Renames the references to functions 'initialize' and 'initialize_client'
+ * in the attributes (fn, then, ...) of the function document fn
+ * (phase_name). */
 static fvm_status rename_initialize(xw *x, fvm_doc *fn)
 {
     const fvm_doc *body = fvm_doc_get(fn, "body");
@@ -346,7 +404,8 @@ static fvm_status rename_initialize(xw *x, fvm_doc *fn)
             fvm_attr_id id = fvm_attr_lookup(attrs->u.coll.keys[k]->u.str.s);
             const fvm_doc *v = attrs->u.coll.items[k];
             if (id < FVM_ATTR_COUNT && fvm_attr_table[id].kind == FVM_AK_FUNC && v->kind == FVM_DOC_STRING &&
-                !strcmp(v->u.str.s, "initialize") && !(attrs->u.coll.items[k] = str(x, x->initialize)))
+                phase_name(x, v->u.str.s) != v->u.str.s &&
+                !(attrs->u.coll.items[k] = str(x, phase_name(x, v->u.str.s))))
                 return nomem(x->d);
         }
     }
@@ -375,7 +434,7 @@ static fvm_status phase_program(xw *x, const fvm_program *q, const fvm_doc *full
         if (!keep[i] || !fn) /* derived functions are derived again when the phase is checked */
             continue;
         FVM_TRY(rename_initialize(x, fn));
-        if (!put(x, funcs, strcmp(name, "initialize") ? name : x->initialize, fn))
+        if (!put(x, funcs, phase_name(x, name), fn))
             return nomem(x->d);
     }
     if (!put(x, prog, "functions", funcs))
@@ -429,7 +488,7 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
     for (int k = 0; k < m->nserver; k++) {
         int i = x->fl.nodes[m->server[k]].param;
         fvm_doc *e = object(x, true);
-        if (!put(x, e, "param", str(x, f->param_names[i])) || !put(x, e, "kind", str(x, i ? "round_key" : "state")) ||
+        if (!put(x, e, "param", str(x, f->param_names[i])) || !put(x, e, "kind", str(x, server_kind(f, i))) ||
             !put(x, e, "type", type_doc(x, f->param_types[i])) || fvm_doc_push(x->a, sin, e))
             return nomem(x->d);
     }
@@ -445,16 +504,20 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
         return nomem(x->d);
     FVM_TRY(tensor_list(x, partial, "", partial_type(x), "the partial aggregate of a block of clients", &f->loc));
 
-    const char *work = m->part[FVM_MR_WORK];
+    fvm_doc *cstate = NULL;
+    if (x->init_client)
+        FVM_TRY(client_state(x, &cstate));
+    const char *work = m->part[FVM_MR_WORK], *client_roots[2] = {work, "initialize_client"};
     const char *server_roots[] = {x->init->name, m->part[FVM_MR_PREPARE], x->aggregate, m->part[FVM_MR_UPDATE],
                                   x->partial,    m->part[FVM_MR_MERGE],   x->combine};
     fvm_doc *cprog, *sprog;
     FVM_TRY(phase_program(x, q, full,
                           fvm_arena_printf(x->a,
                                            "The client phase of the cross-device plan of '%s' of %s: work, "
-                                           "run by each client on its data.",
-                                           f->name, src),
-                          1, &work, &cprog));
+                                           "run by each client on its data%s.",
+                                           f->name, src,
+                                           x->init_client ? " and its state (initialize_client: its first state)" : ""),
+                          x->init_client ? 2 : 1, client_roots, &cprog));
     FVM_TRY(phase_program(x, q, full,
                           fvm_arena_printf(x->a,
                                            "The server phase of the cross-device plan of '%s' of %s: "
@@ -472,8 +535,8 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
         !put(x, root, "doc", str(x, doc)) || !put(x, root, "source", str(x, src)) ||
         !put(x, root, "function", str(x, f->name)) || !put(x, client, "work", str(x, work)) ||
         !put(x, client, "inputs", cin) || !put(x, client, "broadcast", bc) || !put(x, client, "outputs", outs) ||
-        !put(x, client, "program", cprog) || !put(x, root, "client", client) ||
-        !put(x, server, "initialize", str(x, x->initialize)) ||
+        (cstate && !put(x, client, "state", cstate)) || !put(x, client, "program", cprog) ||
+        !put(x, root, "client", client) || !put(x, server, "initialize", str(x, x->initialize)) ||
         !put(x, server, "prepare", str(x, m->part[FVM_MR_PREPARE])) ||
         !put(x, server, "aggregate", str(x, x->aggregate)) ||
         !put(x, server, "result", str(x, m->part[FVM_MR_UPDATE])) || !put(x, server, "partial", partial) ||
@@ -494,6 +557,10 @@ fvm_status fvm_plan_cross_device(const fvm_program *p, const fvm_plan_opts *o, c
         s = fvm_mr_build(&a, p, x.f, &x.fl, &x.m, d);
     if (s == FVM_OK)
         s = check_round(&x);
+    if (s == FVM_OK && x.fl.client_state >= 0 &&
+        (!(x.init_client = fvm_program_func(p, "initialize_client")) ||
+         !(x.initialize_client = fvm_arena_printf(&a, "%s.initialize_client", x.f->name))))
+        s = nomem(d);
     if (s == FVM_OK && (!(x.aggregate = fvm_arena_printf(&a, "%s.aggregate", x.f->name)) ||
                         !(x.partial = fvm_arena_printf(&a, "%s.partial", x.f->name)) ||
                         !(x.combine = fvm_arena_printf(&a, "%s.combine", x.f->name)) ||
