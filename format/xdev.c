@@ -600,7 +600,7 @@ static fvm_status client_state(rd *r, const fvm_doc *client)
         char buf[256];
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
                             "the client's '%s' must take nothing or a key (u32[2]) and return a client's state, %s",
-                            init->name, fvm_type_format(c, true, buf, sizeof buf));
+                            init->name, fvm_type_format(c, false, buf, sizeof buf));
     }
     pl->client_state = c;
     pl->init_client = init;

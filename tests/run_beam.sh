@@ -50,13 +50,20 @@ SYN=$T/synthetic.sqlite
 FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 
 # -- 1. every program with rounds: the pipeline gives the bits of fedvm run, or is refused as
-# cross-device refuses
+# cross-device refuses; a program that keeps a state on each client has a cross-device plan but no
+# pipeline (Beam's workers keep nothing of a client between rounds), refused with that reason
 n=0
 for prog in programs/*.json; do
     grep -q '"initialize"' "$prog" || continue
     n=$((n + 1))
     if ! "$PLAN" "$prog" --to cross-device >/dev/null 2>"$T/want"; then
         expect 1 "$prog: refused" -- "$PLAN" "$prog" --to beam && same "$T/want" "$T/err" "$prog: refused as cross-device refuses"
+        continue
+    fi
+    if grep -q '"initialize_client"' "$prog"; then
+        expect 1 "$prog: refused (client state)" -- "$PLAN" "$prog" --to beam &&
+            has "$T/err" "/functions/initialize_client: this program keeps a state on each client (initialize_client), and a Beam pipeline's workers keep nothing of a client from one round to the next" "$prog: client state refused"
+        check "$prog: no pipeline written" -- test ! -s "$T/out"
         continue
     fi
     case $(basename "$prog") in

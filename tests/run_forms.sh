@@ -4,8 +4,9 @@
 # program gives byte-identical output under `fedvm run`; FedAvg trained through each form (clients
 # sampled, several rounds) ends with the same checkpointed weights, bit for bit; the forms obey
 # their rules (parts are local functions / each at one placement, the rewritten round uses only
-# intrinsics); programs without a round form are refused with the exact located message; names
-# that would break a careless writer round-trip.
+# intrinsics); programs that keep a state on each client (SCAFFOLD, FedDyn) train through both forms to
+# the same checkpoint and clients' states; programs without a round form are refused with the exact
+# located message; names that would break a careless writer round-trip.
 set -u
 BINDIR=${1:?usage: tests/run_forms.sh BINDIR}
 FEDVM=$BINDIR/fedvm PLAN=$BINDIR/fedplan
@@ -49,6 +50,44 @@ for case in tests/golden/*.json; do
     done
 done
 
+# -- 1b. programs that keep a state on each client, through both forms: the client's state is an input of
+# work (client_work) and its new state the field client_state of its result, which the rewritten round
+# returns as next's third field. SCAFFOLD and FedDyn (4 rounds of 5 of 30 clients) and
+# tests/client_state/counter.json (8 rounds of 7 of 40, no data) end with the metrics, the checkpoint and
+# every client's state of fedvm run, bit for bit
+D=$T/synthetic.sqlite
+"$FEDVM" data synthetic --kind fedprox --alpha 1 --beta 1 --seed 5 -o "$D" >/dev/null 2>&1 || bad "synthetic data"
+states() { # states STORE: every client's latest state in a client_states.sqlite, one line each
+    "$PY" - "$1" <<'EOF'
+import hashlib, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+for c, r, s in db.execute("SELECT client, round, state FROM client_state AS a WHERE round = "
+                          "(SELECT max(round) FROM client_state AS b WHERE b.client = a.client) ORDER BY client"):
+    print(c, r, hashlib.sha256(s).hexdigest())
+EOF
+}
+for prog in programs/scaffold.json programs/feddyn.json tests/client_state/counter.json; do
+    name=$(basename "$prog" .json)
+    case $name in
+    counter) TRAIN=(--clients 40 --clients-per-round 7 --rounds 8 --seed 3) last=000008 ;;
+    *) TRAIN=(--data "train=$D" --rounds 4 --clients-per-round 5 --seed 3) last=000004 ;;
+    esac
+    expect 0 "$name: train" -- "$FEDVM" run "$prog" "${TRAIN[@]}" --checkpoint-dir "$T/$name.cs" || continue
+    cp "$T/out" "$T/$name.cs.metrics"
+    states "$T/$name.cs/client_states.sqlite" >"$T/$name.cs.states"
+    for f in $FORMS; do
+        form="$(dirname "$prog")/.form-$name-$f.json"
+        expect 0 "$name: fedplan --to $f" -- "$PLAN" "$prog" --to "$f" -o "$form" || continue
+        has "$form" '"client_state": {' "$name: the $f form says where the clients' states are"
+        expect 0 "$name: train through $f" -- "$FEDVM" run "$form" "${TRAIN[@]}" --checkpoint-dir "$T/$name.$f.cs" &&
+            same "$T/$name.cs.metrics" "$T/out" "$name: $f metrics"
+        mv "$form" "$T/$name.$f.json"
+        same_state "$T/$name.cs/round-$last.safetensors" "$T/$name.$f.cs/round-$last.safetensors" "$name: $f final state"
+        states "$T/$name.$f.cs/client_states.sqlite" >"$T/$name.$f.states"
+        same "$T/$name.cs.states" "$T/$name.$f.states" "$name: $f clients' states"
+    done
+done
+
 # -- 2. the rules of each form, read from the documents
 check "form rules" -- "$PY" - "$T" <<'EOF'
 import glob, json, sys
@@ -89,6 +128,11 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
         agg = [i for i in entry["body"] if i[1] == "federated_aggregate"]
         if len(agg) != 1 or agg[0][2] != {"accumulate": parts["accumulate"], "merge": parts["merge"], "report": parts["report"]}:
             fail("one federated_aggregate with accumulate, merge and report expected: %s" % agg)
+        if "client_state" in form:  # the new states stay at the clients: never aggregated, never in update
+            if any(i[1] in AGG and "@client_states" in i[3:] for i in entry["body"]):
+                fail("the clients' states are aggregated")
+            if any("client_state" in t for t in fns[parts["update"]]["params"].values()):
+                fail("update takes the clients' states")
         secure = [(i[1], i[2].get(SECURE[i[1]])) for i in entry["body"] if i[1] in SECURE]
         if secure != [(s["op"], s.get(SECURE[s["op"]])) for s in form["secure_sums"]]:
             fail("secure sums differ from the form's list")
@@ -108,8 +152,13 @@ for path in sorted(glob.glob(sys.argv[1] + "/*.json")):
         for ins in fns[parts["client_work"]]["body"]:
             if ins[1] in INTRINSIC - {"federated_map", "federated_map_all_equal", "federated_zip", "federated_eval"}:
                 fail("client_work runs %s" % ins)
-        if ops != {"call", "field"}:
+        # (with client state, the round takes client_work's new states apart and returns them third)
+        if ops != {"call", "field"} | ({"struct"} if "client_state" in form else set()):
             fail("the rewritten round is not the five calls: %s" % ops)
+        if "client_state" in form:
+            for t in fns[parts["client_to_server_aggregation"]]["params"].values():
+                if "client_state" in t:
+                    fail("the clients' states reach the aggregation: %s" % t)
     n += 1
 if n < 10:
     sys.exit("only %d forms checked" % n)
@@ -118,8 +167,6 @@ EOF
 
 # -- 3. training through the forms: FedAvg, FedAdam and federated_select's class centroids on
 # Synthetic(1,1), 5 of 30 clients a round, 4 rounds
-D=$T/synthetic.sqlite
-"$FEDVM" data synthetic --kind fedprox --alpha 1 --beta 1 --seed 5 -o "$D" >/dev/null 2>&1 || bad "synthetic data"
 for prog in programs/fedavg.json programs/fedadam.json programs/federated_select.json; do
     name=$(basename "$prog" .json)
     TRAIN=(--data "train=$D" --rounds 4 --clients-per-round 5 --seed 3)

@@ -7,7 +7,12 @@
 # exact located reason; bad plans, checkpoints and updates are clear errors (exit 1); an update's
 # header is read back by Python alone (tests/check_xdev_update.py). The aggregation in stages (one
 # 'fedvm device --partial' per block of 16 clients, 'fedvm server merge') gives the same bits, over
-# several blocks and merge levels, and its bad partials are clear errors too.
+# several blocks and merge levels, and its bad partials are clear errors too. Programs that keep a state
+# on each client (SCAFFOLD, FedDyn, tests/client_state/counter.json) run through their plans with each
+# device keeping its client's state file, one process per client, in batches and in stages: the final
+# server state and every client's final state are those of 'fedvm run', bit for bit, also when a device
+# is killed in the middle of its update or between its update and its state; bad state files are clear
+# errors.
 set -u
 BINDIR=${1:?usage: tests/run_xdev.sh BINDIR}
 FEDVM=$BINDIR/fedvm PLAN=$BINDIR/fedplan
@@ -21,33 +26,40 @@ FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 # rounds PLAN NAME=DATA R N K SEED DIR [batch|staged]: R rounds through the plan, K of N clients a
 # round; one device process per client (with 'batch', one per round for all its clients; with
 # 'staged', one per block of 16 clients writing its partial, merged by 'fedvm server merge').
-# Metrics lines go to DIR/metrics, the state after round r to DIR/s<r>.safetensors.
+# Metrics lines go to DIR/metrics, the state after round r to DIR/s<r>.safetensors. A plan that
+# keeps a state on each client: each client's state file is DIR/dev/client-K.safetensors (--state,
+# or --state-dir DIR/dev for several clients), and DIR/runs lists the clients of every round. DATA
+# may be empty (a plan without data inputs).
 rounds() {
-    local plan=$1 data=$2 r=$3 n=$4 k=$5 seed=$6 dir=$7 batch=${8:-} round clients c
-    mkdir -p "$dir" && : >"$dir/metrics"
+    local plan=$1 data=$2 r=$3 n=$4 k=$5 seed=$6 dir=$7 batch=${8:-} round clients c din=() st=() std=()
+    [ -n "$data" ] && din=(--data "$data")
+    grep -q '"kind": "client_state"' "$plan" && std=(--state-dir "$dir/dev")
+    mkdir -p "$dir" && : >"$dir/metrics" && : >"$dir/runs"
     "$FEDVM" server "$plan" init --seed "$seed" --out "$dir/s0.safetensors" || return 1
     for round in $(seq 1 "$r"); do
         clients=$("$FEDVM" server "$plan" prepare --state "$dir/s$((round - 1)).safetensors" --clients "$n" \
             --clients-per-round "$k" --out "$dir/b$round.safetensors") || return 1
+        echo $clients >>"$dir/runs"
         if [ "$batch" = staged ]; then
             mkdir -p "$dir/p$round"
             echo "$clients" | split -l 16 - "$dir/p$round/block-" || return 1
             for c in "$dir/p$round"/block-??; do
-                "$FEDVM" device "$plan" --checkpoint "$dir/b$round.safetensors" --data "$data" \
-                    $(printf -- '--index %s ' $(cat "$c")) --partial "$c.safetensors" >/dev/null || return 1
+                "$FEDVM" device "$plan" --checkpoint "$dir/b$round.safetensors" "${din[@]}" \
+                    $(printf -- '--index %s ' $(cat "$c")) --partial "$c.safetensors" "${std[@]}" >/dev/null || return 1
             done
             "$FEDVM" server "$plan" merge --state "$dir/s$((round - 1)).safetensors" \
                 --broadcast "$dir/b$round.safetensors" "$dir/p$round" --out "$dir/s$round.safetensors" \
                 >>"$dir/metrics" || return 1
             continue
         elif [ -n "$batch" ]; then
-            "$FEDVM" device "$plan" --checkpoint "$dir/b$round.safetensors" --data "$data" \
-                $(printf -- '--index %s ' $clients) --out-dir "$dir/u$round" >/dev/null || return 1
+            "$FEDVM" device "$plan" --checkpoint "$dir/b$round.safetensors" "${din[@]}" \
+                $(printf -- '--index %s ' $clients) --out-dir "$dir/u$round" "${std[@]}" >/dev/null || return 1
         else
-            mkdir -p "$dir/u$round"
+            mkdir -p "$dir/u$round" "$dir/dev"
             for c in $clients; do
-                "$FEDVM" device "$plan" --checkpoint "$dir/b$round.safetensors" --data "$data" --index "$c" \
-                    --out "$dir/u$round/client-$c.safetensors" >/dev/null || return 1
+                [ ${#std[@]} -gt 0 ] && st=(--state "$dir/dev/client-$c.safetensors")
+                "$FEDVM" device "$plan" --checkpoint "$dir/b$round.safetensors" "${din[@]}" --index "$c" \
+                    --out "$dir/u$round/client-$c.safetensors" "${st[@]}" >/dev/null || return 1
             done
         fi
         "$FEDVM" server "$plan" aggregate --state "$dir/s$((round - 1)).safetensors" \
@@ -70,6 +82,19 @@ proven() {
         return
     same "$dir.run.metrics" "$dir/metrics" "$name: metrics through the plan"
     same_state "$dir/run/round-$(printf %06d "$r").safetensors" "$dir/s$r.safetensors" "$name: final state through the plan"
+    if grep -q '"kind": "client_state"' "$dir.plan.json"; then
+        client_states "$name" "$dir"
+    fi
+}
+
+# client_states NAME DIR: the clients' states the devices kept in DIR/dev are those fedvm run kept in
+# DIR/run (every client's latest, bit for bit), and some client took part in several rounds (so its
+# file was read back) while others skipped some.
+client_states() {
+    check "$1: every client's state through the plan" -- python3 tests/check_xdev_states.py \
+        "$2/run/client_states.sqlite" "$2/dev" "$2.plan.json"
+    check "$1: a client's state carried from one of its rounds to a later one" -- \
+        sh -c "tr ' ' '\n' <'$2/runs' | sort | uniq -d | grep -q ."
 }
 
 refused() { # refused PROGRAM MESSAGE: fedplan --to cross-device refuses it with exactly this message (exit 1)
@@ -88,8 +113,8 @@ for prog in programs/*.json; do
     federated_evaluation.json) proven "$prog" "data=$SYN" 2 30 4 batch ;;
     fedsgd_logistic.json) # the gradient of a mean loss needs a second exchange
         refused "$prog" "programs/fedsgd_logistic.json:66:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:66:9, /functions/loss/body/2): a round has one exchange" ;;
-    scaffold.json | feddyn.json) # client state is not in the plans yet
-        refused "$prog" "this program keeps a state on each client (initialize_client); the round forms and plans do not carry client state yet" ;;
+    scaffold.json | feddyn.json) # a state on each client, kept by its device: 4 rounds of 5 of 30 clients
+        proven "$prog" "train=$SYN" 4 30 5 ;;
     fedavg_2nn.json)
         if [ -d "$FASHION" ]; then
             "$FEDVM" data import fashion-mnist --source "$FASHION" --clients 100 -o "$T/fashion.sqlite" >/dev/null 2>&1 ||
@@ -140,6 +165,37 @@ c=$(basename "$(ls "$d"/u2/client-*.safetensors | head -1)" .safetensors); c=${c
 expect 0 "fedavg: --client ID" -- "$FEDVM" device "$d.plan.json" --checkpoint "$d/b2.safetensors" --data "train=$SYN" \
     --client "$(printf 'f_%05d' "$c")" --out "$T/by_id.safetensors" && same "$d/u2/client-$c.safetensors" "$T/by_id.safetensors" "fedavg: --client ID"
 
+# -- 1b. client state beyond SCAFFOLD and FedDyn: tests/client_state/counter.json, which has no data (its
+# clients' indices, the number of clients, and a first state drawn from each client's own key), 12 rounds
+# of 7 of 40 clients, one device process per client; a batch per round (--out-dir, --state-dir); in
+# stages (3 blocks of 40 of 50 clients, --partial, --state-dir)
+CT=tests/client_state/counter.json
+counter() { # counter NAME R N K [batch|staged]: fedvm run and the counter's plan, seed 3
+    local name=$1 r=$2 n=$3 k=$4 dir=$T/$1
+    mkdir -p "$dir"
+    expect 0 "$name: fedvm run" -- "$FEDVM" run "$CT" --clients "$n" --clients-per-round "$k" --rounds "$r" --seed 3 \
+        --checkpoint-dir "$dir/run" || return
+    cp "$T/out" "$dir.run.metrics"
+    expect 0 "$name: fedplan --to cross-device" -- "$PLAN" "$CT" --to cross-device -o "$dir.plan.json" || return
+    expect 0 "$name: $r rounds through the plan" -- rounds "$dir.plan.json" "" "$r" "$n" "$k" 3 "$dir" ${5:-} || return
+    same "$dir.run.metrics" "$dir/metrics" "$name: metrics through the plan"
+    same_state "$dir/run/round-$(printf %06d "$r").safetensors" "$dir/s$r.safetensors" "$name: final state through the plan"
+    client_states "$name" "$dir"
+}
+counter counter 12 40 7
+counter counter.batch 6 40 9 batch
+counter counter.staged 4 50 40 staged
+check "counter: client.state in the plan" -- python3 -c '
+import json, sys
+plan = json.load(open(sys.argv[1]))
+st, ins = plan["client"]["state"], plan["client"]["inputs"]
+assert {k: st[k] for k in ("input", "output", "initialize", "type")} == {"input": "client_states", "output": "client_state",
+    "initialize": "next.initialize_client", "type": "<count=i32[],noise=f32[1000]>"}, st
+assert [i["kind"] for i in ins] == ["client_state", "client_index"], ins
+assert [i["kind"] for i in plan["server"]["inputs"]] == ["state", "num_clients"], plan["server"]["inputs"]
+assert "next.initialize_client" in plan["client"]["program"]["functions"]
+' "$T/counter.plan.json"
+
 # -- 2. an update read by Python alone: header, tensors of the plan, metadata, secure sums reduced, values by hand
 if [ -n "$PY" ]; then
     d=$T/fedsgd_linear
@@ -160,7 +216,7 @@ fi
 # -- 3. what has no cross-device plan, refused with its place and reason
 refused programs/histogram.json "programs/histogram.json:27:13: /functions/main: 'main' is not the 'next' of an iterative process (a program with 'initialize' and 'next'): a cross-device plan runs rounds that carry the server state from one to the next; plan a single round with --to mapreduce"
 refused tests/forms/two_exchanges.json "tests/forms/two_exchanges.json:14:9: /functions/main/body/1: 'mean_at_clients' (federated_broadcast) sends a value to the clients that depends on the aggregation"
-refused tests/xdev/server_input.json "tests/xdev/server_input.json:18:76: /functions/next/params/lr: 'lr' (f32[]@SERVER) is a server input other than the state and the round's 'key'; the server of a cross-device plan has only these: make it part of the state"
+refused tests/xdev/server_input.json "tests/xdev/server_input.json:18:76: /functions/next/params/lr: 'lr' (f32[]@SERVER) is a server input other than the state, the round's 'key' and the number of clients 'num_clients'; the server of a cross-device plan has only these: make it part of the state"
 cat >"$T/all_equal.json" <<'EOF'
 {"fedvm": 1, "functions": {
   "initialize": {"params": {}, "body": [["z", "const", {"value": 0.0}], ["s", "federated_value", {"placement": "SERVER"}, "z"]], "result": "s"},
@@ -170,6 +226,9 @@ cat >"$T/all_equal.json" <<'EOF'
              ["r", "struct", {"names": ["state", "metrics"]}, "state", "m"]], "result": "r"}}}
 EOF
 refused "$T/all_equal.json" "$T/all_equal.json:4:77: /functions/next/params/c: 'c' (f32[]@CLIENTS) is one value for all clients; a device reads only its own data ({T}@CLIENTS): broadcast the value from the server state instead"
+# a program that keeps a state on each client has a plan, but no Beam pipeline
+expect 1 "scaffold --to beam" -- "$PLAN" programs/scaffold.json --to beam &&
+    has "$T/err" "programs/scaffold.json:23:26: /functions/initialize_client: this program keeps a state on each client (initialize_client), and a Beam pipeline's workers keep nothing of a client from one round to the next" "scaffold --to beam: refused"
 refused tests/xdev/sequence_update.json "tests/xdev/sequence_update.json:34:9: /functions/next/body/1: the update of 'total' (federated_aggregate) is written to safetensors files, which hold tensors only, and its part 'updates.u0' is f32[]*"
 
 # -- 4. bad inputs: a clear error naming the file, exit 1, no crash
@@ -200,6 +259,44 @@ expect 1 "device: not a plan" -- "$FEDVM" device programs/fedavg.json --checkpoi
     has "$T/err" "programs/fedavg.json:1:1: /: missing \"plan\": 2 (the plan format version)" "device: a program is not a plan"
 printf '{"plan": 1, "kind": "cross-device", ' >"$T/cut.json"
 expect 1 "server: a plan cut short" -- "$FEDVM" server "$T/cut.json" init --out "$T/x.safetensors" && has "$T/err" "$T/cut.json:1:" "server: syntax error located"
+
+# a client's state file: refused when it is not one of this plan's clients' states (another program's,
+# not safetensors, the server's, another client's), when the device ran the round for that client
+# already, when the plan keeps no client state or the call gives none; nothing written
+d=$T/scaffold P=$T/scaffold.plan.json
+read -r c c2 _ <"$d/runs"
+sdev() { "$FEDVM" device "$P" --checkpoint "$d/b1.safetensors" --data "train=$SYN" --index "$c" --out "$T/x.safetensors" "$@"; }
+cp "$T/counter/dev/$(ls "$T/counter/dev" | head -1)" "$T/other.safetensors"
+expect 1 "device: a client state of another program" -- sdev --state "$T/other.safetensors" &&
+    has "$T/err" "$T/other.safetensors: this is not a state of this plan's clients, <w=f32[60,10],b=f32[10]> (client.state)" "state of another type"
+printf 'not a safetensors file' >"$T/junk.safetensors"
+expect 1 "device: a client state that is not safetensors" -- sdev --state "$T/junk.safetensors" && has "$T/err" "$T/junk.safetensors" "junk state named"
+cp "$d/s1.safetensors" "$T/server_state.safetensors"
+expect 1 "device: the server's state as the client's" -- sdev --state "$T/server_state.safetensors" &&
+    has "$T/err" "$T/server_state.safetensors: this is a state file of a cross-device plan, not a client_state (the file 'fedvm device --state' or '--state-dir' writes)" "server state as client state"
+cp "$d/dev/client-$c2.safetensors" "$T/c2.safetensors"
+expect 1 "device: another client's state" -- sdev --state "$T/c2.safetensors" &&
+    has "$T/err" "$T/c2.safetensors: this is the state of client $c2, not of client $c" "another client's state"
+cp "$d/dev/client-$c.safetensors" "$T/c.safetensors"
+expect 1 "device: a round run again for a client" -- sdev --state "$T/c.safetensors" &&
+    has "$T/err" "$T/c.safetensors: this is client $c's state after round" "round run again" &&
+    has "$T/err" "the device has run round" "round run again: said"
+same "$T/c.safetensors" "$d/dev/client-$c.safetensors" "refused states: untouched"
+expect 1 "device: no --state for a plan with client state" -- sdev &&
+    has "$T/err" "$P: this plan keeps a state on each client (its program has initialize_client): give the client's state file, --state FILE (one client) or --state-dir DIR" "no --state"
+expect 1 "device: --state for a plan without client state" -- "$FEDVM" device "$T/fedavg.plan.json" --checkpoint "$T/fedavg/b1.safetensors" \
+    --data "$SYN" --index "$(head -1 "$T/fedavg/runs" | cut -d' ' -f1)" --out "$T/x.safetensors" --state "$T/new.safetensors" &&
+    has "$T/err" "this plan keeps no state on the clients (its program has no initialize_client)" "--state without client state"
+expect 1 "device: --out is the client's state file" -- sdev --state "$T/x.safetensors" &&
+    has "$T/err" "the update's file is the client's state file (--state)" "out = state"
+expect 2 "device: --state for two clients" -- "$FEDVM" device "$P" --checkpoint "$d/b1.safetensors" --data "train=$SYN" \
+    --index "$c" --index "$c2" --out-dir "$T/y" --state "$T/new.safetensors" &&
+    has "$T/err" "--state FILE is one client's; several clients keep theirs in --state-dir DIR" "--state for two"
+check "bad client states: nothing written" -- sh -c "test ! -e '$T/x.safetensors' && test ! -e '$T/new.safetensors' && ! ls '$T' | grep -q pending"
+# (a client's first round run again elsewhere: a new state file, and the update the run's)
+expect 0 "device: a client's first round, again" -- sdev --state "$T/first.safetensors" &&
+    same "$T/x.safetensors" "$d/u1/client-$c.safetensors" "a first round again: the same update"
+rm -f "$T/x.safetensors"
 
 # the round's updates, bent one way at a time
 agg() { "$FEDVM" server "$P" aggregate --state "$d/s1.safetensors" --broadcast "$d/b2.safetensors" "$T/u" --out "$T/x.safetensors"; }
@@ -251,6 +348,72 @@ check "device --partial: nothing written on errors" -- test ! -e "$T/q.safetenso
 expect 0 "device --partial: the block's clients in another order" -- pdev $(printf -- '--index %s ' $(tac "$d/p2/block-aa")) --partial "$T/q.safetensors" &&
     same "$T/q.safetensors" "$d/p2/block-aa.safetensors" "device --partial: the order given does not matter"
 expect 2 "device: --partial and --out-dir" -- pdev --index "$1" --partial "$T/y.safetensors" --out-dir "$T/y"
+
+# killed_devices: the counter's 12 rounds of 7 of 40 clients again, with two devices killed (the hook
+# stops them, SIGKILL ends them). In round KR1 a client's device is killed while it writes its update:
+# its state file is as it was, no update is there, and the device run again does the round. In round
+# KR2 another's is killed after its update is written and before its new state is renamed into place:
+# its state file is as it was, and the server aggregates the update; the client's next round takes the
+# new state left pending. The run ends with the metrics, server state and clients' states of fedvm run.
+killed_devices() {
+    local d=$T/killed P=$T/counter.plan.json round clients c f KR1 KC1 KR2 KC2
+    read -r KR1 KC1 KR2 KC2 < <(python3 - "$T/counter/runs" <<'EOF'
+import sys
+rounds = [l.split() for l in open(sys.argv[1])]
+def first(pred):
+    return next((r + 1, c) for r, cs in enumerate(rounds) for c in cs if pred(r, c))
+r1, c1 = first(lambda r, c: any(c in cs for cs in rounds[:r]))  # a client with a state already
+r2, c2 = first(lambda r, c: r + 1 > r1 and c != c1 and any(c in cs for cs in rounds[:r])
+               and any(c in cs for cs in rounds[r + 1:]))  # ... that takes part again later
+print(r1, c1, r2, c2)
+EOF
+    )
+    killdev() { # killdev ROUND CLIENT VAR=VALUE: CLIENT's device in ROUND, stopped by the hook, killed
+        rm -f "$T/stalled"
+        env "$3" FVM_HOOK_MARK="$T/stalled" LD_PRELOAD="$HOOK" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \
+            "$FEDVM" device "$P" --checkpoint "$d/b$1.safetensors" --index "$2" --out "$d/u$1/client-$2.safetensors" \
+            --state "$d/dev/client-$2.safetensors" >/dev/null 2>&1 &
+        local pid=$!
+        for _ in $(seq 1 400); do [ -e "$T/stalled" ] && break; sleep 0.05; done
+        kill -9 $pid 2>/dev/null
+        wait $pid 2>/dev/null
+        test -e "$T/stalled"
+    }
+    mkdir -p "$d/dev" && : >"$d/metrics"
+    "$FEDVM" server "$P" init --seed 3 --out "$d/s0.safetensors" || bad "killed devices: init"
+    for round in $(seq 1 12); do
+        clients=$("$FEDVM" server "$P" prepare --state "$d/s$((round - 1)).safetensors" --clients 40 \
+            --clients-per-round 7 --out "$d/b$round.safetensors") || bad "killed devices: prepare $round"
+        mkdir -p "$d/u$round"
+        for c in $clients; do
+            f=$d/dev/client-$c.safetensors
+            if [ "$round" = "$KR1" ] && [ "$c" = "$KC1" ]; then
+                cp "$f" "$T/before.safetensors"
+                check "killed in its update (round $round, client $c): stopped there" -- \
+                    killdev "$round" "$c" FVM_HOOK_STALL="u$round/client-$c.safetensors.tmp"
+                same "$f" "$T/before.safetensors" "killed in its update: the client's state as it was"
+                check "killed in its update: no update" -- test ! -e "$d/u$round/client-$c.safetensors"
+                # ... and run again, below
+            elif [ "$round" = "$KR2" ] && [ "$c" = "$KC2" ]; then
+                cp "$f" "$T/before.safetensors"
+                check "killed before its new state (round $round, client $c): stopped there" -- \
+                    killdev "$round" "$c" FVM_HOOK_STALL_RENAME="dev/client-$c.safetensors"
+                same "$f" "$T/before.safetensors" "killed before its new state: the client's state as it was"
+                check "killed before its new state: the update written, the new state pending" -- \
+                    sh -c "test -s '$d/u$round/client-$c.safetensors' && test -s '$f.pending'"
+                continue # not run again: the server aggregates its update
+            fi
+            "$FEDVM" device "$P" --checkpoint "$d/b$round.safetensors" --index "$c" \
+                --out "$d/u$round/client-$c.safetensors" --state "$f" >/dev/null || bad "killed devices: device $c, round $round"
+        done
+        "$FEDVM" server "$P" aggregate --state "$d/s$((round - 1)).safetensors" --broadcast "$d/b$round.safetensors" \
+            "$d/u$round" --out "$d/s$round.safetensors" >>"$d/metrics" || bad "killed devices: aggregate $round"
+    done
+    same "$T/counter.run.metrics" "$d/metrics" "killed devices: the metrics of fedvm run"
+    same_state "$T/counter/run/round-000012.safetensors" "$d/s12.safetensors" "killed devices: the final state of fedvm run"
+    check "killed devices: every client's state that of fedvm run" -- python3 tests/check_xdev_states.py \
+        "$T/counter/run/client_states.sqlite" "$d/dev" "$P"
+}
 
 # -- 5. hostile files: what is not a regular file, a file swapped while the round runs, outputs that
 # are inputs, a full disk, a process killed in a save, metadata bent
@@ -311,6 +474,7 @@ if [ -n "$HOOK" ]; then
     check "the stale temporary removed" -- sh -c "! ls '$T' | grep -q '^x\.safetensors\.tmp'"
     check "one metrics line" -- test "$(wc -l <"$T/killed.jsonl")" -eq 1
     rm -f "$T/x.safetensors"
+    killed_devices
 else
     echo "run_xdev: no C compiler for tests/xdev/hook.c; the swapped update and the kill in a save are not tested"
 fi
@@ -404,6 +568,14 @@ for bent in "fedvm.clients=9,3" "fedvm.clients=3,,9" "fedvm.clients=" "fedvm.rou
         --index "$c2" --out "$T/x.safetensors" && has "$T/err" "$T/bent.safetensors: metadata ${bent%%=*}" "broadcast $bent"
 done
 check "bent metadata: nothing written" -- test ! -e "$T/x.safetensors"
+# a client state of another run (another seed): refused
+d=$T/scaffold P=$T/scaffold.plan.json
+read -r c _ <"$d/runs"
+bend_meta "$d/dev/client-$c.safetensors" "$T/seed.safetensors" fedvm.seed 4
+expect 1 "device: a client state of another seed" -- "$FEDVM" device "$P" --checkpoint "$d/b1.safetensors" --data "$SYN" \
+    --index "$c" --out "$T/x.safetensors" --state "$T/seed.safetensors" &&
+    has "$T/err" "$T/seed.safetensors: this client state is of a run with seed 4, and the broadcast $d/b1.safetensors is of seed 3" "state of another seed"
+check "a state of another seed: nothing written" -- test ! -e "$T/x.safetensors"
 
 # usage errors: exit 2
 expect 2 "device: no client" -- "$FEDVM" device "$P" --checkpoint "$d/b1.safetensors" --data "$SYN" --out "$T/x.safetensors"

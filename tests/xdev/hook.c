@@ -1,10 +1,13 @@
-/* hook.c - an LD_PRELOAD library for tests: it stops fedvm in the middle of a save, or swaps a file between two opens of it.
+/* hook.c - an LD_PRELOAD library for tests: it stops fedvm in the middle of a save or between two renames, or swaps a file between two opens of it.
  *
  *   FVM_HOOK_STALL=TEXT        an fsync of a file whose path holds TEXT creates the file FVM_HOOK_MARK
  *                              (when set) and then waits forever: the test kills the process there, with
  *                              the file written but not yet renamed into place.
  *   FVM_HOOK_SWAP=PATH:OTHER   the second open of PATH (as fedvm names it) first renames OTHER over PATH:
  *                              a file replaced between its check and its use.
+ *   FVM_HOOK_STALL_RENAME=END  a rename to a path that ends with END creates FVM_HOOK_MARK (when set) and
+ *                              waits forever, before renaming: the test kills the process between two files
+ *                              it writes (a device's update written, its new state not yet in place).
  *
  * Build: cc -shared -fPIC -o hook.so tests/xdev/hook.c -ldl */
 #define _GNU_SOURCE
@@ -56,6 +59,29 @@ int open64(const char *path, int flags, ...)
     return fd;
 }
 
+/* Creates FVM_HOOK_MARK (when set) and waits for the test to kill the process. */
+static void stall_here(void)
+{
+    const char *mark = getenv("FVM_HOOK_MARK");
+    if (mark) {
+        int m = creat(mark, 0644);
+        if (m >= 0)
+            close(m);
+    }
+    for (;;)
+        pause();
+}
+
+int rename(const char *from, const char *to)
+{
+    const char *end = getenv("FVM_HOOK_STALL_RENAME");
+    size_t n = to ? strlen(to) : 0, m = end ? strlen(end) : 0;
+    if (m && n >= m && !strcmp(to + n - m, end))
+        stall_here();
+    int (*real)(const char *, const char *) = (int (*)(const char *, const char *))dlsym(RTLD_NEXT, "rename");
+    return real(from, to);
+}
+
 int fsync(int fd)
 {
     const char *stall = getenv("FVM_HOOK_STALL");
@@ -65,16 +91,8 @@ int fsync(int fd)
         ssize_t n = readlink(link, path, sizeof path - 1);
         if (n > 0) {
             path[n] = '\0';
-            if (strstr(path, stall)) {
-                const char *mark = getenv("FVM_HOOK_MARK");
-                if (mark) {
-                    int m = creat(mark, 0644);
-                    if (m >= 0)
-                        close(m);
-                }
-                for (;;)
-                    pause();
-            }
+            if (strstr(path, stall))
+                stall_here();
         }
     }
     int (*real)(int) = (int (*)(int))dlsym(RTLD_NEXT, "fsync");

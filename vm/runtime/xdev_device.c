@@ -303,6 +303,11 @@ static fvm_status read_state(const fvm_xdev_device *dev, int64_t index, const ch
     int64_t c = -1;
     uint64_t seed = 0;
     fvm_status s = xdev_load(path, "client_state", NULL, &f, d);
+    if (s == FVM_OK && (s = fvm_safetensors_value(f, pl->client_state, v, d)) != FVM_OK) {
+        char buf[256];
+        fvm_diag_add(d, s, &loc, "this is not a state of this plan's clients, %s (client.state)",
+                     fvm_type_format(pl->client_state, false, buf, sizeof buf));
+    }
     if (s == FVM_OK)
         s = xdev_meta_int(f, path, XDEV_ROUND, 1, UINT32_MAX - 1, round, d);
     if (s == FVM_OK)
@@ -316,12 +321,11 @@ static fvm_status read_state(const fvm_xdev_device *dev, int64_t index, const ch
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
                          "this client state is of a run with seed %llu, and the broadcast %s is of seed %llu",
                          (unsigned long long)seed, dev->checkpoint, (unsigned long long)dev->seed);
-    if (s == FVM_OK && (s = fvm_safetensors_value(f, pl->client_state, v, d)) != FVM_OK) {
-        char buf[256];
-        fvm_diag_add(d, s, &loc, "this is not a state of this plan's clients, %s (client.state)",
-                     fvm_type_format(pl->client_state, true, buf, sizeof buf));
-    }
     fvm_safetensors_free(f);
+    if (s) {
+        fvm_value_release(*v);
+        *v = NULL;
+    }
     return s;
 }
 
@@ -521,8 +525,9 @@ fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const cha
     client_file cf;
     fvm_status s = not_input(dev, out, "the update's file", d);
     if (!s && state) {
-        const char *role = "the client's state file";
-        s = fvm_file_not_input(out, "the update's file", 1, &state, &role, d);
+        const char *role = "the client's state file (--state)";
+        if (!(s = fvm_file_not_input(out, "the update's file", 1, &state, &role, d)))
+            s = not_input(dev, state, role, d);
     }
     if (!s)
         s = state_open(dev, index, state, true, &cf, d);
@@ -613,8 +618,9 @@ fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients,
     if (!s)
         s = not_input(dev, out, "the partial's file (--partial)", d);
     for (int64_t k = 0; states && k < n && !s; k++) {
-        const char *role = "a client's state file";
-        s = fvm_file_not_input(out, "the partial's file (--partial)", 1, &states[k], &role, d);
+        const char *role = "a client's state file (--state-dir)";
+        if (!(s = fvm_file_not_input(out, "the partial's file (--partial)", 1, &states[k], &role, d)))
+            s = not_input(dev, states[k], role, d);
     }
     if (s)
         return s;

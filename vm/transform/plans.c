@@ -8,13 +8,22 @@
 #include "../../format/plan_dot.h"
 #include "plan_form.h"
 
-/* beam: the cross-device plan, carried by the pipeline as data. */
+/* beam: the cross-device plan, carried by the pipeline as data. A program
+ * that keeps a state on each client has a plan, but no pipeline: Beam's
+ * workers keep nothing of a client from one round to the next. */
 static fvm_status plan_beam(const fvm_program *p, const fvm_plan_opts *o, char **out, size_t *len, fvm_diag *d)
 {
     char *plan = NULL;
     size_t n = 0;
     *out = NULL;
     fvm_status s = fvm_plan_cross_device(p, o, &plan, &n, d);
+    const fvm_func *ic = fvm_program_func(p, "initialize_client");
+    if (s == FVM_OK && ic)
+        s = fvm_diag_add(d, FVM_ERR_USAGE, &ic->loc,
+                         "this program keeps a state on each client (initialize_client), and a Beam pipeline's "
+                         "workers keep nothing of a client from one round to the next: the pipeline has no "
+                         "place for the clients' states. Deploy its cross-device plan ('--to cross-device') on "
+                         "devices that keep their state files ('fedvm device --state')");
     if (s == FVM_OK)
         s = fvm_plan_beam(plan, n, out, len, d);
     free(plan);
