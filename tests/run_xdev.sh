@@ -368,6 +368,8 @@ r2, c2 = first(lambda r, c: r + 1 > r1 and c != c1 and any(c in cs for cs in rou
 print(r1, c1, r2, c2)
 EOF
     )
+    check "killed devices: a client to kill in its update and one before its new state" -- test -n "$KC2"
+    echo "run_xdev: killed devices: client $KC1 in round $KR1 (in its update), client $KC2 in round $KR2 (before its new state)"
     killdev() { # killdev ROUND CLIENT VAR=VALUE: CLIENT's device in ROUND, stopped by the hook, killed
         rm -f "$T/stalled"
         env "$3" FVM_HOOK_MARK="$T/stalled" LD_PRELOAD="$HOOK" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" \

@@ -19,18 +19,27 @@
 #include "../vm/fedvm.h"
 
 static char *plan_text; /* the plan of tests/xdev/secure_counts.json */
+static char *state_text; /* the plan of tests/client_state/counter.json: a state on each client */
+
+static char *plan_of(const char *program)
+{
+    fvm_diag d = {0};
+    fvm_program *p = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(fvm_program_load(program, &p, &d), FVM_OK);
+    assert_int_equal(fvm_compile(p, &d), FVM_OK);
+    assert_int_equal(fvm_plan_cross_device(p, NULL, &text, &len, &d), FVM_OK);
+    assert_int_equal(strlen(text), len);
+    fvm_program_free(p);
+    return text;
+}
 
 static int setup(void **state)
 {
     (void)state;
-    fvm_diag d = {0};
-    fvm_program *p = NULL;
-    size_t len = 0;
-    assert_int_equal(fvm_program_load("tests/xdev/secure_counts.json", &p, &d), FVM_OK);
-    assert_int_equal(fvm_compile(p, &d), FVM_OK);
-    assert_int_equal(fvm_plan_cross_device(p, NULL, &plan_text, &len, &d), FVM_OK);
-    assert_int_equal(strlen(plan_text), len);
-    fvm_program_free(p);
+    plan_text = plan_of("tests/xdev/secure_counts.json");
+    state_text = plan_of("tests/client_state/counter.json");
     return 0;
 }
 
@@ -38,21 +47,22 @@ static int teardown(void **state)
 {
     (void)state;
     free(plan_text);
+    free(state_text);
     return 0;
 }
 
-/* The plan with its one occurrence of 'from' replaced by 'to', opened for
- * 'phases'; the status, and the first error in *d. */
-static fvm_status open_bent(const char *from, const char *to, unsigned phases, fvm_diag *d)
+/* The plan text with its one occurrence of 'from' replaced by 'to', opened
+ * for 'phases'; the status, and the first error in *d. */
+static fvm_status open_bent_text(const char *text, const char *from, const char *to, unsigned phases, fvm_diag *d)
 {
-    const char *at = strstr(plan_text, from);
+    const char *at = strstr(text, from);
     assert_non_null(at);
     assert_null(strstr(at + 1, from));
     char path[] = "/tmp/fvm_test_xdev_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     FILE *f = fdopen(fd, "w");
-    fprintf(f, "%.*s%s%s", (int)(at - plan_text), plan_text, to, at + strlen(from));
+    fprintf(f, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
     fclose(f);
     fvm_xdev_plan *plan = NULL;
     fvm_status s = fvm_xdev_open(path, phases, &plan, d);
@@ -64,11 +74,17 @@ static fvm_status open_bent(const char *from, const char *to, unsigned phases, f
     return s;
 }
 
-/* The bent plan is refused with message msg at pointer ptr. */
-static void refused(const char *from, const char *to, unsigned phases, const char *ptr, const char *msg)
+static fvm_status open_bent(const char *from, const char *to, unsigned phases, fvm_diag *d)
+{
+    return open_bent_text(plan_text, from, to, phases, d);
+}
+
+/* The bent plan text is refused with message msg at pointer ptr. */
+static void refused_text(const char *text, const char *from, const char *to, unsigned phases, const char *ptr,
+                         const char *msg)
 {
     fvm_diag d = {0};
-    assert_int_not_equal(open_bent(from, to, phases, &d), FVM_OK);
+    assert_int_not_equal(open_bent_text(text, from, to, phases, &d), FVM_OK);
     assert_true(d.n >= 1);
     if (strcmp(d.errs[0].msg, msg) || strcmp(d.errs[0].loc.ptr ? d.errs[0].loc.ptr : "", ptr))
         print_error("got %s: %s\n", d.errs[0].loc.ptr, d.errs[0].msg);
@@ -76,6 +92,11 @@ static void refused(const char *from, const char *to, unsigned phases, const cha
     assert_string_equal(d.errs[0].msg, msg);
     assert_true(d.errs[0].loc.line > 0);
     fvm_diag_clear(&d);
+}
+
+static void refused(const char *from, const char *to, unsigned phases, const char *ptr, const char *msg)
+{
+    refused_text(plan_text, from, to, phases, ptr, msg);
 }
 
 static void test_open(void **state)
@@ -105,7 +126,7 @@ static void test_bent(void **state)
     refused("\"param\": \"data\"", "\"param\": \"readings\"", FVM_XDEV_CLIENT, "/client/inputs/0/param",
             "input 0 is 'readings', but parameter 0 of 'next.work' is 'data'");
     refused("\"kind\": \"data\"", "\"kind\": \"file\"", FVM_XDEV_CLIENT, "/client/inputs/0/kind",
-            "unknown kind of input 'file' (expected data or client_key)");
+            "unknown kind of input 'file' (expected data, client_key, client_index or client_state)");
     refused("\"bitwidth\": 8,", "\"bitwidth\": 63,", FVM_XDEV_CLIENT, "/client/outputs/1",
             "secure sum 's0' needs a bit width from 1 to the width of its narrowest integer dtype (32) over integer "
             "tensors");
@@ -309,11 +330,60 @@ static void test_update_parse(void **state)
     fvm_xdev_close(pl);
 }
 
+/* A plan that keeps a state on each client: client.state, the input of
+ * kind client_state and work's field client_state go together, and each
+ * is checked against the client program; the server's num_clients. */
+static void test_client_state(void **state)
+{
+    (void)state;
+    const unsigned both = FVM_XDEV_CLIENT | FVM_XDEV_SERVER;
+    fvm_diag d = {0};
+    fvm_xdev_plan *pl = NULL;
+    assert_int_equal(fvm_xdev_parse("plan.json", state_text, strlen(state_text), both, &pl, &d), FVM_OK);
+    assert_true(fvm_xdev_keeps_client_state(pl));
+    fvm_xdev_close(pl);
+    assert_int_equal(fvm_xdev_parse("plan.json", plan_text, strlen(plan_text), both, &pl, &d), FVM_OK);
+    assert_false(fvm_xdev_keeps_client_state(pl));
+    fvm_xdev_close(pl);
+    /* the server reads its phase alone, whatever the clients keep */
+    const char *st = "\"state\": {\n      \"input\"", *sts = "\"states\": {\n      \"input\"";
+    assert_int_equal(open_bent_text(state_text, st, sts, FVM_XDEV_SERVER, &d), FVM_OK);
+    refused_text(state_text, st, sts, FVM_XDEV_CLIENT, "/client", "missing \"state\" (the client's state)");
+    refused_text(state_text, "\"kind\": \"client_state\"", "\"kind\": \"data\"", FVM_XDEV_CLIENT, "/client/state",
+                 "the plan describes a client state, but no input of the client phase is of kind client_state");
+    refused_text(state_text, "\"input\": \"client_states\"", "\"input\": \"client_indices\"", FVM_XDEV_CLIENT,
+                 "/client/state/input", "the client's state is the input 'client_states', not 'client_indices'");
+    refused_text(state_text, "\"output\": \"client_state\"", "\"output\": \"updates\"", FVM_XDEV_CLIENT,
+                 "/client/state/output",
+                 "the client's new state is the field 'client_state' of what 'next.work' returns, not 'updates'");
+    refused_text(state_text, "\"initialize\": \"next.initialize_client\"", "\"initialize\": \"next.work\"",
+                 FVM_XDEV_CLIENT, "/client/state",
+                 "the client's 'next.work' must take nothing or a key (u32[2]) and return a client's state, "
+                 "<count=i32[],noise=f32[1000]>");
+    refused_text(state_text, "\"type\": \"<count=i32[],noise=f32[1000]>\",\n      \"tensors\"",
+                 "\"type\": \"<count=i32[],noise=f32[100]>\",\n      \"tensors\"", FVM_XDEV_CLIENT,
+                 "/client/state/type",
+                 "the client's state's type is <count=i32[],noise=f32[100]> in the plan, but "
+                 "<count=i32[],noise=f32[1000]> in its program (a configuration that does not fit the plan's "
+                 "programs)");
+    refused_text(state_text, "{\"name\": \"noise\", \"dtype\": \"F32\", \"shape\": [1000]}",
+                 "{\"name\": \"noise\", \"dtype\": \"F64\", \"shape\": [1000]}", FVM_XDEV_CLIENT,
+                 "/client/state/tensors/1",
+                 "the plan lists 'noise' F64 [1000] here, but the client's state has 'noise' F32 [1000] in the "
+                 "program (a configuration that does not fit the plan's programs)");
+    refused_text(state_text, "\"kind\": \"client_index\"", "\"kind\": \"client_key\"", FVM_XDEV_CLIENT,
+                 "/client/inputs/1/param", "'client_indices' receives a key, so it must be u32[2]");
+    refused_text(state_text, "\"kind\": \"num_clients\"", "\"kind\": \"state\"", FVM_XDEV_SERVER, "/server",
+                 "the server's inputs are the state, then the round key and the number of clients (each at most "
+                 "once), and they are all of 'next.prepare''s parameters");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_open),       cmocka_unit_test(test_bent),         cmocka_unit_test(test_unfit),
-        cmocka_unit_test(test_no_include), cmocka_unit_test(test_parse_memory), cmocka_unit_test(test_update_parse),
+        cmocka_unit_test(test_open),         cmocka_unit_test(test_bent),         cmocka_unit_test(test_unfit),
+        cmocka_unit_test(test_no_include),   cmocka_unit_test(test_parse_memory), cmocka_unit_test(test_update_parse),
+        cmocka_unit_test(test_client_state),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
