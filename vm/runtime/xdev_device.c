@@ -353,6 +353,13 @@ static fvm_status state_open(const fvm_xdev_device *dev, int64_t index, const ch
                              fvm_diag *d)
 {
     *cf = (client_file){.path = path};
+    if (!path != !dev->plan->client_state) {
+        fvm_loc loc = {.file = dev->plan->path};
+        return fvm_diag_add(d, FVM_ERR_USAGE, &loc,
+                            path ? "this plan keeps no state on the clients, so client %lld has no state file"
+                                 : "this plan keeps a state on each client: client %lld needs its state file",
+                            (long long)index);
+    }
     if (!path)
         return FVM_OK;
     int64_t r = dev->round, fr = 0, pr = 0;
