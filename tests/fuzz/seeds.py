@@ -386,7 +386,8 @@ def dicts():
     plan = ["plan", "kind", "cross-device", "client", "server", "program", "work", "inputs", "param", "data",
             "client_key", "state", "round_key", "outputs", "name", "aggregation", "secure_sum", "bitwidth", "op",
             "modulus", "max_input",
-            "initialize", "prepare", "aggregate", "partial", "block", "function", "merge", "combine"]
+            "initialize", "prepare", "aggregate", "partial", "block", "function", "merge", "combine",
+            "client_index", "client_state", "num_clients", "input", "output"]
     dict_file("xdev_plan", json_tokens + ['"%s"' % t for t in plan])
     meta = ["__metadata__", "dtype", "shape", "data_offsets", "BOOL", "U8", "I32", "I64", "U32", "F32", "F64",
             "F16", "BF16", "fedvm.state", "fedvm.round", "fedvm.seed", "fedvm.kind", "fedvm.plan", "fedvm.client",

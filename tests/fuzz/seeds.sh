@@ -45,7 +45,8 @@ cp "$T/sec/round-000001.safetensors" "$C/safetensors/secure_counts_round1"
 small "$T/avg/round-000002.safetensors" && cp "$T/avg/round-000002.safetensors" "$C/safetensors/fedavg_round2"
 
 # cross-device plans, and the files of a round
-for p in tests/xdev/secure_counts.json programs/fedsgd_linear.json programs/federated_evaluation.json; do
+for p in tests/xdev/secure_counts.json programs/fedsgd_linear.json programs/federated_evaluation.json \
+    tests/client_state/counter.json; do
     "$BIN/fedplan" "$p" --to cross-device -o "$C/xdev_plan/$(basename "${p%.json}").json"
 done
 FUZZ_SEEDS=$C/xdev_files "$FUZZ/fuzz_xdev_files" -runs=0 >/dev/null 2>&1
