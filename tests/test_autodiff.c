@@ -93,24 +93,11 @@ static void run_case(const gcase *c)
     while (strcmp(f->param_names[wrt], c->wrt))
         wrt++;
 
-    /* arguments: random, or fixed */
+    /* arguments: random, or fixed (ad_util.h) */
     fvm_value *args[16] = {0};
-    int64_t nclients = 3;
-    fvm_arena a = {0};
-    fvm_doc *fixed = NULL;
-    if (c->fixed) {
-        char *fx = unquote(c->fixed);
-        fvm_doc_src src = {"fixed", fx, strlen(fx)};
-        assert_int_equal(fvm_json_parse(&a, &src, &fixed, &d), FVM_OK);
-        free(fx);
-    }
-    for (int i = 0; i < f->nparams; i++) {
-        const fvm_doc *v = fixed ? fvm_doc_get(fixed, f->param_names[i]) : NULL;
-        if (v)
-            assert_int_equal(fvm_value_from_doc(v, f->param_types[i], "fixed", "", &nclients, &args[i], &d), FVM_OK);
-        else
-            args[i] = random_value(f->param_types[i], c->dom);
-    }
+    ad_case ac = {
+        .name = c->name, .params = c->params, .body = c->body, .wrt = c->wrt, .dom = c->dom, .fixed = c->fixed};
+    ad_args(&ac, f, args);
     fvm_vm *vm = NULL;
     fvm_vm_config cfg = {.nclients = 3};
     assert_int_equal(fvm_vm_new(p, &cfg, &vm, &d), FVM_OK);
@@ -188,7 +175,6 @@ static void run_case(const gcase *c)
         fvm_value_release(args[i]);
     fvm_vm_free(vm);
     fvm_program_free(p);
-    fvm_arena_free(&a);
     fvm_diag_clear(&d);
     free(params);
     free(body);
