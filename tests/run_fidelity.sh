@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_fidelity.sh BIN - training runs against what they must reproduce: the demo's FedAvg 2NN
 # accuracy against an independent NumPy implementation on the same partition, and FedProx's
-# stability on Synthetic(1,1) with mu = 1 where mu = 0 is worse, as in Li et al.'s Figure 2.
+# stability on Synthetic(1,1) with mu = 1 where mu = 0 is worse, as in Li et al.'s Figure 2, and its
+# behaviour with stragglers, as in their Figure 1.
 # tests/fidelity/*.py hold the criteria and the measurements behind them.
 set -u
 BIN=${1:?usage: tests/run_fidelity.sh path/to/fedvm}
@@ -77,6 +78,39 @@ else
         prox_runs="$prox_runs $T/prox$s.jsonl" plain_runs="$plain_runs $T/plain$s.jsonl"
     done
     judge "FedProx loss curves" -- "$SPY" tests/fidelity/fedprox_loss.py --prox $prox_runs --plain $plain_runs
+fi
+
+# -- FedProx with stragglers (Li et al.'s Figure 1) on the same data, 40 rounds: at 90%
+# stragglers (seeds 0 and 1) and 50% (seed 0), FedAvg dropping the stragglers (mu = 0,
+# drop_stragglers), FedProx with mu = 0 keeping their partial work, and FedProx with mu = 1.
+# The metrics count the stragglers: about F of the 400 client-rounds (binomial, 5 sd).
+if [ -n "$SPY" ]; then
+    groups=
+    for run in "0.9 0" "0.9 1" "0.5 0"; do
+        set -- $run
+        F=$1 S=$2 R="$T/strag$1_$2"
+        RUN="--data train=$SYN --data test=$SYN --rounds 40 --clients-per-round 10 --eval-every 1 --seed $S --threads 1 --set stragglers=$F"
+        beside "$R.drop.out" -- "$BIN" run programs/fedprox.json $RUN --set mu=0 --set drop_stragglers=true --metrics "$R.drop.jsonl"
+        expect 0 "FedProx mu = 0 with $F stragglers' partial work, seed $S" -- "$BIN" run programs/fedprox.json $RUN \
+            --set mu=0 --metrics "$R.partial.jsonl"
+        joined "FedAvg dropping $F stragglers, seed $S"
+        expect 0 "FedProx mu = 1 with $F stragglers, seed $S" -- "$BIN" run programs/fedprox.json $RUN --metrics "$R.prox.jsonl"
+        groups="$groups --level $F --drop $R.drop.jsonl --partial $R.partial.jsonl --prox $R.prox.jsonl"
+        check "$F stragglers counted, dropped only under drop_stragglers, seed $S" -- "$SPY" - "$F" "$R" <<'PY'
+import json, sys
+f, r = float(sys.argv[1]), sys.argv[2]
+def rounds(kind):
+    return [json.loads(l)["train"] for l in open("%s.%s.jsonl" % (r, kind)) if l.startswith('{"round"')]
+n = 400
+for kind in ("drop", "partial", "prox"):
+    t = rounds(kind)
+    s, d = sum(x["stragglers"] for x in t), sum(x["dropped"] for x in t)
+    sd = (n * f * (1 - f)) ** 0.5
+    assert len(t) == 40 and abs(s - n * f) <= 5 * sd, (kind, s)
+    assert d == (s if kind == "drop" else 0), (kind, s, d)
+PY
+    done
+    judge "FedProx with stragglers" -- "$SPY" tests/fidelity/fedprox_stragglers.py $groups
 fi
 
 echo "fidelity: $pass passed, $fail failed"
