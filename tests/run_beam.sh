@@ -47,6 +47,9 @@ proven() {
 
 SYN=$T/synthetic.sqlite
 "$FEDVM" data synthetic --kind fedprox --alpha 1 --beta 1 --seed 5 --clients 50 -o "$SYN" >/dev/null 2>&1 || bad "synthetic data"
+# the EMNIST stand-in, for programs/fedavg_emnist.json: 6 writers, about 200 images each
+EMNIST=$T/emnist.sqlite
+"$FEDVM" data synthetic --kind emnist --clients 6 -o "$EMNIST" >/dev/null 2>&1 || bad "EMNIST stand-in"
 FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 
 # -- 1. every program with rounds: the pipeline gives the bits of fedvm run, or is refused as
@@ -71,6 +74,7 @@ for prog in programs/*.json; do
     fedsgd_linear.json) proven "$prog" "data=programs/data/linear_clients.json" 3 3 2 ;;
     federated_evaluation.json) proven "$prog" "data=$SYN" 2 50 20 ;;
     fedavgm.json) proven "$prog" "train=$SYN" 2 50 50 ;; # 4 blocks: two levels of merges
+    fedavg_emnist.json) proven "$prog" "train=$EMNIST" 2 6 2 ;; # a CNN: 2 rounds of 2 of 6 writers
     fedavg_2nn.json)
         if [ -d "$FASHION" ]; then
             "$FEDVM" data import fashion-mnist --source "$FASHION" --clients 100 -o "$T/fashion.sqlite" >/dev/null 2>&1 ||

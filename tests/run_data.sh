@@ -141,6 +141,28 @@ expect 2 "--iid with --beta" -- "$BIN" data synthetic --kind fedprox --iid --bet
 expect 2 "max below min" -- "$BIN" data synthetic --kind fedprox --max-examples 10 -o "$T/x.sqlite"
 expect 2 "test fraction 1" -- "$BIN" data synthetic --kind fedprox --test-fraction 1 -o "$T/x.sqlite"
 
+# -- the EMNIST stand-in: FedJAX's schema, ids, sizes and label shares, learnable but not trivially
+# (tests/data/check_emnist.py reads it apart from fedvm)
+NPY=$(python_with numpy msgpack)
+expect 0 "synthetic emnist" -- "$BIN" data synthetic --kind emnist --clients 40 -o "$T/emnist.sqlite" &&
+    has "$T/err" "emnist, 40 clients" "emnist summary"
+expect 0 "info emnist" -- "$BIN" data info "$T/emnist.sqlite" && has "$T/out" "columns: pixels f32[28,28], label i32[]" "emnist columns"
+expect 0 "synthetic emnist again" -- "$BIN" data synthetic --kind emnist --clients 40 -o "$T/emnist2.sqlite"
+if cmp -s "$T/emnist.sqlite" "$T/emnist2.sqlite"; then ok; else bad "emnist: same seed gave different files"; fi
+expect 0 "synthetic emnist --only-digits" -- "$BIN" data synthetic --kind emnist --clients 30 --only-digits --seed 3 -o "$T/digits.sqlite"
+if [ -n "$NPY" ]; then
+    check "emnist against FedJAX's EMNIST" -- "$NPY" tests/data/check_emnist.py "$T/emnist.sqlite"
+    check "emnist digits" -- "$NPY" tests/data/check_emnist.py "$T/digits.sqlite" --only-digits
+else
+    echo "run_data: no python3 with numpy and msgpack; the EMNIST stand-in's check skipped"
+fi
+expect 2 "emnist with --dim" -- "$BIN" data synthetic --kind emnist --dim 5 -o "$T/x.sqlite" &&
+    has "$T/err" "--kind emnist takes only --clients, --only-digits, --seed and -o" "emnist options"
+expect 2 "emnist with --test-fraction" -- "$BIN" data synthetic --kind emnist --test-fraction 0.2 -o "$T/x.sqlite"
+expect 2 "emnist too many clients" -- "$BIN" data synthetic --kind emnist --clients 410001 -o "$T/x.sqlite"
+expect 2 "--only-digits for fedprox" -- "$BIN" data synthetic --kind fedprox --only-digits -o "$T/x.sqlite" &&
+    has "$T/err" "--only-digits applies to --kind emnist only" "only-digits"
+
 # -- info and head errors
 expect 1 "info missing file" -- "$BIN" data info "$T/missing.sqlite" && has "$T/err" "$T/missing.sqlite: cannot open" "missing"
 printf 'plain text, not a dataset\n%.0s' $(seq 200) >"$T/text.sqlite"

@@ -21,6 +21,9 @@ PY=$(python_with numpy) || PY=
 
 SYN=$T/synthetic.sqlite
 "$FEDVM" data synthetic --kind fedprox --alpha 1 --beta 1 --seed 5 -o "$SYN" >/dev/null 2>&1 || bad "synthetic data"
+# the EMNIST stand-in, for programs/fedavg_emnist.json: 6 writers, about 200 images each
+EMNIST=$T/emnist.sqlite
+"$FEDVM" data synthetic --kind emnist --clients 6 -o "$EMNIST" >/dev/null 2>&1 || bad "EMNIST stand-in"
 FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 
 # rounds PLAN NAME=DATA R N K SEED DIR [batch|staged]: R rounds through the plan, K of N clients a
@@ -115,6 +118,7 @@ for prog in programs/*.json; do
         refused "$prog" "programs/fedsgd_logistic.json:66:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:66:9, /functions/loss/body/2): a round has one exchange" ;;
     scaffold.json | feddyn.json) # a state on each client, kept by its device: 4 rounds of 5 of 30 clients
         proven "$prog" "train=$SYN" 4 30 5 ;;
+    fedavg_emnist.json) proven "$prog" "train=$EMNIST" 2 6 2 ;; # a CNN: 2 rounds of 2 of 6 writers
     fedavg_2nn.json)
         if [ -d "$FASHION" ]; then
             "$FEDVM" data import fashion-mnist --source "$FASHION" --clients 100 -o "$T/fashion.sqlite" >/dev/null 2>&1 ||

@@ -123,6 +123,13 @@ static void test_cnn(void **state)
     learns("cnn_mnist", "cnn", 10, 8, 0.05, 15, false, 0.8);
 }
 
+/* FedJAX's EMNIST CNN, 62 classes, trained with dropout. */
+static void test_cnn_emnist(void **state)
+{
+    (void)state;
+    learns("cnn_emnist", "cnn_emnist", 62, 8, 0.05, 15, false, 0.8);
+}
+
 static void test_char_lstm(void **state)
 {
     (void)state;
@@ -135,6 +142,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mlp_2nn),
         cmocka_unit_test(test_cnn),
+        cmocka_unit_test(test_cnn_emnist),
         cmocka_unit_test(test_char_lstm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

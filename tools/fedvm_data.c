@@ -22,7 +22,7 @@ static const char *const usage_data =
     "\n"
     "commands:\n"
     "  import fashion-mnist [options]        partition Fashion-MNIST over clients into a FedJAX file\n"
-    "  synthetic --kind fedprox|leaf -o FILE  generate a synthetic federated classification dataset\n"
+    "  synthetic --kind KIND -o FILE         generate a synthetic federated dataset (fedprox, leaf, emnist)\n"
     "  info FILE [--split S] [--verify]      format, splits, clients, examples, columns, client sizes\n"
     "  head FILE [CLIENT] [--split S] [-n K] the first K examples of a client as JSON\n"
     "\n"
@@ -55,10 +55,18 @@ static const char *const usage_synthetic =
     "usage: fedvm data synthetic --kind fedprox|leaf [--alpha A --beta B] [--iid] [--clients N]\n"
     "                            [--dim D] [--classes C] [--clusters K] [--min-examples M]\n"
     "                            [--max-examples X] [--test-fraction F] [--seed S] -o FILE\n"
+    "       fedvm data synthetic --kind emnist [--clients N] [--only-digits] [--seed S] -o FILE\n"
     "\n"
     "Generates a synthetic federated classification dataset as a FedJAX SQLite file\n"
     "with columns x (f32[D]) and y (i32[], 0..C-1), clients f_00000, f_00001, ...;\n"
     "each client's last fraction F of examples forms split 'test'.\n"
+    "\n"
+    "  --kind emnist    a stand-in for FedJAX's federated EMNIST-62 with its schema (pixels\n"
+    "                   f32[28,28], background 1; label i32[], 62 classes), client ids\n"
+    "                   (HASH:fFORM_COPY, so FedJAX's domain_id applies) and sizes (train\n"
+    "                   about N(198, 77) per writer, test 11.5%% of it): glyphs of random\n"
+    "                   strokes per class, a style per writer (format/DATASETS.md);\n"
+    "                   --clients N (default 3400), --only-digits for the 10 digits\n"
     "\n"
     "  --kind fedprox   FedProx's Synthetic(A,B) (Li et al.): per client u ~ N(0,A), B_k ~ N(0,B),\n"
     "                   W, b ~ N(u,1), v ~ N(B_k,1), x ~ N(v, diag(j^-1.2)), y = argmax(xW+b);\n"
@@ -329,6 +337,55 @@ static bool parse_real(const char *s, double lo, double hi, double *out)
     return true;
 }
 
+/* --kind emnist: both splits, client by client (format/DATASETS.md). */
+static int synthetic_emnist(const char *out, long long clients, bool only_digits, long long seed)
+{
+    fvm_emnist_config c;
+    fvm_emnist_defaults(&c);
+    if (clients >= 0)
+        c.clients = clients;
+    c.only_digits = only_digits;
+    c.seed = (uint64_t)seed;
+    fvm_diag d = {0};
+    fvm_emnist *g = NULL;
+    fvm_dataset_writer *w = NULL;
+    int rc = EXIT_INVALID;
+    int64_t count[2] = {0, 0};
+    if (fvm_emnist_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
+        goto done;
+    const char *const names[2] = {"pixels", "label"};
+    for (int64_t k = 0; k < c.clients; k++) {
+        char id[32];
+        fvm_emnist_client_id(g, k, id);
+        for (int test = 0; test < 2; test++) {
+            fvm_tensor cols[2];
+            if (fvm_emnist_client(g, k, test, &cols[0], &cols[1], &d))
+                goto done;
+            fvm_status s = fvm_dataset_add(w, test ? "test" : NULL, id, strlen(id), 2, names, cols, &d);
+            count[test] += cols[1].shape.d[0];
+            fvm_tensor_release(&cols[0]);
+            fvm_tensor_release(&cols[1]);
+            if (s)
+                goto done;
+        }
+        progress("synthetic", k + 1, c.clients);
+    }
+    fvm_status s = fvm_dataset_finish(w, &d);
+    w = NULL;
+    if (s)
+        goto done;
+    fprintf(stderr, "%s: emnist%s, %lld clients, %lld training examples, %lld in split test (seed %lld)\n", out,
+            only_digits ? " digits" : "", (long long)c.clients, (long long)count[0], (long long)count[1], seed);
+    rc = 0;
+done:
+    fvm_dataset_abort(w);
+    fvm_emnist_free(g);
+    if (rc)
+        cli_print_errors(&d);
+    fvm_diag_clear(&d);
+    return rc;
+}
+
 static int cmd_synthetic(int argc, char **argv)
 {
     const char *kind = NULL, *out = NULL;
@@ -336,15 +393,15 @@ static int cmd_synthetic(int argc, char **argv)
     fvm_synth_defaults(FVM_SYNTH_FEDPROX, &c);
     long long clients = -1, dim = -1, classes = -1, clusters = -1, minex = -1, maxex = -1, seed = 0;
     double alpha = -1, beta = -1, test_fraction = 0.1;
-    bool iid = false;
+    bool iid = false, only_digits = false, fraction_given = false;
     for (int i = 0; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(usage_synthetic, stdout);
             return 0;
         } else if ((v = cli_opt(argc, argv, &i, "--kind"))) {
-            if (strcmp(v, "fedprox") && strcmp(v, "leaf"))
-                return cli_usage_error(usage_synthetic, "--kind must be fedprox or leaf, found '%s'", v);
+            if (strcmp(v, "fedprox") && strcmp(v, "leaf") && strcmp(v, "emnist"))
+                return cli_usage_error(usage_synthetic, "--kind must be fedprox, leaf or emnist, found '%s'", v);
             kind = v;
         } else if ((v = cli_opt(argc, argv, &i, "--alpha"))) {
             if (!parse_real(v, 0, 1e6, &alpha))
@@ -354,6 +411,8 @@ static int cmd_synthetic(int argc, char **argv)
                 return cli_usage_error(usage_synthetic, "--beta needs a number >= 0, found '%s'", v);
         } else if (!strcmp(argv[i], "--iid")) {
             iid = true;
+        } else if (!strcmp(argv[i], "--only-digits")) {
+            only_digits = true;
         } else if ((v = cli_opt(argc, argv, &i, "--clients"))) {
             if (!cli_int(v, 1, FVM_MAX_CLIENTS, &clients))
                 return cli_usage_error(usage_synthetic, "--clients needs a number from 1 to 100000000, found '%s'", v);
@@ -375,6 +434,7 @@ static int cmd_synthetic(int argc, char **argv)
         } else if ((v = cli_opt(argc, argv, &i, "--test-fraction"))) {
             if (!parse_real(v, 0, 0.999999, &test_fraction))
                 return cli_usage_error(usage_synthetic, "--test-fraction needs a number in [0, 1), found '%s'", v);
+            fraction_given = true;
         } else if ((v = cli_opt(argc, argv, &i, "--seed"))) {
             if (!cli_int(v, LLONG_MIN, LLONG_MAX, &seed))
                 return cli_usage_error(usage_synthetic, "--seed needs an integer, found '%s'", v);
@@ -389,9 +449,20 @@ static int cmd_synthetic(int argc, char **argv)
         }
     }
     if (!kind)
-        return cli_usage_error(usage_synthetic, "%s", "synthetic needs --kind fedprox or --kind leaf");
+        return cli_usage_error(usage_synthetic, "%s", "synthetic needs --kind fedprox, leaf or emnist");
     if (!out)
         return cli_usage_error(usage_synthetic, "%s", "synthetic needs an output file: -o FILE");
+    if (!strcmp(kind, "emnist")) {
+        if (alpha >= 0 || beta >= 0 || iid || dim >= 0 || classes >= 0 || clusters >= 0 || minex >= 0 || maxex >= 0 ||
+            fraction_given)
+            return cli_usage_error(usage_synthetic, "%s",
+                                   "--kind emnist takes only --clients, --only-digits, --seed and -o");
+        if (clients > 410000)
+            return cli_usage_error(usage_synthetic, "%s", "--kind emnist makes at most 410000 clients");
+        return synthetic_emnist(out, clients, only_digits, seed);
+    }
+    if (only_digits)
+        return cli_usage_error(usage_synthetic, "%s", "--only-digits applies to --kind emnist only");
     bool leaf = !strcmp(kind, "leaf");
     if (leaf && (alpha >= 0 || beta >= 0 || iid))
         return cli_usage_error(usage_synthetic, "%s", "--alpha, --beta and --iid apply to --kind fedprox only");

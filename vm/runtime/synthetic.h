@@ -69,4 +69,39 @@ FVM_API int64_t fvm_synth_size(const fvm_synth *s, int64_t k);
  * FVM_MAX_TENSOR_BYTES, FVM_ERR_NOMEM. Thread-safe (s is only read). */
 FVM_API fvm_status fvm_synth_client(const fvm_synth *s, int64_t k, fvm_tensor *x, fvm_tensor *y, fvm_diag *d);
 
+/* A stand-in for FedJAX's federated EMNIST (fedjax.datasets.emnist.load_split:
+ * columns pixels f32[28,28], background 1 and ink towards 0, and label i32,
+ * 62 classes: digits 0-9, uppercase 10-35, lowercase 36-61; only_digits: 10),
+ * for when the real files cannot be had. Each class is a glyph of one to
+ * three quadratic strokes (the lowercase c k o p s u v w x y z are their
+ * uppercase glyphs, smaller, as EMNIST's confusable pairs); each client is a
+ * writer with its own stroke width, slant, size and darkness; each example
+ * jitters the strokes and their place. Labels: digits 49%, uppercase 26%,
+ * lowercase 25% (EMNIST ByClass's shares). Client ids are FedJAX's form,
+ * "[16 hex digits]:f[NIST form number]_[copy]", so fedjax.datasets.emnist's
+ * domain_id applies: forms 2100-2599 are the high-school writers (domain 0),
+ * about 12% of the clients, the others the Census Bureau's (1). Sizes:
+ * train floor(N(198, 77)) clipped to [10, 500] examples (FedJAX's 671,585
+ * over 3400 writers), test about 11.5% of it. Made one client at a time, in
+ * any order, the same for the same configuration. */
+typedef struct fvm_emnist_config {
+    int64_t clients; /* 1 to 410000 (default 3400, as FedJAX's EMNIST) */
+    bool only_digits; /* the 10 digit classes only */
+    uint64_t seed;
+} fvm_emnist_config;
+typedef struct fvm_emnist fvm_emnist;
+
+FVM_API void fvm_emnist_defaults(fvm_emnist_config *c);
+FVM_API fvm_status fvm_emnist_new(const fvm_emnist_config *c, fvm_emnist **out, fvm_diag *d);
+FVM_API void fvm_emnist_free(fvm_emnist *e);
+/* Client k's id (NUL-terminated, 25 bytes) and its domain (0 or 1, from the id's form number). */
+FVM_API void fvm_emnist_client_id(const fvm_emnist *e, int64_t k, char id[32]);
+FVM_API int fvm_emnist_domain(int64_t k);
+/* The number of examples of client k in the train (test false) or test split. */
+FVM_API int64_t fvm_emnist_size(const fvm_emnist *e, int64_t k, bool test);
+/* Client k's examples of a split into new tensors *pixels (f32[n,28,28]) and
+ * *labels (i32[n]), owned by the caller. Thread-safe (e is only read). */
+FVM_API fvm_status fvm_emnist_client(const fvm_emnist *e, int64_t k, bool test, fvm_tensor *pixels, fvm_tensor *labels,
+                                     fvm_diag *d);
+
 #endif
