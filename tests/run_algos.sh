@@ -46,6 +46,45 @@ import json, sys
 w = [json.loads(l)['train']['domain_weights'] for l in open('$T/afl.jsonl') if '\"round\"' in l]
 assert w[0] == [0.5, 0.5] and abs(w[-1][0] - 0.5) > 0.01, w"
 
+# HypCluster: the reference replays rounds 2-5 from fedvm's round-1 models (the first models are
+# random); with seed 3 some rounds leave a cluster without clients, which keeps its model
+H="--arg train=@$T/small.json --rounds 5 --clients-per-round 3 --set epochs=3 --set batch_size=100 --set client_lr=0.1 --seed 3"
+expect 0 "hypcluster: fedvm run" -- "$BIN" run programs/hypcluster.json $H --metrics "$T/hc.jsonl" --checkpoint-dir "$T/hc" \
+    --checkpoint-every 1 && cp "$T/out" "$T/hc.out"
+check "hypcluster: rounds 2-5 match the reference" -- "$PY" $REF check hypcluster "$T/small.json" "$T/hc.jsonl" \
+    "$T/hc/round-000005.safetensors" --epochs 3 --lr 0.1 --start "$T/hc/round-000001.safetensors" --start-round 1
+if "$PY" $REF check hypcluster "$T/small.json" "$T/hc.jsonl" "$T/hc/round-000005.safetensors" --epochs 3 --lr 0.1 \
+    --start "$T/hc/round-000002.safetensors" --start-round 1 >/dev/null 2>&1; then bad "the reference accepts another start"; else ok; fi
+check "hypcluster: a round leaves a cluster without clients; the first models are init_scale * N(0, 1), b = 0, and differ" -- \
+    "$PY" - "$T/hc.jsonl" "$T/hc/round-000001.safetensors" <<'PYEOF'
+import json, sys
+import numpy as np
+sys.path.insert(0, "tests/algos")
+from reference import tensors
+rounds = [json.loads(l)["train"]["cluster_examples"] for l in open(sys.argv[1]) if '"round"' in l]
+assert any(0.0 in c for c in rounds[1:]), rounds
+first = rounds[0].index(0.0)  # no client picked it in round 1: it is still the initial model
+t = tensors(open(sys.argv[2], "rb").read())
+w, b = t["w"][first], t["b"][first]
+assert np.all(b == 0) and abs(w.std() / 0.13 - 1) < 0.1 and abs(w.mean()) < 0.02, (w.std(), w.mean())
+assert np.max(np.abs(t["w"][0] - t["w"][1])) > 0.1
+PYEOF
+expect 0 "hypcluster: 2 threads" -- "$BIN" run programs/hypcluster.json $H --threads 2 && same "$T/out" "$T/hc.out" "hypcluster: 2 threads and seq"
+
+# Ditto: the global model, every round's global and personal losses and every client's personalized
+# model in the store of client states
+D="--arg train=@$T/small.json --rounds 5 --clients-per-round 3 --set epochs=3 --set personal_epochs=2 --set batch_size=100 --set client_lr=0.1 --set lambda=0.5 --seed 2"
+expect 0 "ditto: fedvm run" -- "$BIN" run programs/ditto.json $D --metrics "$T/ditto.jsonl" --checkpoint-dir "$T/ditto" &&
+    cp "$T/out" "$T/ditto.out"
+check "ditto: the global model, the losses and the personalized models match the reference" -- "$PY" $REF check ditto \
+    "$T/small.json" "$T/ditto.jsonl" "$T/ditto/round-000005.safetensors" --epochs 3 --lr 0.1 --lambda 0.5 --personal-epochs 2 \
+    --store "$T/ditto/client_states.sqlite"
+if "$PY" $REF check ditto "$T/small.json" "$T/ditto.jsonl" "$T/ditto/round-000005.safetensors" --epochs 3 --lr 0.1 \
+    --lambda 0.4 --personal-epochs 2 --store "$T/ditto/client_states.sqlite" >/dev/null 2>&1; then
+    bad "the reference accepts another lambda"
+else ok; fi
+expect 0 "ditto: 2 threads" -- "$BIN" run programs/ditto.json $D --threads 2 && same "$T/out" "$T/ditto.out" "ditto: 2 threads and seq"
+
 # -- learning: on Synthetic(1,1) (30 clients, 10 a round, 30 rounds of one local epoch, batches of 10,
 # client_lr 0.003, momentum 0.5), Mime and Mime-Lite end with a lower loss over all clients' training
 # examples than FedAvg with the same client steps, as Karimireddy et al. find on heterogeneous clients
@@ -87,6 +126,47 @@ def worst(path):
 uniform, agnostic = (worst(p) for p in sys.argv[1:])
 print("worst domain's loss, rounds 21-40: uniform weights %.3f, agnostic %.3f" % (uniform, agnostic))
 assert agnostic < 0.95 * uniform
+PYEOF
+    sed 's/^/  /' "$T/check"
+    # HypCluster: on LEAF's synthetic data drawn from 2 linear models (30 clients, 10 a round, 30 rounds of
+    # 5 epochs, client_lr 0.05), every client under the cluster it picks ends with a lower loss than
+    # under FedAvg's one model, and a higher accuracy
+    L2="$T/leaf2.sqlite"
+    expect 0 "LEAF synthetic, 2 clusters" -- "$BIN" data synthetic --kind leaf --clusters 2 --clients 30 --seed 4 \
+        --max-examples 200 -o "$L2"
+    for a in fedavg hypcluster; do
+        expect 0 "$a on 2 clusters" -- "$BIN" run programs/$a.json --data train="$L2" --data test="$L2" --rounds 30 \
+            --clients-per-round 10 --seed 0 --threads 2 --set epochs=5 --set client_lr=0.05 --metrics "$T/hc_$a.jsonl"
+    done
+    check "hypcluster: below 0.9 x FedAvg's loss, 2 points above its accuracy" -- "$PY" - "$T/hc_fedavg.jsonl" "$T/hc_hypcluster.jsonl" <<'PYEOF'
+import json, sys
+def final(path):
+    e = [json.loads(l)["eval"] for l in open(path) if '"eval"' in l]
+    assert len(e) == 1, path
+    return e[0]["loss"], e[0]["accuracy"]
+(al, aa), (hl, ha) = (final(p) for p in sys.argv[1:])
+print("after 30 rounds, loss and accuracy over all clients: FedAvg %.3f %.3f, HypCluster %.3f %.3f" % (al, aa, hl, ha))
+assert hl < 0.9 * al and ha > aa + 0.02
+PYEOF
+    sed 's/^/  /' "$T/check"
+    # Ditto: on Synthetic(1,1) (30 clients, 10 a round, 30 rounds of 2 global and 2 personal epochs),
+    # the personalized models' loss on their clients' examples is below 0.6 x the global model's (the
+    # mean of rounds 21-30), and a larger lambda (10) pulls them toward the global model
+    for lam in 0.1 10; do
+        expect 0 "ditto on Synthetic(1,1), lambda $lam" -- "$BIN" run programs/ditto.json --data train="$S30" --rounds 30 \
+            --clients-per-round 10 --seed 0 --threads 2 --set epochs=2 --set personal_epochs=2 --set lambda=$lam \
+            --metrics "$T/ditto$lam.jsonl"
+    done
+    check "ditto: personalized models below 0.6 x the global model's loss; lambda 10 closer to it" -- "$PY" - \
+        "$T/ditto0.1.jsonl" "$T/ditto10.jsonl" <<'PYEOF'
+import json, sys
+def tail(path):
+    m = [json.loads(l)["train"] for l in open(path) if '"round"' in l]
+    assert len(m) == 30, path
+    return sum(l["loss"] for l in m[20:]) / 10, sum(l["personal_loss"] for l in m[20:]) / 10
+(g, p), (g10, p10) = (tail(p) for p in sys.argv[1:])
+print("loss, rounds 21-30: global %.3f, personalized %.3f (lambda 0.1), %.3f (lambda 10)" % (g, p, p10))
+assert p < 0.6 * g and p < p10 < g10
 PYEOF
     sed 's/^/  /' "$T/check"
 fi

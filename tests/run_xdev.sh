@@ -121,7 +121,7 @@ for prog in programs/*.json; do
         fi ;;
     mime.json) # the full-batch gradient c at x is averaged before the clients train with it: two exchanges
         refused "$prog" "programs/mime.json:67:9: /functions/next/body/6: 'c_at_clients' (federated_broadcast) sends a value to the clients that depends on the aggregation 'c' (federated_weighted_mean at programs/mime.json:66:9, /functions/next/body/5): a round has one exchange" ;;
-    scaffold.json | feddyn.json) # a state on each client, kept by its device: 4 rounds of 5 of 30 clients
+    scaffold.json | feddyn.json | ditto.json) # a state on each client, kept by its device: 4 rounds of 5 of 30 clients
         proven "$prog" "train=$SYN" 4 30 5 ;;
     fedavg_2nn.json)
         if [ -d "$FASHION" ]; then

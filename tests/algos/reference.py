@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""reference.py - Mime, Mime-Lite, Agnostic FedAvg and HypCluster written apart from fedvm, in
+"""reference.py - Mime, Mime-Lite, Agnostic FedAvg, HypCluster and Ditto written apart from fedvm, in
 NumPy (float64), for tests/run_algos.sh.
 
   reference.py data OUT.json [--clients N --seed S --min-examples A --max-examples B]
@@ -14,8 +14,10 @@ NumPy (float64), for tests/run_algos.sh.
       relative 1e-4 (and each round's training loss to 1e-4).
 
 The algorithms follow the papers and FedJAX's definitions (fedjax/algorithms/mime.py,
-mime_lite.py, agnostic_fed_avg.py, hyp_cluster.py), not fedvm's programs."""
-import argparse, json, struct, sys
+mime_lite.py, agnostic_fed_avg.py, hyp_cluster.py; Ditto from Li et al. 2021, Algorithm 1), not
+fedvm's programs. For Ditto every client's personalized model in the SQLite store of client states
+is compared too."""
+import argparse, json, sqlite3, struct, sys
 
 import numpy as np
 
@@ -119,6 +121,77 @@ def agnostic(args, xs, ys, ds, rounds):
     return {"model.w": w, "model.b": b, "domain_weights": lam, "domain_window": window}, train_loss
 
 
+def hypcluster(args, xs, ys, rounds):
+    """Replays the rounds after the checkpoint --start (the K models are random: the reference starts
+    from fedvm's models of that round rather than drawing its own)."""
+    start = tensors(open(args.start, "rb").read())
+    W, B = start["w"].copy(), start["b"].copy()
+    K = len(W)
+    train_loss = []
+    for r in rounds:
+        picked = r["sampled"]
+        dw, db, nk = np.zeros_like(W), np.zeros_like(B), np.zeros(K)
+        total, count = 0.0, 0
+        for c in picked:
+            mean_losses = [losses(W[k], B[k], xs[c], ys[c]).mean() for k in range(K)]
+            k = int(np.argmin(mean_losses))  # the first of equal ones
+            total += mean_losses[k] * len(ys[c])
+            count += len(ys[c])
+            tw, tb = W[k].copy(), B[k].copy()
+            for _ in range(args.epochs):
+                gw, gb = grad(tw, tb, xs[c], ys[c])
+                tw, tb = tw - args.lr * gw, tb - args.lr * gb
+            dw[k] += len(ys[c]) * (W[k] - tw)
+            db[k] += len(ys[c]) * (B[k] - tb)
+            nk[k] += len(ys[c])
+        train_loss.append(total / count)
+        for k in range(K):
+            if nk[k] > 0:  # a cluster no client picked keeps its model
+                W[k] -= args.server_lr * dw[k] / nk[k]
+                B[k] -= args.server_lr * db[k] / nk[k]
+    return {"w": W, "b": B}, train_loss
+
+
+def ditto(args, xs, ys, rounds):
+    w, b = np.zeros((60, 10)), np.zeros(10)
+    personal = {}
+    train_loss, personal_loss = [], []
+    for r in rounds:
+        picked = r["sampled"]
+        n = np.array([len(ys[c]) for c in picked], dtype=np.float64)
+        train_loss.append(sum(losses(w, b, xs[c], ys[c]).sum() for c in picked) / n.sum())
+        dw, db, ploss = np.zeros_like(w), np.zeros_like(b), 0.0
+        for k, c in zip(n, picked):
+            tw, tb = w.copy(), b.copy()
+            for _ in range(args.epochs):  # FedAvg's local training of the global model
+                gw, gb = grad(tw, tb, xs[c], ys[c])
+                tw, tb = tw - args.lr * gw, tb - args.lr * gb
+            dw += k * (w - tw)
+            db += k * (b - tb)
+            vw, vb = personal.get(c, (np.zeros((60, 10)), np.zeros(10)))
+            for _ in range(args.personal_epochs):  # the personal objective F_k(v) + lambda/2 |v - w|^2
+                gw, gb = grad(vw, vb, xs[c], ys[c])
+                vw, vb = vw - args.lr * (gw + args.lam * (vw - w)), vb - args.lr * (gb + args.lam * (vb - b))
+            personal[c] = (vw, vb)
+            ploss += losses(vw, vb, xs[c], ys[c]).sum()
+        personal_loss.append(ploss / n.sum())
+        w, b = w - args.server_lr * dw / n.sum(), b - args.server_lr * db / n.sum()
+    return {"w": w, "b": b}, train_loss, personal_loss, personal
+
+
+def check_store(store, personal, fails):
+    db_ = sqlite3.connect(store)
+    latest = {}
+    for c, _, blob in db_.execute("SELECT client, round, state FROM client_state ORDER BY client, round"):
+        latest[c] = tensors(blob)
+    if sorted(latest) != sorted(personal):
+        fails.append("the store holds clients %s, the reference %s" % (sorted(latest), sorted(personal)))
+    for c in personal:
+        if c in latest:
+            close("client %d w" % c, latest[c]["w"], personal[c][0], fails)
+            close("client %d b" % c, latest[c]["b"], personal[c][1], fails)
+
+
 def check(args):
     data = json.load(open(args.data))
     xs = [np.array([e["x"] for e in c], dtype=np.float64) for c in data]
@@ -129,6 +202,13 @@ def check(args):
         r.setdefault("sampled", list(range(len(data))))
     if args.algo in ("mime", "mime_lite"):
         want, train_loss = mime(args, xs, ys, rounds, args.algo == "mime_lite")
+    elif args.algo == "hypcluster":
+        if not args.start:
+            sys.exit("hypcluster needs --start CHECKPOINT")
+        rounds = [r for r in rounds if r["round"] > args.start_round]
+        want, train_loss = hypcluster(args, xs, ys, rounds)
+    elif args.algo == "ditto":
+        want, train_loss, personal_loss, personal = ditto(args, xs, ys, rounds)
     elif args.algo == "agnostic_fedavg":
         want, train_loss = agnostic(args, xs, ys, ds, rounds)
     else:
@@ -142,6 +222,12 @@ def check(args):
             close(k, ck[k], v, fails)
     for r, want_loss in zip(rounds, train_loss):
         close("round %d training loss" % r["round"], r["train"]["loss"], want_loss, fails)
+    if args.algo == "ditto":
+        for r, want_loss in zip(rounds, personal_loss):
+            close("round %d personal loss" % r["round"], r["train"]["personal_loss"], want_loss, fails)
+        if not args.store:
+            sys.exit("ditto needs --store client_states.sqlite")
+        check_store(args.store, personal, fails)
     for f in fails:
         print("FAIL:", f)
     print("%s reference: %d rounds, %d checks failed" % (args.algo, len(rounds), len(fails)))
@@ -184,6 +270,11 @@ def main():
     c.add_argument("--momentum", type=float, default=0.9)
     c.add_argument("--server-lr", type=float, default=1.0)
     c.add_argument("--num-domains", type=int, default=2)
+    c.add_argument("--lambda", dest="lam", type=float, default=0.1)
+    c.add_argument("--personal-epochs", type=int, default=20)
+    c.add_argument("--store", help="ditto: the clients' states (client_states.sqlite)")
+    c.add_argument("--start", help="hypcluster: the checkpoint the replay starts from")
+    c.add_argument("--start-round", type=int, default=0, help="hypcluster: the round of --start")
     c.add_argument("--domain-lr", type=float, default=0.1)
     args = ap.parse_args()
     if args.cmd == "data":
