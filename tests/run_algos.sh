@@ -85,6 +85,21 @@ if "$PY" $REF check ditto "$T/small.json" "$T/ditto.jsonl" "$T/ditto/round-00000
 else ok; fi
 expect 0 "ditto: 2 threads" -- "$BIN" run programs/ditto.json $D --threads 2 && same "$T/out" "$T/ditto.out" "ditto: 2 threads and seq"
 
+# FedNova: client i runs 1 + (i mod 3) epochs; normalized and FedAvg's averaging of the same work
+N="--arg train=@$T/small.json --rounds 5 --clients-per-round 3 --set epochs=3 --set min_epochs=1 --set batch_size=100 --set client_lr=0.1 --seed 2"
+for nz in true false; do
+    expect 0 "fednova (normalize $nz): fedvm run" -- "$BIN" run programs/fednova.json $N --set normalize=$nz \
+        --metrics "$T/nova$nz.jsonl" --checkpoint-dir "$T/nova$nz"
+done
+check "fednova: the model and the losses match the reference" -- "$PY" $REF check fednova "$T/small.json" "$T/novatrue.jsonl" \
+    "$T/novatrue/round-000005.safetensors" --epochs 3 --min-epochs 1 --lr 0.1
+check "fednova, normalize false: FedAvg's average in the reference" -- "$PY" $REF check fednova "$T/small.json" \
+    "$T/novafalse.jsonl" "$T/novafalse/round-000005.safetensors" --epochs 3 --min-epochs 1 --lr 0.1 --plain
+if "$PY" $REF check fednova "$T/small.json" "$T/novatrue.jsonl" "$T/novatrue/round-000005.safetensors" --epochs 3 \
+    --min-epochs 1 --lr 0.1 --plain >/dev/null 2>&1; then bad "the reference accepts FedNova's run as FedAvg's"; else ok; fi
+expect 0 "fednova: 2 threads" -- "$BIN" run programs/fednova.json $N --threads 2 --checkpoint-dir "$T/nova2" &&
+    same_state "$T/novatrue/round-000005.safetensors" "$T/nova2/round-000005.safetensors" "fednova: final state on 2 threads"
+
 # -- learning: on Synthetic(1,1) (30 clients, 10 a round, 30 rounds of one local epoch, batches of 10,
 # client_lr 0.003, momentum 0.5), Mime and Mime-Lite end with a lower loss over all clients' training
 # examples than FedAvg with the same client steps, as Karimireddy et al. find on heterogeneous clients
@@ -167,6 +182,25 @@ def tail(path):
 (g, p), (g10, p10) = (tail(p) for p in sys.argv[1:])
 print("loss, rounds 21-30: global %.3f, personalized %.3f (lambda 0.1), %.3f (lambda 10)" % (g, p, p10))
 assert p < 0.6 * g and p < p10 < g10
+PYEOF
+    sed 's/^/  /' "$T/check"
+    # FedNova: on Synthetic(1,1) with clients running 1 to 5 epochs (30 rounds of 10 clients), the loss
+    # over all clients' examples ends below 0.8 x that of FedAvg's averaging of the same local work
+    for nz in true false; do
+        expect 0 "fednova on Synthetic(1,1), normalize $nz" -- "$BIN" run programs/fednova.json --data train="$S30" \
+            --data test="$S30" --rounds 30 --clients-per-round 10 --seed 0 --threads 2 --set epochs=5 --set min_epochs=1 \
+            --set normalize=$nz --metrics "$T/learn_nova$nz.jsonl"
+    done
+    check "fednova: below 0.8 x FedAvg's loss with the same heterogeneous local epochs" -- "$PY" - \
+        "$T/learn_novatrue.jsonl" "$T/learn_novafalse.jsonl" <<'PYEOF'
+import json, sys
+def final(path):
+    e = [json.loads(l)["eval"]["loss"] for l in open(path) if '"eval"' in l]
+    assert len(e) == 1, path
+    return e[0]
+nova, plain = (final(p) for p in sys.argv[1:])
+print("loss after 30 rounds, 1-5 local epochs: FedNova %.3f, FedAvg's averaging %.3f" % (nova, plain))
+assert nova < 0.8 * plain
 PYEOF
     sed 's/^/  /' "$T/check"
 fi

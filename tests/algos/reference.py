@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""reference.py - Mime, Mime-Lite, Agnostic FedAvg, HypCluster and Ditto written apart from fedvm, in
+"""reference.py - Mime, Mime-Lite, Agnostic FedAvg, HypCluster, Ditto and FedNova written apart from fedvm, in
 NumPy (float64), for tests/run_algos.sh.
 
   reference.py data OUT.json [--clients N --seed S --min-examples A --max-examples B]
@@ -14,7 +14,7 @@ NumPy (float64), for tests/run_algos.sh.
       relative 1e-4 (and each round's training loss to 1e-4).
 
 The algorithms follow the papers and FedJAX's definitions (fedjax/algorithms/mime.py,
-mime_lite.py, agnostic_fed_avg.py, hyp_cluster.py; Ditto from Li et al. 2021, Algorithm 1), not
+mime_lite.py, agnostic_fed_avg.py, hyp_cluster.py; Ditto from Li et al. 2021, Algorithm 1; FedNova from Wang et al. 2020 with SGD), not
 fedvm's programs. For Ditto every client's personalized model in the SQLite store of client states
 is compared too."""
 import argparse, json, sqlite3, struct, sys
@@ -179,6 +179,34 @@ def ditto(args, xs, ys, rounds):
     return {"w": w, "b": b}, train_loss, personal_loss, personal
 
 
+def fednova(args, xs, ys, rounds):
+    w, b = np.zeros((60, 10)), np.zeros(10)
+    train_loss = []
+    for r in rounds:
+        picked = r["sampled"]
+        n = np.array([len(ys[c]) for c in picked], dtype=np.float64)
+        p = n / n.sum()
+        train_loss.append(sum(losses(w, b, xs[c], ys[c]).sum() for c in picked) / n.sum())
+        dw, db, aw, ab, tau_eff = np.zeros_like(w), np.zeros_like(b), np.zeros_like(w), np.zeros_like(b), 0.0
+        for pi, c in zip(p, picked):
+            e = args.min_epochs + c % (args.epochs - args.min_epochs + 1)
+            tw, tb = w.copy(), b.copy()
+            for _ in range(e):
+                gw, gb = grad(tw, tb, xs[c], ys[c])
+                tw, tb = tw - args.lr * gw, tb - args.lr * gb
+            tau = e * -(-len(ys[c]) // args.batch_size)
+            dw += pi * (w - tw) / tau
+            db += pi * (b - tb) / tau
+            aw += pi * (w - tw)
+            ab += pi * (b - tb)
+            tau_eff += pi * tau
+        if args.plain:
+            w, b = w - args.server_lr * aw, b - args.server_lr * ab
+        else:
+            w, b = w - args.server_lr * tau_eff * dw, b - args.server_lr * tau_eff * db
+    return {"w": w, "b": b}, train_loss
+
+
 def check_store(store, personal, fails):
     db_ = sqlite3.connect(store)
     latest = {}
@@ -209,6 +237,8 @@ def check(args):
         want, train_loss = hypcluster(args, xs, ys, rounds)
     elif args.algo == "ditto":
         want, train_loss, personal_loss, personal = ditto(args, xs, ys, rounds)
+    elif args.algo == "fednova":
+        want, train_loss = fednova(args, xs, ys, rounds)
     elif args.algo == "agnostic_fedavg":
         want, train_loss = agnostic(args, xs, ys, ds, rounds)
     else:
@@ -272,6 +302,9 @@ def main():
     c.add_argument("--num-domains", type=int, default=2)
     c.add_argument("--lambda", dest="lam", type=float, default=0.1)
     c.add_argument("--personal-epochs", type=int, default=20)
+    c.add_argument("--min-epochs", type=int, default=20)
+    c.add_argument("--batch-size", type=int, default=100)
+    c.add_argument("--plain", action="store_true", help="fednova: FedAvg's average (normalize false)")
     c.add_argument("--store", help="ditto: the clients' states (client_states.sqlite)")
     c.add_argument("--start", help="hypcluster: the checkpoint the replay starts from")
     c.add_argument("--start-round", type=int, default=0, help="hypcluster: the round of --start")
