@@ -72,6 +72,12 @@ for prog in programs/*.json; do
     case $(basename "$prog") in
     fedavg.json) proven "$prog" "train=$SYN" 3 50 40 ;; # 3 blocks a round: 16, 16, 8
     fedsgd_linear.json) proven "$prog" "data=programs/data/linear_clients.json" 3 3 2 ;;
+    agnostic_fedavg.json) # examples with a domain_id: 10 clients of two domains (tests/algos/reference.py)
+        if PYN=$(python_with numpy) && "$PYN" tests/algos/reference.py data "$T/domains.json" --clients 10 --seed 3; then
+            proven "$prog" "train=$T/domains.json" 2 10 4
+        else
+            echo "run_beam: no python3 with numpy; $prog skipped"
+        fi ;;
     federated_evaluation.json) proven "$prog" "data=$SYN" 2 50 20 ;;
     fedavgm.json) proven "$prog" "train=$SYN" 2 50 50 ;; # 4 blocks: two levels of merges
     fedavg_emnist.json) proven "$prog" "train=$EMNIST" 2 6 2 ;; # a CNN: 2 rounds of 2 of 6 writers

@@ -116,7 +116,15 @@ for prog in programs/*.json; do
     federated_evaluation.json) proven "$prog" "data=$SYN" 2 30 4 batch ;;
     fedsgd_logistic.json) # the gradient of a mean loss needs a second exchange
         refused "$prog" "programs/fedsgd_logistic.json:66:9: /functions/loss/body/2: 'value_grad/d.total' (federated_broadcast) sends a value to the clients that depends on the aggregation 'value_grad/total' (federated_sum at programs/fedsgd_logistic.json:66:9, /functions/loss/body/2): a round has one exchange" ;;
-    scaffold.json | feddyn.json) # a state on each client, kept by its device: 4 rounds of 5 of 30 clients
+    agnostic_fedavg.json) # examples with a domain_id: 10 clients of two domains (tests/algos/reference.py)
+        if [ -n "$PY" ] && "$PY" tests/algos/reference.py data "$T/domains.json" --clients 10 --seed 3; then
+            proven "$prog" "train=$T/domains.json" 2 10 4
+        else
+            echo "run_xdev: no python3 with numpy; $prog skipped"
+        fi ;;
+    mime.json) # the full-batch gradient c at x is averaged before the clients train with it: two exchanges
+        refused "$prog" "programs/mime.json:67:9: /functions/next/body/6: 'c_at_clients' (federated_broadcast) sends a value to the clients that depends on the aggregation 'c' (federated_weighted_mean at programs/mime.json:66:9, /functions/next/body/5): a round has one exchange" ;;
+    scaffold.json | feddyn.json | ditto.json) # a state on each client, kept by its device: 4 rounds of 5 of 30 clients
         proven "$prog" "train=$SYN" 4 30 5 ;;
     fedavg_emnist.json) proven "$prog" "train=$EMNIST" 2 6 2 ;; # a CNN: 2 rounds of 2 of 6 writers
     fedavg_2nn.json)
