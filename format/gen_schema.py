@@ -321,8 +321,10 @@ def build(ops, attrs, op_domains):
                 "propertyNames": {"$ref": "#/$defs/identifier"},
                 "additionalProperties": {
                     "type": "object",
-                    "required": ["type", "default"],
+                    "required": ["default"],
                     "additionalProperties": False,
+                    "description": "without a type: a new default for a hyperparameter an included file "
+                    "declares (only in the program's own file, which the checker sees)",
                     "properties": {
                         "doc": {"type": "string"},
                         "type": {"type": "string", "description": "a tensor type with a static shape"},

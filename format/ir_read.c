@@ -566,12 +566,12 @@ static bool read_hparams(loader *L, fvm_module *m, const fvm_doc *hp, const char
                 h->def_loc = loc_of(L, m, fv, pf);
             }
         }
-        if (ok && !h->type_text)
-            err(L, FVM_ERR_FORMAT, m, v, pk, "hyperparameter '%s' needs a \"type\"", h->name);
-        else if (ok && !h->def)
+        if (ok && !h->def)
             err(L, FVM_ERR_FORMAT, m, v, pk, "hyperparameter '%s' needs a \"default\" value", h->name);
-        else if (ok)
+        else if (ok) {
+            h->new_default = !h->type_text; /* merge_namespace finds what it sets */
             m->nhparams++;
+        }
     }
     return true;
 }
@@ -864,6 +864,8 @@ static void merge_namespace(loader *L)
         }
         for (int j = 0; j < m->nhparams; j++) {
             fvm_hparam *h = &m->hparams[j], *prev = fvm_program_hparam(p, h->name);
+            if (h->new_default)
+                continue;
             if (prev) {
                 fvm_diag_add(L->d, FVM_ERR_NAME, &h->loc, "hyperparameter '%s' is also declared at %s:%d:%d", h->name,
                              prev->loc.file, prev->loc.line, prev->loc.col);
@@ -871,6 +873,32 @@ static void merge_namespace(loader *L)
                 continue;
             }
             p->hparams[p->nhparams++] = h;
+        }
+    }
+    /* New defaults: only the program's own file (the first module) sets them,
+     * each for a declaration of an included file. */
+    for (int i = 0; i < p->nmodules; i++) {
+        fvm_module *m = p->modules[i];
+        for (int j = 0; j < m->nhparams; j++) {
+            fvm_hparam *h = &m->hparams[j], *decl = fvm_program_hparam(p, h->name);
+            if (!h->new_default)
+                continue;
+            L->errors++;
+            if (i > 0)
+                fvm_diag_add(L->d, FVM_ERR_FORMAT, &h->loc,
+                             "hyperparameter '%s' needs a \"type\" (only the program's own file may give an "
+                             "included hyperparameter a new default without one)",
+                             h->name);
+            else if (!decl)
+                fvm_diag_add(L->d, FVM_ERR_NAME, &h->loc,
+                             "hyperparameter '%s' has no \"type\", so it sets a new default, but no included file "
+                             "declares '%s'",
+                             h->name, h->name);
+            else { /* the program's own file cannot also declare it: an object's names are unique */
+                L->errors--;
+                decl->def = h->def;
+                decl->def_loc = h->def_loc;
+            }
         }
     }
 }
@@ -1123,7 +1151,7 @@ static void bind_hparams(loader *L)
     for (int i = 0; i < p->nhparams; i++) {
         fvm_hparam *h = p->hparams[i];
         if (h->type)
-            hparam_value(L, h, h->def, h->module->path, h->def_loc.ptr);
+            hparam_value(L, h, h->def, h->def_loc.file, h->def_loc.ptr); /* where the default was given */
     }
     for (int i = 0; L->o && i < L->o->nsets; i++)
         set_hparam(L, L->o->sets[i]);

@@ -58,7 +58,7 @@ bad_program() { # bad_program NAME HPARAMS BODY EXPECTED: a program that fedvm c
     printf '{"fedvm": 1, "hparams": %s, "functions": {"main": {"body": %s, "result": "r"}}}\n' "$2" "$3" >"$T/$1.json"
     expect 1 "$1" -- "$BIN" check "$T/$1.json" && has "$T/err" "$4" "$1"
 }
-bad_program no_type '{"a": {"default": 1}}' '[["r", "hparam", {"name": "a"}]]' "hyperparameter 'a' needs a \"type\""
+bad_program no_type '{"a": {"default": 1}}' '[["r", "hparam", {"name": "a"}]]' "hyperparameter 'a' has no \"type\", so it sets a new default, but no included file declares 'a'"
 bad_program no_default '{"a": {"type": "i32[]"}}' '[["r", "hparam", {"name": "a"}]]' "hyperparameter 'a' needs a \"default\""
 bad_program dynamic '{"a": {"type": "f32[?]", "default": [1]}}' '[["r", "hparam", {"name": "a"}]]' "must have a tensor type with a static shape"
 bad_program struct '{"a": {"type": "<x=f32[]>", "default": 1}}' '[["r", "hparam", {"name": "a"}]]' "must have a tensor type"
@@ -74,6 +74,19 @@ cat >"$T/lib_a.json" <<'EOF'
 EOF
 printf '{"fedvm": 1, "include": ["lib_a.json"], "hparams": {"lr": {"type": "f32[]", "default": 2}}, "functions": {"main": {"body": [["r", "hparam", {"name": "lr"}]], "result": "r"}}}\n' >"$T/twice.json"
 expect 1 "declared twice" -- "$BIN" check "$T/twice.json" && has "$T/err" "hyperparameter 'lr' is also declared at" "twice"
+# a new default for an included declaration: the program's own file gives only "default"; --set still wins;
+# the value is checked against the declared type where it is written; an included file may not do it
+printf '{"fedvm": 1, "include": ["lib_a.json"], "hparams": {"lr": {"doc": "smaller", "default": 0.25}}, "functions": {"main": {"body": [["r", "hparam", {"name": "lr"}]], "result": "r"}}}\n' >"$T/new_default.json"
+expect 0 "a new default" -- "$BIN" run "$T/new_default.json" && has "$T/out" "0.25" "the new default"
+expect 0 "a new default, --set" -- "$BIN" run "$T/new_default.json" --set lr=4 && has "$T/out" "4.0" "--set over the new default"
+sed 's/"default": 0.25/"default": "x"/' "$T/new_default.json" >"$T/new_default_bad.json"
+expect 1 "a new default of the wrong type" -- "$BIN" check "$T/new_default_bad.json" &&
+    has "$T/err" "new_default_bad.json:1:" "located in the program's file" && has "$T/err" "/hparams/lr/default" "its pointer"
+printf '{"fedvm": 1, "include": ["lib_a.json"], "hparams": {"lr": {"default": 3}}}\n' >"$T/lib_b.json"
+printf '{"fedvm": 1, "include": ["lib_b.json"], "functions": {"main": {"body": [["r", "hparam", {"name": "lr"}]], "result": "r"}}}\n' >"$T/deep.json"
+expect 1 "a new default in an included file" -- "$BIN" check "$T/deep.json" &&
+    has "$T/err" "lib_b.json:1:" "located in the included file" &&
+    has "$T/err" "only the program's own file may give an included hyperparameter a new default" "included file"
 
 # fmt keeps them; the plan forms carry the bound values
 expect 0 "fmt" -- "$BIN" fmt "$T/gd.json" && cp "$T/out" "$T/gd_fmt.json" && has "$T/out" '"steps": {"type": "i32[]", "default": 2}' "fmt"

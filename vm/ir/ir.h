@@ -133,6 +133,11 @@ typedef struct fvm_hparam {
     const char *set; /* the override's text ("name=value", fvm_load_opts.sets), or NULL: the default */
     bool bound; /* value holds the bound value */
     fvm_module *module;
+    /* A declaration without a type in the program's own file: a new default
+     * for the hyperparameter of that name an included file declares. The
+     * loader moves def and def_loc to that declaration; this entry is not in
+     * the program's list. */
+    bool new_default;
 } fvm_hparam;
 
 /* One source file. */
