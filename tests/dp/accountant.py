@@ -26,6 +26,10 @@ and a negative minimum read as 0.
 
 usage: accountant.py --check LIBFEDVM.so   compare fedvm's accountant (through ctypes)
                                            over a grid of (q, z, rounds, delta)
+       accountant.py --lines Q Z DELTA FILE
+                                           check the "epsilon" and "delta" of every JSON
+                                           line of FILE that has "round" or "rounds" (a
+                                           metrics file, 'fedvm privacy' output) to 1e-6
        accountant.py Q Z ROUNDS DELTA      print epsilon and its order
 """
 import ctypes
@@ -146,9 +150,37 @@ def check(lib_path):
     return 1 if bad else 0
 
 
+def check_lines(q, z, delta, path):
+    import json
+    rdps = [rdp(q, z, a) for a in ORDERS]
+    n = bad = 0
+    for line in open(path):
+        doc = json.loads(line)
+        r = doc.get("round", doc.get("rounds"))
+        if r is None:
+            continue
+        n += 1
+        want, _ = epsilon(ORDERS, [x * r for x in rdps], delta)
+        got = doc.get("epsilon")
+        got = math.inf if got == "inf" else got
+        ok = got is not None and doc.get("delta") == delta and (
+            got == want if want == 0 or math.isinf(want) else abs(got - want) <= 1e-6 * want)
+        if not ok:
+            print("round %s: epsilon %r delta %r, reference epsilon %r delta %r" % (r, got, doc.get("delta"), want, delta))
+            bad += 1
+    if n == 0:
+        print("%s: no line with a round" % path)
+        return 1
+    print("accountant: %d lines of %s agree with the reference" % (n, path) if not bad else
+          "accountant: %d of %d lines of %s differ" % (bad, n, path))
+    return 1 if bad else 0
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "--check":
         return check(argv[2])
+    if len(argv) == 6 and argv[1] == "--lines":
+        return check_lines(float(argv[2]), float(argv[3]), float(argv[4]), argv[5])
     if len(argv) == 5:
         q, z, rounds, delta = float(argv[1]), float(argv[2]), int(argv[3]), float(argv[4])
         e, o = epsilon(ORDERS, [rdp(q, z, a) * rounds for a in ORDERS], delta)
