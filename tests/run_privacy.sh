@@ -44,5 +44,40 @@ expect 0 "resumed: the rounds' count goes on" -- "$BIN" run $P --clients 100 --c
     check "rounds 3 and 4 as the reference's" -- "$PY" $REF --lines 0.07 1.25 1e-5 "$T/out"
 expect 1 "a run without a number of clients" -- "$BIN" run $P --rounds 1 && has "$T/err" "privacy accounting needs the number of clients" "located refusal"
 
+# -- DP-FedAvg (programs/dp_fedavg.json) on 100 iid clients of Synthetic(1,1)
+D="$T/iid.sqlite"
+"$BIN" data synthetic --kind fedprox --iid --clients 100 --seed 1 -o "$D" >/dev/null 2>&1 || { echo "run_privacy: cannot make data"; exit 1; }
+DP=programs/dp_fedavg.json
+S="--data train=$D --clients-per-round 20 --seed 4 --set epochs=1 --set clip=0.3 --set expected_clients=20"
+# Without noise, value by value against NumPy (clipping, the sum, the fixed denominator, the server step).
+expect 0 "dp_fedavg without noise, 3 rounds" -- "$BIN" run $DP $S --rounds 3 --set noise_multiplier=0 --set server_lr=1 \
+    --metrics "$T/dp0.jsonl" --checkpoint-dir "$T/dp0"
+check "the NumPy reference agrees" -- "$PY" tests/dp/dp_fedavg_ref.py "$D" 3 20 4 0.3 20 1 "$T/dp0.jsonl" "$T/dp0/round-000003.safetensors"
+has "$T/out" '"epsilon": "inf"' "no noise: epsilon infinite"
+# The noise: one round from the zero model with and without it; what differs is z C times a standard normal vector.
+expect 0 "dp_fedavg, one round without noise" -- "$BIN" run $DP $S --rounds 1 --set noise_multiplier=0 --checkpoint-dir "$T/n0"
+expect 0 "dp_fedavg, one round with z = 2" -- "$BIN" run $DP $S --rounds 1 --set noise_multiplier=2 --checkpoint-dir "$T/n2"
+check "the noise is z C N(0, I)" -- "$PY" tests/dp/dp_fedavg_ref.py --noise 2 0.3 20 1 "$T/n0/round-000001.safetensors" "$T/n2/round-000001.safetensors"
+# Learning with moderate noise (z = 0.5, C = 1, 25 of 100 clients a round), epsilon accounted; the same bits on every backend.
+L="--data train=$D --data test=$D:test --clients-per-round 25 --rounds 10 --seed 2 --set epochs=1 --set clip=1 --set expected_clients=25 --set noise_multiplier=0.5 --eval-every 5"
+expect 0 "dp_fedavg learns with noise" -- "$BIN" run $DP $L --metrics "$T/learn.jsonl" --checkpoint-dir "$T/lseq" && cp "$T/out" "$T/learn.out"
+check "test accuracy from chance (0.1) to above 0.3, the training loss down" -- "$PY" -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if "round" in l]
+acc = [l["eval"]["accuracy"] for l in lines if "eval" in l]
+loss = [l["train"]["loss"] for l in lines]
+print("dp_fedavg: test accuracy after rounds 5 and 10:", acc, "training loss", loss[0], "->", loss[-1])
+assert acc[-1] > 0.3 and acc[-1] > acc[0] - 0.05 and loss[-1] < loss[0] - 0.15, (acc, loss)' "$T/learn.jsonl"
+check "its epsilon against the reference accountant (q = 25 / 100, z = 0.5)" -- "$PY" $REF --lines 0.25 0.5 1e-5 "$T/learn.jsonl"
+expect 0 "dp_fedavg on 2 threads" -- "$BIN" run $DP $L --threads 2 --checkpoint-dir "$T/lthr" &&
+    same "$T/out" "$T/learn.out" "threads: the same lines" &&
+    same_state "$T/lseq/round-000010.safetensors" "$T/lthr/round-000010.safetensors" "threads: the same model"
+mpi_setup run_privacy "$BIN"
+if [ -n "$MPI" ] && [ -z "${TSAN_OPTIONS:-}" ]; then
+    expect 0 "dp_fedavg on 2 ranks" -- timeout 120 $MPI -np 2 "$BIN" run $DP $L --backend mpi --checkpoint-dir "$T/lmpi" &&
+        same "$T/out" "$T/learn.out" "mpi: the same lines" &&
+        same_state "$T/lseq/round-000010.safetensors" "$T/lmpi/round-000010.safetensors" "mpi: the same model"
+fi
+
 echo "privacy: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
