@@ -79,5 +79,23 @@ if [ -n "$MPI" ] && [ -z "${TSAN_OPTIONS:-}" ]; then
         same_state "$T/lseq/round-000010.safetensors" "$T/lmpi/round-000010.safetensors" "mpi: the same model"
 fi
 
+# -- DP-FedAvg with adaptive clipping (programs/dp_fedavg_adaptive.json): without noise against NumPy (the clip
+# norm's geometric steps towards the median), then learning with noise.
+A=programs/dp_fedavg_adaptive.json
+expect 0 "adaptive clipping without noise, 4 rounds" -- "$BIN" run $A ${S/--set clip=0.3/} --rounds 4 --set noise_multiplier=0 \
+    --set clipped_count_stddev=0 --set initial_clip=0.3 --set target_quantile=0.5 --set clip_lr=0.2 \
+    --metrics "$T/ad0.jsonl" --checkpoint-dir "$T/ad0"
+check "the NumPy reference agrees (updates, clip norms)" -- "$PY" tests/dp/dp_fedavg_ref.py "$D" 4 20 4 0.3 20 1 \
+    "$T/ad0.jsonl" "$T/ad0/round-000004.safetensors" --adaptive 0.5 0.2
+AL="--data train=$D --data test=$D:test --clients-per-round 20 --rounds 10 --seed 2 --set epochs=1 --eval-every 10"
+expect 0 "adaptive clipping learns with noise (z = 1)" -- "$BIN" run $A $AL --metrics "$T/ad.jsonl"
+check "test accuracy above 0.3, the clip norm moved from C_0" -- "$PY" -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if "round" in l]
+acc, clips = lines[-1]["eval"]["accuracy"], [l["train"]["clip"] for l in lines]
+print("dp_fedavg_adaptive: test accuracy", acc, "clip norms", clips[0], "->", clips[-1])
+assert acc > 0.3 and abs(clips[-1] - clips[0]) > 0.01, (acc, clips)' "$T/ad.jsonl"
+check "its epsilon against the reference accountant (q = 20 / 100, z = 1)" -- "$PY" $REF --lines 0.2 1 1e-5 "$T/ad.jsonl"
+
 echo "privacy: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -26,7 +26,15 @@ sum from the noiseless run's checkpoint: its 610 entries must look standard
 normal (mean within 4 standard errors of 0, standard deviation within 10% of 1,
 no entry beyond 5).
 
-usage: dp_fedavg_ref.py DATA.sqlite ROUNDS K SEED C M ETA METRICS.jsonl CHECKPOINT.safetensors
+    fedvm run programs/dp_fedavg_adaptive.json ... --set noise_multiplier=0 --set clipped_count_stddev=0
+        --set initial_clip=C --set target_quantile=GAMMA --set clip_lr=ETA_C (the rest as above)
+
+is checked by --adaptive GAMMA ETA_C: the same rounds, each clipping to the round's C_t and then
+C_{t+1} = C_t exp(-ETA_C (b - GAMMA)), b = (sum_k (b_k - 1/2)) / M + 1/2 with b_k = 1 for an
+unclipped update (no noise on either sum); the metrics' "clip" is C_t, the checkpoint's tensors
+model.w, model.b and clip.
+
+usage: dp_fedavg_ref.py DATA.sqlite ROUNDS K SEED C M ETA METRICS.jsonl CHECKPOINT.safetensors [--adaptive GAMMA ETA_C]
        dp_fedavg_ref.py --noise Z C M ETA NOISELESS.safetensors NOISED.safetensors
 """
 import json
@@ -48,7 +56,7 @@ def flat(w, b):
     return np.concatenate([w.reshape(-1), b]).astype(F32)
 
 
-def run(path, rounds, k, seed, clip, m, eta):
+def run(path, rounds, k, seed, clip, m, eta, adaptive=None):
     train = read(path, "federated_data")
     w, b = np.zeros((60, 10), F32), np.zeros(10, F32)
     lr = F32(0.01)
@@ -56,6 +64,7 @@ def run(path, rounds, k, seed, clip, m, eta):
     for r in range(1, rounds + 1):
         picked = ref_random.sample_clients(seed, r, len(train), k)
         total = np.zeros(610, F32)
+        bits = F32(0)
         loss_sum = correct = examples = 0.0
         for c in picked:
             x, y = train[c]
@@ -73,13 +82,20 @@ def run(path, rounds, k, seed, clip, m, eta):
             g = flat(w - cw, b - cb)
             norm = np.sqrt(np.sum(g * g, dtype=F32), dtype=F32)
             scale = min(F32(1), F32(clip) / max(norm, F32(1e-12)))
-            clipped, kept = clipped + (scale < 1), kept + (scale >= 1)
+            clipped, kept = clipped + (norm > F32(clip)), kept + (norm <= F32(clip))
+            bits = bits + (F32(norm <= F32(clip)) - F32(0.5))
             total = total + g * F32(scale)
         lines.append({"round": r, "train": {"loss": loss_sum / examples, "accuracy": correct / examples,
                                             "examples": examples}})
+        if adaptive:
+            lines[-1]["train"]["clip"] = float(clip)
         new = flat(w, b) - F32(eta) * (total / F32(m))
         w, b = new[:600].reshape(60, 10), new[600:]
-    return lines, w, b, clipped, kept
+        if adaptive:
+            gamma, eta_c = adaptive
+            b_tilde = bits / F32(m) + F32(0.5)
+            clip = F32(clip) * np.exp(-(F32(eta_c) * (b_tilde - F32(gamma))), dtype=F32)
+    return lines, w, b, clipped, kept, clip
 
 
 def close(a, b):
@@ -99,12 +115,15 @@ def main(argv):
         print("dp_fedavg noise: %d entries, mean %.4f, standard deviation %.4f, largest %.3f: %s"
               % (n.size, mean, std, float(np.abs(n).max()), "ok" if ok else "NOT standard normal"))
         return 0 if ok else 1
-    if len(argv) != 10:
+    adaptive = None
+    if len(argv) == 13 and argv[10] == "--adaptive":
+        adaptive = (float(argv[11]), float(argv[12]))
+    elif len(argv) != 10:
         print(__doc__)
         return 2
     path, rounds, k, seed = argv[1], int(argv[2]), int(argv[3]), int(argv[4])
     clip, m, eta = float(argv[5]), float(argv[6]), float(argv[7])
-    want, w, b, clipped, kept = run(path, rounds, k, seed, clip, m, eta)
+    want, w, b, clipped, kept, last_clip = run(path, rounds, k, seed, clip, m, eta, adaptive)
     got = [json.loads(l) for l in open(argv[8]) if l.strip()]
     got = [g for g in got if "round" in g]
     bad = 0
@@ -118,6 +137,11 @@ def main(argv):
                 print("round %d train.%s: fedvm %r, reference %r" % (e["round"], key, gv, v))
                 bad += 1
     tensors, _ = read_safetensors(argv[9])
+    if adaptive:
+        tensors = {"w": tensors.get("model.w"), "b": tensors.get("model.b"), "clip": tensors.get("clip")}
+        if tensors["clip"] is None or not close(float(tensors["clip"]), float(last_clip)):
+            print("clip norm after the last round: fedvm %r, reference %r" % (tensors["clip"], last_clip))
+            bad += 1
     for name, ref in (("w", w), ("b", b)):
         err = float(np.abs(tensors[name] - ref).max())
         if tensors[name].shape != ref.shape or err > 2e-4 * max(1.0, float(np.abs(ref).max())):
