@@ -119,7 +119,7 @@ for f in $(find programs -name '*.json' -o -name '*.yaml' | grep -v '^programs/d
     has "$T/$name.dot" "subgraph cluster_server {" "$f: a SERVER cluster"
     has "$T/$name.dot" "subgraph cluster_clients {" "$f: a CLIENTS cluster"
 done
-check "20 programs with next or main drawn (drew $n)" -- test "$n" -eq 20
+check "23 programs with next or main drawn (drew $n)" -- test "$n" -eq 23
 # the comparison itself finds a lost edge, a node in the wrong cluster and an intrinsic drawn plain
 sed -e '/p1 -> i0/d' "$T/sensor_threshold.dot" >"$T/lost.dot"
 sed -e 's/^    \(i2 \[.*\)$/  }\n  subgraph cluster_clients {\n\1/' "$T/sensor_threshold.dot" >"$T/moved.dot"
