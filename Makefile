@@ -103,7 +103,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 PUBLIC_H  := vm/fedvm.h vm/core/api.h vm/core/arena.h vm/core/doc.h vm/core/prng.h vm/core/status.h vm/core/suggest.h \
              vm/ir/check.h vm/ir/ir.h vm/ir/keys.h vm/ir/ops.h vm/ir/tensor.h vm/ir/types.h vm/ir/value.h \
              vm/ir/ops.def vm/ir/attrs.def vm/kernels/providers.h vm/transform/passes.h vm/transform/plans.h \
-             vm/exec/backend.h vm/exec/interp.h vm/runtime/partition.h vm/runtime/session.h vm/runtime/sweep.h \
+             vm/exec/backend.h vm/exec/interp.h vm/runtime/partition.h vm/runtime/privacy.h vm/runtime/session.h vm/runtime/sweep.h \
              vm/runtime/synthetic.h vm/runtime/xdev.h format/atomic.h format/bind.h format/checkpoint.h \
              format/data_bind.h format/dataset.h format/doc_io.h format/file.h format/idx.h format/ir_read.h \
              format/ir_write.h format/metrics.h format/plan.h format/safetensors.h format/value_doc.h format/xdev.h
@@ -209,6 +209,8 @@ test-run: all $(TEST_BIN)
 	@tests/run_sweep.sh $(BIN)/fedvm
 	@tests/run_client_state.sh $(BIN)/fedvm
 	@tests/run_algos.sh $(BIN)/fedvm
+	@tests/run_privacy.sh $(BIN)/fedvm
+	@tests/run_robust.sh $(BIN)/fedvm
 	@tests/run_memory.sh $(BIN)/fedvm
 	@tests/run_backends.sh $(BIN)/fedvm $(BUILD)/tests/test_golden
 	@tests/run_providers.sh $(BIN)/fedvm
@@ -220,7 +222,7 @@ test-run: all $(TEST_BIN)
 	  else echo "run_fidelity: skipped in $(BUILD) (run it with 'make test')"; fi
 	@py=$$(for p in $(PYTHON) /usr/bin/python3; do $$p -c 'import numpy' 2>/dev/null && { echo $$p; break; }; done); \
 	  if [ -z "$$py" ]; then echo "reference.py: no python3 with numpy (make deps installs python3-numpy)"; exit 1; fi; \
-	  $$py tests/golden/reference.py --check
+	  $$py tests/golden/reference.py --check && $$py tests/dp/accountant.py --check $(LIBD)/libfedvm.so
 	@d=$$(mktemp -d) && { FVM_SAFETENSORS_OUT=$$d $(BUILD)/tests/test_safetensors >$$d/log 2>&1 || { cat $$d/log; false; }; } && /usr/bin/python3 tests/check_safetensors.py $$d; rc=$$?; rm -rf $$d; exit $$rc
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
 	@if [ "$(BUILD)" = build ]; then $(PYTHON) tests/check_readme.py $(BIN); \

@@ -309,6 +309,22 @@ def build(ops, attrs, op_domains):
                     "nothing differently because of it, so any object is accepted."
                 ),
             },
+            "privacy": {
+                "type": "object",
+                "description": (
+                    "differential privacy: the run's rounds are accounted as the Poisson-subsampled Gaussian "
+                    "mechanism with this noise multiplier (a number, or the name of a scalar hyperparameter), "
+                    "and each round's metrics line gets epsilon for this delta (format/SPEC.md, Differential privacy)"
+                ),
+                "required": ["noise_multiplier", "delta"],
+                "additionalProperties": False,
+                "properties": {
+                    "noise_multiplier": {
+                        "oneOf": [{"type": "number", "minimum": 0}, {"$ref": "#/$defs/identifier"}],
+                    },
+                    "delta": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+                },
+            },
             "include": {
                 "type": "array",
                 "items": {"type": "string", "minLength": 1},

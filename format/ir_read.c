@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -576,9 +577,57 @@ static bool read_hparams(loader *L, fvm_module *m, const fvm_doc *hp, const char
     return true;
 }
 
+/* "privacy": {"noise_multiplier": Z or "HPARAM", "delta": D}: Z >= 0, D in (0, 1). */
+static void read_privacy(loader *L, fvm_module *m, const fvm_doc *v, const char *pv)
+{
+    static const char *const allowed[] = {"noise_multiplier", "delta", NULL};
+    fvm_arena *a = &L->p->arena;
+    if (!expect_kind(L, m, v, pv, FVM_DOC_OBJECT, "an object {\"noise_multiplier\": ..., \"delta\": ...}"))
+        return;
+    const fvm_doc *z = NULL, *delta = NULL;
+    int before = L->errors;
+    for (size_t i = 0; i < v->u.coll.n; i++) {
+        const fvm_doc *k = v->u.coll.keys[i], *fv = v->u.coll.items[i];
+        const char *pk = fvm_pointer_join(a, pv, k->u.str.s);
+        if (!key_allowed(k->u.str.s, allowed)) {
+            unknown_key(L, m, k, pk, allowed, "\"privacy\"");
+            continue;
+        }
+        bool is_z = !strcmp(k->u.str.s, "noise_multiplier");
+        bool number = fv->kind == FVM_DOC_INT || fv->kind == FVM_DOC_REAL;
+        double x = fv->kind == FVM_DOC_INT ? (double)fv->u.i : fv->kind == FVM_DOC_REAL ? fv->u.r : NAN;
+        if (is_z) {
+            m->privacy_z_loc = loc_of(L, m, fv, pk);
+            if (fv->kind == FVM_DOC_STRING && fvm_is_identifier(fv->u.str.s))
+                m->privacy_z_hparam = fv->u.str.s, z = fv;
+            else if (number && x >= 0 && isfinite(x))
+                m->privacy_z = x, z = fv;
+            else
+                err(L, FVM_ERR_FORMAT, m, fv, pk,
+                    "the noise multiplier must be a number >= 0 or the name of a hyperparameter, found %s",
+                    number ? "a negative number" : kind_name(fv));
+        } else if (number && x > 0 && x < 1) {
+            m->privacy_delta = x, delta = fv;
+        } else {
+            if (number)
+                err(L, FVM_ERR_FORMAT, m, fv, pk, "delta must be a number in (0, 1), found %g", x);
+            else
+                err(L, FVM_ERR_FORMAT, m, fv, pk, "delta must be a number in (0, 1), found %s", kind_name(fv));
+        }
+    }
+    if (L->errors > before)
+        return;
+    if (!z || !delta) {
+        err(L, FVM_ERR_FORMAT, m, v, pv, "\"privacy\" needs \"%s\"", !z ? "noise_multiplier" : "delta");
+        return;
+    }
+    m->privacy = v;
+}
+
 static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
 {
-    static const char *const allowed[] = {"fedvm", "doc", "form", "include", "hparams", "types", "functions", NULL};
+    static const char *const allowed[] = {"fedvm",   "doc",   "form",      "include", "privacy",
+                                          "hparams", "types", "functions", NULL};
     fvm_arena *a = &L->p->arena;
     const char *base = m->base, *ptypes = fvm_pointer_join(a, base, "types"),
                *pfuncs = fvm_pointer_join(a, base, "functions"), *pinc = fvm_pointer_join(a, base, "include"),
@@ -616,6 +665,8 @@ static void read_module(loader *L, fvm_module *m, const fvm_doc *root)
         else if (!strcmp(k->u.str.s, "form") &&
                  expect_kind(L, m, v, pk, FVM_DOC_OBJECT, "an object (written by fedplan; see format/PLANS.md)"))
             m->form = v;
+        else if (!strcmp(k->u.str.s, "privacy"))
+            read_privacy(L, m, v, pk);
         else if (!strcmp(k->u.str.s, "include"))
             includes = v;
         else if (!strcmp(k->u.str.s, "types"))
@@ -1157,6 +1208,44 @@ static void bind_hparams(loader *L)
         set_hparam(L, L->o->sets[i]);
 }
 
+/* The root module's privacy noise multiplier when it names a hyperparameter:
+ * that hyperparameter's (bound) value, a number >= 0. */
+static void bind_privacy(loader *L)
+{
+    fvm_module *m = L->p->root;
+    if (!m->privacy || !m->privacy_z_hparam)
+        return;
+    const fvm_loc *loc = &m->privacy_z_loc;
+    fvm_hparam *h = fvm_program_hparam(L->p, m->privacy_z_hparam);
+    if (!h) {
+        fvm_suggest s;
+        fvm_suggest_init(&s, m->privacy_z_hparam);
+        for (int i = 0; i < L->p->nhparams; i++)
+            fvm_suggest_add(&s, L->p->hparams[i]->name);
+        fvm_diag_add(L->d, FVM_ERR_NAME, loc, "the noise multiplier names no hyperparameter '%s'%s%s%s",
+                     m->privacy_z_hparam, s.best ? "; did you mean '" : "", s.best ? s.best : "", s.best ? "'?" : "");
+        L->errors++;
+        return;
+    }
+    if (!h->type || !h->bound)
+        return; /* its own error is reported */
+    const fvm_type *t = h->type;
+    if (t->u.tensor.dims.rank != 0 || t->u.tensor.dtype == FVM_DTYPE_BOOL) {
+        fvm_diag_add(L->d, FVM_ERR_TYPE, loc, "the noise multiplier's hyperparameter '%s' must be a number (a scalar)",
+                     h->name);
+        L->errors++;
+        return;
+    }
+    double z = fvm_tensor_get_f64(&h->value, 0);
+    if (!(z >= 0) || isinf(z)) {
+        fvm_diag_add(L->d, FVM_ERR_TYPE, loc, "the noise multiplier (hyperparameter '%s') is %g, not a number >= 0",
+                     h->name, z);
+        L->errors++;
+        return;
+    }
+    m->privacy_z = z;
+}
+
 /* A destructuring's attributes as written (fields takes "names": the
  * field bound to each name), decoded at its first field: as many as the
  * names bound. */
@@ -1217,6 +1306,7 @@ static fvm_status load(const char *path, const char *text, size_t len, const cha
         resolve_types(&L);
         resolve_hparam_types(&L);
         bind_hparams(&L);
+        bind_privacy(&L);
         decode_attrs(&L);
     }
     fvm_diag_clear(&local);

@@ -169,6 +169,8 @@ fvm_doc *fvm_module_to_doc(fvm_arena *a, const fvm_module *m)
         TRY(fvm_doc_set(a, root, "doc", fvm_doc_string(a, m->doc)));
     if (m->form)
         TRY(fvm_doc_set(a, root, "form", (fvm_doc *)m->form));
+    if (m->privacy)
+        TRY(fvm_doc_set(a, root, "privacy", (fvm_doc *)m->privacy));
     if (m->nincludes) {
         fvm_doc *inc = fvm_doc_new(a, FVM_DOC_ARRAY);
         if (!inc)
@@ -210,6 +212,8 @@ fvm_doc *fvm_program_to_doc(fvm_arena *a, const fvm_program *p, const char *doc)
     TRY(fvm_doc_set(a, root, "fedvm", fvm_doc_int(a, 1)));
     if (doc)
         TRY(fvm_doc_set(a, root, "doc", fvm_doc_string(a, doc)));
+    if (p->root && p->root->privacy)
+        TRY(fvm_doc_set(a, root, "privacy", (fvm_doc *)p->root->privacy));
     if (p->nhparams)
         TRY(fvm_doc_set(a, root, "hparams", hparams_doc(a, p->hparams, p->nhparams, true)));
     if (p->naliases) {

@@ -30,6 +30,9 @@ static fvm_doc *line_doc(fvm_arena *a, const fvm_metrics_round *r)
         return NULL;
     if (r->eval && fvm_doc_set(a, doc, "eval", fvm_value_to_doc(a, r->eval, r->eval_type)))
         return NULL;
+    if ((r->fields & FVM_METRICS_PRIVACY) && (fvm_doc_set(a, doc, "epsilon", fvm_doc_real(a, r->epsilon)) ||
+                                              fvm_doc_set(a, doc, "delta", fvm_doc_real(a, r->delta))))
+        return NULL;
     if ((r->fields & FVM_METRICS_TIMES) &&
         (fvm_doc_set(a, doc, "seconds", seconds_doc(a, r->seconds)) ||
          (r->eval && fvm_doc_set(a, doc, "eval_seconds", seconds_doc(a, r->eval_seconds))) ||

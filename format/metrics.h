@@ -29,6 +29,7 @@ enum {
     FVM_METRICS_TIMES = 1, /* "seconds", "eval_seconds" (when evaluated), "cpu_seconds" */
     FVM_METRICS_CLIENTS = 2, /* "clients" */
     FVM_METRICS_SAMPLED = 4, /* "sampled": the round's clients */
+    FVM_METRICS_PRIVACY = 8, /* "epsilon", "delta": the privacy spent after the round */
 };
 
 /* One round's figures, all borrowed. */
@@ -44,6 +45,7 @@ typedef struct fvm_metrics_round {
     double cpu_seconds; /* CPU time of the process in the round */
     int64_t nclients; /* "clients" */
     const int64_t *clients; /* "sampled": nclients client indices */
+    double epsilon, delta; /* "epsilon", "delta" (vm/runtime/privacy.h) */
 } fvm_metrics_round;
 
 /* The round's line, the one writer of every metrics line ('fedvm run' prints
@@ -53,7 +55,8 @@ typedef struct fvm_metrics_round {
  * "eval" only when r->eval is set and the others only as r->fields asks, in
  * this order, on one line ending with a newline (doc_io.h's JSON writer;
  * seconds rounded to the microsecond). *out is malloc'd (the caller frees
- * it); FVM_ERR_NOMEM is the only error. */
+ * it); FVM_ERR_NOMEM is the only error. With FVM_METRICS_PRIVACY,
+ * "epsilon": E, "delta": D follow "eval" (or "train"), before "seconds". */
 FVM_API fvm_status fvm_metrics_line(const fvm_metrics_round *r, char **out, size_t *len, fvm_diag *d);
 
 /* The header line a run writes before its first round's (not when it

@@ -670,6 +670,8 @@ CHECKER_ONLY = {
     "one_hot_float_indices": TYPES,
     "param_function_type": TYPE_STRINGS,
     "param_struct_with_function": TYPE_STRINGS,
+    "privacy_hparam_not_scalar": TYPES,
+    "privacy_unknown_hparam": NAMES,
     "recursion_direct": RECURSION,
     "recursion_mutual": RECURSION,
     "reshape_count": SHAPES,

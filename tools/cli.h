@@ -87,6 +87,10 @@ extern const char *const fvm_usage_device, *const fvm_usage_server;
 int fvm_cmd_device(int argc, char **argv);
 int fvm_cmd_server(int argc, char **argv);
 
+/* fedvm privacy ... (tools/fedvm_privacy.c) */
+extern const char *const fvm_usage_privacy;
+int fvm_cmd_privacy(int argc, char **argv);
+
 /* fedvm plot ... (tools/fedvm_plot.c) */
 extern const char *const fvm_usage_plot;
 int fvm_cmd_plot(int argc, char **argv);

@@ -23,6 +23,7 @@ static const char *const usage_main =
     "  grad FILE FN    print the derivative of a function as IR (a complete program)\n"
     "  data COMMAND    federated datasets: import, synthetic, info, head ('fedvm data --help')\n"
     "  plot FILE...    draw training curves from 'run --metrics' files as SVG or PNG\n"
+    "  privacy         the (epsilon, delta) of rounds of DP-FedAvg's Gaussian mechanism\n"
     "  device PLAN     run a cross-device plan's client phase on a device's data\n"
     "  server PLAN     run a cross-device plan's server phase: init, prepare, aggregate, merge\n"
     "  help [COMMAND]  show help\n"
@@ -297,7 +298,8 @@ static int cmd_grad(int argc, char **argv)
 
 static int unknown_command(const char *cmd, const char *where)
 {
-    static const char *const commands[] = {"run", "check", "fmt", "grad", "data", "plot", "device", "server", "help"};
+    static const char *const commands[] = {"run",  "check",   "fmt",    "grad",   "data",
+                                           "plot", "privacy", "device", "server", "help"};
     return cli_unknown_command(where, "command", cmd, commands, (int)(sizeof commands / sizeof *commands), usage_main);
 }
 
@@ -323,16 +325,17 @@ static int dispatch(int argc, char **argv)
             char *args[] = {help, argc > 3 ? argv[3] : none};
             return fvm_cmd_data(2, args);
         }
-        const char *text = !*topic                    ? usage_main
-                           : !strcmp(topic, "run")    ? fvm_usage_run
-                           : !strcmp(topic, "check")  ? usage_check
-                           : !strcmp(topic, "fmt")    ? usage_fmt
-                           : !strcmp(topic, "grad")   ? usage_grad
-                           : !strcmp(topic, "plot")   ? fvm_usage_plot
-                           : !strcmp(topic, "device") ? fvm_usage_device
-                           : !strcmp(topic, "server") ? fvm_usage_server
-                           : !strcmp(topic, "help")   ? usage_main
-                                                      : NULL;
+        const char *text = !*topic                     ? usage_main
+                           : !strcmp(topic, "run")     ? fvm_usage_run
+                           : !strcmp(topic, "check")   ? usage_check
+                           : !strcmp(topic, "fmt")     ? usage_fmt
+                           : !strcmp(topic, "grad")    ? usage_grad
+                           : !strcmp(topic, "plot")    ? fvm_usage_plot
+                           : !strcmp(topic, "privacy") ? fvm_usage_privacy
+                           : !strcmp(topic, "device")  ? fvm_usage_device
+                           : !strcmp(topic, "server")  ? fvm_usage_server
+                           : !strcmp(topic, "help")    ? usage_main
+                                                       : NULL;
         if (!text)
             return unknown_command(topic, " help");
         fputs(text, stdout);
@@ -350,6 +353,8 @@ static int dispatch(int argc, char **argv)
         return fvm_cmd_data(argc - 2, argv + 2);
     if (!strcmp(cmd, "plot"))
         return fvm_cmd_plot(argc - 2, argv + 2);
+    if (!strcmp(cmd, "privacy"))
+        return fvm_cmd_privacy(argc - 2, argv + 2);
     if (!strcmp(cmd, "device"))
         return fvm_cmd_device(argc - 2, argv + 2);
     if (!strcmp(cmd, "server"))

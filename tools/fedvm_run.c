@@ -358,7 +358,7 @@ static fvm_status progress(void *user, const fvm_session_event *e, fvm_diag *d)
         draw_bar(sh, e);
     } else {
         fvm_metrics_round shown = *e->figures;
-        shown.fields = 0; /* the metrics file's line has the times and clients too */
+        shown.fields &= FVM_METRICS_PRIVACY; /* the metrics file's line has the times and clients too */
         char *line = NULL;
         size_t len = 0;
         fvm_status s = fvm_metrics_line(&shown, &line, &len, d);

@@ -44,6 +44,7 @@
 #include "kernels/providers.h"
 /* runtimes: training sessions, data preparation, cross-device */
 #include "runtime/partition.h"
+#include "runtime/privacy.h"
 #include "runtime/session.h"
 #include "runtime/sweep.h"
 #include "runtime/synthetic.h"

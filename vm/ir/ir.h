@@ -146,6 +146,13 @@ struct fvm_module {
     const char *real; /* canonical path, identifies the file */
     const char *doc;
     const struct fvm_doc *form; /* "form": what fedplan wrote this program as (format/PLANS.md), or NULL */
+    /* "privacy" (format/SPEC.md "Differential privacy"), or NULL; of the root
+     * module the loader binds privacy_z: the number written, or the value of
+     * the hyperparameter privacy_z_hparam names */
+    const struct fvm_doc *privacy;
+    const char *privacy_z_hparam;
+    double privacy_z, privacy_delta;
+    fvm_loc privacy_z_loc;
     int version;
     int nincludes;
     const char **includes;

@@ -18,6 +18,7 @@
 #include "../../format/metrics.h"
 #include "../../format/safetensors.h"
 #include "../ir/keys.h"
+#include "privacy.h"
 #include "rounds.h"
 
 typedef enum { SESSION_NEW, SESSION_STARTED, SESSION_FAILED } session_phase;
@@ -36,6 +37,8 @@ struct fvm_session {
     int64_t *fixed, nfixed; /* the fixed clients (malloc'd), or NULL */
     int64_t population, eval_population, per_round;
     bool sampled; /* clients are drawn: the metrics lines list them */
+    bool dp; /* the program declares "privacy": the lines give epsilon and delta */
+    double dp_q; /* the accountant's sampling probability: per_round / population */
     fvm_run_info info; /* what checkpoints record */
     fvm_arena arena; /* hparams and its text in info.hparams */
     fvm_doc *hparams; /* the hyperparameters' values (fvm_hparams_doc) */
@@ -282,6 +285,14 @@ static fvm_status read_inputs(fvm_session *ss, fvm_diag *d)
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--clients-per-round %lld: the data has %lld clients",
                             (long long)ss->per_round, (long long)ss->population);
     ss->sampled = !ss->fixed && ss->per_round < ss->population;
+    if (ss->p->root->privacy) {
+        if (ss->population <= 0)
+            return fvm_diag_add(d, FVM_ERR_USAGE, &ss->p->root->privacy_z_loc,
+                                "privacy accounting needs the number of clients: bind client data "
+                                "(--data/--arg) or give --clients N");
+        ss->dp = true;
+        ss->dp_q = ss->sampled ? (double)ss->per_round / (double)ss->population : 1.0;
+    }
     const char *base = strrchr(o->program, '/');
     ss->info =
         (fvm_run_info){o->seed, ss->population < 0 ? -1 : ss->per_round, base ? base + 1 : o->program, NULL, NULL};
@@ -471,6 +482,14 @@ static fvm_status report_round(void *user, const fvm_round_report *r, fvm_diag *
         return forget_states(ss, checkpoint, &fig, fvm_backend_agree(ss->backend, FVM_OK, d), d);
     if (ss->sampled)
         fig.fields |= FVM_METRICS_SAMPLED;
+    if (ss->dp) {
+        const fvm_module *m = ss->p->root;
+        fig.fields |= FVM_METRICS_PRIVACY;
+        fig.delta = m->privacy_delta;
+        fvm_status ps = fvm_privacy_epsilon(ss->dp_q, m->privacy_z, fig.round, fig.delta, &fig.epsilon, NULL, d);
+        if (ps)
+            return forget_states(ss, false, &fig, fvm_backend_agree(ss->backend, ps, d), d);
+    }
     fvm_status s = tell(ss, (fvm_session_event){.kind = FVM_SESSION_ROUND, .round = fig.round, .figures = &fig}, d);
     if (s == FVM_OK && ss->metrics) {
         char *line = NULL;
