@@ -1,0 +1,266 @@
+"""Programs: loading fedvm IR (files or text), checking it, writing it, and calling its functions in-process."""
+
+import ctypes
+import os
+
+from . import _lib
+from ._lib import lib
+from ._values import from_value, nclients, to_value
+from .types import FedType, parse
+
+__all__ = ["Diagnostic", "FedvmError", "CheckError", "RunError", "Program", "Function", "load", "loads"]
+
+P = ctypes.POINTER
+
+
+class Diagnostic:
+    """One error the library reported: code (its kind: "type", "name", "placement", ...), file, line,
+    col (1-based; 0 when unknown), pointer (the JSON pointer of the node at fault) and message.
+    str() is the library's own form, "file:line:col: pointer: message"."""
+
+    __slots__ = ("code", "file", "line", "col", "pointer", "message", "text")
+
+    def __init__(self, code, file, line, col, pointer, message, text):
+        self.code, self.file, self.line, self.col = code, file, line, col
+        self.pointer, self.message, self.text = pointer, message, text
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        return "Diagnostic(%r)" % self.text
+
+
+def _s(b):
+    return b.decode("utf-8", "replace") if b is not None else None
+
+
+def diagnostics(d):
+    """The errors of an fvm_diag as Diagnostics; clears it."""
+    out = []
+    for i in range(d.n):
+        e = d.errs[i]
+        text = _lib.take_string(lib.fvm_error_format(ctypes.byref(e))) or _s(e.msg)
+        out.append(
+            Diagnostic(_s(lib.fvm_status_name(e.code)), _s(e.loc.file), e.loc.line, e.loc.col, _s(e.loc.ptr), _s(e.msg), text)
+        )
+    if d.dropped:
+        out.append(Diagnostic("limit", None, 0, 0, None, "%d more errors" % d.dropped, "... %d more errors" % d.dropped))
+    lib.fvm_diag_clear(ctypes.byref(d))
+    return out
+
+
+class FedvmError(Exception):
+    """An error the library reported; .diagnostics lists every one (Diagnostic), str() shows them one a line."""
+
+    def __init__(self, diagnostics, what=None):
+        self.diagnostics = list(diagnostics)
+        lines = [str(x) for x in self.diagnostics]
+        head = what or (lines[0] if len(lines) == 1 else "%d errors" % len(lines))
+        super().__init__(head if len(lines) <= 1 and not what else "\n".join([head] + lines))
+
+
+class CheckError(FedvmError):
+    """A program that does not load or check: every error, located in its source."""
+
+
+class RunError(FedvmError):
+    """An error while running a function (a bad index, a value of the wrong shape, ...)."""
+
+
+def _call_diag(fn, *args):
+    d = _lib.Diag()
+    status = fn(*args, ctypes.byref(d))
+    return status, d
+
+
+class Function:
+    """A function of a checked program: name, params [(name, Type)], result (Type). Calling it runs it."""
+
+    def __init__(self, program, cfunc):
+        self.program = program
+        self._f = cfunc
+        f = cfunc.contents
+        self.name = _s(f.name)
+        ar = program._arena
+        types = []
+        for i in range(f.nparams):
+            types.append((_s(f.param_names[i]), parse(_s(lib.fvm_type_str(ctypes.byref(ar), f.param_types[i], False)))))
+        self.params = types
+        self.result = parse(_s(lib.fvm_type_str(ctypes.byref(ar), f.result_type, False)))
+
+    def __repr__(self):
+        return "<fedvm function %s(%s) -> %s>" % (self.name, ", ".join("%s: %s" % p for p in self.params), self.result)
+
+    def __call__(self, *args, **kwargs):
+        params = self.params
+        if len(args) > len(params):
+            raise TypeError("fedvm: %s takes %d arguments, %d given" % (self.name, len(params), len(args)))
+        given = dict(zip([n for n, _ in params], args))
+        for k, v in kwargs.items():
+            if k not in [n for n, _ in params]:
+                raise TypeError("fedvm: %s has no parameter '%s'" % (self.name, k))
+            if k in given:
+                raise TypeError("fedvm: %s: '%s' given twice" % (self.name, k))
+            given[k] = v
+        missing = [n for n, _ in params if n not in given]
+        if missing:
+            raise TypeError("fedvm: %s: missing %s" % (self.name, ", ".join(missing)))
+        n = None
+        for name, t in params:
+            k = nclients(given[name], t)
+            if k is not None and n is not None and k != n:
+                raise TypeError("fedvm: %s: %s has %d clients, another argument %d" % (self.name, name, k, n))
+            n = k if k is not None else n
+        vals = (P(_lib.Value) * max(1, len(params)))()
+        vm = ctypes.c_void_p()
+        try:
+            for i, (name, t) in enumerate(params):
+                vals[i] = to_value(given[name], t, "%s: %s" % (self.name, name))
+            st, d = _call_diag(lib.fvm_vm_new, self.program._p, None, ctypes.byref(vm))
+            if st:
+                raise RunError(diagnostics(d))
+            if n is not None:
+                st, d = _call_diag(lib.fvm_vm_set_clients, vm, n)
+                if st:
+                    raise RunError(diagnostics(d))
+            out = P(_lib.Value)()
+            st, d = _call_diag(lib.fvm_vm_call, vm, self._f, vals, ctypes.byref(out))
+            if st:
+                raise RunError(diagnostics(d))
+            try:
+                return from_value(out, self.result)
+            finally:
+                lib.fvm_value_release(out)
+        finally:
+            lib.fvm_vm_free(vm)
+            for i in range(len(params)):
+                lib.fvm_value_release(vals[i])
+
+
+class Program:
+    """A fedvm program (format/SPEC.md) held by the library: load() or loads() one.
+
+    check() compiles it (raising CheckError with every error); prog("fn", *args) or prog.fn(*args)
+    calls a function with NumPy arrays in and out; save(path) writes it.
+    """
+
+    def __init__(self, name, text=None):
+        self.name = name
+        self._text = text
+        self._p = None
+        self._arena = _lib.Arena()
+        self._checked = False
+        self._funcs = {}
+        p = P(_lib.Program)()
+        st, d = self._load(ctypes.byref(p))
+        if not p:
+            raise CheckError(diagnostics(d))
+        self._p = p
+        self._load_status, self._load_diag = st, d
+
+    def _load(self, out):
+        d = _lib.Diag()
+        text = self._text.encode("utf-8") if self._text is not None else None
+        st = lib.fvm_program_load_opts(
+            self.name.encode("utf-8"), text, len(text) if text is not None else 0, None, None, out, ctypes.byref(d)
+        )
+        return st, d
+
+    def __del__(self):
+        if getattr(self, "_p", None):
+            lib.fvm_program_free(self._p)
+            self._p = None
+            lib.fvm_arena_free(ctypes.byref(self._arena))
+        if getattr(self, "_load_diag", None) is not None:
+            lib.fvm_diag_clear(ctypes.byref(self._load_diag))
+
+    def check(self):
+        """Checks the program and runs the passes after checking (fedvm check): returns self, or raises
+        CheckError listing every error the loader and the checker found, in source order."""
+        if self._checked:
+            return self
+        d = self._load_diag
+        st = lib.fvm_compile(self._p, ctypes.byref(d))
+        if st or self._load_status or d.n:
+            self._load_status = st or self._load_status
+            diags = diagnostics(d)
+            self._errors = diags
+            raise CheckError(diags)
+        self._checked = True
+        return self
+
+    @property
+    def functions(self):
+        """The names of the program's functions, in program order."""
+        q = self._p.contents
+        return [_s(q.funcs[i].contents.name) for i in range(q.nfuncs)]
+
+    def function(self, name):
+        """The Function name (the program is checked first)."""
+        self.check()
+        if name not in self._funcs:
+            f = lib.fvm_program_func(self._p, name.encode("utf-8"))
+            if not f:
+                raise KeyError("fedvm: %s has no function '%s'" % (self.name, name))
+            self._funcs[name] = Function(self, f)
+        return self._funcs[name]
+
+    def __call__(self, fn, *args, **kwargs):
+        """Calls function fn with args (NumPy arrays, dicts, lists: see fedvm._values)."""
+        return self.function(fn)(*args, **kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        try:
+            return self.function(name)
+        except KeyError:
+            raise AttributeError("fedvm: %s has no function '%s'" % (self.name, name)) from None
+
+    def to_text(self, yaml=False):
+        """The program as canonical JSON (or YAML) text: the file as written when it has no includes;
+        else the whole program as one module (what it includes inlined)."""
+        buf, n = ctypes.c_void_p(), ctypes.c_size_t()
+        if self._p.contents.nmodules == 1:
+            st, d = _call_diag(lib.fvm_module_write, self._p.contents.root, yaml, ctypes.byref(buf), ctypes.byref(n))
+            if st:
+                raise FedvmError(diagnostics(d))
+            return _lib.take_string(buf.value, n.value)
+        self.check()  # the writer writes what the checker decoded
+        a = _lib.Arena()
+        try:
+            doc = lib.fvm_program_to_doc(ctypes.byref(a), self._p, None)
+            if not doc:
+                raise MemoryError("fedvm: out of memory")
+            write = lib.fvm_yaml_write if yaml else lib.fvm_json_write
+            st, d = _call_diag(write, doc, ctypes.byref(buf), ctypes.byref(n))
+            if st:
+                raise FedvmError(diagnostics(d))
+            return _lib.take_string(buf.value, n.value)
+        finally:
+            lib.fvm_arena_free(ctypes.byref(a))
+
+    def save(self, path):
+        """Writes the program to path (YAML for .yaml/.yml, else JSON) for fedvm check, run and fedplan."""
+        text = self.to_text(yaml=str(path).endswith((".yaml", ".yml")))
+        tmp = "%s.tmp%d" % (path, os.getpid())
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+        return path
+
+    def __repr__(self):
+        return "<fedvm program %s>" % self.name
+
+
+def load(path):
+    """The program in the file path (JSON or YAML, with its includes). Raises CheckError when it cannot be
+    read or parsed; its other errors come from check() (called by the first function call)."""
+    return Program(os.fspath(path))
+
+
+def loads(text, name="<string>.json"):
+    """The program in text; name names it in errors and says JSON or YAML by its extension (includes
+    resolve relative to it)."""
+    return Program(name, text)
