@@ -1,4 +1,5 @@
-"""fedvm for Python: load, check, write and run fedvm programs in-process (docs/PYTHON.md).
+"""fedvm for Python: write federated computations in Python (traced into fedvm IR), load, check,
+write and run fedvm programs in-process (docs/PYTHON.md).
 
     import fedvm as fv
     prog = fv.load("programs/fedavg_2nn.json")
@@ -28,6 +29,9 @@ from .types import (
     Type,
 )
 from .types import parse as type
+from .lax import *  # noqa: F401,F403  the ops, control flow, derivatives, federated intrinsics
+from .lax import __all__ as _lax_all
+from .tracer import HParam, TracedFunction, TraceError, Var, function, hparam, tracing
 
 bool_ = DType("bool")
 u8 = DType("u8")
@@ -70,4 +74,11 @@ __all__ = [
     "u32",
     "f32",
     "f64",
-]
+    "function",
+    "hparam",
+    "HParam",
+    "TracedFunction",
+    "TraceError",
+    "Var",
+    "tracing",
+] + list(_lax_all)

@@ -139,19 +139,74 @@ class Function:
 
 
 class Program:
-    """A fedvm program (format/SPEC.md) held by the library: load() or loads() one.
+    """A fedvm program (format/SPEC.md) held by the library.
 
-    check() compiles it (raising CheckError with every error); prog("fn", *args) or prog.fn(*args)
-    calls a function with NumPy arrays in and out; save(path) writes it.
+    fv.load(path) or fv.loads(text) reads one; fv.Program(f, g, ..., doc=...) makes one of traced
+    functions (fv.function) and every function they use, with their hyperparameters; keyword
+    arguments name functions (fv.Program(initialize=init, next=round_fn)). check() compiles it
+    (raising CheckError with every error); prog("fn", *args) or prog.fn(*args) calls a function
+    with NumPy arrays in and out; save(path) writes it.
     """
 
-    def __init__(self, name, text=None):
+    def __init__(self, *functions, doc=None, name="program.json", **named):
         self.name = name
-        self._text = text
+        self._doc = doc
+        self._text = None
         self._p = None
+        self._load_diag = None
         self._arena = _lib.Arena()
         self._checked = False
         self._funcs = {}
+        self._traced = list(functions)
+        for key, f in named.items():
+            if f.name != key:
+                if f._fn is not None:
+                    raise ValueError("fedvm: %s is traced as '%s' already; name it '%s' with fv.function(name=...)"
+                                     % (f, f.name, key))
+                f.name = key
+            self._traced.append(f)
+
+    @classmethod
+    def _from_source(cls, name, text):
+        self = cls(name=name)
+        self._text = text
+        self._ensure()
+        return self
+
+    def ir(self):
+        """The program as a document (a dict) as traced, before the library reads it; None for a
+        loaded program."""
+        if not self._traced:
+            return None
+        funcs, hps, seen = {}, {}, set()
+        for f in self._traced:
+            for g in f._closure():
+                if id(g) in seen:
+                    continue
+                seen.add(id(g))
+                for name, d in g._funcs_doc().items():
+                    if name in funcs:
+                        raise ValueError("fedvm: two functions named '%s' in %s" % (name, self.name))
+                    funcs[name] = d
+                for hn, h in g._hparams().items():
+                    if hn in hps and hps[hn] is not h and hps[hn].decl() != h.decl():
+                        raise ValueError("fedvm: two hyperparameters named '%s' differ" % hn)
+                    hps[hn] = h
+        doc = {"fedvm": 1}
+        if self._doc:
+            doc["doc"] = self._doc
+        if hps:
+            doc["hparams"] = {k: h.decl() for k, h in hps.items()}
+        doc["functions"] = funcs
+        return doc
+
+    def _ensure(self):
+        if self._p is not None:
+            return
+        if self._traced:
+            import json
+
+            self._text = json.dumps(self.ir(), indent=1)
         p = P(_lib.Program)()
         st, d = self._load(ctypes.byref(p))
         if not p:
@@ -178,6 +233,7 @@ class Program:
     def check(self):
         """Checks the program and runs the passes after checking (fedvm check): returns self, or raises
         CheckError listing every error the loader and the checker found, in source order."""
+        self._ensure()
         if self._checked:
             return self
         d = self._load_diag
@@ -193,6 +249,7 @@ class Program:
     @property
     def functions(self):
         """The names of the program's functions, in program order."""
+        self._ensure()
         q = self._p.contents
         return [_s(q.funcs[i].contents.name) for i in range(q.nfuncs)]
 
@@ -222,6 +279,7 @@ class Program:
         """The program as canonical JSON (or YAML) text: the file as written when it has no includes;
         else the whole program as one module (what it includes inlined)."""
         buf, n = ctypes.c_void_p(), ctypes.c_size_t()
+        self._ensure()
         if self._p.contents.nmodules == 1:
             st, d = _call_diag(lib.fvm_module_write, self._p.contents.root, yaml, ctypes.byref(buf), ctypes.byref(n))
             if st:
@@ -257,10 +315,10 @@ class Program:
 def load(path):
     """The program in the file path (JSON or YAML, with its includes). Raises CheckError when it cannot be
     read or parsed; its other errors come from check() (called by the first function call)."""
-    return Program(os.fspath(path))
+    return Program._from_source(os.fspath(path), None)
 
 
 def loads(text, name="<string>.json"):
     """The program in text; name names it in errors and says JSON or YAML by its extension (includes
     resolve relative to it)."""
-    return Program(name, text)
+    return Program._from_source(name, text)
