@@ -13,18 +13,35 @@ __all__ = ["Diagnostic", "FedvmError", "CheckError", "RunError", "Program", "Fun
 P = ctypes.POINTER
 
 
+import re as _re
+
+# the checker names an instruction's origin (its "loc") after the message: " (from FILE:LINE)"
+_ORIGIN = _re.compile(r" \(from (.+):(\d+)\)$")
+
+
 class Diagnostic:
     """One error the library reported: code (its kind: "type", "name", "placement", ...), file, line,
     col (1-based; 0 when unknown), pointer (the JSON pointer of the node at fault) and message.
-    str() is the library's own form, "file:line:col: pointer: message"."""
+    str() is the library's own form, "file:line:col: pointer: message". An error at an instruction
+    that carries its Python line (traced, or the member "loc") has it as py_file and py_line."""
 
-    __slots__ = ("code", "file", "line", "col", "pointer", "message", "text")
+    __slots__ = ("code", "file", "line", "col", "pointer", "message", "text", "py_file", "py_line")
 
     def __init__(self, code, file, line, col, pointer, message, text):
         self.code, self.file, self.line, self.col = code, file, line, col
         self.pointer, self.message, self.text = pointer, message, text
+        self.py_file, self.py_line = None, 0
+        m = _ORIGIN.search(message or "")
+        if m:
+            self.message = message[: m.start()]
+            self.py_file, self.py_line = m.group(1), int(m.group(2))
 
     def __str__(self):
+        """At its Python line when a traced instruction has it ("algo.py:12: message (IR: file:line:col:
+        pointer)"), else the library's own form."""
+        if self.py_file:
+            ir = "%s:%d:%d: %s" % (self.file, self.line, self.col, self.pointer or "")
+            return "%s:%d: %s (IR: %s)" % (self.py_file, self.py_line, self.message, ir)
         return self.text
 
     def __repr__(self):
@@ -148,8 +165,9 @@ class Program:
     with NumPy arrays in and out; save(path) writes it.
     """
 
-    def __init__(self, *functions, doc=None, name="program.json", **named):
+    def __init__(self, *functions, doc=None, name="program.json", locations=True, **named):
         self.name = name
+        self._locations = locations
         self._doc = doc
         self._text = None
         self._p = None
@@ -184,7 +202,7 @@ class Program:
                 if id(g) in seen:
                     continue
                 seen.add(id(g))
-                for name, d in g._funcs_doc().items():
+                for name, d in g._funcs_doc(self._locations).items():
                     if name in funcs:
                         raise ValueError("fedvm: two functions named '%s' in %s" % (name, self.name))
                     funcs[name] = d

@@ -82,14 +82,27 @@ class _Fn:
         self.names.add(name)
         return name
 
-    def doc_tree(self, name=None, result=None):
+    def doc_tree(self, name=None, result=None, locations=True):
         d = {}
         if self.doc:
             d["doc"] = self.doc
         d["params"] = {p: str(t) for p, t in self.params}
-        d["body"] = [list(i) for i in self.body]
+        d["body"] = [_with_loc(i, loc) for i, loc in zip(self.body, self.locs)] if locations else [list(i) for i in self.body]
         d["result"] = result or self.result
         return d
+
+
+def _with_loc(instr, loc):
+    """The instruction with its Python file:line as the member "loc" of its attributes
+    (format/SPEC.md, "Source locations")."""
+    i = list(instr)
+    if not loc:
+        return i
+    if len(i) > 2 and isinstance(i[2], dict):
+        i[2] = dict(i[2], loc=loc)
+    else:
+        i.insert(2, {"loc": loc})
+    return i
 
 
 class HParam:
@@ -729,11 +742,11 @@ class TracedFunction:
         self._ensure_traced()
         return self
 
-    def _funcs_doc(self):
+    def _funcs_doc(self, locations=True):
         fn = self._ensure_traced()
-        d = {self.name: fn.doc_tree()}
+        d = {self.name: fn.doc_tree(locations=locations)}
         for s in self._subs:
-            d[s.name] = s.doc_tree()
+            d[s.name] = s.doc_tree(locations=locations)
         return d
 
     def _hparams(self):
