@@ -31,6 +31,7 @@ from .types import (
 from .types import parse as type
 from .lax import *  # noqa: F401,F403  the ops, control flow, derivatives, federated intrinsics
 from .lax import __all__ as _lax_all
+from .train import Metrics, train
 from .tracer import HParam, TracedFunction, TraceError, Var, function, hparam, tracing
 
 bool_ = DType("bool")
@@ -81,4 +82,6 @@ __all__ = [
     "TraceError",
     "Var",
     "tracing",
+    "train",
+    "Metrics",
 ] + list(_lax_all)

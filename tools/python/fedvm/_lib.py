@@ -124,6 +124,79 @@ class AttrInfo(ctypes.Structure):  # its first members
     _fields_ = [("name", c_char_p), ("kind", c_int)]
 
 
+class NamedText(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("text", c_char_p), ("kind", c_int)]
+
+
+ARG_JSON, ARG_DATA = 0, 1
+
+
+class LoadOpts(ctypes.Structure):
+    _fields_ = [
+        ("no_include", c_bool),
+        ("sets", P(c_char_p)),
+        ("nsets", c_int),
+        ("include_dirs", P(c_char_p)),
+        ("ninclude_dirs", c_int),
+    ]
+
+
+class SessionEvent(ctypes.Structure):
+    _fields_ = [
+        ("kind", c_int),
+        ("round", c_int64),
+        ("first", c_int64),
+        ("last", c_int64),
+        ("replaced", c_int),
+        ("figures", c_void_p),
+    ]
+
+
+SESSION_RESUMED, SESSION_INIT, SESSION_ROUND = range(3)
+PROGRESS_FN = ctypes.CFUNCTYPE(c_int, c_void_p, P(SessionEvent), P(Diag))
+
+
+class SessionOpts(ctypes.Structure):
+    _fields_ = [
+        ("program", c_char_p),
+        ("args", P(NamedText)),
+        ("nargs", c_int),
+        ("has_clients", c_bool),
+        ("clients", c_int64),
+        ("seed", c_uint64),
+        ("rounds", c_int64),
+        ("clients_per_round", c_int64),
+        ("client_ids", c_char_p),
+        ("eval_every", c_int64),
+        ("metrics", c_char_p),
+        ("checkpoint_dir", c_char_p),
+        ("checkpoint_every", c_int64),
+        ("resume", c_char_p),
+        ("init", c_char_p),
+        ("backend", c_void_p),
+        ("kernels", c_void_p),
+        ("max_steps", c_int64),
+        ("time_limit", c_double),
+        ("data_cache", c_void_p),
+        ("progress", PROGRESS_FN),
+        ("user", c_void_p),
+    ]
+
+
+class BackendI(ctypes.Structure):  # struct fvm_backend_i (vm/exec/backend.h)
+    _fields_ = [("name", c_char_p), ("run", c_void_p), ("agree", c_void_p), ("free", ctypes.CFUNCTYPE(None, c_void_p))]
+
+
+class Backend(ctypes.Structure):  # its first member
+    _fields_ = [("iface", P(BackendI))]
+
+
+def backend_free(b):
+    """fvm_backend_free (an inline function of vm/exec/backend.h): the backend's own free."""
+    if b:
+        ctypes.cast(b, P(Backend)).contents.iface.contents.free(b)
+
+
 # The C functions: name -> (restype, argtypes).
 _FUNCS = {
     "fvm_status_name": (c_char_p, [c_int]),
@@ -158,6 +231,15 @@ _FUNCS = {
     "fvm_op_info_at": (P(OpInfo), [c_int]),
     "fvm_attr_info_at": (P(AttrInfo), [c_int]),
     "fvm_dtype_name": (c_char_p, [c_int]),
+    "fvm_session_new": (c_int, [P(Program), P(SessionOpts), P(c_void_p), P(Diag)]),
+    "fvm_session_run": (c_int, [c_void_p, P(Diag)]),
+    "fvm_session_state": (P(Value), [c_void_p, P(c_void_p)]),
+    "fvm_session_metric": (c_double, [c_void_p, c_char_p]),
+    "fvm_session_first": (c_int64, [c_void_p]),
+    "fvm_session_free": (None, [c_void_p]),
+    "fvm_metrics_line": (c_int, [c_void_p, P(c_void_p), P(c_size_t), P(Diag)]),
+    "fvm_backend_seq": (c_void_p, []),
+    "fvm_backend_threads": (c_void_p, [c_int]),
 }
 
 

@@ -168,6 +168,7 @@ class Program:
     def __init__(self, *functions, doc=None, name="program.json", locations=True, **named):
         self.name = name
         self._locations = locations
+        self._sets = []
         self._doc = doc
         self._text = None
         self._p = None
@@ -185,11 +186,23 @@ class Program:
             self._traced.append(f)
 
     @classmethod
-    def _from_source(cls, name, text):
+    def _from_source(cls, name, text, sets=()):
         self = cls(name=name)
         self._text = text
+        self._sets = list(sets)
         self._ensure()
         return self
+
+    def set(self, **values):
+        """The same program with hyperparameters set (fedvm run --set NAME=VALUE): each value a
+        number, a list or a NumPy array of the hyperparameter's type."""
+        import json
+
+        from .tracer import _jsonable
+
+        self._ensure()
+        sets = self._sets + ["%s=%s" % (k, json.dumps(_jsonable(v))) for k, v in values.items()]
+        return Program._from_source(self.name, self._text, sets)
 
     def ir(self):
         """The program as a document (a dict) as traced, before the library reads it; None for a
@@ -235,8 +248,13 @@ class Program:
     def _load(self, out):
         d = _lib.Diag()
         text = self._text.encode("utf-8") if self._text is not None else None
+        opts = None
+        if self._sets:
+            self._set_bytes = (ctypes.c_char_p * len(self._sets))(*[x.encode("utf-8") for x in self._sets])
+            opts = _lib.LoadOpts(False, self._set_bytes, len(self._sets), None, 0)
+            opts = ctypes.byref(opts)
         st = lib.fvm_program_load_opts(
-            self.name.encode("utf-8"), text, len(text) if text is not None else 0, None, None, out, ctypes.byref(d)
+            self.name.encode("utf-8"), text, len(text) if text is not None else 0, None, opts, out, ctypes.byref(d)
         )
         return st, d
 
