@@ -227,7 +227,7 @@ class Program:
         if self._doc:
             doc["doc"] = self._doc
         if hps:
-            doc["hparams"] = {k: h.decl() for k, h in hps.items()}
+            doc["hparams"] = {h.name: h.decl() for h in sorted(hps.values(), key=lambda h: h.order)}
         doc["functions"] = funcs
         return doc
 

@@ -110,8 +110,12 @@ class HParam:
     Used as a value in a traced function it is the op hparam; as an integer or real attribute
     (fv.fori's n, a batch size) it is {"hparam": name}."""
 
+    _made = 0  # programs declare their hyperparameters in the order they were made
+
     def __init__(self, name, type, default, doc=None):
         self.name, self.type, self.default, self.doc = name, as_type(type), default, doc
+        HParam._made += 1
+        self.order = HParam._made
         if not isinstance(self.type, TensorType):
             raise TypeError("fedvm: hyperparameter '%s' must have a tensor type, not %s" % (name, self.type))
 
