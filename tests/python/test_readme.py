@@ -33,9 +33,15 @@ def test_readme_python_example(tmp_path):
     )
     want = [m.group(1) for m in re.finditer(r"^docs/examples/broken.json:(\d+):\d+: ", r.stderr, re.M)]
     assert len(want) >= 2
-    assert [l.split()[0] for l in lines[1:]] == want
+    assert [l.split()[0] for l in lines[1:-1]] == want
+    assert lines[-1] == "[5. 4. 5.]"  # (1 + 9) / 2, (4 + 4) / 2, (9 + 1) / 2
     saved = subprocess.run(
         [os.path.join(conftest.FEDVM_BIN, "fedvm"), "check", str(tmp_path / "fedavg_2nn_whole.json")],
         capture_output=True, text=True,
     )
     assert saved.returncode == 0, saved.stderr
+    squares = subprocess.run(
+        [os.path.join(conftest.FEDVM_BIN, "fedvm"), "run", str(tmp_path / "squares.json"), "--fn", "mean_of_squares",
+         "--arg", "x=[[1, 2, 3], [3, 2, 1]]"], capture_output=True, text=True,
+    )
+    assert squares.returncode == 0 and squares.stdout.split() == ["[5.0,", "4.0,", "5.0]"], squares.stdout + squares.stderr
