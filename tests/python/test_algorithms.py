@@ -1,5 +1,6 @@
-"""The algorithm library in Python: FedAvg written with the package runs bit-identically to
-programs/fedavg.json (checkpoints compared byte for byte, metrics line for line)."""
+"""The algorithm library in Python: FedAvg, FedProx, FedAdam, FedYogi and FedAdagrad written with the
+package run bit-identically to programs/*.json (checkpoints compared byte for byte, metrics line for
+line)."""
 
 import json
 import os
@@ -9,7 +10,7 @@ import pytest
 
 import conftest
 import fedvm as fv
-from fedvm.algorithms import fedavg_synthetic
+from fedvm import algorithms
 
 FEDVM = os.path.join(conftest.FEDVM_BIN, "fedvm")
 ROOT = conftest.ROOT
@@ -35,22 +36,23 @@ def _rounds(path):
     return out
 
 
-def test_fedavg_in_python_is_programs_fedavg(tmp_path, syn):
+@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedadam", "fedyogi", "fedadagrad"])
+def test_python_algorithm_is_the_json_program(tmp_path, syn, name):
     py_dir = tmp_path / "py"
     py_dir.mkdir()
-    saved = str(py_dir / "fedavg.json")  # the base name checkpoints record, as fedvm run's
-    fedavg_synthetic().save(saved)
+    saved = str(py_dir / (name + ".json"))  # the base name checkpoints record, as fedvm run's
+    getattr(algorithms, name + "_synthetic")().save(saved)
     chk = subprocess.run([FEDVM, "check", saved], capture_output=True, text=True)
     assert chk.returncode == 0, chk.stderr
     common = ["--data", "train=" + syn, "--data", "test=%s:test" % syn, "--rounds", "3", "--clients-per-round", "4",
               "--seed", "5", "--set", "epochs=3"]
     runs = {}
-    for name, prog in (("json", os.path.join(ROOT, "programs", "fedavg.json")), ("python", saved)):
-        ck, metrics = str(tmp_path / ("ck_" + name)), str(tmp_path / (name + ".jsonl"))
+    for which, prog in (("json", os.path.join(ROOT, "programs", name + ".json")), ("python", saved)):
+        ck, metrics = str(tmp_path / ("ck_" + which)), str(tmp_path / (which + ".jsonl"))
         r = subprocess.run([FEDVM, "run", prog] + common + ["--checkpoint-dir", ck, "--metrics", metrics],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        runs[name] = (ck, metrics)
+        runs[which] = (ck, metrics)
     # in-process too
     m = fv.train(fv.load(saved), train=syn, test=syn + ":test", rounds=3, clients_per_round=4, seed=5,
                  set={"epochs": 3}, checkpoint_dir=str(tmp_path / "ck_train"), progress=False)

@@ -138,6 +138,20 @@ class HParam:
         return "fv.hparam(%r, %s, %r)" % (self.name, self.type, self.default)
 
 
+def _hparam_op(dunder):
+    def op(self, *args):
+        return getattr(self.var(), dunder)(*args)
+
+    op.__name__ = dunder
+    return op
+
+
+# In a traced function a hyperparameter computes as its value does (the op hparam).
+for _d in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+           "__pow__", "__rpow__", "__neg__", "__lt__", "__le__", "__gt__", "__ge__", "astype"):
+    setattr(HParam, _d, _hparam_op(_d))
+
+
 def hparam(name, type, default, doc=None):
     """Declares the hyperparameter name of type (a tensor type with a static shape) and default value."""
     return HParam(name, type, default, doc)
