@@ -73,7 +73,7 @@ PYTHON   ?= python3
 # python3 looks under PREFIX: PREFIX/lib/python3.X/dist-packages.
 SYS_PYTHON := $(firstword $(wildcard /usr/bin/python3) python3)
 PY_SITE  ?= $(PREFIX)/lib/python$(shell $(SYS_PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages
-PY_SRC   := $(wildcard tools/python/fedvm/*.py)
+PY_SRC   := $(wildcard tools/python/fedvm/*.py tools/python/fedvm/*/*.py)
 VERSION  := $(shell sed -n 's/^\#define FVM_VERSION "\(.*\)"/\1/p' vm/core/api.h)
 
 # Debian packages the build, the tests and the demo need.
@@ -416,8 +416,7 @@ install: all
 	ln -sf libfedvm.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfedvm.so.0
 	ln -sf libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so
 	for h in $(PUBLIC_H); do install -m 644 $$h $(DESTDIR)$(PREFIX)/include/fedvm/$$h || exit 1; done
-	install -d $(DESTDIR)$(PY_SITE)/fedvm
-	install -m 644 $(PY_SRC) $(DESTDIR)$(PY_SITE)/fedvm/
+	for f in $(PY_SRC); do install -D -m 644 $$f $(DESTDIR)$(PY_SITE)/$${f#tools/python/} || exit 1; done
 	printf '%s\n' '/* fedvm.h - the public API of libfedvm (docs/API.md of the sources). */' '#include "vm/fedvm.h"' \
 	  > $(DESTDIR)$(PREFIX)/include/fedvm/fedvm.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@MPI_LIBS@|$(MPI_LIBS)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc

@@ -53,7 +53,7 @@ done
 site=$(cd "$root" && ls -d lib/python3*/dist-packages/fedvm 2>/dev/null | head -1)
 [ -n "$site" ] && [ -f "$root/$site/__init__.py" ] || { echo "install: no Python package under $root/lib"; exit 1; }
 py=$(cd "$T" && env -u FEDVM_LIB PYTHONPATH="$root/${site%/fedvm}" /usr/bin/python3 -c '
-import os, sys, fedvm as fv
+import os, sys, fedvm as fv, fedvm.algorithms
 print(os.path.realpath(fv.library_path) == os.path.realpath(sys.argv[1]), fv.load("programs/fedavg.json").check().functions[0])
 ' "$root/lib/libfedvm.so.0") || { echo "install: the installed Python package does not load"; exit 1; }
 [ "$py" = "True initialize" ] || { echo "install: the Python package printed '$py'"; exit 1; }
