@@ -36,7 +36,7 @@ def _rounds(path):
     return out
 
 
-@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedadam", "fedyogi", "fedadagrad"])
+@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedadam", "fedyogi", "fedadagrad", "fedsgd"])
 def test_python_algorithm_is_the_json_program(tmp_path, syn, name):
     py_dir = tmp_path / "py"
     py_dir.mkdir()

@@ -165,8 +165,9 @@ class Program:
     with NumPy arrays in and out; save(path) writes it.
     """
 
-    def __init__(self, *functions, doc=None, name="program.json", locations=True, **named):
+    def __init__(self, *functions, doc=None, name="program.json", locations=True, hparams=(), **named):
         self.name = name
+        self._extra_hparams = list(hparams)
         self._locations = locations
         self._sets = []
         self._doc = doc
@@ -209,7 +210,7 @@ class Program:
         loaded program."""
         if not self._traced:
             return None
-        funcs, hps, seen = {}, {}, set()
+        funcs, hps, seen = {}, {h.name: h for h in self._extra_hparams}, set()
         for f in self._traced:
             for g in f._closure():
                 if id(g) in seen:

@@ -5,7 +5,8 @@ models/softmax_regression.json), whose runs these reproduce bit for bit."""
 
 import fedvm as fv
 
-__all__ = ["fedavg_synthetic", "fedprox_synthetic", "fedadam_synthetic", "fedyogi_synthetic", "fedadagrad_synthetic"]
+__all__ = ["fedavg_synthetic", "fedprox_synthetic", "fedadam_synthetic", "fedyogi_synthetic", "fedadagrad_synthetic",
+           "fedsgd_synthetic"]
 
 # the model and the data (programs/models/softmax_regression.json, lib/metrics.json, lib/optim.json)
 SoftmaxRegression = fv.Struct(w=fv.f32[60, 10], b=fv.f32[10])
@@ -102,7 +103,7 @@ def _clients(client_lr, epochs, batch_size):
     return ns
 
 
-def _program(kind, doc, state_opt, init_opt, server_step, client_update, client_args, hps):
+def _program(kind, doc, state_opt, init_opt, server_step, client_update, client_args, hps, keys=True):
     """An iterative program: initialize, next (broadcast, client_update at every client, the weighted
     mean pseudo-gradient, server_step at the server) and evaluate."""
     c = hps
@@ -122,18 +123,23 @@ def _program(kind, doc, state_opt, init_opt, server_step, client_update, client_
         opt = init_opt(c["softmax_regression_flatten"](model))
         return fv.federated_value(fv.struct(model=model, opt=opt), placement="SERVER")
 
-    def round_(state, train, client_keys, *extra):
+    def round_(state, train, *extra):
         model = state.model
-        outs = fv.federated_map(client_update, fv.federated_broadcast(model), train, client_keys, *extra)
-        pseudo_grad = fv.federated_weighted_mean(outs.pseudo_grad, outs.weight)
+        outs = fv.federated_map(client_update, fv.federated_broadcast(model), train, *extra)
+        pseudo_grad = fv.federated_weighted_mean(outs["pseudo_grad" if keys else "grad"], outs.weight)
         metrics = fv.federated_apply(c["metrics_from_totals"], fv.federated_sum(outs.totals))
         return fv.struct(state=fv.federated_apply(server_update, state, pseudo_grad), metrics=metrics)
 
-    @fv.function(name="next")
-    def next_round(state: fv.Server[State], train: fv.Clients[fv.Seq[SyntheticExample]],
-                   client_keys: fv.Clients[fv.u32[2]]):
-        return round_(state, train, client_keys, *[fv.federated_broadcast(fv.federated_value(a, placement="SERVER"))
-                                                    for a in client_args])
+    if keys:
+        @fv.function(name="next")
+        def next_round(state: fv.Server[State], train: fv.Clients[fv.Seq[SyntheticExample]],
+                       client_keys: fv.Clients[fv.u32[2]]):
+            return round_(state, train, client_keys, *[fv.federated_broadcast(fv.federated_value(a, placement="SERVER"))
+                                                        for a in client_args])
+    else:
+        @fv.function(name="next")
+        def next_round(state: fv.Server[State], train: fv.Clients[fv.Seq[SyntheticExample]]):
+            return round_(state, train)
 
     @fv.function
     def evaluate(state: fv.Server[State], test: fv.Seq[SyntheticExample]):
@@ -141,7 +147,8 @@ def _program(kind, doc, state_opt, init_opt, server_step, client_update, client_
         test_at_server = fv.federated_value(test, placement="SERVER")
         return fv.federated_apply(c["synth_test_metrics"], state.model, test_at_server)
 
-    return fv.Program(initialize, next_round, evaluate, doc=doc, name=kind + ".json")
+    return fv.Program(initialize, next_round, evaluate, doc=doc, name=kind + ".json",
+                      hparams=[h for h in hps.values() if isinstance(h, fv.HParam)])
 
 
 def _sgd_server(server_lr):
@@ -248,3 +255,29 @@ def fedyogi_synthetic(server_lr=0.03, beta1=0.9, beta2=0.99, tau=0.001, client_l
 def fedadagrad_synthetic(server_lr=0.03, tau=0.001, client_lr=0.01, epochs=20, batch_size=10):
     """FedAdagrad (Reddi et al. 2021, beta1 = 0): programs/fedadagrad.json."""
     return _fedopt("adagrad", None, server_lr, None, None, tau, client_lr, epochs, batch_size)
+
+
+def fedsgd_synthetic(server_lr=0.2, client_lr=0.01, epochs=20, batch_size=10):
+    """FedSGD (McMahan et al. 2017): each client's gradient of its mean loss at the broadcast model,
+    their example-weighted mean, one step of SGD at the server: programs/fedsgd.json (which declares
+    the clients' hyperparameters of lib/fedavg_synthetic.json it includes, unused)."""
+    server = _sgd_server(server_lr)
+    c = _clients(client_lr, epochs, batch_size)
+
+    @fv.function
+    def batch_loss_sum(model: SoftmaxRegression, batch: SyntheticBatch):
+        return fv.sum(fv.softmax_cross_entropy(c["softmax_regression_logits"](model, batch.x), batch.y))
+
+    @fv.function
+    def add_batch_grad(acc: SoftmaxRegression, batch: SyntheticBatch, model: SoftmaxRegression):
+        return acc + fv.grad(batch_loss_sum)(model, batch)
+
+    @fv.function
+    def client_grad(model: SoftmaxRegression, data: fv.Seq[SyntheticExample]):
+        totals = c["synth_totals"](model, data)
+        n = totals.examples
+        grad_sum = fv.sequence_reduce(fv.batch(data, size=500), fv.zeros_like(model), add_batch_grad, model)
+        return fv.struct(grad=grad_sum / fv.maximum(n, 1.0), weight=n, totals=totals)
+
+    return _program("fedsgd", "FedSGD for softmax regression on FedProx's synthetic data, written with fedvm's "
+                    "Python package (programs/fedsgd.json)", *server, client_grad, [], c, keys=False)
