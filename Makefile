@@ -69,13 +69,18 @@ ifeq ($(MPI)$(MPI_LIBS),yes)
 $(error MPI=yes but Open MPI's development files were not found (make deps installs libopenmpi-dev))
 endif
 PYTHON   ?= python3
+# The Python package (tools/python/fedvm, docs/PYTHON.md) goes where Debian's
+# python3 looks under PREFIX: PREFIX/lib/python3.X/dist-packages.
+SYS_PYTHON := $(firstword $(wildcard /usr/bin/python3) python3)
+PY_SITE  ?= $(PREFIX)/lib/python$(shell $(SYS_PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)/dist-packages
+PY_SRC   := $(wildcard tools/python/fedvm/*.py tools/python/fedvm/*/*.py)
 VERSION  := $(shell sed -n 's/^\#define FVM_VERSION "\(.*\)"/\1/p' vm/core/api.h)
 
 # Debian packages the build, the tests and the demo need.
 DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
                 libopenblas-pthread-dev libcmocka-dev python3 python3-jsonschema \
                 libsqlite3-dev zlib1g-dev libdeflate-dev libmsgpack-dev libprotobuf-c-dev protobuf-c-compiler \
-                python3-msgpack python3-numpy python3-yaml dataset-fashion-mnist \
+                python3-msgpack python3-numpy python3-pytest python3-yaml dataset-fashion-mnist \
                 libcairo2-dev libfontconfig-dev fonts-dejavu-core graphviz nettle-dev clang-format \
                 libopenmpi-dev openmpi-bin
 
@@ -225,6 +230,8 @@ test-run: all $(TEST_BIN)
 	  $$py tests/golden/reference.py --check && $$py tests/dp/accountant.py --check $(LIBD)/libfedvm.so
 	@d=$$(mktemp -d) && { FVM_SAFETENSORS_OUT=$$d $(BUILD)/tests/test_safetensors >$$d/log 2>&1 || { cat $$d/log; false; }; } && /usr/bin/python3 tests/check_safetensors.py $$d; rc=$$?; rm -rf $$d; exit $$rc
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
+	@if [ "$(BUILD)" = build ]; then FEDVM_BIN=$(BIN) $(SYS_PYTHON) -m pytest -q -p no:cacheprovider tests/python; \
+	  else echo "tests/python: skipped in $(BUILD) (run it with 'make test')"; fi
 	@if [ "$(BUILD)" = build ]; then $(PYTHON) tests/check_readme.py $(BIN); \
 	  else echo "check_readme: skipped in $(BUILD) (run it with 'make test')"; fi
 	+@if [ "$(BUILD)" = build ]; then tests/run_install.sh; fi
@@ -412,6 +419,7 @@ install: all
 	ln -sf libfedvm.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libfedvm.so.0
 	ln -sf libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so
 	for h in $(PUBLIC_H); do install -m 644 $$h $(DESTDIR)$(PREFIX)/include/fedvm/$$h || exit 1; done
+	for f in $(PY_SRC); do install -D -m 644 $$f $(DESTDIR)$(PY_SITE)/$${f#tools/python/} || exit 1; done
 	printf '%s\n' '/* fedvm.h - the public API of libfedvm (docs/API.md of the sources). */' '#include "vm/fedvm.h"' \
 	  > $(DESTDIR)$(PREFIX)/include/fedvm/fedvm.h
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' -e 's|@MPI_LIBS@|$(MPI_LIBS)|g' fedvm.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
@@ -427,7 +435,7 @@ uninstall:
 	rm -f $(TOOLS:%=$(DESTDIR)$(PREFIX)/bin/%)
 	rm -f $(DESTDIR)$(PREFIX)/lib/libfedvm.a $(DESTDIR)$(PREFIX)/lib/libfedvm.so $(DESTDIR)$(PREFIX)/lib/libfedvm.so.0 $(DESTDIR)$(PREFIX)/lib/libfedvm.so.$(VERSION)
 	rm -f $(DESTDIR)$(PREFIX)/lib/pkgconfig/fedvm.pc
-	rm -rf $(DESTDIR)$(PREFIX)/include/fedvm
+	rm -rf $(DESTDIR)$(PREFIX)/include/fedvm $(DESTDIR)$(PY_SITE)/fedvm
 	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ "$$(id -u)" -eq 0 ]; then ldconfig; fi
 
 clean:

@@ -234,7 +234,13 @@ def build(ops, attrs, op_domains):
     by_id = {a[0]: a for a in attrs}
     op_names = [o["name"] for o in ops]
 
-    attr_defs = {}
+    attr_defs = {
+        "loc": {
+            "type": "string",
+            "pattern": "^.+:[1-9][0-9]*$",
+            "description": "FILE:LINE, where a generator (the Python front end) made the instruction",
+        }
+    }
     for _, name, kind, dom in attrs:
         attr_defs["attr_" + name] = kind_schema(kind, dom)
 
@@ -247,6 +253,7 @@ def build(ops, attrs, op_domains):
             _, n, kind, _ = by_id[i]
             dom = op_domains.get((o["name"], n))
             props[n] = kind_schema(kind, dom) if dom is not None else {"$ref": "#/$defs/attr_" + n}
+        props["loc"] = {"$ref": "#/$defs/loc"}  # any op: where a generator made it (SPEC "Source locations")
         attr_obj = {"type": "object", "properties": props, "additionalProperties": False}
         if required:
             attr_obj["required"] = required

@@ -4,6 +4,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../vm/core/suggest.h"
@@ -251,6 +252,26 @@ static int hparam_ref(dec *C, const fvm_instr *in, const fvm_attr_info *ai, cons
 /* Decodes each attribute of in into in->a, checking that the op takes it, its
  * JSON kind and its domain (attrs.def, op_attrs.def), and that the op's
  * required ones are there. Errors are located at the value at fault. */
+/* The member "loc" of any op's attributes: "FILE:LINE", where a generator made the instruction. */
+static bool decode_origin(dec *C, fvm_instr *in, const fvm_doc *v, const fvm_loc *l)
+{
+    const char *s = v->kind == FVM_DOC_STRING ? v->u.str.s : NULL;
+    const char *colon = s ? strrchr(s, ':') : NULL;
+    char *end = NULL;
+    long line = colon && colon > s && colon[1] >= '0' && colon[1] <= '9' ? strtol(colon + 1, &end, 10) : 0;
+    if (!colon || !end || *end || line < 1 || line > INT32_MAX) {
+        char found[64];
+        return cerr(C, FVM_ERR_FORMAT, l,
+                    "%s: 'loc' must be a string FILE:LINE (where a generator made the instruction), found %s",
+                    fvm_op_table[in->op].name, found_text(v, found, sizeof found));
+    }
+    const char *file = fvm_arena_strndup(C->a, s, (size_t)(colon - s));
+    if (!file)
+        return cerr(C, FVM_ERR_NOMEM, l, "out of memory");
+    in->origin = (fvm_loc){file, (int)line, 0, NULL};
+    return true;
+}
+
 static bool decode(dec *C, fvm_instr *in)
 {
     const fvm_op_info *op = &fvm_op_table[in->op];
@@ -262,6 +283,10 @@ static bool decode(dec *C, fvm_instr *in)
         const char *ptr = fvm_pointer_join(C->a, in->attrs_loc.ptr, key->u.str.s);
         fvm_loc l = {in->loc.file, v->line, v->col, ptr};
         fvm_loc kl = {in->loc.file, key->line, key->col, ptr};
+        if (strcmp(key->u.str.s, "loc") == 0) {
+            ok = decode_origin(C, in, v, &l) && ok;
+            continue;
+        }
         fvm_attr_id id = fvm_attr_lookup(key->u.str.s);
         if (id == FVM_ATTR_COUNT || !(op->attrs & (UINT64_C(1) << id))) {
             fvm_suggest s;

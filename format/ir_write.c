@@ -34,6 +34,10 @@ static fvm_doc *attrs_doc(fvm_arena *a, const fvm_doc *attrs)
         if (v)
             TRY(fvm_doc_set(a, o, fvm_attr_table[id].name, (fvm_doc *)v));
     }
+    /* where a generator made the instruction (format/SPEC.md, "Source locations"), last */
+    const fvm_doc *loc = fvm_doc_get(attrs, "loc");
+    if (loc)
+        TRY(fvm_doc_set(a, o, "loc", (fvm_doc *)loc));
     /* Unknown keys cannot reach here: the checker refuses them. */
     return o;
 }

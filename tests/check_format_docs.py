@@ -661,6 +661,7 @@ CHECKER_ONLY = {
     "literal_number_with_bool": TYPES,
     "literal_out_of_range": TYPES,
     "literal_select_predicate": TYPES,
+    "loc_origin": SHAPES,
     "map_all_equal_per_client": PLACEMENTS,
     "matmul_inner_dim": SHAPES,
     "max_pool_gather_u_shape": SHAPES,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_install.sh - make install into a scratch DESTDIR: the public headers only, the commands finding the
 # installed library, and docs/API.md's example program built against <fedvm/fedvm.h> with pkg-config (static and
-# shared) and run on a small synthetic dataset; then make uninstall leaves nothing behind.
+# shared) and run on a small synthetic dataset, the Python package loading the installed library; then make
+# uninstall leaves nothing behind.
 set -eu
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -48,7 +49,15 @@ for prog in use-static use-shared; do
     out=$(cd "$T" && LD_LIBRARY_PATH="$root/lib" "./$prog")
     case $out in "loss "[0-9]*) ;; *) echo "install: $prog printed '$out'"; exit 1 ;; esac
 done
+# the Python package, where the system python3 looks under the prefix, finds the installed library and runs
+site=$(cd "$root" && ls -d lib/python3*/dist-packages/fedvm 2>/dev/null | head -1)
+[ -n "$site" ] && [ -f "$root/$site/__init__.py" ] || { echo "install: no Python package under $root/lib"; exit 1; }
+py=$(cd "$T" && env -u FEDVM_LIB PYTHONPATH="$root/${site%/fedvm}" /usr/bin/python3 -c '
+import os, sys, fedvm as fv, fedvm.algorithms
+print(os.path.realpath(fv.library_path) == os.path.realpath(sys.argv[1]), fv.load("programs/fedavg.json").check().functions[0])
+' "$root/lib/libfedvm.so.0") || { echo "install: the installed Python package does not load"; exit 1; }
+[ "$py" = "True initialize" ] || { echo "install: the Python package printed '$py'"; exit 1; }
 make -s uninstall DESTDIR="$T" PREFIX=/usr >/dev/null
 left=$(find "$root" -type f | wc -l)
 [ "$left" -eq 0 ] || { echo "uninstall left $left files"; find "$root" -type f; exit 1; }
-echo "install: ok (public headers only; docs/API.md's example built static and shared, and ran)"
+echo "install: ok (public headers only; docs/API.md's example built static and shared, and ran; the Python package)"

@@ -761,6 +761,43 @@ static void check_conventions(checker *C)
         cerr(C, FVM_ERR_TYPE, &eval->loc, "evaluate's first parameter must be the state %s", tstr(C, s));
 }
 
+/* The instruction of p whose written position contains the error's (its JSON pointer is a prefix
+ * of the error's), among those a generator gave an origin; NULL when none. */
+static const fvm_instr *origin_of(const fvm_program *p, const fvm_error *e)
+{
+    if (!e->loc.ptr || !e->loc.file)
+        return NULL;
+    for (int i = 0; i < p->nfuncs; i++)
+        for (int k = 0; k < p->funcs[i]->ninstrs; k++) {
+            const fvm_instr *in = &p->funcs[i]->instrs[k];
+            if (!in->origin.file || !in->loc.ptr || !in->loc.file)
+                continue;
+            size_t n = strlen(in->loc.ptr);
+            if (strncmp(e->loc.ptr, in->loc.ptr, n) == 0 && (e->loc.ptr[n] == '/' || !e->loc.ptr[n]) &&
+                strcmp(e->loc.file, in->loc.file) == 0)
+                return in;
+        }
+    return NULL;
+}
+
+/* Each error at an instruction with an origin (format/SPEC.md, "Source
+ * locations") names it after its message: "... (from algo.py:12)". */
+static void note_origins(const fvm_program *p, fvm_diag *d)
+{
+    for (int i = 0; i < d->n; i++) {
+        const fvm_instr *in = origin_of(p, &d->errs[i]);
+        if (!in)
+            continue;
+        size_t n = strlen(d->errs[i].msg) + strlen(in->origin.file) + 32;
+        char *msg = malloc(n);
+        if (!msg)
+            return;
+        snprintf(msg, n, "%s (from %s:%d)", d->errs[i].msg, in->origin.file, in->origin.line);
+        free(d->errs[i].msg);
+        d->errs[i].msg = msg;
+    }
+}
+
 fvm_status fvm_check(fvm_program *p, fvm_diag *d)
 {
     checker C = {.p = p, .a = &p->arena, .d = d};
@@ -771,8 +808,10 @@ fvm_status fvm_check(fvm_program *p, fvm_diag *d)
         check_conventions(&C);
     if (C.errors == 0 && !p->load_errors)
         return FVM_OK;
-    if (d)
+    if (d) {
         fvm_diag_sort(d, 0);
+        note_origins(p, d);
+    }
     return d && d->n ? d->errs[0].code : FVM_ERR_TYPE;
 }
 

@@ -59,6 +59,11 @@ typedef struct fvm_instr {
     bool lowered;
     fvm_op written_op;
     const struct fvm_doc *written_attrs;
+    /* Where a generator made the instruction (its attribute object's member
+     * "loc", "FILE:LINE": a Python front end's traced line; format/SPEC.md,
+     * "Source locations"), or file NULL. The checker's errors at the
+     * instruction name it after their message. */
+    fvm_loc origin;
 
     /* Filled by the checker: */
     int slot; /* the slot this instruction writes */

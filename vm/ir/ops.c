@@ -77,6 +77,16 @@ fvm_op fvm_op_lookup(const char *name)
     return FVM_OP_COUNT;
 }
 
+const fvm_op_info *fvm_op_info_at(int op)
+{
+    return op >= 0 && op < FVM_OP_COUNT ? &fvm_op_table[op] : NULL;
+}
+
+const fvm_attr_info *fvm_attr_info_at(int id)
+{
+    return id >= 0 && id < FVM_ATTR_COUNT ? &fvm_attr_table[id] : NULL;
+}
+
 const fvm_attr_domain *fvm_attr_domain_of(fvm_op op, fvm_attr_id id)
 {
     for (size_t i = 0; i < sizeof op_domains / sizeof *op_domains; i++)

@@ -124,6 +124,13 @@ FVM_API extern const fvm_op_info fvm_op_table[FVM_OP_COUNT];
 /* FVM_OP_COUNT when unknown. */
 FVM_API fvm_op fvm_op_lookup(const char *name);
 
+/* Row op of fvm_op_table and row id of fvm_attr_table, or NULL past the
+ * end: for a language binding, which sees neither FVM_OP_COUNT nor
+ * FVM_ATTR_COUNT (it walks the rows until NULL and reads their first
+ * members, which keep their place as the structs grow). */
+FVM_API const fvm_op_info *fvm_op_info_at(int op);
+FVM_API const fvm_attr_info *fvm_attr_info_at(int id);
+
 /* The domain of attribute id in op: the op's own (op_attrs.def) or the
  * attribute's (attrs.def). Static storage. */
 FVM_API const fvm_attr_domain *fvm_attr_domain_of(fvm_op op, fvm_attr_id id);

@@ -398,6 +398,11 @@ void fvm_tensor_set_i64(fvm_tensor *t, int64_t i, int64_t v)
     }
 }
 
+void *fvm_tensor_ptr(const fvm_tensor *t)
+{
+    return fvm_tensor_data(t);
+}
+
 bool fvm_tensor_identical(const fvm_tensor *a, const fvm_tensor *b)
 {
     if (a->dtype != b->dtype || !fvm_dims_equal(&a->shape, &b->shape))

@@ -86,6 +86,9 @@ static inline void *fvm_tensor_data(const fvm_tensor *t)
 {
     return t->buf ? t->buf->data + t->offset : NULL;
 }
+/* fvm_tensor_data as an exported function, for a language binding, which
+ * cannot call an inline one: the first element, or NULL without elements. */
+FVM_API void *fvm_tensor_ptr(const fvm_tensor *t);
 static inline int64_t fvm_tensor_count(const fvm_tensor *t)
 {
     return fvm_dims_count(&t->shape);

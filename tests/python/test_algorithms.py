@@ -1,0 +1,66 @@
+"""The algorithm library in Python: FedAvg, FedProx, FedAdam, FedYogi and FedAdagrad written with the
+package run bit-identically to programs/*.json (checkpoints compared byte for byte, metrics line for
+line)."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import conftest
+import fedvm as fv
+from fedvm import algorithms
+
+FEDVM = os.path.join(conftest.FEDVM_BIN, "fedvm")
+ROOT = conftest.ROOT
+
+
+@pytest.fixture(scope="module")
+def syn(tmp_path_factory):
+    d = tmp_path_factory.mktemp("syn")
+    path = str(d / "syn.sqlite")
+    subprocess.run([FEDVM, "data", "synthetic", "--kind", "fedprox", "--clients", "10", "--seed", "1", "-o", path],
+                   check=True, capture_output=True)
+    return path
+
+
+def _rounds(path):
+    out = []
+    for line in open(path):
+        d = json.loads(line)
+        if "round" in d:
+            for k in ("seconds", "eval_seconds", "cpu_seconds"):
+                d.pop(k, None)
+            out.append(d)
+    return out
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedadam", "fedyogi", "fedadagrad", "fedsgd"])
+def test_python_algorithm_is_the_json_program(tmp_path, syn, name):
+    py_dir = tmp_path / "py"
+    py_dir.mkdir()
+    saved = str(py_dir / (name + ".json"))  # the base name checkpoints record, as fedvm run's
+    getattr(algorithms, name + "_synthetic")().save(saved)
+    chk = subprocess.run([FEDVM, "check", saved], capture_output=True, text=True)
+    assert chk.returncode == 0, chk.stderr
+    common = ["--data", "train=" + syn, "--data", "test=%s:test" % syn, "--rounds", "3", "--clients-per-round", "4",
+              "--seed", "5", "--set", "epochs=3"]
+    runs = {}
+    for which, prog in (("json", os.path.join(ROOT, "programs", name + ".json")), ("python", saved)):
+        ck, metrics = str(tmp_path / ("ck_" + which)), str(tmp_path / (which + ".jsonl"))
+        r = subprocess.run([FEDVM, "run", prog] + common + ["--checkpoint-dir", ck, "--metrics", metrics],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        runs[which] = (ck, metrics)
+    # in-process too
+    m = fv.train(fv.load(saved), train=syn, test=syn + ":test", rounds=3, clients_per_round=4, seed=5,
+                 set={"epochs": 3}, checkpoint_dir=str(tmp_path / "ck_train"), progress=False)
+    last = "round-000003.safetensors"
+    want = open(os.path.join(runs["json"][0], last), "rb").read()
+    assert open(os.path.join(runs["python"][0], last), "rb").read() == want
+    assert open(os.path.join(str(tmp_path / "ck_train"), last), "rb").read() == want
+    assert _rounds(runs["python"][1]) == _rounds(runs["json"][1])
+    assert 0 < _rounds(runs["json"][1])[-1]["eval"]["accuracy"] <= 1
+    rows = list(m) if isinstance(m, list) else m.to_dict("records")
+    assert rows[-1]["eval"] == _rounds(runs["json"][1])[-1]["eval"]
