@@ -947,8 +947,7 @@ static void merge_namespace(loader *L)
                              h->name, h->name);
             else { /* the program's own file cannot also declare it: an object's names are unique */
                 L->errors--;
-                decl->def = h->def;
-                decl->def_loc = h->def_loc;
+                decl->default_from = h;
             }
         }
     }
@@ -1201,8 +1200,9 @@ static void bind_hparams(loader *L)
     fvm_program *p = L->p;
     for (int i = 0; i < p->nhparams; i++) {
         fvm_hparam *h = p->hparams[i];
+        const fvm_hparam *src = h->default_from ? h->default_from : h; /* where the default is written */
         if (h->type)
-            hparam_value(L, h, h->def, h->def_loc.file, h->def_loc.ptr); /* where the default was given */
+            hparam_value(L, h, src->def, src->def_loc.file, src->def_loc.ptr);
     }
     for (int i = 0; L->o && i < L->o->nsets; i++)
         set_hparam(L, L->o->sets[i]);

@@ -83,7 +83,8 @@ static fvm_doc *hparams_doc(fvm_arena *a, fvm_hparam *const *hs, int n, bool bou
         e->flow = !h->doc;
         if (h->doc)
             TRY(fvm_doc_set(a, e, "doc", fvm_doc_string(a, h->doc)));
-        TRY(fvm_doc_set(a, e, "type", type_doc(a, h->type, false)));
+        if (!h->new_default) /* a new default for an included declaration has no type */
+            TRY(fvm_doc_set(a, e, "type", type_doc(a, h->type, false)));
         TRY(fvm_doc_set(a, e, "default", def));
         TRY(fvm_doc_set(a, o, h->name, e));
     }

@@ -79,6 +79,13 @@ expect 1 "declared twice" -- "$BIN" check "$T/twice.json" && has "$T/err" "hyper
 printf '{"fedvm": 1, "include": ["lib_a.json"], "hparams": {"lr": {"doc": "smaller", "default": 0.25}}, "functions": {"main": {"body": [["r", "hparam", {"name": "lr"}]], "result": "r"}}}\n' >"$T/new_default.json"
 expect 0 "a new default" -- "$BIN" run "$T/new_default.json" && has "$T/out" "0.25" "the new default"
 expect 0 "a new default, --set" -- "$BIN" run "$T/new_default.json" --set lr=4 && has "$T/out" "4.0" "--set over the new default"
+for to in json yaml; do
+    expect 0 "fmt --to $to keeps a new default" -- "$BIN" fmt "$T/new_default.json" --to $to -o "$T/new_default_fmt.$to" &&
+        expect 0 "fmt --to $to: runs alike" -- "$BIN" run "$T/new_default_fmt.$to" && has "$T/out" "0.25" "fmt --to $to"
+done
+check "fmt writes the new default without a type" -- "$PY" -c '
+import json, sys
+assert json.load(open(sys.argv[1]))["hparams"] == {"lr": {"doc": "smaller", "default": 0.25}}' "$T/new_default_fmt.json"
 sed 's/"default": 0.25/"default": "x"/' "$T/new_default.json" >"$T/new_default_bad.json"
 expect 1 "a new default of the wrong type" -- "$BIN" check "$T/new_default_bad.json" &&
     has "$T/err" "new_default_bad.json:1:" "located in the program's file" && has "$T/err" "/hparams/lr/default" "its pointer"

@@ -139,10 +139,11 @@ typedef struct fvm_hparam {
     bool bound; /* value holds the bound value */
     fvm_module *module;
     /* A declaration without a type in the program's own file: a new default
-     * for the hyperparameter of that name an included file declares. The
-     * loader moves def and def_loc to that declaration; this entry is not in
-     * the program's list. */
+     * for the hyperparameter of that name an included file declares. It is
+     * not in the program's list; that declaration's default_from points to
+     * it, and the loader binds its def instead of the declaration's. */
     bool new_default;
+    const struct fvm_hparam *default_from;
 } fvm_hparam;
 
 /* One source file. */
