@@ -48,6 +48,17 @@ if cmp -s "$T/out" "$T/s1a"; then bad "different seeds gave the same draws"; els
 
 # -- check
 expect 0 "check every program" -- "$BIN" check programs/*.json programs/*.yaml programs/lib/*.json
+# every program written back by fmt, as JSON and as YAML, beside a copy of it (its includes resolve
+# alike) checks again
+cp -r programs "$T/programs"
+for f in programs/*.json; do
+    for to in json yaml; do
+        out="$T/${f%.json}.fmt-check.$to"
+        if "$BIN" fmt "$f" --to $to -o "$out" 2>"$T/err" && "$BIN" check "$out" >/dev/null 2>>"$T/err"; then ok; else
+            bad "fmt --to $to of $f"; sed 's/^/  | /' "$T/err" | head -3
+        fi
+    done
+done
 printf '{"fedvm": 1, "functions": {"main": {"params": {"x": "f32[3]"}, "body": [["y", "ad", "x", "x"]], "result": "y"}}}' > "$T/bad.json"
 expect 1 "check invalid (text)" -- "$BIN" check "$T/bad.json" && has "$T/err" "$T/bad.json:1:79: /functions/main/body/0/1: unknown op 'ad'; did you mean 'add'?" "text error"
 expect 1 "check invalid (json)" -- "$BIN" check --format json "$T/bad.json"
