@@ -129,7 +129,7 @@ for prog in programs/*.json; do
             echo "run_xdev: no python3 with numpy; $prog skipped"
         fi ;;
     mime.json) # the full-batch gradient c at x is averaged before the clients train with it: two exchanges
-        refused "$prog" "programs/mime.json:67:9: /functions/next/body/6: 'c_at_clients' (federated_broadcast) sends a value to the clients that depends on the aggregation 'c' (federated_weighted_mean at programs/mime.json:66:9, /functions/next/body/5): a round has one exchange" ;;
+        refused "$prog" "programs/mime.json:72:9: /functions/next/body/6: 'c_at_clients' (federated_broadcast) sends a value to the clients that depends on the aggregation 'c' (federated_weighted_mean at programs/mime.json:71:9, /functions/next/body/5): a round has one exchange" ;;
     scaffold.json | feddyn.json | ditto.json) # a state on each client, kept by its device: 4 rounds of 5 of 30 clients
         proven "$prog" "train=$SYN" 4 30 5 ;;
     fedavg_emnist.json) proven "$prog" "train=$EMNIST" 2 6 2 ;; # a CNN: 2 rounds of 2 of 6 writers
