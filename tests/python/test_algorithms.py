@@ -64,3 +64,21 @@ def test_python_algorithm_is_the_json_program(tmp_path, syn, name):
     assert 0 < _rounds(runs["json"][1])[-1]["eval"]["accuracy"] <= 1
     rows = list(m) if isinstance(m, list) else m.to_dict("records")
     assert rows[-1]["eval"] == _rounds(runs["json"][1])[-1]["eval"]
+
+
+def test_python_fedprox_stragglers_are_the_json_programs(tmp_path, syn):
+    """With stragglers, some dropped: the device model written in Python gives programs/fedprox.json's bits."""
+    saved = str(tmp_path / "fedprox.json")
+    algorithms.fedprox_synthetic().save(saved)
+    common = ["--data", "train=" + syn, "--rounds", "3", "--clients-per-round", "4", "--seed", "5",
+              "--set", "epochs=3", "--set", "stragglers=0.5", "--set", "drop_stragglers=true"]
+    outs = []
+    for which, prog in (("json", os.path.join(ROOT, "programs", "fedprox.json")), ("python", saved)):
+        ck, metrics = str(tmp_path / ("ck_" + which)), str(tmp_path / (which + ".jsonl"))
+        r = subprocess.run([FEDVM, "run", prog] + common + ["--checkpoint-dir", ck, "--metrics", metrics],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        outs.append((open(os.path.join(ck, "round-000003.safetensors"), "rb").read(), _rounds(metrics)))
+    assert outs[0] == outs[1]
+    assert sum(r["train"]["stragglers"] for r in outs[0][1]) > 0
+    assert [r["train"]["dropped"] for r in outs[0][1]] == [r["train"]["stragglers"] for r in outs[0][1]]

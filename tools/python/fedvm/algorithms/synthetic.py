@@ -103,9 +103,11 @@ def _clients(client_lr, epochs, batch_size):
     return ns
 
 
-def _program(kind, doc, state_opt, init_opt, server_step, client_update, client_args, hps, keys=True):
+def _program(kind, doc, state_opt, init_opt, server_step, client_update, client_args, hps, keys=True, devices=False):
     """An iterative program: initialize, next (broadcast, client_update at every client, the weighted
-    mean pseudo-gradient, server_step at the server) and evaluate."""
+    mean pseudo-gradient, server_step at the server) and evaluate. devices: the clients also report stragglers and
+    dropped updates (lib/devices.json), counted in the metrics, and a round whose every update was dropped
+    keeps the state."""
     c = hps
     State = fv.Struct(model=SoftmaxRegression, opt=state_opt)
 
@@ -123,10 +125,33 @@ def _program(kind, doc, state_opt, init_opt, server_step, client_update, client_
         opt = init_opt(c["softmax_regression_flatten"](model))
         return fv.federated_value(fv.struct(model=model, opt=opt), placement="SERVER")
 
+    @fv.function
+    def server_keep(state: State, pseudo_grad: SoftmaxRegression):
+        return state
+
+    @fv.function
+    def server_update_if_any(state: State, pseudo_grad: SoftmaxRegression, total: fv.f32):
+        """server_update when some client's update arrived (total weight > 0), else the state unchanged."""
+        return fv.cond(total > 0.0, server_update, server_keep, state, pseudo_grad)
+
+    DeviceCounts = fv.Struct(stragglers=fv.f32, dropped=fv.f32)
+
+    @fv.function
+    def fedprox_metrics(totals: EvalTotals, counts: DeviceCounts):
+        """The round's metrics and the numbers of stragglers and of dropped updates."""
+        m = c["metrics_from_totals"](totals)
+        return fv.struct(loss=m.loss, accuracy=m.accuracy, examples=m.examples, stragglers=counts.stragglers,
+                         dropped=counts.dropped)
+
     def round_(state, train, *extra):
         model = state.model
         outs = fv.federated_map(client_update, fv.federated_broadcast(model), train, *extra)
         pseudo_grad = fv.federated_weighted_mean(outs["pseudo_grad" if keys else "grad"], outs.weight)
+        if devices:
+            total_weight = fv.federated_sum(outs.weight)
+            metrics = fv.federated_apply(fedprox_metrics, fv.federated_sum(outs.totals), fv.federated_sum(outs.counts))
+            new_state = fv.federated_apply(server_update_if_any, state, pseudo_grad, total_weight)
+            return fv.struct(state=new_state, metrics=metrics)
         metrics = fv.federated_apply(c["metrics_from_totals"], fv.federated_sum(outs.totals))
         return fv.struct(state=fv.federated_apply(server_update, state, pseudo_grad), metrics=metrics)
 
@@ -170,12 +195,29 @@ def fedavg_synthetic(server_lr=1.0, client_lr=0.01, epochs=20, batch_size=10):
                     "with fedvm's Python package (programs/fedavg.json)", *server, c["synth_client_update"], [], c)
 
 
-def fedprox_synthetic(server_lr=1.0, mu=1.0, client_lr=0.01, epochs=20, batch_size=10):
-    """FedProx (Li et al. 2020): FedAvg with mu/2 ||model - global||^2 added to the client's loss:
-    programs/fedprox.json."""
+def fedprox_synthetic(server_lr=1.0, mu=1.0, client_lr=0.01, epochs=20, batch_size=10, stragglers=0.0,
+                      drop_stragglers=False):
+    """FedProx (Li et al. 2020): FedAvg with mu/2 ||model - global||^2 added to the client's loss, and the
+    device model of programs/lib/devices.json (stragglers running x of the E epochs, x uniform in 1..E,
+    their updates dropped under drop_stragglers): programs/fedprox.json."""
     server = _sgd_server(server_lr)
     MU = fv.hparam("mu", fv.f32, mu, doc="the proximal weight")
     c = _clients(client_lr, epochs, batch_size)
+    STRAGGLERS = fv.hparam("stragglers", fv.f32, stragglers,
+                           doc="the probability that a round's client is a straggler (0 to 1)")
+    DROP = fv.hparam("drop_stragglers", fv.bool_, drop_stragglers,
+                     doc="discard the stragglers' updates (FedAvg's deadline) instead of using their partial work")
+    c["STRAGGLERS"], c["DROP"] = STRAGGLERS, DROP
+
+    @fv.function
+    def device_draw(key: fv.u32[2], epochs: fv.i32):
+        """A client's device in a round, from its round key folded in with 0xffffffff."""
+        device_key = fv.random_fold_in(key, fv.const(4294967295, dtype="u32"))
+        u = fv.random_uniform(fv.random_fold_in(device_key, fv.const(0, dtype="u32")), shape=[])
+        v = fv.random_uniform(fv.random_fold_in(device_key, fv.const(1, dtype="u32")), shape=[])
+        straggler = u < STRAGGLERS
+        x = fv.minimum(fv.astype(v * fv.astype(epochs, "f32"), "i32") + 1, epochs)
+        return fv.struct(epochs=fv.where(straggler, x, epochs), straggler=straggler, dropped=straggler & DROP)
 
     @fv.function
     def prox_loss(model: SoftmaxRegression, batch: SyntheticBatch, global_: SoftmaxRegression, mu: fv.f32):
@@ -195,13 +237,27 @@ def fedprox_synthetic(server_lr=1.0, mu=1.0, client_lr=0.01, epochs=20, batch_si
         return fv.sequence_reduce(batches, model, prox_sgd_step, c["CLIENT_LR"], global_, mu)
 
     @fv.function
+    def prox_keep(i: fv.i32, model: SoftmaxRegression, data: fv.Seq[SyntheticExample], key: fv.u32[2],
+                  global_: SoftmaxRegression, mu: fv.f32):
+        """A straggler's epoch past its last: the model unchanged."""
+        return model
+
+    @fv.function
+    def prox_epoch_if(i: fv.i32, model: SoftmaxRegression, data: fv.Seq[SyntheticExample], key: fv.u32[2],
+                      global_: SoftmaxRegression, mu: fv.f32, runs: fv.i32):
+        return fv.cond(i < runs, prox_epoch, prox_keep, i, model, data, key, global_, mu)
+
+    @fv.function
     def prox_client_update(model: SoftmaxRegression, data: fv.Seq[SyntheticExample], key: fv.u32[2], mu: fv.f32):
         totals = c["synth_totals"](model, data)
-        trained = fv.fori(c["EPOCHS"], prox_epoch, model, data, key, model, mu)
-        return fv.struct(pseudo_grad=model - trained, weight=totals.examples, totals=totals)
+        device = device_draw(key, c["EPOCHS"])
+        trained = fv.fori(c["EPOCHS"], prox_epoch_if, model, data, key, model, mu, device.epochs)
+        counts = fv.struct(stragglers=fv.astype(device.straggler, "f32"), dropped=fv.astype(device.dropped, "f32"))
+        return fv.struct(pseudo_grad=model - trained, weight=fv.where(device.dropped, 0.0, totals.examples),
+                         totals=totals, counts=counts)
 
     return _program("fedprox", "FedProx for softmax regression on FedProx's synthetic data, written with fedvm's "
-                    "Python package (programs/fedprox.json)", *server, prox_client_update, [MU], c)
+                    "Python package (programs/fedprox.json)", *server, prox_client_update, [MU], c, devices=True)
 
 
 def _fedopt(kind, update, server_lr, beta1, beta2, tau, client_lr, epochs, batch_size):
