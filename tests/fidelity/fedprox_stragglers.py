@@ -37,9 +37,10 @@ S = 0: 0.79 x), so that is not a criterion there; mu = 1 is the lowest in
 every case. The test uses D = 4 (as fedprox_loss.py), seeds 0 and 1 at 90%
 and seed 0 at 50%.
 """
-import json
 import statistics
 import sys
+
+from fedprox_loss import losses  # eval.loss round by round, the same reading as there
 
 LAST = 10
 HURTS = 1.25
@@ -47,13 +48,7 @@ HELPS = 0.85
 
 
 def last_mean(path):
-    by_round = {}
-    for line in open(path):
-        if line.strip():
-            r = json.loads(line)
-            if "round" in r:  # not a run's header
-                by_round[r["round"]] = r["eval"]["loss"]
-    curve = [by_round[k] for k in sorted(by_round)]
+    curve = losses(path)
     if len(curve) < 2 * LAST:
         raise SystemExit("fidelity: %s has %d rounds, expected at least %d" % (path, len(curve), 2 * LAST))
     return statistics.mean(curve[-LAST:])

@@ -1,9 +1,36 @@
 """pytest setup: the package from this checkout (tools/python), with the library it finds beside it (lib/);
 the commands from FEDVM_BIN (default bin/)."""
 
+import json
 import os
+import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools", "python"))
 FEDVM_BIN = os.path.abspath(os.environ.get("FEDVM_BIN") or os.path.join(ROOT, "bin"))
+FEDVM = os.path.join(FEDVM_BIN, "fedvm")
+
+
+@pytest.fixture(scope="module")
+def syn(tmp_path_factory):
+    """Synthetic(1,1)-style data of 10 clients (fedvm data synthetic --kind fedprox, seed 1)."""
+    d = tmp_path_factory.mktemp("syn")
+    path = str(d / "syn.sqlite")
+    subprocess.run([FEDVM, "data", "synthetic", "--kind", "fedprox", "--clients", "10", "--seed", "1", "-o", path],
+                   check=True, capture_output=True)
+    return path
+
+
+def round_lines(path):
+    """A metrics file's round lines without their timings."""
+    out = []
+    for line in open(path):
+        d = json.loads(line)
+        if "round" in d:
+            for k in ("seconds", "eval_seconds", "cpu_seconds"):
+                d.pop(k, None)
+            out.append(d)
+    return out

@@ -2,7 +2,6 @@
 package run bit-identically to programs/*.json (checkpoints compared byte for byte, metrics line for
 line)."""
 
-import json
 import os
 import subprocess
 
@@ -12,28 +11,8 @@ import conftest
 import fedvm as fv
 from fedvm import algorithms
 
-FEDVM = os.path.join(conftest.FEDVM_BIN, "fedvm")
+FEDVM = conftest.FEDVM
 ROOT = conftest.ROOT
-
-
-@pytest.fixture(scope="module")
-def syn(tmp_path_factory):
-    d = tmp_path_factory.mktemp("syn")
-    path = str(d / "syn.sqlite")
-    subprocess.run([FEDVM, "data", "synthetic", "--kind", "fedprox", "--clients", "10", "--seed", "1", "-o", path],
-                   check=True, capture_output=True)
-    return path
-
-
-def _rounds(path):
-    out = []
-    for line in open(path):
-        d = json.loads(line)
-        if "round" in d:
-            for k in ("seconds", "eval_seconds", "cpu_seconds"):
-                d.pop(k, None)
-            out.append(d)
-    return out
 
 
 @pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedadam", "fedyogi", "fedadagrad", "fedsgd"])
@@ -60,10 +39,10 @@ def test_python_algorithm_is_the_json_program(tmp_path, syn, name):
     want = open(os.path.join(runs["json"][0], last), "rb").read()
     assert open(os.path.join(runs["python"][0], last), "rb").read() == want
     assert open(os.path.join(str(tmp_path / "ck_train"), last), "rb").read() == want
-    assert _rounds(runs["python"][1]) == _rounds(runs["json"][1])
-    assert 0 < _rounds(runs["json"][1])[-1]["eval"]["accuracy"] <= 1
+    assert conftest.round_lines(runs["python"][1]) == conftest.round_lines(runs["json"][1])
+    assert 0 < conftest.round_lines(runs["json"][1])[-1]["eval"]["accuracy"] <= 1
     rows = list(m) if isinstance(m, list) else m.to_dict("records")
-    assert rows[-1]["eval"] == _rounds(runs["json"][1])[-1]["eval"]
+    assert rows[-1]["eval"] == conftest.round_lines(runs["json"][1])[-1]["eval"]
 
 
 def test_python_fedprox_stragglers_are_the_json_programs(tmp_path, syn):
@@ -78,7 +57,7 @@ def test_python_fedprox_stragglers_are_the_json_programs(tmp_path, syn):
         r = subprocess.run([FEDVM, "run", prog] + common + ["--checkpoint-dir", ck, "--metrics", metrics],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        outs.append((open(os.path.join(ck, "round-000003.safetensors"), "rb").read(), _rounds(metrics)))
+        outs.append((open(os.path.join(ck, "round-000003.safetensors"), "rb").read(), conftest.round_lines(metrics)))
     assert outs[0] == outs[1]
     assert sum(r["train"]["stragglers"] for r in outs[0][1]) > 0
     assert [r["train"]["dropped"] for r in outs[0][1]] == [r["train"]["stragglers"] for r in outs[0][1]]

@@ -11,29 +11,8 @@ import pytest
 import conftest
 import fedvm as fv
 
-FEDVM = os.path.join(conftest.FEDVM_BIN, "fedvm")
+FEDVM = conftest.FEDVM
 ROOT = conftest.ROOT
-
-
-@pytest.fixture(scope="module")
-def syn(tmp_path_factory):
-    d = tmp_path_factory.mktemp("syn")
-    path = str(d / "syn.sqlite")
-    subprocess.run([FEDVM, "data", "synthetic", "--kind", "fedprox", "--clients", "10", "--seed", "1", "-o", path],
-                   check=True, capture_output=True)
-    return path
-
-
-def _lines(path):
-    """A metrics file's round lines without their timings."""
-    out = []
-    for line in open(path):
-        d = json.loads(line)
-        if "round" in d:
-            for k in ("seconds", "eval_seconds", "cpu_seconds"):
-                d.pop(k, None)
-            out.append(d)
-    return out
 
 
 def test_fedavg_bit_identical_to_fedvm_run(tmp_path, syn):
@@ -49,11 +28,11 @@ def test_fedavg_bit_identical_to_fedvm_run(tmp_path, syn):
     for k in (1, 2, 3):
         name = "round-%06d.safetensors" % k
         assert open(tmp_path / "py" / name, "rb").read() == open(tmp_path / "cli" / name, "rb").read(), name
-    assert _lines(tmp_path / "py.jsonl") == _lines(tmp_path / "cli.jsonl")
+    assert conftest.round_lines(tmp_path / "py.jsonl") == conftest.round_lines(tmp_path / "cli.jsonl")
     # the returned metrics are the file's lines; the final state is the last checkpoint's
     rows = list(m) if isinstance(m, list) else m.to_dict("records")
     assert [row["round"] for row in rows] == [1, 2, 3]
-    assert rows[2]["eval"] == _lines(tmp_path / "cli.jsonl")[2]["eval"]
+    assert rows[2]["eval"] == conftest.round_lines(tmp_path / "cli.jsonl")[2]["eval"]
     header = json.loads(open(tmp_path / "py.jsonl").readline())
     assert header["run"]["hparams"]["server_lr"] == 0.5
     state = m.state if isinstance(m, list) else m.attrs["state"]
