@@ -197,49 +197,71 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # The flags above come from pkg-config and the installed libraries when make
 # reads this file, so on a new machine the targets that install packages
 # first (test, demo) build in a second make that reads it after 'deps'.
+# Without a -j of its own, make test runs one check a core.
 test: deps
-	+@$(MAKE) --no-print-directory test-run
+	+@$(MAKE) --no-print-directory --output-sync=target $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(shell nproc)) test-run
 
-test-run: all $(TEST_BIN)
-	@set -e; for t in $(TEST_BIN); do echo "== $$t"; FVM_BIN=$(BIN) $$t; done
+# Each check of make test is a target of its own (check-NAME), so that make -jN
+# test runs N at a time (CI runs make with -j$(nproc)); -O prints a check's
+# output whole when it ends. Every check works in its own temporary directory.
+CHECK_UNITS := $(TEST_BIN:$(BUILD)/tests/%=check-unit-%)
+CHECK_SCRIPTS := invalid cli data train hparams sweep client_state algos privacy robust memory providers plot
+CHECKS := $(CHECK_UNITS) $(CHECK_SCRIPTS:%=check-%) check-layers check-format check-api check-hostile \
+  check-backends check-plan check-forms check-xdev check-fidelity check-reference check-accountant \
+  check-safetensors check-format-docs check-python check-readme check-install
+.PHONY: $(CHECKS)
+
+test-run: $(CHECKS)
+	@echo "all tests passed"
+
+$(CHECKS): all $(TEST_BIN)
+
+$(CHECK_UNITS): check-unit-%:
+	@echo "== $(BUILD)/tests/$*"; FVM_BIN=$(BIN) $(BUILD)/tests/$*
+
+$(CHECK_SCRIPTS:%=check-%):
+	@tests/run_$(@:check-%=%).sh $(BIN)/fedvm
+
+check-layers:
 	@tests/check_layers.sh $(BUILD)
+check-format:
 	@$(MAKE) --no-print-directory format-check
+check-api:
 	@tests/check_api.sh $(LIBD)/libfedvm.so $(PUBLIC_H)
-	@tests/run_invalid.sh $(BIN)/fedvm
+check-hostile:
 	@tests/run_hostile.sh $(BIN)
-	@tests/run_cli.sh $(BIN)/fedvm
-	@tests/run_data.sh $(BIN)/fedvm
-	@tests/run_train.sh $(BIN)/fedvm
-	@tests/run_hparams.sh $(BIN)/fedvm
-	@tests/run_sweep.sh $(BIN)/fedvm
-	@tests/run_client_state.sh $(BIN)/fedvm
-	@tests/run_algos.sh $(BIN)/fedvm
-	@tests/run_privacy.sh $(BIN)/fedvm
-	@tests/run_robust.sh $(BIN)/fedvm
-	@tests/run_memory.sh $(BIN)/fedvm
+check-backends:
 	@tests/run_backends.sh $(BIN)/fedvm $(BUILD)/tests/test_golden
-	@tests/run_providers.sh $(BIN)/fedvm
-	@tests/run_plot.sh $(BIN)/fedvm
+check-plan:
 	@tests/run_plan.sh $(BIN)/fedplan
+check-forms:
 	@tests/run_forms.sh $(BIN)
+check-xdev:
 	@tests/run_xdev.sh $(BIN)
+check-fidelity:
 	@if [ "$(BUILD)" = build ]; then tests/run_fidelity.sh $(BIN)/fedvm; \
 	  else echo "run_fidelity: skipped in $(BUILD) (run it with 'make test')"; fi
+check-reference:
 	@py=$$(for p in $(PYTHON) /usr/bin/python3; do $$p -c 'import numpy' 2>/dev/null && { echo $$p; break; }; done); \
 	  if [ -z "$$py" ]; then echo "reference.py: no python3 with numpy (make deps installs python3-numpy)"; exit 1; fi; \
 	  $$py tests/golden/reference.py --check
-	@# the accountant against the library through ctypes: a sanitized library cannot be loaded into
-	@# Python (tests/run_privacy.sh and test_privacy check it there through fedvm and C)
+# the accountant against the library through ctypes: a sanitized library cannot be loaded into
+# Python (tests/run_privacy.sh and test_privacy check it there through fedvm and C)
+check-accountant:
 	@if [ "$(BUILD)" = build ]; then $(SYS_PYTHON) tests/dp/accountant.py --check $(LIBD)/libfedvm.so; \
 	  else echo "accountant.py --check: skipped in $(BUILD) (run it with 'make test')"; fi
+check-safetensors:
 	@d=$$(mktemp -d) && { FVM_SAFETENSORS_OUT=$$d $(BUILD)/tests/test_safetensors >$$d/log 2>&1 || { cat $$d/log; false; }; } && /usr/bin/python3 tests/check_safetensors.py $$d; rc=$$?; rm -rf $$d; exit $$rc
+check-format-docs:
 	@$(PYTHON) tests/check_format_docs.py --fedvm $(BIN)/fedvm
+check-python:
 	@if [ "$(BUILD)" = build ]; then FEDVM_BIN=$(BIN) $(SYS_PYTHON) -m pytest -q -p no:cacheprovider tests/python; \
 	  else echo "tests/python: skipped in $(BUILD) (run it with 'make test')"; fi
+check-readme:
 	@if [ "$(BUILD)" = build ]; then $(PYTHON) tests/check_readme.py $(BIN); \
 	  else echo "check_readme: skipped in $(BUILD) (run it with 'make test')"; fi
+check-install:
 	+@if [ "$(BUILD)" = build ]; then tests/run_install.sh; fi
-	@echo "all tests passed"
 
 # The pipelines 'fedplan --to beam' writes, run on Beam's direct runner against
 # 'fedvm run' (tests/run_beam.sh, about two minutes): needs node and npm
@@ -295,7 +317,8 @@ tsan:
 # built with clang under AddressSanitizer and UBSan into build-fuzz/ (clang and
 # its runtime, libclang-rt-14-dev, are installed when missing).
 # make fuzz       replays every saved crash (tests/fuzz/regress/NAME/), then runs
-#                 each target FUZZ_SECONDS (60) over its corpus (tests/fuzz/corpus/NAME/);
+#                 each target FUZZ_SECONDS (60) over its corpus (tests/fuzz/corpus/NAME/),
+#                 as many targets at a time as make's -j allows;
 #                 fails on any crash, leak, timeout (10 s) or memory past 1 GiB
 # make fuzz-long FUZZ_SECONDS=N   the same for N seconds a target, keeping what it
 #                 finds in build-fuzz/corpus/NAME/ for the next run
@@ -324,9 +347,13 @@ build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h build-fuzz/lib/lib
 	  -DFUZZ_REPO='"$(CURDIR)"' $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) \
 	  $< build-fuzz/lib/libfedvm.a -o $@ $(LIBS)
 
+# Each target fuzzes as a job of its own (fuzz-run-NAME), so make -jN fuzz runs N at a time.
 fuzz: fuzz-build
 	@tests/fuzz/run.sh replay build-fuzz $(FUZZ_TARGETS)
-	@tests/fuzz/run.sh fuzz build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+	+@$(MAKE) --no-print-directory --output-sync=target $(FUZZ_TARGETS:%=fuzz-run-%)
+
+fuzz-run-%:
+	@tests/fuzz/run.sh fuzz build-fuzz $(FUZZ_SECONDS) $*
 
 fuzz-long: fuzz-build
 	@tests/fuzz/run.sh replay build-fuzz $(FUZZ_TARGETS)

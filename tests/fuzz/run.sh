@@ -6,10 +6,11 @@
 #        tests/fuzz/run.sh long OUT SECONDS NAME...  the same, new inputs kept in OUT/corpus/NAME/
 #        tests/fuzz/run.sh open OUT NAME...          the open findings (tests/fuzz/open/NAME/*): which still fail
 #
-# OUT holds the targets (OUT/fuzz_NAME). One process at a time, one thread (OpenBLAS too). A run fails
-# on any crash, sanitizer report, leak, input slower than 10 s, or memory past 1 GiB (resident, or a
-# single allocation); the input is saved in OUT/crashes/NAME/ and the log in OUT/logs/NAME.log. Each
-# fuzzing run appends a line (target, seconds, executions, corpus files) to OUT/fuzz-stats.tsv.
+# OUT holds the targets (OUT/fuzz_NAME). Each target runs as one process of one thread (OpenBLAS too);
+# make fuzz starts one run.sh a target, as many at once as its -j allows. A run fails on any crash,
+# sanitizer report, leak, input slower than 10 s, or memory past 1 GiB (resident, or a single allocation);
+# the input is saved in OUT/crashes/NAME/ and the log in OUT/logs/NAME.log. Each fuzzing run appends a
+# line (target, seconds, executions, corpus files) to OUT/fuzz-stats.tsv.
 #
 # A finding is known by its signature: what went wrong (every kind of running out of memory is one,
 # "memory") and the first function of fedvm's (not of the diagnostics, arena, buffer or tensor helpers)
