@@ -197,9 +197,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBD)/libfedvm.a
 # The flags above come from pkg-config and the installed libraries when make
 # reads this file, so on a new machine the targets that install packages
 # first (test, demo) build in a second make that reads it after 'deps'.
-# Without a -j of its own, make test runs one check a core.
+# Without a -j of its own (make -j1 test: one check at a time), make test runs one check a core.
 test: deps
-	+@$(MAKE) --no-print-directory --output-sync=target $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(shell nproc)) test-run
+	+@$(MAKE) --no-print-directory --output-sync=target $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) test-run
 
 # Each check of make test is a target of its own (check-NAME), so that make -jN
 # test runs N at a time (CI runs make with -j$(nproc)); -O prints a check's
