@@ -300,7 +300,7 @@ def _elem(t):
 
 def _fn_params(op, attr, args):
     """The parameter types of the function an op's FUNC attribute names, from its arguments' types."""
-    ts = lambda: [a.type if isinstance(a, Var) else None for a in args]  # noqa: E731
+    ts = lambda: [a.type if isinstance(a, (Var, HParam)) else None for a in args]  # noqa: E731
     if op in ("call", "grad", "value_and_grad"):
         return ts()
     if op in ("vjp", "jvp"):
