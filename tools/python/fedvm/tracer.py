@@ -122,6 +122,7 @@ class HParam:
             raise TypeError("fedvm: hyperparameter '%s' must have a tensor type, not %s" % (name, self.type))
 
     def decl(self):
+        """Its declaration in a program's hparams: {"doc": ..., "type": ..., "default": ...}."""
         d = {}
         if self.doc:
             d["doc"] = self.doc
@@ -130,6 +131,7 @@ class HParam:
         return d
 
     def var(self):
+        """Its value in the function being traced (the op hparam, emitted once per function)."""
         fn = _cur()
         if self.name not in fn.hparam_vars:
             fn.hparams[self.name] = self
@@ -145,6 +147,7 @@ def _hparam_op(dunder):
         return getattr(self.var(), dunder)(*args)
 
     op.__name__ = dunder
+    op.__doc__ = "%s on the hyperparameter's value (the op hparam) in the function being traced." % dunder
     return op
 
 
@@ -494,6 +497,7 @@ class Var:
 
     @property
     def shape(self):
+        """The tensor's shape, a tuple (None for a dim the checker does not fix)."""
         t = _member(self.type)
         if not isinstance(t, TensorType):
             _fail("'%s' is %s, not a tensor" % (self._name, t))
@@ -501,6 +505,7 @@ class Var:
 
     @property
     def dtype(self):
+        """The tensor's dtype (fv.DType)."""
         t = _member(self.type)
         if not isinstance(t, TensorType):
             _fail("'%s' is %s, not a tensor" % (self._name, t))
@@ -508,6 +513,7 @@ class Var:
 
     @property
     def ndim(self):
+        """The tensor's rank."""
         return len(self.shape)
 
     def __bool__(self):
@@ -646,29 +652,37 @@ class Var:
     # NumPy-like methods
     @property
     def T(self):
+        """The transpose (the op transpose: the axes reversed)."""
         return emit("transpose", self)
 
     def astype(self, dtype):
+        """The value cast to dtype (fv.f32 or "f32"; the op cast)."""
         return emit("cast", self, dtype=dtype)
 
     def reshape(self, *shape):
+        """The value in a new shape (ints, or a tuple; -1 once for the rest; the op reshape)."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = shape[0]
         return emit("reshape", self, shape=list(shape))
 
     def sum(self, axis=None, keepdims=False):
+        """The sum over axis (an int or a tuple; all axes when None), as NumPy's."""
         return _reduce("sum", self, axis, keepdims)
 
     def mean(self, axis=None, keepdims=False):
+        """The mean over axis, as NumPy's."""
         return _reduce("mean", self, axis, keepdims)
 
     def max(self, axis=None, keepdims=False):
+        """The maximum over axis, as NumPy's."""
         return _reduce("max", self, axis, keepdims)
 
     def min(self, axis=None, keepdims=False):
+        """The minimum over axis, as NumPy's."""
         return _reduce("min", self, axis, keepdims)
 
     def argmax(self, axis=None):
+        """The index of the maximum along axis (an i64; the op argmax)."""
         return emit("argmax", self, axis=axis)
 
 
