@@ -10,7 +10,7 @@ import numpy as np
 from . import _lib
 from ._lib import lib
 from ._values import from_value
-from .types import DTYPE_CODES, DTYPES, StructType, TensorType
+from .types import DTYPE_CODES, DTYPES, SeqType, StructType, TensorType
 
 __all__ = ["write_dataset", "open_dataset", "Dataset", "dataset_splits"]
 
@@ -163,7 +163,7 @@ class Dataset:
 
     def close(self):
         """Closes the file (also when the object goes)."""
-        if self._h:
+        if getattr(self, "_h", None):
             lib.fvm_dataset_close(self._h)
             self._h = ctypes.c_void_p()
 
@@ -212,7 +212,7 @@ class Dataset:
             if v.contents.cols:  # stored by columns: one array per column, the examples first
                 cols = StructType([(n, TensorType(t.dtype, (None,) + t.shape)) for n, t in self.columns.items()])
                 return from_value(v.contents.cols, cols)
-            rows = from_value(v, _SeqOf(self._type))
+            rows = from_value(v, SeqType(self._type))
             return {n: [r[n] for r in rows] for n in self.columns}
         finally:
             lib.fvm_value_release(v)
@@ -225,12 +225,6 @@ class Dataset:
         return "<fedvm dataset %s%s: %s, %d clients, columns %s>" % (
             self.path, ":" + self.split if self.split else "", self.format, len(self),
             ", ".join("%s=%s" % kv for kv in self.columns.items()))
-
-
-def _SeqOf(t):
-    from .types import SeqType
-
-    return SeqType(t)
 
 
 def open_dataset(path, split=None):
