@@ -18,8 +18,9 @@ def blocks(text):
     return re.findall(r"^```(python|sh)\n(.*?)^```$", text, re.S | re.M)
 
 
-def adapt(code, data):
-    code = code.replace("build/demo/fashion_mnist.sqlite", data).replace("rounds=20", "rounds=%d" % ROUNDS)
+def adapt(code, data, out):
+    code = code.replace("build/demo/fashion_mnist.sqlite", data).replace("build/demo/", out + "/")
+    code = code.replace("rounds=20", "rounds=%d" % ROUNDS)
     code = code.replace("--rounds 20", "--rounds %d" % ROUNDS).replace("round-000020", "round-%06d" % ROUNDS)
     return code.replace("bin/fedvm", conftest.FEDVM)
 
@@ -41,7 +42,7 @@ def test_the_tutorial_runs_as_shown(tmp_path, fashion_mnist, monkeypatch):
     assert [k for k, _ in found].count("python") >= 5 and any("fedvm plot" in b for _, b in found)
     ns = {"__name__": "tutorial"}
     for kind, text in found:
-        text = adapt(text, fashion_mnist)
+        text = adapt(text, fashion_mnist, str(tmp_path))
         if kind == "python":
             exec(compile(text, DOC, "exec"), ns)
             continue
@@ -59,3 +60,5 @@ def test_the_tutorial_runs_as_shown(tmp_path, fashion_mnist, monkeypatch):
     acc = [r["eval"]["accuracy"] for r in m]
     assert len(acc) == ROUNDS and acc[-1] > acc[0] and acc[-1] >= 0.65, acc  # 10 classes: chance is 0.1
     assert os.path.getsize("fedavg_fm.svg") > 1000 and os.path.exists("fedavg_fm.json")
+    assert sorted(os.listdir(str(tmp_path))) == ["fedavg_fm", "fedavg_fm.json", "fedavg_fm.jsonl", "fedavg_fm.svg",
+                                                 "fedavg_fm_cli"]
