@@ -113,7 +113,7 @@ PUBLIC_H  := vm/fedvm.h vm/core/api.h vm/core/arena.h vm/core/doc.h vm/core/prng
              format/data_bind.h format/dataset.h format/doc_io.h format/file.h format/idx.h format/ir_read.h \
              format/ir_write.h format/metrics.h format/plan.h format/safetensors.h format/value_doc.h format/xdev.h
 
-.PHONY: format format-check all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
+.PHONY: format format-check all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo pydoc install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -440,6 +440,16 @@ deps:
 
 bench-deps:
 	$(call install_missing,$(DEB_PACKAGES) $(BENCH_PACKAGES))
+
+# ---- the Python package's API reference ------------------------------------
+# One HTML page per public module, from their docstrings (pydoc, in Debian's
+# python3); tests/python/test_docstrings.py checks every public name has one.
+PYDOC_MODULES := fedvm fedvm.algorithms fedvm.algorithms.scaffold fedvm.algorithms.synthetic fedvm.data fedvm.lax \
+                 fedvm.ops fedvm.program fedvm.tracer fedvm.train fedvm.types
+pydoc: all
+	@rm -rf $(BUILD)/doc/python && mkdir -p $(BUILD)/doc/python
+	@cd $(BUILD)/doc/python && PYTHONPATH=$(CURDIR)/tools/python $(SYS_PYTHON) -m pydoc -w $(PYDOC_MODULES) >/dev/null
+	@echo "pydoc: $(BUILD)/doc/python/fedvm.html ($(words $(PYDOC_MODULES)) modules)"
 
 # ---- install ---------------------------------------------------------------
 install: all

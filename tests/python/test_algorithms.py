@@ -1,8 +1,9 @@
-"""The algorithm library in Python: FedAvg, FedProx, FedAdam, FedYogi and FedAdagrad written with the
-package run bit-identically to programs/*.json (checkpoints compared byte for byte, metrics line for
-line)."""
+"""The algorithm library in Python: FedAvg, FedProx, FedAdam, FedYogi, FedAdagrad, FedSGD and SCAFFOLD
+written with the package run bit-identically to programs/*.json (checkpoints and the clients' stored
+states compared byte for byte, metrics line for line)."""
 
 import os
+import sqlite3
 import subprocess
 
 import pytest
@@ -15,7 +16,20 @@ FEDVM = conftest.FEDVM
 ROOT = conftest.ROOT
 
 
-@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedadam", "fedyogi", "fedadagrad", "fedsgd"])
+def client_states(ck):
+    """The clients' stored states of a checkpoint directory (format/client_store.h): (client, round, bytes)
+    of each client's last round; None when the program keeps none."""
+    path = os.path.join(ck, "client_states.sqlite")
+    if not os.path.exists(path):
+        return None
+    db = sqlite3.connect(path)
+    try:
+        return db.execute("SELECT client, max(round), state FROM client_state GROUP BY client ORDER BY client").fetchall()
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedadam", "fedyogi", "fedadagrad", "fedsgd", "scaffold"])
 def test_python_algorithm_is_the_json_program(tmp_path, syn, name):
     py_dir = tmp_path / "py"
     py_dir.mkdir()
@@ -39,6 +53,12 @@ def test_python_algorithm_is_the_json_program(tmp_path, syn, name):
     want = open(os.path.join(runs["json"][0], last), "rb").read()
     assert open(os.path.join(runs["python"][0], last), "rb").read() == want
     assert open(os.path.join(str(tmp_path / "ck_train"), last), "rb").read() == want
+    states = client_states(runs["json"][0])
+    assert (states is not None) == (name == "scaffold")
+    if states is not None:  # every client of the 3 rounds, its control variate as of its last round
+        assert len(states) >= 4 and any(s != states[0][2] for _, _, s in states)
+        assert client_states(runs["python"][0]) == states
+        assert client_states(str(tmp_path / "ck_train")) == states
     assert conftest.round_lines(runs["python"][1]) == conftest.round_lines(runs["json"][1])
     assert 0 < conftest.round_lines(runs["json"][1])[-1]["eval"]["accuracy"] <= 1
     rows = list(m) if isinstance(m, list) else m.to_dict("records")

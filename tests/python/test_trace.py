@@ -191,10 +191,10 @@ def test_tracing_mistakes_name_the_python_line():
     assert ("test_trace.py:%d:" % line) in str(e.value)
 
     @fv.function
-    def outer(x: fv.f32[3]):
-        return fv.fori(2, lambda i, s: s + x, x)  # x is outer's: no free variables
+    def outer(x: fv.f32[3], data: fv.Clients[fv.f32[3]]):
+        return fv.federated_map(lambda d: d + x, data)  # x is outer's, not at the clients
 
-    with pytest.raises(fv.TraceError, match="no free variables"):
+    with pytest.raises(fv.TraceError, match="federated_map passes its function no other values"):
         outer.trace()
 
     @fv.function

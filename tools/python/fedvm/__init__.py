@@ -32,6 +32,7 @@ from .types import parse as type
 from .lax import *  # noqa: F401,F403  the ops, control flow, derivatives, federated intrinsics
 from .lax import __all__ as _lax_all
 from .train import Metrics, train
+from .data import Dataset, dataset_splits, open_dataset, write_dataset
 from .tracer import HParam, TracedFunction, TraceError, Var, function, hparam, tracing
 
 bool_ = DType("bool")
@@ -84,4 +85,8 @@ __all__ = [
     "tracing",
     "train",
     "Metrics",
+    "write_dataset",
+    "open_dataset",
+    "dataset_splits",
+    "Dataset",
 ] + list(_lax_all)

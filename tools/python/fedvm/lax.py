@@ -157,7 +157,10 @@ __all__ += ["fori", "fori_loop", "while_loop", "cond", "sequence_reduce", "seque
 
 def _diff(op, f, wrt, result):
     def g(*args):
+        nsubs = len(tracer._roots[-1]._subs) if tracer._roots else 0
         fname = tracer._func_attr(op, "fn", f, args)
+        if tracer._roots and len(tracer._roots[-1]._subs) > nsubs:  # values f captured: more arguments
+            args = tracer._captured_args(op, tracer._cur(), tracer._roots[-1]._subs[nsubs:], list(args), names=False)
         w = wrt
         if isinstance(w, int):
             w = None if w == 0 else _param_name(fname, w)

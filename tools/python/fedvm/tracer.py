@@ -67,6 +67,8 @@ class _Fn:
         self.result = None
         self.types = {p: as_type(t) for p, t in self.params}
         self.nsub = 0
+        self.outer = None  # the function a Python function given to an op was traced in
+        self.captures = None  # for those: [(the enclosing function's Var, the parameter it became)]
 
     def fresh(self, hint):
         hint = "".join(c if c.isalnum() or c == "_" else "_" for c in hint) or "v"
@@ -120,6 +122,7 @@ class HParam:
             raise TypeError("fedvm: hyperparameter '%s' must have a tensor type, not %s" % (name, self.type))
 
     def decl(self):
+        """Its declaration in a program's hparams: {"doc": ..., "type": ..., "default": ...}."""
         d = {}
         if self.doc:
             d["doc"] = self.doc
@@ -128,6 +131,7 @@ class HParam:
         return d
 
     def var(self):
+        """Its value in the function being traced (the op hparam, emitted once per function)."""
         fn = _cur()
         if self.name not in fn.hparam_vars:
             fn.hparams[self.name] = self
@@ -143,6 +147,7 @@ def _hparam_op(dunder):
         return getattr(self.var(), dunder)(*args)
 
     op.__name__ = dunder
+    op.__doc__ = "%s on the hyperparameter's value (the op hparam) in the function being traced." % dunder
     return op
 
 
@@ -214,10 +219,7 @@ def _arg(fn, a, literals):
     """An instruction argument: a Var's name, a literal, or the name of a const made for a value."""
     if isinstance(a, Var):
         if a._fn is not fn:
-            _fail(
-                "'%s' is a value of function '%s', used in function '%s': IR functions have no free "
-                "variables, pass it as an argument" % (a._name, a._fn.name, fn.name)
-            )
+            return _capture(fn, a)._name
         return a._name
     if isinstance(a, HParam):
         return a.var()._name
@@ -250,8 +252,76 @@ def emit(op, *args, **attrs):
         if k not in attrs:
             _fail("%s needs the attribute '%s'" % (op, k))
     jargs = [_arg(fn, a, "literals" in info.flags) for a in args]
+    nsubs = len(_roots[-1]._subs) if _roots else 0
     jattrs = {k: _attr(op, k, v, args) for k, v in attrs.items() if v is not None}
+    if _roots and len(_roots[-1]._subs) > nsubs:
+        jargs = _captured_args(op, fn, _roots[-1]._subs[nsubs:], jargs)
     return _append(fn, fn.fresh(op), op, jargs, jattrs)
+
+
+# ---- closures: values of the enclosing function ---------------------------------------
+
+# The ops whose functions take the op's trailing arguments as their trailing parameters (vjp and jvp:
+# all but the last), so a value a Python function given to them captures is passed as one more.
+_CAPTURING = {"call", "grad", "value_and_grad", "vjp", "jvp", "fori", "scan", "while", "cond", "sequence_map",
+              "sequence_filter", "sequence_reduce", "sequence_scan"}
+
+
+def _capture(fn, a):
+    """The parameter of fn standing for a, a value of a function fn is traced in (a closure): IR
+    functions have no free variables, so a Python function given to an op gets one more parameter
+    for each value of an enclosing function it uses, and the op one more argument (_captured_args)."""
+    outer = fn.outer
+    while outer is not None and outer is not a._fn:
+        outer = outer.outer
+    if fn.captures is None or outer is None:
+        _fail(
+            "'%s' is a value of function '%s', used in function '%s': IR functions have no free "
+            "variables, pass it as an argument" % (a._name, a._fn.name, fn.name)
+        )
+    for v, p in fn.captures:
+        if v._fn is a._fn and v._name == a._name:
+            return p
+    t = a.type
+    p = Var(fn, fn.fresh(a._name))
+    fn.params.append((p._name, t))
+    fn.types[p._name] = t
+    fn.captures.append((a, p))
+    return p
+
+
+def _captured_args(op, fn, subs, jargs, names=True):
+    """The arguments of op in fn with the values its functions (subs, traced for it) captured: the
+    same list of extra parameters for each (while's cond and body, cond's branches take the same),
+    and each value as one more argument (its name in fn, or with names=False the value)."""
+    subs = [s for s in subs if s.outer is fn]
+    union = []
+    for s in subs:
+        for v, _ in s.captures:
+            if not any(v is u or (v._fn is u._fn and v._name == u._name) for u in union):
+                union.append(v)
+    if not union:
+        return jargs
+    if op not in _CAPTURING:
+        _fail("the function given to %s uses %s of '%s': %s passes its function no other values; pass them "
+              "as arguments (placed as the others: federated_broadcast a server value)"
+              % (op, ", ".join("'%s'" % v._name for v in union), fn.name, op))
+    for s in subs:
+        base = s.params[: len(s.params) - len(s.captures)]
+        have = {(v._fn, v._name): p for v, p in s.captures}
+        caps = []
+        for v in union:
+            p = have.get((v._fn, v._name))
+            if p is None:
+                p = Var(s, s.fresh(v._name))
+                s.types[p._name] = v.type
+            caps.append((v, p))
+        s.captures = caps
+        s.params = base + [(p._name, s.types[p._name]) for _, p in caps]
+    extra = [_arg(fn, v, False) for v in union] if names else union
+    if op in ("vjp", "jvp"):
+        return jargs[:-1] + extra + jargs[-1:]
+    return jargs + extra
 
 
 from .ops import attr_table  # noqa: E402
@@ -300,7 +370,7 @@ def _elem(t):
 
 def _fn_params(op, attr, args):
     """The parameter types of the function an op's FUNC attribute names, from its arguments' types."""
-    ts = lambda: [a.type if isinstance(a, Var) else None for a in args]  # noqa: E731
+    ts = lambda: [a.type if isinstance(a, (Var, HParam)) else None for a in args]  # noqa: E731
     if op in ("call", "grad", "value_and_grad"):
         return ts()
     if op in ("vjp", "jvp"):
@@ -358,6 +428,7 @@ def _subfunction(py, types, kind):
     if len(pnames) < len(types):
         pnames = pnames + ["x%d" % i for i in range(len(pnames), len(types))]
     fn = _Fn(name, list(zip(pnames, types)), getattr(py, "__doc__", None) if inspect.isfunction(py) else None)
+    fn.outer, fn.captures = outer, []
     _trace_into(fn, py)
     outer.hparams.update(fn.hparams)
     root._subs.append(fn)
@@ -426,6 +497,7 @@ class Var:
 
     @property
     def shape(self):
+        """The tensor's shape, a tuple (None for a dim the checker does not fix)."""
         t = _member(self.type)
         if not isinstance(t, TensorType):
             _fail("'%s' is %s, not a tensor" % (self._name, t))
@@ -433,6 +505,7 @@ class Var:
 
     @property
     def dtype(self):
+        """The tensor's dtype (fv.DType)."""
         t = _member(self.type)
         if not isinstance(t, TensorType):
             _fail("'%s' is %s, not a tensor" % (self._name, t))
@@ -440,6 +513,7 @@ class Var:
 
     @property
     def ndim(self):
+        """The tensor's rank."""
         return len(self.shape)
 
     def __bool__(self):
@@ -578,29 +652,37 @@ class Var:
     # NumPy-like methods
     @property
     def T(self):
+        """The transpose (the op transpose: the axes reversed)."""
         return emit("transpose", self)
 
     def astype(self, dtype):
+        """The value cast to dtype (fv.f32 or "f32"; the op cast)."""
         return emit("cast", self, dtype=dtype)
 
     def reshape(self, *shape):
+        """The value in a new shape (ints, or a tuple; -1 once for the rest; the op reshape)."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = shape[0]
         return emit("reshape", self, shape=list(shape))
 
     def sum(self, axis=None, keepdims=False):
+        """The sum over axis (an int or a tuple; all axes when None), as NumPy's."""
         return _reduce("sum", self, axis, keepdims)
 
     def mean(self, axis=None, keepdims=False):
+        """The mean over axis, as NumPy's."""
         return _reduce("mean", self, axis, keepdims)
 
     def max(self, axis=None, keepdims=False):
+        """The maximum over axis, as NumPy's."""
         return _reduce("max", self, axis, keepdims)
 
     def min(self, axis=None, keepdims=False):
+        """The minimum over axis, as NumPy's."""
         return _reduce("min", self, axis, keepdims)
 
     def argmax(self, axis=None):
+        """The index of the maximum along axis (an i64; the op argmax)."""
         return emit("argmax", self, axis=axis)
 
 

@@ -69,6 +69,7 @@ class TensorType(Type):
 
     @property
     def np_dtype(self):
+        """The NumPy dtype of the tensor's elements."""
         return DTYPES[self.dtype.name]
 
 
@@ -99,6 +100,7 @@ class StructType(Type):
 
     @property
     def names(self):
+        """The fields' names (None for a positional field)."""
         return [n for n, _ in self.fields]
 
     def __str__(self):

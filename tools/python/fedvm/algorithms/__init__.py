@@ -12,6 +12,7 @@ from .synthetic import (
     fedsgd_synthetic,
     fedyogi_synthetic,
 )
+from .scaffold import scaffold_synthetic
 
 __all__ = ["fedavg_synthetic", "fedprox_synthetic", "fedadam_synthetic", "fedyogi_synthetic", "fedadagrad_synthetic",
-           "fedsgd_synthetic"]
+           "fedsgd_synthetic", "scaffold_synthetic"]
