@@ -301,8 +301,9 @@ test-beam: all
 	@tests/run_beam.sh $(BIN) $(BUILD)/beam
 
 # ---- builds without BLAS, and for other machines ----------------------------
-# make test-noblas: fedvm built without OpenBLAS (NO_BLAS=1, in build-noblas/)
-# runs its golden cases (test_golden), its kernels' tests, and tests/run_bits.sh
+# make test-noblas: fedvm built without OpenBLAS and cairo (NO_BLAS=1 PLOT=no,
+# in build-noblas/) runs its golden cases (test_golden), its kernels' and
+# providers' tests, 'fedvm plot' (which must say it has no cairo), and tests/run_bits.sh
 # against this build: every golden program, the datasets, FedAvg on
 # Synthetic(1,1) and the 2NN on Fashion-MNIST give the same bytes; without
 # BLAS the CNN's conv2d gives the portable kernels' bits on the cpu ones too.
@@ -312,13 +313,17 @@ test-noblas: all
 	+@$(MAKE) --no-print-directory NO_BLAS=1 MPI=no PLOT=no BUILD=$(NOBLAS_DIR) BIN=$(NOBLAS_DIR)/bin \
 	  LIBD=$(NOBLAS_DIR)/lib all $(NOBLAS_TESTS:%=$(NOBLAS_DIR)/tests/%)
 	@set -e; for t in $(NOBLAS_TESTS); do echo "== $(NOBLAS_DIR)/tests/$$t"; $(NOBLAS_DIR)/tests/$$t; done
+	@out=$$($(NOBLAS_DIR)/bin/fedvm plot m.jsonl -o m.svg 2>&1); rc=$$?; \
+	  if [ $$rc -eq 1 ] && echo "$$out" | grep -q "built without cairo"; then echo "fedvm plot without cairo: says so"; \
+	  else echo "FAIL: fedvm plot without cairo: exit $$rc: $$out"; exit 1; fi
 	@tests/run_bits.sh --no-blas $(BIN)/fedvm $(NOBLAS_DIR)/bin/fedvm
 
 # make cross-deps CROSS_ARCH=arm64 (or s390x, big-endian): Debian's cross
 # toolchain, qemu-user and the -dev packages of the target's libraries
 # (multiarch; the architecture is added to dpkg's first).
 # make test-arm64, make test-s390x: fedvm cross-built for that machine
-# (CROSS=TRIPLET-, in build-ARCH/, without MPI and cairo) runs under
+# (CROSS=TRIPLET-, in build-ARCH/; MPI and cairo as found for the target:
+# make cross-deps installs neither, so without them) runs under
 # qemu-user: the golden cases, the kernels' and providers' tests, the file
 # formats' (safetensors, datasets, the cross-device wire format), then
 # tests/run_bits.sh against this machine's build: the same bytes.
@@ -345,7 +350,7 @@ test-arm64 test-s390x: test-%:
 	+@$(MAKE) --no-print-directory CROSS_ARCH=$* test-cross
 
 test-cross: all
-	+@$(MAKE) --no-print-directory CROSS=$(CROSS_TRIPLET)- MPI=no PLOT=no BUILD=$(CROSS_DIR) BIN=$(CROSS_DIR)/bin \
+	+@$(MAKE) --no-print-directory CROSS=$(CROSS_TRIPLET)- BUILD=$(CROSS_DIR) BIN=$(CROSS_DIR)/bin \
 	  LIBD=$(CROSS_DIR)/lib all $(CROSS_TESTS:%=$(CROSS_DIR)/tests/%)
 	@readelf -h $(CROSS_DIR)/bin/fedvm | grep -q "Machine: *$(CROSS_MACHINE_$(CROSS_ARCH))" || \
 	  { echo "$(CROSS_DIR)/bin/fedvm is not a $(CROSS_ARCH) program"; exit 1; }

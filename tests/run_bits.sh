@@ -8,7 +8,7 @@
 # results and metrics (their wall and CPU times left out), datasets and checkpoints. None of these
 # depends on BLAS or the C math library's last bits (format/SPEC.md, reproducibility), so the bits
 # are those of fedvm's own kernels: its f32 product kernel on AVX-512 against its scalar fallback,
-# and the file formats' byte order on a big-endian machine. With --no-blas BIN has no BLAS
+# and, on a big-endian machine, the file formats' byte order. With --no-blas BIN has no BLAS
 # (make NO_BLAS=1): its CNN run (conv2d's products) on the cpu kernels must then equal its run on
 # the portable ones, bit for bit. Fashion-MNIST comes from Debian's dataset-fashion-mnist; without
 # it the 2NN runs are skipped with a message.
