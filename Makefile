@@ -14,10 +14,33 @@
 # make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
 # make format   the C sources in .clang-format's style (make test checks it)
 # make MPI=no   any of these without Open MPI (the mpi backend then says it is missing)
+# make PLOT=no  without cairo ('fedvm plot' then says it is missing)
+# make NO_BLAS=1  without OpenBLAS, for small devices: the same bits where fedvm's own kernels compute
+# make test-noblas  a build without OpenBLAS against this one, bit for bit (build-noblas/)
+# make CROSS=aarch64-linux-gnu-  a cross build with Debian's cross toolchain (make cross-deps)
+# make test-arm64 / test-s390x  cross builds run under qemu-user against this one, bit for bit
 
 # ---- settings --------------------------------------------------------------
 CC       ?= cc
+# CROSS=TRIPLET- builds for another machine with Debian's cross toolchain
+# (crossbuild-essential-ARCH; make cross-deps), e.g. CROSS=aarch64-linux-gnu-:
+# CC is TRIPLET-gcc and PKG_CONFIG reads the target's .pc files (multiarch
+# -dev packages, ARCH's). CC=... alone works too: a compiler whose target
+# (-dumpmachine) is not this machine's makes the build a cross build.
+CROSS    ?=
+ifneq ($(CROSS),)
+ifeq ($(origin CC),default)
+CC       := $(CROSS)gcc
+endif
+endif
+TARGET   := $(shell $(CC) -dumpmachine 2>/dev/null)
+CROSSING := $(if $(filter $(shell uname -m)-%,$(TARGET)),,yes)
+MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
+ifeq ($(CROSSING),yes)
+PKG_CONFIG ?= PKG_CONFIG_LIBDIR=/usr/lib/$(MULTIARCH)/pkgconfig:/usr/share/pkgconfig pkg-config
+else
 PKG_CONFIG ?= pkg-config
+endif
 PREFIX   ?= /usr/local
 DESTDIR  ?=
 BUILD    ?= build
@@ -34,9 +57,17 @@ PKGS     := jansson yaml-0.1 sqlite3 zlib libdeflate msgpack libprotobuf-c nettl
 # share its buffers and give wrong results.
 # The binaries find that build by its own directory (rpath), whatever the
 # system's libopenblas.so.0 alternative points to.
-MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
+# NO_BLAS=1 builds without OpenBLAS (for small devices): the products the
+# CPU kernels would hand to it are fused multiply-add chains in order, the
+# portable provider's (vm/kernels/noblas/), so the bits are those of
+# --kernels portable, and the same as with OpenBLAS wherever fedvm's own
+# kernels compute (format/SPEC.md, reproducibility).
+NO_BLAS  ?=
 BLAS_PTHREAD := /usr/lib/$(MULTIARCH)/openblas-pthread
-ifneq ($(wildcard $(BLAS_PTHREAD)/libopenblas.so),)
+ifeq ($(NO_BLAS),1)
+BLAS_CFLAGS := -Ivm/kernels/noblas -DFVM_NO_BLAS
+BLAS_LIBS   :=
+else ifneq ($(wildcard $(BLAS_PTHREAD)/libopenblas.so),)
 BLAS_CFLAGS := -I/usr/include/$(MULTIARCH)/openblas-pthread
 BLAS_LIBS   := -L$(BLAS_PTHREAD) -Wl,-rpath,$(BLAS_PTHREAD) -lopenblas
 else
@@ -54,16 +85,27 @@ LIBS     = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null || echo -ljansson -l
 TEST_LIBS = $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
 # cairo (with fontconfig for its fonts) draws 'fedvm plot' pictures; only the
 # fedvm command links them, not the library.
+# PLOT=auto draws with them when their development files are found, yes
+# requires them, no leaves them out ('fedvm plot' then says so).
+PLOT     ?= auto
+ifneq ($(PLOT),no)
 PLOT_CFLAGS := $(shell $(PKG_CONFIG) --cflags cairo fontconfig 2>/dev/null)
-PLOT_LIBS   := $(shell $(PKG_CONFIG) --libs cairo fontconfig 2>/dev/null || echo -lcairo -lfontconfig)
+PLOT_LIBS   := $(shell $(PKG_CONFIG) --libs cairo fontconfig 2>/dev/null)
+endif
+ifeq ($(PLOT)$(PLOT_LIBS),yes)
+$(error PLOT=yes but cairo's development files were not found (make deps installs libcairo2-dev))
+endif
 # Open MPI, for the mpi backend (vm/exec/backend_mpi.c): auto builds it when
 # Open MPI's development files are found (Debian's libopenmpi-dev), yes
 # requires them, no leaves it out; without it '--backend mpi' says so and
 # everything else builds and runs the same.
 MPI      ?= auto
 ifneq ($(MPI),no)
-MPI_CFLAGS := $(shell $(PKG_CONFIG) --cflags ompi-c 2>/dev/null || mpicc --showme:compile 2>/dev/null)
-MPI_LIBS   := $(shell $(PKG_CONFIG) --libs ompi-c 2>/dev/null || mpicc --showme:link 2>/dev/null)
+# A cross build asks only the target's pkg-config: this machine's mpicc
+# would give its own Open MPI's paths.
+MPI_SHOWME := $(if $(CROSSING),false,mpicc)
+MPI_CFLAGS := $(shell $(PKG_CONFIG) --cflags ompi-c 2>/dev/null || $(MPI_SHOWME) --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell $(PKG_CONFIG) --libs ompi-c 2>/dev/null || $(MPI_SHOWME) --showme:link 2>/dev/null)
 endif
 ifeq ($(MPI)$(MPI_LIBS),yes)
 $(error MPI=yes but Open MPI's development files were not found (make deps installs libopenmpi-dev))
@@ -88,7 +130,7 @@ DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
 # The library's layers, bottom up (docs/ARCHITECTURE.md): each folder may
 # include only the ones before it (tests/check_layers.sh checks it).
 LAYERS    := vm/core vm/ir vm/kernels format vm/transform vm/exec vm/runtime
-LIB_SRC   := $(foreach d,$(LAYERS),$(wildcard $(d)/*.c))
+LIB_SRC   := $(foreach d,$(LAYERS),$(wildcard $(d)/*.c)) $(if $(filter 1,$(NO_BLAS)),vm/kernels/noblas/cblas.c)
 # Protocol buffer schemas (tf.Example) compiled by protoc-c into $(BUILD)/gen.
 PROTO     := $(wildcard format/proto/*.proto)
 PROTO_C   := $(PROTO:format/proto/%.proto=$(BUILD)/gen/%.pb-c.c)
@@ -97,7 +139,9 @@ LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(PROTO_C:.c=.o)
 TOOLS     := fedvm fedplan
 TOOL_BIN  := $(TOOLS:%=$(BIN)/%)
 # The fedvm command: tools/fedvm.c and its subcommands tools/fedvm_*.c.
-FEDVM_OBJ := $(patsubst %.c,$(BUILD)/%.o,tools/fedvm.c $(wildcard tools/fedvm_*.c))
+# Without cairo (PLOT=no, or not found) tools/plot_none.c stands in for fedvm_plot.c.
+FEDVM_OBJ := $(patsubst %.c,$(BUILD)/%.o,tools/fedvm.c $(filter-out $(if $(PLOT_LIBS),,tools/fedvm_plot.c),$(wildcard tools/fedvm_*.c)) \
+             $(if $(PLOT_LIBS),,tools/plot_none.c))
 # The fedplan command: tools/fedplan.c and the helpers it shares with fedvm.
 FEDPLAN_OBJ := $(BUILD)/tools/fedplan.o $(BUILD)/tools/fedvm_cli.o
 TEST_SRC  := $(wildcard tests/test_*.c)
@@ -113,7 +157,7 @@ PUBLIC_H  := vm/fedvm.h vm/core/api.h vm/core/arena.h vm/core/doc.h vm/core/prng
              format/data_bind.h format/dataset.h format/doc_io.h format/file.h format/idx.h format/ir_read.h \
              format/ir_write.h format/metrics.h format/plan.h format/safetensors.h format/value_doc.h format/xdev.h
 
-.PHONY: format format-check all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo pydoc install uninstall clean
+.PHONY: test-noblas cross-deps test-arm64 test-s390x test-cross format format-check all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo pydoc install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -278,6 +322,66 @@ test-beam: all
 	fi
 	@tests/run_beam.sh $(BIN) $(BUILD)/beam
 
+# ---- builds without BLAS, and for other machines ----------------------------
+# make test-noblas: fedvm built without OpenBLAS and cairo (NO_BLAS=1 PLOT=no,
+# in build-noblas/) runs its golden cases (test_golden), its kernels' and
+# providers' tests, 'fedvm plot' (which must say it has no cairo), and tests/run_bits.sh
+# against this build: every golden program, the datasets, FedAvg on
+# Synthetic(1,1) and the 2NN on Fashion-MNIST give the same bytes; without
+# BLAS the CNN's conv2d gives the portable kernels' bits on the cpu ones too.
+NOBLAS_DIR := build-noblas
+NOBLAS_TESTS := test_golden test_kernels test_providers
+test-noblas: all
+	+@$(MAKE) --no-print-directory NO_BLAS=1 MPI=no PLOT=no BUILD=$(NOBLAS_DIR) BIN=$(NOBLAS_DIR)/bin \
+	  LIBD=$(NOBLAS_DIR)/lib all $(NOBLAS_TESTS:%=$(NOBLAS_DIR)/tests/%)
+	@set -e; for t in $(NOBLAS_TESTS); do echo "== $(NOBLAS_DIR)/tests/$$t"; $(NOBLAS_DIR)/tests/$$t; done
+	@out=$$($(NOBLAS_DIR)/bin/fedvm plot m.jsonl -o m.svg 2>&1); rc=$$?; \
+	  if [ $$rc -eq 1 ] && echo "$$out" | grep -q "built without cairo"; then echo "fedvm plot without cairo: says so"; \
+	  else echo "FAIL: fedvm plot without cairo: exit $$rc: $$out"; exit 1; fi
+	@tests/run_bits.sh --no-blas $(BIN)/fedvm $(NOBLAS_DIR)/bin/fedvm
+
+# make cross-deps CROSS_ARCH=arm64 (or s390x, big-endian): Debian's cross
+# toolchain, qemu-user and the -dev packages of the target's libraries
+# (multiarch; the architecture is added to dpkg's first).
+# make test-arm64, make test-s390x: fedvm cross-built for that machine
+# (CROSS=TRIPLET-, in build-ARCH/; MPI and cairo as found for the target:
+# make cross-deps installs neither, so without them) runs under
+# qemu-user: the golden cases, the kernels' and providers' tests, the file
+# formats' (safetensors, datasets, the cross-device wire format), then
+# tests/run_bits.sh against this machine's build: the same bytes.
+CROSS_ARCH ?= arm64
+CROSS_TRIPLET_arm64 := aarch64-linux-gnu
+CROSS_TRIPLET_s390x := s390x-linux-gnu
+CROSS_QEMU_arm64 := qemu-aarch64
+CROSS_QEMU_s390x := qemu-s390x
+CROSS_TRIPLET = $(CROSS_TRIPLET_$(CROSS_ARCH))
+CROSS_DIR     = build-$(CROSS_ARCH)
+CROSS_DEV     := libjansson-dev libyaml-dev libsqlite3-dev zlib1g-dev libdeflate-dev libmsgpack-dev \
+                 libprotobuf-c-dev nettle-dev libcmocka-dev libopenblas-pthread-dev
+CROSS_TESTS   := test_golden test_kernels test_providers test_safetensors test_file test_dataset test_wire
+cross-deps:
+	@if [ "$$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi; \
+	if ! dpkg --print-foreign-architectures | grep -qx '$(CROSS_ARCH)'; then \
+	  echo "adding the architecture $(CROSS_ARCH) to dpkg's"; \
+	  $$SUDO dpkg --add-architecture $(CROSS_ARCH) && $$SUDO apt-get update -qq; \
+	fi
+	$(call install_missing,crossbuild-essential-$(CROSS_ARCH) qemu-user $(CROSS_DEV:%=%:$(CROSS_ARCH)))
+
+test-arm64 test-s390x: test-%:
+	+@$(MAKE) --no-print-directory CROSS_ARCH=$* cross-deps
+	+@$(MAKE) --no-print-directory CROSS_ARCH=$* test-cross
+
+test-cross: all
+	+@$(MAKE) --no-print-directory CROSS=$(CROSS_TRIPLET)- BUILD=$(CROSS_DIR) BIN=$(CROSS_DIR)/bin \
+	  LIBD=$(CROSS_DIR)/lib all $(CROSS_TESTS:%=$(CROSS_DIR)/tests/%)
+	@readelf -h $(CROSS_DIR)/bin/fedvm | grep -q "Machine: *$(CROSS_MACHINE_$(CROSS_ARCH))" || \
+	  { echo "$(CROSS_DIR)/bin/fedvm is not a $(CROSS_ARCH) program"; exit 1; }
+	@set -e; for t in $(CROSS_TESTS); do echo "== $(CROSS_DIR)/tests/$$t (qemu)"; \
+	  FVM_BIN=$(CROSS_DIR)/bin $(CROSS_QEMU_$(CROSS_ARCH)) $(CROSS_DIR)/tests/$$t; done
+	@tests/run_bits.sh $(BIN)/fedvm $(CROSS_DIR)/bin/fedvm $(CROSS_QEMU_$(CROSS_ARCH))
+CROSS_MACHINE_arm64 := AArch64
+CROSS_MACHINE_s390x := IBM S/390
+
 # The README's set-up on a new machine, for real: a minimal Debian 12 root made
 # with debootstrap, the repository copied in, then make demo, make test and
 # make install there as root, each on the first try (tests/fresh_root.sh;
@@ -344,7 +448,7 @@ fuzz-build:
 
 build-fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_util.h build-fuzz/lib/libfedvm.a
 	$(FUZZ_CC) $(CSTD) $(WARN) $(FUZZ_FLAGS) -fsanitize=fuzzer -MMD -MP -Ibuild-fuzz/obj/gen \
-	  -DFUZZ_REPO='"$(CURDIR)"' $(shell pkg-config --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) \
+	  -DFUZZ_REPO='"$(CURDIR)"' $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null) $(BLAS_CFLAGS) \
 	  $< build-fuzz/lib/libfedvm.a -o $@ $(LIBS)
 
 # Each target fuzzes as a job of its own (fuzz-run-NAME), so make -jN fuzz runs N at a time.
@@ -480,6 +584,6 @@ uninstall:
 	@if [ -z "$(DESTDIR)" ] && command -v ldconfig >/dev/null && [ "$$(id -u)" -eq 0 ]; then ldconfig; fi
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz bin lib
+	rm -rf build build-asan build-tsan build-fuzz build-noblas build-arm64 build-s390x bin lib
 
 -include $(LIB_OBJ:.o=.d) $(FUZZ_BIN:=.d) $(FEDVM_OBJ:.o=.d) $(FEDPLAN_OBJ:.o=.d) $(TEST_BIN:%=%.d) $(BENCH_BIN:%=%.d)

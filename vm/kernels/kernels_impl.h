@@ -157,6 +157,13 @@ typedef struct mm_shape {
 fvm_status fvm_kernel_matmul_shape(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *out,
                                    mm_shape *shape, fvm_diag *d);
 
+/* c(i, j) = the float product's chain acc = fma(A(i,l), B(l,j), acc) over
+ * l in order from 0, stored at c[i*ldc + j] (added to its value when
+ * accumulate), for f32 (es 4) or f64 (es 8): the portable provider's
+ * products (provider_portable.c), and the BLAS calls of a build without
+ * BLAS (make NO_BLAS=1, noblas/cblas.c). */
+void fvm_gemm_chain(size_t es, const mm_shape *s, const void *a, const void *b, void *c, int64_t ldc, bool accumulate);
+
 /* C [m,n] = op(A) op(B), plus C when accumulate, row-major, of f32 (es 4)
  * or f64 (es 8) elements with leading dimensions lda, ldb, ldc; op
  * transposes when its flag is set: the products of the conv2d kernels. */

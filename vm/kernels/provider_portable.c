@@ -375,16 +375,21 @@ static fvm_status p_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bo
     return FVM_OK;
 }
 
+void fvm_gemm_chain(size_t es, const mm_shape *s, const void *a, const void *b, void *c, int64_t ldc, bool accumulate)
+{
+    if (es == sizeof(float))
+        gemm_f32(s, a, b, c, ldc, accumulate);
+    else
+        gemm_f64(s, a, b, c, ldc, accumulate);
+}
+
 /* The conv2d kernels' products (fvm_kernel_gemm_fn), as the chains above. */
 static void conv_gemm(size_t es, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
                       const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc)
 {
     mm_shape s = {
         .m = m, .n = n, .k = k, .a_si = ta ? 1 : lda, .a_sk = ta ? lda : 1, .b_sk = tb ? 1 : ldb, .b_sj = tb ? ldb : 1};
-    if (es == sizeof(float))
-        gemm_f32(&s, a, b, c, ldc, accumulate);
-    else
-        gemm_f64(&s, a, b, c, ldc, accumulate);
+    fvm_gemm_chain(es, &s, a, b, c, ldc, accumulate);
 }
 
 static fvm_status p_conv2d(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, fvm_tensor *y, fvm_diag *d)
