@@ -69,7 +69,8 @@ static const char *const usage_synthetic =
     "                   (HASH:fFORM_COPY, so FedJAX's domain_id applies) and sizes (train\n"
     "                   about N(198, 77) per writer, test 11.5%% of it): glyphs of random\n"
     "                   strokes per class, a style per writer (format/DATASETS.md);\n"
-    "                   --clients N (default 3400), --only-digits for the 10 digits\n"
+    "                   --clients N (default 3400), --only-digits for the 10 digits; a column\n"
+    "                   domain_id (i32[], the writer's domain, as Agnostic FedAvg reads it)\n"
     "  --kind shakespeare  a stand-in for FedJAX's federated Shakespeare with its schema\n"
     "                   (snippets: byte strings, one per speaking turn) and sizes (train\n"
     "                   1 + lognormal(2.3, 1.25) snippets per role, heavy-tailed, test\n"
@@ -87,7 +88,8 @@ static const char *const usage_synthetic =
     "  --clients N      number of clients (default 30)\n"
     "  --dim D          features per example (default 60)\n"
     "  --classes C      number of labels (default 10)\n"
-    "  --clusters K     leaf: clusters of client models (default 1, as LEAF)\n"
+    "  --clusters K     leaf: clusters of client models (default 1, as LEAF); with 2 or more,\n"
+    "                   a column domain_id (i32[], the client's cluster, for Agnostic FedAvg)\n"
     "  --min-examples M the constant added to each size (default 50 fedprox, 5 leaf)\n"
     "  --max-examples X cap on a client's examples, 0 for none (default: none for fedprox,\n"
     "                   1000 for leaf); bound sizes for many clients: --kind leaf --clients\n"
@@ -364,6 +366,18 @@ static bool parse_real(const char *s, double lo, double hi, double *out)
     return true;
 }
 
+/* Agnostic FedAvg's per-example domain_id (programs/agnostic_fedavg.json): the client's domain on
+ * each of its n examples, a new i32[n] tensor. */
+static fvm_status domain_column(int64_t n, int64_t domain, fvm_tensor *t, fvm_diag *d)
+{
+    fvm_dims sh = {.rank = 1, .d = {n}};
+    fvm_status s = fvm_tensor_alloc(t, FVM_DTYPE_I32, &sh, d);
+    int32_t *p = s ? NULL : fvm_tensor_data(t);
+    for (int64_t i = 0; p && i < n; i++)
+        p[i] = (int32_t)domain;
+    return s;
+}
+
 /* --kind emnist: both splits, client by client (format/DATASETS.md). */
 static int synthetic_emnist(const char *out, long long clients, bool only_digits, long long seed)
 {
@@ -380,15 +394,19 @@ static int synthetic_emnist(const char *out, long long clients, bool only_digits
     int64_t count[2] = {0, 0};
     if (fvm_emnist_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
         goto done;
-    const char *const names[2] = {"pixels", "label"};
+    const char *const names[3] = {"pixels", "label", "domain_id"};
     for (int64_t k = 0; k < c.clients; k++) {
         char id[32];
         fvm_emnist_client_id(g, k, id);
         for (int test = 0; test < 2; test++) {
-            fvm_tensor cols[2];
+            fvm_tensor cols[3];
             if (fvm_emnist_client(g, k, test, &cols[0], &cols[1], &d))
                 goto done;
-            fvm_status s = fvm_dataset_add(w, test ? "test" : NULL, id, strlen(id), 2, names, cols, &d);
+            fvm_status s = domain_column(cols[1].shape.d[0], fvm_emnist_domain(k), &cols[2], &d);
+            if (s == FVM_OK) {
+                s = fvm_dataset_add(w, test ? "test" : NULL, id, strlen(id), 3, names, cols, &d);
+                fvm_tensor_release(&cols[2]);
+            }
             count[test] += cols[1].shape.d[0];
             fvm_tensor_release(&cols[0]);
             fvm_tensor_release(&cols[1]);
@@ -588,22 +606,28 @@ static int cmd_synthetic(int argc, char **argv)
     int64_t train = 0, test = 0;
     if (fvm_synth_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
         goto done;
-    const char *const names[2] = {"x", "y"};
+    const char *const names[3] = {"x", "y", "domain_id"};
     for (int64_t k = 0; k < c.clients; k++) {
-        fvm_tensor x, y;
+        fvm_tensor x, y, dom = {0};
         if (fvm_synth_client(g, k, &x, &y, &d))
             goto done;
         int64_t n = x.shape.d[0], ntrain = (int64_t)floor((double)n * (1.0 - test_fraction));
+        int64_t domain = fvm_synth_domain(g, k);
+        int ncols = domain >= 0 ? 3 : 2; /* LEAF's clusters are domains */
         char id[32];
         client_id(k, c.clients, id);
-        fvm_tensor cols[2] = {rows_view(&x, 0, ntrain), rows_view(&y, 0, ntrain)};
-        fvm_status s = fvm_dataset_add(w, NULL, id, strlen(id), 2, names, cols, &d);
+        fvm_status s = domain >= 0 ? domain_column(n, domain, &dom, &d) : FVM_OK;
+        if (s == FVM_OK) {
+            fvm_tensor cols[3] = {rows_view(&x, 0, ntrain), rows_view(&y, 0, ntrain), rows_view(&dom, 0, ntrain)};
+            s = fvm_dataset_add(w, NULL, id, strlen(id), ncols, names, cols, &d);
+        }
         if (s == FVM_OK && test_fraction > 0) {
-            fvm_tensor tcols[2] = {rows_view(&x, ntrain, n), rows_view(&y, ntrain, n)};
-            s = fvm_dataset_add(w, "test", id, strlen(id), 2, names, tcols, &d);
+            fvm_tensor tcols[3] = {rows_view(&x, ntrain, n), rows_view(&y, ntrain, n), rows_view(&dom, ntrain, n)};
+            s = fvm_dataset_add(w, "test", id, strlen(id), ncols, names, tcols, &d);
         }
         fvm_tensor_release(&x);
         fvm_tensor_release(&y);
+        fvm_tensor_release(&dom);
         if (s)
             goto done;
         train += ntrain;

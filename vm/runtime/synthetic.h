@@ -64,6 +64,11 @@ FVM_API void fvm_synth_free(fvm_synth *s);
 /* The number of examples of client k (0 <= k < clients), without generating them. */
 FVM_API int64_t fvm_synth_size(const fvm_synth *s, int64_t k);
 
+/* Client k's domain, for Agnostic FedAvg's per-example domain_id: LEAF with
+ * two or more clusters, the cluster of the client's model (0..clusters-1);
+ * -1 where there are no domains (FedProx, LEAF with one cluster). */
+FVM_API int64_t fvm_synth_domain(const fvm_synth *s, int64_t k);
+
 /* Generates client k into new tensors *x (f32[n, dim]) and *y (i32[n]), each
  * owned by the caller. FVM_ERR_LIMIT when a client would pass
  * FVM_MAX_TENSOR_BYTES, FVM_ERR_NOMEM. Thread-safe (s is only read). */
