@@ -136,6 +136,26 @@ FVM_API fvm_status fvm_dataset_create(const char *path, fvm_dataset_writer **out
  * the writer can go on. */
 FVM_API fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void *id, size_t id_len, int ncols,
                                    const char *const *names, const fvm_tensor *cols, fvm_diag *d);
+/* A column of byte strings of any lengths, one per example: FedJAX's
+ * ndarray of Python bytes objects (dtype object, as Shakespeare's snippets
+ * and Stack Overflow's text), written as its msgpack ext type 4
+ * (packb((shape, [bytes, ...]))) and read back as u8[?] per example.
+ * Example i is bytes[offsets[i], offsets[i + 1]) (offsets[0] = 0, not
+ * decreasing); all borrowed. */
+typedef struct fvm_dataset_bytes {
+    const char *name;
+    int64_t n; /* examples */
+    const int64_t *offsets; /* n + 1 */
+    const uint8_t *bytes;
+} fvm_dataset_bytes;
+
+/* fvm_dataset_add with nb further columns of byte strings after the ncols
+ * tensor columns (ncols may be 0; together at least one column, every
+ * column with the same examples). The split's first client fixes which
+ * columns are byte strings; the map holds the tensor columns first. */
+FVM_API fvm_status fvm_dataset_add_bytes(fvm_dataset_writer *w, const char *split, const void *id, size_t id_len,
+                                         int ncols, const char *const *names, const fvm_tensor *cols, int nb,
+                                         const fvm_dataset_bytes *bcols, fvm_diag *d);
 /* Commits and renames into place; frees w (also on error). */
 FVM_API fvm_status fvm_dataset_finish(fvm_dataset_writer *w, fvm_diag *d);
 /* Discards the temporary file; frees w. NULL is a no-op. */

@@ -1,4 +1,4 @@
-/* dataset_write.c - writing FedJAX SQLite datasets atomically: msgpack ext-1 arrays, zlib, one row per client. */
+/* dataset_write.c - writing FedJAX SQLite datasets atomically: msgpack ext-1 arrays and ext-4 byte strings, zlib, one row per client. */
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -197,21 +197,57 @@ fvm_status fvm_dataset_create(const char *path, fvm_dataset_writer **out, fvm_di
     return FVM_OK;
 }
 
+/* The name of column k of a client: its tensor columns, then its byte-string columns. */
+static const char *col_name(int k, int ncols, const char *const *names, const fvm_dataset_bytes *bcols)
+{
+    return k < ncols ? names[k] : bcols[k - ncols].name;
+}
+
+/* Checks a byte-string column: offsets from 0, not decreasing, within the msgpack limits. */
+static fvm_status check_bytes(fvm_dataset_writer *w, const wsplit *sp, const fvm_dataset_bytes *b, fvm_diag *d)
+{
+    if (b->n < 0 || b->n > INT32_MAX || !b->offsets || (b->n > 0 && b->offsets[b->n] > 0 && !b->bytes) ||
+        b->offsets[0] != 0)
+        return werr(w, d, FVM_ERR_USAGE, "split '%s', column '%s': needs 0 to 2^31-1 byte strings with offsets from 0",
+                    sp->name, b->name);
+    for (int64_t i = 0; i < b->n; i++)
+        if (b->offsets[i + 1] < b->offsets[i] || b->offsets[i + 1] - b->offsets[i] > UINT32_MAX - 64)
+            return werr(w, d, FVM_ERR_USAGE, "split '%s', column '%s': byte string %lld has a bad length", sp->name,
+                        b->name, (long long)i);
+    if ((uint64_t)b->offsets[b->n] + 5 * (uint64_t)b->n > UINT32_MAX - 64)
+        return werr(w, d, FVM_ERR_LIMIT, "split '%s', column '%s': more bytes for one client than a msgpack ext holds",
+                    sp->name, b->name);
+    return FVM_OK;
+}
+
 /* Checks one client's columns, and against the split's first client. */
 static fvm_status check_client(fvm_dataset_writer *w, wsplit *sp, int ncols, const char *const *names,
-                               const fvm_tensor *cols, fvm_diag *d)
+                               const fvm_tensor *cols, int nb, const fvm_dataset_bytes *bcols, fvm_diag *d)
 {
-    if (ncols < 1 || ncols > 100000)
-        return werr(w, d, FVM_ERR_USAGE, "split '%s': a client needs 1 to 100000 columns, not %d", sp->name, ncols);
-    for (int k = 0; k < ncols; k++) {
-        const fvm_tensor *t = &cols[k];
-        size_t len = names[k] ? strlen(names[k]) : 0;
-        if (!ds_name_ok(names[k] ? names[k] : "", len)) /* what the reader takes */
+    if (ncols < 0 || nb < 0 || ncols + nb < 1 || ncols + nb > 100000)
+        return werr(w, d, FVM_ERR_USAGE, "split '%s': a client needs 1 to 100000 columns, not %d", sp->name,
+                    ncols + nb);
+    int64_t rows = ncols ? cols[0].shape.d[0] : bcols[0].n;
+    for (int k = 0; k < ncols + nb; k++) {
+        const char *nk = col_name(k, ncols, names, bcols);
+        size_t len = nk ? strlen(nk) : 0;
+        if (!ds_name_ok(nk ? nk : "", len)) /* what the reader takes */
             return werr(w, d, FVM_ERR_USAGE, "split '%s': column %d needs a name of 1 to 255 bytes of UTF-8", sp->name,
                         k);
         for (int j = 0; j < k; j++)
-            if (!strcmp(names[j], names[k]))
-                return werr(w, d, FVM_ERR_USAGE, "split '%s': column '%s' given twice", sp->name, names[k]);
+            if (!strcmp(col_name(j, ncols, names, bcols), nk))
+                return werr(w, d, FVM_ERR_USAGE, "split '%s': column '%s' given twice", sp->name, nk);
+        if (k >= ncols) {
+            fvm_status s = check_bytes(w, sp, &bcols[k - ncols], d);
+            if (s)
+                return s;
+            if (bcols[k - ncols].n != rows)
+                return werr(w, d, FVM_ERR_USAGE, "split '%s': column '%s' has %lld examples, column '%s' %lld",
+                            sp->name, nk, (long long)bcols[k - ncols].n, col_name(0, ncols, names, bcols),
+                            (long long)rows);
+            continue;
+        }
+        const fvm_tensor *t = &cols[k];
         fvm_diag tmp = {0};
         bool ok = (unsigned)t->dtype < FVM_DTYPE_COUNT && t->shape.rank >= 1 &&
                   fvm_dims_check_size(&t->shape, t->dtype, &tmp) == FVM_OK && fvm_dims_count(&t->shape) >= 0;
@@ -230,16 +266,24 @@ static fvm_status check_client(fvm_dataset_writer *w, wsplit *sp, int ncols, con
             return werr(w, d, FVM_ERR_USAGE, "split '%s': column '%s' has %lld examples, column '%s' %lld", sp->name,
                         names[k], (long long)t->shape.d[0], names[0], (long long)cols[0].shape.d[0]);
     }
+    /* a byte-string column is u8[-1] per example (a tensor column's dims are all known) */
+    const fvm_dims text = {.rank = 1, .d = {-1}};
     if (!sp->names) { /* the first client fixes the columns */
-        sp->names = calloc((size_t)ncols, sizeof *sp->names);
-        sp->dtypes = calloc((size_t)ncols, sizeof *sp->dtypes);
-        sp->shapes = calloc((size_t)ncols, sizeof *sp->shapes);
+        int n = ncols + nb;
+        sp->names = calloc((size_t)n, sizeof *sp->names);
+        sp->dtypes = calloc((size_t)n, sizeof *sp->dtypes);
+        sp->shapes = calloc((size_t)n, sizeof *sp->shapes);
         if (!sp->names || !sp->dtypes || !sp->shapes)
             return werr(w, d, FVM_ERR_NOMEM, "out of memory");
-        for (int k = 0; k < ncols; k++) {
-            if (!(sp->names[k] = strdup(names[k])))
+        for (int k = 0; k < n; k++) {
+            if (!(sp->names[k] = strdup(col_name(k, ncols, names, bcols))))
                 return werr(w, d, FVM_ERR_NOMEM, "out of memory");
             sp->ncols = k + 1;
+            if (k >= ncols) {
+                sp->dtypes[k] = FVM_DTYPE_U8;
+                sp->shapes[k] = text;
+                continue;
+            }
             sp->dtypes[k] = cols[k].dtype;
             sp->shapes[k].rank = cols[k].shape.rank - 1;
             for (int j = 1; j < cols[k].shape.rank; j++)
@@ -247,27 +291,33 @@ static fvm_status check_client(fvm_dataset_writer *w, wsplit *sp, int ncols, con
         }
         return FVM_OK;
     }
-    if (ncols != sp->ncols)
+    if (ncols + nb != sp->ncols)
         return werr(w, d, FVM_ERR_TYPE, "split '%s': a client with %d columns, but the split's first client has %d",
-                    sp->name, ncols, sp->ncols);
-    for (int k = 0; k < ncols; k++) {
+                    sp->name, ncols + nb, sp->ncols);
+    for (int k = 0; k < ncols + nb; k++) {
+        const char *nk = col_name(k, ncols, names, bcols);
         int j = 0;
-        while (j < sp->ncols && strcmp(sp->names[j], names[k]))
+        while (j < sp->ncols && strcmp(sp->names[j], nk))
             j++;
         if (j == sp->ncols)
             return werr(w, d, FVM_ERR_TYPE, "split '%s': column '%s' is not one of the split's first client", sp->name,
-                        names[k]);
-        fvm_dims ex = {.rank = cols[k].shape.rank - 1};
-        for (int a = 1; a < cols[k].shape.rank; a++)
-            ex.d[a - 1] = cols[k].shape.d[a];
-        if (cols[k].dtype != sp->dtypes[j] || !fvm_dims_equal(&ex, &sp->shapes[j])) {
+                        nk);
+        fvm_dims ex = text;
+        fvm_dtype dt = FVM_DTYPE_U8;
+        if (k < ncols) {
+            ex.rank = cols[k].shape.rank - 1;
+            for (int a = 1; a < cols[k].shape.rank; a++)
+                ex.d[a - 1] = cols[k].shape.d[a];
+            dt = cols[k].dtype;
+        }
+        if (dt != sp->dtypes[j] || !fvm_dims_equal(&ex, &sp->shapes[j])) {
             char got[FVM_DIMS_STR], want[FVM_DIMS_STR];
             fvm_dims_format(&ex, got);
             fvm_dims_format(&sp->shapes[j], want);
             return werr(w, d, FVM_ERR_TYPE,
                         "split '%s', column '%s': examples are %s%s, but the split's first "
                         "client has %s%s",
-                        sp->name, names[k], fvm_dtype_name(cols[k].dtype), got, fvm_dtype_name(sp->dtypes[j]), want);
+                        sp->name, nk, fvm_dtype_name(dt), got, fvm_dtype_name(sp->dtypes[j]), want);
         }
     }
     return FVM_OK;
@@ -275,14 +325,16 @@ static fvm_status check_client(fvm_dataset_writer *w, wsplit *sp, int ncols, con
 
 /* The client's msgpack map, exactly as FedJAX's msgpack_serialize writes a
  * dict of ndarrays: each value ext 1 holding packb((shape, dtype.name,
- * bytes), use_bin_type=True). */
-static int pack_client(fvm_dataset_writer *w, int ncols, const char *const *names, const fvm_tensor *cols)
+ * bytes), use_bin_type=True), each ndarray of bytes objects ext 4 holding
+ * packb((shape, [bytes, ...]), use_bin_type=True). */
+static int pack_client(fvm_dataset_writer *w, int ncols, const char *const *names, const fvm_tensor *cols, int nb,
+                       const fvm_dataset_bytes *bcols)
 {
     msgpack_packer outer, inner;
     msgpack_packer_init(&outer, &w->outer, msgpack_sbuffer_write);
     msgpack_packer_init(&inner, &w->inner, msgpack_sbuffer_write);
     msgpack_sbuffer_clear(&w->outer);
-    int rc = msgpack_pack_map(&outer, (size_t)ncols);
+    int rc = msgpack_pack_map(&outer, (size_t)ncols + (size_t)nb);
     for (int k = 0; k < ncols && rc == 0; k++) {
         const fvm_tensor *t = &cols[k];
         const char *dt = numpy_names[t->dtype];
@@ -296,19 +348,38 @@ static int pack_client(fvm_dataset_writer *w, int ncols, const char *const *name
              msgpack_pack_str_with_body(&outer, names[k], strlen(names[k])) ||
              msgpack_pack_ext_with_body(&outer, w->inner.data, w->inner.size, 1);
     }
+    for (int k = 0; k < nb && rc == 0; k++) {
+        const fvm_dataset_bytes *b = &bcols[k];
+        msgpack_sbuffer_clear(&w->inner);
+        rc = msgpack_pack_array(&inner, 2) || msgpack_pack_array(&inner, 1) ||
+             msgpack_pack_uint64(&inner, (uint64_t)b->n) || msgpack_pack_array(&inner, (size_t)b->n);
+        for (int64_t i = 0; i < b->n && rc == 0; i++) {
+            size_t len = (size_t)(b->offsets[i + 1] - b->offsets[i]);
+            rc = msgpack_pack_bin_with_body(&inner, len ? (const void *)(b->bytes + b->offsets[i]) : "", len);
+        }
+        rc = rc || msgpack_pack_str_with_body(&outer, b->name, strlen(b->name)) ||
+             msgpack_pack_ext_with_body(&outer, w->inner.data, w->inner.size, 4);
+    }
     return rc;
 }
 
 fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void *id, size_t id_len, int ncols,
                            const char *const *names, const fvm_tensor *cols, fvm_diag *d)
 {
+    return fvm_dataset_add_bytes(w, split, id, id_len, ncols, names, cols, 0, NULL, d);
+}
+
+fvm_status fvm_dataset_add_bytes(fvm_dataset_writer *w, const char *split, const void *id, size_t id_len, int ncols,
+                                 const char *const *names, const fvm_tensor *cols, int nb,
+                                 const fvm_dataset_bytes *bcols, fvm_diag *d)
+{
     wsplit *sp;
     fvm_status s = get_split(w, split, &sp, d);
-    if (s || (s = check_client(w, sp, ncols, names, cols, d)))
+    if (s || (s = check_client(w, sp, ncols, names, cols, nb, bcols, d)))
         return s;
     if (id_len > 1000000)
         return werr(w, d, FVM_ERR_USAGE, "a client id of %zu bytes (at most 1000000)", id_len);
-    if (pack_client(w, ncols, names, cols))
+    if (pack_client(w, ncols, names, cols, nb, bcols))
         return werr(w, d, FVM_ERR_NOMEM, "out of memory serializing a client");
     uLong bound = compressBound((uLong)w->outer.size);
     if (bound > w->zcap) {
@@ -347,7 +418,7 @@ fvm_status fvm_dataset_add(fvm_dataset_writer *w, const char *split, const void 
     sqlite3_reset(st);
     sqlite3_bind_blob64(st, 1, id_len ? id : "", id_len, SQLITE_STATIC);
     sqlite3_bind_blob64(st, 2, w->z, zlen, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, cols[0].shape.d[0]);
+    sqlite3_bind_int64(st, 3, ncols ? cols[0].shape.d[0] : bcols[0].n);
     int rc = sqlite3_step(st);
     sqlite3_reset(st);
     sqlite3_clear_bindings(st);

@@ -56,6 +56,10 @@ SYN=$T/synthetic.sqlite
 # the EMNIST stand-in, for programs/fedavg_emnist.json: 6 writers, about 200 images each
 EMNIST=$T/emnist.sqlite
 "$FEDVM" data synthetic --kind emnist --clients 6 -o "$EMNIST" >/dev/null 2>&1 || bad "EMNIST stand-in"
+# the Shakespeare stand-in, preprocessed, for programs/fedavg_shakespeare.json: one role of 2 sequences
+SHAKESPEARE=$T/shakespeare.sqlite
+{ "$FEDVM" data synthetic --kind shakespeare --clients 1 --seed 3 -o "$T/snippets.sqlite" &&
+    "$FEDVM" data preprocess shakespeare "$T/snippets.sqlite" -o "$SHAKESPEARE"; } >/dev/null 2>&1 || bad "Shakespeare stand-in"
 FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 
 # -- 1. every program with rounds: the pipeline gives the bits of fedvm run, or is refused as
@@ -87,6 +91,7 @@ for prog in programs/*.json; do
     federated_evaluation.json) proven "$prog" "data=$SYN" 2 50 20 ;;
     fedavgm.json) proven "$prog" "train=$SYN" 2 50 50 ;; # 4 blocks: two levels of merges
     fedavg_emnist.json) proven "$prog" "train=$EMNIST" 2 6 2 ;; # a CNN: 2 rounds of 2 of 6 writers
+    fedavg_shakespeare.json) proven "$prog" "train=$SHAKESPEARE" 2 1 1 ;; # an LSTM: 2 rounds of one role
     fedavg_2nn.json)
         if [ -d "$FASHION" ]; then
             "$FEDVM" data import fashion-mnist --source "$FASHION" --clients 100 -o "$T/fashion.sqlite" >/dev/null 2>&1 ||

@@ -130,7 +130,7 @@ check "fedprox --iid file" -- "$PY" tests/check_fedjax_file.py "$T/iid.sqlite" -
 expect 0 "synthetic options" -- "$BIN" data synthetic --kind leaf --clients 1000 --dim 5 --classes 3 --clusters 2 \
     --min-examples 2 --max-examples 8 --test-fraction 0 -o "$T/small.sqlite"
 check "synthetic options file" -- "$PY" tests/check_fedjax_file.py "$T/small.sqlite" --facts \
-    '{"default": {"clients": 1000, "columns": {"x": ["float32", [5]], "y": ["int32", []]}, "label": "y", "label_range": [0, 2], "min_client_size": 2}}'
+    '{"default": {"clients": 1000, "columns": {"x": ["float32", [5]], "y": ["int32", []], "domain_id": ["int32", []]}, "label": "y", "label_range": [0, 2], "min_client_size": 2}}'
 expect 0 "info synthetic options" -- "$BIN" data info "$T/small.sqlite" && has "$T/out" "max 8" "max-examples cap" &&
     has "$T/out" "split default: 1000 clients" "1000 clients"
 expect 2 "synthetic without --kind" -- "$BIN" data synthetic -o "$T/x.sqlite"
@@ -162,6 +162,64 @@ expect 2 "emnist with --test-fraction" -- "$BIN" data synthetic --kind emnist --
 expect 2 "emnist too many clients" -- "$BIN" data synthetic --kind emnist --clients 410001 -o "$T/x.sqlite"
 expect 2 "--only-digits for fedprox" -- "$BIN" data synthetic --kind fedprox --only-digits -o "$T/x.sqlite" &&
     has "$T/err" "--only-digits applies to --kind emnist only" "only-digits"
+
+# -- Agnostic FedAvg's per-example domain_id where a kind has domains: LEAF's clusters (FedProx
+# has none), and EMNIST's writer groups (tests/data/check_emnist.py checks those)
+expect 0 "leaf with 2 clusters" -- "$BIN" data synthetic --kind leaf --clusters 2 --clients 12 -o "$T/domains.sqlite"
+expect 0 "info leaf domains" -- "$BIN" data info "$T/domains.sqlite" && has "$T/out" "columns: x f32[60], y i32[], domain_id i32[]" "leaf domain_id"
+expect 0 "fedprox, no domains" -- "$BIN" data synthetic --kind fedprox --clients 3 -o "$T/fedprox_nodomain.sqlite"
+expect 0 "info fedprox" -- "$BIN" data info "$T/fedprox_nodomain.sqlite"
+check "fedprox: no domain_id" -- sh -c "! grep -q domain_id '$T/out'"
+if [ -n "$NPY" ]; then
+    check "leaf: one domain per client, both of 2 present" -- "$NPY" -c '
+import sqlite3, sys, zlib, msgpack, numpy as np
+def ext(code, data):
+    shape, dtype, buf = msgpack.unpackb(data, raw=True)
+    return np.frombuffer(buf, dtype=dtype.decode()).reshape(shape)
+seen = set()
+for (blob,) in sqlite3.connect(sys.argv[1]).execute("SELECT data FROM federated_data"):
+    d = msgpack.unpackb(zlib.decompress(blob), ext_hook=ext, raw=False)["domain_id"]
+    assert d.dtype == np.int32 and len(set(d.tolist())) == 1, d
+    seen.add(int(d[0]))
+assert seen == {0, 1}, seen' "$T/domains.sqlite"
+fi
+expect 0 "agnostic_fedavg on leaf's domains" -- "$BIN" run programs/agnostic_fedavg.json --data "train=$T/domains.sqlite" \
+    --rounds 2 --clients-per-round 4 && has "$T/out" '"domain_weights"' "agnostic rounds"
+
+# -- the Shakespeare stand-in: FedJAX's schema (snippets, byte strings as msgpack ext 4), TFF's 715
+# roles with heavy-tailed sizes, and FedJAX's preprocess_client (tests/data/check_shakespeare.py
+# reads both files apart from fedvm and preprocesses in NumPy)
+expect 0 "synthetic shakespeare" -- "$BIN" data synthetic --kind shakespeare -o "$T/shakespeare.sqlite" &&
+    has "$T/err" "shakespeare, 715 clients" "shakespeare summary"
+expect 0 "info shakespeare" -- "$BIN" data info "$T/shakespeare.sqlite" && has "$T/out" "columns: snippets u8[?]" "shakespeare columns"
+expect 0 "synthetic shakespeare again" -- "$BIN" data synthetic --kind shakespeare -o "$T/shakespeare2.sqlite"
+if cmp -s "$T/shakespeare.sqlite" "$T/shakespeare2.sqlite"; then ok; else bad "shakespeare: same seed gave different files"; fi
+expect 0 "preprocess shakespeare" -- "$BIN" data preprocess shakespeare "$T/shakespeare.sqlite" -o "$T/sp.sqlite" &&
+    has "$T/err" "2 splits" "preprocess summary"
+expect 0 "info preprocessed" -- "$BIN" data info "$T/sp.sqlite" && has "$T/out" "columns: x i32[80], y i32[80]" "preprocessed columns"
+if [ -n "$NPY" ]; then
+    check "shakespeare against FedJAX's Shakespeare" -- "$NPY" tests/data/check_shakespeare.py "$T/shakespeare.sqlite" "$T/sp.sqlite"
+else
+    echo "run_data: no python3 with numpy and msgpack; the Shakespeare stand-in's check skipped"
+fi
+expect 2 "shakespeare with --only-digits" -- "$BIN" data synthetic --kind shakespeare --only-digits -o "$T/x.sqlite" &&
+    has "$T/err" "--kind shakespeare takes only --clients, --seed and -o" "shakespeare options"
+expect 2 "preprocess without a kind" -- "$BIN" data preprocess && has "$T/err" "preprocess needs the dataset's kind" "preprocess kind"
+expect 2 "preprocess another kind" -- "$BIN" data preprocess emnist "$T/emnist.sqlite" -o "$T/x.sqlite" &&
+    has "$T/err" "the dataset's kind must be shakespeare, found 'emnist'" "preprocess emnist"
+expect 2 "preprocess without -o" -- "$BIN" data preprocess shakespeare "$T/shakespeare.sqlite"
+expect 1 "preprocess a file without snippets" -- "$BIN" data preprocess shakespeare "$T/emnist.sqlite" -o "$T/x.sqlite" &&
+    has "$T/err" "$T/emnist.sqlite, split 'default': needs a column 'snippets' of byte strings (u8[?])" "no snippets"
+check "preprocess: nothing written on failure" -- test ! -e "$T/x.sqlite"
+# FedAvg with the character LSTM learns on it: one role of 15 sequences, 4 rounds; the first
+# round's loss is the untrained model's, about ln 90 = 4.50 (90 labels, small weights)
+expect 0 "synthetic shakespeare, one role" -- "$BIN" data synthetic --kind shakespeare --clients 1 --seed 1 -o "$T/one.sqlite"
+expect 0 "preprocess one role" -- "$BIN" data preprocess shakespeare "$T/one.sqlite" -o "$T/one_p.sqlite"
+expect 0 "fedavg_shakespeare: 4 rounds" -- "$BIN" run programs/fedavg_shakespeare.json --data "train=$T/one_p.sqlite" \
+    --rounds 4 --metrics "$T/sh.jsonl"
+check "fedavg_shakespeare learns (loss from ln 90 down by 0.5, accuracy above 1/90 by 0.03)" -- awk -F'[:,]' '
+    /"round": 1,/ { first = $5 + 0 } /"round": 4,/ { last = $5 + 0; acc = $7 + 0 }
+    END { exit !(first > 4.45 && first < 4.55 && last < first - 0.5 && acc > 0.011 + 0.03) }' "$T/sh.jsonl"
 
 # -- info and head errors
 expect 1 "info missing file" -- "$BIN" data info "$T/missing.sqlite" && has "$T/err" "$T/missing.sqlite: cannot open" "missing"

@@ -24,6 +24,10 @@ SYN=$T/synthetic.sqlite
 # the EMNIST stand-in, for programs/fedavg_emnist.json: 6 writers, about 200 images each
 EMNIST=$T/emnist.sqlite
 "$FEDVM" data synthetic --kind emnist --clients 6 -o "$EMNIST" >/dev/null 2>&1 || bad "EMNIST stand-in"
+# the Shakespeare stand-in, preprocessed, for programs/fedavg_shakespeare.json: one role of 2 sequences
+SHAKESPEARE=$T/shakespeare.sqlite
+{ "$FEDVM" data synthetic --kind shakespeare --clients 1 --seed 3 -o "$T/snippets.sqlite" &&
+    "$FEDVM" data preprocess shakespeare "$T/snippets.sqlite" -o "$SHAKESPEARE"; } >/dev/null 2>&1 || bad "Shakespeare stand-in"
 FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 
 # rounds PLAN NAME=DATA R N K SEED DIR [batch|staged]: R rounds through the plan, K of N clients a
@@ -133,6 +137,7 @@ for prog in programs/*.json; do
     scaffold.json | feddyn.json | ditto.json) # a state on each client, kept by its device: 4 rounds of 5 of 30 clients
         proven "$prog" "train=$SYN" 4 30 5 ;;
     fedavg_emnist.json) proven "$prog" "train=$EMNIST" 2 6 2 ;; # a CNN: 2 rounds of 2 of 6 writers
+    fedavg_shakespeare.json) proven "$prog" "train=$SHAKESPEARE" 2 1 1 ;; # an LSTM: 2 rounds of one role
     fedavg_2nn.json)
         if [ -d "$FASHION" ]; then
             "$FEDVM" data import fashion-mnist --source "$FASHION" --clients 100 -o "$T/fashion.sqlite" >/dev/null 2>&1 ||

@@ -815,6 +815,100 @@ static void test_fedjax_byte_strings(void **state)
     fvm_dataset_close(ds);
 }
 
+/* fvm_dataset_add_bytes: a column of byte strings is FedJAX's ext 4, packb((shape, [bytes...])),
+ * after the tensor columns; it reads back as u8[?]; bad offsets and schema changes are refused. */
+static void test_write_byte_strings(void **state)
+{
+    (void)state;
+    char path[256];
+    tmp("write_strings.sqlite", path);
+    fvm_diag d = {0};
+    fvm_dataset_writer *w;
+    ok(fvm_dataset_create(path, &w, &d), &d);
+    int64_t dims[1] = {3};
+    fvm_tensor label = make(FVM_DTYPE_I32, 1, dims, 7);
+    const char *names[1] = {"label"};
+    const uint8_t text[] = "abxyz";
+    const int64_t off[4] = {0, 2, 2, 5}, bad[4] = {0, 3, 2, 5};
+    fvm_dataset_bytes col = {.name = "text", .n = 3, .offsets = off, .bytes = text};
+    ok(fvm_dataset_add_bytes(w, NULL, "c", 1, 1, names, &label, 1, &col, &d), &d);
+    fvm_dataset_bytes decreasing = col, short_col = col, dup = col;
+    decreasing.offsets = bad;
+    short_col.n = 2;
+    dup.name = "label";
+    assert_int_equal(fvm_dataset_add_bytes(w, NULL, "x", 1, 1, names, &label, 1, &decreasing, &d), FVM_ERR_USAGE);
+    expect_error(&d, FVM_ERR_USAGE, path, "'text'", "byte string 1", NULL);
+    assert_int_equal(fvm_dataset_add_bytes(w, NULL, "x", 1, 1, names, &label, 1, &short_col, &d), FVM_ERR_USAGE);
+    expect_error(&d, FVM_ERR_USAGE, "'text' has 2 examples", NULL);
+    assert_int_equal(fvm_dataset_add_bytes(w, NULL, "x", 1, 1, names, &label, 1, &dup, &d), FVM_ERR_USAGE);
+    expect_error(&d, FVM_ERR_USAGE, "'label' given twice", NULL);
+    /* the split's first client made text a column of byte strings: a tensor there is refused */
+    fvm_tensor two[2] = {label, label};
+    const char *both[2] = {"label", "text"};
+    assert_int_equal(fvm_dataset_add(w, NULL, "x", 1, 2, both, two, &d), FVM_ERR_TYPE);
+    expect_error(&d, FVM_ERR_TYPE, "'text'", "u8[?]", NULL);
+    /* only byte strings: num_examples from them */
+    ok(fvm_dataset_add_bytes(w, "test", "c", 1, 0, NULL, NULL, 1, &col, &d), &d);
+    ok(fvm_dataset_finish(w, &d), &d);
+    fvm_tensor_release(&label);
+
+    /* the blob is zlib of FedJAX's msgpack, packed here by hand */
+    msgpack_sbuffer outer, inner;
+    msgpack_sbuffer_init(&outer);
+    msgpack_sbuffer_init(&inner);
+    msgpack_packer po, pi;
+    msgpack_packer_init(&po, &outer, msgpack_sbuffer_write);
+    msgpack_packer_init(&pi, &inner, msgpack_sbuffer_write);
+    msgpack_pack_map(&po, 1);
+    msgpack_pack_array(&pi, 2);
+    msgpack_pack_array(&pi, 1);
+    msgpack_pack_uint64(&pi, 3);
+    msgpack_pack_array(&pi, 3);
+    msgpack_pack_bin_with_body(&pi, "ab", 2);
+    msgpack_pack_bin_with_body(&pi, "", 0);
+    msgpack_pack_bin_with_body(&pi, "xyz", 3);
+    msgpack_pack_str_with_body(&po, "text", 4);
+    msgpack_pack_ext_with_body(&po, inner.data, inner.size, 4);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, "SELECT data, num_examples FROM federated_data_test", -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int64(st, 1), 3);
+    uLongf len = 4096;
+    unsigned char raw[4096];
+    assert_int_equal(uncompress(raw, &len, sqlite3_column_blob(st, 0), (uLong)sqlite3_column_bytes(st, 0)), Z_OK);
+    assert_int_equal(len, outer.size);
+    assert_memory_equal(raw, outer.data, outer.size);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    msgpack_sbuffer_destroy(&outer);
+    msgpack_sbuffer_destroy(&inner);
+
+    fvm_dataset *ds;
+    ok(fvm_dataset_open(path, NULL, &ds, &d), &d);
+    const fvm_column *cols;
+    assert_int_equal(fvm_dataset_columns(ds, &cols), 2);
+    int t = fvm_dataset_column_find(ds, "text");
+    assert_true(t >= 0);
+    assert_int_equal(cols[t].dtype, FVM_DTYPE_U8);
+    assert_int_equal(cols[t].shape.rank, 1);
+    assert_int_equal(cols[t].shape.d[0], -1);
+    fvm_value *seq;
+    ok(fvm_dataset_read(ds, 0, &seq, &d), &d);
+    assert_null(seq->cols); /* lengths 2, 0, 3: a list */
+    assert_int_equal(seq->n, 3);
+    for (int i = 0; i < 3; i++) {
+        const fvm_tensor *x = &seq->items[i]->items[t]->t;
+        assert_int_equal(x->shape.d[0], off[i + 1] - off[i]);
+        if (x->shape.d[0])
+            assert_memory_equal(fvm_tensor_data(x), text + off[i], (size_t)x->shape.d[0]);
+    }
+    fvm_value_release(seq);
+    fvm_dataset_close(ds);
+}
+
 static void test_fedjax_sparse_rowids(void **state)
 {
     (void)state;
@@ -1855,6 +1949,7 @@ int main(void)
         cmocka_unit_test(test_writer_refusals),
         cmocka_unit_test(test_corrupt_fedjax),
         cmocka_unit_test(test_fedjax_byte_strings),
+        cmocka_unit_test(test_write_byte_strings),
         cmocka_unit_test(test_fedjax_sparse_rowids),
         cmocka_unit_test(test_mutated_clients),
         cmocka_unit_test(test_tff_small),

@@ -1,4 +1,4 @@
-/* fedvm_data.c - 'fedvm data': import Fashion-MNIST, generate synthetic datasets, inspect dataset files. */
+/* fedvm_data.c - 'fedvm data': import Fashion-MNIST, generate synthetic datasets, preprocess, inspect dataset files. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,7 +22,9 @@ static const char *const usage_data =
     "\n"
     "commands:\n"
     "  import fashion-mnist [options]        partition Fashion-MNIST over clients into a FedJAX file\n"
-    "  synthetic --kind KIND -o FILE         generate a synthetic federated dataset (fedprox, leaf, emnist)\n"
+    "  synthetic --kind KIND -o FILE         generate a synthetic federated dataset (fedprox, leaf, emnist,\n"
+    "                                        shakespeare)\n"
+    "  preprocess shakespeare IN -o OUT      FedJAX's preprocessing: snippets into x/y label sequences\n"
     "  info FILE [--split S] [--verify]      format, splits, clients, examples, columns, client sizes\n"
     "  head FILE [CLIENT] [--split S] [-n K] the first K examples of a client as JSON\n"
     "\n"
@@ -56,6 +58,7 @@ static const char *const usage_synthetic =
     "                            [--dim D] [--classes C] [--clusters K] [--min-examples M]\n"
     "                            [--max-examples X] [--test-fraction F] [--seed S] -o FILE\n"
     "       fedvm data synthetic --kind emnist [--clients N] [--only-digits] [--seed S] -o FILE\n"
+    "       fedvm data synthetic --kind shakespeare [--clients N] [--seed S] -o FILE\n"
     "\n"
     "Generates a synthetic federated classification dataset as a FedJAX SQLite file\n"
     "with columns x (f32[D]) and y (i32[], 0..C-1), clients f_00000, f_00001, ...;\n"
@@ -66,7 +69,14 @@ static const char *const usage_synthetic =
     "                   (HASH:fFORM_COPY, so FedJAX's domain_id applies) and sizes (train\n"
     "                   about N(198, 77) per writer, test 11.5%% of it): glyphs of random\n"
     "                   strokes per class, a style per writer (format/DATASETS.md);\n"
-    "                   --clients N (default 3400), --only-digits for the 10 digits\n"
+    "                   --clients N (default 3400), --only-digits for the 10 digits; a column\n"
+    "                   domain_id (i32[], the writer's domain, as Agnostic FedAvg reads it)\n"
+    "  --kind shakespeare  a stand-in for FedJAX's federated Shakespeare with its schema\n"
+    "                   (snippets: byte strings, one per speaking turn) and sizes (train\n"
+    "                   1 + lognormal(2.3, 1.25) snippets per role, heavy-tailed, test\n"
+    "                   about 10%% + 1): made-up words by Zipf's law, a voice per role\n"
+    "                   (format/DATASETS.md); --clients N (default 715); train it after\n"
+    "                   'fedvm data preprocess shakespeare'\n"
     "\n"
     "  --kind fedprox   FedProx's Synthetic(A,B) (Li et al.): per client u ~ N(0,A), B_k ~ N(0,B),\n"
     "                   W, b ~ N(u,1), v ~ N(B_k,1), x ~ N(v, diag(j^-1.2)), y = argmax(xW+b);\n"
@@ -78,7 +88,8 @@ static const char *const usage_synthetic =
     "  --clients N      number of clients (default 30)\n"
     "  --dim D          features per example (default 60)\n"
     "  --classes C      number of labels (default 10)\n"
-    "  --clusters K     leaf: clusters of client models (default 1, as LEAF)\n"
+    "  --clusters K     leaf: clusters of client models (default 1, as LEAF); with 2 or more,\n"
+    "                   a column domain_id (i32[], the client's cluster, for Agnostic FedAvg)\n"
     "  --min-examples M the constant added to each size (default 50 fedprox, 5 leaf)\n"
     "  --max-examples X cap on a client's examples, 0 for none (default: none for fedprox,\n"
     "                   1000 for leaf); bound sizes for many clients: --kind leaf --clients\n"
@@ -116,6 +127,24 @@ static const char *const usage_head =
     "  -n K       examples to print (default 3)\n"
     "\n"
     "exit status: 0 success, 1 an unreadable or invalid file or client, 2 usage error\n";
+
+static const char *const usage_preprocess =
+    "usage: fedvm data preprocess shakespeare IN -o OUT [--sequence-length L]\n"
+    "\n"
+    "Applies FedJAX's preprocessing (fedjax.datasets.shakespeare.preprocess_client)\n"
+    "to every split of IN, a file with a column snippets of byte strings (FedJAX's\n"
+    "shakespeare_train.sqlite or shakespeare_test.sqlite, or 'fedvm data synthetic\n"
+    "--kind shakespeare'), and writes OUT with the same splits and clients and\n"
+    "columns x and y (i32[L]): a client's snippets joined as labels (PAD 0, BOS 1,\n"
+    "EOS 2, FedJAX's 86 characters 3..88, other bytes OOV 89), each with BOS\n"
+    "before and EOS after, x the sequence but its last label and y but its first,\n"
+    "cut into rows of L and padded with PAD. programs/fedavg_shakespeare.json trains\n"
+    "on it.\n"
+    "\n"
+    "  --sequence-length L  labels per row (default 80, as FedJAX's load_data)\n"
+    "  -o OUT               output file, replaced atomically (required)\n"
+    "\n"
+    "exit status: 0 written, 1 an unreadable or invalid file or a failed write, 2 usage error\n";
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -337,6 +366,18 @@ static bool parse_real(const char *s, double lo, double hi, double *out)
     return true;
 }
 
+/* Agnostic FedAvg's per-example domain_id (programs/agnostic_fedavg.json): the client's domain on
+ * each of its n examples, a new i32[n] tensor. */
+static fvm_status domain_column(int64_t n, int64_t domain, fvm_tensor *t, fvm_diag *d)
+{
+    fvm_dims sh = {.rank = 1, .d = {n}};
+    fvm_status s = fvm_tensor_alloc(t, FVM_DTYPE_I32, &sh, d);
+    int32_t *p = s ? NULL : fvm_tensor_data(t);
+    for (int64_t i = 0; p && i < n; i++)
+        p[i] = (int32_t)domain;
+    return s;
+}
+
 /* --kind emnist: both splits, client by client (format/DATASETS.md). */
 static int synthetic_emnist(const char *out, long long clients, bool only_digits, long long seed)
 {
@@ -353,15 +394,19 @@ static int synthetic_emnist(const char *out, long long clients, bool only_digits
     int64_t count[2] = {0, 0};
     if (fvm_emnist_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
         goto done;
-    const char *const names[2] = {"pixels", "label"};
+    const char *const names[3] = {"pixels", "label", "domain_id"};
     for (int64_t k = 0; k < c.clients; k++) {
         char id[32];
         fvm_emnist_client_id(g, k, id);
         for (int test = 0; test < 2; test++) {
-            fvm_tensor cols[2];
+            fvm_tensor cols[3];
             if (fvm_emnist_client(g, k, test, &cols[0], &cols[1], &d))
                 goto done;
-            fvm_status s = fvm_dataset_add(w, test ? "test" : NULL, id, strlen(id), 2, names, cols, &d);
+            fvm_status s = domain_column(cols[1].shape.d[0], fvm_emnist_domain(k), &cols[2], &d);
+            if (s == FVM_OK) {
+                s = fvm_dataset_add(w, test ? "test" : NULL, id, strlen(id), 3, names, cols, &d);
+                fvm_tensor_release(&cols[2]);
+            }
             count[test] += cols[1].shape.d[0];
             fvm_tensor_release(&cols[0]);
             fvm_tensor_release(&cols[1]);
@@ -386,6 +431,59 @@ done:
     return rc;
 }
 
+/* --kind shakespeare: both splits, role by role (format/DATASETS.md). */
+static int synthetic_shakespeare(const char *out, long long clients, long long seed)
+{
+    fvm_shakespeare_config c;
+    fvm_shakespeare_defaults(&c);
+    if (clients >= 0)
+        c.clients = clients;
+    c.seed = (uint64_t)seed;
+    fvm_diag d = {0};
+    fvm_shakespeare *g = NULL;
+    fvm_dataset_writer *w = NULL;
+    int rc = EXIT_INVALID;
+    int64_t count[2] = {0, 0}, chars = 0;
+    if (fvm_shakespeare_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
+        goto done;
+    for (int64_t k = 0; k < c.clients; k++) {
+        char id[64];
+        fvm_shakespeare_client_id(g, k, id);
+        for (int test = 0; test < 2; test++) {
+            fvm_dataset_bytes col = {.name = "snippets"};
+            uint8_t *bytes;
+            int64_t *offsets;
+            if (fvm_shakespeare_client(g, k, test, &bytes, &offsets, &col.n, &d))
+                goto done;
+            col.bytes = bytes;
+            col.offsets = offsets;
+            fvm_status s = fvm_dataset_add_bytes(w, test ? "test" : NULL, id, strlen(id), 0, NULL, NULL, 1, &col, &d);
+            count[test] += col.n;
+            chars += offsets[col.n];
+            free(bytes);
+            free(offsets);
+            if (s)
+                goto done;
+        }
+        progress("synthetic", k + 1, c.clients);
+    }
+    fvm_status s = fvm_dataset_finish(w, &d);
+    w = NULL;
+    if (s)
+        goto done;
+    fprintf(stderr,
+            "%s: shakespeare, %lld clients, %lld training snippets, %lld in split test, %lld characters (seed %lld)\n",
+            out, (long long)c.clients, (long long)count[0], (long long)count[1], (long long)chars, seed);
+    rc = 0;
+done:
+    fvm_dataset_abort(w);
+    fvm_shakespeare_free(g);
+    if (rc)
+        cli_print_errors(&d);
+    fvm_diag_clear(&d);
+    return rc;
+}
+
 static int cmd_synthetic(int argc, char **argv)
 {
     const char *kind = NULL, *out = NULL;
@@ -400,8 +498,9 @@ static int cmd_synthetic(int argc, char **argv)
             fputs(usage_synthetic, stdout);
             return 0;
         } else if ((v = cli_opt(argc, argv, &i, "--kind"))) {
-            if (strcmp(v, "fedprox") && strcmp(v, "leaf") && strcmp(v, "emnist"))
-                return cli_usage_error(usage_synthetic, "--kind must be fedprox, leaf or emnist, found '%s'", v);
+            if (strcmp(v, "fedprox") && strcmp(v, "leaf") && strcmp(v, "emnist") && strcmp(v, "shakespeare"))
+                return cli_usage_error(usage_synthetic,
+                                       "--kind must be fedprox, leaf, emnist or shakespeare, found '%s'", v);
             kind = v;
         } else if ((v = cli_opt(argc, argv, &i, "--alpha"))) {
             if (!parse_real(v, 0, 1e6, &alpha))
@@ -449,7 +548,7 @@ static int cmd_synthetic(int argc, char **argv)
         }
     }
     if (!kind)
-        return cli_usage_error(usage_synthetic, "%s", "synthetic needs --kind fedprox, leaf or emnist");
+        return cli_usage_error(usage_synthetic, "%s", "synthetic needs --kind fedprox, leaf, emnist or shakespeare");
     if (!out)
         return cli_usage_error(usage_synthetic, "%s", "synthetic needs an output file: -o FILE");
     if (!strcmp(kind, "emnist")) {
@@ -460,6 +559,14 @@ static int cmd_synthetic(int argc, char **argv)
         if (clients > 410000)
             return cli_usage_error(usage_synthetic, "%s", "--kind emnist makes at most 410000 clients");
         return synthetic_emnist(out, clients, only_digits, seed);
+    }
+    if (!strcmp(kind, "shakespeare")) {
+        if (alpha >= 0 || beta >= 0 || iid || only_digits || dim >= 0 || classes >= 0 || clusters >= 0 || minex >= 0 ||
+            maxex >= 0 || fraction_given)
+            return cli_usage_error(usage_synthetic, "%s", "--kind shakespeare takes only --clients, --seed and -o");
+        if (clients > 1000000)
+            return cli_usage_error(usage_synthetic, "%s", "--kind shakespeare makes at most 1000000 clients");
+        return synthetic_shakespeare(out, clients, seed);
     }
     if (only_digits)
         return cli_usage_error(usage_synthetic, "%s", "--only-digits applies to --kind emnist only");
@@ -499,22 +606,28 @@ static int cmd_synthetic(int argc, char **argv)
     int64_t train = 0, test = 0;
     if (fvm_synth_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
         goto done;
-    const char *const names[2] = {"x", "y"};
+    const char *const names[3] = {"x", "y", "domain_id"};
     for (int64_t k = 0; k < c.clients; k++) {
-        fvm_tensor x, y;
+        fvm_tensor x, y, dom = {0};
         if (fvm_synth_client(g, k, &x, &y, &d))
             goto done;
         int64_t n = x.shape.d[0], ntrain = (int64_t)floor((double)n * (1.0 - test_fraction));
+        int64_t domain = fvm_synth_domain(g, k);
+        int ncols = domain >= 0 ? 3 : 2; /* LEAF's clusters are domains */
         char id[32];
         client_id(k, c.clients, id);
-        fvm_tensor cols[2] = {rows_view(&x, 0, ntrain), rows_view(&y, 0, ntrain)};
-        fvm_status s = fvm_dataset_add(w, NULL, id, strlen(id), 2, names, cols, &d);
+        fvm_status s = domain >= 0 ? domain_column(n, domain, &dom, &d) : FVM_OK;
+        if (s == FVM_OK) {
+            fvm_tensor cols[3] = {rows_view(&x, 0, ntrain), rows_view(&y, 0, ntrain), rows_view(&dom, 0, ntrain)};
+            s = fvm_dataset_add(w, NULL, id, strlen(id), ncols, names, cols, &d);
+        }
         if (s == FVM_OK && test_fraction > 0) {
-            fvm_tensor tcols[2] = {rows_view(&x, ntrain, n), rows_view(&y, ntrain, n)};
-            s = fvm_dataset_add(w, "test", id, strlen(id), 2, names, tcols, &d);
+            fvm_tensor tcols[3] = {rows_view(&x, ntrain, n), rows_view(&y, ntrain, n), rows_view(&dom, ntrain, n)};
+            s = fvm_dataset_add(w, "test", id, strlen(id), ncols, names, tcols, &d);
         }
         fvm_tensor_release(&x);
         fvm_tensor_release(&y);
+        fvm_tensor_release(&dom);
         if (s)
             goto done;
         train += ntrain;
@@ -533,6 +646,146 @@ static int cmd_synthetic(int argc, char **argv)
 done:
     fvm_dataset_abort(w);
     fvm_synth_free(g);
+    if (rc)
+        cli_print_errors(&d);
+    fvm_diag_clear(&d);
+    return rc;
+}
+
+/* ---- preprocess ----------------------------------------------------------------- */
+
+/* One client of a split: its snippets (column col, u8[?] per example) into x and y. */
+static fvm_status preprocess_client(const fvm_value *seq, int col, int64_t len, fvm_tensor *x, fvm_tensor *y,
+                                    fvm_diag *d)
+{
+    int64_t n = seq->n;
+    const uint8_t **snips = calloc((size_t)n + 1, sizeof *snips);
+    int64_t *lens = calloc((size_t)n + 1, sizeof *lens);
+    fvm_status s = FVM_ERR_NOMEM;
+    if (!snips || !lens) {
+        fvm_diag_add(d, s, NULL, "out of memory");
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const fvm_tensor *t;
+        if (seq->cols) { /* every snippet of one length: a u8[n, L] tensor */
+            t = &seq->cols->items[col]->t;
+            lens[i] = t->shape.d[1];
+            snips[i] = (const uint8_t *)fvm_tensor_data(t) + i * lens[i];
+        } else {
+            t = &seq->items[i]->items[col]->t;
+            lens[i] = t->shape.d[0];
+            snips[i] = fvm_tensor_data(t);
+        }
+    }
+    s = fvm_shakespeare_preprocess(n, snips, lens, len, x, y, d);
+done:
+    free(snips);
+    free(lens);
+    return s;
+}
+
+/* Every client of one split of in into the same split of w. */
+static int preprocess_split(const char *in, const char *split, fvm_dataset_writer *w, int64_t len, int64_t *rows,
+                            fvm_diag *d)
+{
+    fvm_dataset *ds = NULL;
+    if (fvm_dataset_open(in, split, &ds, d))
+        return EXIT_INVALID;
+    int rc = EXIT_INVALID;
+    const fvm_column *cols;
+    (void)fvm_dataset_columns(ds, &cols);
+    int col = fvm_dataset_column_find(ds, "snippets");
+    if (col < 0 || cols[col].dtype != FVM_DTYPE_U8 || cols[col].shape.rank != 1) {
+        fvm_diag_add(d, FVM_ERR_TYPE, NULL, "%s, split '%s': needs a column 'snippets' of byte strings (u8[?])", in,
+                     split);
+        goto done;
+    }
+    const char *const names[2] = {"x", "y"};
+    for (int64_t i = 0; i < fvm_dataset_clients(ds); i++) {
+        fvm_value *seq = NULL;
+        const void *id;
+        size_t id_len;
+        int64_t n;
+        if (fvm_dataset_read(ds, i, &seq, d))
+            goto done;
+        fvm_tensor xy[2];
+        fvm_status s = preprocess_client(seq, col, len, &xy[0], &xy[1], d);
+        fvm_value_release(seq);
+        if (s == FVM_OK) {
+            if ((s = fvm_dataset_client(ds, i, &id, &id_len, &n, d)) == FVM_OK)
+                s = fvm_dataset_add(w, split, id, id_len, 2, names, xy, d);
+            *rows += xy[0].shape.d[0];
+            fvm_tensor_release(&xy[0]);
+            fvm_tensor_release(&xy[1]);
+        }
+        if (s) {
+            fvm_diag_add(d, s, NULL, "%s, split '%s': client %lld could not be preprocessed", in, split, (long long)i);
+            goto done;
+        }
+        progress("preprocess", i + 1, fvm_dataset_clients(ds));
+    }
+    rc = 0;
+done:
+    fvm_dataset_close(ds);
+    return rc;
+}
+
+static int cmd_preprocess(int argc, char **argv)
+{
+    const char *kind = NULL, *in = NULL, *out = NULL;
+    long long len = 80;
+    for (int i = 0; i < argc; i++) {
+        const char *v;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(usage_preprocess, stdout);
+            return 0;
+        } else if ((v = cli_opt(argc, argv, &i, "--sequence-length"))) {
+            if (!cli_int(v, 1, 100000, &len))
+                return cli_usage_error(usage_preprocess,
+                                       "--sequence-length needs a number from 1 to 100000, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "-o"))) {
+            if (!*v)
+                return cli_usage_error(usage_preprocess, "%s", "-o needs a file name");
+            out = v;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return cli_unknown_option(usage_preprocess, argv[i]);
+        } else if (!kind) {
+            kind = argv[i];
+        } else if (!in) {
+            in = argv[i];
+        } else {
+            return cli_usage_error(usage_preprocess, "unexpected '%s'", argv[i]);
+        }
+    }
+    if (!kind)
+        return cli_usage_error(usage_preprocess, "%s", "preprocess needs the dataset's kind: shakespeare");
+    if (strcmp(kind, "shakespeare"))
+        return cli_usage_error(usage_preprocess, "the dataset's kind must be shakespeare, found '%s'", kind);
+    if (!in)
+        return cli_usage_error(usage_preprocess, "%s", "preprocess needs an input file");
+    if (!out)
+        return cli_usage_error(usage_preprocess, "%s", "preprocess needs an output file: -o OUT");
+    fvm_diag d = {0};
+    char **splits = NULL;
+    int nsplits = 0, rc = EXIT_INVALID;
+    int64_t rows = 0;
+    fvm_dataset_writer *w = NULL;
+    if (fvm_dataset_splits(in, &splits, &nsplits, &d) || fvm_dataset_create(out, &w, &d))
+        goto done;
+    for (int k = 0; k < nsplits; k++)
+        if (preprocess_split(in, splits[k], w, len, &rows, &d))
+            goto done;
+    fvm_status s = fvm_dataset_finish(w, &d);
+    w = NULL;
+    if (s)
+        goto done;
+    fprintf(stderr, "%s: shakespeare, %d split%s, %lld sequences of %lld labels\n", out, nsplits,
+            nsplits == 1 ? "" : "s", (long long)rows, len);
+    rc = 0;
+done:
+    fvm_dataset_abort(w);
+    fvm_dataset_free_splits(splits, nsplits);
     if (rc)
         cli_print_errors(&d);
     fvm_diag_clear(&d);
@@ -900,7 +1153,7 @@ done:
 
 static int unknown_command(const char *cmd)
 {
-    static const char *const commands[] = {"import", "synthetic", "info", "head", "help"};
+    static const char *const commands[] = {"import", "synthetic", "preprocess", "info", "head", "help"};
     return cli_unknown_command("", "data command", cmd, commands, (int)(sizeof commands / sizeof *commands),
                                usage_data);
 }
@@ -914,12 +1167,13 @@ int fvm_cmd_data(int argc, char **argv)
     const char *cmd = argv[0];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         const char *topic = argc > 1 ? argv[1] : "";
-        const char *text = !*topic                       ? usage_data
-                           : !strcmp(topic, "import")    ? usage_import
-                           : !strcmp(topic, "synthetic") ? usage_synthetic
-                           : !strcmp(topic, "info")      ? usage_info
-                           : !strcmp(topic, "head")      ? usage_head
-                                                         : NULL;
+        const char *text = !*topic                        ? usage_data
+                           : !strcmp(topic, "import")     ? usage_import
+                           : !strcmp(topic, "synthetic")  ? usage_synthetic
+                           : !strcmp(topic, "preprocess") ? usage_preprocess
+                           : !strcmp(topic, "info")       ? usage_info
+                           : !strcmp(topic, "head")       ? usage_head
+                                                          : NULL;
         if (!text)
             return unknown_command(topic);
         fputs(text, stdout);
@@ -929,6 +1183,8 @@ int fvm_cmd_data(int argc, char **argv)
         return cmd_import(argc - 1, argv + 1);
     if (!strcmp(cmd, "synthetic"))
         return cmd_synthetic(argc - 1, argv + 1);
+    if (!strcmp(cmd, "preprocess"))
+        return cmd_preprocess(argc - 1, argv + 1);
     if (!strcmp(cmd, "info"))
         return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "head"))

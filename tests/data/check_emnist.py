@@ -4,6 +4,8 @@
 Reads FILE as FedJAX's reader does (sqlite3, zlib, msgpack ext 1; independent
 of fedvm) and checks what makes it a stand-in for fedjax.datasets.emnist:
 
+- each example's domain_id (i32, the column Agnostic FedAvg reads) is the
+  domain fedjax.datasets.emnist.domain_id gives its client's id;
 - the client ids have FedJAX's form b"[16 hex digits]:f[4 digits]_[2 digits]"
   (fedjax.datasets.emnist.domain_id accepts them: 25 bytes, the form number at
   [18:22]); both splits hold the same clients; about 12% of them are
@@ -42,9 +44,14 @@ def load(path, table):
     out = []
     for cid, blob, n in con.execute("SELECT client_id, data, num_examples FROM %s ORDER BY rowid" % table):
         d = decode(blob)
-        assert sorted(d) == ["label", "pixels"], sorted(d)
+        assert sorted(d) == ["domain_id", "label", "pixels"], sorted(d)
         assert d["pixels"].dtype == np.float32 and d["pixels"].shape == (n, 28, 28), (d["pixels"].dtype, d["pixels"].shape)
         assert d["label"].dtype == np.int32 and d["label"].shape == (n,), d["label"].shape
+        # Agnostic FedAvg's column: fedjax.datasets.emnist.domain_id of the client id on every example
+        form = int(cid[18:22])
+        want = 0 if 2100 <= form <= 2599 else 1
+        assert d["domain_id"].dtype == np.int32 and d["domain_id"].shape == (n,), d["domain_id"].shape
+        assert (d["domain_id"] == want).all(), (cid, d["domain_id"][:3])
         out.append((cid, d["pixels"], d["label"]))
     return out
 

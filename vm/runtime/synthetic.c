@@ -246,6 +246,15 @@ done:
     return st;
 }
 
+int64_t fvm_synth_domain(const fvm_synth *s, int64_t k)
+{
+    if (s->c.kind != FVM_SYNTH_LEAF || s->c.clusters < 2)
+        return -1;
+    fvm_rand r; /* leaf_client's first draw */
+    fvm_rand_init_fold(&r, s->key_clients, (uint32_t)k);
+    return (int64_t)fvm_rand_below(&r, (uint64_t)s->c.clusters);
+}
+
 fvm_status fvm_synth_client(const fvm_synth *s, int64_t k, fvm_tensor *x, fvm_tensor *y, fvm_diag *d)
 {
     memset(x, 0, sizeof *x);

@@ -64,6 +64,11 @@ FVM_API void fvm_synth_free(fvm_synth *s);
 /* The number of examples of client k (0 <= k < clients), without generating them. */
 FVM_API int64_t fvm_synth_size(const fvm_synth *s, int64_t k);
 
+/* Client k's domain, for Agnostic FedAvg's per-example domain_id: LEAF with
+ * two or more clusters, the cluster of the client's model (0..clusters-1);
+ * -1 where there are no domains (FedProx, LEAF with one cluster). */
+FVM_API int64_t fvm_synth_domain(const fvm_synth *s, int64_t k);
+
 /* Generates client k into new tensors *x (f32[n, dim]) and *y (i32[n]), each
  * owned by the caller. FVM_ERR_LIMIT when a client would pass
  * FVM_MAX_TENSOR_BYTES, FVM_ERR_NOMEM. Thread-safe (s is only read). */
@@ -103,5 +108,53 @@ FVM_API int64_t fvm_emnist_size(const fvm_emnist *e, int64_t k, bool test);
  * *labels (i32[n]), owned by the caller. Thread-safe (e is only read). */
 FVM_API fvm_status fvm_emnist_client(const fvm_emnist *e, int64_t k, bool test, fvm_tensor *pixels, fvm_tensor *labels,
                                      fvm_diag *d);
+
+/* A stand-in for FedJAX's federated Shakespeare (fedjax.datasets.shakespeare.
+ * load_split: one column, snippets, an ndarray of bytes objects, each a
+ * speaking turn of a role in a play; 715 roles in TFF's and FedJAX's split),
+ * for when the real files cannot be had. The text is made, not quoted: a
+ * lexicon of 1200 words spelled by a first-order chain over the letters,
+ * drawn by Zipf's law (exponent 1.07), each role with 60 words of its own
+ * (30% of its words) and its own line width (35-60 characters); sentences
+ * capitalised, commas and stops, lines broken with '\n'. Snippets per role:
+ * train 1 + floor(lognormal(2.3, 1.25)) capped at 2000 (TFF's 16,068 over
+ * 715, mean 22.5, a heavy tail), test 1 + floor(0.1 n + u) (2,356 over 715);
+ * a snippet about lognormal(4.6, 1) characters, at most 4000. Client ids
+ * PLAY_NN_NAME_K, unique. Made one role at a time, in any order, the same
+ * for the same configuration. */
+typedef struct fvm_shakespeare_config {
+    int64_t clients; /* 1 to 1000000 (default 715, as FedJAX's Shakespeare) */
+    uint64_t seed;
+} fvm_shakespeare_config;
+typedef struct fvm_shakespeare fvm_shakespeare;
+
+FVM_API void fvm_shakespeare_defaults(fvm_shakespeare_config *c);
+FVM_API fvm_status fvm_shakespeare_new(const fvm_shakespeare_config *c, fvm_shakespeare **out, fvm_diag *d);
+FVM_API void fvm_shakespeare_free(fvm_shakespeare *s);
+/* Client k's id, NUL-terminated. */
+FVM_API void fvm_shakespeare_client_id(const fvm_shakespeare *s, int64_t k, char id[64]);
+/* The number of snippets of client k in the train (test false) or test split. */
+FVM_API int64_t fvm_shakespeare_size(const fvm_shakespeare *s, int64_t k, bool test);
+/* Client k's snippets of a split: *n of them, snippet i the bytes
+ * [(*offsets)[i], (*offsets)[i + 1]) of *bytes; both malloc'd, owned by the
+ * caller (free). Thread-safe (s is only read). */
+FVM_API fvm_status fvm_shakespeare_client(const fvm_shakespeare *s, int64_t k, bool test, uint8_t **bytes,
+                                          int64_t **offsets, int64_t *n, fvm_diag *d);
+
+/* FedJAX's Shakespeare labels (fedjax.datasets.shakespeare): PAD 0, BOS 1,
+ * EOS 2, the 86 characters of its table 3..88, any other byte OOV 89; 90
+ * labels in all (programs/models/char_lstm.json's vocabulary). */
+enum { FVM_SHAKESPEARE_PAD = 0, FVM_SHAKESPEARE_BOS = 1, FVM_SHAKESPEARE_EOS = 2, FVM_SHAKESPEARE_OOV = 89 };
+enum { FVM_SHAKESPEARE_VOCAB = 90 };
+/* A byte's label. */
+FVM_API int32_t fvm_shakespeare_label(uint8_t byte);
+/* fedjax.datasets.shakespeare.preprocess_client: a client's n snippets
+ * (snippet i the lens[i] bytes at snippets[i], borrowed) joined as labels,
+ * each with BOS before and EOS after, then split into new tensors *x and
+ * *y (i32[M, sequence_length], owned by the caller): x the joined labels
+ * but the last, y but the first, both padded with PAD to a multiple of the
+ * sequence length. FVM_ERR_LIMIT past 2^31-1 labels. */
+FVM_API fvm_status fvm_shakespeare_preprocess(int64_t n, const uint8_t *const *snippets, const int64_t *lens,
+                                              int64_t sequence_length, fvm_tensor *x, fvm_tensor *y, fvm_diag *d);
 
 #endif
