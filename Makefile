@@ -279,7 +279,7 @@ WASM_SRC     := $(filter-out format/client_store.c format/data_bind.c $(wildcard
                 tools/fedvm_xdev.c tools/fedvm_cli.c tools/wasm/device.c tools/wasm/stand-ins.c
 WASM_OBJ     := $(WASM_SRC:%.c=$(WASM)/obj/%.o)
 WASM_CFLAGS  := $(CSTD) $(WARN) -O2 -MMD -MP -I$(WASM)/dep/include -Itools/wasm
-WASM_LDFLAGS := -O2 -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=33554432 -sEXIT_RUNTIME=1
+WASM_LDFLAGS := -O2 -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=33554432
 .PHONY: wasm wasm-deps install-wasm-deps test-wasm
 
 wasm: wasm-deps
@@ -314,7 +314,7 @@ $(WASM)/obj/%.o: %.c $(WASM)/dep/stamp
 	$(EMCC) $(WASM_CFLAGS) -c $< -o $@
 
 $(WASM)/fedvm-device.js: $(WASM_OBJ) $(WASM)/dep/stamp
-	NODE_PATH=/usr/share/nodejs $(EMCC) $(WASM_LDFLAGS) -sNODERAWFS=1 -sENVIRONMENT=node -sWASM_ASYNC_COMPILATION=0 -o $@ $(WASM_OBJ) $(WASM)/dep/obj/*.o
+	NODE_PATH=/usr/share/nodejs $(EMCC) $(WASM_LDFLAGS) -sNODERAWFS=1 -sENVIRONMENT=node -sWASM_ASYNC_COMPILATION=0 -sEXIT_RUNTIME=1 -o $@ $(WASM_OBJ) $(WASM)/dep/obj/*.o
 
 $(WASM)/web/fedvm-device.js: $(WASM_OBJ) $(WASM)/dep/stamp
 	@mkdir -p $(dir $@)

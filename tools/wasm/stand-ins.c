@@ -11,46 +11,46 @@
 
 /* ---- CBLAS, row-major ------------------------------------------------------------ */
 
-#define GEMM(P, T)                                                                                                    \
-    void cblas_##P##gemm(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, T alpha,       \
-                         const T *a, int lda, const T *b, int ldb, T beta, T *c, int ldc)                             \
-    {                                                                                                                 \
-        (void)o;                                                                                                      \
-        for (int i = 0; i < m; i++)                                                                                   \
-            for (int j = 0; j < n; j++) {                                                                             \
-                T acc = 0;                                                                                            \
-                for (int p = 0; p < k; p++)                                                                           \
-                    acc += (ta == CblasTrans ? a[p * lda + i] : a[i * lda + p]) *                                     \
-                           (tb == CblasTrans ? b[j * ldb + p] : b[p * ldb + j]);                                      \
-                c[i * ldc + j] = alpha * acc + (beta == 0 ? 0 : beta * c[i * ldc + j]);                               \
-            }                                                                                                         \
+#define GEMM(P, T) \
+    void cblas_##P##gemm(CBLAS_ORDER o, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, T alpha, \
+                         const T *a, int lda, const T *b, int ldb, T beta, T *c, int ldc) \
+    { \
+        (void)o; \
+        for (int i = 0; i < m; i++) \
+            for (int j = 0; j < n; j++) { \
+                T acc = 0; \
+                for (int p = 0; p < k; p++) \
+                    acc += (ta == CblasTrans ? a[p * lda + i] : a[i * lda + p]) * \
+                           (tb == CblasTrans ? b[j * ldb + p] : b[p * ldb + j]); \
+                c[i * ldc + j] = alpha * acc + (beta == 0 ? 0 : beta * c[i * ldc + j]); \
+            } \
     }
 GEMM(s, float)
 GEMM(d, double)
 
-#define GEMV(P, T)                                                                                                    \
-    void cblas_##P##gemv(CBLAS_ORDER o, CBLAS_TRANSPOSE t, int m, int n, T alpha, const T *a, int lda, const T *x,  \
-                         int incx, T beta, T *y, int incy)                                                            \
-    {                                                                                                                 \
-        (void)o;                                                                                                      \
-        int rows = t == CblasTrans ? n : m, cols = t == CblasTrans ? m : n;                                           \
-        for (int i = 0; i < rows; i++) {                                                                              \
-            T acc = 0;                                                                                                \
-            for (int p = 0; p < cols; p++)                                                                            \
-                acc += (t == CblasTrans ? a[p * lda + i] : a[i * lda + p]) * x[p * incx];                             \
-            y[i * incy] = alpha * acc + (beta == 0 ? 0 : beta * y[i * incy]);                                         \
-        }                                                                                                             \
+#define GEMV(P, T) \
+    void cblas_##P##gemv(CBLAS_ORDER o, CBLAS_TRANSPOSE t, int m, int n, T alpha, const T *a, int lda, const T *x, \
+                         int incx, T beta, T *y, int incy) \
+    { \
+        (void)o; \
+        int rows = t == CblasTrans ? n : m, cols = t == CblasTrans ? m : n; \
+        for (int i = 0; i < rows; i++) { \
+            T acc = 0; \
+            for (int p = 0; p < cols; p++) \
+                acc += (t == CblasTrans ? a[p * lda + i] : a[i * lda + p]) * x[p * incx]; \
+            y[i * incy] = alpha * acc + (beta == 0 ? 0 : beta * y[i * incy]); \
+        } \
     }
 GEMV(s, float)
 GEMV(d, double)
 
-#define DOT(P, T)                                                                                                     \
-    T cblas_##P##dot(int n, const T *x, int incx, const T *y, int incy)                                               \
-    {                                                                                                                 \
-        T acc = 0;                                                                                                    \
-        for (int i = 0; i < n; i++)                                                                                   \
-            acc += x[i * incx] * y[i * incy];                                                                         \
-        return acc;                                                                                                   \
+#define DOT(P, T) \
+    T cblas_##P##dot(int n, const T *x, int incx, const T *y, int incy) \
+    { \
+        T acc = 0; \
+        for (int i = 0; i < n; i++) \
+            acc += x[i * incx] * y[i * incy]; \
+        return acc; \
     }
 DOT(s, float)
 DOT(d, double)
