@@ -5,6 +5,8 @@
 # make test     unit, golden, invalid-input, command-line, backend-conformance and
 #               fidelity tests (the mpi backend's under mpirun when Open MPI is installed)
 # make test-beam  the Beam pipelines of 'fedplan --to beam' on Beam's direct runner (npm)
+# make wasm     fedvm device in WebAssembly (Emscripten) into build/wasm; make test-wasm
+#               runs it in Node and in headless Chromium against the native one
 # make asan     the whole test suite under AddressSanitizer + UBSan
 # make fuzz     every decoder's libFuzzer target over its corpus, a minute each (clang)
 # make fresh-root  make demo, make test and make install in a new Debian 12 root (debootstrap; as root)
@@ -266,8 +268,8 @@ test-beam: all
 # CBLAS calls; data from .json files) and with jansson and nettle's SHA-256
 # compiled from their Debian source packages (apt-get source, no deb-src
 # line needed; kept in $(WASM)/dep). Its linker runs Debian's node-acorn,
-# which a Node from elsewhere finds through NODE_PATH. make test-wasm runs tests/run_wasm.sh:
-# the updates in Node and in headless Chromium (Debian's chromium, installed
+# which a Node from elsewhere finds through NODE_PATH. make test-wasm runs
+# tests/run_wasm.sh (about a minute): the updates in Node and in headless Chromium (Debian's chromium, installed
 # when missing) against the native fedvm device's, and a round with browser
 # clients served over HTTP against fedvm run.
 WASM         := $(BUILD)/wasm
