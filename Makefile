@@ -5,6 +5,8 @@
 # make test     unit, golden, invalid-input, command-line, backend-conformance and
 #               fidelity tests (the mpi backend's under mpirun when Open MPI is installed)
 # make test-beam  the Beam pipelines of 'fedplan --to beam' on Beam's direct runner (npm)
+# make wasm     fedvm device in WebAssembly (Emscripten) into build/wasm; make test-wasm
+#               runs it in Node and in headless Chromium against the native one
 # make asan     the whole test suite under AddressSanitizer + UBSan
 # make fuzz     every decoder's libFuzzer target over its corpus, a minute each (clang)
 # make fresh-root  make demo, make test and make install in a new Debian 12 root (debootstrap; as root)
@@ -381,6 +383,80 @@ test-cross: all
 	@tests/run_bits.sh $(BIN)/fedvm $(CROSS_DIR)/bin/fedvm $(CROSS_QEMU_$(CROSS_ARCH))
 CROSS_MACHINE_arm64 := AArch64
 CROSS_MACHINE_s390x := IBM S/390
+
+# ---- WebAssembly ------------------------------------------------------------
+# fedvm device (the client phase of a cross-device plan) compiled with
+# Emscripten (Debian's emscripten, installed when emcc is missing) into
+# $(WASM): fedvm-device.js runs it in Node on the real files (node
+# build/wasm/fedvm-device.js ARGS as 'fedvm device ARGS'), web/ in a browser
+# (web/device.html, tools/wasm/device.html). It is the library without
+# OpenBLAS, SQLite, YAML, MPI or cairo (the CBLAS calls of NO_BLAS=1,
+# vm/kernels/noblas/; tools/wasm/stand-ins.c: data from .json files) and with jansson and nettle's SHA-256
+# compiled from their Debian source packages (apt-get source, no deb-src
+# line needed; kept in $(WASM)/dep). Its linker runs Debian's node-acorn,
+# which a Node from elsewhere finds through NODE_PATH. make test-wasm runs
+# tests/run_wasm.sh (about a minute): the updates in Node and in headless Chromium (Debian's chromium, installed
+# when missing) against the native fedvm device's, and a round with browser
+# clients served over HTTP against fedvm run.
+WASM         := $(BUILD)/wasm
+EMCC         ?= emcc
+WASM_DEB_PACKAGES := emscripten nodejs chromium
+WASM_DEPS_SRC := jansson nettle
+WASM_SRC     := $(filter-out format/client_store.c format/data_bind.c $(wildcard format/dataset*.c) format/idx.c \
+                  format/yaml_read.c format/doc_write.c format/plan_beam.c,$(LIB_SRC)) \
+                tools/fedvm_xdev.c tools/fedvm_cli.c tools/wasm/device.c tools/wasm/stand-ins.c vm/kernels/noblas/cblas.c
+WASM_OBJ     := $(WASM_SRC:%.c=$(WASM)/obj/%.o)
+WASM_CFLAGS  := $(CSTD) $(WARN) -O2 -MMD -MP -I$(WASM)/dep/include -Ivm/kernels/noblas -DFVM_NO_BLAS
+WASM_LDFLAGS := -O2 -sALLOW_MEMORY_GROWTH=1 -sINITIAL_MEMORY=33554432
+.PHONY: wasm wasm-deps install-wasm-deps test-wasm
+
+wasm: wasm-deps
+	+@$(MAKE) --no-print-directory $(WASM)/fedvm-device.js $(WASM)/web/fedvm-device.js $(WASM)/web/device.html
+
+wasm-deps:
+	@if ! command -v $(EMCC) >/dev/null || ! command -v node >/dev/null || ! command -v chromium >/dev/null; then \
+	  $(MAKE) --no-print-directory install-wasm-deps; fi
+
+install-wasm-deps:
+	$(call install_missing,$(WASM_DEB_PACKAGES))
+
+# jansson and nettle from Debian's source packages, with the configuration
+# their build would find for Emscripten's libc; compiled once.
+$(WASM)/dep/stamp:
+	@rm -rf $(WASM)/dep && mkdir -p $(WASM)/dep/apt/lists/partial $(WASM)/dep/include/nettle $(WASM)/dep/obj
+	echo 'deb-src http://deb.debian.org/debian bookworm main' >$(WASM)/dep/apt/sources.list
+	set -e; cd $(WASM)/dep/apt; o="-o Dir::Etc::SourceList=$$PWD/sources.list -o Dir::Etc::SourceParts=/dev/null -o Dir::State::Lists=$$PWD/lists"; \
+	  apt-get $$o update >/dev/null; apt-get $$o source --download-only $(WASM_DEPS_SRC) >/dev/null 2>&1; \
+	  tar xzf jansson_*.orig.tar.gz; tar xzf nettle_*.orig.tar.gz; mv jansson-*/ ../jansson; mv nettle-*/ ../nettle
+	cd $(WASM)/dep && sed -e 's/@json_inline@/inline/' -e 's/@json_have_[a-z_]*@/1/' jansson/src/jansson_config.h.in >include/jansson_config.h && \
+	  cp jansson/src/jansson.h include/ && cp nettle/sha2.h nettle/nettle-types.h include/nettle/ && \
+	  { printf '#define %s 1\n' HAVE_STDINT_H HAVE_LOCALECONV HAVE_ATOMIC_BUILTINS HAVE_SYNC_BUILTINS HAVE_UNISTD_H \
+	      HAVE_SYS_TYPES_H HAVE_SYS_STAT_H HAVE_FCNTL_H HAVE_GETPID HAVE_OPEN HAVE_READ HAVE_CLOSE HAVE_SYS_TIME_H \
+	      HAVE_GETTIMEOFDAY USE_URANDOM; echo '#define INITIAL_HASHTABLE_ORDER 3'; } >include/jansson_private_config.h
+	set -e; cd $(WASM)/dep; for f in jansson/src/*.c; do $(EMCC) -O2 -DHAVE_CONFIG_H -Iinclude -c $$f -o obj/jansson_$$(basename $$f .c).o; done; \
+	  for f in sha256 sha256-compress write-be32; do $(EMCC) -O2 -Inettle -c nettle/$$f.c -o obj/nettle_$$f.o; done
+	touch $@
+
+$(WASM)/obj/%.o: %.c $(WASM)/dep/stamp
+	@mkdir -p $(dir $@)
+	$(EMCC) $(WASM_CFLAGS) -c $< -o $@
+
+$(WASM)/fedvm-device.js: $(WASM_OBJ) $(WASM)/dep/stamp
+	NODE_PATH=/usr/share/nodejs $(EMCC) $(WASM_LDFLAGS) -sNODERAWFS=1 -sENVIRONMENT=node -sWASM_ASYNC_COMPILATION=0 -sEXIT_RUNTIME=1 -o $@ $(WASM_OBJ) $(WASM)/dep/obj/*.o
+
+$(WASM)/web/fedvm-device.js: $(WASM_OBJ) $(WASM)/dep/stamp
+	@mkdir -p $(dir $@)
+	NODE_PATH=/usr/share/nodejs $(EMCC) $(WASM_LDFLAGS) -sENVIRONMENT=web -sINVOKE_RUN=0 -sFORCE_FILESYSTEM=1 \
+	  -sEXPORTED_RUNTIME_METHODS=FS,callMain -o $@ $(WASM_OBJ) $(WASM)/dep/obj/*.o
+
+$(WASM)/web/device.html: tools/wasm/device.html
+	@mkdir -p $(dir $@)
+	cp $< $@
+
+test-wasm: all wasm
+	@tests/run_wasm.sh $(BIN) $(WASM)
+
+-include $(WASM_OBJ:.o=.d)
 
 # The README's set-up on a new machine, for real: a minimal Debian 12 root made
 # with debootstrap, the repository copied in, then make demo, make test and
