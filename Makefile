@@ -216,6 +216,7 @@ test-run: all $(TEST_BIN)
 	@tests/run_algos.sh $(BIN)/fedvm
 	@tests/run_privacy.sh $(BIN)/fedvm
 	@tests/run_robust.sh $(BIN)/fedvm
+	@tests/run_compress.sh $(BIN)/fedvm
 	@tests/run_memory.sh $(BIN)/fedvm
 	@tests/run_backends.sh $(BIN)/fedvm $(BUILD)/tests/test_golden
 	@tests/run_providers.sh $(BIN)/fedvm
