@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run_compress.sh BIN - compressed updates (programs/lib/compress.json, programs/fedavg_quantized.json,
-# programs/fedavg_topk.json): the bytes up and down against a hand count; 3 rounds of each against the
-# NumPy reference of tests/compress/compress_ref.py, which fails on another bits or k; the same bits
-# on two threads; and both still learn.
+# programs/fedavg_topk.json) and the trimmed mean (programs/lib/trimmed.json, programs/fedavg_trimmed.json):
+# the bytes up and down against a hand count; rounds of each against the NumPy reference of
+# tests/compress/compress_ref.py, which fails on another bits, k or beta; the same bits on two threads;
+# the trimmed mean against a malicious client; and the compressed ones still learn.
 set -u
 BIN=${1:?usage: tests/run_compress.sh path/to/fedvm}
 . "$(dirname "$0")/lib.sh"
@@ -51,6 +52,33 @@ elif grep -q "model w: relative difference" "$T/check"; then ok; else bad "top-k
 expect 0 "top-k FedAvg on 2 threads" -- "$BIN" run programs/fedavg_topk.json $D --set k=50 --threads 2 \
     --checkpoint-dir "$T/t2" && same "$T/out" "$T/t.out" "top-k, threads: the same lines" &&
     same_state "$T/t/round-000003.safetensors" "$T/t2/round-000003.safetensors" "top-k, threads: the same model"
+
+# The trimmed mean: 20 iid clients, client 3's features times -1e5 (tests/dp/poison.py); 5 rounds wreck
+# FedAvg, the trimmed mean (beta = 2) learns; 20 clients fill a block of 16 and one of 4, so the merge counts.
+"$PY" tests/dp/poison.py "$T/syn.sqlite" "$T/bad.sqlite" 3 -1e5 || { echo "run_compress: cannot make data"; exit 1; }
+P="--data train=$T/bad.sqlite --data test=$T/bad.sqlite:test --rounds 5 --seed 5 --set epochs=1"
+expect 0 "FedAvg with the malicious client" -- "$BIN" run programs/fedavg.json $P --metrics "$T/plain.jsonl"
+expect 0 "trimmed-mean FedAvg with the malicious client" -- "$BIN" run programs/fedavg_trimmed.json $P --metrics "$T/tm.jsonl" \
+    --checkpoint-dir "$T/tm" && cp "$T/out" "$T/tm.out"
+check "FedAvg is wrecked (test accuracy below 0.15), the trimmed mean learns (above 0.3)" -- "$PY" -c '
+import json, sys
+def last(p): return [json.loads(l) for l in open(p) if "round" in l][-1]["eval"]["accuracy"]
+pa, ta = last(sys.argv[1]), last(sys.argv[2])
+print("test accuracy after 5 rounds: FedAvg", pa, "trimmed mean", ta)
+assert pa < 0.15 and ta > 0.3, (pa, ta)' "$T/plain.jsonl" "$T/tm.jsonl"
+check "trimmed: the NumPy reference agrees" -- "$PY" $REF trimmed 2 "$T/bad.sqlite" 5 5 1 "$T/tm.jsonl" "$T/tm/round-000005.safetensors"
+if "$PY" $REF trimmed 1 "$T/bad.sqlite" 5 5 1 "$T/tm.jsonl" "$T/tm/round-000005.safetensors" >"$T/check" 2>&1; then
+    bad "trimmed: the reference with beta = 1 accepts the beta = 2 run"
+elif grep -q "model w: relative difference" "$T/check"; then ok; else bad "trimmed: beta = 1 fails but not on the model"; fi
+expect 0 "trimmed-mean FedAvg on 2 threads" -- "$BIN" run programs/fedavg_trimmed.json $P --threads 2 --checkpoint-dir "$T/tm2" &&
+    same "$T/out" "$T/tm.out" "trimmed, threads: the same lines" &&
+    same_state "$T/tm/round-000005.safetensors" "$T/tm2/round-000005.safetensors" "trimmed, threads: the same model"
+expect 0 "trimmed-mean FedAvg with 4 clients a round" -- "$BIN" run programs/fedavg_trimmed.json $P --rounds 2 --clients-per-round 4 \
+    --metrics "$T/few.jsonl"
+check "4 <= 2 beta clients leave the model at zero (test loss ln 10)" -- "$PY" -c '
+import json, math, sys
+e = [json.loads(l) for l in open(sys.argv[1]) if "round" in l][-1]["eval"]
+assert abs(e["loss"] - math.log(10)) < 1e-6, e' "$T/few.jsonl"
 
 # Learning: 10 rounds of 10 of 30 non-iid Synthetic(1,1) clients, 2 epochs; 2 bits and k = 30 (5%) still
 # bring the test loss from 2.30 to below 1.4 (1.12 and 1.16; FedAvg: 1.05).

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Independent NumPy reference for programs/fedavg_quantized.json and programs/fedavg_topk.json.
+"""Independent NumPy reference for programs/fedavg_quantized.json, fedavg_topk.json and fedavg_trimmed.json.
 
 Recomputes, with NumPy and the plain-Python Threefry of tests/golden/ref_random.py
 (no fedvm code), what
 
     fedvm run programs/fedavg_quantized.json --data train=F --rounds R --seed S --set epochs=E --set bits=B
     fedvm run programs/fedavg_topk.json      --data train=F --rounds R --seed S --set epochs=E --set k=K
+    fedvm run programs/fedavg_trimmed.json   --data train=F --rounds R --seed S --set epochs=E
 
 compute with every client in every round: each client's E epochs of SGD (epoch e
 over its examples shuffled under random_fold_in(client key, e), batches of 10,
@@ -18,13 +19,19 @@ learning rate 0.01), its update x_t - x_k as one vector (w row-major, then b), a
 - top-k: a = update + e_c (the client's error, zero at first), the K entries of
   largest |a| sent (a stable descending sort: ties to the lower index), e_c = a - sent;
 
-then x_{t+1} = x_t - sum_k n_k s_k / sum_k n_k. The bytes are counted by hand from
+then x_{t+1} = x_t - sum_k n_k s_k / sum_k n_k; or
+
+- trimmed: updates that are not finite zeroed, x_{t+1} = x_t - m with m, coordinate by
+  coordinate, the plain mean of the clients' values sorted, without the BETA smallest and
+  the BETA largest (zero when no value is left).
+ The bytes are counted by hand from
 the encoded forms (quantized: ceil(600 B / 8) + ceil(10 B / 8) + 16 a client; top-k:
 8 K; down: 4 * 610 a client). Compares every round's metrics (relative 1e-4), the
 last checkpoint (the largest difference relative to the largest entry, 1e-4) and,
 for top-k, the clients' errors in client_states.sqlite.
 
 usage: compress_ref.py quantized BITS DATA.sqlite ROUNDS SEED EPOCHS METRICS.jsonl CHECKPOINT.safetensors
+       compress_ref.py trimmed BETA DATA.sqlite ROUNDS SEED EPOCHS METRICS.jsonl CHECKPOINT.safetensors
        compress_ref.py topk K DATA.sqlite ROUNDS SEED EPOCHS METRICS.jsonl CHECKPOINT.safetensors STATES.sqlite
 """
 import json
@@ -88,7 +95,7 @@ def rel(got, want):
 
 
 def main(argv):
-    if len(argv) not in (9, 10) or argv[1] not in ("quantized", "topk") or (argv[1] == "topk") != (len(argv) == 10):
+    if len(argv) not in (9, 10) or argv[1] not in ("quantized", "topk", "trimmed") or (argv[1] == "topk") != (len(argv) == 10):
         print(__doc__)
         return 2
     algo, h = argv[1], int(argv[2])
@@ -98,7 +105,9 @@ def main(argv):
     lr = F32(0.01)
     errors = {}
     want = []
+    np.seterr(all="ignore")  # a malicious client's numbers may overflow
     for r in range(1, rounds + 1):
+        updates = []
         num = np.zeros(610, F32)
         den = F32(0)
         loss_sum = correct = examples = up = down = norms = 0.0
@@ -117,6 +126,9 @@ def main(argv):
                     _, gw, gb = loss_and_grad(cw, cb, xs[lo:lo + 10], ys[lo:lo + 10])
                     cw, cb = cw - lr * gw, cb - lr * gb
             g = flat(w - cw, b - cb)
+            if algo == "trimmed":
+                updates.append(g if np.all(np.isfinite(g)) else np.zeros(610, F32))
+                continue
             if algo == "quantized":
                 u = uniform(ref_random.fold_in(ck, 0xFFFFFFFF), 610)
                 s = np.concatenate([quantize(g[:600], u[:600], h), quantize(g[600:], u[600:], h)])
@@ -130,8 +142,17 @@ def main(argv):
             down += 4 * 610
             num = num + F32(n) * s
             den = den + F32(n)
-        metrics = {"loss": loss_sum / examples, "accuracy": correct / examples, "examples": examples,
-                   "bytes_up": up, "bytes_down": down}
+        metrics = {"loss": loss_sum / examples, "accuracy": correct / examples, "examples": examples}
+        if algo == "trimmed":
+            metrics["clients"] = len(updates)
+            ranked = np.sort(np.array(updates, dtype=np.float64), axis=0)
+            kept = ranked[h:len(updates) - h]
+            mean = kept.mean(axis=0).astype(F32) if len(kept) else np.zeros(610, F32)
+            new = flat(w, b) - mean
+            w, b = new[:600].reshape(60, 10), new[600:]
+            want.append({"round": r, "train": metrics})
+            continue
+        metrics.update({"bytes_up": up, "bytes_down": down})
         if algo == "topk":
             metrics["error_norm"] = norms
         want.append({"round": r, "train": metrics})
@@ -170,10 +191,11 @@ def main(argv):
                     bad.append("client %d error: relative difference %.3g" % (c, err))
     for line in bad[:40]:
         print(line)
-    print("compress reference (%s %s=%d): %d rounds of %d clients, bytes up %g and down %g a round, "
-          "largest relative difference %.2g: %s" % (algo, "bits" if algo == "quantized" else "k", h, rounds, len(train),
-                                                   want[-1]["train"]["bytes_up"], want[-1]["train"]["bytes_down"],
-                                                   worst, "agree" if not bad else "%d values differ" % len(bad)))
+    last = want[-1]["train"]
+    sizes = ", bytes up %g and down %g a round" % (last["bytes_up"], last["bytes_down"]) if "bytes_up" in last else ""
+    print("compress reference (%s %s=%d): %d rounds of %d clients%s, largest relative difference %.2g: %s"
+          % (algo, {"quantized": "bits", "topk": "k", "trimmed": "beta"}[algo], h, rounds, len(train), sizes, worst,
+             "agree" if not bad else "%d values differ" % len(bad)))
     return 1 if bad else 0
 
 
