@@ -251,7 +251,7 @@ test: deps
 # test runs N at a time (CI runs make with -j$(nproc)); -O prints a check's
 # output whole when it ends. Every check works in its own temporary directory.
 CHECK_UNITS := $(TEST_BIN:$(BUILD)/tests/%=check-unit-%)
-CHECK_SCRIPTS := invalid cli data train hparams sweep client_state algos privacy robust memory providers plot
+CHECK_SCRIPTS := invalid cli data train hparams sweep client_state algos privacy robust compress memory providers plot
 CHECKS := $(CHECK_UNITS) $(CHECK_SCRIPTS:%=check-%) check-layers check-format check-api check-hostile \
   check-backends check-plan check-forms check-xdev check-fidelity check-reference check-accountant \
   check-safetensors check-format-docs check-python check-readme check-install

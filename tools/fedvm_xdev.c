@@ -338,11 +338,11 @@ int fvm_cmd_server(int argc, char **argv)
         if ((!strcmp(o.step, "merge") ? fvm_xdev_server_merge : fvm_xdev_server_aggregate)(plan, o.state, o.broadcast,
                                                                                            o.updates, o.out, &res, &d))
             goto done;
-        /* the round's line as 'fedvm run' prints it (the metrics file's has the clients too), made first;
-           the state and the metrics line are then written all or nothing, and the round is printed only
-           once they are */
+        /* the round's line as 'fedvm run' prints it, (epsilon, delta) included (the metrics file's has the
+           clients too), made first; the state and the metrics line are then written all or nothing, and the
+           round is printed only once they are */
         fvm_metrics_round shown = fvm_xdev_result_figures(&res);
-        shown.fields = 0;
+        shown.fields &= FVM_METRICS_PRIVACY;
         char *line = NULL;
         size_t len = 0;
         if (fvm_metrics_line(&shown, &line, &len, &d))

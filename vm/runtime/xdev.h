@@ -116,6 +116,8 @@ typedef struct fvm_xdev_result {
     int64_t *clients; /* the clients aggregated, increasing */
     int64_t nclients;
     int64_t population; /* the clients the round selected from (the broadcast's) */
+    bool dp; /* the server program declares "privacy": epsilon after rounds 1..round, for delta */
+    double epsilon, delta;
     fvm_atomic state; /* the new state, written and synced beside out, not yet in place */
 } fvm_xdev_result;
 
@@ -135,8 +137,11 @@ FVM_API fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *plan, const ch
                                              const char *updates, const char *out, fvm_xdev_result *res, fvm_diag *d);
 
 /* The round's figures for its metrics line (fvm_metrics_line): the round,
- * its metrics and, with FVM_METRICS_CLIENTS, the number of clients
- * aggregated. Borrowed from res. */
+ * its metrics, with FVM_METRICS_CLIENTS the number of clients aggregated
+ * and, for a plan whose program declares "privacy", with
+ * FVM_METRICS_PRIVACY its (epsilon, delta) as 'fedvm run' reports them
+ * (q = the round's clients / population, or 1 when it takes them all).
+ * Borrowed from res. */
 FVM_API fvm_metrics_round fvm_xdev_result_figures(const fvm_xdev_result *res);
 
 /* Ends a round all or nothing: appends the round's metrics line (the

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "../exec/aggregate.h"
+#include "privacy.h"
 #include "rounds.h"
 #include "sample.h"
 #include "xdev.h"
@@ -572,6 +573,15 @@ static fvm_status finish_round(const fvm_xdev_plan *pl, fvm_vm *vm, fvm_value *s
         res->round = r;
         res->metrics = fvm_value_retain(next->items[1]);
     }
+    /* (epsilon, delta) as a session reports them: r rounds of the Poisson-subsampled Gaussian
+       mechanism with q = clients / population (1 when the round takes them all) */
+    const fvm_module *m = pl->server->root;
+    if (s == FVM_OK && m->privacy) {
+        double q = res->nclients < res->population ? (double)res->nclients / (double)res->population : 1.0;
+        res->dp = true;
+        res->delta = m->privacy_delta;
+        s = fvm_privacy_epsilon(q, m->privacy_z, r, res->delta, &res->epsilon, NULL, d);
+    }
     fvm_value_release(next);
     fvm_values_free(args, pl->nserver + 2);
     return s;
@@ -744,9 +754,11 @@ fvm_metrics_round fvm_xdev_result_figures(const fvm_xdev_result *res)
     return (fvm_metrics_round){.round = res->round,
                                .train = res->metrics,
                                .train_type = res->metrics_type,
-                               .fields = FVM_METRICS_CLIENTS,
+                               .fields = FVM_METRICS_CLIENTS | (res->dp ? FVM_METRICS_PRIVACY : 0),
                                .nclients = res->nclients,
-                               .clients = res->clients};
+                               .clients = res->clients,
+                               .epsilon = res->epsilon,
+                               .delta = res->delta};
 }
 
 fvm_status fvm_xdev_result_commit(fvm_xdev_result *res, const char *metrics, fvm_diag *d)

@@ -413,13 +413,17 @@ static fvm_status rename_initialize(xw *x, fvm_doc *fn)
 }
 
 /* The program made of the functions roots[0..n) need, from q (checked, one
- * module) and its canonical document full, 'initialize' renamed. */
-static fvm_status phase_program(xw *x, const fvm_program *q, const fvm_doc *full, const char *doc, int n,
+ * module) and its canonical document full, 'initialize' renamed; with
+ * privacy, full's "privacy" too (the server's, which reports (epsilon,
+ * delta) for the rounds it aggregates). */
+static fvm_status phase_program(xw *x, const fvm_program *q, const fvm_doc *full, const char *doc, bool privacy, int n,
                                 const char *const *roots, fvm_doc **out)
 {
     bool *keep = fvm_arena_array(x->a, (size_t)q->nfuncs + 1, sizeof *keep);
     fvm_doc *prog = object(x, false), *funcs = object(x, false);
-    if (!keep || !put(x, prog, "fedvm", fvm_doc_int(x->a, 1)) || !put(x, prog, "doc", str(x, doc)))
+    const fvm_doc *dp = privacy ? fvm_doc_get(full, "privacy") : NULL;
+    if (!keep || !put(x, prog, "fedvm", fvm_doc_int(x->a, 1)) || !put(x, prog, "doc", str(x, doc)) ||
+        (dp && !put(x, prog, "privacy", (fvm_doc *)dp)))
         return nomem(x->d);
     const fvm_doc *hparams = fvm_doc_get(full, "hparams"), *types = fvm_doc_get(full, "types"),
                   *written = fvm_doc_get(full, "functions");
@@ -517,14 +521,14 @@ static fvm_status plan_doc(xw *x, const fvm_program *q, fvm_doc **out)
                                            "run by each client on its data%s.",
                                            f->name, src,
                                            x->init_client ? " and its state (initialize_client: its first state)" : ""),
-                          x->init_client ? 2 : 1, client_roots, &cprog));
+                          false, x->init_client ? 2 : 1, client_roots, &cprog));
     FVM_TRY(phase_program(x, q, full,
                           fvm_arena_printf(x->a,
                                            "The server phase of the cross-device plan of '%s' of %s: "
                                            "initialize, prepare, aggregate (or partial, merge and combine) and "
                                            "result.",
                                            f->name, src),
-                          7, server_roots, &sprog));
+                          true, 7, server_roots, &sprog));
     FVM_TRY(verify(x, cprog, "client"));
     FVM_TRY(verify(x, sprog, "server"));
     const char *doc = fvm_arena_printf(x->a,
