@@ -377,8 +377,9 @@ static fvm_status p_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bo
 
 /* The conv2d kernels' products (fvm_kernel_gemm_fn), as the chains above. */
 static void conv_gemm(size_t es, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
-                      const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc)
+                      const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc, void *tmp)
 {
+    (void)tmp; /* the chains are added to c as they finish */
     mm_shape s = {
         .m = m, .n = n, .k = k, .a_si = ta ? 1 : lda, .a_sk = ta ? lda : 1, .b_sk = tb ? 1 : ldb, .b_sj = tb ? ldb : 1};
     if (es == sizeof(float))
