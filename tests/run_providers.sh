@@ -2,7 +2,7 @@
 # run_providers.sh BIN - kernel providers on whole runs: 'fedvm run --kernels portable' against the CPU kernels.
 # FedAvg with the 2NN (programs/fedavg_2nn.json, every product fedvm's own f32 kernel) gives the same
 # bits: printed metrics and every checkpoint, in sequence and on 2 threads; so does FedAvg with the
-# CNN of programs/models/cnn_mnist.json (tests/providers/fedavg_cnn.json: conv2d and its gradients
+# CNN of programs/models/cnn_mnist.json (bench/fedavg_cnn.json: conv2d and its gradients
 # in fedvm's own f32 kernel too). The golden programs are compared by test_golden, each kernel by
 # test_providers. Needs Fashion-MNIST (make deps); skipped without it.
 set -u
@@ -42,8 +42,8 @@ else
             done
     done
 
-    run cnn_cpu tests/providers/fedavg_cnn.json --clients-per-round 2 --backend seq
-    run cnn_portable tests/providers/fedavg_cnn.json --clients-per-round 2 --kernels portable --backend seq &&
+    run cnn_cpu bench/fedavg_cnn.json --clients-per-round 2 --backend seq
+    run cnn_portable bench/fedavg_cnn.json --clients-per-round 2 --kernels portable --backend seq &&
         same "$T/cnn_cpu.out" "$T/cnn_portable.out" "CNN metrics, portable kernels" &&
         for r in 1 2; do
             same_state "$T/cnn_cpu.ck/round-00000$r.safetensors" "$T/cnn_portable.ck/round-00000$r.safetensors" \
