@@ -12,7 +12,9 @@ Runs, in order (each a separate process, one at a time):
      of step 2 on 1 thread (fedvm's own matrix kernel against OpenBLAS's);
   4. bench/ref_fedavg_numpy.py and bench/ref_fedavg_torch.py, each with 1 and every thread;
   5. programs/fedsgd.json (softmax regression) over 10 ... 100,000 clients a round of LEAF
-     synthetic data (2 to 5 examples a client): round time and peak resident memory.
+     synthetic data (2 to 5 examples a client): round time and peak resident memory;
+  6. the CNN workload (bench/bench_cnn.py): FedAvg with McMahan's CNN, fedvm against PyTorch
+     with oneDNN, 1 and every thread (--cnn-rounds, 0 to leave it out).
 Every run of the 2NN does the same rounds (default 11) from the same seed; the figures leave
 out the first round (warm-up) and the evaluation, which follows the last round only
 (bench/roundstats.py computes them alike for all three). Data files are made in build/bench
@@ -41,6 +43,7 @@ import threading
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import bench_cnn  # noqa: E402
 import roundstats  # noqa: E402
 
 BUILD = os.path.join(ROOT, "build", "bench")
@@ -61,11 +64,16 @@ def parse():
     ap.add_argument("--rounds", type=int, default=11, help="rounds of each 2NN run, the first a warm-up (default 11)")
     ap.add_argument("--sweep", default=",".join(map(str, SWEEP)), metavar="K,...",
                     help="clients per round of the memory sweep (default %(default)s)")
+    ap.add_argument("--cnn-rounds", type=int, default=3, metavar="R",
+                    help="rounds of each run of the CNN workload (bench/bench_cnn.py), the first a warm-up; "
+                         "0 leaves it out (default 3)")
     ap.add_argument("--out", default=os.path.join(BUILD, "results.md"), help="the report's file")
     ap.add_argument("--doc", metavar="FILE", help="replace the measured part of FILE (BENCHMARKS.md) with the report")
     args = ap.parse_args()
     if args.rounds < 2:
         ap.error("--rounds must be at least 2 (the first is a warm-up)")
+    if args.cnn_rounds == 1 or args.cnn_rounds < 0:
+        ap.error("--cnn-rounds must be 0 or at least 2 (the first is a warm-up)")
     try:
         args.sweep = [int(k) for k in args.sweep.split(",")]
     except ValueError:
@@ -453,7 +461,7 @@ def commands_section(rows, scale):
     return lines + ["```"]
 
 
-def report(args, info, load, blas_lines, flops, rows, scale):
+def report(args, info, load, blas_lines, flops, rows, scale, cnn=None):
     corename = next((b["corename"] for b in blas_lines if b[""] == "blas"), "?")
     # the peak: the faster of OpenBLAS's own choice of kernel and its AVX-512 kernel, by thread count
     blas = {"lines": blas_lines, "peak": {}, "peak_cpu": {}, "peak_core": {}}
@@ -465,8 +473,10 @@ def report(args, info, load, blas_lines, flops, rows, scale):
                 blas["peak_core"][t] = AVX512_CORE if b[""] == "sgemm_avx512" else corename
             blas["peak_cpu"][t] = max(blas["peak_cpu"].get(t, 0.0), float(b["cpu_gflops"]))
     sections = [header_section(info, load, corename, rows), workload_section(args.rounds, rows),
-                targets_section(info, rows, blas, scale), sgemm_section(blas), flops_section(flops),
-                sweep_section(scale), commands_section(rows, scale)]
+                targets_section(info, rows, blas, scale)]
+    if cnn:
+        sections.append(bench_cnn.section(args.cnn_rounds, cnn))
+    sections += [sgemm_section(blas), flops_section(flops), sweep_section(scale), commands_section(rows, scale)]
     return "\n\n".join("\n".join(lines) for lines in sections) + "\n"
 
 
@@ -499,7 +509,8 @@ def main():
     corename = next((b["corename"] for b in blas if b[""] == "blas"), "?")
     rows = fedvm_runs(args, nthreads) + reference_runs(args, nthreads, avx512_unused(corename))
     scale = sweep(args.sweep)
-    text = report(args, info, (load0, os.getloadavg()[0]), blas, flops, rows, scale)
+    cnn = bench_cnn.measure(args.cnn_rounds, FASHION, say) if args.cnn_rounds else None
+    text = report(args, info, (load0, os.getloadavg()[0]), blas, flops, rows, scale, cnn)
     with open(args.out, "w") as f:
         f.write(text)
     sys.stdout.write(text)

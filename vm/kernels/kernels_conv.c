@@ -1,4 +1,4 @@
-/* kernels_conv.c - 2-D convolution (im2col + a gemm: BLAS's in the CPU provider) and its gradients, max/avg pooling and theirs. */
+/* kernels_conv.c - 2-D convolution (im2col + a gemm: fedvm's own f32 kernel in the CPU provider) and its gradients, max/avg pooling and theirs. */
 #include <cblas.h>
 #include <limits.h>
 #include <stdint.h>
@@ -45,7 +45,9 @@ typedef struct conv_geom {
     int64_t group; /* images per gemm (>= 1) */
     bool direct; /* 1x1 filter, strides 1: x is its own patch matrix */
     size_t es; /* element size */
-    size_t scratch; /* bytes of the patch matrix of one group */
+    size_t scratch; /* bytes of the patch matrix of one group, then (grad_filter over several groups) a [K,O]
+                       product */
+    size_t col_bytes; /* the patch matrix's part of scratch */
 } conv_geom;
 
 /* *r = a * b for a, b >= 0, false on overflow. */
@@ -97,6 +99,7 @@ static fvm_status conv_plan(fvm_dtype t, const fvm_dims *xs, const fvm_dims *ws,
     g->direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1;
     g->group = 1;
     g->scratch = 0;
+    g->col_bytes = 0;
     if (g->n == 0 || g->m == 0 || g->k == 0 || g->o == 0)
         return FVM_OK; /* no gemm */
     if (g->m > INT_MAX || g->k > INT_MAX || g->o > INT_MAX)
@@ -114,7 +117,15 @@ static fvm_status conv_plan(fvm_dtype t, const fvm_dims *xs, const fvm_dims *ws,
     if (group > g->n)
         group = g->n;
     g->group = group < 1 ? 1 : group;
-    g->scratch = g->direct ? 0 : (size_t)(g->group * per_image) * g->es;
+    g->col_bytes = g->direct ? 0 : (size_t)(g->group * per_image) * g->es;
+    g->scratch = g->col_bytes;
+    if (!g->direct && g->group < g->n) { /* grad_filter adds each group's product to the sum so far */
+        int64_t ko;
+        if (!mul64(g->k, g->o, &ko) || ko > (int64_t)(FVM_MAX_TENSOR_BYTES / g->es))
+            return fvm_diag_add(d, FVM_ERR_LIMIT, NULL, "conv2d: a filter of %lld x %lld elements is too large",
+                                (long long)g->k, (long long)g->o);
+        g->scratch += (size_t)ko * g->es;
+    }
     return FVM_OK;
 }
 
@@ -199,10 +210,33 @@ static void im2col(const unsigned char *x, const conv_geom *g, int64_t images, u
 COL2IM(f32, float)
 COL2IM(f64, double)
 
-/* The CPU provider's products: OpenBLAS's gemm. */
-static void blas_gemm(size_t es, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
-                      const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc)
+/* The CPU provider's products. f32: fedvm's own kernel (kernels_gemm.c),
+ * whatever their size, so every element of c is the fused multiply-add
+ * chain over k in order from 0 (plus c's value before, added once, when
+ * accumulate): the portable provider's chain, the same bits on every
+ * machine. f64: OpenBLAS's dgemm, whose kernel and order of sums depend on
+ * the machine. A build with -DFVM_GEMM_MAX_MACS=0 (every product in BLAS,
+ * for make bench's comparison) sends the f32 ones to cblas_sgemm too.
+ * Accumulating f32 products go through tmp, [m,n] floats (the workspace's
+ * tail); c is contiguous (ldc == n), as in every call below. */
+static void cpu_gemm(size_t es, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
+                     const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc, void *tmp)
 {
+    if (es == sizeof(float) && FVM_GEMM_MAX_MACS > 0) {
+        assert(ldc == n && (!accumulate || tmp != NULL));
+        mm_shape s = {.m = m,
+                      .n = n,
+                      .k = k,
+                      .a_si = ta ? 1 : lda,
+                      .a_sk = ta ? lda : 1,
+                      .b_sk = tb ? 1 : ldb,
+                      .b_sj = tb ? ldb : 1};
+        float *cf = c, *tf = tmp;
+        fvm_gemm_f32(&s, a, b, accumulate ? tf : cf);
+        if (accumulate)
+            KERNEL_FOR(i, m * n, cf[i] += tf[i];);
+        return;
+    }
     enum CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans, ob = tb ? CblasTrans : CblasNoTrans;
     if (es == sizeof(float))
         cblas_sgemm(CblasRowMajor, oa, ob, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb,
@@ -261,7 +295,8 @@ static fvm_status conv2d_ws(fvm_kernel_gemm_fn gemm, const fvm_tensor *x, const 
             im2col(xi, &g, nb, ws);
             a = ws;
         }
-        gemm(g.es, false, false, nb * g.m, g.o, g.k, a, g.k, wp, g.o, false, yp + (size_t)(i0 * g.m * g.o) * es, g.o);
+        gemm(g.es, false, false, nb * g.m, g.o, g.k, a, g.k, wp, g.o, false, yp + (size_t)(i0 * g.m * g.o) * es, g.o,
+             NULL);
     }
     return FVM_OK;
 }
@@ -293,10 +328,10 @@ static fvm_status conv2d_grad_input_ws(fvm_kernel_gemm_fn gemm, const fvm_tensor
         unsigned char *dxi = dxp + (size_t)(i0 * g.h * g.w * g.c) * es;
         const unsigned char *dyi = dyp + (size_t)(i0 * g.m * g.o) * es;
         if (g.direct) { /* the patch matrix is dx itself */
-            gemm(g.es, false, true, nb * g.m, g.k, g.o, dyi, g.o, wp, g.o, false, dxi, g.k);
+            gemm(g.es, false, true, nb * g.m, g.k, g.o, dyi, g.o, wp, g.o, false, dxi, g.k, NULL);
             continue;
         }
-        gemm(g.es, false, true, nb * g.m, g.k, g.o, dyi, g.o, wp, g.o, false, ws, g.k);
+        gemm(g.es, false, true, nb * g.m, g.k, g.o, dyi, g.o, wp, g.o, false, ws, g.k, NULL);
         memset(dxi, 0, (size_t)(nb * g.h * g.w * g.c) * es);
         if (es == sizeof(float))
             col2im_f32(ws, &g, nb, (float *)(void *)dxi);
@@ -328,6 +363,7 @@ static fvm_status conv2d_grad_filter_ws(fvm_kernel_gemm_fn gemm, const fvm_tenso
     }
     const unsigned char *xp = kernel_bytes(x), *dyp = kernel_bytes(dy);
     size_t es = g.es;
+    void *tmp = g.scratch > g.col_bytes ? (unsigned char *)ws + g.col_bytes : NULL; /* a group's product */
     for (int64_t i0 = 0; i0 < g.n; i0 += g.group) {
         int64_t nb = g.n - i0 < g.group ? g.n - i0 : g.group;
         const unsigned char *xi = xp + (size_t)(i0 * g.h * g.w * g.c) * es;
@@ -336,7 +372,8 @@ static fvm_status conv2d_grad_filter_ws(fvm_kernel_gemm_fn gemm, const fvm_tenso
             im2col(xi, &g, nb, ws);
             a = ws;
         }
-        gemm(g.es, true, false, g.k, g.o, nb * g.m, a, g.k, dyp + (size_t)(i0 * g.m * g.o) * es, g.o, i0 > 0, dwp, g.o);
+        gemm(g.es, true, false, g.k, g.o, nb * g.m, a, g.k, dyp + (size_t)(i0 * g.m * g.o) * es, g.o, i0 > 0, dwp, g.o,
+             tmp);
     }
     return FVM_OK;
 }
@@ -397,36 +434,36 @@ fvm_status fvm_kernel_conv2d_grad_filter(fvm_kernel_gemm_fn gemm, const fvm_tens
 fvm_status fvm_k_conv2d_ws(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, void *ws, size_t ws_bytes,
                            fvm_tensor *y, fvm_diag *d)
 {
-    return conv2d_ws(blas_gemm, x, w, win, ws, ws_bytes, y, d);
+    return conv2d_ws(cpu_gemm, x, w, win, ws, ws_bytes, y, d);
 }
 
 fvm_status fvm_k_conv2d_grad_input_ws(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win, void *ws,
                                       size_t ws_bytes, fvm_tensor *dx, fvm_diag *d)
 {
-    return conv2d_grad_input_ws(blas_gemm, dy, w, win, ws, ws_bytes, dx, d);
+    return conv2d_grad_input_ws(cpu_gemm, dy, w, win, ws, ws_bytes, dx, d);
 }
 
 fvm_status fvm_k_conv2d_grad_filter_ws(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win, void *ws,
                                        size_t ws_bytes, fvm_tensor *dw, fvm_diag *d)
 {
-    return conv2d_grad_filter_ws(blas_gemm, x, dy, win, ws, ws_bytes, dw, d);
+    return conv2d_grad_filter_ws(cpu_gemm, x, dy, win, ws, ws_bytes, dw, d);
 }
 
 fvm_status fvm_k_conv2d(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, fvm_tensor *y, fvm_diag *d)
 {
-    return fvm_kernel_conv2d(blas_gemm, x, w, win, y, d);
+    return fvm_kernel_conv2d(cpu_gemm, x, w, win, y, d);
 }
 
 fvm_status fvm_k_conv2d_grad_input(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win, fvm_tensor *dx,
                                    fvm_diag *d)
 {
-    return fvm_kernel_conv2d_grad_input(blas_gemm, dy, w, win, dx, d);
+    return fvm_kernel_conv2d_grad_input(cpu_gemm, dy, w, win, dx, d);
 }
 
 fvm_status fvm_k_conv2d_grad_filter(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win, fvm_tensor *dw,
                                     fvm_diag *d)
 {
-    return fvm_kernel_conv2d_grad_filter(blas_gemm, x, dy, win, dw, d);
+    return fvm_kernel_conv2d_grad_filter(cpu_gemm, x, dy, win, dw, d);
 }
 
 /* ---- pooling ------------------------------------------------------------- */

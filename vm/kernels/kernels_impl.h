@@ -166,9 +166,12 @@ void fvm_gemm_chain(size_t es, const mm_shape *s, const void *a, const void *b, 
 
 /* C [m,n] = op(A) op(B), plus C when accumulate, row-major, of f32 (es 4)
  * or f64 (es 8) elements with leading dimensions lda, ldb, ldc; op
- * transposes when its flag is set: the products of the conv2d kernels. */
+ * transposes when its flag is set: the products of the conv2d kernels.
+ * When accumulate, tmp is scratch of m*n elements (the product before it is
+ * added to C), for those that need it. */
 typedef void (*fvm_kernel_gemm_fn)(size_t es, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
-                                   int64_t lda, const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc);
+                                   int64_t lda, const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc,
+                                   void *tmp);
 /* The conv2d kernels of kernels_nn.h with their products computed by gemm
  * (fvm_k_conv2d and its gradients are these with BLAS's; kernels_conv.c). */
 fvm_status fvm_kernel_conv2d(fvm_kernel_gemm_fn gemm, const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win,

@@ -9,10 +9,12 @@
  * and filters HWIO, as in TensorFlow and JAX (x [N,H,W,C], w [KH,KW,C,O]).
  * Results must not depend on the number of threads: every kernel is
  * sequential and sums in a fixed order, so the same inputs give the same
- * bits. The conv2d kernels' gemms are the exception, as in kernels.h: the
- * BLAS library orders their sums, and OpenBLAS's order depends on its own
- * thread count (1 and 2 threads give different last bits), so conv2d results
- * are reproducible for a fixed BLAS thread count.
+ * bits. The f32 conv2d kernels' products are fedvm's own kernel
+ * (kernels_gemm.c: each element one fused multiply-add chain in order), the
+ * same bits on every machine and in both providers. The f64 ones are the
+ * exception, as in kernels.h: the BLAS library orders their sums, and
+ * OpenBLAS's order depends on the CPU and its own thread count, so f64
+ * conv2d results are reproducible for a fixed machine and BLAS thread count.
  *
  * One exception to kernels.h's "never malloc": the three conv2d kernels
  * without the _ws suffix malloc one scratch buffer per call (the im2col
@@ -30,8 +32,10 @@
  * where xpad is x padded with zeros by the window's rule (fvm_window_out);
  * win->kh, win->kw must equal w's KH, KW. y [N,OH,OW,O].
  * Computed as im2col (the patches of a group of images as the rows of a
- * matrix [images*OH*OW, KH*KW*C]) times w seen as [KH*KW*C, O], one cblas
- * gemm per group of images; the group size depends on the shapes only. A
+ * matrix [images*OH*OW, KH*KW*C]) times w seen as [KH*KW*C, O], one gemm
+ * per group of images (f32: fedvm's own kernel, every element the fused
+ * multiply-add chain over KH*KW*C in order from 0; f64: BLAS's dgemm); the
+ * group size depends on the shapes only. A
  * 1x1 filter with strides 1 needs no im2col (x is its own patch matrix). */
 fvm_status fvm_k_conv2d(const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win, fvm_tensor *y, fvm_diag *d);
 /* The gradient of conv2d's result with respect to x: dx has x's shape
@@ -41,13 +45,16 @@ fvm_status fvm_k_conv2d(const fvm_tensor *x, const fvm_tensor *w, const fvm_wind
 fvm_status fvm_k_conv2d_grad_input(const fvm_tensor *dy, const fvm_tensor *w, const fvm_window *win, fvm_tensor *dx,
                                    fvm_diag *d);
 /* ... with respect to w: dw [KH,KW,C,O] = patches^T @ dy, one gemm per group
- * of images; the groups' products are added in image order (the gemm's beta). */
+ * of images; the groups' products are added in image order (f32: each
+ * group's chains from 0, then added to the sum of the groups before). */
 fvm_status fvm_k_conv2d_grad_filter(const fvm_tensor *x, const fvm_tensor *dy, const fvm_window *win, fvm_tensor *dw,
                                     fvm_diag *d);
 
 /* The scratch bytes the three conv2d kernels need for x's shape xs [N,H,W,C]
  * and w's shape ws [KH,KW,C,O] of dtype t (the same for all three; 0 when
- * none is needed). Shapes and window are checked as the kernels check them:
+ * none is needed): the patch matrix of one group of images and, when the
+ * images take more than one group, a [KH*KW*C, O] product (grad_filter's
+ * sum of one group). Shapes and window are checked as the kernels check them:
  * FVM_ERR_USAGE for a bad rank or window, or mismatched channels,
  * FVM_ERR_TYPE for a non-float dtype, FVM_ERR_LIMIT when one image's patch
  * matrix would exceed FVM_MAX_TENSOR_BYTES or a dim BLAS's int. */

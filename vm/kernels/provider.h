@@ -92,7 +92,8 @@ struct fvm_kernels {
 
 /* The CPU provider: the kernels of kernels.h and kernels_nn.h (elementwise
  * loops compiled for AVX-512, AVX2 and the baseline, fedvm's f32 matrix
- * kernel, OpenBLAS for the other float products and conv2d). The default
+ * kernel, also for f32 conv2d and its gradients, OpenBLAS for the other
+ * float products and f64 conv2d). The default
  * (fvm_vm_config.kernels NULL). Static storage. */
 const fvm_kernels *fvm_kernels_cpu(void);
 
@@ -106,8 +107,8 @@ const fvm_kernels *fvm_kernels_cpu(void);
  * pooling, softmax, ...), which are plain C already. Its results are the
  * CPU provider's bit for bit, except for the products the CPU provider
  * hands to BLAS (format/SPEC.md, "What depends on BLAS"): f64 products, f32
- * ones with a vector operand or above 2^27 multiply-adds, and conv2d and
- * its gradients, which differ in the last bits (BLAS orders the sums its
+ * ones with a vector operand or above 2^27 multiply-adds, and f64 conv2d
+ * and its gradients, which differ in the last bits (BLAS orders the sums its
  * own way), and for which NaN a sum returns where two different NaNs meet
  * (format/SPEC.md, Numerics). Static storage. */
 const fvm_kernels *fvm_kernels_portable(void);

@@ -385,8 +385,9 @@ void fvm_gemm_chain(size_t es, const mm_shape *s, const void *a, const void *b, 
 
 /* The conv2d kernels' products (fvm_kernel_gemm_fn), as the chains above. */
 static void conv_gemm(size_t es, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a, int64_t lda,
-                      const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc)
+                      const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc, void *tmp)
 {
+    (void)tmp; /* the chains are added to c as they finish */
     mm_shape s = {
         .m = m, .n = n, .k = k, .a_si = ta ? 1 : lda, .a_sk = ta ? lda : 1, .b_sk = tb ? 1 : ldb, .b_sj = tb ? ldb : 1};
     fvm_gemm_chain(es, &s, a, b, c, ldc, accumulate);
