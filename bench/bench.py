@@ -10,7 +10,8 @@ Runs, in order (each a separate process, one at a time):
   3. bench/fedavg_2nn on the threads backend with 1 and with every thread, on seq, on mpi
      with 2 ranks when 'fedvm run' has that backend and mpirun exists, and with the build
      of step 2 on 1 thread (fedvm's own matrix kernel against OpenBLAS's);
-  4. bench/ref_fedavg_numpy.py and bench/ref_fedavg_torch.py, each with 1 and every thread;
+  4. bench/ref_fedavg_numpy.py, bench/ref_fedavg_torch.py and bench/ref_fedavg_torch_batched.py
+     (the strongest peer: all clients of a round at once, TorchScript), each with 1 and every thread;
   5. programs/fedsgd.json (softmax regression) over 10 ... 100,000 clients a round of LEAF
      synthetic data (2 to 5 examples a client): round time and peak resident memory;
   6. the CNN workload (bench/bench_cnn.py): FedAvg with McMahan's CNN, fedvm against PyTorch
@@ -202,8 +203,8 @@ def flop_check():
         must(cmd, "the counted fedvm run", env)
         with open(count) as f:
             lines = f.read().splitlines()
-        with open(metrics) as f:
-            examples = json.loads(f.readline())["train"]["examples"]
+        with open(metrics) as f:  # after the run's line, the round's
+            examples = next(m for m in map(json.loads, f) if "round" in m)["train"]["examples"]
     counted = float(keyvals("count " + lines[0])["flops"])
     # training (forward and backward), the program's metrics (a forward pass over the same
     # examples before training) and the evaluation on the test split
@@ -259,16 +260,20 @@ def fedvm_runs(args, nthreads):
     return rows
 
 
+PEERS = (("NumPy", "ref_fedavg_numpy.py"), ("PyTorch", "ref_fedavg_torch.py"),
+         ("PyTorch, batched clients", "ref_fedavg_torch_batched.py"))
+
+
 def reference_runs(args, nthreads, avx512):
-    """NumPy and PyTorch on 1 and every thread; NumPy on 1 thread also with OpenBLAS's AVX-512
-    kernel when its own choice leaves AVX-512 unused (avx512)."""
+    """NumPy and PyTorch (plain and batched) on 1 and every thread; NumPy and the batched PyTorch on 1
+    thread also with OpenBLAS's AVX-512 kernel when its own choice leaves AVX-512 unused (avx512)."""
     rows = []
-    for name, script in (("NumPy", "ref_fedavg_numpy.py"), ("PyTorch", "ref_fedavg_torch.py")):
+    for name, script in PEERS:
         for t in sorted({1, nthreads}):
             cmd = [sys.executable, os.path.join(HERE, script), "--data", FASHION, "--rounds", str(args.rounds),
                    "--eval-every", "0", "--threads", str(t)]
             rows.append(run_2nn(name, "%d thread%s" % (t, "s" if t > 1 else ""), cmd))
-            if name == "NumPy" and t == 1 and avx512:
+            if name != "PyTorch" and t == 1 and avx512:
                 rows.append(dict(run_2nn("NumPy, OPENBLAS_CORETYPE=" + AVX512_CORE, "1 thread", cmd,
                                          dict(os.environ, OPENBLAS_CORETYPE=AVX512_CORE)),
                                  env="OPENBLAS_CORETYPE=" + AVX512_CORE))
@@ -386,10 +391,54 @@ def targets_section(info, rows, blas, scale):
                      "%s's CPU time, %.4f s: %.0f GFLOP/s, %.0f%% of the SGEMM rate of all %d cores (%.0f) | |"
                      % (flops_round * 1e-9, name(g), g["median_cpu_s"] / 6, need, 100 * need / all_cores,
                         info["cores"], all_cores))
+    lines += w1_targets(rows, blas)
     for s in scale:
         if s["clients"] == 100000:
             lines.append("| a round over 100,000 clients under 256 MB peak RSS | %.0f MB | %s |"
                          % (s["peak_rss_mb"], met(s["peak_rss_mb"] < 256)))
+    return lines
+
+
+W1_MEMORY_MB = 41  # W1's peak RSS on 1 thread when issue #18 was written, to be kept
+
+
+def w1_targets(rows, blas):
+    """Issue #18's targets for W1 (this workload): against the strongest peer and the one-core SGEMM peak."""
+    lines = []
+    fed = [r for r in rows if "error" not in r and "stopped" not in r and r["label"].startswith("fedvm")
+           and not r.get("variant")]
+    refs = [r for r in rows if "error" not in r and "stopped" not in r and not r["label"].startswith("fedvm")]
+    one, ref_one = [r for r in fed if r["threads"] == "1 thread"], [r for r in refs if r["threads"] == "1 thread"]
+    if one and ref_one:
+        f, g = min(one, key=lambda r: r["median_cpu_s"]), min(ref_one, key=lambda r: r["median_cpu_s"])
+        ratio = f["median_cpu_s"] / g["median_cpu_s"]
+        lines.append("| W1 (issue #18): fedvm at most 0.5x the strongest peer's round, CPU time, 1 thread | %s %.4f s, "
+                     "%s %.4f s: %.2fx (need at most 0.5x) | %s |"
+                     % (name(f), f["median_cpu_s"], name(g), g["median_cpu_s"], ratio, met(ratio <= 0.5)))
+    if fed and refs:
+        f, g = min(fed, key=lambda r: r["median_round_s"]), min(refs, key=lambda r: r["median_round_s"])
+        ratio = f["median_round_s"] / g["median_round_s"]
+        lines.append("| W1: the same in wall time, all cores | %s %.4f s, %s %.4f s: %.2fx (need at most 0.5x) | %s |"
+                     % (name(f), f["median_round_s"], name(g), g["median_round_s"], ratio, met(ratio <= 0.5)))
+    if one and 1 in blas["peak_cpu"]:
+        f = min(one, key=lambda r: r["median_cpu_s"])
+        rate = f["examples"] * roundstats.train_flops() / f["median_cpu_s"] * 1e-9
+        frac = rate / blas["peak_cpu"][1]
+        lines.append("| W1: at least 60%% of the one-core SGEMM peak in training flops per CPU second | %s %.2f "
+                     "GFLOP/s, SGEMM on 1 thread %.1f: %.0f%% (need 60%%) | %s |"
+                     % (name(f), rate, blas["peak_cpu"][1], 100 * frac, met(frac >= 0.6)))
+    r1 = next((r for r in fed if name(r) == "fedvm threads (1 thread)"), None)
+    rn = [r for r in fed if r["label"] == "fedvm threads" and r is not r1]
+    if r1 and rn:
+        speedup = r1["median_round_s"] / rn[0]["median_round_s"]
+        same = len({r["test_acc"] for r in fed}) == 1
+        lines.append("| W1: %s at least 1.85x 1 thread, wall time, the same results | %.2fx; test accuracy %s "
+                     "on every backend and thread count (bits: tests/run_backends.sh) | %s |"
+                     % (rn[0]["threads"], speedup, "the same" if same else "**differs**",
+                        met(speedup >= 1.85 and same)))
+    if r1:
+        lines.append("| W1: memory as it was (peak RSS about %d MB, 1 thread) | %.0f MB | %s |"
+                     % (W1_MEMORY_MB, r1["peak_rss_mb"], met(r1["peak_rss_mb"] <= W1_MEMORY_MB * 1.1)))
     return lines
 
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Check that the numpy and the torch FedAvg reference implementations agree.
+"""Check that the numpy, the torch and the batched torch FedAvg reference implementations agree.
 
 1. One minibatch: the hand-written gradient of ref_fedavg_numpy against
    torch autograd, from the same model and batch.
@@ -9,7 +9,9 @@
    round differs, each sampled client's update is compared; a client whose
    two paths parted right after a ReLU pre-activation within rounding of
    zero fell on different sides in the two libraries is reported as a note,
-   and every other client must agree.
+   and every other client must agree. The batched torch implementation
+   (ref_fedavg_torch_batched, all clients at once) is compared with numpy
+   the same way, also with its clients split over 2 threads.
 3. --save-init from numpy then --load-init into torch gives the same round.
 
 Agreement is max|a - b| / max|a| per parameter (and relative difference of
@@ -37,6 +39,7 @@ import torch.nn.functional as F  # noqa: E402
 import ref_common  # noqa: E402
 import ref_fedavg_numpy as refnp  # noqa: E402
 import ref_fedavg_torch as refpt  # noqa: E402
+import ref_fedavg_torch_batched as refbt  # noqa: E402
 
 
 def synthetic(seed=1, num_clients=20):
@@ -167,18 +170,22 @@ class KeepLoss:
         self.losses.append(train_loss)
 
 
-def check_round(chk, clients, test, data, seed, extra):
-    argv = ["--data", data or "-", "--rounds", "1", "--seed", str(seed), "--threads", "1"] + extra
+def check_round(chk, clients, test, data, seed, extra, impl=refpt, threads=1):
+    """One round of impl against numpy's; a disagreement of the plain torch implementation may be explained
+    by a ReLU kink (explain)."""
+    argv = ["--data", data or "-", "--rounds", "1", "--seed", str(seed), "--threads", str(threads)] + extra
     what = "one round" + (" " + " ".join(extra) if extra else "")
+    if impl is refbt:
+        what += ", batched torch on %d thread%s" % (threads, "s" if threads > 1 else "")
     results = []
-    for impl in (refnp, refpt):
+    for ref in (refnp, impl):
         args = ref_args.parser("check").parse_args(argv)
         keep = KeepLoss()
-        model = impl.run(args, clients, test, keep)
+        model = ref.run(args, clients, test, keep)
         results.append((model, keep.losses[0]))
     loss_d = abs(results[0][1] - results[1][1]) / abs(results[0][1])
     model_d = max(rel(a, b) for a, b in zip(results[0][0], results[1][0]))
-    if max(loss_d, model_d) > chk.tol and explain(chk, what, clients, seed, args):
+    if max(loss_d, model_d) > chk.tol and impl is refpt and explain(chk, what, clients, seed, args):
         return
     chk.value(what + ", train loss", results[0][1], results[1][1])
     chk.models(what, results[0][0], results[1][0])
@@ -216,11 +223,13 @@ def main():
     check_gradient(chk, clients, args.seed)
     check_round(chk, clients, test, args.data, args.seed, [])
     check_round(chk, clients, test, args.data, args.seed, ["--epochs", "2", "--batch", "7"])
+    check_round(chk, clients, test, args.data, args.seed, [], refbt)
+    check_round(chk, clients, test, args.data, args.seed, ["--epochs", "2", "--batch", "7"], refbt, threads=2)
     check_init_files(chk, clients, test, args.seed)
     if chk.failed:
         print("check_refs: %d disagreements" % chk.failed)
     else:
-        print("check_refs: the numpy and torch references agree%s" % (
+        print("check_refs: the numpy, torch and batched torch references agree%s" % (
             " (%d round(s) parted at a ReLU kink, see the notes)" % chk.explained if chk.explained else ""))
     return 1 if chk.failed else 0
 
