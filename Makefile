@@ -10,6 +10,7 @@
 # make fresh-root  make demo, make test and make install in a new Debian 12 root (debootstrap; as root)
 # make bench    benchmarks: fedvm against NumPy, PyTorch and the SGEMM peak (BENCHMARKS.md)
 # make bench-doc  the same, its tables written into BENCHMARKS.md
+# make bench-cohort  a round's time and memory over up to 1,000,000 clients (BENCHMARKS.md)
 # make demo     the main job on a built-in default (installs missing packages first)
 # make install  PREFIX=/usr/local DESTDIR=   (uninstall likewise)
 # make format   the C sources in .clang-format's style (make test checks it)
@@ -113,7 +114,7 @@ PUBLIC_H  := vm/fedvm.h vm/core/api.h vm/core/arena.h vm/core/doc.h vm/core/prng
              format/data_bind.h format/dataset.h format/doc_io.h format/file.h format/idx.h format/ir_read.h \
              format/ir_write.h format/metrics.h format/plan.h format/safetensors.h format/value_doc.h format/xdev.h
 
-.PHONY: format format-check all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc demo install uninstall clean
+.PHONY: format format-check all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc bench-cohort demo install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -368,6 +369,13 @@ bench: bench-deps all $(BENCH_BIN) $(BENCH_TOOLS)
 
 bench-doc: bench-deps all $(BENCH_BIN) $(BENCH_TOOLS)
 	$(BENCH_PYTHON) bench/bench.py --doc BENCHMARKS.md
+
+# A round's time and peak memory against its clients (bench/cohort.py): FedSGD
+# over up to 1,000,000 clients, FedAvg of the 2NN over up to 10,000, on seq and
+# on 2 mpi ranks; the tables go into BENCHMARKS.md. The first run makes its
+# data in $(BUILD)/bench (about 650 MB); it takes several minutes.
+bench-cohort: deps all
+	$(SYS_PYTHON) bench/cohort.py --doc BENCHMARKS.md
 
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBD)/libfedvm.a
 	$(CC) $(CFLAGS) -o $@ $< $(LIBD)/libfedvm.a $(LIBS)
