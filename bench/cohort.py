@@ -9,8 +9,8 @@
 Each count runs one round (--clients-per-round K, --rounds 1) twice: on seq (one process, one
 thread: the round's wall and CPU seconds from the metrics line, and the process's peak resident
 memory) and on mpi with 2 ranks under mpirun (each rank's peak, GNU time's %M). The goals:
-memory flat (the peak at the largest count at most 16 MB above the smallest's, and under 256 MB
-a rank) and time linear (the CPU seconds per client at the largest count at most 1.25 times
+memory flat (the peak at the largest count at most 16 MB above the peak at a tenth of it, and
+under 256 MB a rank) and time linear (the CPU seconds per client at the largest count at most 1.25 times
 those at a tenth of it). The data is made once into build/bench (about 650 MB, minutes).
 Prints a Markdown report, writes it to build/bench/cohort.md, and with --doc FILE puts it
 between FILE's cohort markers.
@@ -88,7 +88,7 @@ def one(program, data, k, tmp):
             ranks.append(int(f.read().split()[-1]) / 1024)
     return {"clients": k, "examples": line["train"]["examples"], "round_s": line["seconds"],
             "cpu_s": line["cpu_seconds"], "peak_mb": peak, "rank_mb": ranks,
-            "cmd": shlex.join([os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in base])}
+            "cmd": shlex.join(base).replace(ROOT + "/", "")}
 
 
 def table(title, rows):
@@ -99,14 +99,14 @@ def table(title, rows):
         out.append("| %d | %d | %.3f | %.3f | %.1f | %.1f | %.1f, %.1f |" % (
             r["clients"], r["examples"], r["round_s"], r["cpu_s"], 1e6 * r["cpu_s"] / r["clients"], r["peak_mb"],
             r["rank_mb"][0], r["rank_mb"][1]))
-    first, last = rows[0], rows[-1]
+    last = rows[-1]
     tenth = [r for r in rows if r["clients"] * 10 == last["clients"]][0]
     top = max([last["peak_mb"]] + last["rank_mb"])
-    flat = max(last["peak_mb"] - first["peak_mb"], max(last["rank_mb"]) - max(first["rank_mb"]))
+    flat = max(last["peak_mb"] - tenth["peak_mb"], max(last["rank_mb"]) - max(tenth["rank_mb"]))
     ratio = (last["cpu_s"] / last["clients"]) / (tenth["cpu_s"] / tenth["clients"])
     verdict = lambda ok: "met" if ok else "**not met**"
     out += ["", "- memory: %.1f MB at %d clients, %+.1f MB from %d clients (goal: flat, at most %d MB more, "
-            "under %d MB a rank): %s" % (top, last["clients"], flat, first["clients"], FLAT_MB, LIMIT_MB,
+            "under %d MB a rank): %s" % (top, last["clients"], flat, tenth["clients"], FLAT_MB, LIMIT_MB,
                                           verdict(flat <= FLAT_MB and top < LIMIT_MB)),
             "- time: CPU per client at %d clients %.2f times that at %d (goal: linear, at most %.2f): %s" % (
                 last["clients"], ratio, tenth["clients"], LINEAR, verdict(ratio <= LINEAR)),
@@ -114,12 +114,11 @@ def table(title, rows):
     return out
 
 
-def report(sgd, avg):
+def report(sgd, avg, when, load):
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     m = re.search(r"^Model name:\s*(.+)$", lscpu, re.M)
-    load = os.getloadavg()[0]
     head = ["Measured %s on %s (%d cores, load average %.1f at the end), %s." % (
-        datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        when,
         m.group(1).strip() if m else platform.processor(), os.cpu_count(), load,
         "`make bench-cohort`"), ""]
     return head + table("FedSGD over up to 1,000,000 clients (%s)" % os.path.relpath(LEAF, ROOT), sgd) + \
@@ -130,17 +129,26 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--doc", metavar="FILE", help="put the report between FILE's cohort markers")
     ap.add_argument("--out", default=os.path.join(BUILD, "cohort.md"))
+    ap.add_argument("--report", metavar="JSON", help="no runs: the report of the measurements saved in JSON")
     args = ap.parse_args()
-    make_data()
-    with tempfile.TemporaryDirectory() as tmp:
-        sgd, avg = [], []
-        for k in FEDSGD:
-            say("== fedsgd, %d clients" % k)
-            sgd.append(one("fedsgd.json", LEAF, k, tmp))
-        for k in FEDAVG:
-            say("== fedavg_2nn, %d clients" % k)
-            avg.append(one("fedavg_2nn.json", FM, k, tmp))
-    text = "\n".join(report(sgd, avg))
+    if args.report:
+        with open(args.report) as f:
+            saved = json.load(f)
+    else:
+        make_data()
+        saved = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                 "fedsgd": [], "fedavg_2nn": []}
+        with tempfile.TemporaryDirectory() as tmp:
+            for k in FEDSGD:
+                say("== fedsgd, %d clients" % k)
+                saved["fedsgd"].append(one("fedsgd.json", LEAF, k, tmp))
+            for k in FEDAVG:
+                say("== fedavg_2nn, %d clients" % k)
+                saved["fedavg_2nn"].append(one("fedavg_2nn.json", FM, k, tmp))
+        saved["load"] = os.getloadavg()[0]
+        with open(os.path.splitext(args.out)[0] + ".json", "w") as f:  # the measurements, for --report
+            json.dump(saved, f, indent=1)
+    text = "\n".join(report(saved["fedsgd"], saved["fedavg_2nn"], saved["when"], saved["load"]))
     print(text)
     with open(args.out, "w") as f:
         f.write(text)
