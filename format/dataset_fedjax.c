@@ -805,11 +805,49 @@ static fvm_status fedjax_read(fvm_dataset *ds, int64_t i, char who[DS_WHO], int6
     fvm_status s = fetch_row(ds, fj->st_row, i, 0, 2, n, who, d);
     if (s == FVM_OK && sqlite3_column_type(fj->st_row, 1) != SQLITE_BLOB)
         s = ds_err(ds, d, FVM_ERR_FORMAT, "client %s: data is not a blob", who);
+    if (s == FVM_OK && sqlite3_column_bytes(fj->st_row, 1) == 0)
+        s = ds_err(ds, d, FVM_ERR_IO,
+                   "client %s is not in this copy of the dataset (its data is empty: the copy holds other clients' "
+                   "examples)",
+                   who);
     if (s == FVM_OK) /* the blob is valid while the row is current */
         s = decode_blob(ds, who, sqlite3_column_blob(fj->st_row, 1), (size_t)sqlite3_column_bytes(fj->st_row, 1), n,
                         cols, d);
     sqlite3_reset(fj->st_row);
     return s;
+}
+
+/* The first client whose data is there: a copy of the dataset for one host
+ * (DATASETS.md) leaves the data of other hosts' clients empty. */
+static fvm_status fedjax_schema_client(fvm_dataset *ds, int64_t *first, fvm_diag *d)
+{
+    fedjax *fj = ds->impl;
+    sqlite3_stmt *st = NULL;
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT %s FROM \"%s\" WHERE length(data) > 0 ORDER BY %s LIMIT 1", fj->rowid, fj->table,
+             fj->rowid);
+    fvm_status s = prepare(ds, sql, &st, d);
+    if (s)
+        return s;
+    int rc = sqlite3_step(st);
+    *first = -1;
+    if (rc == SQLITE_ROW) {
+        int64_t rowid = sqlite3_column_int64(st, 0), lo = 0, hi = ds->n;
+        if (!fj->rowids) {
+            *first = (int64_t)((uint64_t)rowid - (uint64_t)fj->rowid0);
+        } else {
+            while (lo < hi) { /* rowids ascend */
+                int64_t mid = lo + (hi - lo) / 2;
+                if (fj->rowids[mid] < rowid)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            *first = lo < ds->n && fj->rowids[lo] == rowid ? lo : -1;
+        }
+    }
+    sqlite3_finalize(st);
+    return rc == SQLITE_ROW || rc == SQLITE_DONE ? FVM_OK : ds_sql_err(ds, d, rc, "reading the client table");
 }
 
 static fvm_status fedjax_recognize(fvm_dataset *ds, bool *yes, const char **partial, fvm_diag *d)
@@ -891,6 +929,7 @@ const struct fvm_dataset_format_i fvm_dataset_format_fedjax = {
     .recognize = fedjax_recognize,
     .splits = fedjax_splits,
     .open = fedjax_open,
+    .schema_client = fedjax_schema_client,
     .client = fedjax_client,
     .find = fedjax_find,
     .read = fedjax_read,
