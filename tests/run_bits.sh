@@ -103,7 +103,7 @@ if [ -n "$NOBLAS" ] && [ -d "$FASHION" ]; then
     "${RUNNER[@]}" "$BIN" data import fashion-mnist --clients 6000 --partition iid -o "$T/fm6000.sqlite" >/dev/null 2>&1 ||
         bad "import Fashion-MNIST into 6000 clients"
     for k in cpu portable; do
-        expect 0 "CNN, $k kernels" -- timeout 900 "${RUNNER[@]}" "$BIN" run tests/providers/fedavg_cnn.json \
+        expect 0 "CNN, $k kernels" -- timeout 900 "${RUNNER[@]}" "$BIN" run bench/fedavg_cnn.json \
             --data train="$T/fm6000.sqlite" --rounds 1 --clients-per-round 2 --seed 3 --kernels $k \
             --checkpoint-dir "$T/cnn_$k.ck" && sed -E 's/"[a-z_]*seconds": [0-9.e+-]+(, )?//g' "$T/out" >"$T/cnn_$k.out"
     done
