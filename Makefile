@@ -253,11 +253,12 @@ test: deps
 # Each check of make test is a target of its own (check-NAME), so that make -jN
 # test runs N at a time (CI runs make with -j$(nproc)); -O prints a check's
 # output whole when it ends. Every check works in its own temporary directory.
+# The longest checks come first, so that the last to start are short ones.
 CHECK_UNITS := $(TEST_BIN:$(BUILD)/tests/%=check-unit-%)
-CHECK_SCRIPTS := invalid cli data train hparams sweep client_state algos privacy robust compress memory providers plot
-CHECKS := $(CHECK_UNITS) $(CHECK_SCRIPTS:%=check-%) check-layers check-format check-api check-hostile \
-  check-backends check-multihost check-plan check-forms check-xdev check-fidelity check-reference check-accountant \
-  check-safetensors check-format-docs check-python check-readme check-install
+CHECK_SCRIPTS := cli data train client_state hparams sweep algos privacy robust compress invalid memory providers plot
+CHECKS := check-readme check-xdev check-fidelity check-backends $(CHECK_SCRIPTS:%=check-%) check-multihost \
+  check-python check-plan check-forms check-hostile $(CHECK_UNITS) check-layers check-format check-api \
+  check-reference check-accountant check-safetensors check-format-docs check-install
 .PHONY: $(CHECKS)
 
 test-run: $(CHECKS)
