@@ -77,6 +77,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 ip netns add "${P}sw" 2>"$T/err" || skip "cannot make a network namespace: $(cat "$T/err")"
 HOSTS+=("${P}sw")
+# entering one remounts / as a slave mount, which fails where / is not a mount point (a chroot)
+ip netns exec "${P}sw" true 2>"$T/err" || skip "cannot enter a network namespace: $(cat "$T/err")"
 ip -n "${P}sw" link add br0 type bridge && ip -n "${P}sw" link set br0 up || { echo "run_multihost: no bridge"; exit 1; }
 
 # host N: namespace ${P}hN at $NET.(10+N), its directory $T/hN (tmp/ and data/), seen as $LOCAL
