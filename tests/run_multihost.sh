@@ -75,9 +75,11 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+# ip netns mounts its namespaces under /run/netns and enters them by remounting /, which a chroot
+# (whose / is not a mount point) cannot do, and would leave /run/netns mounted inside it
+mountpoint -q / || skip "/ is not a mount point (a chroot?): network namespaces cannot be entered here"
 ip netns add "${P}sw" 2>"$T/err" || skip "cannot make a network namespace: $(cat "$T/err")"
 HOSTS+=("${P}sw")
-# entering one remounts / as a slave mount, which fails where / is not a mount point (a chroot)
 ip netns exec "${P}sw" true 2>"$T/err" || skip "cannot enter a network namespace: $(cat "$T/err")"
 ip -n "${P}sw" link add br0 type bridge && ip -n "${P}sw" link set br0 up || { echo "run_multihost: no bridge"; exit 1; }
 
