@@ -818,7 +818,8 @@ static fvm_status fedjax_read(fvm_dataset *ds, int64_t i, char who[DS_WHO], int6
 }
 
 /* The first client whose data is there: a copy of the dataset for one host
- * (DATASETS.md) leaves the data of other hosts' clients empty. */
+ * (DATASETS.md) leaves the data of other hosts' clients empty. With none,
+ * client 0 (whose reading then says what is wrong). */
 static fvm_status fedjax_schema_client(fvm_dataset *ds, int64_t *first, fvm_diag *d)
 {
     fedjax *fj = ds->impl;
@@ -830,7 +831,7 @@ static fvm_status fedjax_schema_client(fvm_dataset *ds, int64_t *first, fvm_diag
     if (s)
         return s;
     int rc = sqlite3_step(st);
-    *first = -1;
+    *first = ds->n > 0 ? 0 : -1;
     if (rc == SQLITE_ROW) {
         int64_t rowid = sqlite3_column_int64(st, 0), lo = 0, hi = ds->n;
         if (!fj->rowids) {
