@@ -41,12 +41,10 @@ for case in tests/golden/*.json; do
     expect 0 "$name: fedvm run" -- "$FEDVM" run "$prog" "${args[@]}" || continue
     cp "$T/out" "$T/want"
     for f in $FORMS; do
-        # the form is written next to the program, so its data paths (@programs/...) resolve alike
-        form="$(dirname "$prog")/.form-$name-$f.json"
+        form="$T/$name.$f.json" # forms are whole programs (includes inlined): they run from anywhere
         expect 0 "$name: fedplan --to $f" -- "$PLAN" "$prog" --to "$f" -o "$form" || continue
         expect 0 "$name: fedvm check $f" -- "$FEDVM" check "$form"
         expect 0 "$name: fedvm run $f" -- "$FEDVM" run "$form" "${args[@]}" && same "$T/want" "$T/out" "$name: $f"
-        mv "$form" "$T/$name.$f.json"
     done
 done
 
@@ -76,12 +74,11 @@ for prog in programs/scaffold.json programs/feddyn.json tests/client_state/count
     cp "$T/out" "$T/$name.cs.metrics"
     states "$T/$name.cs/client_states.sqlite" >"$T/$name.cs.states"
     for f in $FORMS; do
-        form="$(dirname "$prog")/.form-$name-$f.json"
+        form="$T/$name.$f.json"
         expect 0 "$name: fedplan --to $f" -- "$PLAN" "$prog" --to "$f" -o "$form" || continue
         has "$form" '"client_state": {' "$name: the $f form says where the clients' states are"
         expect 0 "$name: train through $f" -- "$FEDVM" run "$form" "${TRAIN[@]}" --checkpoint-dir "$T/$name.$f.cs" &&
             same "$T/$name.cs.metrics" "$T/out" "$name: $f metrics"
-        mv "$form" "$T/$name.$f.json"
         same_state "$T/$name.cs/round-$last.safetensors" "$T/$name.$f.cs/round-$last.safetensors" "$name: $f final state"
         states "$T/$name.$f.cs/client_states.sqlite" >"$T/$name.$f.states"
         same "$T/$name.cs.states" "$T/$name.$f.states" "$name: $f clients' states"
@@ -174,11 +171,10 @@ for prog in programs/fedavg.json programs/fedadam.json programs/federated_select
     expect 0 "$name: train" -- "$FEDVM" run "$prog" "${TRAIN[@]}" --checkpoint-dir "$T/$name.ckpt" || continue
     cp "$T/out" "$T/$name.metrics"
     for f in $FORMS; do
-        form="programs/.form-$name-$f.json"
+        form="$T/$name.$f.json"
         expect 0 "$name: fedplan --to $f" -- "$PLAN" "$prog" --to "$f" -o "$form" || continue
         expect 0 "$name: train through $f" -- "$FEDVM" run "$form" "${TRAIN[@]}" --checkpoint-dir "$T/$name.$f.ckpt" &&
             same "$T/$name.metrics" "$T/out" "$name: $f metrics"
-        rm -f "$form"
         same_state "$T/$name.ckpt/round-000004.safetensors" "$T/$name.$f.ckpt/round-000004.safetensors" \
             "$name: $f final weights"
     done
