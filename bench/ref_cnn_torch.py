@@ -141,16 +141,8 @@ def main():
     server = [p.contiguous(memory_format=fmt) if p.dim() == 4 else p for p in init_model(args.seed)]
     report = ref_common.Report(args, "torch %s (mkldnn %s, %s)" % (
         torch.__version__, torch.backends.mkldnn.is_available(), args.memory_format))
-    for rnd in range(1, args.rounds + 1):
-        t0, c0 = ref_common.timer(), ref_common.cpu_timer()
-        server, train_loss, examples = fedavg_round(net, opt, server, clients, rnd, args)
-        seconds, cpu_s = ref_common.timer() - t0, ref_common.cpu_timer() - c0
-        result, eval_s = None, None
-        if ref_common.evaluates(args, rnd):
-            t1 = ref_common.timer()
-            result = evaluate(net, server, *test)
-            eval_s = ref_common.timer() - t1
-        report.round(rnd, train_loss, examples, seconds, cpu_s, result, eval_s)
+    ref_common.train(args, server, lambda s, rnd: fedavg_round(net, opt, s, clients, rnd, args),
+                     lambda s: evaluate(net, s, *test), report)
     report.finish()
     return 0
 

@@ -107,6 +107,34 @@ class Report:
         print("median_round_s=%.4f examples_per_s=%.0f test_acc=%.4f" % (med, eps, self.test_acc), file=self.out)
 
 
+def train(args, server, fedavg_round, evaluate, report=None):
+    """args.rounds rounds of server, _, _ = fedavg_round(server, rnd), each timed (wall and CPU) and
+    given to report with evaluate(server)'s (accuracy, loss) after the rounds evaluates() names
+    (timed apart); returns the final server model."""
+    for rnd in range(1, args.rounds + 1):
+        t0, c0 = timer(), cpu_timer()
+        server, train_loss, examples = fedavg_round(server, rnd)
+        seconds, cpu_s = timer() - t0, cpu_timer() - c0
+        if report is None:
+            continue
+        result, eval_s = None, None
+        if evaluates(args, rnd):
+            t1 = timer()
+            result = evaluate(server)
+            eval_s = timer() - t1
+        report.round(rnd, train_loss, examples, seconds, cpu_s, result, eval_s)
+    return server
+
+
+def main(args, run, name):
+    """Loads args.data, runs run(args, clients, test, report) with a Report named name, prints its summary."""
+    clients, test = load_data(args.data)
+    report = Report(args, name)
+    run(args, clients, test, report)
+    report.finish()
+    return 0
+
+
 def evaluates(args, rnd):
     return rnd == args.rounds or (args.eval_every > 0 and rnd % args.eval_every == 0)
 

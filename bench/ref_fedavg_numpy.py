@@ -128,28 +128,9 @@ def evaluate(model, x, y, chunk=2000):
 
 def run(args, clients, test, report=None):
     """FedAvg for args.rounds rounds; returns the final model ([in, out] weights)."""
-    server = ref_common.initial_model(args)
-    for rnd in range(1, args.rounds + 1):
-        t0, c0 = ref_common.timer(), ref_common.cpu_timer()
-        server, train_loss, examples = fedavg_round(server, clients, rnd, args)
-        seconds, cpu_s = ref_common.timer() - t0, ref_common.cpu_timer() - c0
-        result, eval_s = None, None
-        if report is not None and ref_common.evaluates(args, rnd):
-            t1 = ref_common.timer()
-            result = evaluate(server, *test)
-            eval_s = ref_common.timer() - t1
-        if report is not None:
-            report.round(rnd, train_loss, examples, seconds, cpu_s, result, eval_s)
-    return server
-
-
-def main():
-    clients, test = ref_common.load_data(ARGS.data)
-    report = ref_common.Report(ARGS, "numpy %s" % np.__version__)
-    run(ARGS, clients, test, report)
-    report.finish()
-    return 0
+    return ref_common.train(args, ref_common.initial_model(args), lambda s, rnd: fedavg_round(s, clients, rnd, args),
+                            lambda s: evaluate(s, *test), report)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(ref_common.main(ARGS, run, "numpy %s" % np.__version__))

@@ -156,28 +156,10 @@ def run(args, clients, test, report=None):
             torch.set_num_interop_threads(args.threads)
     clients = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in clients]
     test = tuple(torch.from_numpy(a) for a in test)
-    server = to_torch(ref_common.initial_model(args))
-    for rnd in range(1, args.rounds + 1):
-        t0, c0 = ref_common.timer(), ref_common.cpu_timer()
-        server, train_loss, examples = fedavg_round(server, clients, rnd, args)
-        seconds, cpu_s = ref_common.timer() - t0, ref_common.cpu_timer() - c0
-        result, eval_s = None, None
-        if report is not None and ref_common.evaluates(args, rnd):
-            t1 = ref_common.timer()
-            result = evaluate(server, *test)
-            eval_s = ref_common.timer() - t1
-        if report is not None:
-            report.round(rnd, train_loss, examples, seconds, cpu_s, result, eval_s)
+    server = ref_common.train(args, to_torch(ref_common.initial_model(args)),
+                              lambda s, rnd: fedavg_round(s, clients, rnd, args), lambda s: evaluate(s, *test), report)
     return [p.numpy() for p in server]
 
 
-def main():
-    clients, test = ref_common.load_data(ARGS.data)
-    report = ref_common.Report(ARGS, "torch %s" % torch.__version__)
-    run(ARGS, clients, test, report)
-    report.finish()
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(ref_common.main(ARGS, run, "torch %s" % torch.__version__))

@@ -59,12 +59,12 @@ check "hypcluster: a round leaves a cluster without clients; the first models ar
     "$PY" - "$T/hc.jsonl" "$T/hc/round-000001.safetensors" <<'PYEOF'
 import json, sys
 import numpy as np
-sys.path.insert(0, "tests/algos")
-from reference import tensors
+sys.path.insert(0, "tests")
+from reflib import parse_safetensors
 rounds = [json.loads(l)["train"]["cluster_examples"] for l in open(sys.argv[1]) if '"round"' in l]
 assert any(0.0 in c for c in rounds[1:]), rounds
 first = rounds[0].index(0.0)  # no client picked it in round 1: it is still the initial model
-t = tensors(open(sys.argv[2], "rb").read())
+t, _ = parse_safetensors(open(sys.argv[2], "rb").read())
 w, b = t["w"][first], t["b"][first]
 assert np.all(b == 0) and abs(w.std() / 0.13 - 1) < 0.1 and abs(w.mean()) < 0.02, (w.std(), w.mean())
 assert np.max(np.abs(t["w"][0] - t["w"][1])) > 0.1

@@ -56,8 +56,8 @@ assert a == b, (a, b)
 PY
     check "$1: checkpoints tensor by tensor" -- "$PY" - "$T/seq.ck" "$T/$1.ck" <<'PY'
 import os, sys
-sys.path.insert(0, "tests/train")
-from reference import read_safetensors
+sys.path.insert(0, "tests")
+from reflib import read_safetensors
 names = sorted(os.listdir(sys.argv[1]))
 assert names == sorted(os.listdir(sys.argv[2])) and len(names) == 3, names
 for n in names:

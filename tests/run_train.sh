@@ -127,8 +127,8 @@ expect 0 "--init" -- "$BIN" run $P $TRAIN --rounds 0 --init "$T/init.safetensors
 expect 0 "--init then a round" -- "$BIN" run $P $TRAIN --rounds 1 --clients-per-round 2 --init "$T/init.safetensors" --checkpoint-dir "$T/ckinit"
 check "the run started from the file" -- "$PY" -c '
 import json, sys
-sys.path.insert(0, "tests/train")
-from reference import read_safetensors
+sys.path.insert(0, "tests")
+from reflib import read_safetensors
 t, meta = read_safetensors(sys.argv[1])
 assert abs(float(t["b"][9]) - 9.0) < 0.5, t["b"]' "$T/ckinit/round-000001.safetensors"
 printf 'garbage' >"$T/bad.safetensors"
@@ -235,9 +235,9 @@ J
 expect 0 "keys of initialize and rounds" -- "$BIN" run "$T/keys.json" --rounds 2 --seed 7 --checkpoint-dir "$T/keys"
 check "initialize's key is round 0's, then round r's" -- "$PY" - "$T/keys" <<'PY'
 import sys
-sys.path.insert(0, "tests/golden"); sys.path.insert(0, "tests/train")
+sys.path.insert(0, "tests/golden"); sys.path.insert(0, "tests")
 import ref_random
-from reference import read_safetensors
+from reflib import read_safetensors
 for r in (1, 2):
     t, _ = read_safetensors("%s/round-%06d.safetensors" % (sys.argv[1], r))
     assert [int(v) for v in t["init"]] == list(ref_random.round_key(7, 0)), (t["init"], ref_random.round_key(7, 0))

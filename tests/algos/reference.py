@@ -17,9 +17,12 @@ The algorithms follow the papers and FedJAX's definitions (fedjax/algorithms/mim
 mime_lite.py, agnostic_fed_avg.py, hyp_cluster.py; Ditto from Li et al. 2021, Algorithm 1; FedNova from Wang et al. 2020 with SGD), not
 fedvm's programs. For Ditto every client's personalized model in the SQLite store of client states
 is compared too."""
-import argparse, json, sqlite3, struct, sys
+import argparse, json, os, sqlite3, sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from reflib import close_rel as close, parse_safetensors  # noqa: E402
 
 
 def softmax(w, b, x):
@@ -40,26 +43,6 @@ def grad(w, b, x, y, weights=None):
     if weights is not None:
         p *= weights[:, None]
     return x.T @ p / len(y), p.sum(axis=0) / len(y)
-
-
-def tensors(raw):
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    head.pop("__metadata__", None)
-    data = raw[8 + n:]
-    out = {}
-    for k, v in head.items():
-        assert v["dtype"] == "F32", v
-        a, e = v["data_offsets"]
-        out[k] = np.frombuffer(data[a:e], dtype="<f4").astype(np.float64).reshape(v["shape"])
-    return out
-
-
-def close(name, got, want, fails, tol=1e-4):
-    err = np.max(np.abs(np.asarray(got) - want)) / max(1e-6, np.max(np.abs(want)))
-    if not err < tol:
-        fails.append("%s: relative difference %.3g" % (name, err))
-    return err
 
 
 def mime(args, xs, ys, rounds, lite):
@@ -124,7 +107,7 @@ def agnostic(args, xs, ys, ds, rounds):
 def hypcluster(args, xs, ys, rounds):
     """Replays the rounds after the checkpoint --start (the K models are random: the reference starts
     from fedvm's models of that round rather than drawing its own)."""
-    start = tensors(open(args.start, "rb").read())
+    start = parse_safetensors(open(args.start, "rb").read())[0]
     W, B = start["w"].copy(), start["b"].copy()
     K = len(W)
     train_loss = []
@@ -211,7 +194,7 @@ def check_store(store, personal, fails):
     db_ = sqlite3.connect(store)
     latest = {}
     for c, _, blob in db_.execute("SELECT client, round, state FROM client_state ORDER BY client, round"):
-        latest[c] = tensors(blob)
+        latest[c] = parse_safetensors(blob)[0]
     if sorted(latest) != sorted(personal):
         fails.append("the store holds clients %s, the reference %s" % (sorted(latest), sorted(personal)))
     for c in personal:
@@ -244,7 +227,7 @@ def check(args):
     else:
         sys.exit("unknown algorithm " + args.algo)
     fails = []
-    ck = tensors(open(args.checkpoint, "rb").read())
+    ck = parse_safetensors(open(args.checkpoint, "rb").read())[0]
     for k, v in want.items():
         if k not in ck:
             fails.append("the checkpoint has no %s (it has %s)" % (k, sorted(ck)))

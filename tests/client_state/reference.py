@@ -13,9 +13,12 @@ client-state tests (tests/run_client_state.sh).
 
 The algorithms follow the papers, not fedvm's programs: SCAFFOLD (Karimireddy et al. 2020)
 Algorithm 1 with option II; FedDyn (Acar et al. 2021) Algorithm 1."""
-import argparse, json, sqlite3, struct, sys
+import argparse, json, os, sqlite3, sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from reflib import close_rel as close, parse_safetensors  # noqa: E402
 
 
 def softmax_grad(w, b, x, y):
@@ -25,26 +28,6 @@ def softmax_grad(w, b, x, y):
     p /= p.sum(axis=1, keepdims=True)
     p[np.arange(len(y)), y] -= 1.0
     return x.T @ p / len(y), p.mean(axis=0)
-
-
-def tensors(raw):
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    head.pop("__metadata__", None)
-    data = raw[8 + n:]
-    out = {}
-    for k, v in head.items():
-        assert v["dtype"] == "F32", v
-        a, e = v["data_offsets"]
-        out[k] = np.frombuffer(data[a:e], dtype="<f4").astype(np.float64).reshape(v["shape"])
-    return out
-
-
-def close(name, got, want, fails):
-    err = np.max(np.abs(got - want)) / max(1e-6, np.max(np.abs(want)))
-    if not err < 1e-4:
-        fails.append("%s: relative difference %.3g" % (name, err))
-    return err
 
 
 def make_data(args):
@@ -99,7 +82,7 @@ def check(args):
             w = w + np.mean(dw, axis=0) - s_w / args.alpha
             b = b + np.mean(db, axis=0) - s_b / args.alpha
     fails = []
-    ck = tensors(open(args.checkpoint, "rb").read())
+    ck = parse_safetensors(open(args.checkpoint, "rb").read())[0]
     other = "c" if args.algo == "scaffold" else "h"
     close("model.w", ck["model.w"], w, fails)
     close("model.b", ck["model.b"], b, fails)
@@ -109,7 +92,7 @@ def check(args):
     rows = db_.execute("SELECT client, round, state FROM client_state ORDER BY client, round").fetchall()
     latest = {}
     for c, rnd, blob in rows:
-        latest[c] = tensors(blob)
+        latest[c] = parse_safetensors(blob)[0]
     if sorted(latest) != sorted(states):
         fails.append("the store holds clients %s, the reference %s" % (sorted(latest), sorted(states)))
     for c in states:

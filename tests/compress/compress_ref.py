@@ -37,14 +37,15 @@ usage: compress_ref.py quantized BITS DATA.sqlite ROUNDS SEED EPOCHS METRICS.jso
 import json
 import os
 import sqlite3
-import struct
 import sys
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "dp"))
-from dp_fedavg_ref import F32, flat, loss_and_grad, read, read_safetensors, ref_random  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, ".."))
+from dp_fedavg_ref import F32, flat, loss_and_grad, read, ref_random  # noqa: E402
+from reflib import compare_rounds, parse_safetensors, read_safetensors, rel_diff  # noqa: E402
 
 TOL = 1e-4
 
@@ -79,19 +80,6 @@ def top_k(a, k):
 
 def close(a, b):
     return abs(a - b) <= TOL * max(1e-6, abs(b))
-
-
-def tensors(raw):
-    n = struct.unpack("<Q", raw[:8])[0]
-    head = json.loads(raw[8:8 + n])
-    head.pop("__metadata__", None)
-    data = raw[8 + n:]
-    return {k: np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]], dtype="<f4").reshape(v["shape"])
-            for k, v in head.items()}
-
-
-def rel(got, want):
-    return float(np.max(np.abs(np.asarray(got, np.float64) - want)) / max(1e-6, float(np.max(np.abs(want)))))
 
 
 def main(argv):
@@ -158,21 +146,11 @@ def main(argv):
         want.append({"round": r, "train": metrics})
         new = flat(w, b) - num / den
         w, b = new[:600].reshape(60, 10), new[600:]
-    got = [json.loads(l) for l in open(argv[7]) if l.strip()]
-    got = [g for g in got if "round" in g]
-    bad = []
-    if len(got) != len(want):
-        print("compress reference: %d rounds in the metrics, expected %d" % (len(got), len(want)))
-        return 1
-    for g, e in zip(got, want):
-        for key, v in e["train"].items():
-            gv = g["train"].get(key)
-            if gv is None or not close(gv, v):
-                bad.append("round %d train.%s: fedvm %r, reference %r" % (e["round"], key, gv, v))
+    bad = compare_rounds(argv[7], want, close, "compress reference")
     ckpt, _ = read_safetensors(argv[8])
     worst = 0.0
     for name, ref in (("w", w), ("b", b)):
-        err = rel(ckpt[name], ref) if ckpt[name].shape == ref.shape else float("inf")
+        err = rel_diff(ckpt[name], ref) if ckpt[name].shape == ref.shape else float("inf")
         worst = max(worst, err)
         if not err <= TOL:
             bad.append("model %s: relative difference %.3g" % (name, err))
@@ -180,12 +158,12 @@ def main(argv):
         latest = {}
         for c, _, blob in sqlite3.connect(argv[9]).execute(
                 "SELECT client, round, state FROM client_state ORDER BY client, round"):
-            latest[c] = list(tensors(blob).values())[0].reshape(-1)
+            latest[c] = list(parse_safetensors(blob)[0].values())[0].reshape(-1)
         if sorted(latest) != sorted(errors):
             bad.append("the store holds clients %s, the reference %s" % (sorted(latest), sorted(errors)))
         for c in errors:
             if c in latest:
-                err = rel(latest[c], errors[c])
+                err = rel_diff(latest[c], errors[c])
                 worst = max(worst, err)
                 if not err <= TOL:
                     bad.append("client %d error: relative difference %.3g" % (c, err))

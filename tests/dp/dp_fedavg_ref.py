@@ -37,7 +37,6 @@ model.w, model.b and clip.
 usage: dp_fedavg_ref.py DATA.sqlite ROUNDS K SEED C M ETA METRICS.jsonl CHECKPOINT.safetensors [--adaptive GAMMA ETA_C]
        dp_fedavg_ref.py --noise Z C M ETA NOISELESS.safetensors NOISED.safetensors
 """
-import json
 import os
 import sys
 
@@ -46,8 +45,10 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "golden"))
 sys.path.insert(0, os.path.join(HERE, "..", "train"))
+sys.path.insert(0, os.path.join(HERE, ".."))
 import ref_random  # noqa: E402
-from reference import loss_and_grad, read, read_safetensors  # noqa: E402
+from reference import loss_and_grad, read  # noqa: E402
+from reflib import compare_rounds, read_safetensors  # noqa: E402
 
 F32 = np.float32
 
@@ -124,18 +125,10 @@ def main(argv):
     path, rounds, k, seed = argv[1], int(argv[2]), int(argv[3]), int(argv[4])
     clip, m, eta = float(argv[5]), float(argv[6]), float(argv[7])
     want, w, b, clipped, kept, last_clip = run(path, rounds, k, seed, clip, m, eta, adaptive)
-    got = [json.loads(l) for l in open(argv[8]) if l.strip()]
-    got = [g for g in got if "round" in g]
-    bad = 0
-    if len(got) != len(want):
-        print("dp_fedavg reference: %d rounds in the metrics, expected %d" % (len(got), len(want)))
-        return 1
-    for g, e in zip(got, want):
-        for key, v in e["train"].items():
-            gv = g["train"].get(key)
-            if gv is None or not close(gv, v):
-                print("round %d train.%s: fedvm %r, reference %r" % (e["round"], key, gv, v))
-                bad += 1
+    differ = compare_rounds(argv[8], want, close, "dp_fedavg reference")
+    for line in differ:
+        print(line)
+    bad = len(differ)
     tensors, _ = read_safetensors(argv[9])
     if adaptive:
         tensors = {"w": tensors.get("model.w"), "b": tensors.get("model.b"), "clip": tensors.get("clip")}

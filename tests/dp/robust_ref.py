@@ -18,7 +18,6 @@ checkpoint to a relative 2e-4.
 
 usage: robust_ref.py DATA.sqlite ROUNDS SEED Z C METRICS.jsonl CHECKPOINT.safetensors
 """
-import json
 import os
 import sys
 
@@ -26,7 +25,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from dp_fedavg_ref import F32, close, flat, loss_and_grad, read, read_safetensors, ref_random  # noqa: E402
+from dp_fedavg_ref import F32, close, flat, loss_and_grad, read, ref_random  # noqa: E402
+from reflib import compare_rounds, read_safetensors  # noqa: E402
 
 
 def main(argv):
@@ -67,18 +67,10 @@ def main(argv):
                                                 "examples": examples, "zeroed": zeroed, "clipped": clipped}})
             new = flat(w, b) - num / den
             w, b = new[:600].reshape(60, 10), new[600:]
-    got = [json.loads(l) for l in open(argv[6]) if l.strip()]
-    got = [g for g in got if "round" in g]
-    bad = 0
-    if len(got) != len(want):
-        print("robust reference: %d rounds in the metrics, expected %d" % (len(got), len(want)))
-        return 1
-    for g, e in zip(got, want):
-        for key, v in e["train"].items():
-            gv = g["train"].get(key)
-            if gv is None or not close(gv, v):
-                print("round %d train.%s: fedvm %r, reference %r" % (e["round"], key, gv, v))
-                bad += 1
+    differ = compare_rounds(argv[6], want, close, "robust reference")
+    for line in differ:
+        print(line)
+    bad = len(differ)
     tensors, _ = read_safetensors(argv[7])
     for name, ref in (("w", w), ("b", b)):
         err = float(np.abs(tensors[name] - ref).max())

@@ -30,6 +30,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "golden"))
 import ref_random  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from reflib import read_safetensors  # noqa: E402
 
 
 def ndarray(code, data):
@@ -64,22 +66,6 @@ def loss_and_grad(w, b, x, y):
 def accuracy(w, b, x, y):
     loss, _, _ = loss_and_grad(w, b, x, y)
     return float(loss), float(((x @ w + b).argmax(axis=1) == y).mean())
-
-
-def read_safetensors(path):
-    with open(path, "rb") as f:
-        blob = f.read()
-    n = int.from_bytes(blob[:8], "little")
-    header = json.loads(blob[8:8 + n])
-    data = blob[8 + n:]
-    kinds = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64, "U32": np.uint32, "U8": np.uint8}
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        lo, hi = e["data_offsets"]
-        out[name] = np.frombuffer(data[lo:hi], dtype=np.dtype(kinds[e["dtype"]]).newbyteorder("<")).reshape(e["shape"])
-    return out, header.get("__metadata__", {})
 
 
 def main():
