@@ -15,7 +15,9 @@ Runs, in order (each a separate process, one at a time):
   5. programs/fedsgd.json (softmax regression) over 10 ... 100,000 clients a round of LEAF
      synthetic data (2 to 5 examples a client): round time and peak resident memory;
   6. the CNN workload (bench/bench_cnn.py): FedAvg with McMahan's CNN, fedvm against PyTorch
-     with oneDNN, 1 and every thread (--cnn-rounds, 0 to leave it out).
+     with oneDNN, 1 and every thread (--cnn-rounds, 0 to leave it out);
+  7. the char LSTM workload (bench/bench_lstm.py): FedAvg with FedJAX's Shakespeare model on the
+     Shakespeare stand-in, fedvm against PyTorch's nn.LSTM (--lstm-rounds, 0 to leave it out).
 Every run of the 2NN does the same rounds (default 11) from the same seed; the figures leave
 out the first round (warm-up) and the evaluation, which follows the last round only
 (bench/roundstats.py computes them alike for all three). Data files are made in build/bench
@@ -45,6 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import bench_cnn  # noqa: E402
+import bench_lstm  # noqa: E402
 import roundstats  # noqa: E402
 
 BUILD = os.path.join(ROOT, "build", "bench")
@@ -68,13 +71,17 @@ def parse():
     ap.add_argument("--cnn-rounds", type=int, default=3, metavar="R",
                     help="rounds of each run of the CNN workload (bench/bench_cnn.py), the first a warm-up; "
                          "0 leaves it out (default 3)")
+    ap.add_argument("--lstm-rounds", type=int, default=3, metavar="R",
+                    help="rounds of each run of the char LSTM workload (bench/bench_lstm.py), the first a warm-up; "
+                         "0 leaves it out (default 3)")
     ap.add_argument("--out", default=os.path.join(BUILD, "results.md"), help="the report's file")
     ap.add_argument("--doc", metavar="FILE", help="replace the measured part of FILE (BENCHMARKS.md) with the report")
     args = ap.parse_args()
     if args.rounds < 2:
         ap.error("--rounds must be at least 2 (the first is a warm-up)")
-    if args.cnn_rounds == 1 or args.cnn_rounds < 0:
-        ap.error("--cnn-rounds must be 0 or at least 2 (the first is a warm-up)")
+    for name in ("cnn_rounds", "lstm_rounds"):
+        if getattr(args, name) == 1 or getattr(args, name) < 0:
+            ap.error("--%s must be 0 or at least 2 (the first is a warm-up)" % name.replace("_", "-"))
     try:
         args.sweep = [int(k) for k in args.sweep.split(",")]
     except ValueError:
@@ -510,7 +517,7 @@ def commands_section(rows, scale):
     return lines + ["```"]
 
 
-def report(args, info, load, blas_lines, flops, rows, scale, cnn=None):
+def report(args, info, load, blas_lines, flops, rows, scale, cnn=None, lstm=None):
     corename = next((b["corename"] for b in blas_lines if b[""] == "blas"), "?")
     # the peak: the faster of OpenBLAS's own choice of kernel and its AVX-512 kernel, by thread count
     blas = {"lines": blas_lines, "peak": {}, "peak_cpu": {}, "peak_core": {}}
@@ -525,6 +532,8 @@ def report(args, info, load, blas_lines, flops, rows, scale, cnn=None):
                 targets_section(info, rows, blas, scale)]
     if cnn:
         sections.append(bench_cnn.section(args.cnn_rounds, cnn))
+    if lstm:
+        sections.append(bench_lstm.section(args.lstm_rounds, lstm))
     sections += [sgemm_section(blas), flops_section(flops), sweep_section(scale), commands_section(rows, scale)]
     return "\n\n".join("\n".join(lines) for lines in sections) + "\n"
 
@@ -559,7 +568,8 @@ def main():
     rows = fedvm_runs(args, nthreads) + reference_runs(args, nthreads, avx512_unused(corename))
     scale = sweep(args.sweep)
     cnn = bench_cnn.measure(args.cnn_rounds, FASHION, say) if args.cnn_rounds else None
-    text = report(args, info, (load0, os.getloadavg()[0]), blas, flops, rows, scale, cnn)
+    lstm = bench_lstm.measure(args.lstm_rounds, say=say) if args.lstm_rounds else None
+    text = report(args, info, (load0, os.getloadavg()[0]), blas, flops, rows, scale, cnn, lstm)
     with open(args.out, "w") as f:
         f.write(text)
     sys.stdout.write(text)

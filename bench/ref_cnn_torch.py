@@ -44,6 +44,7 @@ from torch import nn  # noqa: E402
 
 import fedjax_sqlite  # noqa: E402
 import ref_common  # noqa: E402
+import ref_torch  # noqa: E402
 
 # (KH, KW, C, O) of the convolutions and (in, out) of the dense layers, as cnn_mnist.json
 CONVS = ((5, 5, 1, 32), (5, 5, 32, 64))
@@ -82,40 +83,14 @@ def load_data(path, fmt):
     return clients, prepare(test[0][1])
 
 
-def client_update(net, opt, server, x, y, rng, epochs, batch):
-    """E epochs of minibatch SGD from the server model: (client parameters, mean minibatch loss)."""
-    with torch.no_grad():
-        for p, s in zip(net.parameters(), server):
-            p.copy_(s)
-    total, steps = torch.zeros(()), 0
-    for _ in range(epochs):
-        perm = torch.from_numpy(rng.permutation(len(y)))
-        xs, ys = x[perm], y[perm]
-        for i in range(0, len(ys), batch):
-            opt.zero_grad(set_to_none=True)
-            loss = F.cross_entropy(net(xs[i:i + batch]), ys[i:i + batch])
-            loss.backward()
-            opt.step()
-            total += loss.detach()
-            steps += 1
-    return [p.detach().clone() for p in net.parameters()], total.item() / steps
-
-
 def fedavg_round(net, opt, server, clients, rnd, args):
     chosen = ref_common.sample_clients(args.seed, rnd, len(clients), args.clients_per_round)
-    total = sum(len(clients[c][1]) for c in chosen)
-    new = [torch.zeros_like(p) for p in server]
-    train_loss = 0.0
-    for c in chosen:
+
+    def update(start, c):
         x, y = clients[c]
-        params, loss = client_update(net, opt, server, x, y, ref_common.client_rng(args.seed, rnd, c), args.epochs,
-                                     args.batch)
-        weight = len(y) / total
-        train_loss += weight * loss
-        with torch.no_grad():
-            for acc, p in zip(new, params):
-                acc.add_(p, alpha=weight)
-    return new, train_loss, total * args.epochs
+        return ref_torch.local_sgd(list(net.parameters()), opt, start, x, y, ref_common.client_rng(args.seed, rnd, c),
+                                   args.epochs, args.batch, lambda xb, yb: F.cross_entropy(net(xb), yb))
+    return ref_torch.fedavg_round(server, clients, chosen, args.epochs, update)
 
 
 @torch.no_grad()

@@ -104,13 +104,14 @@ class Report:
     def finish(self):
         med = statistics.median(self.round_s)
         eps = self.examples / sum(self.round_s)
-        print("median_round_s=%.4f examples_per_s=%.0f test_acc=%.4f" % (med, eps, self.test_acc), file=self.out)
+        acc = "" if self.test_acc is None else " test_acc=%.4f" % self.test_acc
+        print("median_round_s=%.4f examples_per_s=%.0f%s" % (med, eps, acc), file=self.out)
 
 
 def train(args, server, fedavg_round, evaluate, report=None):
     """args.rounds rounds of server, _, _ = fedavg_round(server, rnd), each timed (wall and CPU) and
     given to report with evaluate(server)'s (accuracy, loss) after the rounds evaluates() names
-    (timed apart); returns the final server model."""
+    (timed apart; None: no evaluation); returns the final server model."""
     for rnd in range(1, args.rounds + 1):
         t0, c0 = timer(), cpu_timer()
         server, train_loss, examples = fedavg_round(server, rnd)
@@ -118,7 +119,7 @@ def train(args, server, fedavg_round, evaluate, report=None):
         if report is None:
             continue
         result, eval_s = None, None
-        if evaluates(args, rnd):
+        if evaluate is not None and evaluates(args, rnd):
             t1 = timer()
             result = evaluate(server)
             eval_s = timer() - t1

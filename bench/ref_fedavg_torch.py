@@ -24,6 +24,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 import ref_common  # noqa: E402
+import ref_torch  # noqa: E402
 
 
 def make_net():
@@ -62,19 +63,10 @@ def client_update(net, server, x, y, rng, epochs, batch, lr):
 def fedavg_round(net, server, clients, rnd, args):
     """One round: (new server parameters, example-weighted train loss, examples processed)."""
     chosen = ref_common.sample_clients(args.seed, rnd, len(clients), args.clients_per_round)
-    total = sum(len(clients[c][1]) for c in chosen)
-    new = [torch.zeros_like(p) for p in server]
-    train_loss = 0.0
-    for c in chosen:
-        x, y = clients[c]
-        params, loss = client_update(net, server, x, y, ref_common.client_rng(args.seed, rnd, c),
-                                     args.epochs, args.batch, args.lr)
-        weight = len(y) / total
-        train_loss += weight * loss
-        with torch.no_grad():
-            for acc, p in zip(new, params):
-                acc.add_(p, alpha=weight)
-    return new, train_loss, total * args.epochs
+    return ref_torch.fedavg_round(server, clients, chosen, args.epochs,
+                                  lambda start, c: client_update(net, start, *clients[c],
+                                                                 ref_common.client_rng(args.seed, rnd, c),
+                                                                 args.epochs, args.batch, args.lr))
 
 
 @torch.no_grad()
