@@ -43,6 +43,26 @@ fvm_status fvm_k_layer_norm(const fvm_tensor *x, const fvm_tensor *gamma, const 
     return FVM_OK;
 }
 
+/* The gates of every element, in double precision whatever T is (each operand widened, each result
+ * rounded to T once: c' before h' reads it back), so both dtypes give the bits they always have. */
+#define LSTM_GATES(T) \
+    do { \
+        const T *zxp = (const T *)kernel_bytes(zx), *zhp = (const T *)kernel_bytes(zh); \
+        const T *bp = (const T *)kernel_bytes(b), *cp = (const T *)kernel_bytes(c); \
+        T *hp = (T *)kernel_bytes(h_out), *cop = (T *)kernel_bytes(c_out); \
+        for (int64_t r = 0; r < B; r++) { \
+            const T *zxr = zxp + r * 4 * H, *zhr = zhp + r * 4 * H; \
+            for (int64_t j = 0; j < H; j++) { \
+                double g[4]; \
+                for (int q = 0; q < 4; q++) \
+                    g[q] = (double)zxr[q * H + j] + (double)zhr[q * H + j] + (double)bp[q * H + j]; \
+                T cv = (T)(stable_sigmoid(g[1]) * (double)cp[r * H + j] + stable_sigmoid(g[0]) * tanh(g[2])); \
+                cop[r * H + j] = cv; \
+                hp[r * H + j] = (T)(stable_sigmoid(g[3]) * tanh((double)cv)); \
+            } \
+        } \
+    } while (0)
+
 fvm_status fvm_k_lstm_gates(const fvm_tensor *zx, const fvm_tensor *zh, const fvm_tensor *b, const fvm_tensor *c,
                             fvm_tensor *h_out, fvm_tensor *c_out, fvm_diag *d)
 {
@@ -62,18 +82,14 @@ fvm_status fvm_k_lstm_gates(const fvm_tensor *zx, const fvm_tensor *zh, const fv
                  b->shape.d[0] == 4 * H && fvm_dims_equal(&h_out->shape, &c->shape) &&
                  fvm_dims_equal(&c_out->shape, &c->shape) && h_out->dtype == c->dtype && c_out->dtype == c->dtype,
              "lstm_cell: zx, zh [B,4H], b [4H], c, h_out, c_out [B,H] of one dtype");
-    for (int64_t r = 0; r < B; r++)
-        for (int64_t j = 0; j < H; j++) {
-            double g[4];
-            for (int q = 0; q < 4; q++) {
-                int64_t k = q * H + j;
-                g[q] = fvm_tensor_get_f64(zx, r * 4 * H + k) + fvm_tensor_get_f64(zh, r * 4 * H + k) +
-                       fvm_tensor_get_f64(b, k);
-            }
-            double cv = stable_sigmoid(g[1]) * fvm_tensor_get_f64(c, r * H + j) + stable_sigmoid(g[0]) * tanh(g[2]);
-            fvm_tensor_set_f64(c_out, r * H + j, cv);
-            fvm_tensor_set_f64(h_out, r * H + j, stable_sigmoid(g[3]) * tanh(fvm_tensor_get_f64(c_out, r * H + j)));
-        }
+    KREQUIRE(d, zx->dtype == c->dtype && zh->dtype == c->dtype && b->dtype == c->dtype,
+             "lstm_cell: zx, zh and b must have c's dtype");
+    if (B == 0 || H == 0)
+        return FVM_OK;
+    if (c->dtype == FVM_DTYPE_F32)
+        LSTM_GATES(float);
+    else
+        LSTM_GATES(double);
     return FVM_OK;
 }
 
