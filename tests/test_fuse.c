@@ -264,7 +264,8 @@ static const char *const PLAN =
     "{'fedvm': 1, 'functions': {"
     "'sgd': {'params': {'w': '<a=f32[3],b=f32[2]>', 'g': '<a=f32[3],b=f32[2]>', 'lr': 'f32[]'}, 'body': ["
     "  ['step', 'mul', 'lr', 'g'], ['next', 'sub', 'w', 'step']], 'result': 'next'},"
-    /* m is used twice: it stays; relu(m) and the select chain fuse */
+    /* m is used twice: it stays (a chain of its own, as it releases x and y); relu(m) and the select
+     * chain fuse */
     "'twice': {'params': {'x': 'f32[4]', 'y': 'f32[4]'}, 'body': ["
     "  ['m', 'mul', 'x', 'y'], ['h', 'relu', 'm'], ['z', 'zeros_like', 'm'], ['p', 'gt', 'm', 'z'],"
     "  ['zy', 'zeros_like', 'y'], ['r', 'select', 'p', 'h', 'zy']], 'result': 'r'},"
@@ -277,6 +278,10 @@ static const char *const PLAN =
     "  ['out', 'struct', 'r', 'e']], 'result': 'out'},"
     /* the result itself is never a member */
     "'result': {'params': {'x': 'f32[4]'}, 'body': [['a', 'neg', 'x'], ['b', 'exp', 'a']], 'result': 'a'},"
+    /* a lone instruction is a chain of one step when it releases an operand that is not a scalar (its
+     * result may take that buffer: an accumulation), and not otherwise */
+    "'lone': {'params': {'acc': '<a=f32[3],b=f32[2]>', 'g': '<a=f32[3],b=f32[2]>', 'x': 'f32[]', 'y': 'f32[]'},"
+    "  'body': [['n', 'add', 'acc', 'g'], ['s', 'add', 'x', 'y'], ['out', 'struct', 'n', 's']], 'result': 'out'},"
     "'main': {'params': {}, 'body': [['r', 'const', {'value': 1.0}]], 'result': 'r'}}}";
 
 static void test_plan(void **state)
@@ -289,13 +294,15 @@ static void test_plan(void **state)
     const fvm_fused *c = fvm_program_func(p, "sgd")->fusion->chain_at[1];
     assert_int_equal(c->nin, 3); /* lr, g, w */
     chains_of(fvm_program_func(p, "twice"), buf, sizeof buf);
-    assert_string_equal(buf, "r: h z p zy");
+    assert_string_equal(buf, "m:; r: h z p zy"); /* m alone: it releases x and y */
     chains_of(fvm_program_func(p, "released"), buf, sizeof buf);
-    assert_string_equal(buf, "");
+    assert_string_equal(buf, "m:; r:"); /* m is not a member of r; each alone may write into an operand it releases */
     chains_of(fvm_program_func(p, "between"), buf, sizeof buf);
-    assert_string_equal(buf, "r: m");
+    assert_string_equal(buf, "r: m; e:"); /* e = exp(x) alone: x dies there */
     chains_of(fvm_program_func(p, "result"), buf, sizeof buf);
-    assert_string_equal(buf, "");
+    assert_string_equal(buf, "a:"); /* a is no member of b's chain (b is dead code), only a chain of its own */
+    chains_of(fvm_program_func(p, "lone"), buf, sizeof buf);
+    assert_string_equal(buf, "n:");
     fvm_program_free(p);
 }
 

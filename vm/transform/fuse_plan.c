@@ -87,6 +87,21 @@ static void grow(planner *P, int i, int r, int *chain, int *n)
     }
 }
 
+/* Does instruction r release an operand that is not a scalar (a tensor of rank 1 or more, or a struct),
+ * whose buffers its result could then take (fuse.h)? A lone instruction becomes a chain of one step for
+ * that: an accumulation acc + g then writes into acc. */
+static bool gives_buffer(const planner *P, int r)
+{
+    const fvm_instr *in = &P->f->instrs[r];
+    for (int k = 0; k < in->nrelease; k++)
+        for (int j = 0; j < in->nargs; j++)
+            if (in->release[k] == in->args[j] &&
+                (in->arg_types[j]->kind == FVM_T_STRUCT ||
+                 (in->arg_types[j]->kind == FVM_T_TENSOR && in->arg_types[j]->u.tensor.dims.rank > 0)))
+                return true;
+    return false;
+}
+
 static int by_index(const void *a, const void *b)
 {
     return *(const int *)a - *(const int *)b;
@@ -173,7 +188,7 @@ fvm_fusion *fvm_fusion_plan(fvm_arena *a, const fvm_func *f)
         P.mark[r] = r;
         chain[0] = r;
         grow(&P, r, r, chain, &n);
-        if (n < 2)
+        if (n < 2 && !gives_buffer(&P, r))
             continue;
         fvm_fused *z = make_chain(&P, a, chain, n);
         if (!z)
