@@ -10,7 +10,8 @@
 #      Copies swapped between the hosts: every rank stops with the error naming a missing client.
 #   2. A rank killed with SIGKILL on the second host in the middle of a round: the job stops within
 #      a bounded time with mpirun naming the lost rank and fedvm's rank 0 too (once, with its
-#      host: rank 0 was waiting for it when mpirun's SIGTERM came), no fedvm process is left on any host, only
+#      host: rank 0 was waiting for it when mpirun's SIGTERM came; then the round that did not
+#      finish), no fedvm process is left on any host, only
 #      whole checkpoints are left; --resume on 3 other hosts (1 rank each, their own copies) ends
 #      with seq's final checkpoint and metrics, bit for bit.
 # Needs root (network namespaces), iproute2's ip and Open MPI; otherwise it says why it is
@@ -188,9 +189,10 @@ check "mpirun fails (not its timeout)" -- test "$rc" -ne 0 -a "$rc" -ne 124
 check "the job stops within 30 s" -- test $((t1 - t0)) -lt 30000000000
 sed -n 's/^mpirun noticed that /run_multihost: mpirun: /p' "$T/k.err"
 has "$T/k.err" "process rank 3 with PID $victim on node $NET.11 exited on signal 9" "mpirun names the lost rank"
-fedvm_lines "$T/k.err" | sed 's/^/run_multihost: fedvm: /'
+fedvm_lines "$T/k.err" | sed 's/^/run_multihost: rank 0: /'
 has "$T/k.err" "lost rank 3 (host h1): mpirun stopped the job while rank 0 waited for it" "fedvm's rank 0 names the lost rank"
 check "fedvm's error once, from rank 0 alone" -- test "$(fedvm_lines "$T/k.err" | grep -c "lost rank")" -eq 1
+has "$T/k.err" "fedvm: round $(($(wc -l <"$T/k.before") + 1)) of 4 did not finish" "fedvm names the round"
 check "no fedvm left on any host" -- sh -c 'for ns in "$@"; do for p in $(ip netns pids "$ns"); do
     [ "$(cat /proc/$p/comm 2>/dev/null)" != fedvm ] || exit 1; done; done' sh "${HOSTS[@]}"
 check "the checkpoints of before the kill, no more, and not the last" -- test "$(ls "$T/k.ck")" = "$(cat "$T/k.before")" -a \
