@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run_multihost.sh BIN - Open MPI across hosts, made on this machine: each host is a network
-# namespace with its own address on a private bridge (veth pairs), its own temporary directory and
+# namespace with its own address on a private bridge (veth pairs), its own name (hN, a UTS
+# namespace for each process started there), its own temporary directory and
 # its own local data directory (the same path, bound to a different folder on each host). mpirun
 # starts on the first host and reaches the others through an rsh agent (ip netns exec), as it
 # would through ssh; ranks talk over TCP only, on the hosts' subnet.
@@ -8,7 +9,9 @@
 #      own ranks' clients: metrics, printed rounds and every checkpoint bit-identical to seq.
 #      Copies swapped between the hosts: every rank stops with the error naming a missing client.
 #   2. A rank killed with SIGKILL on the second host in the middle of a round: the job stops within
-#      a bounded time with mpirun naming the lost rank, no fedvm process is left on any host, only
+#      a bounded time with mpirun naming the lost rank and fedvm's rank 0 too (once, with its
+#      host: rank 0 was waiting for it when mpirun's SIGTERM came; then the round that did not
+#      finish), no fedvm process is left on any host, only
 #      whole checkpoints are left; --resume on 3 other hosts (1 rank each, their own copies) ends
 #      with seq's final checkpoint and metrics, bit for bit.
 # Needs root (network namespaces), iproute2's ip and Open MPI; otherwise it says why it is
@@ -98,8 +101,8 @@ for n in 0 1 2 3 4; do host $n || { echo "run_multihost: cannot make host $n"; e
 # on N CMD...: CMD on host N (its namespace, its directory bound at $LOCAL, its TMPDIR)
 on() {
     local n=$1; shift
-    ip netns exec "${P}h$n" sh -c 'mount --bind "$0" "$1" && shift && exec "$@"' "$T/h$n" "$LOCAL" \
-        env TMPDIR="$LOCAL/tmp" "$@"
+    ip netns exec "${P}h$n" unshare --uts sh -c 'hostname "$2" && mount --bind "$0" "$1" && shift 2 && exec "$@"' \
+        "$T/h$n" "$LOCAL" "h$n" env TMPDIR="$LOCAL/tmp" "$@"
 }
 # the rsh agent mpirun runs as 'agent HOST COMMAND...' (as it would run ssh)
 {
@@ -109,7 +112,7 @@ on() {
     for n in 0 1 2 3 4; do echo "$NET.$((10 + n))) n=$n ;;"; done
     echo '*) echo "agent: no host $host" >&2; exit 1 ;;'
     echo 'esac'
-    echo "exec ip netns exec ${P}h\$n sh -c 'mount --bind \"\$0\" \"\$1\" && export TMPDIR=\"\$1/tmp\" && shift && exec sh -c \"\$*\"' \"$T/h\$n\" \"$LOCAL\" \"\$@\""
+    echo "exec ip netns exec ${P}h\$n unshare --uts sh -c 'hostname \"h\$2\" && mount --bind \"\$0\" \"\$1\" && export TMPDIR=\"\$1/tmp\" && shift 2 && exec sh -c \"\$*\"' \"$T/h\$n\" \"$LOCAL\" \"\$n\" \"\$@\""
 } >"$T/agent"
 chmod +x "$T/agent"
 # Open MPI over TCP on the hosts' subnet only (no shared memory, so ranks on one host use TCP too)
@@ -186,6 +189,10 @@ check "mpirun fails (not its timeout)" -- test "$rc" -ne 0 -a "$rc" -ne 124
 check "the job stops within 30 s" -- test $((t1 - t0)) -lt 30000000000
 sed -n 's/^mpirun noticed that /run_multihost: mpirun: /p' "$T/k.err"
 has "$T/k.err" "process rank 3 with PID $victim on node $NET.11 exited on signal 9" "mpirun names the lost rank"
+fedvm_lines "$T/k.err" | sed 's/^/run_multihost: rank 0: /'
+has "$T/k.err" "lost rank 3 (host h1): mpirun stopped the job while rank 0 waited for it" "fedvm's rank 0 names the lost rank"
+check "fedvm's error once, from rank 0 alone" -- test "$(fedvm_lines "$T/k.err" | grep -c "lost rank")" -eq 1
+has "$T/k.err" "fedvm: round $(($(wc -l <"$T/k.before") + 1)) of 4 did not finish" "fedvm names the round"
 check "no fedvm left on any host" -- sh -c 'for ns in "$@"; do for p in $(ip netns pids "$ns"); do
     [ "$(cat /proc/$p/comm 2>/dev/null)" != fedvm ] || exit 1; done; done' sh "${HOSTS[@]}"
 check "the checkpoints of before the kill, no more, and not the last" -- test "$(ls "$T/k.ck")" = "$(cat "$T/k.before")" -a \

@@ -428,7 +428,9 @@ static int run_training(fvm_backend *b, const fvm_program *p, const run_opts *o,
                 fprintf(stderr, "%s loss %.4f", isnan(accuracy) ? "; final evaluation:" : ",", loss);
             fprintf(stderr, "\n");
         }
-    }
+    } else if (fvm_session_round(s) >= 0 && !fvm_session_done(s)) /* failed in a round */
+        fvm_diag_add(d, FVM_ERR_RUNTIME, NULL, "round %lld of %lld did not finish", (long long)fvm_session_round(s) + 1,
+                     (long long)o->rounds);
     fvm_session_free(s);
     return rc;
 }

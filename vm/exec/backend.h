@@ -71,7 +71,14 @@ FVM_API fvm_backend *fvm_backend_threads(int threads);
  * number of ranks, rank this process's.
  * MPI is initialised here when it is not yet, and then finalised by
  * fvm_backend_free (MPI allows that once per process: make one such
- * backend per process). FVM_ERR_USAGE when this build of fedvm has no MPI. */
+ * backend per process). FVM_ERR_USAGE when this build of fedvm has no MPI.
+ * A lost rank: with more than one rank, rank 0 handles SIGTERM (what mpirun
+ * sends the survivors when a rank dies). Received while rank 0 waits for the
+ * others to finish their tasks, it makes the run fail at once with an error
+ * naming the ranks not heard from and their hosts ("lost rank 3 (host h1):
+ * ..."); every later run and agreement then fails without calling MPI, and
+ * fvm_backend_free does not finalise it. Received anywhere else, SIGTERM
+ * ends the process as it would without fedvm. */
 FVM_API fvm_status fvm_backend_mpi(fvm_backend **out, fvm_diag *d);
 
 /* b's agree, or s when it has none. */

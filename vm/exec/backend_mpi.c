@@ -16,14 +16,104 @@ fvm_status fvm_backend_mpi(fvm_backend **out, fvm_diag *d)
 #else
 
 #include <mpi.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
 
 #include "../../format/wire.h"
+
+enum { HOST = 64 }; /* bytes of a rank's host name kept (with its NUL) */
 
 typedef struct mpi {
     int rank, size;
     bool finalize; /* MPI was initialised here */
     bool in_task; /* a task of a run is running in this process */
+    bool lost; /* a rank was lost: no more MPI calls; every run and agreement fails */
+    char *hosts; /* rank r's host name at hosts + r * HOST */
 } mpi;
+
+/* A lost rank. When a rank dies, mpirun stops every other rank with SIGTERM
+ * (then SIGKILL a second later, Open MPI's odls_base_sigkill_timeout). While
+ * rank 0 waits for the others to finish their tasks (collect_failed), a
+ * SIGTERM only sets stop_asked: rank 0 then names the ranks it was still
+ * waiting for, and its run fails with that error at once, without another MPI
+ * call. Anywhere else (and on every other rank) SIGTERM ends the process as
+ * it would without fedvm. */
+static volatile sig_atomic_t waiting, stop_asked;
+
+static void on_sigterm(int sig)
+{
+    if (waiting) {
+        stop_asked = 1;
+        return;
+    }
+    signal(sig, SIG_DFL); /* delivered again when the handler returns */
+    raise(sig);
+}
+
+/* The lowest of every rank's *failed into *lowest (an MPI_MIN all-reduce):
+ * the others send theirs to rank 0, which polls for them, and broadcasts the
+ * lowest. On a SIGTERM while rank 0 waits, it fails naming the ranks not heard
+ * from. */
+static fvm_status collect_failed(mpi *m, int64_t failed, int64_t *lowest, fvm_diag *d)
+{
+    if (m->rank != 0) {
+        MPI_Send(&failed, 1, MPI_INT64_T, 0, 0, MPI_COMM_WORLD);
+        MPI_Bcast(lowest, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+        return FVM_OK;
+    }
+    int64_t *got = malloc((size_t)m->size * sizeof *got);
+    MPI_Request *req = malloc((size_t)m->size * sizeof *req);
+    if (!got || !req)
+        MPI_Abort(MPI_COMM_WORLD, 1); /* cannot take part */
+    req[0] = MPI_REQUEST_NULL;
+    got[0] = failed;
+    for (int r = 1; r < m->size; r++)
+        MPI_Irecv(&got[r], 1, MPI_INT64_T, r, 0, MPI_COMM_WORLD, &req[r]);
+    waiting = 1;
+    for (int spins = 0, done = 0; !stop_asked;) {
+        MPI_Testall(m->size, req, &done, MPI_STATUSES_IGNORE);
+        if (done)
+            break;
+        if (++spins > 1000) /* waited a while: poll every 100 us */
+            nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+    }
+    waiting = 0;
+    fvm_status s = FVM_OK;
+    if (stop_asked) {
+        m->lost = true;
+        char list[256] = "";
+        int nlost = 0, first = -1;
+        for (int r = 1; r < m->size; r++) {
+            int done = 0;
+            MPI_Request_get_status(req[r], &done, MPI_STATUS_IGNORE);
+            if (done)
+                continue;
+            if (first < 0)
+                first = r;
+            size_t at = strlen(list);
+            if (at + HOST + 32 < sizeof list)
+                snprintf(list + at, sizeof list - at, "%s%d (host %s)", nlost ? ", " : "", r, m->hosts + r * HOST);
+            nlost++;
+        }
+        if (nlost)
+            s = fvm_diag_add(d, FVM_ERR_RUNTIME, NULL,
+                             "lost rank%s %s: mpirun stopped the job while rank 0 waited for %s", nlost > 1 ? "s" : "",
+                             list, nlost > 1 ? "them" : "it");
+        else
+            s = fvm_diag_add(d, FVM_ERR_RUNTIME, NULL, "stopped by a SIGTERM (mpirun's) while every rank was here");
+    } else {
+        *lowest = failed;
+        for (int r = 1; r < m->size; r++)
+            if (got[r] < *lowest)
+                *lowest = got[r];
+        MPI_Bcast(lowest, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    }
+    free(got);
+    free(req);
+    return s;
+}
 
 /* Tasks [lo, hi) of n belong to rank r. */
 static void share(const mpi *m, int r, int64_t n, int64_t *lo, int64_t *hi)
@@ -92,9 +182,17 @@ static fvm_status share_errors(const mpi *m, int root, fvm_status s, fvm_diag *d
     return (fvm_status)code;
 }
 
+/* After a lost rank nothing more is asked of MPI: the others are being stopped. */
+static fvm_status lost(fvm_diag *d)
+{
+    return fvm_diag_add(d, FVM_ERR_RUNTIME, NULL, "a rank was lost: the job is stopped");
+}
+
 static fvm_status mpi_agree(fvm_backend *b, fvm_status s, fvm_diag *d)
 {
     mpi *m = b->impl;
+    if (m->lost)
+        return s ? s : lost(d);
     int mine = s ? m->rank : m->size, first = m->size;
     MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     return first == m->size ? FVM_OK : share_errors(m, first, s, d);
@@ -139,6 +237,8 @@ static fvm_status mpi_run(fvm_backend *b, fvm_ctx *x, int64_t n, fvm_task_fn tas
             release_all(n, out);
         return s;
     }
+    if (m->lost)
+        return lost(x->d);
     share(m, m->rank, n, &lo, &hi);
     run_tasks(m, &w, lo, hi, n, task, u, out, &failed);
     /* this rank's results as bytes; one that cannot be written fails its task */
@@ -147,9 +247,10 @@ static fvm_status mpi_run(fvm_backend *b, fvm_ctx *x, int64_t n, fvm_task_fn tas
         if (fvm_wire_put_value(&bytes, out[i], &mine))
             failed = i;
     int64_t lowest = n;
-    MPI_Allreduce(&failed, &lowest, 1, MPI_INT64_T, MPI_MIN, MPI_COMM_WORLD);
-    fvm_status s = FVM_OK;
-    if (lowest < n) {
+    fvm_status s = collect_failed(m, failed, &lowest, x->d);
+    if (s)
+        ; /* a rank was lost */
+    else if (lowest < n) {
         int owner = 0;
         for (int64_t olo, ohi; share(m, owner, n, &olo, &ohi), lowest >= ohi;)
             owner++;
@@ -188,8 +289,9 @@ static fvm_status mpi_run(fvm_backend *b, fvm_ctx *x, int64_t n, fvm_task_fn tas
 static void mpi_free(fvm_backend *b)
 {
     mpi *m = b->impl;
-    if (m->finalize)
+    if (m->finalize && !m->lost) /* (MPI_Finalize would wait for the lost rank) */
         MPI_Finalize();
+    free(m->hosts);
     free(m);
     free(b);
 }
@@ -228,6 +330,26 @@ fvm_status fvm_backend_mpi(fvm_backend **out, fvm_diag *d)
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &m->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m->size);
+    /* every rank's host, for naming a lost one: the node mpirun started it on
+     * (PMIx's name for it), else the machine's name */
+    char host[HOST] = "";
+    const char *pmix = getenv("PMIX_HOSTNAME");
+    int len = 0;
+    if (pmix && *pmix)
+        snprintf(host, sizeof host, "%s", pmix);
+    else {
+        char name[MPI_MAX_PROCESSOR_NAME];
+        MPI_Get_processor_name(name, &len);
+        snprintf(host, sizeof host, "%.*s", len, name);
+    }
+    if (!(m->hosts = malloc((size_t)m->size * HOST)))
+        MPI_Abort(MPI_COMM_WORLD, 1); /* cannot take part */
+    MPI_Allgather(host, HOST, MPI_CHAR, m->hosts, HOST, MPI_CHAR, MPI_COMM_WORLD);
+    if (m->rank == 0 && m->size > 1) {
+        struct sigaction sa = {.sa_handler = on_sigterm};
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+    }
     b->iface = &mpi_iface;
     b->impl = m;
     b->workers = m->size;
