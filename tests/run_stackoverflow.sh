@@ -10,6 +10,9 @@ BIN=${1:?usage: tests/run_stackoverflow.sh path/to/fedvm}
 . "$(dirname "$0")/lib.sh"
 NPY=$(python_with numpy msgpack)
 
+expect 0 "synthetic --help" -- "$BIN" data synthetic --help && has "$T/out" "--kind stackoverflow  a stand-in" "synthetic help"
+expect 0 "preprocess --help" -- "$BIN" data preprocess --help && has "$T/out" "fedvm data preprocess stackoverflow IN -o OUT" "preprocess help"
+
 # -- the stand-in: three splits, FedJAX's columns, seeded and deterministic
 expect 0 "synthetic stackoverflow" -- "$BIN" data synthetic --kind stackoverflow -o "$T/so.sqlite" &&
     has "$T/err" "stackoverflow, 300 clients; train " "summary"
