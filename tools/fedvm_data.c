@@ -541,7 +541,8 @@ static int synthetic_stackoverflow(const char *out, long long clients, long long
                 continue;
             fvm_dataset_bytes cols[FVM_STACKOVERFLOW_TEXT_COLUMNS];
             for (int j = 0; j < FVM_STACKOVERFLOW_TEXT_COLUMNS; j++)
-                cols[j] = (fvm_dataset_bytes){fvm_stackoverflow_columns[j], ex[sp].n, ex[sp].offsets[j], ex[sp].bytes[j]};
+                cols[j] =
+                    (fvm_dataset_bytes){fvm_stackoverflow_columns[j], ex[sp].n, ex[sp].offsets[j], ex[sp].bytes[j]};
             fvm_dims sh = {.rank = 1, .d = {ex[sp].n}};
             fvm_tensor score;
             const char *const names[1] = {"score"};
@@ -645,7 +646,8 @@ static int cmd_synthetic(int argc, char **argv)
         }
     }
     if (!kind)
-        return cli_usage_error(usage_synthetic, "%s", "synthetic needs --kind fedprox, leaf, emnist, shakespeare or stackoverflow");
+        return cli_usage_error(usage_synthetic, "%s",
+                               "synthetic needs --kind fedprox, leaf, emnist, shakespeare or stackoverflow");
     if (!out)
         return cli_usage_error(usage_synthetic, "%s", "synthetic needs an output file: -o FILE");
     if (!strcmp(kind, "emnist")) {
@@ -929,7 +931,8 @@ static fvm_status read_vocab(const char *path, int64_t size, fvm_wordtab **out, 
             line[--got] = 0;
         char *word = line + strspn(line, " \t"), *end = word + strcspn(word, " \t"), *rest = end + strspn(end, " \t");
         bool added;
-        if (end == word || (*rest && rest[strcspn(rest, " \t")] != 0) || (*rest && strspn(rest, "0123456789") != strlen(rest)))
+        if (end == word || (*rest && rest[strcspn(rest, " \t")] != 0) ||
+            (*rest && strspn(rest, "0123456789") != strlen(rest)))
             s = fvm_diag_add(d, FVM_ERR_FORMAT, NULL,
                              "%s:%ld:1: expected a word, or a word and its count, found '%.60s'", path, no, line);
         else if ((s = fvm_wordtab_add(t, (const uint8_t *)word, end - word, 0, &added, d)) == FVM_OK && !added)
@@ -964,12 +967,11 @@ static int cmd_preprocess(int argc, char **argv)
                                        "--sequence-length needs a number from 1 to 100000, found '%s'", v);
         } else if ((v = cli_opt(argc, argv, &i, "--max-length"))) {
             if (!cli_int(v, 1, 100000, &max_length))
-                return cli_usage_error(usage_preprocess, "--max-length needs a number from 1 to 100000, found '%s'",
-                                       v);
+                return cli_usage_error(usage_preprocess, "--max-length needs a number from 1 to 100000, found '%s'", v);
         } else if ((v = cli_opt(argc, argv, &i, "--vocab-size"))) {
             if (!cli_int(v, 1, 100000000, &vocab_size))
-                return cli_usage_error(usage_preprocess,
-                                       "--vocab-size needs a number from 1 to 100000000, found '%s'", v);
+                return cli_usage_error(usage_preprocess, "--vocab-size needs a number from 1 to 100000000, found '%s'",
+                                       v);
         } else if ((v = cli_opt(argc, argv, &i, "--vocab"))) {
             if (!*v)
                 return cli_usage_error(usage_preprocess, "%s", "--vocab needs a file name");
@@ -989,15 +991,18 @@ static int cmd_preprocess(int argc, char **argv)
         }
     }
     if (!kind)
-        return cli_usage_error(usage_preprocess, "%s", "preprocess needs the dataset's kind: shakespeare or stackoverflow");
+        return cli_usage_error(usage_preprocess, "%s",
+                               "preprocess needs the dataset's kind: shakespeare or stackoverflow");
     if (strcmp(kind, "shakespeare") && strcmp(kind, "stackoverflow"))
         return cli_usage_error(usage_preprocess, "the dataset's kind must be shakespeare or stackoverflow, found '%s'",
                                kind);
     prep p = {.stackoverflow = !strcmp(kind, "stackoverflow")};
     if (p.stackoverflow && len >= 0)
-        return cli_usage_error(usage_preprocess, "%s", "--sequence-length applies to shakespeare; stackoverflow takes --max-length");
+        return cli_usage_error(usage_preprocess, "%s",
+                               "--sequence-length applies to shakespeare; stackoverflow takes --max-length");
     if (!p.stackoverflow && (max_length >= 0 || vocab_size >= 0 || vocab_file))
-        return cli_usage_error(usage_preprocess, "%s", "--max-length, --vocab and --vocab-size apply to stackoverflow only");
+        return cli_usage_error(usage_preprocess, "%s",
+                               "--max-length, --vocab and --vocab-size apply to stackoverflow only");
     p.column = p.stackoverflow ? "tokens" : "snippets";
     p.len = p.stackoverflow ? (max_length >= 0 ? max_length : 20) : (len >= 0 ? len : 80);
     if (!in)
@@ -1010,8 +1015,7 @@ static int cmd_preprocess(int argc, char **argv)
     int64_t rows = 0, size = vocab_size >= 0 ? vocab_size : 10000;
     fvm_dataset_writer *w = NULL;
     fvm_wordtab *vocab = NULL;
-    if (p.stackoverflow &&
-        (vocab_file ? read_vocab(vocab_file, size, &vocab, &d) : count_vocab(in, size, &vocab, &d)))
+    if (p.stackoverflow && (vocab_file ? read_vocab(vocab_file, size, &vocab, &d) : count_vocab(in, size, &vocab, &d)))
         goto done;
     p.vocab = vocab;
     if (fvm_dataset_splits(in, &splits, &nsplits, &d) || fvm_dataset_create(out, &w, &d))
@@ -1024,9 +1028,10 @@ static int cmd_preprocess(int argc, char **argv)
     if (s)
         goto done;
     if (p.stackoverflow)
-        fprintf(stderr, "%s: stackoverflow, %d split%s, %lld sequences of %lld labels, vocabulary %lld words + 4 (%s)\n",
-                out, nsplits, nsplits == 1 ? "" : "s", (long long)rows, (long long)p.len,
-                (long long)fvm_wordtab_size(vocab), vocab_file ? vocab_file : "the training split's counts");
+        fprintf(stderr,
+                "%s: stackoverflow, %d split%s, %lld sequences of %lld labels, vocabulary %lld words + 4 (%s)\n", out,
+                nsplits, nsplits == 1 ? "" : "s", (long long)rows, (long long)p.len, (long long)fvm_wordtab_size(vocab),
+                vocab_file ? vocab_file : "the training split's counts");
     else
         fprintf(stderr, "%s: shakespeare, %d split%s, %lld sequences of %lld labels\n", out, nsplits,
                 nsplits == 1 ? "" : "s", (long long)rows, (long long)p.len);

@@ -180,8 +180,14 @@ typedef struct fvm_stackoverflow fvm_stackoverflow;
 /* The splits, in FedJAX's order (fedjax.datasets.stackoverflow.SPLITS). */
 enum { FVM_STACKOVERFLOW_TRAIN = 0, FVM_STACKOVERFLOW_HELD_OUT = 1, FVM_STACKOVERFLOW_TEST = 2 };
 /* The byte-string columns of an example, in this order. */
-enum { FVM_STACKOVERFLOW_CREATION_DATE, FVM_STACKOVERFLOW_TITLE, FVM_STACKOVERFLOW_TAGS, FVM_STACKOVERFLOW_TOKENS,
-       FVM_STACKOVERFLOW_TYPE, FVM_STACKOVERFLOW_TEXT_COLUMNS };
+enum {
+    FVM_STACKOVERFLOW_CREATION_DATE,
+    FVM_STACKOVERFLOW_TITLE,
+    FVM_STACKOVERFLOW_TAGS,
+    FVM_STACKOVERFLOW_TOKENS,
+    FVM_STACKOVERFLOW_TYPE,
+    FVM_STACKOVERFLOW_TEXT_COLUMNS
+};
 FVM_API extern const char *const fvm_stackoverflow_columns[FVM_STACKOVERFLOW_TEXT_COLUMNS];
 
 /* One split of a client: n examples; text column c of example i the bytes

@@ -15,7 +15,7 @@ enum { STREAM_LEXICON = 0, STREAM_USERS = 1 };
 static const double T_START = 1217548800.0, T_SPLIT = 1514764800.0, T_END = 1546300799.0, YEAR = 31556952.0;
 
 const char *const fvm_stackoverflow_columns[FVM_STACKOVERFLOW_TEXT_COLUMNS] = {"creation_date", "title", "tags",
-                                                                                "tokens", "type"};
+                                                                               "tokens", "type"};
 
 /* punctuation tokens, at ranks 1, 3, 5, ... of the Zipf law (as TFF's tokens separate punctuation) */
 static const char *const punct[NPUNCT] = {".", ",", "?", "(", ")", ":", "'", "-"};
@@ -137,9 +137,9 @@ static bool words(const fvm_stackoverflow *s, fvm_rand *r, int count, int end, b
 {
     int w = -1;
     for (int i = 0; i < count; i++) {
-        w = i == count - 1 && end >= 0              ? end
+        w = i == count - 1 && end >= 0             ? end
             : w >= 0 && fvm_rand_uniform(r) < 0.35 ? s->successor[w]
-                                                    : draw_cdf(r, s->cdf, WORDS);
+                                                   : draw_cdf(r, s->cdf, WORDS);
         if ((i && !put(b, " ", 1)) || !put(b, s->words[w], (int64_t)strlen(s->words[w])))
             return false;
     }
@@ -242,14 +242,20 @@ fvm_status fvm_stackoverflow_client(const fvm_stackoverflow *s, int64_t k, fvm_s
         t = t > b ? b : t;
         post p;
         make_post(s, &r, t, &p);
-        int split = held_out ? FVM_STACKOVERFLOW_HELD_OUT : t < T_SPLIT ? FVM_STACKOVERFLOW_TRAIN : FVM_STACKOVERFLOW_TEST;
+        int split = held_out      ? FVM_STACKOVERFLOW_HELD_OUT
+                    : t < T_SPLIT ? FVM_STACKOVERFLOW_TRAIN
+                                  : FVM_STACKOVERFLOW_TEST;
         for (int64_t i = 0; i < len; i++) {
             double n = 1 + floor(exp(2.4 + 0.55 * fvm_rand_normal(&r)));
             int count = n > 60 ? 60 : (int)n;
             sentence.n = 0;
             /* most sentences end with '.' (rank 1) or '?' (rank 5) */
             double u = fvm_rand_uniform(&r);
-            if (!words(s, &r, count, u < 0.7 ? 1 : u < 0.8 ? 5 : -1, &sentence) ||
+            if (!words(s, &r, count,
+                       u < 0.7   ? 1
+                       : u < 0.8 ? 5
+                                 : -1,
+                       &sentence) ||
                 !add_example(out, bufs, split, &p, &sentence))
                 goto fail;
         }
