@@ -40,6 +40,19 @@ if [ -n "$NPY" ]; then
     head -3 "$T/vocab.txt" >"$T/vocab3.txt"
     expect 1 "a wrong vocabulary is caught" -- "$NPY" tests/data/check_stackoverflow.py "$T/so3.sqlite" "$T/sop3.sqlite" \
         --vocab "$T/vocab3.txt" --max-length 30
+    # words where spaces meet or end a sentence, and an empty sentence, as FedJAX splits them (empty words, OOV
+    # unless in the vocabulary); a file without type gives no domain_id
+    "$NPY" -c '
+import sqlite3, sys, zlib, msgpack
+def col(strs): return msgpack.ExtType(4, msgpack.packb([[len(strs)], strs]))
+db = sqlite3.connect(sys.argv[1])
+db.execute("CREATE TABLE federated_data (client_id BLOB NOT NULL PRIMARY KEY, data BLOB NOT NULL, num_examples INTEGER NOT NULL)")
+for cid, strs in ((b"a", [b"x  y", b"", b" x", b"y ", b"x y x y x"]), (b"b", [b"z", b"x x x x x x x x"])):
+    db.execute("INSERT INTO federated_data VALUES (?, ?, ?)", (cid, zlib.compress(msgpack.packb({"tokens": col(strs)})), len(strs)))
+db.commit()' "$T/edge.sqlite"
+    expect 0 "preprocess empty words" -- "$BIN" data preprocess stackoverflow "$T/edge.sqlite" --vocab-size 2 --max-length 6 -o "$T/edge_p.sqlite"
+    check "empty words and sentences as FedJAX's" -- "$NPY" tests/data/check_stackoverflow.py "$T/edge.sqlite" "$T/edge_p.sqlite" \
+        --tokens-only --max-length 6 --vocab-size 2
 else
     echo "run_stackoverflow: no python3 with numpy and msgpack; the stand-in's checks skipped"
 fi

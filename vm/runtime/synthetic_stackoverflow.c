@@ -174,7 +174,8 @@ static void make_post(const fvm_stackoverflow *s, fvm_rand *r, double t, post *p
     int len = 3 + (int)fvm_rand_below(r, 8);
     (void)words(s, r, len, 5 /* '?' */, &b); /* short: fits the title */
     n = b.n < (int64_t)sizeof p->title - 1 ? (size_t)b.n : sizeof p->title - 1;
-    memcpy(p->title, b.p, n);
+    if (b.p) /* NULL only when out of memory: an empty title */
+        memcpy(p->title, b.p, n);
     p->title[n] = 0;
     free(b.p);
     int ntags = 1 + (int)fvm_rand_below(r, 4), at = 0;
@@ -390,6 +391,8 @@ fvm_status fvm_wordtab_add(fvm_wordtab *t, const uint8_t *w, int64_t len, int64_
 fvm_status fvm_wordtab_count(fvm_wordtab *t, const uint8_t *tokens, int64_t len, fvm_diag *d)
 {
     int64_t start = 0;
+    if (!tokens) /* an empty string's data may be NULL */
+        tokens = (const uint8_t *)"";
     for (int64_t i = 0; i <= len; i++)
         if (i == len || tokens[i] == ' ') {
             fvm_status s = fvm_wordtab_add(t, tokens + start, i - start, 1, NULL, d);
@@ -408,33 +411,35 @@ const uint8_t *fvm_wordtab_word(const fvm_wordtab *t, int64_t i, int64_t *len, i
     return t->text.p + t->e[i].off;
 }
 
-static const fvm_wordtab *sorting; /* qsort has no context argument */
+/* A word for sorting: its bytes (borrowed from the table), length and count. */
+typedef struct ranked {
+    const uint8_t *w;
+    int64_t len, count;
+} ranked;
 
 static int by_count(const void *pa, const void *pb)
 {
-    const entry *a = &sorting->e[*(const int64_t *)pa], *b = &sorting->e[*(const int64_t *)pb];
+    const ranked *a = pa, *b = pb;
     if (a->count != b->count)
         return a->count > b->count ? -1 : 1;
     int64_t n = a->len < b->len ? a->len : b->len;
-    int c = n ? memcmp(sorting->text.p + a->off, sorting->text.p + b->off, (size_t)n) : 0;
+    int c = n ? memcmp(a->w, b->w, (size_t)n) : 0;
     return c ? c : (a->len > b->len) - (a->len < b->len);
 }
 
 fvm_status fvm_wordtab_top(const fvm_wordtab *t, int64_t k, fvm_wordtab **out, fvm_diag *d)
 {
     *out = NULL;
-    int64_t *order = malloc(((size_t)t->n + 1) * sizeof *order);
+    ranked *order = malloc(((size_t)t->n + 1) * sizeof *order);
     if (!order)
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     for (int64_t i = 0; i < t->n; i++)
-        order[i] = i;
-    sorting = t;
+        order[i] = (ranked){t->text.p + t->e[i].off, t->e[i].len, t->e[i].count};
     qsort(order, (size_t)t->n, sizeof *order, by_count);
-    sorting = NULL;
     fvm_wordtab *top;
     fvm_status s = fvm_wordtab_new(&top, d);
     for (int64_t i = 0; s == FVM_OK && i < t->n && i < k; i++)
-        s = fvm_wordtab_add(top, t->text.p + t->e[order[i]].off, t->e[order[i]].len, t->e[order[i]].count, NULL, d);
+        s = fvm_wordtab_add(top, order[i].w, order[i].len, order[i].count, NULL, d);
     free(order);
     if (s) {
         fvm_wordtab_free(top);
@@ -465,12 +470,13 @@ fvm_status fvm_stackoverflow_preprocess(const fvm_wordtab *vocab, int64_t n, con
     int32_t oov = 3 + (int32_t)fvm_wordtab_size(vocab);
     for (int64_t i = 0; i < n; i++) {
         int32_t *xr = xp + i * max_length, *yr = yp + i * max_length;
+        const uint8_t *tok = tokens[i] ? tokens[i] : (const uint8_t *)""; /* an empty string's data may be NULL */
         /* the ids BOS, words..., EOS at positions 0, 1, ...: x holds [0, max_length), y [1, max_length] */
         int64_t at = 0, start = 0;
         xr[at++] = FVM_STACKOVERFLOW_BOS;
         for (int64_t j = 0; j <= lens[i] && at <= max_length; j++)
-            if (j == lens[i] || tokens[i][j] == ' ') {
-                int64_t v = fvm_wordtab_find(vocab, tokens[i] + start, j - start);
+            if (j == lens[i] || tok[j] == ' ') {
+                int64_t v = fvm_wordtab_find(vocab, tok + start, j - start);
                 int32_t id = v >= 0 ? 3 + (int32_t)v : oov;
                 if (at < max_length)
                     xr[at] = id;
