@@ -258,7 +258,7 @@ test: deps
 # output whole when it ends. Every check works in its own temporary directory.
 # The longest checks come first, so that the last to start are short ones.
 CHECK_UNITS := $(TEST_BIN:$(BUILD)/tests/%=check-unit-%)
-CHECK_SCRIPTS := cohort cli data train client_state hparams sweep algos privacy robust compress invalid memory providers plot
+CHECK_SCRIPTS := cohort cli data stackoverflow train client_state hparams sweep algos privacy robust compress invalid memory providers plot
 CHECKS := check-readme check-xdev check-fidelity check-backends $(CHECK_SCRIPTS:%=check-%) check-multihost \
   check-python check-plan check-forms check-hostile $(CHECK_UNITS) check-layers check-format check-api \
   check-reference check-accountant check-safetensors check-format-docs check-install

@@ -28,6 +28,10 @@ EMNIST=$T/emnist.sqlite
 SHAKESPEARE=$T/shakespeare.sqlite
 { "$FEDVM" data synthetic --kind shakespeare --clients 1 --seed 3 -o "$T/snippets.sqlite" &&
     "$FEDVM" data preprocess shakespeare "$T/snippets.sqlite" -o "$SHAKESPEARE"; } >/dev/null 2>&1 || bad "Shakespeare stand-in"
+# the Stack Overflow stand-in, tokenized, for programs/fedavg_stackoverflow.json: one user of 117 sentences
+STACKOVERFLOW=$T/stackoverflow.sqlite
+{ "$FEDVM" data synthetic --kind stackoverflow --clients 1 --seed 1 -o "$T/sentences.sqlite" &&
+    "$FEDVM" data preprocess stackoverflow "$T/sentences.sqlite" -o "$STACKOVERFLOW"; } >/dev/null 2>&1 || bad "Stack Overflow stand-in"
 FASHION=${FVM_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 
 # rounds PLAN NAME=DATA R N K SEED DIR [batch|staged]: R rounds through the plan, K of N clients a
@@ -134,6 +138,7 @@ for prog in programs/*.json; do
         proven "$prog" "train=$SYN" 4 30 5 ;;
     fedavg_emnist.json) proven "$prog" "train=$EMNIST" 2 6 2 ;; # a CNN: 2 rounds of 2 of 6 writers
     fedavg_shakespeare.json) proven "$prog" "train=$SHAKESPEARE" 2 1 1 ;; # an LSTM: 2 rounds of one role
+    fedavg_stackoverflow.json) proven "$prog" "train=$STACKOVERFLOW" 2 1 1 ;; # FedJAX's word LSTM: 2 rounds of one user
     fedavg_2nn.json)
         if [ -d "$FASHION" ]; then
             "$FEDVM" data import fashion-mnist --source "$FASHION" --clients 100 -o "$T/fashion.sqlite" >/dev/null 2>&1 ||

@@ -1,4 +1,5 @@
 /* fedvm_data.c - 'fedvm data': import Fashion-MNIST, generate synthetic datasets, preprocess, inspect dataset files. */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -23,8 +24,9 @@ static const char *const usage_data =
     "commands:\n"
     "  import fashion-mnist [options]        partition Fashion-MNIST over clients into a FedJAX file\n"
     "  synthetic --kind KIND -o FILE         generate a synthetic federated dataset (fedprox, leaf, emnist,\n"
-    "                                        shakespeare)\n"
+    "                                        shakespeare, stackoverflow)\n"
     "  preprocess shakespeare IN -o OUT      FedJAX's preprocessing: snippets into x/y label sequences\n"
+    "  preprocess stackoverflow IN -o OUT    FedJAX's tokenizer: sentences into x/y word-id sequences\n"
     "  info FILE [--split S] [--verify]      format, splits, clients, examples, columns, client sizes\n"
     "  head FILE [CLIENT] [--split S] [-n K] the first K examples of a client as JSON\n"
     "\n"
@@ -58,7 +60,7 @@ static const char *const usage_synthetic =
     "                            [--dim D] [--classes C] [--clusters K] [--min-examples M]\n"
     "                            [--max-examples X] [--test-fraction F] [--seed S] -o FILE\n"
     "       fedvm data synthetic --kind emnist [--clients N] [--only-digits] [--seed S] -o FILE\n"
-    "       fedvm data synthetic --kind shakespeare [--clients N] [--seed S] -o FILE\n"
+    "       fedvm data synthetic --kind shakespeare|stackoverflow [--clients N] [--seed S] -o FILE\n"
     "\n"
     "Generates a synthetic federated classification dataset as a FedJAX SQLite file\n"
     "with columns x (f32[D]) and y (i32[], 0..C-1), clients f_00000, f_00001, ...;\n"
@@ -77,6 +79,13 @@ static const char *const usage_synthetic =
     "                   about 10%% + 1): made-up words by Zipf's law, a voice per role\n"
     "                   (format/DATASETS.md); --clients N (default 715); train it after\n"
     "                   'fedvm data preprocess shakespeare'\n"
+    "  --kind stackoverflow  a stand-in for FedJAX's federated Stack Overflow with its schema\n"
+    "                   (creation_date, title, tags, tokens, type: byte strings; score i64[];\n"
+    "                   a sentence per example) and TFF's splits (held_out: users whose id %% 10\n"
+    "                   is 0; train: the others' sentences before 2018-01-01; test: theirs\n"
+    "                   after); sentences per user 100 + lognormal(5.2, 1.1), heavy-tailed;\n"
+    "                   made-up words by Zipf's law (format/DATASETS.md); --clients N (default\n"
+    "                   300); train it after 'fedvm data preprocess stackoverflow'\n"
     "\n"
     "  --kind fedprox   FedProx's Synthetic(A,B) (Li et al.): per client u ~ N(0,A), B_k ~ N(0,B),\n"
     "                   W, b ~ N(u,1), v ~ N(B_k,1), x ~ N(v, diag(j^-1.2)), y = argmax(xW+b);\n"
@@ -130,6 +139,7 @@ static const char *const usage_head =
 
 static const char *const usage_preprocess =
     "usage: fedvm data preprocess shakespeare IN -o OUT [--sequence-length L]\n"
+    "       fedvm data preprocess stackoverflow IN -o OUT [--vocab FILE] [--vocab-size N] [--max-length L]\n"
     "\n"
     "Applies FedJAX's preprocessing (fedjax.datasets.shakespeare.preprocess_client)\n"
     "to every split of IN, a file with a column snippets of byte strings (FedJAX's\n"
@@ -142,6 +152,24 @@ static const char *const usage_preprocess =
     "on it.\n"
     "\n"
     "  --sequence-length L  labels per row (default 80, as FedJAX's load_data)\n"
+    "\n"
+    "stackoverflow applies FedJAX's StackoverflowTokenizer (fedjax.datasets.stackoverflow)\n"
+    "to every split of IN, a file with a column tokens of byte strings (FedJAX's\n"
+    "stackoverflow_*.sqlite, or 'fedvm data synthetic --kind stackoverflow'): each\n"
+    "example's words (split at every ' ') as ids, PAD 0, BOS 1, EOS 2, vocabulary word i\n"
+    "3 + i, any other word the OOV bucket 3 + N; x = BOS and the words, y = the words\n"
+    "and EOS, each truncated or padded with PAD to L. With a column type, also\n"
+    "domain_id (i32[], 1 for b'answer', as FedJAX's load_data). programs/\n"
+    "fedavg_stackoverflow.json trains on it.\n"
+    "\n"
+    "  --vocab FILE         the vocabulary: a word per line, or a word and its count\n"
+    "                       (FedJAX's stackoverflow.word_count); its first N words.\n"
+    "                       Default: the N most frequent words of IN's default (train)\n"
+    "                       split, by count, then bytes\n"
+    "  --vocab-size N       words in the vocabulary (default 10000, as FedJAX's)\n"
+    "  --max-length L       ids per row (default 20, FedJAX's for training; 30 for its\n"
+    "                       evaluation)\n"
+    "\n"
     "  -o OUT               output file, replaced atomically (required)\n"
     "\n"
     "exit status: 0 written, 1 an unreadable or invalid file or a failed write, 2 usage error\n";
@@ -484,6 +512,74 @@ done:
     return rc;
 }
 
+/* --kind stackoverflow: the three splits, user by user; a user is in a split
+ * only if it has examples there (format/DATASETS.md). */
+static int synthetic_stackoverflow(const char *out, long long clients, long long seed)
+{
+    fvm_stackoverflow_config c;
+    fvm_stackoverflow_defaults(&c);
+    if (clients >= 0)
+        c.clients = clients;
+    c.seed = (uint64_t)seed;
+    fvm_diag d = {0};
+    fvm_stackoverflow *g = NULL;
+    fvm_dataset_writer *w = NULL;
+    int rc = EXIT_INVALID;
+    static const char *const splits[3] = {NULL, "held_out", "test"};
+    int64_t count[3] = {0, 0, 0}, users[3] = {0, 0, 0};
+    if (fvm_stackoverflow_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
+        goto done;
+    for (int64_t k = 0; k < c.clients; k++) {
+        char id[16];
+        fvm_stackoverflow_client_id(g, k, id);
+        fvm_stackoverflow_examples ex[3];
+        if (fvm_stackoverflow_client(g, k, ex, &d))
+            goto done;
+        fvm_status s = FVM_OK;
+        for (int sp = 0; sp < 3 && s == FVM_OK; sp++) {
+            if (!ex[sp].n)
+                continue;
+            fvm_dataset_bytes cols[FVM_STACKOVERFLOW_TEXT_COLUMNS];
+            for (int j = 0; j < FVM_STACKOVERFLOW_TEXT_COLUMNS; j++)
+                cols[j] =
+                    (fvm_dataset_bytes){fvm_stackoverflow_columns[j], ex[sp].n, ex[sp].offsets[j], ex[sp].bytes[j]};
+            fvm_dims sh = {.rank = 1, .d = {ex[sp].n}};
+            fvm_tensor score;
+            const char *const names[1] = {"score"};
+            if ((s = fvm_tensor_alloc(&score, FVM_DTYPE_I64, &sh, &d)) == FVM_OK) {
+                memcpy(fvm_tensor_data(&score), ex[sp].score, (size_t)ex[sp].n * sizeof(int64_t));
+                s = fvm_dataset_add_bytes(w, splits[sp], id, strlen(id), 1, names, &score,
+                                          FVM_STACKOVERFLOW_TEXT_COLUMNS, cols, &d);
+                fvm_tensor_release(&score);
+            }
+            count[sp] += ex[sp].n;
+            users[sp]++;
+        }
+        for (int sp = 0; sp < 3; sp++)
+            fvm_stackoverflow_examples_free(&ex[sp]);
+        if (s)
+            goto done;
+        progress("synthetic", k + 1, c.clients);
+    }
+    fvm_status s = fvm_dataset_finish(w, &d);
+    w = NULL;
+    if (s)
+        goto done;
+    fprintf(stderr,
+            "%s: stackoverflow, %lld clients; train %lld clients, %lld sentences; held_out %lld, %lld; test %lld, "
+            "%lld (seed %lld)\n",
+            out, (long long)c.clients, (long long)users[0], (long long)count[0], (long long)users[1],
+            (long long)count[1], (long long)users[2], (long long)count[2], seed);
+    rc = 0;
+done:
+    fvm_dataset_abort(w);
+    fvm_stackoverflow_free(g);
+    if (rc)
+        cli_print_errors(&d);
+    fvm_diag_clear(&d);
+    return rc;
+}
+
 static int cmd_synthetic(int argc, char **argv)
 {
     const char *kind = NULL, *out = NULL;
@@ -498,9 +594,11 @@ static int cmd_synthetic(int argc, char **argv)
             fputs(usage_synthetic, stdout);
             return 0;
         } else if ((v = cli_opt(argc, argv, &i, "--kind"))) {
-            if (strcmp(v, "fedprox") && strcmp(v, "leaf") && strcmp(v, "emnist") && strcmp(v, "shakespeare"))
+            if (strcmp(v, "fedprox") && strcmp(v, "leaf") && strcmp(v, "emnist") && strcmp(v, "shakespeare") &&
+                strcmp(v, "stackoverflow"))
                 return cli_usage_error(usage_synthetic,
-                                       "--kind must be fedprox, leaf, emnist or shakespeare, found '%s'", v);
+                                       "--kind must be fedprox, leaf, emnist, shakespeare or stackoverflow, found '%s'",
+                                       v);
             kind = v;
         } else if ((v = cli_opt(argc, argv, &i, "--alpha"))) {
             if (!parse_real(v, 0, 1e6, &alpha))
@@ -548,7 +646,8 @@ static int cmd_synthetic(int argc, char **argv)
         }
     }
     if (!kind)
-        return cli_usage_error(usage_synthetic, "%s", "synthetic needs --kind fedprox, leaf, emnist or shakespeare");
+        return cli_usage_error(usage_synthetic, "%s",
+                               "synthetic needs --kind fedprox, leaf, emnist, shakespeare or stackoverflow");
     if (!out)
         return cli_usage_error(usage_synthetic, "%s", "synthetic needs an output file: -o FILE");
     if (!strcmp(kind, "emnist")) {
@@ -560,13 +659,13 @@ static int cmd_synthetic(int argc, char **argv)
             return cli_usage_error(usage_synthetic, "%s", "--kind emnist makes at most 410000 clients");
         return synthetic_emnist(out, clients, only_digits, seed);
     }
-    if (!strcmp(kind, "shakespeare")) {
+    if (!strcmp(kind, "shakespeare") || !strcmp(kind, "stackoverflow")) {
         if (alpha >= 0 || beta >= 0 || iid || only_digits || dim >= 0 || classes >= 0 || clusters >= 0 || minex >= 0 ||
             maxex >= 0 || fraction_given)
-            return cli_usage_error(usage_synthetic, "%s", "--kind shakespeare takes only --clients, --seed and -o");
+            return cli_usage_error(usage_synthetic, "--kind %s takes only --clients, --seed and -o", kind);
         if (clients > 1000000)
-            return cli_usage_error(usage_synthetic, "%s", "--kind shakespeare makes at most 1000000 clients");
-        return synthetic_shakespeare(out, clients, seed);
+            return cli_usage_error(usage_synthetic, "--kind %s makes at most 1000000 clients", kind);
+        return kind[1] == 'h' ? synthetic_shakespeare(out, clients, seed) : synthetic_stackoverflow(out, clients, seed);
     }
     if (only_digits)
         return cli_usage_error(usage_synthetic, "%s", "--only-digits applies to --kind emnist only");
@@ -654,70 +753,124 @@ done:
 
 /* ---- preprocess ----------------------------------------------------------------- */
 
-/* One client of a split: its snippets (column col, u8[?] per example) into x and y. */
-static fvm_status preprocess_client(const fvm_value *seq, int col, int64_t len, fvm_tensor *x, fvm_tensor *y,
-                                    fvm_diag *d)
+/* The byte strings of column col of a client's examples (u8[?] each):
+ * example i the (*lens)[i] bytes at (*bytes)[i], borrowed from seq; both
+ * arrays malloc'd, owned by the caller. */
+static fvm_status byte_strings(const fvm_value *seq, int col, const uint8_t ***bytes, int64_t **lens, fvm_diag *d)
 {
     int64_t n = seq->n;
-    const uint8_t **snips = calloc((size_t)n + 1, sizeof *snips);
-    int64_t *lens = calloc((size_t)n + 1, sizeof *lens);
-    fvm_status s = FVM_ERR_NOMEM;
-    if (!snips || !lens) {
-        fvm_diag_add(d, s, NULL, "out of memory");
-        goto done;
+    const uint8_t **p = calloc((size_t)n + 1, sizeof *p);
+    int64_t *l = calloc((size_t)n + 1, sizeof *l);
+    if (!p || !l) {
+        free(p);
+        free(l);
+        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     }
     for (int64_t i = 0; i < n; i++) {
         const fvm_tensor *t;
-        if (seq->cols) { /* every snippet of one length: a u8[n, L] tensor */
+        if (seq->cols) { /* every string of one length: a u8[n, L] tensor */
             t = &seq->cols->items[col]->t;
-            lens[i] = t->shape.d[1];
-            snips[i] = (const uint8_t *)fvm_tensor_data(t) + i * lens[i];
+            l[i] = t->shape.d[1];
+            p[i] = (const uint8_t *)fvm_tensor_data(t) + i * l[i];
         } else {
             t = &seq->items[i]->items[col]->t;
-            lens[i] = t->shape.d[0];
-            snips[i] = fvm_tensor_data(t);
+            l[i] = t->shape.d[0];
+            p[i] = fvm_tensor_data(t);
         }
     }
-    s = fvm_shakespeare_preprocess(n, snips, lens, len, x, y, d);
-done:
-    free(snips);
+    *bytes = p;
+    *lens = l;
+    return FVM_OK;
+}
+
+/* How a kind of dataset is preprocessed: its text column and options. */
+typedef struct prep {
+    bool stackoverflow;
+    const char *column; /* snippets or tokens */
+    int64_t len; /* Shakespeare's sequence length, Stack Overflow's max_length */
+    const fvm_wordtab *vocab; /* Stack Overflow */
+} prep;
+
+/* One client: x and y, and for Stack Overflow a domain_id from type (b'answer' 1, else 0) when type_col >= 0. */
+static fvm_status preprocess_client(const prep *p, const fvm_value *seq, int col, int type_col, fvm_tensor xy[3],
+                                    int *ncols, fvm_diag *d)
+{
+    const uint8_t **strs = NULL, **types = NULL;
+    int64_t *lens = NULL, *tlens = NULL;
+    *ncols = 2;
+    fvm_status s = byte_strings(seq, col, &strs, &lens, d);
+    if (s)
+        return s;
+    if (!p->stackoverflow) {
+        s = fvm_shakespeare_preprocess(seq->n, strs, lens, p->len, &xy[0], &xy[1], d);
+    } else if ((s = fvm_stackoverflow_preprocess(p->vocab, seq->n, strs, lens, p->len, &xy[0], &xy[1], d)) == FVM_OK &&
+               type_col >= 0) {
+        fvm_dims sh = {.rank = 1, .d = {seq->n}};
+        if ((s = byte_strings(seq, type_col, &types, &tlens, d)) == FVM_OK &&
+            (s = fvm_tensor_alloc(&xy[2], FVM_DTYPE_I32, &sh, d)) == FVM_OK) {
+            int32_t *dom = fvm_tensor_data(&xy[2]);
+            for (int64_t i = 0; i < seq->n; i++)
+                dom[i] = tlens[i] == 6 && !memcmp(types[i], "answer", 6);
+            *ncols = 3;
+        }
+        if (s) {
+            fvm_tensor_release(&xy[0]);
+            fvm_tensor_release(&xy[1]);
+        }
+    }
+    free(strs);
     free(lens);
+    free(types);
+    free(tlens);
     return s;
 }
 
+/* Column name of ds as u8[?] byte strings: its index, or -1 with an error. */
+static int text_column(fvm_dataset *ds, const char *in, const char *split, const char *name, fvm_diag *d)
+{
+    const fvm_column *cols;
+    (void)fvm_dataset_columns(ds, &cols);
+    int col = fvm_dataset_column_find(ds, name);
+    if (col < 0 || cols[col].dtype != FVM_DTYPE_U8 || cols[col].shape.rank != 1) {
+        fvm_diag_add(d, FVM_ERR_TYPE, NULL, "%s, split '%s': needs a column '%s' of byte strings (u8[?])", in, split,
+                     name);
+        return -1;
+    }
+    return col;
+}
+
 /* Every client of one split of in into the same split of w. */
-static int preprocess_split(const char *in, const char *split, fvm_dataset_writer *w, int64_t len, int64_t *rows,
+static int preprocess_split(const prep *p, const char *in, const char *split, fvm_dataset_writer *w, int64_t *rows,
                             fvm_diag *d)
 {
     fvm_dataset *ds = NULL;
     if (fvm_dataset_open(in, split, &ds, d))
         return EXIT_INVALID;
     int rc = EXIT_INVALID;
-    const fvm_column *cols;
-    (void)fvm_dataset_columns(ds, &cols);
-    int col = fvm_dataset_column_find(ds, "snippets");
-    if (col < 0 || cols[col].dtype != FVM_DTYPE_U8 || cols[col].shape.rank != 1) {
-        fvm_diag_add(d, FVM_ERR_TYPE, NULL, "%s, split '%s': needs a column 'snippets' of byte strings (u8[?])", in,
-                     split);
+    int col = text_column(ds, in, split, p->column, d), type_col = -1;
+    if (col < 0)
         goto done;
-    }
-    const char *const names[2] = {"x", "y"};
+    if (p->stackoverflow && fvm_dataset_column_find(ds, "type") >= 0 &&
+        (type_col = text_column(ds, in, split, "type", d)) < 0)
+        goto done;
+    const char *const names[3] = {"x", "y", "domain_id"};
     for (int64_t i = 0; i < fvm_dataset_clients(ds); i++) {
         fvm_value *seq = NULL;
         const void *id;
         size_t id_len;
         int64_t n;
+        int ncols;
         if (fvm_dataset_read(ds, i, &seq, d))
             goto done;
-        fvm_tensor xy[2];
-        fvm_status s = preprocess_client(seq, col, len, &xy[0], &xy[1], d);
+        fvm_tensor xy[3];
+        fvm_status s = preprocess_client(p, seq, col, type_col, xy, &ncols, d);
         fvm_value_release(seq);
         if (s == FVM_OK) {
             if ((s = fvm_dataset_client(ds, i, &id, &id_len, &n, d)) == FVM_OK)
-                s = fvm_dataset_add(w, split, id, id_len, 2, names, xy, d);
+                s = fvm_dataset_add(w, split, id, id_len, ncols, names, xy, d);
             *rows += xy[0].shape.d[0];
-            fvm_tensor_release(&xy[0]);
-            fvm_tensor_release(&xy[1]);
+            for (int c = 0; c < ncols; c++)
+                fvm_tensor_release(&xy[c]);
         }
         if (s) {
             fvm_diag_add(d, s, NULL, "%s, split '%s': client %lld could not be preprocessed", in, split, (long long)i);
@@ -731,10 +884,78 @@ done:
     return rc;
 }
 
+/* Stack Overflow's vocabulary from the word counts of in's default (train) split: its size most frequent words. */
+static fvm_status count_vocab(const char *in, int64_t size, fvm_wordtab **out, fvm_diag *d)
+{
+    fvm_dataset *ds = NULL;
+    fvm_wordtab *all = NULL;
+    fvm_status s = fvm_dataset_open(in, NULL, &ds, d);
+    if (s == FVM_OK)
+        s = fvm_wordtab_new(&all, d);
+    int col = s == FVM_OK ? text_column(ds, in, "default", "tokens", d) : -1;
+    if (s == FVM_OK && col < 0)
+        s = FVM_ERR_TYPE;
+    for (int64_t i = 0; s == FVM_OK && i < fvm_dataset_clients(ds); i++) {
+        fvm_value *seq = NULL;
+        const uint8_t **strs = NULL;
+        int64_t *lens = NULL;
+        if ((s = fvm_dataset_read(ds, i, &seq, d)) == FVM_OK && (s = byte_strings(seq, col, &strs, &lens, d)) == FVM_OK)
+            for (int64_t j = 0; s == FVM_OK && j < seq->n; j++)
+                s = fvm_wordtab_count(all, strs[j], lens[j], d);
+        fvm_value_release(seq);
+        free(strs);
+        free(lens);
+    }
+    if (s == FVM_OK)
+        s = fvm_wordtab_top(all, size, out, d);
+    fvm_wordtab_free(all);
+    fvm_dataset_close(ds);
+    return s;
+}
+
+/* A vocabulary file: a word per line, or FedJAX's stackoverflow.word_count ("word count" per line); its first size
+ * words. */
+static fvm_status read_vocab(const char *path, int64_t size, fvm_wordtab **out, fvm_diag *d)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fvm_diag_add(d, FVM_ERR_IO, NULL, "%s: cannot open: %s", path, strerror(errno));
+    fvm_wordtab *t = NULL;
+    fvm_status s = fvm_wordtab_new(&t, d);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    for (long no = 1; s == FVM_OK && fvm_wordtab_size(t) < size && (got = getline(&line, &cap, f)) >= 0; no++) {
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r'))
+            line[--got] = 0;
+        char *word = line + strspn(line, " \t"), *end = word + strcspn(word, " \t"), *rest = end + strspn(end, " \t");
+        bool added;
+        if (end == word || (*rest && rest[strcspn(rest, " \t")] != 0) ||
+            (*rest && strspn(rest, "0123456789") != strlen(rest)))
+            s = fvm_diag_add(d, FVM_ERR_FORMAT, NULL,
+                             "%s:%ld:1: expected a word, or a word and its count, found '%.60s'", path, no, line);
+        else if ((s = fvm_wordtab_add(t, (const uint8_t *)word, end - word, 0, &added, d)) == FVM_OK && !added)
+            s = fvm_diag_add(d, FVM_ERR_FORMAT, NULL, "%s:%ld:1: '%.*s' is in the vocabulary twice", path, no,
+                             (int)(end - word > 60 ? 60 : end - word), word);
+    }
+    if (s == FVM_OK && ferror(f))
+        s = fvm_diag_add(d, FVM_ERR_IO, NULL, "%s: read error", path);
+    if (s == FVM_OK && fvm_wordtab_size(t) == 0)
+        s = fvm_diag_add(d, FVM_ERR_FORMAT, NULL, "%s: no words", path);
+    free(line);
+    fclose(f);
+    if (s)
+        fvm_wordtab_free(t);
+    else
+        *out = t;
+    return s;
+}
+
 static int cmd_preprocess(int argc, char **argv)
 {
-    const char *kind = NULL, *in = NULL, *out = NULL;
-    long long len = 80;
+    const char *kind = NULL, *in = NULL, *out = NULL, *vocab_file = NULL;
+    long long len = -1, max_length = -1, vocab_size = -1;
     for (int i = 0; i < argc; i++) {
         const char *v;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -744,6 +965,17 @@ static int cmd_preprocess(int argc, char **argv)
             if (!cli_int(v, 1, 100000, &len))
                 return cli_usage_error(usage_preprocess,
                                        "--sequence-length needs a number from 1 to 100000, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--max-length"))) {
+            if (!cli_int(v, 1, 100000, &max_length))
+                return cli_usage_error(usage_preprocess, "--max-length needs a number from 1 to 100000, found '%s'", v);
+        } else if ((v = cli_opt(argc, argv, &i, "--vocab-size"))) {
+            if (!cli_int(v, 1, 100000000, &vocab_size))
+                return cli_usage_error(usage_preprocess, "--vocab-size needs a number from 1 to 100000000, found '%s'",
+                                       v);
+        } else if ((v = cli_opt(argc, argv, &i, "--vocab"))) {
+            if (!*v)
+                return cli_usage_error(usage_preprocess, "%s", "--vocab needs a file name");
+            vocab_file = v;
         } else if ((v = cli_opt(argc, argv, &i, "-o"))) {
             if (!*v)
                 return cli_usage_error(usage_preprocess, "%s", "-o needs a file name");
@@ -759,9 +991,20 @@ static int cmd_preprocess(int argc, char **argv)
         }
     }
     if (!kind)
-        return cli_usage_error(usage_preprocess, "%s", "preprocess needs the dataset's kind: shakespeare");
-    if (strcmp(kind, "shakespeare"))
-        return cli_usage_error(usage_preprocess, "the dataset's kind must be shakespeare, found '%s'", kind);
+        return cli_usage_error(usage_preprocess, "%s",
+                               "preprocess needs the dataset's kind: shakespeare or stackoverflow");
+    if (strcmp(kind, "shakespeare") && strcmp(kind, "stackoverflow"))
+        return cli_usage_error(usage_preprocess, "the dataset's kind must be shakespeare or stackoverflow, found '%s'",
+                               kind);
+    prep p = {.stackoverflow = !strcmp(kind, "stackoverflow")};
+    if (p.stackoverflow && len >= 0)
+        return cli_usage_error(usage_preprocess, "%s",
+                               "--sequence-length applies to shakespeare; stackoverflow takes --max-length");
+    if (!p.stackoverflow && (max_length >= 0 || vocab_size >= 0 || vocab_file))
+        return cli_usage_error(usage_preprocess, "%s",
+                               "--max-length, --vocab and --vocab-size apply to stackoverflow only");
+    p.column = p.stackoverflow ? "tokens" : "snippets";
+    p.len = p.stackoverflow ? (max_length >= 0 ? max_length : 20) : (len >= 0 ? len : 80);
     if (!in)
         return cli_usage_error(usage_preprocess, "%s", "preprocess needs an input file");
     if (!out)
@@ -769,23 +1012,34 @@ static int cmd_preprocess(int argc, char **argv)
     fvm_diag d = {0};
     char **splits = NULL;
     int nsplits = 0, rc = EXIT_INVALID;
-    int64_t rows = 0;
+    int64_t rows = 0, size = vocab_size >= 0 ? vocab_size : 10000;
     fvm_dataset_writer *w = NULL;
+    fvm_wordtab *vocab = NULL;
+    if (p.stackoverflow && (vocab_file ? read_vocab(vocab_file, size, &vocab, &d) : count_vocab(in, size, &vocab, &d)))
+        goto done;
+    p.vocab = vocab;
     if (fvm_dataset_splits(in, &splits, &nsplits, &d) || fvm_dataset_create(out, &w, &d))
         goto done;
     for (int k = 0; k < nsplits; k++)
-        if (preprocess_split(in, splits[k], w, len, &rows, &d))
+        if (preprocess_split(&p, in, splits[k], w, &rows, &d))
             goto done;
     fvm_status s = fvm_dataset_finish(w, &d);
     w = NULL;
     if (s)
         goto done;
-    fprintf(stderr, "%s: shakespeare, %d split%s, %lld sequences of %lld labels\n", out, nsplits,
-            nsplits == 1 ? "" : "s", (long long)rows, len);
+    if (p.stackoverflow)
+        fprintf(stderr,
+                "%s: stackoverflow, %d split%s, %lld sequences of %lld labels, vocabulary %lld words + 4 (%s)\n", out,
+                nsplits, nsplits == 1 ? "" : "s", (long long)rows, (long long)p.len, (long long)fvm_wordtab_size(vocab),
+                vocab_file ? vocab_file : "the training split's counts");
+    else
+        fprintf(stderr, "%s: shakespeare, %d split%s, %lld sequences of %lld labels\n", out, nsplits,
+                nsplits == 1 ? "" : "s", (long long)rows, (long long)p.len);
     rc = 0;
 done:
     fvm_dataset_abort(w);
     fvm_dataset_free_splits(splits, nsplits);
+    fvm_wordtab_free(vocab);
     if (rc)
         cli_print_errors(&d);
     fvm_diag_clear(&d);

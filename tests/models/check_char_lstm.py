@@ -4,7 +4,9 @@
 Runs the model's functions in-process (the fedvm package over lib/libfedvm.so)
 on batches with padding and EOS, and compares them with an independent float64
 NumPy forward pass (embedding, the two LSTM layers as format/SPEC.md's
-lstm_cell defines them, the dense layer) and FedJAX's definitions, written here
+lstm_cell defines them, each layer's output through tanh as FedJAX's
+hk.DeepRNN([LSTM(256), tanh, LSTM(256), tanh]) has it, the recurrent state
+the LSTM's own; the dense layer) and FedJAX's definitions, written here
 from fedjax/models/shakespeare.py, fedjax/core/metrics.py and models.py:
 
 - train_loss zeroes the cross-entropy of PAD targets (0) and takes each
@@ -16,8 +18,9 @@ from fedjax/models/shakespeare.py, fedjax/core/metrics.py and models.py:
 - the counts: non-PAD targets (num_tokens) and non-PAD, non-EOS targets.
 
 Every value must agree within 1e-5 relative. The check is shown to be able to
-fail: the references without the masks must disagree with fedvm, and a copy of
-the model with its masks removed (text edits of its step) must fail the check.
+fail: the references without the masks, and the forward pass without the
+tanh, must disagree with fedvm, and copies of the model with its masks or its
+tanh removed (text edits of its step) must fail the check.
 
 Usage: check_char_lstm.py [ROOT]  (ROOT: the checkout, default the current directory)
 """
@@ -39,8 +42,9 @@ def sigmoid(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def logits_of(model, x):
-    """[B, T, V] float64 logits of the model (dict of arrays) on x (i32[B, T])."""
+def logits_of(model, x, tanh=True):
+    """[B, T, V] float64 logits of the model (dict of arrays) on x (i32[B, T]); tanh=False: without the tanh
+    after each layer (the model before it matched FedJAX's)."""
     m = {k: ({kk: np.float64(vv) for kk, vv in v.items()} if isinstance(v, dict) else np.float64(v))
          for k, v in model.items()}
     b = x.shape[0]
@@ -55,9 +59,10 @@ def logits_of(model, x):
 
     for t in range(T):
         e = m["embed"][x[:, t]]
+        act = np.tanh if tanh else (lambda v: v)
         h1, c1 = cell(e, h1, c1, m["lstm1"])
-        h2, c2 = cell(h1, h2, c2, m["lstm2"])
-        out[:, t] = h2 @ m["dense"] + m["dense_b"]
+        h2, c2 = cell(act(h1), h2, c2, m["lstm2"])
+        out[:, t] = act(h2) @ m["dense"] + m["dense_b"]
     return out
 
 
@@ -103,6 +108,12 @@ def model_of(rng):
     dense_b = u([V], 1.0)
     dense_b[EOS] += 2.0  # EOS predicted often: masking it changes the accuracy's numerator too
     return {"embed": u([V, 8], 1.0), "lstm1": lstm(8), "lstm2": lstm(H), "dense": u([H, V], 0.6), "dense_b": dense_b}
+
+
+def compare_logits(prog, model, x, y):
+    """True when fedvm's loss on (x, y) differs from the reference without the tanh (the check can fail)."""
+    got = float(prog.char_lstm_loss(model, {"x": x, "y": y}))
+    return not close(got, reference(logits_of(model, x, tanh=False), y)["loss"])
 
 
 def close(a, b):
@@ -166,8 +177,22 @@ def main():
     got_acc = float(prog.char_lstm_accuracy(model, {"x": x, "y": y}))
     if close(got_loss, unmasked["loss"]) or close(got_acc, unmasked["accuracy"]) or masked["right"] == 0:
         errs.append("the unmasked reference agrees with fedvm (or nothing is right): the check could not fail")
-    # ... and so does a model whose step lost its masks
+    # ... and so does the forward pass without the tanh after each layer
+    if not compare_logits(prog, model, x, y):
+        errs.append("the reference without tanh agrees with fedvm: the check could not fail")
+    # ... and so does a model whose step lost its masks, or its tanh
     text = open(path).read()
+    for old, new in (('["out1", "tanh", "h1n"]', '["out1", "mul", "h1n", 1.0]'),
+                     ('["out2", "tanh", "h2n"]', '["out2", "mul", "h2n", 1.0]')):
+        if text.count(old) != 1:
+            errs.append("char_lstm.json: %s is not there to remove" % old)
+    no_tanh = text.replace('["out1", "tanh", "h1n"]', '["out1", "mul", "h1n", 1.0]').replace(
+        '["out2", "tanh", "h2n"]', '["out2", "mul", "h2n", 1.0]')
+    broken = compare(fedvm.loads(no_tanh, path), model, batches, "model without tanh")
+    if not broken:
+        errs.append("the model without tanh passed the check")
+    else:
+        print("the model without tanh fails the check: %d errors, e.g. %s" % (len(broken), broken[0]))
     edits = [('["real", "ne", "yt", "pad"]', '["real", "eq", "yt", "yt"]'),
              ('["scored", "and", "real", "not_eos"]', '["scored", "eq", "yt", "yt"]')]
     for old, new in edits:

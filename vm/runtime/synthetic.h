@@ -157,4 +157,91 @@ FVM_API int32_t fvm_shakespeare_label(uint8_t byte);
 FVM_API fvm_status fvm_shakespeare_preprocess(int64_t n, const uint8_t *const *snippets, const int64_t *lens,
                                               int64_t sequence_length, fvm_tensor *x, fvm_tensor *y, fvm_diag *d);
 
+/* A stand-in for FedJAX's federated Stack Overflow (fedjax.datasets.
+ * stackoverflow.load_split: per client, one example per sentence with the
+ * columns creation_date, title, tags, tokens and type (byte strings) and
+ * score (int64); splits train, held_out and test as TFF made them: held_out
+ * every example of the users whose id % 10 == 0, train the others' examples
+ * dated before 2018-01-01 UTC, test theirs from then on). The text is made,
+ * not quoted: 30000 made-up words (and punctuation tokens) drawn by Zipf's
+ * law (exponent 1.1), each word with a favoured successor (35% of the
+ * time), sentences of 1 + floor(lognormal(2.4, 0.55)) tokens; posts of a few
+ * sentences sharing a date, title, tags, type and score. Sentences per user
+ * 100 + floor(lognormal(5.2, 1.1)), at most 5000 (TFF kept only users with
+ * 100 sentences or more; mean about 430 as TFF's 169 million over 381,000
+ * users). Made one user at a time, in any order, the same for the same
+ * configuration (format/DATASETS.md). */
+typedef struct fvm_stackoverflow_config {
+    int64_t clients; /* 1 to 1000000 (default 300) */
+    uint64_t seed;
+} fvm_stackoverflow_config;
+typedef struct fvm_stackoverflow fvm_stackoverflow;
+
+/* The splits, in FedJAX's order (fedjax.datasets.stackoverflow.SPLITS). */
+enum { FVM_STACKOVERFLOW_TRAIN = 0, FVM_STACKOVERFLOW_HELD_OUT = 1, FVM_STACKOVERFLOW_TEST = 2 };
+/* The byte-string columns of an example, in this order. */
+enum {
+    FVM_STACKOVERFLOW_CREATION_DATE,
+    FVM_STACKOVERFLOW_TITLE,
+    FVM_STACKOVERFLOW_TAGS,
+    FVM_STACKOVERFLOW_TOKENS,
+    FVM_STACKOVERFLOW_TYPE,
+    FVM_STACKOVERFLOW_TEXT_COLUMNS
+};
+FVM_API extern const char *const fvm_stackoverflow_columns[FVM_STACKOVERFLOW_TEXT_COLUMNS];
+
+/* One split of a client: n examples; text column c of example i the bytes
+ * [offsets[c][i], offsets[c][i + 1]) of bytes[c]; score[i] its score. */
+typedef struct fvm_stackoverflow_examples {
+    int64_t n;
+    uint8_t *bytes[FVM_STACKOVERFLOW_TEXT_COLUMNS];
+    int64_t *offsets[FVM_STACKOVERFLOW_TEXT_COLUMNS];
+    int64_t *score;
+} fvm_stackoverflow_examples;
+
+FVM_API void fvm_stackoverflow_defaults(fvm_stackoverflow_config *c);
+FVM_API fvm_status fvm_stackoverflow_new(const fvm_stackoverflow_config *c, fvm_stackoverflow **out, fvm_diag *d);
+FVM_API void fvm_stackoverflow_free(fvm_stackoverflow *s);
+/* Client k's id: its user id, 8 digits, NUL-terminated; ids grow with k. */
+FVM_API void fvm_stackoverflow_client_id(const fvm_stackoverflow *s, int64_t k, char id[16]);
+/* Client k's examples in each split (out[FVM_STACKOVERFLOW_TRAIN] ...), in
+ * date order; a split may have none. The arrays are malloc'd, owned by the
+ * caller (fvm_stackoverflow_examples_free). Thread-safe (s is only read). */
+FVM_API fvm_status fvm_stackoverflow_client(const fvm_stackoverflow *s, int64_t k, fvm_stackoverflow_examples out[3],
+                                            fvm_diag *d);
+FVM_API void fvm_stackoverflow_examples_free(fvm_stackoverflow_examples *e);
+
+/* FedJAX's StackoverflowTokenizer: PAD 0, BOS 1, EOS 2, the vocabulary's
+ * word i at 3 + i, any other word the one OOV bucket 3 + size. */
+enum { FVM_STACKOVERFLOW_PAD = 0, FVM_STACKOVERFLOW_BOS = 1, FVM_STACKOVERFLOW_EOS = 2 };
+typedef struct fvm_wordtab fvm_wordtab;
+/* An empty table of words (byte strings), each with an index (its order of
+ * insertion) and a count. */
+FVM_API fvm_status fvm_wordtab_new(fvm_wordtab **out, fvm_diag *d);
+FVM_API void fvm_wordtab_free(fvm_wordtab *t);
+FVM_API int64_t fvm_wordtab_size(const fvm_wordtab *t);
+/* The word's index, or -1. */
+FVM_API int64_t fvm_wordtab_find(const fvm_wordtab *t, const uint8_t *w, int64_t len);
+/* Adds count to the word's count, inserting it first if new (*added true then, if added is not NULL). */
+FVM_API fvm_status fvm_wordtab_add(fvm_wordtab *t, const uint8_t *w, int64_t len, int64_t count, bool *added,
+                                   fvm_diag *d);
+/* Adds each word of tokens (its bytes split at every ' ', as Python's
+ * bytes.split(b' ') and tf.strings.split with sep ' ': empty words where
+ * spaces meet or end the string) with count 1. */
+FVM_API fvm_status fvm_wordtab_count(fvm_wordtab *t, const uint8_t *tokens, int64_t len, fvm_diag *d);
+/* The words with the k largest counts (all if k exceeds the size): count
+ * descending, then bytes ascending; a new table of them in that order, with
+ * their counts. */
+FVM_API fvm_status fvm_wordtab_top(const fvm_wordtab *t, int64_t k, fvm_wordtab **out, fvm_diag *d);
+/* Word i (0 <= i < size): its bytes (borrowed), length and count. */
+FVM_API const uint8_t *fvm_wordtab_word(const fvm_wordtab *t, int64_t i, int64_t *len, int64_t *count);
+/* StackoverflowTokenizer.as_preprocess_batch(max_length) on n examples'
+ * tokens (example i the lens[i] bytes at tokens[i], borrowed) with the
+ * vocabulary vocab: BOS, each word's id, EOS; x that without its last id
+ * and y without its first, each truncated or padded with PAD to max_length;
+ * new tensors *x and *y (i32[n, max_length]) owned by the caller. */
+FVM_API fvm_status fvm_stackoverflow_preprocess(const fvm_wordtab *vocab, int64_t n, const uint8_t *const *tokens,
+                                                const int64_t *lens, int64_t max_length, fvm_tensor *x, fvm_tensor *y,
+                                                fvm_diag *d);
+
 #endif
