@@ -633,12 +633,14 @@ static const pcase programs[] = {
      "w", ANY, NULL},
     {"grad with has_aux of a federated mean", "{" DERIV_FNS "}", "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
      "[['ga', 'grad', {'fn': 'fla', 'has_aux': true}, 'w', 'x'], [['g', 'a'], 'fields', {'names': ['grad', 'aux']}, 'ga'], "
-     "['s', 'federated_apply', {'fn': 'sqa'}, 'g', 'a']]", "w", ANY, NULL},
+     "['s', 'federated_apply', {'fn': 'sqa'}, 'g', 'a']]",
+     "w", ANY, NULL},
     {"value_and_grad with has_aux of a federated mean wrt client data", "{" DERIV_FNS "}",
      "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
      "[['vg', 'value_and_grad', {'fn': 'fla', 'has_aux': true}, 'w', 'x'], [['v', 'g'], 'fields', {'names': ['value', 'grad']}, 'vg'], "
      "[['m', 'a'], 'fields', {'names': ['value', 'aux']}, 'v'], ['p', 'federated_apply', {'fn': 'sqa'}, 'g', 'a'], "
-     "['s', 'federated_apply', {'fn': 'mulm'}, 'p', 'm']]", "x", ANY, NULL},
+     "['s', 'federated_apply', {'fn': 'mulm'}, 'p', 'm']]",
+     "x", ANY, NULL},
     {"grad of a federated weighted mean", "{" DERIV_FNS "}",
      "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS', 'n': '{f64[]}@CLIENTS'}",
      "[['g', 'grad', {'fn': 'fw'}, 'w', 'x', 'n'], ['s', 'federated_apply', {'fn': 'sq'}, 'g']]", "w", POS, NULL},
