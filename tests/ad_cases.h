@@ -581,7 +581,16 @@ static const pcase programs[] = {
     "[['b', 'federated_broadcast', 'w'], ['l', 'federated_map', {'fn': 'cl'}, 'b', 'x'], " \
     "['s', 'federated_weighted_mean', 'l', 'n']], 'result': 's'}, " \
     "'fa': {'params': {'v': 'f64[2]@CLIENTS', 'x': '{f64[2]}@CLIENTS'}, 'body': " \
-    "[['l', 'federated_map', {'fn': 'cl'}, 'v', 'x'], ['s', 'federated_sum', 'l']], 'result': 's'}"
+    "[['l', 'federated_map', {'fn': 'cl'}, 'v', 'x'], ['s', 'federated_sum', 'l']], 'result': 's'}, " \
+    "'ia': {'params': {'w': 'f64[2]', 'x': 'f64[2]'}, 'body': [['p', 'mul', 'w', 'x'], ['e', 'exp', 'p'], " \
+    "['q', 'mul', 'e', 'w'], ['y', 'sum', 'q'], ['r', 'struct', {'names': ['value', 'aux']}, 'y', 'e']], " \
+    "'result': 'r'}, " \
+    "'fla': {'params': {'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}, 'body': [['b', 'federated_broadcast', 'w'], " \
+    "['l', 'federated_map', {'fn': 'cl'}, 'b', 'x'], ['s', 'federated_mean', 'l'], ['t', 'federated_sum', 'l'], " \
+    "['r', 'struct', {'names': ['value', 'aux']}, 's', 't']], 'result': 'r'}, " \
+    "'sqa': {'params': {'v': 'f64[2]', 'a': 'f64[]'}, 'body': [['q', 'mul', 'v', 'v'], ['y', 'sum', 'q'], " \
+    "['z', 'mul', 'y', 'a']], 'result': 'z'}, " \
+    "'mulm': {'params': {'a': 'f64[]', 'b': 'f64[]'}, 'body': [['z', 'mul', 'a', 'b']], 'result': 'z'}"
     {"grad of a local function wrt w", "{" DERIV_FNS "}", "{'w': 'f64[2]', 'x': 'f64[2]'}",
      "[['g', 'grad', {'fn': 'inner'}, 'w', 'x'], ['q', 'mul', 'g', 'g'], ['s', 'sum', 'q']]", "w", ANY, NULL},
     {"grad of a local function wrt the other parameter", "{" DERIV_FNS "}", "{'w': 'f64[2]', 'x': 'f64[2]'}",
@@ -590,6 +599,17 @@ static const pcase programs[] = {
      "[['vg', 'value_and_grad', {'fn': 'inner'}, 'w', 'x'], ['v', 'field', {'name': 'value'}, 'vg'], "
      "['g', 'field', {'name': 'grad'}, 'vg'], ['q', 'mul', 'g', 'g'], ['t', 'sum', 'q'], ['s', 'mul', 't', 'v']]",
      "w", ANY, NULL},
+    /* has_aux: <value, aux> results; aux passes no gradient to the inner derivative, but the outer one
+     * differentiates through it (s uses it) */
+    {"value_and_grad with has_aux", "{" DERIV_FNS "}", "{'w': 'f64[2]', 'x': 'f64[2]'}",
+     "[['vg', 'value_and_grad', {'fn': 'ia', 'has_aux': true}, 'w', 'x'], ['v', 'field', {'name': 'value'}, 'vg'], "
+     "[['y', 'e'], 'fields', {'names': ['value', 'aux']}, 'v'], ['g', 'field', {'name': 'grad'}, 'vg'], ['q', 'mul', 'g', 'e'], ['t', 'sum', 'q'], "
+     "['s', 'mul', 't', 'y']]",
+     "w", ANY, NULL},
+    {"grad with has_aux wrt the other parameter", "{" DERIV_FNS "}", "{'w': 'f64[2]', 'x': 'f64[2]'}",
+     "[['ga', 'grad', {'fn': 'ia', 'wrt': 'x', 'has_aux': true}, 'w', 'x'], [['g', 'e'], 'fields', {'names': ['grad', 'aux']}, 'ga'], "
+     "['q', 'mul', 'g', 'e'], ['s', 'sum', 'q']]",
+     "x", ANY, NULL},
     {"vjp wrt the point", "{" DERIV_FNS "}", "{'w': 'f64[2]', 'x': 'f64[2]', 'c': 'f64[2]'}",
      "[['d', 'vjp', {'fn': 'vec'}, 'w', 'x', 'c'], ['q', 'mul', 'd', 'd'], ['s', 'sum', 'q']]", "w", ANY, NULL},
     {"vjp wrt the cotangent", "{" DERIV_FNS "}", "{'w': 'f64[2]', 'x': 'f64[2]', 'c': 'f64[2]'}",
@@ -611,6 +631,16 @@ static const pcase programs[] = {
      "[['g', 'grad', {'fn': 'fl', 'wrt': 'x'}, 'w', 'x'], ['m', 'federated_map', {'fn': 'sq'}, 'g'], "
      "['s', 'federated_sum', 'm']]",
      "w", ANY, NULL},
+    {"grad with has_aux of a federated mean", "{" DERIV_FNS "}", "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['ga', 'grad', {'fn': 'fla', 'has_aux': true}, 'w', 'x'], [['g', 'a'], 'fields', {'names': ['grad', 'aux']}, 'ga'], "
+     "['s', 'federated_apply', {'fn': 'sqa'}, 'g', 'a']]",
+     "w", ANY, NULL},
+    {"value_and_grad with has_aux of a federated mean wrt client data", "{" DERIV_FNS "}",
+     "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS'}",
+     "[['vg', 'value_and_grad', {'fn': 'fla', 'has_aux': true}, 'w', 'x'], [['v', 'g'], 'fields', {'names': ['value', 'grad']}, 'vg'], "
+     "[['m', 'a'], 'fields', {'names': ['value', 'aux']}, 'v'], ['p', 'federated_apply', {'fn': 'sqa'}, 'g', 'a'], "
+     "['s', 'federated_apply', {'fn': 'mulm'}, 'p', 'm']]",
+     "x", ANY, NULL},
     {"grad of a federated weighted mean", "{" DERIV_FNS "}",
      "{'w': 'f64[2]@SERVER', 'x': '{f64[2]}@CLIENTS', 'n': '{f64[]}@CLIENTS'}",
      "[['g', 'grad', {'fn': 'fw'}, 'w', 'x', 'n'], ['s', 'federated_apply', {'fn': 'sq'}, 'g']]", "w", POS, NULL},

@@ -635,6 +635,8 @@ CHECKER_ONLY = {
     "fori_result_missing_field": TYPES,
     "fori_wrong_result": TYPES,
     "grad_of_vector": TYPES,
+    "grad_has_aux_not_pair": TYPES,
+    "grad_has_aux_vector_value": TYPES,
     "grad_through_federated_value": TYPES,
     "grad_through_sequence_filter": TYPES,
     "grad_through_while": TYPES,

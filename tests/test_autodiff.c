@@ -412,6 +412,75 @@ static void test_fedsgd_is_pooled_gradient(void **state)
     fvm_arena_free(&a);
 }
 
+/* grad and value_and_grad with has_aux (tests/ad/has_aux.json): the gradient bit for bit the plain
+ * form's and the closed form's, the aux as written, on unplaced values, per client and of a
+ * federated function. */
+static void assert_grad_is(const fvm_doc *g, const double *want)
+{
+    for (int i = 0; i < 2; i++)
+        assert_true(fabs(num(g->u.coll.items[i]) - want[i]) < 1e-12 * (1 + fabs(want[i])));
+}
+
+static void assert_same_doc(const fvm_doc *a, const fvm_doc *b)
+{
+    for (int i = 0; i < 2; i++)
+        assert_true(num(a->u.coll.items[i]) == num(b->u.coll.items[i]));
+}
+
+static void test_has_aux(void **state)
+{
+    (void)state;
+    fvm_arena a = {0};
+    const double w[2] = {0.3, -0.7}, x[3][2] = {{1.5, 0.4}, {-0.2, 0.9}, {0.5, 0.5}};
+    /* loss = sum(exp(w x) w): d/dw = exp(w x) (1 + w x) */
+    fvm_named_text la[2] = {{"w", "[0.3, -0.7]", FVM_ARG_JSON}, {"x", "[1.5, 0.4]", FVM_ARG_JSON}};
+    fvm_doc *r = run_file(&a, "tests/ad/has_aux.json", "local", 2, la);
+    double want[2], e[2];
+    for (int i = 0; i < 2; i++) {
+        e[i] = exp(w[i] * x[0][i]);
+        want[i] = e[i] * (1 + w[i] * x[0][i]);
+    }
+    const fvm_doc *vga = fvm_doc_get(r, "vg_aux"), *vgv = fvm_doc_get(vga, "value");
+    assert_grad_is(fvm_doc_get(r, "grad_aux"), want);
+    assert_same_doc(fvm_doc_get(r, "grad_aux"), fvm_doc_get(r, "grad"));
+    assert_same_doc(fvm_doc_get(vga, "grad"), fvm_doc_get(r, "grad"));
+    assert_grad_is(fvm_doc_get(fvm_doc_get(r, "aux"), "e"), e);
+    assert_true(num(fvm_doc_get(fvm_doc_get(vgv, "aux"), "n")) == 2);
+    assert_true(num(fvm_doc_get(vgv, "value")) == num(fvm_doc_get(fvm_doc_get(r, "vg"), "value")));
+    assert_true(fabs(num(fvm_doc_get(vgv, "value")) - (e[0] * w[0] + e[1] * w[1])) < 1e-12);
+    /* per client */
+    fvm_named_text pa[2] = {{"w", "[0.3, -0.7]", FVM_ARG_JSON}, {"x", "[[1.5, 0.4], [-0.2, 0.9]]", FVM_ARG_JSON}};
+    r = run_file(&a, "tests/ad/has_aux.json", "per_client", 2, pa);
+    assert_int_equal(r->u.coll.n, 2);
+    for (int k = 0; k < 2; k++) {
+        const fvm_doc *c = r->u.coll.items[k];
+        for (int i = 0; i < 2; i++)
+            want[i] = exp(w[i] * x[k][i]) * (1 + w[i] * x[k][i]);
+        assert_grad_is(fvm_doc_get(c, "grad_aux"), want);
+        assert_same_doc(fvm_doc_get(c, "grad_aux"), fvm_doc_get(c, "grad"));
+        assert_true(fabs(num(fvm_doc_get(c, "e_sum")) - exp(w[0] * x[k][0]) - exp(w[1] * x[k][1])) < 1e-12);
+    }
+    /* federated: mean_k tanh(x_k . w)^2, d/dw = mean_k 2 t (1 - t^2) x_k; aux = sum_k t^2 */
+    fvm_named_text fa[2] = {{"w", "[0.3, -0.7]", FVM_ARG_JSON},
+                            {"x", "[[1.5, 0.4], [-0.2, 0.9], [0.5, 0.5]]", FVM_ARG_JSON}};
+    r = run_file(&a, "tests/ad/has_aux.json", "federated", 2, fa);
+    double sum_t2 = 0;
+    want[0] = want[1] = 0;
+    for (int k = 0; k < 3; k++) {
+        double t = tanh(x[k][0] * w[0] + x[k][1] * w[1]);
+        sum_t2 += t * t;
+        for (int i = 0; i < 2; i++)
+            want[i] += 2 * t * (1 - t * t) * x[k][i] / 3;
+    }
+    assert_grad_is(fvm_doc_get(r, "grad_aux"), want);
+    assert_same_doc(fvm_doc_get(r, "grad_aux"), fvm_doc_get(r, "grad"));
+    assert_same_doc(fvm_doc_get(r, "vg_grad"), fvm_doc_get(r, "grad"));
+    assert_true(fabs(num(fvm_doc_get(r, "aux")) - sum_t2) < 1e-12);
+    assert_true(num(fvm_doc_get(r, "aux2")) == num(fvm_doc_get(r, "aux")));
+    assert_true(fabs(num(fvm_doc_get(r, "value")) - sum_t2 / 3) < 1e-12);
+    fvm_arena_free(&a);
+}
+
 static void assert_doc_list(const fvm_doc *v, int n, const double *want, const char *what)
 {
     if (!v || v->kind != FVM_DOC_ARRAY || (int)v->u.coll.n != n)
@@ -764,6 +833,7 @@ int main(void)
         cmocka_unit_test(test_federated_select_gradient),
         cmocka_unit_test(test_drjax_published_numbers),
         cmocka_unit_test(test_fedsgd_is_pooled_gradient),
+        cmocka_unit_test(test_has_aux),
         cmocka_unit_test(test_every_rule_is_checked),
         cmocka_unit_test(test_inlined_names_follow_calls),
         cmocka_unit_test(test_drjax_primitives),

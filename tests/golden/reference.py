@@ -239,6 +239,12 @@ def expectation(case):
         return fedsgd_logistic(arg("data"), case["rounds"])
     if prog == "drjax_mean_loss.json":
         return drjax_mean_loss(arg("w"), arg("x"))
+    if prog == "has_aux_sum_loss.json":  # sum_k (x_k.w - 1)^2, its gradient, the mean beside it
+        w, xs = arg("w"), arg("x")
+        errors = [x[0] * w[0] + x[1] * w[1] - 1 for x in xs]
+        total = sum(e * e for e in errors)
+        g = [sum(2 * e * x[i] for e, x in zip(errors, xs)) for i in range(2)]
+        return {"value": total, "mean": total / len(xs), "grad": g, "grad_of_grad": g, "mean_of_grad": total / len(xs)}
     if prog == "jvp_sum_loss.json":
         return jvp_sum_loss(arg("w"), arg("x"), arg("t"))
     if prog == "jvp_mean_loss.json":

@@ -170,3 +170,64 @@ def test_calls_match_fedvm_run(tmp_path):
     w1 = state["model"]["w1"]
     assert w1.shape == (784, 200) and w1.dtype == np.float32
     assert 0 < np.abs(w1).max() <= np.sqrt(6 / (784 + 200))  # Glorot-uniform's bound
+
+
+def _numpy_client_totals(model, pixels, labels, order, epochs, batch, lr):
+    """The totals of fedavg_2nn's local training, written from its definition in NumPy: E epochs
+    of SGD on the mean cross-entropy in batches of B in the given order of each epoch; each
+    batch's summed cross-entropy and right answers under the model its step starts from."""
+    w = [np.asarray(model[k], np.float32).copy() for k in ("w1", "b1", "w2", "b2", "w3", "b3")]
+    x_all = (pixels.astype(np.float32) / np.float32(255)).reshape(-1, 784)
+    loss_sum, correct, seen = 0.0, 0, 0
+    for e in range(epochs):
+        for i in range(0, len(labels), batch):
+            idx = order[e][i:i + batch]
+            x, y = x_all[idx], labels[idx]
+            h1 = np.maximum(x @ w[0] + w[1], 0)
+            h2 = np.maximum(h1 @ w[2] + w[3], 0)
+            z = h2 @ w[4] + w[5]
+            s = z - z.max(axis=1, keepdims=True)
+            p = np.exp(s) / np.exp(s).sum(axis=1, keepdims=True)
+            ce = np.log(np.exp(s).sum(axis=1)) - s[np.arange(len(y)), y]
+            loss_sum += float(ce.astype(np.float64).sum())
+            correct += int((z.argmax(axis=1) == y).sum())
+            seen += len(y)
+            dz = p
+            dz[np.arange(len(y)), y] -= 1
+            dz /= np.float32(len(y))
+            d2 = (dz @ w[4].T) * (h2 > 0)
+            d1 = (d2 @ w[2].T) * (h1 > 0)
+            grads = [x.T @ d1, d1.sum(0), h1.T @ d2, d2.sum(0), h2.T @ dz, dz.sum(0)]
+            for p_, g in zip(w, grads):
+                p_ -= np.float32(lr) * g
+    return loss_sum, correct, seen, w
+
+
+def test_fedavg_2nn_metrics_from_the_training_pass():
+    """fedavg_2nn's training metrics come from the training pass (grad with has_aux): a client's
+    totals are those of a NumPy reference running the same SGD (from the same model, on the same
+    batches: fedvm's shuffle of each epoch) and summing each batch's cross-entropy and right
+    answers under the model its step starts from, two epochs, a last partial batch."""
+    p = fv.load(os.path.join(ROOT, "programs", "fedavg_2nn.json")).set(epochs=2)
+    model = p.initialize(np.array([7, 11], np.uint32))["model"]
+    rng = np.random.default_rng(0)
+    n = 53
+    pixels = rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, size=n).astype(np.int32)
+    key = np.array([3, 5], np.uint32)
+
+    @fv.function
+    def order(idx: fv.Seq[fv.i32], key: fv.u32[2], i: fv.i32):
+        return fv.sequence_shuffle(idx, fv.random_fold_in(key, i))
+
+    orders = [np.array(order(np.arange(n, dtype=np.int32), key, np.int32(e))) for e in range(2)]
+    assert sorted(orders[0]) == list(range(n)) and list(orders[0]) != list(orders[1])
+    out = p.client_update(model, {"pixels": pixels, "label": labels}, key)
+    loss_sum, correct, seen, trained = _numpy_client_totals(model, pixels, labels, orders, 2, 10, 0.05)
+    t = out["totals"]
+    assert float(t["examples"]) == seen == 2 * n and float(out["weight"]) == n
+    assert float(t["correct"]) == correct
+    assert abs(float(t["loss"]) - loss_sum) <= 1e-5 * loss_sum
+    # the pseudo-gradient is the plain SGD's: x_t - x_k
+    for k, w in zip(("w1", "b1", "w2", "b2", "w3", "b3"), trained):
+        np.testing.assert_allclose(np.asarray(model[k]) - np.asarray(out["pseudo_grad"][k]), w, rtol=0, atol=2e-6)

@@ -101,6 +101,38 @@ def test_derivatives_against_analytic_ones():
     assert {"grad", "jvp", "vjp"} <= {i[1] for i in ir}
 
 
+def test_has_aux():
+    """grad and value_and_grad with has_aux (jax's): f returns (value, aux); the gradient is the
+    value's alone, bit for bit the plain form's, and aux comes back beside it."""
+
+    @fv.function
+    def loss(w: fv.f32[3], x: fv.f32[3]):
+        d = fv.sum(w * x) - 1.0
+        return d * d
+
+    @fv.function
+    def loss_aux(w: fv.f32[3], x: fv.f32[3]):
+        d = fv.sum(w * x) - 1.0
+        return d * d, {"d": d, "wx": w * x}
+
+    @fv.function
+    def derivs(w: fv.f32[3], x: fv.f32[3]):
+        (v, aux), g = fv.value_and_grad(loss_aux, has_aux=True)(w, x)
+        ga, aux2 = fv.grad(loss_aux, has_aux=True)(w, x)
+        return {"v": v, "d": aux["d"], "wx": aux2["wx"], "g": g, "ga": ga, "plain": fv.grad(loss)(w, x)}
+
+    w, x = (np.array(v, np.float32) for v in ([1, 2, 3], [1, 0, 1]))
+    got = derivs(w, x)
+    d = w @ x - 1
+    assert got["v"] == d * d and got["d"] == d
+    np.testing.assert_allclose(got["wx"], w * x)
+    np.testing.assert_allclose(got["g"], 2 * d * x)
+    np.testing.assert_array_equal(got["g"], got["plain"])
+    np.testing.assert_array_equal(got["ga"], got["plain"])
+    body = fv.Program(derivs).ir()["functions"]["derivs"]["body"]
+    assert [i[2].get("has_aux") for i in body if i[1] in ("grad", "value_and_grad")] == [True, True, None]
+
+
 def test_loops_and_conditionals():
     @fv.function
     def loops(x: fv.f32[2], xs: fv.Seq[fv.f32[2]], p: fv.bool_):

@@ -651,7 +651,8 @@ static fvm_status one_like(fvm_ctx *x, const fvm_type *t, fvm_value **out)
 }
 
 /* grad, value_and_grad, vjp: call the pullback the passes derived (vm/transform/passes.h),
- * f'(args, ct) -> <value, grads=<g>>; jvp: call the forward derivative, f.jvp(args, t) ->
+ * f'(args, ct) -> <value, grads=<g>> (with has_aux ct is the cotangent of value's field 0,
+ * and grad returns <g, value's field 1>); jvp: call the forward derivative, f.jvp(args, t) ->
  * <value, tangent>, and return its result. */
 fvm_status exec_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out)
 {
@@ -670,7 +671,7 @@ fvm_status exec_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fv
     if (in->op == FVM_OP_VJP)
         ct = fvm_value_retain(args[fn->nparams]);
     else
-        s = one_like(x, fn->result_type, &ct);
+        s = one_like(x, pb->param_types[fn->nparams], &ct);
     const fvm_type *local[9];
     const fvm_type **types = fn->nparams < 9 ? local : malloc((size_t)(fn->nparams + 1) * sizeof *types);
     if (s == FVM_OK && !types)
@@ -692,7 +693,8 @@ fvm_status exec_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fv
     if (s)
         return s;
     fvm_value *g = fvm_value_retain(res->items[1]->items[0]);
-    if (in->op != FVM_OP_VALUE_AND_GRAD) {
+    bool vg_op = in->op == FVM_OP_VALUE_AND_GRAD;
+    if (!vg_op && !in->a.has_aux) {
         *out = g;
         fvm_value_release(res);
         return FVM_OK;
@@ -703,8 +705,9 @@ fvm_status exec_grad(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fv
         fvm_value_release(res);
         return fvm_nomem(x);
     }
-    vg->items[0] = fvm_value_retain(res->items[0]);
-    vg->items[1] = g;
+    /* value_and_grad: <value, g>; grad with has_aux: <g, aux> */
+    vg->items[0] = vg_op ? fvm_value_retain(res->items[0]) : g;
+    vg->items[1] = vg_op ? g : fvm_value_retain(res->items[0]->items[1]);
     fvm_value_release(res);
     *out = vg;
     return FVM_OK;

@@ -1392,21 +1392,30 @@ fvm_status rule_grad(fvm_rctx *c, const fvm_type **out)
         const fvm_type *elems[2] = {fn->result_type, rt};
         *out = fvm_type_struct(c->a, 2, names, elems);
         return *out ? FVM_OK : FVM_ERR_NOMEM;
+    } else if (c->in->a.has_aux) {
+        const fvm_type *r = fn->result_type;
+        if (r->kind != FVM_T_STRUCT || r->u.strct.n != 2 || !is_float_scalar(r->u.strct.elems[0]))
+            return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE,
+                            "with has_aux needs a function returning <value=f32[], aux=A> (a float scalar, or "
+                            "one at the server, and anything beside it); '%s' returns %s",
+                            fn->name, fvm_rtype(c, r));
     } else if (!is_float_scalar(fn->result_type)) {
         return fvm_rerr(c, FVM_RLOC_ATTRS, FVM_ERR_TYPE,
                         "needs a function returning a float scalar (f32[] or "
-                        "f32[]@SERVER); '%s' returns %s (use vjp for other results)",
+                        "f32[]@SERVER); '%s' returns %s (use vjp for other results, or has_aux for <value, aux>)",
                         fn->name, fvm_rtype(c, fn->result_type));
     }
     const fvm_type *g = fvm_type_cotangent(c->a, wt);
     if (!g)
         return FVM_ERR_NOMEM;
-    if (op != FVM_OP_VALUE_AND_GRAD) {
+    if (op != FVM_OP_VALUE_AND_GRAD && !c->in->a.has_aux) {
         *out = g;
         return FVM_OK;
     }
-    const char *names[2] = {"value", "grad"};
-    const fvm_type *elems[2] = {fn->result_type, g};
+    /* value_and_grad: <value=R, grad=G> (R = <value, aux> with has_aux); grad with has_aux: <grad=G, aux=A> */
+    bool vg = op == FVM_OP_VALUE_AND_GRAD;
+    const char *names[2] = {vg ? "value" : "grad", vg ? "grad" : "aux"};
+    const fvm_type *elems[2] = {vg ? fn->result_type : g, vg ? g : fn->result_type->u.strct.elems[1]};
     *out = fvm_type_struct(c->a, 2, names, elems);
     return *out ? FVM_OK : FVM_ERR_NOMEM;
 }

@@ -315,14 +315,17 @@ fvm_func *fvm_ad_deriv_fn(fvm_ad *ad, const fvm_instr *in)
     fvm_doc *o = fvm_ad_attrs(ad);
     fvm_ad_set_str(ad, o, "name", "grads");
     const char *g = fvm_ad_field(ad, FVM_AD(ad, FVM_OP_FIELD, o, r), 0), *res = g;
-    if (in->op == FVM_OP_VALUE_AND_GRAD) {
+    bool vg = in->op == FVM_OP_VALUE_AND_GRAD;
+    if (vg || in->a.has_aux) { /* <value, grad>, or grad with has_aux: <grad, aux> (value's field 1) */
         fvm_doc *ov = fvm_ad_attrs(ad), *on = fvm_ad_attrs(ad), *arr = fvm_doc_new(ad->a, FVM_DOC_ARRAY);
-        if (!arr || fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "value")) ||
-            fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, "grad")) || !on || fvm_doc_set(ad->a, on, "names", arr))
+        if (!arr || fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, vg ? "value" : "grad")) ||
+            fvm_doc_push(ad->a, arr, fvm_doc_string(ad->a, vg ? "grad" : "aux")) || !on ||
+            fvm_doc_set(ad->a, on, "names", arr))
             return fvm_ad_nomem(ad), NULL;
         arr->flow = true;
         fvm_ad_set_str(ad, ov, "name", "value");
-        res = FVM_AD(ad, FVM_OP_STRUCT, on, FVM_AD(ad, FVM_OP_FIELD, ov, r), g);
+        const char *v = FVM_AD(ad, FVM_OP_FIELD, ov, r);
+        res = vg ? FVM_AD(ad, FVM_OP_STRUCT, on, v, g) : FVM_AD(ad, FVM_OP_STRUCT, on, g, fvm_ad_field(ad, v, 1));
     }
     fvm_func *w = fvm_ad_end(ad, res);
     helper_entry *e = w ? fvm_arena_alloc(ad->a, sizeof *e) : NULL;

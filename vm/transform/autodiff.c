@@ -806,7 +806,7 @@ static fvm_doc *names2(fvm_ad *ad, const char *a, const char *b)
 
 /* The pullback of f for mask; with jv (f the pullback jv->f's, mask its
  * cotangent parameter), jv->f's forward derivative (see jvp_mode). */
-static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask, jvp_mode *jv)
+static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask, jvp_mode *jv, bool aux)
 {
     flat fl = {.nparams = f->nparams};
     fvm_func *pb = NULL;
@@ -875,7 +875,8 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask, jvp_mode *jv)
             pt[i] = f->param_types[i];
         }
         pn[f->nparams] = "ct";
-        pt[f->nparams] = fvm_type_cotangent(ad->a, f->result_type);
+        /* has_aux: the cotangent of the value, field 0 of f's result, alone */
+        pt[f->nparams] = fvm_type_cotangent(ad->a, aux ? f->result_type->u.strct.elems[0] : f->result_type);
         char sel[256] = "";
         for (int i = 0; i < f->nparams; i++)
             if (mask >> i & 1) {
@@ -883,7 +884,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask, jvp_mode *jv)
                     strncat(sel, ",", sizeof sel - strlen(sel) - 1);
                 strncat(sel, f->param_names[i], sizeof sel - strlen(sel) - 1);
             }
-        const char *base = fvm_arena_printf(ad->a, "%s.vjp(%s)", f->name, sel);
+        const char *base = fvm_arena_printf(ad->a, aux ? "%s.vjp_value(%s)" : "%s.vjp(%s)", f->name, sel);
         if (!pt[f->nparams] || !base || fvm_ad_begin(ad, base, f->nparams + 1, pn, pt))
             goto oom;
     }
@@ -901,7 +902,7 @@ static fvm_func *derive(fvm_ad *ad, fvm_func *f, uint64_t mask, jvp_mode *jv)
         const char *t = fvm_ad_param(ad, jv->u), *ts = FVM_AD(ad, FVM_OP_STRUCT, NULL, t);
         if (!ts || !ct_push(&ct[result], ts, 1))
             goto oom;
-    } else if (!ct_push(&ct[result], pb->param_names[f->nparams], -1)) {
+    } else if (!ct_push(&ct[result], pb->param_names[f->nparams], aux ? 0 : -1)) {
         goto oom;
     }
     for (int i = fl.n - 1; i >= 0 && !ad->failed; i--) {
@@ -1027,10 +1028,10 @@ done:
 }
 
 /* g's pullback (or, jvp, its forward derivative) for mask, derived once. */
-static fvm_func *derived_of(fvm_ad *ad, fvm_func *g, uint64_t mask, bool jvp)
+static fvm_func *derived_of(fvm_ad *ad, fvm_func *g, uint64_t mask, bool jvp, bool aux)
 {
     for (pb_entry *e = ad->cache->pullbacks; e; e = e->next)
-        if (e->f == g && e->mask == mask && e->jvp == jvp)
+        if (e->f == g && e->mask == mask && e->jvp == jvp && e->aux == aux)
             return e->pb;
     if (ad->depth >= FVM_MAX_CALL_DEPTH) {
         if (!ad->failed)
@@ -1042,13 +1043,13 @@ static fvm_func *derived_of(fvm_ad *ad, fvm_func *g, uint64_t mask, bool jvp)
     fvm_func *pb = NULL;
     if (jvp) {
         jvp_mode jv = {.f = g};
-        fvm_func *back = derived_of(ad, g, mask, false);
+        fvm_func *back = derived_of(ad, g, mask, false, false);
         ad->depth++;
-        pb = back ? derive(ad, back, UINT64_C(1) << (back->nparams - 1), &jv) : NULL;
+        pb = back ? derive(ad, back, UINT64_C(1) << (back->nparams - 1), &jv, false) : NULL;
         ad->depth--;
     } else {
         ad->depth++;
-        pb = derive(ad, g, mask, NULL);
+        pb = derive(ad, g, mask, NULL, aux);
         ad->depth--;
     }
     pb_entry *e = pb ? fvm_arena_alloc(ad->a, sizeof *e) : NULL;
@@ -1058,6 +1059,7 @@ static fvm_func *derived_of(fvm_ad *ad, fvm_func *g, uint64_t mask, bool jvp)
         e->f = g;
         e->mask = mask;
         e->jvp = jvp;
+        e->aux = aux;
         e->pb = pb;
         e->next = ad->cache->pullbacks;
         ad->cache->pullbacks = e;
@@ -1067,7 +1069,7 @@ static fvm_func *derived_of(fvm_ad *ad, fvm_func *g, uint64_t mask, bool jvp)
 
 fvm_func *fvm_ad_pullback_of(fvm_ad *ad, fvm_func *g, uint64_t mask)
 {
-    return derived_of(ad, g, mask, false);
+    return derived_of(ad, g, mask, false, false);
 }
 
 static fvm_status start(const fvm_ad_env *env, fvm_func *f, uint64_t mask, bool jvp, fvm_func **out)
@@ -1076,7 +1078,7 @@ static fvm_status start(const fvm_ad_env *env, fvm_func *f, uint64_t mask, bool 
     if (!env->p->ad && !(env->p->ad = fvm_arena_alloc(ad.a, sizeof *env->p->ad)))
         return fvm_diag_add(env->d, FVM_ERR_NOMEM, env->where, "out of memory");
     ad.cache = env->p->ad;
-    *out = derived_of(&ad, f, mask, jvp);
+    *out = derived_of(&ad, f, mask, jvp, !jvp && env->has_aux);
     if (*out)
         return FVM_OK;
     if (!ad.failed)

@@ -68,6 +68,12 @@ typedef struct fvm_ad_env {
     fvm_status (*check)(void *ctx, fvm_func *f);
     void *ctx;
     const fvm_loc *where; /* the instruction that asked, for errors */
+    /* fvm_ad_pullback: f returns <value=R, aux=A> (grad and value_and_grad
+     * with has_aux, as JAX's): the pullback takes the cotangent of the value
+     * alone, f'(p1..pn, ct: ct(R)) -> <value=<value, aux>, grads=<g>>, and
+     * no gradient flows back from aux (what only aux needs is computed
+     * forward, never differentiated). */
+    bool has_aux;
 } fvm_ad_env;
 
 /* The pullback of f for the parameters whose bit is set in mask (derived

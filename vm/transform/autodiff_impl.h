@@ -11,6 +11,7 @@ typedef struct pb_entry {
     const fvm_func *f;
     uint64_t mask;
     bool jvp; /* pb is f's forward derivative F.jvp(P), not its pullback */
+    bool aux; /* pb is the pullback of f's <value, aux> for its value (fvm_ad_env.has_aux) */
     fvm_func *pb;
     struct pb_entry *next;
 } pb_entry;

@@ -30,7 +30,7 @@ static fvm_status derive(fvm_program *p, fvm_instr *in, fvm_diag *d)
     if (in->a.present & A(WRT))
         while (wrt < fn->nparams && strcmp(fn->param_names[wrt], in->a.wrt))
             wrt++;
-    fvm_ad_env env = {.p = p, .d = d, .check = check_added, .where = &in->loc};
+    fvm_ad_env env = {.p = p, .d = d, .check = check_added, .where = &in->loc, .has_aux = in->a.has_aux};
     env.ctx = &env;
     if (in->op == FVM_OP_JVP)
         return fvm_ad_jvp(&env, fn, UINT64_C(1) << wrt, &in->derived);

@@ -135,7 +135,8 @@ static int made_up(flat *F, const fvm_instr *at, const char *name, fvm_op op, fv
 
 /* grad, value_and_grad or vjp of a federated function: its pullback (the
  * passes derived it: fn'(params..., ct) -> <value, grads=<g>>) inlined
- * like a call, with the cotangent 1 made up for grad and value_and_grad;
+ * like a call, with the cotangent 1 made up for grad and value_and_grad
+ * (with has_aux, of the value's field 0: the pullback's parameter);
  * jvp: its forward derivative fn.jvp(params..., t) inlined. */
 static fvm_status inline_derivative(flat *F, const fvm_instr *in, const char *name, int *args, int *out, int depth)
 {
@@ -189,15 +190,22 @@ static fvm_status inline_derivative(flat *F, const fvm_instr *in, const char *na
     if (!grads || !grads->view || grads->nargs != 1)
         return fvm_diag_add(F->d, FVM_ERR_USAGE, &in->loc, "internal: the derivative of '%s' has an unexpected shape",
                             fn->name);
-    if (in->op != FVM_OP_VALUE_AND_GRAD) {
+    bool vg_op = in->op == FVM_OP_VALUE_AND_GRAD;
+    if (!vg_op && !in->a.has_aux) {
         *out = grads->args[0];
         return FVM_OK;
     }
+    /* value_and_grad: <value, g>; grad with has_aux: <g, aux>, aux the value's field 1 (a struct of
+     * placed values, so a view) */
+    const fvm_fnode *value = &F->fl->nodes[res->args[0]];
+    if (!vg_op && (!value->view || value->nargs != 2))
+        return fvm_diag_add(F->d, FVM_ERR_USAGE, &in->loc, "internal: the value of '%s' has an unexpected shape",
+                            fn->name);
     int *vg = fvm_arena_array(F->a, 2, sizeof *vg);
     if (!vg)
         return nomem(F->d);
-    vg[0] = res->args[0];
-    vg[1] = grads->args[0];
+    vg[0] = vg_op ? res->args[0] : grads->args[0];
+    vg[1] = vg_op ? grads->args[0] : value->args[1];
     fvm_fnode v = {.name = name, .view = true, .param = -1, .nargs = 2, .args = vg, .type = in->type, .agg = -1};
     v.stage =
         F->fl->nodes[vg[0]].stage > F->fl->nodes[vg[1]].stage ? F->fl->nodes[vg[0]].stage : F->fl->nodes[vg[1]].stage;

@@ -155,7 +155,7 @@ __all__ += ["fori", "fori_loop", "while_loop", "cond", "sequence_reduce", "seque
 # ---- derivatives -----------------------------------------------------------------------
 
 
-def _diff(op, f, wrt, result):
+def _diff(op, f, wrt, result, has_aux=False):
     def g(*args):
         nsubs = len(tracer._roots[-1]._subs) if tracer._roots else 0
         fname = tracer._func_attr(op, "fn", f, args)
@@ -164,6 +164,8 @@ def _diff(op, f, wrt, result):
         w = wrt
         if isinstance(w, int):
             w = None if w == 0 else _param_name(fname, w)
+        if has_aux:
+            return result(emit(op, *args, fn=fname, wrt=w, has_aux=True))
         return result(emit(op, *args, fn=fname, wrt=w))
 
     return g
@@ -180,14 +182,21 @@ def _param_name(fname, k):
     tracer._fail("cannot find the parameters of '%s'" % fname)
 
 
-def grad(f, wrt=0):
+def grad(f, wrt=0, has_aux=False):
     """The gradient of f (a scalar float result) with respect to its parameter wrt (an index or a
-    name; default the first): fv.grad(loss)(w, data) (jax.grad; the op grad)."""
+    name; default the first): fv.grad(loss)(w, data) (jax.grad; the op grad). With has_aux, f
+    returns (value, aux) and the result is (gradient of value, aux), as jax.grad(f, has_aux=True)."""
+    if has_aux:
+        return _diff("grad", f, wrt, lambda v: (v["grad"], v["aux"]), True)
     return _diff("grad", f, wrt, lambda v: v)
 
 
-def value_and_grad(f, wrt=0):
-    """(f's value, its gradient): fv.value_and_grad(loss)(w, data) (jax.value_and_grad)."""
+def value_and_grad(f, wrt=0, has_aux=False):
+    """(f's value, its gradient): fv.value_and_grad(loss)(w, data) (jax.value_and_grad). With
+    has_aux, f returns (value, aux) and the result is ((value, aux), gradient of value), as
+    jax.value_and_grad(f, has_aux=True)."""
+    if has_aux:
+        return _diff("value_and_grad", f, wrt, lambda v: ((v["value"][0], v["value"][1]), v["grad"]), True)
     return _diff("value_and_grad", f, wrt, lambda v: (v["value"], v["grad"]))
 
 
