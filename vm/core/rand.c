@@ -46,6 +46,20 @@ double fvm_rand_uniform(fvm_rand *r)
     return (double)(u64(r) >> 11) * 0x1p-53;
 }
 
+int fvm_rand_cdf(fvm_rand *r, const double *cdf, int n)
+{
+    double u = fvm_rand_uniform(r) * cdf[n - 1];
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (cdf[mid] > u)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
 uint64_t fvm_rand_below(fvm_rand *r, uint64_t n)
 {
     /* Accept x below the largest multiple of n that fits in 2^64. */

@@ -32,6 +32,10 @@ void fvm_rand_init_fold(fvm_rand *r, const uint32_t key[2], uint32_t data);
 uint32_t fvm_rand_u32(fvm_rand *r);
 /* Uniform in [0, 1) with 53 random bits (two words, the first the high one). */
 double fvm_rand_uniform(fvm_rand *r);
+
+/* An index in [0, n) drawn from a cumulative distribution cdf[0..n) (increasing, cdf[n-1] > 0):
+ * the first k with cdf[k] > u * cdf[n-1], u = fvm_rand_uniform. */
+int fvm_rand_cdf(fvm_rand *r, const double *cdf, int n);
 /* Uniform integer in [0, n), n >= 1, without bias (rejection on 64 bits). */
 uint64_t fvm_rand_below(fvm_rand *r, uint64_t n);
 /* Standard normal: sqrt(2) * erfinv(2u + lo) with u = fvm_rand_uniform and

@@ -40,21 +40,6 @@ void fvm_shakespeare_free(fvm_shakespeare *s)
     free(s);
 }
 
-/* Draws from a cumulative distribution of n entries. */
-static int draw_cdf(fvm_rand *r, const double *cdf, int n)
-{
-    double u = fvm_rand_uniform(r) * cdf[n - 1];
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (cdf[mid] > u)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
 fvm_status fvm_shakespeare_new(const fvm_shakespeare_config *c, fvm_shakespeare **out, fvm_diag *d)
 {
     *out = NULL;
@@ -83,7 +68,7 @@ fvm_status fvm_shakespeare_new(const fvm_shakespeare_config *c, fvm_shakespeare 
     for (int w = 0; w < WORDS; w++) {
         int prev = LETTERS, n = 0; /* LETTERS: the start (and, as a successor, the end) */
         while (n < MAX_WORD) {
-            int l = draw_cdf(&r, next[prev], LETTERS + 1);
+            int l = fvm_rand_cdf(&r, next[prev], LETTERS + 1);
             if (l == LETTERS) {
                 if (n > 0)
                     break;
@@ -162,7 +147,7 @@ static bool snippet(const fvm_shakespeare *s, fvm_rand *r, const voice *v, buf *
     int64_t target = want > MAX_SNIPPET ? MAX_SNIPPET : (int64_t)want, start = b->n, line = 0;
     bool cap = true;
     while (b->n - start < target) {
-        int w = fvm_rand_uniform(r) < 0.3 ? v->own[fvm_rand_below(r, OWN_WORDS)] : draw_cdf(r, s->cdf, WORDS);
+        int w = fvm_rand_uniform(r) < 0.3 ? v->own[fvm_rand_below(r, OWN_WORDS)] : fvm_rand_cdf(r, s->cdf, WORDS);
         char word[MAX_WORD + 3];
         int n = s->len[w];
         memcpy(word, s->words[w], (size_t)n);

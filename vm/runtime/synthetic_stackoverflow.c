@@ -40,20 +40,6 @@ void fvm_stackoverflow_free(fvm_stackoverflow *s)
     free(s);
 }
 
-static int draw_cdf(fvm_rand *r, const double *cdf, int n)
-{
-    double u = fvm_rand_uniform(r) * cdf[n - 1];
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (cdf[mid] > u)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return lo;
-}
-
 /* Word number v (0-based) spelled as syllables (consonant, vowel) of v + 1
  * in base 100: distinct numbers, distinct words. */
 static void spell(int v, char *out)
@@ -96,7 +82,7 @@ fvm_status fvm_stackoverflow_new(const fvm_stackoverflow_config *c, fvm_stackove
         s->cdf[w] = (w ? s->cdf[w - 1] : 0) + pow(w + 1, -1.1);
     }
     for (int w = 0; w < WORDS; w++)
-        s->successor[w] = draw_cdf(&r, s->cdf, WORDS);
+        s->successor[w] = fvm_rand_cdf(&r, s->cdf, WORDS);
     /* user ids 10 k + u, u uniform in 0..9: about one in ten is held out */
     for (int64_t k = 0; k < c->clients; k++)
         s->ids[k] = 10 * k + (int64_t)fvm_rand_below(&r, 10);
@@ -139,7 +125,7 @@ static bool words(const fvm_stackoverflow *s, fvm_rand *r, int count, int end, b
     for (int i = 0; i < count; i++) {
         w = i == count - 1 && end >= 0             ? end
             : w >= 0 && fvm_rand_uniform(r) < 0.35 ? s->successor[w]
-                                                   : draw_cdf(r, s->cdf, WORDS);
+                                                   : fvm_rand_cdf(r, s->cdf, WORDS);
         if ((i && !put(b, " ", 1)) || !put(b, s->words[w], (int64_t)strlen(s->words[w])))
             return false;
     }
