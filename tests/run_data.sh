@@ -227,6 +227,8 @@ check "fedavg_shakespeare learns (loss from ln 90 down by 0.5, accuracy above 1/
 # (tests/models/check_char_lstm.py calls the model's functions through tools/python over lib/libfedvm.so)
 if [ -n "$NPY" ] && [ -e lib/libfedvm.so ]; then
     check "char_lstm's loss and accuracy against FedJAX's in NumPy" -- "$NPY" tests/models/check_char_lstm.py .
+    # Haiku's truncated-normal initializers of char_lstm and so_nwp against the distribution's CDF
+    check "the LSTM models' initializers are Haiku's" -- "$NPY" tests/models/check_init.py .
 else
     echo "run_data: no python3 with numpy, or no lib/libfedvm.so; the character LSTM's check skipped"
 fi

@@ -11,8 +11,10 @@ fedjax/core/metrics.py:
   the LSTM cell as format/SPEC.md's lstm_cell (gates i, f, g, o);
 - train_loss (expected_length None): each sentence's cross-entropy summed
   over its non-PAD targets; model_grad differentiates its mean over the
-  batch, so loss = (sum over non-PAD targets) / sentences; token_loss the
-  same sum / non-PAD targets (0 with none);
+  batch, so loss = (sum over non-PAD targets) / sentences; train_loss that
+  times 1 / 13.3 (the STACKOVERFLOW_WORD task's expected_length, in
+  fedjax/training/tasks.py); token_loss the same sum / non-PAD targets (0
+  with none);
 - accuracy_in_vocab: SequenceTokenAccuracy(masked_target_values=(PAD, EOS),
   logits_mask -inf at PAD, BOS, EOS, OOV), accuracy_no_eos the same without
   the logits mask; right argmax predictions over the targets that are neither
@@ -89,7 +91,8 @@ def reference(logits, proj, y):
     n = scored.sum()
     b = y.shape[0]
     d = (soft - np.eye(V)[y]) * real[..., None] / b  # d loss / d logits
-    return {"loss": float((ce * real).sum() / b), "token_loss": float((ce * real).sum() / max(real.sum(), 1)),
+    return {"loss": float((ce * real).sum() / b), "train_loss": float((ce * real).sum(axis=1).mean() / 13.3),
+            "token_loss": float((ce * real).sum() / max(real.sum(), 1)),
             "accuracy": right_iv.sum() / n if n else 0.0,
             "accuracy_no_eos": right_all.sum() / n if n else 0.0, "tokens": float(real.sum()), "scored": float(n),
             "right": float(right_iv.sum()), "right_no_eos": float(right_all.sum()),
@@ -148,12 +151,13 @@ def compare(prog, model, batches, label, tanh=True):
         batch = {"x": x, "y": y}
         un = prog.so_nwp_unroll(model, batch)
         counts = prog.so_nwp_counts(batch)
-        got = {"loss": float(prog.so_nwp_loss(model, batch)), "token_loss": float(prog.so_nwp_token_loss(model, batch)),
+        got = {"loss": float(prog.so_nwp_loss(model, batch)), "train_loss": float(prog.so_nwp_train_loss(model, batch)),
+               "token_loss": float(prog.so_nwp_token_loss(model, batch)),
                "accuracy": float(prog.so_nwp_accuracy(model, batch)),
                "accuracy_no_eos": float(prog.so_nwp_accuracy_no_eos(model, batch)),
                "tokens": float(counts["tokens"]), "scored": float(counts["scored"]),
                "right": float(un["right"]), "right_no_eos": float(un["right_no_eos"])}
-        for name in ("loss", "token_loss", "tokens", "scored"):
+        for name in ("loss", "train_loss", "token_loss", "tokens", "scored"):
             if not close(got[name], want[name]):
                 errs.append("%s batch %d: %s %.9g, NumPy %.9g" % (label, k, name, got[name], want[name]))
         ties = near_ties(lg)
