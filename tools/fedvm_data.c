@@ -406,7 +406,68 @@ static fvm_status domain_column(int64_t n, int64_t domain, fvm_tensor *t, fvm_di
     return s;
 }
 
+/* ---- the stand-ins' one writing loop: a generator writes one client at a time ---- */
+
+/* Writes client k's rows, every split it has, and adds them to ctx's counts. */
+typedef fvm_status (*client_writer)(void *ctx, int64_t k, fvm_dataset_writer *w, fvm_diag *d);
+
+/* Clients 0..n-1 through f into the file out, replaced atomically (nothing
+ * written on failure); false with d set when one fails. */
+static bool write_clients(const char *out, int64_t n, client_writer f, void *ctx, fvm_diag *d)
+{
+    fvm_dataset_writer *w = NULL;
+    if (fvm_dataset_create(out, &w, d))
+        return false;
+    for (int64_t k = 0; k < n; k++) {
+        if (f(ctx, k, w, d)) {
+            fvm_dataset_abort(w);
+            return false;
+        }
+        progress("synthetic", k + 1, n);
+    }
+    return fvm_dataset_finish(w, d) == FVM_OK;
+}
+
+/* The exit status of a synthetic command, its errors printed. */
+static int synthetic_done(bool ok, fvm_diag *d)
+{
+    if (!ok)
+        cli_print_errors(d);
+    fvm_diag_clear(d);
+    return ok ? 0 : EXIT_INVALID;
+}
+
 /* --kind emnist: both splits, client by client (format/DATASETS.md). */
+typedef struct {
+    fvm_emnist *g;
+    int64_t count[2]; /* examples in the training split and in split test */
+} emnist_out;
+
+static fvm_status emnist_client(void *ctx, int64_t k, fvm_dataset_writer *w, fvm_diag *d)
+{
+    emnist_out *o = ctx;
+    static const char *const names[3] = {"pixels", "label", "domain_id"};
+    char id[32];
+    fvm_emnist_client_id(o->g, k, id);
+    for (int test = 0; test < 2; test++) {
+        fvm_tensor cols[3];
+        fvm_status s = fvm_emnist_client(o->g, k, test, &cols[0], &cols[1], d);
+        if (s)
+            return s;
+        s = domain_column(cols[1].shape.d[0], fvm_emnist_domain(k), &cols[2], d);
+        if (s == FVM_OK) {
+            s = fvm_dataset_add(w, test ? "test" : NULL, id, strlen(id), 3, names, cols, d);
+            fvm_tensor_release(&cols[2]);
+        }
+        o->count[test] += cols[1].shape.d[0];
+        fvm_tensor_release(&cols[0]);
+        fvm_tensor_release(&cols[1]);
+        if (s)
+            return s;
+    }
+    return FVM_OK;
+}
+
 static int synthetic_emnist(const char *out, long long clients, bool only_digits, long long seed)
 {
     fvm_emnist_config c;
@@ -416,50 +477,47 @@ static int synthetic_emnist(const char *out, long long clients, bool only_digits
     c.only_digits = only_digits;
     c.seed = (uint64_t)seed;
     fvm_diag d = {0};
-    fvm_emnist *g = NULL;
-    fvm_dataset_writer *w = NULL;
-    int rc = EXIT_INVALID;
-    int64_t count[2] = {0, 0};
-    if (fvm_emnist_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
-        goto done;
-    const char *const names[3] = {"pixels", "label", "domain_id"};
-    for (int64_t k = 0; k < c.clients; k++) {
-        char id[32];
-        fvm_emnist_client_id(g, k, id);
-        for (int test = 0; test < 2; test++) {
-            fvm_tensor cols[3];
-            if (fvm_emnist_client(g, k, test, &cols[0], &cols[1], &d))
-                goto done;
-            fvm_status s = domain_column(cols[1].shape.d[0], fvm_emnist_domain(k), &cols[2], &d);
-            if (s == FVM_OK) {
-                s = fvm_dataset_add(w, test ? "test" : NULL, id, strlen(id), 3, names, cols, &d);
-                fvm_tensor_release(&cols[2]);
-            }
-            count[test] += cols[1].shape.d[0];
-            fvm_tensor_release(&cols[0]);
-            fvm_tensor_release(&cols[1]);
-            if (s)
-                goto done;
-        }
-        progress("synthetic", k + 1, c.clients);
-    }
-    fvm_status s = fvm_dataset_finish(w, &d);
-    w = NULL;
-    if (s)
-        goto done;
-    fprintf(stderr, "%s: emnist%s, %lld clients, %lld training examples, %lld in split test (seed %lld)\n", out,
-            only_digits ? " digits" : "", (long long)c.clients, (long long)count[0], (long long)count[1], seed);
-    rc = 0;
-done:
-    fvm_dataset_abort(w);
-    fvm_emnist_free(g);
-    if (rc)
-        cli_print_errors(&d);
-    fvm_diag_clear(&d);
-    return rc;
+    emnist_out o = {0};
+    bool ok = fvm_emnist_new(&c, &o.g, &d) == FVM_OK && write_clients(out, c.clients, emnist_client, &o, &d);
+    if (ok)
+        fprintf(stderr, "%s: emnist%s, %lld clients, %lld training examples, %lld in split test (seed %lld)\n", out,
+                only_digits ? " digits" : "", (long long)c.clients, (long long)o.count[0], (long long)o.count[1],
+                seed);
+    fvm_emnist_free(o.g);
+    return synthetic_done(ok, &d);
 }
 
 /* --kind shakespeare: both splits, role by role (format/DATASETS.md). */
+typedef struct {
+    fvm_shakespeare *g;
+    int64_t count[2], chars; /* snippets in the training split and in split test; their characters */
+} shakespeare_out;
+
+static fvm_status shakespeare_client(void *ctx, int64_t k, fvm_dataset_writer *w, fvm_diag *d)
+{
+    shakespeare_out *o = ctx;
+    char id[64];
+    fvm_shakespeare_client_id(o->g, k, id);
+    for (int test = 0; test < 2; test++) {
+        fvm_dataset_bytes col = {.name = "snippets"};
+        uint8_t *bytes;
+        int64_t *offsets;
+        fvm_status s = fvm_shakespeare_client(o->g, k, test, &bytes, &offsets, &col.n, d);
+        if (s)
+            return s;
+        col.bytes = bytes;
+        col.offsets = offsets;
+        s = fvm_dataset_add_bytes(w, test ? "test" : NULL, id, strlen(id), 0, NULL, NULL, 1, &col, d);
+        o->count[test] += col.n;
+        o->chars += offsets[col.n];
+        free(bytes);
+        free(offsets);
+        if (s)
+            return s;
+    }
+    return FVM_OK;
+}
+
 static int synthetic_shakespeare(const char *out, long long clients, long long seed)
 {
     fvm_shakespeare_config c;
@@ -468,52 +526,58 @@ static int synthetic_shakespeare(const char *out, long long clients, long long s
         c.clients = clients;
     c.seed = (uint64_t)seed;
     fvm_diag d = {0};
-    fvm_shakespeare *g = NULL;
-    fvm_dataset_writer *w = NULL;
-    int rc = EXIT_INVALID;
-    int64_t count[2] = {0, 0}, chars = 0;
-    if (fvm_shakespeare_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
-        goto done;
-    for (int64_t k = 0; k < c.clients; k++) {
-        char id[64];
-        fvm_shakespeare_client_id(g, k, id);
-        for (int test = 0; test < 2; test++) {
-            fvm_dataset_bytes col = {.name = "snippets"};
-            uint8_t *bytes;
-            int64_t *offsets;
-            if (fvm_shakespeare_client(g, k, test, &bytes, &offsets, &col.n, &d))
-                goto done;
-            col.bytes = bytes;
-            col.offsets = offsets;
-            fvm_status s = fvm_dataset_add_bytes(w, test ? "test" : NULL, id, strlen(id), 0, NULL, NULL, 1, &col, &d);
-            count[test] += col.n;
-            chars += offsets[col.n];
-            free(bytes);
-            free(offsets);
-            if (s)
-                goto done;
-        }
-        progress("synthetic", k + 1, c.clients);
-    }
-    fvm_status s = fvm_dataset_finish(w, &d);
-    w = NULL;
-    if (s)
-        goto done;
-    fprintf(stderr,
-            "%s: shakespeare, %lld clients, %lld training snippets, %lld in split test, %lld characters (seed %lld)\n",
-            out, (long long)c.clients, (long long)count[0], (long long)count[1], (long long)chars, seed);
-    rc = 0;
-done:
-    fvm_dataset_abort(w);
-    fvm_shakespeare_free(g);
-    if (rc)
-        cli_print_errors(&d);
-    fvm_diag_clear(&d);
-    return rc;
+    shakespeare_out o = {0};
+    bool ok =
+        fvm_shakespeare_new(&c, &o.g, &d) == FVM_OK && write_clients(out, c.clients, shakespeare_client, &o, &d);
+    if (ok)
+        fprintf(stderr,
+                "%s: shakespeare, %lld clients, %lld training snippets, %lld in split test, %lld characters (seed "
+                "%lld)\n",
+                out, (long long)c.clients, (long long)o.count[0], (long long)o.count[1], (long long)o.chars, seed);
+    fvm_shakespeare_free(o.g);
+    return synthetic_done(ok, &d);
 }
 
 /* --kind stackoverflow: the three splits, user by user; a user is in a split
  * only if it has examples there (format/DATASETS.md). */
+typedef struct {
+    fvm_stackoverflow *g;
+    int64_t count[3], users[3]; /* sentences and users of the splits train, held_out and test */
+} stackoverflow_out;
+
+static fvm_status stackoverflow_client(void *ctx, int64_t k, fvm_dataset_writer *w, fvm_diag *d)
+{
+    stackoverflow_out *o = ctx;
+    static const char *const splits[3] = {NULL, "held_out", "test"};
+    char id[16];
+    fvm_stackoverflow_client_id(o->g, k, id);
+    fvm_stackoverflow_examples ex[3];
+    fvm_status s = fvm_stackoverflow_client(o->g, k, ex, d);
+    if (s)
+        return s;
+    for (int sp = 0; sp < 3 && s == FVM_OK; sp++) {
+        if (!ex[sp].n)
+            continue;
+        fvm_dataset_bytes cols[FVM_STACKOVERFLOW_TEXT_COLUMNS];
+        for (int j = 0; j < FVM_STACKOVERFLOW_TEXT_COLUMNS; j++)
+            cols[j] = (fvm_dataset_bytes){fvm_stackoverflow_columns[j], ex[sp].n, ex[sp].offsets[j], ex[sp].bytes[j]};
+        fvm_dims sh = {.rank = 1, .d = {ex[sp].n}};
+        fvm_tensor score;
+        const char *const names[1] = {"score"};
+        if ((s = fvm_tensor_alloc(&score, FVM_DTYPE_I64, &sh, d)) == FVM_OK) {
+            memcpy(fvm_tensor_data(&score), ex[sp].score, (size_t)ex[sp].n * sizeof(int64_t));
+            s = fvm_dataset_add_bytes(w, splits[sp], id, strlen(id), 1, names, &score, FVM_STACKOVERFLOW_TEXT_COLUMNS,
+                                      cols, d);
+            fvm_tensor_release(&score);
+        }
+        o->count[sp] += ex[sp].n;
+        o->users[sp]++;
+    }
+    for (int sp = 0; sp < 3; sp++)
+        fvm_stackoverflow_examples_free(&ex[sp]);
+    return s;
+}
+
 static int synthetic_stackoverflow(const char *out, long long clients, long long seed)
 {
     fvm_stackoverflow_config c;
@@ -522,62 +586,58 @@ static int synthetic_stackoverflow(const char *out, long long clients, long long
         c.clients = clients;
     c.seed = (uint64_t)seed;
     fvm_diag d = {0};
-    fvm_stackoverflow *g = NULL;
-    fvm_dataset_writer *w = NULL;
-    int rc = EXIT_INVALID;
-    static const char *const splits[3] = {NULL, "held_out", "test"};
-    int64_t count[3] = {0, 0, 0}, users[3] = {0, 0, 0};
-    if (fvm_stackoverflow_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
-        goto done;
-    for (int64_t k = 0; k < c.clients; k++) {
-        char id[16];
-        fvm_stackoverflow_client_id(g, k, id);
-        fvm_stackoverflow_examples ex[3];
-        if (fvm_stackoverflow_client(g, k, ex, &d))
-            goto done;
-        fvm_status s = FVM_OK;
-        for (int sp = 0; sp < 3 && s == FVM_OK; sp++) {
-            if (!ex[sp].n)
-                continue;
-            fvm_dataset_bytes cols[FVM_STACKOVERFLOW_TEXT_COLUMNS];
-            for (int j = 0; j < FVM_STACKOVERFLOW_TEXT_COLUMNS; j++)
-                cols[j] =
-                    (fvm_dataset_bytes){fvm_stackoverflow_columns[j], ex[sp].n, ex[sp].offsets[j], ex[sp].bytes[j]};
-            fvm_dims sh = {.rank = 1, .d = {ex[sp].n}};
-            fvm_tensor score;
-            const char *const names[1] = {"score"};
-            if ((s = fvm_tensor_alloc(&score, FVM_DTYPE_I64, &sh, &d)) == FVM_OK) {
-                memcpy(fvm_tensor_data(&score), ex[sp].score, (size_t)ex[sp].n * sizeof(int64_t));
-                s = fvm_dataset_add_bytes(w, splits[sp], id, strlen(id), 1, names, &score,
-                                          FVM_STACKOVERFLOW_TEXT_COLUMNS, cols, &d);
-                fvm_tensor_release(&score);
-            }
-            count[sp] += ex[sp].n;
-            users[sp]++;
-        }
-        for (int sp = 0; sp < 3; sp++)
-            fvm_stackoverflow_examples_free(&ex[sp]);
-        if (s)
-            goto done;
-        progress("synthetic", k + 1, c.clients);
-    }
-    fvm_status s = fvm_dataset_finish(w, &d);
-    w = NULL;
+    stackoverflow_out o = {0};
+    bool ok = fvm_stackoverflow_new(&c, &o.g, &d) == FVM_OK &&
+              write_clients(out, c.clients, stackoverflow_client, &o, &d);
+    if (ok)
+        fprintf(stderr,
+                "%s: stackoverflow, %lld clients; train %lld clients, %lld sentences; held_out %lld, %lld; test "
+                "%lld, %lld (seed %lld)\n",
+                out, (long long)c.clients, (long long)o.users[0], (long long)o.count[0], (long long)o.users[1],
+                (long long)o.count[1], (long long)o.users[2], (long long)o.count[2], seed);
+    fvm_stackoverflow_free(o.g);
+    return synthetic_done(ok, &d);
+}
+
+/* --kind fedprox and leaf: each client's examples cut into the training
+ * split and, with a test fraction, split test. */
+typedef struct {
+    fvm_synth *g;
+    int64_t clients;
+    double test_fraction;
+    int64_t train, test; /* examples in each split */
+} synth_out;
+
+static fvm_status synth_client(void *ctx, int64_t k, fvm_dataset_writer *w, fvm_diag *d)
+{
+    synth_out *o = ctx;
+    static const char *const names[3] = {"x", "y", "domain_id"};
+    fvm_tensor x, y, dom = {0};
+    fvm_status s = fvm_synth_client(o->g, k, &x, &y, d);
     if (s)
-        goto done;
-    fprintf(stderr,
-            "%s: stackoverflow, %lld clients; train %lld clients, %lld sentences; held_out %lld, %lld; test %lld, "
-            "%lld (seed %lld)\n",
-            out, (long long)c.clients, (long long)users[0], (long long)count[0], (long long)users[1],
-            (long long)count[1], (long long)users[2], (long long)count[2], seed);
-    rc = 0;
-done:
-    fvm_dataset_abort(w);
-    fvm_stackoverflow_free(g);
-    if (rc)
-        cli_print_errors(&d);
-    fvm_diag_clear(&d);
-    return rc;
+        return s;
+    int64_t n = x.shape.d[0], ntrain = (int64_t)floor((double)n * (1.0 - o->test_fraction));
+    int64_t domain = fvm_synth_domain(o->g, k);
+    int ncols = domain >= 0 ? 3 : 2; /* LEAF's clusters are domains */
+    char id[32];
+    client_id(k, o->clients, id);
+    s = domain >= 0 ? domain_column(n, domain, &dom, d) : FVM_OK;
+    if (s == FVM_OK) {
+        fvm_tensor cols[3] = {rows_view(&x, 0, ntrain), rows_view(&y, 0, ntrain), rows_view(&dom, 0, ntrain)};
+        s = fvm_dataset_add(w, NULL, id, strlen(id), ncols, names, cols, d);
+    }
+    if (s == FVM_OK && o->test_fraction > 0) {
+        fvm_tensor tcols[3] = {rows_view(&x, ntrain, n), rows_view(&y, ntrain, n), rows_view(&dom, ntrain, n)};
+        s = fvm_dataset_add(w, "test", id, strlen(id), ncols, names, tcols, d);
+    }
+    fvm_tensor_release(&x);
+    fvm_tensor_release(&y);
+    fvm_tensor_release(&dom);
+    if (s == FVM_OK) {
+        o->train += ntrain;
+        o->test += n - ntrain;
+    }
+    return s;
 }
 
 static int cmd_synthetic(int argc, char **argv)
@@ -699,56 +759,17 @@ static int cmd_synthetic(int argc, char **argv)
         return cli_usage_error(usage_synthetic, "%s", "--max-examples must be 0 (none) or at least --min-examples");
 
     fvm_diag d = {0};
-    fvm_synth *g = NULL;
-    fvm_dataset_writer *w = NULL;
-    int rc = EXIT_INVALID;
-    int64_t train = 0, test = 0;
-    if (fvm_synth_new(&c, &g, &d) || fvm_dataset_create(out, &w, &d))
-        goto done;
-    const char *const names[3] = {"x", "y", "domain_id"};
-    for (int64_t k = 0; k < c.clients; k++) {
-        fvm_tensor x, y, dom = {0};
-        if (fvm_synth_client(g, k, &x, &y, &d))
-            goto done;
-        int64_t n = x.shape.d[0], ntrain = (int64_t)floor((double)n * (1.0 - test_fraction));
-        int64_t domain = fvm_synth_domain(g, k);
-        int ncols = domain >= 0 ? 3 : 2; /* LEAF's clusters are domains */
-        char id[32];
-        client_id(k, c.clients, id);
-        fvm_status s = domain >= 0 ? domain_column(n, domain, &dom, &d) : FVM_OK;
-        if (s == FVM_OK) {
-            fvm_tensor cols[3] = {rows_view(&x, 0, ntrain), rows_view(&y, 0, ntrain), rows_view(&dom, 0, ntrain)};
-            s = fvm_dataset_add(w, NULL, id, strlen(id), ncols, names, cols, &d);
-        }
-        if (s == FVM_OK && test_fraction > 0) {
-            fvm_tensor tcols[3] = {rows_view(&x, ntrain, n), rows_view(&y, ntrain, n), rows_view(&dom, ntrain, n)};
-            s = fvm_dataset_add(w, "test", id, strlen(id), ncols, names, tcols, &d);
-        }
-        fvm_tensor_release(&x);
-        fvm_tensor_release(&y);
-        fvm_tensor_release(&dom);
-        if (s)
-            goto done;
-        train += ntrain;
-        test += n - ntrain;
-        progress("synthetic", k + 1, c.clients);
+    synth_out o = {.clients = c.clients, .test_fraction = test_fraction};
+    bool ok = fvm_synth_new(&c, &o.g, &d) == FVM_OK && write_clients(out, c.clients, synth_client, &o, &d);
+    if (ok) {
+        fprintf(stderr, "%s: %s, %lld clients, %lld training examples", out, kind, (long long)c.clients,
+                (long long)o.train);
+        if (test_fraction > 0)
+            fprintf(stderr, ", %lld in split test", (long long)o.test);
+        fprintf(stderr, " (seed %lld)\n", seed);
     }
-    fvm_status s = fvm_dataset_finish(w, &d);
-    w = NULL;
-    if (s)
-        goto done;
-    fprintf(stderr, "%s: %s, %lld clients, %lld training examples", out, kind, (long long)c.clients, (long long)train);
-    if (test_fraction > 0)
-        fprintf(stderr, ", %lld in split test", (long long)test);
-    fprintf(stderr, " (seed %lld)\n", seed);
-    rc = 0;
-done:
-    fvm_dataset_abort(w);
-    fvm_synth_free(g);
-    if (rc)
-        cli_print_errors(&d);
-    fvm_diag_clear(&d);
-    return rc;
+    fvm_synth_free(o.g);
+    return synthetic_done(ok, &d);
 }
 
 /* ---- preprocess ----------------------------------------------------------------- */
