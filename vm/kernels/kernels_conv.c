@@ -547,7 +547,7 @@ enum { POOL_CB = 64 };
         } \
     } \
     /* dx is zeroed by the caller */ \
-    static void pool_bwd_##S(fvm_pool kind, const pool_geom *g, const T *x, const T *dy, T *dx) \
+    KERNEL_CLONES static void pool_bwd_##S(fvm_pool kind, const pool_geom *g, const T *x, const T *dy, T *dx) \
     { \
         int64_t c = g->c; \
         for (int64_t n = 0; n < g->n; n++) { \
@@ -566,23 +566,30 @@ enum { POOL_CB = 64 };
                     } \
                     for (int64_t c0 = 0; c0 < c; c0 += POOL_CB) { \
                         int64_t cn = c - c0 < POOL_CB ? c - c0 : POOL_CB; \
-                        T best[POOL_CB]; \
-                        int64_t at[POOL_CB]; \
+                        const T *dyb = dy + c0; \
+                        T best[POOL_CB], pending[POOL_CB]; \
                         bool first = true; \
                         for (int64_t i = p.ilo; i < p.ihi; i++) \
                             for (int64_t j = p.jlo; j < p.jhi; j++) { \
-                                int64_t off = base + ((p.ih0 + i) * g->w + p.iw0 + j) * c + c0; \
-                                for (int64_t e = 0; e < cn; e++) { \
-                                    T v = x[off + e]; \
-                                    if (first || POOL_BETTER(v, best[e])) { \
-                                        best[e] = v; \
-                                        at[e] = off + e; \
-                                    } \
-                                } \
+                                const T *xi = x + base + ((p.ih0 + i) * g->w + p.iw0 + j) * c + c0; \
+                                if (first) \
+                                    memcpy(best, xi, (size_t)cn * sizeof(T)); \
+                                else \
+                                    KERNEL_FOR(e, cn, best[e] = POOL_BETTER(xi[e], best[e]) ? xi[e] : best[e];); \
                                 first = false; \
                             } \
-                        for (int64_t e = 0; e < cn; e++) \
-                            dx[at[e]] += dy[c0 + e]; \
+                        /* the first element equal to the maximum (the first NaN) takes dy: where the */ \
+                        /* forward pass's scan settled; element-wise selects, so the loop vectorises */ \
+                        KERNEL_FOR(e, cn, pending[e] = 1;); \
+                        for (int64_t i = p.ilo; i < p.ihi; i++) \
+                            for (int64_t j = p.jlo; j < p.jhi; j++) { \
+                                int64_t off = base + ((p.ih0 + i) * g->w + p.iw0 + j) * c + c0; \
+                                const T *xi = x + off; \
+                                T *dxi = dx + off; \
+                                KERNEL_FOR(e, cn, bool hit = pending[e] != 0 && (xi[e] == best[e] || \
+                                                                              (xi[e] != xi[e] && best[e] != best[e])); \
+                                           dxi[e] = hit ? dxi[e] + dyb[e] : dxi[e]; pending[e] = hit ? 0 : pending[e];); \
+                            } \
                     } \
                 } \
         } \
