@@ -4,10 +4,9 @@
 100 IID clients, 10 a round, E = 1, B = 10, lr 0.05, from the same seed:
 bench/fedavg_cnn.json run by 'fedvm run' (threads backend, 1 and every
 thread) and bench/ref_cnn_torch.py (oneDNN, channels-last; 1 and every
-thread), one at a time (bench/workload.py). fedvm's program also evaluates
-the received model on each client's examples before training (the round's
-training metrics, a forward pass in batches of 50), which the peer does not:
-GFLOP/s count training flops only.
+thread), one at a time (bench/workload.py). fedvm's program takes its round
+metrics from the training pass (grad with has_aux), so both do the same
+work; GFLOP/s count training flops.
 
   /usr/bin/python3 bench/bench_cnn.py --rounds 3          # prints the Markdown section
 bench.py calls section() for make bench's report.
@@ -27,7 +26,7 @@ TRAIN = 2 * FORWARD + 2 * (196 * 800 * 64 + 3136 * 512 + 512 * 10)
 
 CNN = workload.Workload("FedAvg, McMahan's CNN, Fashion-MNIST: 100 IID clients, 10 a round, E=1, B=10, lr 0.05",
                         os.path.join(workload.HERE, "fedavg_cnn.json"), "ref_cnn_torch.py",
-                        "PyTorch, oneDNN, channels-last", TRAIN, FORWARD)
+                        "PyTorch, oneDNN, channels-last", TRAIN)
 
 
 def measure(rounds, data=FASHION, say=None, clients=10):

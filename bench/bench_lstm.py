@@ -34,7 +34,7 @@ TRAIN = 3 * FORWARD
 LSTM = workload.Workload(
     "FedAvg, the Shakespeare char LSTM (FedJAX's): stand-in of 100 clients, 10 a round, E=1, B=4, lr 1",
     os.path.join(workload.ROOT, "programs", "fedavg_shakespeare.json"), "ref_lstm_torch.py", "PyTorch, nn.LSTM",
-    TRAIN, FORWARD, test=False, extra_peer=["--batch", "4", "--lr", "1"], replay=True,
+    TRAIN, test=False, extra_peer=["--batch", "4", "--lr", "1"], replay=True,
     note="Both train the same clients each round (the peer replays fedvm's sample); "
          "an example is a sequence of 80 characters.")
 

@@ -28,16 +28,15 @@ LIMIT = 900  # seconds a run may take
 
 class Workload:
     """title: the section's heading; program: fedvm's program; peer: the peer's script in bench/ and
-    peer_label its name in the table; train_flops: training flops per example, forward_flops those of a
-    forward pass (for the note on fedvm's metrics pass); test: evaluate on split 'test' after the last
-    round; extra_peer: more options of the peer; note: a sentence for the section; replay: the peer trains
+    peer_label its name in the table; train_flops: training flops per example; test: evaluate on split
+    'test' after the last round; extra_peer: more options of the peer; note: a sentence for the section; replay: the peer trains
     the clients fedvm sampled each round (its --sampled option reads them from fedvm's metrics file), for
     datasets whose clients differ in size, and GFLOP/s counts the peer's examples for both."""
 
-    def __init__(self, title, program, peer, peer_label, train_flops, forward_flops, test=True, extra_peer=(),
-                 note="", replay=False):
+    def __init__(self, title, program, peer, peer_label, train_flops, test=True, extra_peer=(), note="",
+                 replay=False):
         self.title, self.program, self.peer, self.peer_label = title, program, peer, peer_label
-        self.train_flops, self.forward_flops, self.test = train_flops, forward_flops, test
+        self.train_flops, self.test = train_flops, test
         self.extra_peer, self.note, self.replay = list(extra_peer), note, replay
 
 
@@ -138,10 +137,10 @@ def section(w, rounds, rows):
         return peer_examples[0] if w.replay and peer_examples else r["examples"]
     lines = ["### " + w.title, "",
              "Rounds 2-%d of %d (the first is a warm-up)%s. GFLOP/s counts the training's %d flops per example "
-             "per second of CPU time; fedvm's program also makes a forward pass over the round's examples for its "
-             "metrics (%d flops each) that the peer does not make.%s"
+             "per second of CPU time; fedvm takes its round metrics from the training pass, as the peer makes "
+             "none, so both do the same work.%s"
              % (rounds, rounds, ", evaluation after the last round timed apart" if w.test else "", w.train_flops,
-                w.forward_flops, " " + w.note if w.note else ""), "",
+                " " + w.note if w.note else ""), "",
              "| run | threads | median round s | median CPU s | CPU GFLOP/s | peak RSS MB | %s |"
              % ("test acc" if w.test else "last train loss"),
              "|---|---:|---:|---:|---:|---:|---:|"]

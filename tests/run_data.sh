@@ -211,18 +211,18 @@ expect 2 "preprocess without -o" -- "$BIN" data preprocess shakespeare "$T/shake
 expect 1 "preprocess a file without snippets" -- "$BIN" data preprocess shakespeare "$T/emnist.sqlite" -o "$T/x.sqlite" &&
     has "$T/err" "$T/emnist.sqlite, split 'default': needs a column 'snippets' of byte strings (u8[?])" "no snippets"
 check "preprocess: nothing written on failure" -- test ! -e "$T/x.sqlite"
-# FedAvg with the character LSTM learns on it: one role of 15 sequences, 4 rounds; the first
-# round's loss is the untrained model's, about ln 90 = 4.50 (90 labels, small weights). The metrics
-# are FedJAX's: the loss per non-PAD target, the accuracy over targets neither PAD nor EOS (measured
-# 4.50 -> 3.57, accuracy 0.054 at round 4 with the tanh after each LSTM layer, 0.052 before it; the same
-# bounds held when PAD was counted)
+# FedAvg with the character LSTM learns on it: one role of 15 sequences, 4 rounds. The metrics are
+# FedJAX's (the loss per non-PAD target, the accuracy over targets neither PAD nor EOS) of the
+# training pass: round 1's are those of its SGD steps from the untrained model, whose loss is about
+# ln 90 = 4.50 (90 labels), so a little below it (measured 4.30 -> 3.55, accuracy 0.066 at round 4;
+# with the metrics of the untrained model before training, 4.50 -> 3.55)
 expect 0 "synthetic shakespeare, one role" -- "$BIN" data synthetic --kind shakespeare --clients 1 --seed 1 -o "$T/one.sqlite"
 expect 0 "preprocess one role" -- "$BIN" data preprocess shakespeare "$T/one.sqlite" -o "$T/one_p.sqlite"
 expect 0 "fedavg_shakespeare: 4 rounds" -- "$BIN" run programs/fedavg_shakespeare.json --data "train=$T/one_p.sqlite" \
     --rounds 4 --metrics "$T/sh.jsonl"
-check "fedavg_shakespeare learns (loss from ln 90 down by 0.5, accuracy above 1/90 by 0.03)" -- awk -F'[:,]' '
+check "fedavg_shakespeare learns (loss from below ln 90 to 0.75 under it, accuracy above 1/90 by 0.03)" -- awk -F'[:,]' '
     /"round": 1,/ { first = $5 + 0 } /"round": 4,/ { last = $5 + 0; acc = $7 + 0 }
-    END { exit !(first > 4.45 && first < 4.55 && last < first - 0.5 && acc > 0.011 + 0.03) }' "$T/sh.jsonl"
+    END { exit !(first > 4.0 && first < 4.55 && last < 4.50 - 0.75 && acc > 0.011 + 0.03) }' "$T/sh.jsonl"
 # the model's loss and accuracy (PAD, and for accuracy EOS, left out as FedJAX does) against NumPy
 # (tests/models/check_char_lstm.py calls the model's functions through tools/python over lib/libfedvm.so)
 if [ -n "$NPY" ] && [ -e lib/libfedvm.so ]; then
