@@ -4,6 +4,7 @@
 # make          build bin/fedvm, bin/fedplan, lib/libfedvm.a and lib/libfedvm.so
 # make test     unit, golden, invalid-input, command-line, backend-conformance and
 #               fidelity tests (the mpi backend's under mpirun when Open MPI is installed)
+# make check-f32math-exhaustive  the f32 LSTM gates' exp, sigmoid and tanh over every f32 input (minutes)
 # make test-beam  the Beam pipelines of 'fedplan --to beam' on Beam's direct runner (npm)
 # make wasm     fedvm device in WebAssembly (Emscripten) into build/wasm; make test-wasm
 #               runs it in Node and in headless Chromium against the native one
@@ -160,7 +161,7 @@ PUBLIC_H  := vm/fedvm.h vm/core/api.h vm/core/arena.h vm/core/doc.h vm/core/prng
              format/data_bind.h format/dataset.h format/doc_io.h format/file.h format/idx.h format/ir_read.h \
              format/ir_write.h format/metrics.h format/plan.h format/safetensors.h format/value_doc.h format/xdev.h
 
-.PHONY: test-noblas cross-deps test-arm64 test-s390x test-cross format format-check all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc bench-cohort demo pydoc install uninstall clean
+.PHONY: check-f32math-exhaustive test-noblas cross-deps test-arm64 test-s390x test-cross format format-check all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc bench-cohort demo pydoc install uninstall clean
 
 all: $(TOOL_BIN) $(LIBD)/libfedvm.a $(LIBD)/libfedvm.so
 
@@ -301,6 +302,11 @@ check-reference:
 	@py=$$(for p in $(PYTHON) /usr/bin/python3; do $$p -c 'import numpy' 2>/dev/null && { echo $$p; break; }; done); \
 	  if [ -z "$$py" ]; then echo "reference.py: no python3 with numpy (make deps installs python3-numpy)"; exit 1; fi; \
 	  $$py tests/golden/reference.py --check
+# exp, sigmoid and tanh of vm/kernels/f32math.h (the f32 LSTM gates) against double over all 2^32 f32
+# inputs: their error bounds (a few minutes of one core, so not in make test, whose test_f32math
+# samples a stride of the inputs)
+check-f32math-exhaustive: $(BUILD)/tests/test_f32math
+	$(BUILD)/tests/test_f32math --exhaustive
 # the accountant against the library through ctypes: a sanitized library cannot be loaded into
 # Python (tests/run_privacy.sh and test_privacy check it there through fedvm and C)
 check-accountant:

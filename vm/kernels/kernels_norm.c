@@ -1,6 +1,7 @@
-/* kernels_norm.c - the layer norm, the LSTM cell's gates and the sum of squares of global norms, in f64 in a fixed order. */
+/* kernels_norm.c - the layer norm, the LSTM cell's gates (f32 in f32 through f32math.h, f64 in f64) and the sum of squares of global norms, in a fixed order. */
 #include <math.h>
 
+#include "f32math.h"
 #include "kernels_impl.h"
 #include "kernels_nn.h"
 #include "kernels_scalar.h"
@@ -43,25 +44,46 @@ fvm_status fvm_k_layer_norm(const fvm_tensor *x, const fvm_tensor *gamma, const 
     return FVM_OK;
 }
 
-/* The gates of every element, in double precision whatever T is (each operand widened, each result
- * rounded to T once: c' before h' reads it back), so both dtypes give the bits they always have. */
-#define LSTM_GATES(T) \
-    do { \
-        const T *zxp = (const T *)kernel_bytes(zx), *zhp = (const T *)kernel_bytes(zh); \
-        const T *bp = (const T *)kernel_bytes(b), *cp = (const T *)kernel_bytes(c); \
-        T *hp = (T *)kernel_bytes(h_out), *cop = (T *)kernel_bytes(c_out); \
-        for (int64_t r = 0; r < B; r++) { \
-            const T *zxr = zxp + r * 4 * H, *zhr = zhp + r * 4 * H; \
-            for (int64_t j = 0; j < H; j++) { \
-                double g[4]; \
-                for (int q = 0; q < 4; q++) \
-                    g[q] = (double)zxr[q * H + j] + (double)zhr[q * H + j] + (double)bp[q * H + j]; \
-                T cv = (T)(stable_sigmoid(g[1]) * (double)cp[r * H + j] + stable_sigmoid(g[0]) * tanh(g[2])); \
-                cop[r * H + j] = cv; \
-                hp[r * H + j] = (T)(stable_sigmoid(g[3]) * tanh((double)cv)); \
-            } \
-        } \
-    } while (0)
+/* The gates of f32 in f32: z = (zx + zh) + b, then c' and h' with the exp,
+ * sigmoid and tanh of f32math.h, vectorised (each clone the same bits). */
+KERNEL_CLONES static void lstm_gates_f32(const void *pzx, const void *pzh, const void *pb, const void *pc, void *ph,
+                                         void *pco, int64_t B, int64_t H)
+{
+    const float *zx = pzx, *zh = pzh, *b = pb, *c = pc;
+    float *h_out = ph, *c_out = pco;
+    for (int64_t r = 0; r < B; r++) {
+        const float *zxr = zx + r * 4 * H, *zhr = zh + r * 4 * H, *cr = c + r * H;
+        float *hr = h_out + r * H, *cor = c_out + r * H;
+        KERNEL_FOR(j, H, {
+            float zi = (zxr[j] + zhr[j]) + b[j];
+            float zf = (zxr[H + j] + zhr[H + j]) + b[H + j];
+            float zg = (zxr[2 * H + j] + zhr[2 * H + j]) + b[2 * H + j];
+            float zo = (zxr[3 * H + j] + zhr[3 * H + j]) + b[3 * H + j];
+            float cv = fvm_sigmoidf(zf) * cr[j] + fvm_sigmoidf(zi) * fvm_tanhf(zg);
+            cor[j] = cv;
+            hr[j] = fvm_sigmoidf(zo) * fvm_tanhf(cv);
+        });
+    }
+}
+
+/* The gates of f64 in f64, through the C library's exp and tanh. */
+static void lstm_gates_f64(const void *pzx, const void *pzh, const void *pb, const void *pc, void *ph, void *pco,
+                           int64_t B, int64_t H)
+{
+    const double *zx = pzx, *zh = pzh, *b = pb, *c = pc;
+    double *h_out = ph, *c_out = pco;
+    for (int64_t r = 0; r < B; r++) {
+        const double *zxr = zx + r * 4 * H, *zhr = zh + r * 4 * H;
+        for (int64_t j = 0; j < H; j++) {
+            double g[4];
+            for (int q = 0; q < 4; q++)
+                g[q] = (zxr[q * H + j] + zhr[q * H + j]) + b[q * H + j];
+            double cv = stable_sigmoid(g[1]) * c[r * H + j] + stable_sigmoid(g[0]) * tanh(g[2]);
+            c_out[r * H + j] = cv;
+            h_out[r * H + j] = stable_sigmoid(g[3]) * tanh(cv);
+        }
+    }
+}
 
 fvm_status fvm_k_lstm_gates(const fvm_tensor *zx, const fvm_tensor *zh, const fvm_tensor *b, const fvm_tensor *c,
                             fvm_tensor *h_out, fvm_tensor *c_out, fvm_diag *d)
@@ -87,9 +109,11 @@ fvm_status fvm_k_lstm_gates(const fvm_tensor *zx, const fvm_tensor *zh, const fv
     if (B == 0 || H == 0)
         return FVM_OK;
     if (c->dtype == FVM_DTYPE_F32)
-        LSTM_GATES(float);
+        lstm_gates_f32(kernel_bytes(zx), kernel_bytes(zh), kernel_bytes(b), kernel_bytes(c), kernel_bytes(h_out),
+                       kernel_bytes(c_out), B, H);
     else
-        LSTM_GATES(double);
+        lstm_gates_f64(kernel_bytes(zx), kernel_bytes(zh), kernel_bytes(b), kernel_bytes(c), kernel_bytes(h_out),
+                       kernel_bytes(c_out), B, H);
     return FVM_OK;
 }
 
