@@ -27,12 +27,9 @@
  * and written whole, or through the lane masks m when masked (lanes past
  * the matrix's edge are never touched). mr, nv and masked are constants
  * after inlining, so acc lives in registers. */
-static inline __attribute__((always_inline)) GEMM_ATTR void GEMM_NAME(tile)(const int mr, const int nv,
-                                                                            const bool masked, const GEMM_MASK *m,
-                                                                            int64_t kn, bool first, const float *s,
-                                                                            int64_t s_r, int64_t s_k, const float *v,
-                                                                            int64_t v_k, float *o, int64_t o_r,
-                                                                            const float *w, float scale)
+static inline __attribute__((always_inline)) GEMM_ATTR void GEMM_NAME(tile)(
+    const int mr, const int nv, const bool masked, const GEMM_MASK *m, int64_t kn, bool first, const float *s,
+    int64_t s_r, int64_t s_k, const float *v, int64_t v_k, float *o, int64_t o_r, const float *w, float scale)
 {
     GEMM_VEC acc[GEMM_MR][GEMM_NV];
     GEMM_UNROLL for (int i = 0; i < mr; i++) GEMM_UNROLL for (int j = 0; j < nv; j++) acc[i][j] =

@@ -199,8 +199,8 @@ bool fvm_gemm_f32_fits(const mm_shape *s);
  * is summed over all of k first, then multiplied by scale and subtracted
  * from base, each rounded to f32 once: the bits of the product stored and
  * the chain sub(base, mul(scale, c)) run after it (fvm_k_fused), without
- * the product ever being stored: the update is made in each tile's
- * registers as the tile is stored. */
+ * the finished product ever being stored: the update is made as each tile
+ * is stored, in its registers (or as a transposed tile is copied out). */
 typedef struct fvm_gemm_epilogue {
     float scale;
     const float *base;
