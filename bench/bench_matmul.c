@@ -5,13 +5,16 @@
  * Usage: bench_matmul [batch]   (default 10)
  * A product [M,K] @ [K,N] counts 2*M*N*K flops. Each figure is the fastest of many calls (the machine
  * may be shared: the fastest call is the one that ran alone), with operands warm in cache, as in a
- * training loop. */
+ * training loop. Last, the SGD update w - lr * g of the three weight gradients: the product then the
+ * fused chain sub(w, mul(lr, g)) over it, as a step runs today, against the product with the update as
+ * its epilogue (fvm_gemm_f32_then), the same bits. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "../vm/kernels/kernels.h"
+#include "../vm/kernels/kernels_impl.h"
 
 static double now(void)
 {
@@ -71,6 +74,35 @@ static double sgemm_peak(int threads)
     return 2.0 * M * M * M / t * 1e-9;
 }
 
+/* Microseconds of the fastest of reps SGD updates of w [k,n] by g = a^T b (a [b,k], b [b,n]): the
+ * product then the fused update in place in g (epilogue false), or the product with the update as its
+ * epilogue, into g. */
+static double update_us(const fvm_tensor *a, const fvm_tensor *b, const fvm_tensor *w, fvm_tensor *g, bool epilogue,
+                        int reps)
+{
+    fvm_tensor lr = make(1, 1, 7);
+    const fvm_fstep st[] = {{.kind = FVM_FS_BINARY, .op = FVM_BIN_MUL, .arg = {1, 2}},
+                            {.kind = FVM_FS_BINARY, .op = FVM_BIN_SUB, .arg = {0, -1}}};
+    const fvm_tensor *in[] = {w, &lr, g};
+    int64_t m = g->shape.d[0], n = g->shape.d[1];
+    mm_shape s = {.m = m, .n = n, .k = a->shape.d[0], .a_si = 1, .a_sk = m, .b_sk = n, .b_sj = 1};
+    fvm_gemm_epilogue ep = {.scale = *(const float *)fvm_tensor_data(&lr), .base = fvm_tensor_data(w)};
+    double best = 1e30;
+    for (int r = 0; r <= reps; r++) {
+        double t0 = now();
+        fvm_gemm_f32_then(&s, fvm_tensor_data(a), fvm_tensor_data(b), fvm_tensor_data(g), epilogue ? &ep : NULL);
+        if (!epilogue && fvm_k_fused(st, 2, in, 3, g, NULL) != FVM_OK) {
+            fprintf(stderr, "fused update failed\n");
+            exit(1);
+        }
+        double t = now() - t0;
+        if (r > 0 && t < best)
+            best = t;
+    }
+    fvm_tensor_release(&lr);
+    return best * 1e6;
+}
+
 int main(int argc, char **argv)
 {
     int64_t batch = argc > 1 ? atoll(argv[1]) : 10;
@@ -118,5 +150,19 @@ int main(int argc, char **argv)
            flops[0] / secs[0][1] * 1e-9, flops[0] * 1e-6);
     printf("%-14s %17s %12.1f %12.1f   (%.2f MFLOP)\n", "evaluation", "", flops[1] / secs[1][0] * 1e-9,
            flops[1] / secs[1][1] * 1e-9, flops[1] * 1e-6);
+    printf("%-14s %5s %5s %5s %12s %12s   (us)\n", "SGD update", "M", "K", "N", "then update", "epilogue");
+    for (int i = 0; i < nshapes; i++) {
+        int64_t m = shapes[i].m, k = shapes[i].k, n = shapes[i].n;
+        if (!shapes[i].ta || shapes[i].tb)
+            continue; /* the weight gradients */
+        fvm_tensor a = make(k, m, 4), b = make(k, n, 5), w = make(m, n, 6), g = make(m, n, 8);
+        double sep = update_us(&a, &b, &w, &g, false, 2000), epi = update_us(&a, &b, &w, &g, true, 2000);
+        printf("%-14s %5lld %5lld %5lld %12.1f %12.1f\n", shapes[i].name, (long long)m, (long long)k, (long long)n, sep,
+               epi);
+        fvm_tensor_release(&a);
+        fvm_tensor_release(&b);
+        fvm_tensor_release(&w);
+        fvm_tensor_release(&g);
+    }
     return 0;
 }

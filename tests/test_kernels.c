@@ -904,10 +904,26 @@ static void check_matmul(fvm_dtype dt, int64_t m, int64_t k, int64_t n, bool ta,
     rel(&a, &b, &o);
 }
 
+/* The SGD step sub(w, mul(lr, c)) run by the fused kernel after a product
+ * c, as the interpreter runs it, into a new tensor. */
+static fvm_tensor sgd_after(const fvm_tensor *w, float lr, const fvm_tensor *c)
+{
+    fvm_tensor s = F32(D0(), lr), out;
+    assert_int_equal(fvm_tensor_alloc(&out, FVM_DTYPE_F32, &c->shape, NULL), FVM_OK);
+    const fvm_fstep st[] = {{.kind = FVM_FS_BINARY, .op = FVM_BIN_MUL, .arg = {1, 2}},
+                            {.kind = FVM_FS_BINARY, .op = FVM_BIN_SUB, .arg = {0, -1}}};
+    const fvm_tensor *in[] = {w, &s, c};
+    assert_int_equal(fvm_k_fused(st, 2, in, 3, &out, NULL), FVM_OK);
+    fvm_tensor_release(&s);
+    return out;
+}
+
 /* f32 products of matrices that fvm_gemm_f32 takes: every element is the
  * chain acc = fmaf(A(i,l), B(l,j), acc) over l in order from 0, bit for bit,
  * with every implementation this CPU runs (random operands, so the rounding
- * of each step shows), across the tile, panel and k-block edges. */
+ * of each step shows), across the tile, panel and k-block edges; and with
+ * the SGD step as the epilogue, the bits of that chain then the step run
+ * on the stored product. */
 static void test_gemm_f32(void **state)
 {
     (void)state;
@@ -934,7 +950,7 @@ static void test_gemm_f32(void **state)
                     continue;
                 assert_int_equal(fvm_k_fill(NAN, &o, NULL), FVM_OK);
                 if (isa <= FVM_GEMM_AVX512)
-                    fvm_gemm_f32_with((fvm_gemm_isa)isa, &s, pa, pb, po);
+                    fvm_gemm_f32_with((fvm_gemm_isa)isa, &s, pa, pb, po, NULL);
                 else /* the dispatch of fvm_k_matmul */
                     assert_int_equal(fvm_k_matmul(&a, &b, ta, tb, &o, NULL), FVM_OK);
                 for (int64_t i = 0; i < m; i++)
@@ -948,6 +964,22 @@ static void test_gemm_f32(void **state)
                                      isa, (long long)m, (long long)k, (long long)n, ta, tb, (long long)i, (long long)j,
                                      po[i * n + j], want);
                     }
+                if (isa > FVM_GEMM_AVX512)
+                    continue;
+                fvm_tensor w = junk(FVM_DTYPE_F32, D2(m, n)), e = junk(FVM_DTYPE_F32, D2(m, n));
+                float *pw = fvm_tensor_data(&w), *pe = fvm_tensor_data(&e), lr = 0.05f;
+                for (int64_t i = 0; i < m * n; i++)
+                    pw[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / (1 << 23) - 1.0f;
+                fvm_tensor want = sgd_after(&w, lr, &o);
+                const float *pv = fvm_tensor_data(&want);
+                assert_int_equal(fvm_k_fill(NAN, &e, NULL), FVM_OK);
+                fvm_gemm_f32_with((fvm_gemm_isa)isa, &s, pa, pb, pe, &(fvm_gemm_epilogue){.scale = lr, .base = pw});
+                for (int64_t i = 0; i < m * n; i++)
+                    if (memcmp(&pe[i], &pv[i], sizeof *pe) != 0)
+                        fail_msg("implementation %d, m=%lld k=%lld n=%lld ta=%d tb=%d: with the SGD epilogue, "
+                                 "out[%lld] = %a, expected %a",
+                                 isa, (long long)m, (long long)k, (long long)n, ta, tb, (long long)i, pe[i], pv[i]);
+                rel(&w, &e, &want);
             }
             rel(&a, &b, &o);
         }

@@ -5,7 +5,8 @@
 
 #include "kernels_impl.h"
 
-/* The product as out(r, l) = sum_k S(r, k) * V(k, l), with V read along its
+/* The product as out(r, l) = sum_k S(r, k) * V(k, l) (or, with the SGD
+ * epilogue, w(r, l) - scale * that sum), with V read along its
  * lanes l: either C = A B (rows i, lanes j, V = B) when B's rows are
  * contiguous, or C^T = B^T A^T (rows j, lanes i, V = A^T) otherwise, so
  * that a transposed B is never gathered. Each element is computed as
@@ -20,6 +21,8 @@ typedef struct gemm_args {
     int64_t v_k, v_l;
     float *o; /* out(r, l) = o[r * o_r + l * o_l] */
     int64_t o_r, o_l;
+    const float *w; /* the epilogue's base, read as o is, or NULL: out = w - scale * (the sum) */
+    float scale;
 } gemm_args;
 
 /* k is cut into blocks of GEMM_KB, so that a packed panel of V (when its
@@ -41,6 +44,8 @@ typedef struct gemm_args {
 #define GEMM_LOAD(p) (*(p))
 #define GEMM_STORE(p, v) (*(p) = (v))
 #define GEMM_FMA(a, b, c) fmaf((a), (b), (c))
+#define GEMM_MUL(a, b) ((a) * (b))
+#define GEMM_SUB(a, b) ((a) - (b))
 #define GEMM_MASK bool
 #define GEMM_MASKN(n) ((n) > 0)
 #define GEMM_LOADM(p, m) ((m) ? *(p) : 0.0f)
@@ -63,6 +68,8 @@ typedef struct gemm_args {
 #define GEMM_LOAD(p) _mm256_loadu_ps(p)
 #define GEMM_STORE(p, v) _mm256_storeu_ps((p), (v))
 #define GEMM_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define GEMM_MUL(a, b) _mm256_mul_ps((a), (b))
+#define GEMM_SUB(a, b) _mm256_sub_ps((a), (b))
 #define GEMM_MASK __m256i
 #define GEMM_MASKN(n) _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
 #define GEMM_LOADM(p, m) _mm256_maskload_ps((p), (m))
@@ -81,6 +88,8 @@ typedef struct gemm_args {
 #define GEMM_LOAD(p) _mm512_loadu_ps(p)
 #define GEMM_STORE(p, v) _mm512_storeu_ps((p), (v))
 #define GEMM_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
+#define GEMM_MUL(a, b) _mm512_mul_ps((a), (b))
+#define GEMM_SUB(a, b) _mm512_sub_ps((a), (b))
 #define GEMM_MASK __mmask16
 #define GEMM_MASKN(n) ((__mmask16)((1u << (n)) - 1))
 #define GEMM_LOADM(p, m) _mm512_maskz_loadu_ps((m), (p))
@@ -110,9 +119,10 @@ bool fvm_gemm_f32_fits(const mm_shape *s)
            s->m * s->n * s->k <= FVM_GEMM_MAX_MACS;
 }
 
-void fvm_gemm_f32_with(fvm_gemm_isa isa, const mm_shape *s, const float *a, const float *b, float *c)
+void fvm_gemm_f32_with(fvm_gemm_isa isa, const mm_shape *s, const float *a, const float *b, float *c,
+                       const fvm_gemm_epilogue *ep)
 {
-    gemm_args g = {.k = s->k, .o = c};
+    gemm_args g = {.k = s->k, .o = c, .w = ep ? ep->base : NULL, .scale = ep ? ep->scale : 0.0f};
     if (s->b_sj == 1) {
         g.rows = s->m, g.lanes = s->n;
         g.s = a, g.s_r = s->a_si, g.s_k = s->a_sk;
@@ -139,10 +149,15 @@ void fvm_gemm_f32_with(fvm_gemm_isa isa, const mm_shape *s, const float *a, cons
     }
 }
 
-void fvm_gemm_f32(const mm_shape *s, const float *a, const float *b, float *c)
+void fvm_gemm_f32_then(const mm_shape *s, const float *a, const float *b, float *c, const fvm_gemm_epilogue *ep)
 {
     fvm_gemm_isa isa = fvm_gemm_f32_isa(FVM_GEMM_AVX512) ? FVM_GEMM_AVX512
                        : fvm_gemm_f32_isa(FVM_GEMM_AVX2) ? FVM_GEMM_AVX2
                                                          : FVM_GEMM_GENERIC;
-    fvm_gemm_f32_with(isa, s, a, b, c);
+    fvm_gemm_f32_with(isa, s, a, b, c, ep);
+}
+
+void fvm_gemm_f32(const mm_shape *s, const float *a, const float *b, float *c)
+{
+    fvm_gemm_f32_then(s, a, b, c, NULL);
 }

@@ -194,10 +194,23 @@ fvm_status fvm_kernel_conv2d_grad_filter(fvm_kernel_gemm_fn gemm, const fvm_tens
 #endif
 typedef enum fvm_gemm_isa { FVM_GEMM_GENERIC, FVM_GEMM_AVX2, FVM_GEMM_AVX512 } fvm_gemm_isa;
 bool fvm_gemm_f32_fits(const mm_shape *s);
-/* With the fastest implementation the CPU has. */
+/* The SGD step as a product's epilogue: c = base - scale * (op(a) op(b)),
+ * base [m,n] row-major like c, not overlapping it. Each element's product
+ * is summed over all of k first, then multiplied by scale and subtracted
+ * from base, each rounded to f32 once: the bits of the product stored and
+ * the chain sub(base, mul(scale, c)) run after it (fvm_k_fused), without
+ * the finished product ever being stored: the update is made as each tile
+ * is stored, in its registers (or as a transposed tile is copied out). */
+typedef struct fvm_gemm_epilogue {
+    float scale;
+    const float *base;
+} fvm_gemm_epilogue;
+/* With the fastest implementation the CPU has; ep may be NULL (c = the product). */
 void fvm_gemm_f32(const mm_shape *s, const float *a, const float *b, float *c);
+void fvm_gemm_f32_then(const mm_shape *s, const float *a, const float *b, float *c, const fvm_gemm_epilogue *ep);
 /* With a given one (tests compare them): only if fvm_gemm_f32_isa(isa). */
 bool fvm_gemm_f32_isa(fvm_gemm_isa isa);
-void fvm_gemm_f32_with(fvm_gemm_isa isa, const mm_shape *s, const float *a, const float *b, float *c);
+void fvm_gemm_f32_with(fvm_gemm_isa isa, const mm_shape *s, const float *a, const float *b, float *c,
+                       const fvm_gemm_epilogue *ep);
 
 #endif
