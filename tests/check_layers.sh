@@ -35,8 +35,6 @@ declare -A exception=(
     # The cross-device runtime reads and writes the plan's files throughout
     # (safetensors states, broadcasts, updates and partials, their metadata,
     # metrics lines): no interface separates it from format/xdev yet.
-    # The mpi backend encodes values with format/wire.h (moved beside it next).
-    [vm/exec/backend_mpi.c]="format"
     # A sweep loads its runs' programs and makes their shared data cache
     # (format/ir_read.h, data_bind.h) (to go behind an interface next).
     [vm/runtime/sweep.c]="format"
