@@ -35,13 +35,6 @@ declare -A exception=(
     # The cross-device runtime reads and writes the plan's files throughout
     # (safetensors states, broadcasts, updates and partials, their metadata,
     # metrics lines): no interface separates it from format/xdev yet.
-    # A sweep loads its runs' programs and makes their shared data cache
-    # (format/ir_read.h, data_bind.h) (to go behind an interface next).
-    [vm/runtime/sweep.c]="format"
-    [vm/runtime/sweep.h]="format"
-    # A plan as read, made ready to run (format/xdev_impl.h's plan; to move
-    # to format/ next).
-    [vm/runtime/xdev_compile.c]="format"
     [vm/runtime/xdev.h]="format"
     [vm/runtime/xdev_device.c]="format"
     [vm/runtime/xdev_server.c]="format"
