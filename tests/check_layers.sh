@@ -38,9 +38,6 @@ declare -A exception=(
     [vm/runtime/xdev.h]="format"
     [vm/runtime/xdev_device.c]="format"
     [vm/runtime/xdev_server.c]="format"
-    # The passes decode the attributes of the instructions autodiff makes
-    # (format/ir_read.h's fvm_ir_decode_func, kept with the loader's decoder).
-    [vm/transform/passes.c]="format"
     # The plan emitters: the round forms' lowering builds its plan documents
     # with format/'s writers (plan.h, doc_io.h, ir_write.h, ...) rather than
     # as data that format/ then writes.
