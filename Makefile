@@ -133,7 +133,7 @@ DEB_PACKAGES := build-essential pkg-config libjansson-dev libyaml-dev \
 # ---- sources ---------------------------------------------------------------
 # The library's layers, bottom up (docs/ARCHITECTURE.md): each folder may
 # include only the ones before it (tests/check_layers.sh checks it).
-LAYERS    := vm/core vm/ir vm/kernels format vm/transform vm/exec vm/runtime
+LAYERS    := vm/core vm/ir vm/kernels vm/transform vm/exec vm/runtime format
 LIB_SRC   := $(foreach d,$(LAYERS),$(wildcard $(d)/*.c)) $(if $(filter 1,$(NO_BLAS)),vm/kernels/noblas/cblas.c)
 # Protocol buffer schemas (tf.Example) compiled by protoc-c into $(BUILD)/gen.
 PROTO     := $(wildcard format/proto/*.proto)
@@ -156,7 +156,7 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 PUBLIC_H  := vm/fedvm.h vm/core/api.h vm/core/arena.h vm/core/doc.h vm/core/prng.h vm/core/status.h vm/core/suggest.h \
              vm/ir/check.h vm/ir/ir.h vm/ir/keys.h vm/ir/ops.h vm/ir/tensor.h vm/ir/types.h vm/ir/value.h \
              vm/ir/ops.def vm/ir/attrs.def vm/kernels/providers.h vm/transform/passes.h vm/transform/plans.h \
-             vm/exec/backend.h vm/exec/interp.h vm/runtime/partition.h vm/runtime/privacy.h vm/runtime/session.h vm/runtime/sweep.h \
+             vm/exec/backend.h vm/exec/interp.h vm/runtime/partition.h vm/runtime/privacy.h vm/runtime/session.h vm/runtime/figures.h vm/runtime/named_text.h vm/runtime/sweep.h \
              vm/runtime/synthetic.h vm/runtime/xdev.h format/atomic.h format/bind.h format/checkpoint.h \
              format/data_bind.h format/dataset.h format/doc_io.h format/file.h format/idx.h format/ir_read.h \
              format/ir_write.h format/metrics.h format/plan.h format/safetensors.h format/value_doc.h format/xdev.h

@@ -78,15 +78,6 @@ static fvm_status parse_one(const fvm_func *f, int i, const fvm_named_text *arg,
     return s;
 }
 
-void fvm_values_free(fvm_value **values, int n)
-{
-    if (!values)
-        return;
-    for (int i = 0; i < n; i++)
-        fvm_value_release(values[i]);
-    free(values);
-}
-
 fvm_status fvm_bind_params(const fvm_func *f, int nargs, const fvm_named_text *args, const fvm_bind_opts *o,
                            int64_t *nclients, fvm_value ***out_values, fvm_diag *d)
 {

@@ -4,16 +4,7 @@
 
 #include "../vm/ir/ir.h"
 #include "../vm/ir/value.h"
-
-/* One NAME=VALUE argument. FVM_ARG_JSON: text is JSON, or "@path" to read a
- * .json/.yaml file (--arg); FVM_ARG_DATA: text is FILE[:SPLIT], a dataset
- * (--data, see data_bind.h). */
-typedef enum fvm_arg_kind { FVM_ARG_JSON, FVM_ARG_DATA } fvm_arg_kind;
-typedef struct fvm_named_text {
-    const char *name;
-    const char *text;
-    fvm_arg_kind kind;
-} fvm_named_text;
+#include "../vm/runtime/named_text.h"
 
 /* Parameters that get a value without being given (keys.h's fvm_given):
  * - "key", of type u32[2] (unplaced or @SERVER): the key fvm_prng_key(seed);
@@ -45,8 +36,5 @@ FVM_API fvm_status fvm_bind_params(const fvm_func *f, int nargs, const fvm_named
 /* fvm_bind_params with every parameter bound and no argument left over. */
 FVM_API fvm_status fvm_bind_args(const fvm_func *f, int nargs, const fvm_named_text *args, uint64_t seed,
                                  int64_t *nclients, fvm_value ***out_values, fvm_diag *d);
-
-/* Releases values[0..n) and frees the array. NULL is a no-op. */
-FVM_API void fvm_values_free(fvm_value **values, int n);
 
 #endif

@@ -477,14 +477,3 @@ fvm_status fvm_ir_decode_attrs(const fvm_program *p, fvm_arena *a, fvm_instr *in
         return FVM_OK;
     return d->n > before ? d->errs[before].code : FVM_ERR_FORMAT;
 }
-
-fvm_status fvm_ir_decode_func(const fvm_program *p, fvm_arena *a, fvm_func *f, fvm_diag *d)
-{
-    fvm_status first = FVM_OK;
-    for (int i = 0; i < f->ninstrs; i++) {
-        fvm_status s = fvm_ir_decode_attrs(p, a, &f->instrs[i], d);
-        if (s && !first)
-            first = s;
-    }
-    return first;
-}

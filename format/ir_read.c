@@ -1297,6 +1297,7 @@ static fvm_status load(const char *path, const char *text, size_t len, const cha
     fvm_program *p = calloc(1, sizeof *p);
     if (!p)
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
+    p->decode_attrs = fvm_ir_decode_attrs;
     loader L = {.p = p, .d = d, .member = member, .o = o};
     fvm_module *root = NULL;
     load_module(&L, path, text, len, NULL, NULL, NULL, &root);

@@ -60,7 +60,7 @@ FVM_API fvm_status fvm_program_load_opts(const char *display_name, const char *t
  * reads; code that makes instructions (derivatives) decodes them before
  * checking them. Allocations in arena a. */
 FVM_API fvm_status fvm_ir_decode_attrs(const fvm_program *p, fvm_arena *a, fvm_instr *in, fvm_diag *d);
-/* fvm_ir_decode_attrs for every instruction of f; the first error's status. */
-FVM_API fvm_status fvm_ir_decode_func(const fvm_program *p, fvm_arena *a, fvm_func *f, fvm_diag *d);
+/* fvm_ir_decode_func (vm/ir/ir.h) decodes every instruction of a function
+ * with it. */
 
 #endif

@@ -64,12 +64,17 @@ FVM_API fvm_status fvm_xdev_open(const char *path, unsigned phases, fvm_xdev_pla
  * with both phases, the server sends what the client takes and aggregates
  * what it sends). *out (free with fvm_xdev_close) is NULL on error. Before
  * the programs run, the passes after checking must run over them
- * (fvm_xdev_compile, vm/runtime/xdev.h). */
+ * (fvm_xdev_compile, below). */
 FVM_API fvm_status fvm_xdev_parse(const char *name, const char *text, size_t len, unsigned phases, fvm_xdev_plan **out,
                                   fvm_diag *d);
 
 /* Frees the plan; NULL is a no-op. */
 FVM_API void fvm_xdev_close(fvm_xdev_plan *plan);
+
+/* Runs the passes after checking (vm/transform/passes.h) over the programs
+ * of a plan fvm_xdev_open or fvm_xdev_parse read, so that the device and
+ * the server can run them. Once per plan; again is a no-op. */
+FVM_API fvm_status fvm_xdev_compile(fvm_xdev_plan *plan, fvm_diag *d);
 
 /* The plan's id: the SHA-256 of its file's bytes, 64 hex digits (owned by plan). */
 FVM_API const char *fvm_xdev_id(const fvm_xdev_plan *plan);

@@ -8,8 +8,11 @@
 # layer or one it may include (nm), so that no call reaches up through a
 # declaration put in a lower layer's header.
 # Layers, bottom up; a file may include headers of its own layer and of the
-# layers listed for it. tools/ may include anything (the public headers, in
-# time); tests/ and bench/ are not checked.
+# layers listed for it. format/ sits above the vm/ layers: it turns bytes into
+# values and back for them, and wires what they define as interfaces (a
+# session's files, a sweep's programs) to its readers and writers. tools/ may
+# include anything (the public headers, in time); tests/ and bench/ are not
+# checked.
 # Exit status: 0 every include points down, 1 some point up or sideways.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -18,11 +21,32 @@ declare -A allowed=(
     [vm/core]=""
     [vm/ir]="vm/core"
     [vm/kernels]="vm/core vm/ir"
-    [format]="vm/core vm/ir"
-    [vm/transform]="vm/core vm/ir format"
-    [vm/exec]="vm/core vm/ir vm/kernels format vm/transform"
-    [vm/runtime]="vm/core vm/ir vm/kernels vm/transform format vm/exec"
-    [vm]="vm/core vm/ir vm/kernels vm/transform format vm/exec vm/runtime"
+    [vm/transform]="vm/core vm/ir"
+    [vm/exec]="vm/core vm/ir vm/kernels vm/transform"
+    [vm/runtime]="vm/core vm/ir vm/kernels vm/transform vm/exec"
+    [format]="vm/core vm/ir vm/kernels vm/transform vm/exec vm/runtime"
+    [vm]="vm/core vm/ir vm/kernels vm/transform vm/exec vm/runtime format"
+)
+
+# The files of vm/ still allowed format/ (their includes and their objects'
+# symbols), each with the reason; docs/ARCHITECTURE.md lists them too. Every
+# other file of vm/ uses no format/ header and no format/ symbol.
+declare -A exception=(
+    # The cross-device runtime reads and writes the plan's files throughout
+    # (safetensors states, broadcasts, updates and partials, their metadata,
+    # metrics lines): no interface separates it from format/xdev yet.
+    [vm/runtime/xdev.h]="format"
+    [vm/runtime/xdev_device.c]="format"
+    [vm/runtime/xdev_server.c]="format"
+    # The plan emitters: the round forms' lowering builds its plan documents
+    # with format/'s writers (plan.h, doc_io.h, ir_write.h, ...) rather than
+    # as data that format/ then writes.
+    [vm/transform/plan_flow.c]="format"
+    [vm/transform/plan_flow.h]="format"
+    [vm/transform/plan_form.h]="format"
+    [vm/transform/plan_xdev.c]="format"
+    [vm/transform/plans.c]="format"
+    [vm/transform/plans.h]="format"
 )
 
 bad=0
@@ -35,7 +59,7 @@ for layer in "${!allowed[@]}"; do
             target=$(realpath -m --relative-to=. "$(dirname "$f")/$inc")
             tdir=$(dirname "$target")
             [ "$tdir" = "$layer" ] && continue
-            case " ${allowed[$layer]} " in *" $tdir "*) continue ;; esac
+            case " ${allowed[$layer]} ${exception[$f]-} " in *" $tdir "*) continue ;; esac
             case $tdir in build/* | build) continue ;; esac # generated headers
             echo "check_layers: $f includes $target: $layer may include only ${allowed[$layer]:-its own files}"
             bad=$((bad + 1))
@@ -63,7 +87,7 @@ if [ $# -ge 1 ] && [ -d "$1" ]; then
             while read -r sym; do
                 h=${home[$sym]-}
                 [ -z "$h" ] || [ "$h" = "$layer" ] && continue
-                case " ${allowed[$layer]} " in *" $h "*) continue ;; esac
+                case " ${allowed[$layer]} ${exception[${src%.o}.c]-} " in *" $h "*) continue ;; esac
                 echo "check_layers: $o uses $sym of $h: $layer may use only ${allowed[$layer]:-its own files}"
                 bad=$((bad + 1))
             done < <(nm -u "$o" | awk '{print $2}')

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "../format/wire.h"
+#include "../vm/exec/wire.h"
 
 /* A tensor of the given dtype and shape whose bytes are 0, 7, 14, ... (mod 251). */
 static fvm_value *tensor(fvm_dtype dt, int rank, const int64_t *dims)

@@ -4,7 +4,7 @@
  * written back to the same bytes. */
 #include "fuzz_util.h"
 
-#include "../../format/wire.h"
+#include "../../vm/exec/wire.h"
 
 static void value(const uint8_t *data, size_t size)
 {

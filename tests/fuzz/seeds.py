@@ -268,7 +268,7 @@ def seeds_idx():
     out(n, "signed_byte", idx(0x09, [1], "b", [-1]))
 
 
-# ---- the wire format (format/wire.h; host byte order, little-endian here) ------------------------
+# ---- the wire format (vm/exec/wire.h; host byte order, little-endian here) ------------------------
 
 TAG_NONE, TAG_TENSOR, TAG_STRUCT, TAG_SEQ_LIST, TAG_SEQ_COLS, TAG_CLIENTS = range(6)
 # fvm_dtype order (vm/ir/tensor.h): bool, u8, i32, i64, u32, f32, f64

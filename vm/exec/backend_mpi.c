@@ -21,7 +21,7 @@ fvm_status fvm_backend_mpi(fvm_backend **out, fvm_diag *d)
 #include <string.h>
 #include <time.h>
 
-#include "../../format/wire.h"
+#include "wire.h"
 
 enum { HOST = 64 }; /* bytes of a rank's host name kept (with its NUL) */
 

@@ -44,6 +44,17 @@ fvm_hparam *fvm_program_hparam(const fvm_program *p, const char *name)
     return NULL;
 }
 
+fvm_status fvm_ir_decode_func(const fvm_program *p, fvm_arena *a, fvm_func *f, fvm_diag *d)
+{
+    fvm_status first = FVM_OK;
+    for (int i = 0; i < f->ninstrs; i++) {
+        fvm_status s = p->decode_attrs(p, a, &f->instrs[i], d);
+        if (s && !first)
+            first = s;
+    }
+    return first;
+}
+
 void fvm_program_free(fvm_program *p)
 {
     if (!p)

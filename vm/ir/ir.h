@@ -192,7 +192,14 @@ typedef struct fvm_program {
     bool compiled; /* the passes after checking ran (vm/transform/passes.h) */
     int cap_funcs; /* capacity of funcs (0: exactly nfuncs, as loaded) */
     struct fvm_ad_cache *ad; /* derived functions, by (function, parameters) (autodiff.c) */
+    /* Decodes an instruction's attributes from their documents into typed
+     * fields: format/ir_read.h's fvm_ir_decode_attrs, set by the loader that
+     * made the program. The passes decode the instructions they make with it. */
+    fvm_status (*decode_attrs)(const struct fvm_program *p, fvm_arena *a, fvm_instr *in, fvm_diag *d);
 } fvm_program;
+
+/* p->decode_attrs for every instruction of f; the first error's status. */
+FVM_API fvm_status fvm_ir_decode_func(const fvm_program *p, fvm_arena *a, fvm_func *f, fvm_diag *d);
 
 /* Adds a function (derived or generated, in p's arena) to the namespace;
  * its name must be new. FVM_ERR_NOMEM when the arena cannot grow. */

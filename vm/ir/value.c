@@ -150,6 +150,15 @@ void fvm_value_release(fvm_value *v)
     free(v);
 }
 
+void fvm_values_free(fvm_value **values, int n)
+{
+    if (!values)
+        return;
+    for (int i = 0; i < n; i++)
+        fvm_value_release(values[i]);
+    free(values);
+}
+
 /* Rows [lo, hi) of every leaf, or row lo without the leading axis when
  * squeeze is set. */
 static fvm_status rows(const fvm_value *c, int64_t lo, int64_t hi, bool squeeze, fvm_value **out, fvm_diag *d)

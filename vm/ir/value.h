@@ -55,6 +55,9 @@ FVM_API fvm_value *fvm_value_clients_source_take(int64_t n, fvm_source *src);
 FVM_API fvm_value *fvm_value_retain(fvm_value *v);
 /* Drops one reference; NULL is a no-op. Thread-safe. */
 FVM_API void fvm_value_release(fvm_value *v);
+/* Releases values[0..n) and frees the array (one value per parameter, as
+ * bind.h's fvm_bind_params and a session's data give them). NULL is a no-op. */
+FVM_API void fvm_values_free(fvm_value **values, int n);
 
 /* The members idx[0..k) of a CLIENTS value, as a new CLIENTS value of k
  * members (held members are shared; a value read on demand stays so). */

@@ -14,8 +14,8 @@
 #ifndef FVM_ROUNDS_H
 #define FVM_ROUNDS_H
 
-#include "../../format/metrics.h"
 #include "../exec/interp.h"
+#include "figures.h"
 
 /* What the driver tells its caller after each round (all borrowed). */
 typedef struct fvm_round_report {
@@ -27,7 +27,7 @@ typedef struct fvm_round_report {
 } fvm_round_report;
 
 /* Where the clients' states are kept between rounds (a program with
- * initialize_client); implemented by format/client_store.h. */
+ * initialize_client); a session's is its clients' store (session_io.h). */
 typedef struct fvm_client_states {
     const fvm_func *init; /* initialize_client */
     void *store; /* the first argument of the functions below */

@@ -10,8 +10,8 @@
  *                      weights over the state), opens the metrics file;
  *   fvm_session_step   runs the next round (rounds.h), evaluates when it is
  *                      time, tells the progress callback, appends the round's
- *                      line to the metrics file (metrics.h) and saves a
- *                      checkpoint when it is time (checkpoint.h);
+ *                      line to the metrics file (format/metrics.h) and saves a
+ *                      checkpoint when it is time (format/checkpoint.h);
  *   fvm_session_run    starts when not started and steps to the last round.
  *
  * The state, the latest metrics and evaluation can be read between rounds.
@@ -25,10 +25,10 @@
 #ifndef FVM_SESSION_H
 #define FVM_SESSION_H
 
-#include "../../format/bind.h"
-#include "../../format/metrics.h"
 #include "../exec/backend.h"
 #include "../exec/interp.h"
+#include "figures.h"
+#include "named_text.h"
 
 typedef struct fvm_session fvm_session;
 
@@ -60,7 +60,7 @@ typedef fvm_status (*fvm_session_progress_fn)(void *user, const fvm_session_even
 typedef struct fvm_session_opts {
     const char *program; /* the program's file name, for messages; its base name is
                                   recorded in checkpoints (default "program") */
-    const fvm_named_text *args; /* nargs values or datasets (bind.h) for next's and
+    const fvm_named_text *args; /* nargs values or datasets (named_text.h, format/bind.h) for next's and
                                   evaluate's parameters after the state, by name */
     int nargs;
     bool has_clients; /* clients is given: */

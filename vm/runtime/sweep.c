@@ -1,4 +1,4 @@
-/* sweep.c - the runs of a sweep on a pool of threads, each a training session of its own program (see sweep.h). */
+/* sweep.c - the runs of a sweep on a pool of threads, each a training session of its own program (see sweep.h); the programs, sessions and shared data through sweep_io.h. */
 #include "sweep.h"
 
 #include <pthread.h>
@@ -6,12 +6,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../format/data_bind.h"
-#include "../transform/passes.h"
+#include "sweep_io.h"
 
 typedef struct sweep {
     const fvm_sweep_opts *o;
-    fvm_data_cache *data; /* what the runs share */
+    const fvm_sweep_io_i *io;
+    struct fvm_data_cache *data; /* what the runs share */
     pthread_mutex_t lock;
     int next; /* the next run to start */
     fvm_status first; /* the first failure's status */
@@ -22,24 +22,7 @@ static fvm_status one_run(sweep *w, int k, fvm_program **p, fvm_session **ss, fv
 {
     const fvm_sweep_opts *o = w->o;
     const fvm_sweep_run *r = &o->runs[k];
-    fvm_load_opts lo = o->load ? *o->load : (fvm_load_opts){0};
-    int n = lo.nsets + r->nsets;
-    const char **sets = calloc((size_t)n + 1, sizeof *sets);
-    if (!sets)
-        return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-    for (int i = 0; i < lo.nsets; i++)
-        sets[i] = lo.sets[i];
-    for (int i = 0; i < r->nsets; i++)
-        sets[lo.nsets + i] = r->sets[i];
-    lo.sets = sets;
-    lo.nsets = n;
-    fvm_status s = fvm_program_load_opts(o->program, NULL, 0, NULL, &lo, p, d);
-    free(sets);
-    if (*p) {
-        fvm_status c = fvm_compile(*p, d);
-        if (!s)
-            s = c;
-    }
+    fvm_status s = w->io->load(o, k, p, d);
     if (!s) {
         fvm_session_opts so = *o->session;
         so.seed = r->seed;
@@ -49,7 +32,7 @@ static fvm_status one_run(sweep *w, int k, fvm_program **p, fvm_session **ss, fv
         so.progress = NULL;
         if (!so.program)
             so.program = o->program;
-        s = fvm_session_new(*p, &so, ss, d);
+        s = w->io->session_new(*p, &so, ss, d);
         if (!s)
             s = fvm_session_run(*ss, d);
     }
@@ -81,7 +64,7 @@ static void *worker(void *arg)
     }
 }
 
-fvm_status fvm_sweep(const fvm_sweep_opts *o, fvm_diag *d)
+fvm_status fvm_sweep_io(const fvm_sweep_opts *o, const fvm_sweep_io_i *io, fvm_diag *d)
 {
     const fvm_session_opts *so = o->session;
     if (so->checkpoint_dir || so->resume || so->init)
@@ -94,17 +77,17 @@ fvm_status fvm_sweep(const fvm_sweep_opts *o, fvm_diag *d)
     int nthreads = o->threads > 0 ? o->threads : cores > 0 ? (int)cores : 1;
     if (nthreads > o->nruns)
         nthreads = o->nruns;
-    sweep w = {.o = o, .data = fvm_data_cache_new(o->data_bytes ? o->data_bytes : (size_t)1 << 30)};
+    sweep w = {.o = o, .io = io, .data = io->cache_new(o->data_bytes ? o->data_bytes : (size_t)1 << 30)};
     if (!w.data)
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     if (pthread_mutex_init(&w.lock, NULL)) {
-        fvm_data_cache_free(w.data);
+        io->cache_free(w.data);
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "cannot create a lock");
     }
     pthread_t *tids = calloc((size_t)nthreads, sizeof *tids);
     if (!tids) {
         pthread_mutex_destroy(&w.lock);
-        fvm_data_cache_free(w.data);
+        io->cache_free(w.data);
         return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
     }
     int started = 0;
@@ -117,6 +100,6 @@ fvm_status fvm_sweep(const fvm_sweep_opts *o, fvm_diag *d)
         pthread_join(tids[i], NULL);
     free(tids);
     pthread_mutex_destroy(&w.lock);
-    fvm_data_cache_free(w.data); /* after every session that bound through it */
+    io->cache_free(w.data); /* after every session that bound through it */
     return w.first;
 }

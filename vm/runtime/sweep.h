@@ -10,8 +10,10 @@
 #ifndef FVM_SWEEP_H
 #define FVM_SWEEP_H
 
-#include "../../format/ir_read.h"
 #include "session.h"
+
+/* format/ir_read.h's load options (include directories, overrides). */
+typedef struct fvm_load_opts fvm_load_opts;
 
 /* One run: its overrides, its seed and its metrics file (borrowed). */
 typedef struct fvm_sweep_run {

@@ -10,11 +10,6 @@
 #include "../ir/types.h"
 #include "../ir/value.h"
 
-/* Runs the passes after checking (vm/transform/passes.h) over the programs
- * of a plan fvm_xdev_open or fvm_xdev_parse read, so that the device and
- * the server can run them. Once per plan; again is a no-op. */
-FVM_API fvm_status fvm_xdev_compile(fvm_xdev_plan *plan, fvm_diag *d);
-
 /* ---- the device: the client phase ------------------------------------------- */
 
 typedef struct fvm_xdev_device fvm_xdev_device;

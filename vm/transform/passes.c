@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../format/ir_read.h"
 #include "fuse_plan.h"
 #include "../ir/check.h"
 #include "autodiff.h"
@@ -172,7 +171,7 @@ static fvm_status lower_field(fvm_program *p, fvm_instr *in, fvm_diag *d)
     in->attrs = attrs;
     /* the decoded attributes now name g; the type the checker gave the field
      * is that of federated_apply or _map of g */
-    return fvm_ir_decode_attrs(p, a, in, d) ? FVM_ERR_TYPE : FVM_OK;
+    return p->decode_attrs(p, a, in, d) ? FVM_ERR_TYPE : FVM_OK;
 }
 
 /* Every field of placed structs in functions 0..n-1, lowered (lower_field). */

@@ -1,8 +1,9 @@
-/* wire.h - runtime values and diagnostics as bytes, for sending them between the processes of a run.
+/* wire.h - runtime values and diagnostics as bytes, for sending them between the processes of a run (the mpi backend's own encoding; internal).
  *
  * The layout is the processes' own (host byte order, no padding): it is for
  * processes of one run on machines of one kind (a distributed backend's
- * ranks), not a file format. A value is a tag byte, then
+ * ranks), not a file format, so it lives beside the backend in exec rather
+ * than in format/ (docs/ARCHITECTURE.md). A value is a tag byte, then
  *   tensor:        dtype (1 byte), rank (1 byte), rank dims (int64), the
  *                  elements in C order (a bool is the byte 0 or 1);
  *   struct, list-stored sequence, {T}@CLIENTS:
@@ -20,7 +21,7 @@
 #ifndef FVM_WIRE_H
 #define FVM_WIRE_H
 
-#include "../vm/ir/value.h"
+#include "../ir/value.h"
 
 /* A growing byte buffer. Zero-initialise; fvm_bytes_free frees it. */
 typedef struct fvm_bytes {

@@ -1,8 +1,8 @@
-/* xdev_compile.c - a cross-device plan's programs made ready to run (see xdev.h). */
+/* xdev_compile.c - a cross-device plan's programs, as read, made ready to run by the passes after checking (see xdev.h). */
 #include "xdev.h"
 
-#include "../../format/xdev_impl.h"
-#include "../transform/passes.h"
+#include "../vm/transform/passes.h"
+#include "xdev_impl.h"
 
 fvm_status fvm_xdev_compile(fvm_xdev_plan *plan, fvm_diag *d)
 {
