@@ -481,8 +481,7 @@ static int synthetic_emnist(const char *out, long long clients, bool only_digits
     bool ok = fvm_emnist_new(&c, &o.g, &d) == FVM_OK && write_clients(out, c.clients, emnist_client, &o, &d);
     if (ok)
         fprintf(stderr, "%s: emnist%s, %lld clients, %lld training examples, %lld in split test (seed %lld)\n", out,
-                only_digits ? " digits" : "", (long long)c.clients, (long long)o.count[0], (long long)o.count[1],
-                seed);
+                only_digits ? " digits" : "", (long long)c.clients, (long long)o.count[0], (long long)o.count[1], seed);
     fvm_emnist_free(o.g);
     return synthetic_done(ok, &d);
 }
@@ -527,8 +526,7 @@ static int synthetic_shakespeare(const char *out, long long clients, long long s
     c.seed = (uint64_t)seed;
     fvm_diag d = {0};
     shakespeare_out o = {0};
-    bool ok =
-        fvm_shakespeare_new(&c, &o.g, &d) == FVM_OK && write_clients(out, c.clients, shakespeare_client, &o, &d);
+    bool ok = fvm_shakespeare_new(&c, &o.g, &d) == FVM_OK && write_clients(out, c.clients, shakespeare_client, &o, &d);
     if (ok)
         fprintf(stderr,
                 "%s: shakespeare, %lld clients, %lld training snippets, %lld in split test, %lld characters (seed "
@@ -587,8 +585,8 @@ static int synthetic_stackoverflow(const char *out, long long clients, long long
     c.seed = (uint64_t)seed;
     fvm_diag d = {0};
     stackoverflow_out o = {0};
-    bool ok = fvm_stackoverflow_new(&c, &o.g, &d) == FVM_OK &&
-              write_clients(out, c.clients, stackoverflow_client, &o, &d);
+    bool ok =
+        fvm_stackoverflow_new(&c, &o.g, &d) == FVM_OK && write_clients(out, c.clients, stackoverflow_client, &o, &d);
     if (ok)
         fprintf(stderr,
                 "%s: stackoverflow, %lld clients; train %lld clients, %lld sentences; held_out %lld, %lld; test "

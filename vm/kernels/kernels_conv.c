@@ -586,9 +586,11 @@ enum { POOL_CB = 64 };
                                 int64_t off = base + ((p.ih0 + i) * g->w + p.iw0 + j) * c + c0; \
                                 const T *xi = x + off; \
                                 T *dxi = dx + off; \
-                                KERNEL_FOR(e, cn, bool hit = pending[e] != 0 && (xi[e] == best[e] || \
-                                                                              (xi[e] != xi[e] && best[e] != best[e])); \
-                                           dxi[e] = hit ? dxi[e] + dyb[e] : dxi[e]; pending[e] = hit ? 0 : pending[e];); \
+                                KERNEL_FOR(e, cn, \
+                                           bool hit = pending[e] != 0 && \
+                                                      (xi[e] == best[e] || (xi[e] != xi[e] && best[e] != best[e])); \
+                                           dxi[e] = hit ? dxi[e] + dyb[e] : dxi[e]; \
+                                           pending[e] = hit ? 0 : pending[e];); \
                             } \
                     } \
                 } \
