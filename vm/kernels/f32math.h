@@ -1,6 +1,7 @@
 /* f32math.h - exp, sigmoid and tanh of f32 in plain IEEE operations, the same bits on every machine (private to vm/kernels).
  *
- * The LSTM cell's gates (fvm_k_lstm_gates) evaluate these instead of the C
+ * The LSTM cell's gates (fvm_k_lstm_gates) and the sigmoid and tanh ops of f32
+ * (kernels_scalar.h) evaluate these instead of the C
  * library's functions: they are branch-free (every branch below is a select
  * that GCC turns into a vector blend), use no table and call no function, so
  * a loop over them vectorises, and they are made of + - * /, comparisons

@@ -78,9 +78,9 @@ static void lstm_gates_f64(const void *pzx, const void *pzh, const void *pb, con
             double g[4];
             for (int q = 0; q < 4; q++)
                 g[q] = (zxr[q * H + j] + zhr[q * H + j]) + b[q * H + j];
-            double cv = stable_sigmoid(g[1]) * c[r * H + j] + stable_sigmoid(g[0]) * tanh(g[2]);
+            double cv = ew_sigmoid(g[1]) * c[r * H + j] + ew_sigmoid(g[0]) * ew_tanh(g[2]);
             c_out[r * H + j] = cv;
-            h_out[r * H + j] = stable_sigmoid(g[3]) * tanh(cv);
+            h_out[r * H + j] = ew_sigmoid(g[3]) * ew_tanh(cv);
         }
     }
 }

@@ -16,21 +16,30 @@
 #include <stdint.h>
 
 #include "../ir/saturate.h"
+#include "f32math.h"
 
-/* 1/(1+e^-x) for x >= 0, e^x/(1+e^x) below: exp never overflows. */
-static inline float stable_sigmoidf(float x)
+/* sigmoid and tanh: in f32 fvm's own (f32math.h: the same bits on every
+ * machine, and the LSTM cell's gates compute the same); in f64 the C
+ * library's exp and tanh, sigmoid as 1/(1+e^-x) for x >= 0 and e^x/(1+e^x)
+ * below, so exp never overflows. */
+static inline float ew_sigmoidf(float x)
 {
-    if (x >= 0)
-        return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
+    return fvm_sigmoidf(x);
 }
-static inline double stable_sigmoid(double x)
+static inline double ew_sigmoid(double x)
 {
     if (x >= 0)
         return 1.0 / (1.0 + exp(-x));
     double e = exp(x);
     return e / (1.0 + e);
+}
+static inline float ew_tanhf(float x)
+{
+    return fvm_tanhf(x);
+}
+static inline double ew_tanh(double x)
+{
+    return tanh(x);
 }
 
 /* log(1 + e^x) as max(x, 0) + log1p(e^-|x|): exp never overflows; NaN stays NaN. */
@@ -142,11 +151,11 @@ static inline double py_mod(double x, double y)
     } \
     static inline T sk_tanh_##S(T x) \
     { \
-        return tanh##F(x); \
+        return ew_tanh##F(x); \
     } \
     static inline T sk_sigmoid_##S(T x) \
     { \
-        return stable_sigmoid##F(x); \
+        return ew_sigmoid##F(x); \
     } \
     static inline T sk_softplus_##S(T x) \
     { \
