@@ -44,7 +44,7 @@ def _gates(z, order):
 
 def _layer_forward(inputs, p, order):
     """One LSTM layer over the positions (inputs [80, n, I]) from zero states: its outputs
-    tanh(h) [80, n, H] and what its backward pass needs."""
+    tanh(h) [80, n, H] and what its backward pass needs (with the last position's h and c)."""
     steps, n, _ = inputs.shape
     zx = inputs @ p["wx"]  # every position's input product at once: it does not depend on the state
     h, c = np.zeros((n, H)), np.zeros((n, H))
@@ -58,6 +58,7 @@ def _layer_forward(inputs, p, order):
         h = o * tc
         for k, v in (("i", i), ("f", f), ("g", g), ("o", o), ("tc", tc), ("out", np.tanh(h))):
             tape[k][t] = v
+    tape["h"], tape["c"] = h, c
     return tape["out"], tape
 
 
@@ -180,6 +181,20 @@ def _differences(model, out, trained):
     return weights, grads
 
 
+def _unroll_differences(p, model, x, y):
+    """The forward pass alone: fedvm's char_lstm_unroll on a batch against the replay's, the
+    largest absolute difference of the last position's states h1, c1, h2, c2, and the relative
+    difference of the summed cross-entropy; with the right predictions, fedvm's and the replay's."""
+    s = p.char_lstm_unroll(model, {"x": x, "y": y})
+    m = _params(model)
+    out1, tape1 = _layer_forward(m["embed"][x.T], m["lstm1"], "ifgo")
+    _, tape2 = _layer_forward(out1, m["lstm2"], "ifgo")
+    _, loss_sum, right, _ = _grad_and_totals(m, x, y, "ifgo")
+    ref = {"h1": tape1["h"], "c1": tape1["c"], "h2": tape2["h"], "c2": tape2["c"]}
+    states = max(np.abs(np.asarray(s[k], np.float64) - v).max() for k, v in ref.items())
+    return states, abs(float(s["loss"]) - loss_sum) / loss_sum, (float(s["right"]), right)
+
+
 def _directional_check(m, x, y, rng):
     """The hand-written backward pass against a central difference of the forward one along a
     random direction (float64, step 1e-5): their relative difference."""
@@ -204,13 +219,15 @@ def test_fedavg_shakespeare_client_update_replayed_in_numpy():
     does): 10 sequences, so batches of 4, 4, 2 per epoch; short texts (many PAD targets), texts
     past 80 positions (no EOS), one sequence wholly PAD.
 
-    Compared:
+    Compared, first the forward pass alone on the first batch (fedvm's char_lstm_unroll): the
+    last position's states h1, c1, h2, c2 to an absolute 2e-6 (measured 1.7e-7: f32 through 80
+    positions of 256-wide products, states of size 1 or less), the summed cross-entropy to a
+    relative 1e-5 (measured 1.3e-7) and the right predictions exactly. Then the client update:
     - the weight (10 sequences), the non-PAD targets, the non-PAD non-EOS targets and the right
       predictions: exactly. The right predictions may be exact because the replay's closest
       call, the smallest |logit[target] - largest other logit| over the scored positions, is
-      asserted above 2e-5 (measured 2.1e-4), while fedvm's f32 logits (from weights within
-      2.5e-7 of the replay's, through 80 positions of 256-wide products) should be off by 1e-6
-      at most.
+      asserted above 2e-5 (measured 2.1e-4), while fedvm's f32 logits (from states within 2e-7
+      of the replay's as above, and weights within 2.5e-7) are off by 1e-6 or less.
     - the summed cross-entropy (about 4358 over 970 targets): relative 1e-5. fedvm adds about 480
       f32 terms into the running sum (one per position and batch), whose rounding is about
       sqrt(480) * 6e-8 = 1.3e-6 relative as a random walk, 3e-5 at worst; measured 2e-8.
@@ -224,8 +241,8 @@ def test_fedavg_shakespeare_client_update_replayed_in_numpy():
       2e-4 there (measured); the other arrays' are 2e-5 or less.
 
     The replay's backward pass is checked against a central difference of its forward pass (on
-    the first batch, float64: relative 1e-6, measured 3e-10), so both sides of the comparison
-    are checked, and the comparison can fail: the replay with the input and forget gates' column
+    the first batch, float64: relative 1e-6, measured 3e-10), so the reference is checked
+    too; and the comparison can fail: the replay with the input and forget gates' column
     blocks swapped (f, i, g, o), and the replay with the learning rate 10% off, each fail the
     loss and the trained-model comparisons (measured: 6.7e-4 and 1.7e-4 relative on the loss,
     1.1e-2 and 5.8e-3 absolute on the weights)."""
@@ -241,8 +258,10 @@ def test_fedavg_shakespeare_client_update_replayed_in_numpy():
 
     orders = [np.array(order(np.arange(n, dtype=np.int32), key, np.int32(e))) for e in range(2)]
     assert sorted(orders[0]) == list(range(n)) and list(orders[0]) != list(orders[1])
-    assert _directional_check(_params(model), xs[orders[0][:batch]], ys[orders[0][:batch]],
-                              np.random.default_rng(1)) <= 1e-6
+    first = orders[0][:batch]
+    assert _directional_check(_params(model), xs[first], ys[first], np.random.default_rng(1)) <= 1e-6
+    states, loss_error, (fedvm_right, replay_right) = _unroll_differences(p, model, xs[first], ys[first])
+    assert states <= 2e-6 and loss_error <= 1e-5 and fedvm_right == replay_right
 
     out = p.client_update(model, {"x": xs, "y": ys}, key)
     t = out["totals"]
