@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "../vm/core/bytebuf.h"
 #include "atomic.h"
 #include "file.h"
 
@@ -277,27 +278,9 @@ static fvm_status walk_state(walk *w, const fvm_type *t, const fvm_value *v)
 /* Where the bytes of a file go: a file being replaced, or memory. */
 typedef fvm_status (*put_fn)(void *sink, const void *data, size_t len, fvm_diag *d);
 
-typedef struct membuf {
-    unsigned char *p;
-    size_t len, cap;
-} membuf;
-
 static fvm_status put_mem(void *sink, const void *data, size_t len, fvm_diag *d)
 {
-    membuf *m = sink;
-    if (len > m->cap - m->len) {
-        size_t cap = m->cap ? m->cap : 256;
-        while (cap - m->len < len)
-            cap *= 2;
-        unsigned char *p = realloc(m->p, cap);
-        if (!p)
-            return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-        m->p = p;
-        m->cap = cap;
-    }
-    memcpy(m->p + m->len, data, len);
-    m->len += len;
-    return FVM_OK;
+    return fvm_bytes_put(sink, data, len, d);
 }
 
 /* A tensor's bytes in little-endian order. */
@@ -489,15 +472,15 @@ fvm_status fvm_safetensors_stage(const char *path, const fvm_value *v, const fvm
 fvm_status fvm_safetensors_bytes(const fvm_value *v, const fvm_type *t, int nmeta, const char *const *meta, void **out,
                                  size_t *len, fvm_diag *d)
 {
-    membuf m = {0};
+    fvm_bytes m = {0};
     *out = NULL;
     *len = 0;
     fvm_status s = compose("a value", v, t, nmeta, meta, NULL, put_mem, &m, d);
     if (s) {
-        free(m.p);
+        fvm_bytes_free(&m);
         return s;
     }
-    *out = m.p;
+    *out = m.data;
     *len = m.len;
     return FVM_OK;
 }

@@ -69,7 +69,7 @@ static const fvm_func *phase_func(rd *r, const fvm_program *q, const fvm_doc *ob
     if (!f) {
         fvm_loc loc = at(r, v, fvm_pointer_join(&r->pl->arena, ptr, key));
         fvm_diag_add(r->d, FVM_ERR_NAME, &loc, "no function '%s' in the program of %s", v->u.str.s,
-                     q == r->pl->client ? "client" : "server");
+                     q == r->pl->ph.client ? "client" : "server");
     }
     return f;
 }
@@ -444,19 +444,19 @@ static fvm_status outputs(rd *r, const fvm_doc *client)
     const fvm_doc *outs = member(r, client, "/client", "outputs", FVM_DOC_ARRAY, "the client's outputs");
     if (!outs)
         return FVM_ERR_FORMAT;
-    const fvm_type *res = pl->work->result_type;
+    const fvm_type *res = pl->ph.work->result_type;
     int upd = res->kind == FVM_T_STRUCT ? fvm_type_field_index(res, "updates") : -1,
         sec = res->kind == FVM_T_STRUCT ? fvm_type_field_index(res, "secure") : -1;
     const fvm_type *ut = upd >= 0 ? res->u.strct.elems[upd] : NULL, *st = sec >= 0 ? res->u.strct.elems[sec] : NULL;
     fvm_loc wloc = at(r, client, "/client");
-    int nres = pl->client_state ? 3 : 2; /* the new state last, in a round with client state */
+    int nres = pl->ph.client_state ? 3 : 2; /* the new state last, in a round with client state */
     if (!ut || !st || ut->kind != FVM_T_STRUCT || st->kind != FVM_T_STRUCT || upd != 0 || sec != 1 ||
         res->u.strct.n != nres || (nres == 3 && fvm_type_field_index(res, "client_state") != 2))
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &wloc, "the client's '%s' must return <updates=<...>, secure=<...>%s>",
-                            pl->work->name, nres == 3 ? ", client_state=C" : "");
+                            pl->ph.work->name, nres == 3 ? ", client_state=C" : "");
     int nu = ut->u.strct.n, ns = st->u.strct.n;
-    pl->secure = fvm_arena_array(a, (size_t)ns + 1, sizeof *pl->secure);
-    if (!pl->secure)
+    pl->ph.secure = fvm_arena_array(a, (size_t)ns + 1, sizeof *pl->ph.secure);
+    if (!pl->ph.secure)
         return nomem(r->d);
     size_t n = outs->u.coll.n;
     if (n != (size_t)(nu + ns)) {
@@ -464,7 +464,7 @@ static fvm_status outputs(rd *r, const fvm_doc *client)
         return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
                             "the plan lists %zu output%s, but '%s' returns %d updates and %d secure-sum inputs (a "
                             "configuration that does not fit the plan's programs)",
-                            n, n == 1 ? "" : "s", pl->work->name, nu, ns);
+                            n, n == 1 ? "" : "s", pl->ph.work->name, nu, ns);
     }
     for (size_t i = 0; i < n; i++) {
         const fvm_doc *e = outs->u.coll.items[i];
@@ -485,7 +485,7 @@ static fvm_status outputs(rd *r, const fvm_doc *client)
         if (!field || strcmp(field, name->u.str.s))
             return fvm_diag_add(r->d, FVM_ERR_NAME, &loc, "%s '%s' is not field %d of the %s that '%s' returns",
                                 secure ? "secure sum" : "output", name->u.str.s, j,
-                                secure ? "secure inputs" : "updates", pl->work->name);
+                                secure ? "secure inputs" : "updates", pl->ph.work->name);
         if (secure != !strcmp(agg->u.str.s, "secure_sum")) {
             loc = at(r, agg, fvm_pointer_join(a, ep, "aggregation"));
             return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
@@ -493,10 +493,10 @@ static fvm_status outputs(rd *r, const fvm_doc *client)
                                          "aggregation is secure_sum"
                                        : "'%s' is an update in '%s' (its field 'updates'), so its aggregation is not "
                                          "secure_sum",
-                                name->u.str.s, pl->work->name);
+                                name->u.str.s, pl->ph.work->name);
         }
         if (secure)
-            FVM_TRY(secure_entry(r, e, ep, name->u.str.s, st->u.strct.elems[j], &pl->secure[pl->nsecure++]));
+            FVM_TRY(secure_entry(r, e, ep, name->u.str.s, st->u.strct.elems[j], &pl->ph.secure[pl->ph.nsecure++]));
         FVM_TRY(tensors_fit(r, e, ep, fvm_arena_printf(a, "%s.%s", secure ? "secure" : "updates", field),
                             grp->u.strct.elems[j],
                             fvm_arena_printf(a, "the %s '%s'", secure ? "secure sum" : "update", field)));
@@ -513,19 +513,19 @@ static fvm_status broadcasts(rd *r, const fvm_doc *client)
     const fvm_doc *list = member(r, client, "/client", "broadcast", FVM_DOC_ARRAY, "what the server sends");
     if (!list)
         return FVM_ERR_FORMAT;
-    const fvm_type *bt = pl->work->param_types[pl->work->nparams - 1];
+    const fvm_type *bt = pl->ph.work->param_types[pl->ph.work->nparams - 1];
     if (bt->kind == FVM_T_FED)
         bt = bt->u.fed.member;
     fvm_loc loc = at(r, list, "/client/broadcast");
     if (bt->kind != FVM_T_STRUCT)
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the client's '%s' must take the broadcast <b0, ...> last",
-                            pl->work->name);
+                            pl->ph.work->name);
     if (list->u.coll.n != (size_t)bt->u.strct.n)
         return fvm_diag_add(
             r->d, FVM_ERR_FORMAT, &loc,
             "the plan lists %zu broadcast value%s, but '%s' takes %d (a configuration that does not fit "
             "the plan's programs)",
-            list->u.coll.n, list->u.coll.n == 1 ? "" : "s", pl->work->name, bt->u.strct.n);
+            list->u.coll.n, list->u.coll.n == 1 ? "" : "s", pl->ph.work->name, bt->u.strct.n);
     for (size_t j = 0; j < list->u.coll.n; j++) {
         const fvm_doc *e = list->u.coll.items[j];
         const char *ep = fvm_pointer_index(a, "/client/broadcast", j), *field = bt->u.strct.names[j];
@@ -539,7 +539,7 @@ static fvm_status broadcasts(rd *r, const fvm_doc *client)
             return FVM_ERR_FORMAT;
         if (!field || strcmp(field, name->u.str.s))
             return fvm_diag_add(r->d, FVM_ERR_NAME, &loc, "broadcast '%s' is not field %zu of what '%s' takes last",
-                                name->u.str.s, j, pl->work->name);
+                                name->u.str.s, j, pl->ph.work->name);
         FVM_TRY(tensors_fit(r, e, ep, field, bt->u.strct.elems[j], fvm_arena_printf(a, "the broadcast '%s'", field)));
     }
     return FVM_OK;
@@ -557,12 +557,12 @@ static fvm_status client_state(rd *r, const fvm_doc *client)
     fvm_arena *a = &pl->arena;
     const char *sp = "/client/state";
     int in = -1;
-    for (int i = 0; i < pl->ninputs; i++)
-        if (pl->inputs[i] == XDEV_CLIENT_STATE) {
+    for (int i = 0; i < pl->ph.ninputs; i++)
+        if (pl->ph.inputs[i] == XDEV_CLIENT_STATE) {
             fvm_loc loc = at(r, client, "/client/inputs");
             if (in >= 0)
                 return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "two inputs are the client's state ('%s' and '%s')",
-                                    pl->work->param_names[in], pl->work->param_names[i]);
+                                    pl->ph.work->param_names[in], pl->ph.work->param_names[i]);
             in = i;
         }
     const fvm_doc *state = fvm_doc_get(client, "state");
@@ -579,21 +579,21 @@ static fvm_status client_state(rd *r, const fvm_doc *client)
                   *output = member(r, state, sp, "output", FVM_DOC_STRING,
                                    "the field of work's result that is the "
                                    "client's new state");
-    const fvm_func *init = phase_func(r, pl->client, state, sp, "initialize", "a client's first state");
+    const fvm_func *init = phase_func(r, pl->ph.client, state, sp, "initialize", "a client's first state");
     if (!input || !output || !init)
         return FVM_ERR_FORMAT;
-    if (strcmp(input->u.str.s, pl->work->param_names[in])) {
+    if (strcmp(input->u.str.s, pl->ph.work->param_names[in])) {
         loc = at(r, input, fvm_pointer_join(a, sp, "input"));
         return fvm_diag_add(r->d, FVM_ERR_NAME, &loc, "the client's state is the input '%s', not '%s'",
-                            pl->work->param_names[in], input->u.str.s);
+                            pl->ph.work->param_names[in], input->u.str.s);
     }
     if (strcmp(output->u.str.s, "client_state")) {
         loc = at(r, output, fvm_pointer_join(a, sp, "output"));
         return fvm_diag_add(r->d, FVM_ERR_NAME, &loc,
                             "the client's new state is the field 'client_state' of what '%s' returns, not '%s'",
-                            pl->work->name, output->u.str.s);
+                            pl->ph.work->name, output->u.str.s);
     }
-    const fvm_type *c = unplaced(pl->work->param_types[in]);
+    const fvm_type *c = unplaced(pl->ph.work->param_types[in]);
     loc = at(r, state, sp);
     if (init->federated || init->nparams > 1 || (init->nparams && !fvm_bind_is_key(init->param_types[0])) ||
         !fits(init->result_type, c) || !fits(c, init->result_type)) {
@@ -602,8 +602,8 @@ static fvm_status client_state(rd *r, const fvm_doc *client)
                             "the client's '%s' must take nothing or a key (u32[2]) and return a client's state, %s",
                             init->name, fvm_type_format(c, false, buf, sizeof buf));
     }
-    pl->client_state = c;
-    pl->init_client = init;
+    pl->ph.client_state = c;
+    pl->ph.init_client = init;
     FVM_TRY(type_fits(r, state, sp, "type", c, "the client's state's type"));
     return tensors_fit(r, state, sp, "", c, "the client's state");
 }
@@ -614,25 +614,25 @@ static fvm_status read_client(rd *r, const fvm_doc *root)
     const fvm_doc *client = member(r, root, "", "client", FVM_DOC_OBJECT, "the client phase");
     if (!client)
         return FVM_ERR_FORMAT;
-    fvm_status s = load_program(r, "/client/program", &pl->client);
+    fvm_status s = load_program(r, "/client/program", &pl->ph.client);
     if (s)
         return s;
-    if (!(pl->work = phase_func(r, pl->client, client, "/client", "work", "the client's function")))
+    if (!(pl->ph.work = phase_func(r, pl->ph.client, client, "/client", "work", "the client's function")))
         return FVM_ERR_NAME;
     static const char *const names[] = {"data", "client_key", "client_index", "client_state"};
     static const xdev_input_kind kinds[] = {XDEV_DATA, XDEV_CLIENT_KEY, XDEV_CLIENT_INDEX, XDEV_CLIENT_STATE};
-    if ((s = inputs(r, client, "/client", pl->work, 4, names, kinds, true, &pl->ninputs, &pl->inputs)))
+    if ((s = inputs(r, client, "/client", pl->ph.work, 4, names, kinds, true, &pl->ph.ninputs, &pl->ph.inputs)))
         return s;
     fvm_loc loc = at(r, client, "/client");
-    if (pl->work->federated || pl->work->nparams != pl->ninputs + 1)
+    if (pl->ph.work->federated || pl->ph.work->nparams != pl->ph.ninputs + 1)
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
                             "the client's '%s' must be a local function of the inputs and the broadcast (%d "
                             "parameters)",
-                            pl->work->name, pl->ninputs + 1);
+                            pl->ph.work->name, pl->ph.ninputs + 1);
     FVM_TRY(client_state(r, client));
     FVM_TRY(broadcasts(r, client));
     FVM_TRY(outputs(r, client));
-    return (pl->sent = xdev_sent_type(&pl->arena, pl->work->result_type)) ? FVM_OK : nomem(r->d);
+    return (pl->ph.sent = xdev_sent_type(&pl->arena, pl->ph.work->result_type)) ? FVM_OK : nomem(r->d);
 }
 
 /* ---- the server phase ------------------------------------------------------------ */
@@ -647,31 +647,32 @@ static fvm_status read_partial(rd *r, const fvm_doc *server)
                   *block = part ? member(r, part, pp, "block", FVM_DOC_INT, "the clients of a block") : NULL;
     if (!block)
         return FVM_ERR_FORMAT;
-    pl->partial = phase_func(r, pl->server, part, pp, "function", "a block's partial aggregate");
-    pl->merge = phase_func(r, pl->server, part, pp, "merge", "the merge of two accumulators");
-    pl->combine = phase_func(r, pl->server, part, pp, "combine", "the partials combined");
-    if (!pl->partial || !pl->merge || !pl->combine)
+    pl->ph.partial = phase_func(r, pl->ph.server, part, pp, "function", "a block's partial aggregate");
+    pl->ph.merge = phase_func(r, pl->ph.server, part, pp, "merge", "the merge of two accumulators");
+    pl->ph.combine = phase_func(r, pl->ph.server, part, pp, "combine", "the partials combined");
+    if (!pl->ph.partial || !pl->ph.merge || !pl->ph.combine)
         return FVM_ERR_NAME;
     fvm_loc loc = at(r, block, "/server/partial/block");
     if (block->u.i != FVM_AGG_BLOCK)
         return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc, "blocks of %lld clients; fedvm aggregates blocks of %d",
                             (long long)block->u.i, FVM_AGG_BLOCK);
     loc = at(r, part, pp);
-    const fvm_type *ps = pl->combine->nparams == 2 ? pl->combine->param_types[1] : NULL, *pt;
+    const fvm_type *ps = pl->ph.combine->nparams == 2 ? pl->ph.combine->param_types[1] : NULL, *pt;
     if (!ps || ps->kind != FVM_T_FED || ps->u.fed.pl != FVM_PL_CLIENTS ||
         (pt = ps->u.fed.member)->kind != FVM_T_STRUCT || pt->u.strct.n != 2 || fvm_type_field_index(pt, "acc") != 0 ||
-        fvm_type_field_index(pt, "secure") != 1 || pl->partial->nparams != 1 ||
-        !fvm_type_equal(pl->partial->param_types[0], pl->aggregate->param_types[0]) || pl->merge->nparams != 2 ||
-        pl->merge->federated || !fvm_type_equal(pl->combine->result_type, pl->aggregate->result_type))
+        fvm_type_field_index(pt, "secure") != 1 || pl->ph.partial->nparams != 1 ||
+        !fvm_type_equal(pl->ph.partial->param_types[0], pl->ph.aggregate->param_types[0]) ||
+        pl->ph.merge->nparams != 2 || pl->ph.merge->federated ||
+        !fvm_type_equal(pl->ph.combine->result_type, pl->ph.aggregate->result_type))
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
                             "the partial aggregate's functions must be: '%s' the updates ({U}@CLIENTS) -> <acc, "
                             "secure>; '%s' (A, A) -> A; '%s' (A@SERVER, {<acc, secure>}@CLIENTS) -> <report, "
                             "secure>",
-                            pl->partial->name, pl->merge->name, pl->combine->name);
-    if (!fits(pl->partial->result_type, pt))
+                            pl->ph.partial->name, pl->ph.merge->name, pl->ph.combine->name);
+    if (!fits(pl->ph.partial->result_type, pt))
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the server's '%s' must return the <acc, secure> that '%s' takes",
-                            pl->partial->name, pl->combine->name);
-    pl->partial_type = pt;
+                            pl->ph.partial->name, pl->ph.combine->name);
+    pl->ph.partial_type = pt;
     return tensors_fit(r, part, pp, "", pt, "a block's partial aggregate");
 }
 
@@ -681,73 +682,75 @@ static fvm_status read_server(rd *r, const fvm_doc *root)
     const fvm_doc *server = member(r, root, "", "server", FVM_DOC_OBJECT, "the server phase");
     if (!server)
         return FVM_ERR_FORMAT;
-    fvm_status s = load_program(r, "/server/program", &pl->server);
+    fvm_status s = load_program(r, "/server/program", &pl->ph.server);
     if (s)
         return s;
     const char *sp = "/server";
-    pl->initialize = phase_func(r, pl->server, server, sp, "initialize", "the server's initial state");
-    pl->prepare = phase_func(r, pl->server, server, sp, "prepare", "what the server broadcasts");
-    pl->aggregate = phase_func(r, pl->server, server, sp, "aggregate", "the aggregation of the updates");
-    pl->result = phase_func(r, pl->server, server, sp, "result", "the new state and the metrics");
-    if (!pl->initialize || !pl->prepare || !pl->aggregate || !pl->result)
+    pl->ph.initialize = phase_func(r, pl->ph.server, server, sp, "initialize", "the server's initial state");
+    pl->ph.prepare = phase_func(r, pl->ph.server, server, sp, "prepare", "what the server broadcasts");
+    pl->ph.aggregate = phase_func(r, pl->ph.server, server, sp, "aggregate", "the aggregation of the updates");
+    pl->ph.result = phase_func(r, pl->ph.server, server, sp, "result", "the new state and the metrics");
+    if (!pl->ph.initialize || !pl->ph.prepare || !pl->ph.aggregate || !pl->ph.result)
         return FVM_ERR_NAME;
     static const char *const names[] = {"state", "round_key", "num_clients"};
     static const xdev_input_kind kinds[] = {XDEV_STATE, XDEV_ROUND_KEY, XDEV_NUM_CLIENTS};
-    if ((s = inputs(r, server, sp, pl->prepare, 3, names, kinds, false, &pl->nserver, &pl->server_inputs)))
+    if ((s = inputs(r, server, sp, pl->ph.prepare, 3, names, kinds, false, &pl->ph.nserver, &pl->ph.server_inputs)))
         return s;
     fvm_loc loc = at(r, server, sp);
-    const fvm_type *res = pl->result->result_type, *agg = pl->aggregate->result_type;
-    const fvm_type *ws = pl->aggregate->nparams == 1 ? pl->aggregate->param_types[0] : NULL;
-    bool once = pl->nserver >= 1 && pl->server_inputs[0] == XDEV_STATE;
-    for (int i = 1; once && i < pl->nserver; i++)
+    const fvm_type *res = pl->ph.result->result_type, *agg = pl->ph.aggregate->result_type;
+    const fvm_type *ws = pl->ph.aggregate->nparams == 1 ? pl->ph.aggregate->param_types[0] : NULL;
+    bool once = pl->ph.nserver >= 1 && pl->ph.server_inputs[0] == XDEV_STATE;
+    for (int i = 1; once && i < pl->ph.nserver; i++)
         for (int j = 0; j < i; j++)
-            once = once && pl->server_inputs[i] != pl->server_inputs[j];
-    if (!once || pl->prepare->nparams != pl->nserver)
+            once = once && pl->ph.server_inputs[i] != pl->ph.server_inputs[j];
+    if (!once || pl->ph.prepare->nparams != pl->ph.nserver)
         return fvm_diag_add(r->d, FVM_ERR_FORMAT, &loc,
                             "the server's inputs are the state, then the round key and the number of clients (each "
                             "at most once), and they are all of '%s''s parameters",
-                            pl->prepare->name);
-    if (pl->initialize->nparams > 1 || (pl->initialize->nparams && !fvm_bind_is_key(pl->initialize->param_types[0])))
-        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the server's '%s' takes nothing or a key", pl->initialize->name);
+                            pl->ph.prepare->name);
+    if (pl->ph.initialize->nparams > 1 ||
+        (pl->ph.initialize->nparams && !fvm_bind_is_key(pl->ph.initialize->param_types[0])))
+        return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the server's '%s' takes nothing or a key",
+                            pl->ph.initialize->name);
     if (!ws || ws->kind != FVM_T_FED || ws->u.fed.pl != FVM_PL_CLIENTS || ws->u.fed.all_equal ||
         agg->kind != FVM_T_STRUCT || agg->u.strct.n != 2)
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
                             "the server's '%s' must take the updates ({U}@CLIENTS) and return <report, secure>",
-                            pl->aggregate->name);
-    if (pl->result->nparams != pl->nserver + 2 || res->kind != FVM_T_STRUCT || res->u.strct.n != 2)
+                            pl->ph.aggregate->name);
+    if (pl->ph.result->nparams != pl->ph.nserver + 2 || res->kind != FVM_T_STRUCT || res->u.strct.n != 2)
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
                             "the server's '%s' must take the inputs, the report and the secure sums and return "
                             "<state, metrics>",
-                            pl->result->name);
-    const fvm_type *st = pl->initialize->result_type;
-    pl->state = st->kind == FVM_T_FED ? st->u.fed.member : st;
-    pl->metrics = res->u.strct.elems[1];
+                            pl->ph.result->name);
+    const fvm_type *st = pl->ph.initialize->result_type;
+    pl->ph.state = st->kind == FVM_T_FED ? st->u.fed.member : st;
+    pl->ph.metrics = res->u.strct.elems[1];
     /* one state throughout: initialize's and result's outputs are what prepare and result take */
-    const fvm_type *in = unplaced(pl->prepare->param_types[0]), *outs = unplaced(res->u.strct.elems[0]);
+    const fvm_type *in = unplaced(pl->ph.prepare->param_types[0]), *outs = unplaced(res->u.strct.elems[0]);
     bool same_inputs = true;
-    for (int i = 0; i < pl->nserver; i++)
-        same_inputs = same_inputs && fits(pl->prepare->param_types[i], pl->result->param_types[i]) &&
-                      fits(pl->result->param_types[i], pl->prepare->param_types[i]);
-    if (!fits(pl->state, in) || !fits(outs, in) || !same_inputs) {
+    for (int i = 0; i < pl->ph.nserver; i++)
+        same_inputs = same_inputs && fits(pl->ph.prepare->param_types[i], pl->ph.result->param_types[i]) &&
+                      fits(pl->ph.result->param_types[i], pl->ph.prepare->param_types[i]);
+    if (!fits(pl->ph.state, in) || !fits(outs, in) || !same_inputs) {
         char a[256], b[256], c[256];
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc,
                             "the server's state must have one type: '%s' makes %s, '%s' takes %s and '%s' makes %s "
                             "(and takes the inputs '%s' takes)",
-                            pl->initialize->name, fvm_type_format(pl->state, true, a, sizeof a), pl->prepare->name,
-                            fvm_type_format(in, true, b, sizeof b), pl->result->name,
-                            fvm_type_format(outs, true, c, sizeof c), pl->prepare->name);
+                            pl->ph.initialize->name, fvm_type_format(pl->ph.state, true, a, sizeof a),
+                            pl->ph.prepare->name, fvm_type_format(in, true, b, sizeof b), pl->ph.result->name,
+                            fvm_type_format(outs, true, c, sizeof c), pl->ph.prepare->name);
     }
-    if (!fits(agg->u.strct.elems[0], pl->result->param_types[pl->nserver]) ||
-        !fits(agg->u.strct.elems[1], pl->result->param_types[pl->nserver + 1]))
+    if (!fits(agg->u.strct.elems[0], pl->ph.result->param_types[pl->ph.nserver]) ||
+        !fits(agg->u.strct.elems[1], pl->ph.result->param_types[pl->ph.nserver + 1]))
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the server's '%s' must take what '%s' returns: <report, secure>",
-                            pl->result->name, pl->aggregate->name);
+                            pl->ph.result->name, pl->ph.aggregate->name);
     const fvm_doc *state = member(r, server, sp, "state", FVM_DOC_OBJECT, "the server state"),
                   *metrics = member(r, server, sp, "metrics", FVM_DOC_OBJECT, "the round's metrics");
     if (!state || !metrics)
         return FVM_ERR_FORMAT;
-    const fvm_type *mt = unplaced(pl->metrics);
-    FVM_TRY(type_fits(r, state, "/server/state", "type", pl->state, "the state's type"));
-    FVM_TRY(tensors_fit(r, state, "/server/state", "", pl->state, "the state"));
+    const fvm_type *mt = unplaced(pl->ph.metrics);
+    FVM_TRY(type_fits(r, state, "/server/state", "type", pl->ph.state, "the state's type"));
+    FVM_TRY(tensors_fit(r, state, "/server/state", "", pl->ph.state, "the state"));
     FVM_TRY(type_fits(r, metrics, "/server/metrics", "type", mt, "the metrics' type"));
     return read_partial(r, server);
 }
@@ -757,13 +760,14 @@ static fvm_status read_server(rd *r, const fvm_doc *root)
 static fvm_status phases_agree(rd *r, const fvm_doc *root)
 {
     fvm_xdev_plan *pl = r->pl;
-    const fvm_type *sent = unplaced(pl->prepare->result_type), *taken = pl->work->param_types[pl->work->nparams - 1],
-                   *upd = pl->aggregate->param_types[0]->u.fed.member, *res = pl->work->result_type;
+    const fvm_type *sent = unplaced(pl->ph.prepare->result_type),
+                   *taken = pl->ph.work->param_types[pl->ph.work->nparams - 1],
+                   *upd = pl->ph.aggregate->param_types[0]->u.fed.member, *res = pl->ph.work->result_type;
     fvm_loc loc = at(r, root, "");
     char a[256], b[256];
     if (!fits(sent, taken))
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the server's '%s' sends %s, but the client's '%s' takes %s",
-                            pl->prepare->name, fvm_type_format(sent, true, a, sizeof a), pl->work->name,
+                            pl->ph.prepare->name, fvm_type_format(sent, true, a, sizeof a), pl->ph.work->name,
                             fvm_type_format(taken, true, b, sizeof b));
     /* what the client sends: its result without the new state, which it keeps */
     const fvm_type *sends = xdev_sent_type(&pl->arena, res);
@@ -771,7 +775,7 @@ static fvm_status phases_agree(rd *r, const fvm_doc *root)
         return nomem(r->d);
     if (!fits(sends, upd))
         return fvm_diag_add(r->d, FVM_ERR_TYPE, &loc, "the client's '%s' sends %s, but the server's '%s' aggregates %s",
-                            pl->work->name, fvm_type_format(sends, true, a, sizeof a), pl->aggregate->name,
+                            pl->ph.work->name, fvm_type_format(sends, true, a, sizeof a), pl->ph.aggregate->name,
                             fvm_type_format(upd, true, b, sizeof b));
     return FVM_OK;
 }
@@ -861,8 +865,8 @@ void fvm_xdev_close(fvm_xdev_plan *pl)
 {
     if (!pl)
         return;
-    fvm_program_free(pl->client);
-    fvm_program_free(pl->server);
+    fvm_program_free(pl->ph.client);
+    fvm_program_free(pl->ph.server);
     fvm_arena_free(&pl->arena);
     free(pl->path);
     free(pl);
@@ -875,7 +879,7 @@ const char *fvm_xdev_id(const fvm_xdev_plan *pl)
 
 bool fvm_xdev_keeps_client_state(const fvm_xdev_plan *pl)
 {
-    return pl->client_state != NULL;
+    return pl->ph.client_state != NULL;
 }
 
 /* ---- the files exchanged --------------------------------------------------------- */
@@ -1000,33 +1004,4 @@ fvm_status xdev_meta_ints(const fvm_safetensors *f, const char *path, const char
     }
     *out = vals;
     return FVM_OK;
-}
-
-int64_t xdev_position(const int64_t *sel, int64_t n, int64_t c)
-{
-    int64_t lo = 0, hi = n;
-    while (lo < hi) {
-        int64_t mid = lo + (hi - lo) / 2;
-        if (sel[mid] < c)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < n && sel[lo] == c ? lo : -1;
-}
-
-char *xdev_ints_text(const int64_t *v, int64_t n)
-{
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f)
-        return NULL;
-    for (int64_t i = 0; i < n; i++)
-        fprintf(f, "%s%lld", i ? "," : "", (long long)v[i]);
-    if (fclose(f) != 0) {
-        free(text);
-        return NULL;
-    }
-    return text;
 }

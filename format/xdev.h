@@ -22,7 +22,7 @@
  * through the fixed reduction tree, and computes the new state and the
  * round's metrics. Keys and client sampling are those of 'fedvm run'
  * (vm/runtime/sample.h), so the same seed gives the same bits. The device
- * and the server that run a plan are vm/runtime/xdev.h. */
+ * and the server that run a plan are xdev_run.h. */
 #ifndef FVM_XDEV_H
 #define FVM_XDEV_H
 
@@ -82,7 +82,7 @@ FVM_API const char *fvm_xdev_id(const fvm_xdev_plan *plan);
 /* Whether the plan keeps a state on each client (its client phase was
  * read, and the program has initialize_client: client.state): a device
  * then reads the client's state and keeps its new one, in a file of its
- * own (vm/runtime/xdev.h). */
+ * own (xdev_run.h). */
 FVM_API bool fvm_xdev_keeps_client_state(const fvm_xdev_plan *plan);
 
 #endif

@@ -6,8 +6,8 @@
 
 fvm_status fvm_xdev_compile(fvm_xdev_plan *plan, fvm_diag *d)
 {
-    fvm_status s = plan->client ? fvm_passes_run(plan->client, d) : FVM_OK;
-    if (s == FVM_OK && plan->server)
-        s = fvm_passes_run(plan->server, d);
+    fvm_status s = plan->ph.client ? fvm_passes_run(plan->ph.client, d) : FVM_OK;
+    if (s == FVM_OK && plan->ph.server)
+        s = fvm_passes_run(plan->ph.server, d);
     return s;
 }

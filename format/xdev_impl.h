@@ -4,45 +4,17 @@
 
 #include "../vm/core/doc.h"
 #include "../vm/ir/aggregation.h"
+#include "../vm/runtime/xdev_phases.h"
 #include "safetensors.h"
 #include "xdev.h"
 
-/* One input of a phase: a parameter and how it gets its value. */
-typedef enum {
-    XDEV_DATA, /* client: its member of a {T}@CLIENTS parameter, from --data */
-    XDEV_CLIENT_KEY, /* client: its key of the round (client_keys) */
-    XDEV_CLIENT_INDEX, /* client: its index in the data (client_indices) */
-    XDEV_CLIENT_STATE, /* client: its state (client_states), from its state file or initialize_client */
-    XDEV_STATE, /* server: the server state */
-    XDEV_ROUND_KEY, /* server: the round's key (key) */
-    XDEV_NUM_CLIENTS /* server: the number of clients in the data, N (num_clients) */
-} xdev_input_kind;
-
+/* The plan as read: its file, its id, and its phases as the round runs
+ * them (vm/runtime/xdev_phases.h); what it reads lives in its arena. */
 struct fvm_xdev_plan {
     char *path;
     char id[65]; /* SHA-256 of the file, hex */
     fvm_arena arena;
-    /* client phase (phases & FVM_XDEV_CLIENT) */
-    fvm_program *client;
-    const fvm_func *work; /* (inputs..., broadcast) -> <updates, secure> */
-    int ninputs; /* work's parameters but the broadcast */
-    xdev_input_kind *inputs; /* XDEV_DATA or XDEV_CLIENT_KEY */
-    int nsecure;
-    fvm_secure *secure; /* what each secure sum does (its op and bit width, modulus or max_input), in the order of
-                           work's 'secure' fields */
-    const fvm_type *client_state; /* C, in a plan that keeps a state on each client (client.state), else NULL:
-                                     the input XDEV_CLIENT_STATE, and work's result field 'client_state' */
-    const fvm_func *init_client; /* a client's first state: ( -> C) or (key: u32[2] -> C) */
-    const fvm_type *sent; /* what a device sends of work's result: <updates, secure> (xdev_sent_type) */
-    /* server phase (phases & FVM_XDEV_SERVER) */
-    fvm_program *server;
-    const fvm_func *initialize, *prepare, *aggregate, *result;
-    const fvm_func *partial, *merge, *combine; /* the aggregation in stages (server.partial) */
-    const fvm_type *partial_type; /* a block's partial <acc, secure>, unplaced */
-    int nserver; /* prepare's parameters */
-    xdev_input_kind *server_inputs; /* [0] XDEV_STATE, then XDEV_ROUND_KEY */
-    const fvm_type *state; /* unplaced */
-    const fvm_type *metrics; /* unplaced */
+    fvm_xdev_phases ph; /* the phases read (phases & FVM_XDEV_CLIENT, FVM_XDEV_SERVER) */
 };
 
 /* The metadata keys of the files, and the kinds of files. */
@@ -81,12 +53,6 @@ fvm_status xdev_meta_ints(const fvm_safetensors *f, const char *path, const char
 /* The run's seed in metadata fedvm.seed (an unsigned decimal), or an error
  * naming the file. */
 fvm_status xdev_meta_seed(const fvm_safetensors *f, const char *path, uint64_t *seed, fvm_diag *d);
-
-/* The position of client c among a round's clients sel[0..n) (increasing), or -1. */
-int64_t xdev_position(const int64_t *sel, int64_t n, int64_t c);
-
-/* "1,5,9" of n integers (malloc'd), or NULL when out of memory. */
-char *xdev_ints_text(const int64_t *v, int64_t n);
 
 /* Appends {"name", "dtype", "shape"} (flow objects; an unknown dimension
  * null) to the document list for each tensor of t (placements stripped),

@@ -15,7 +15,7 @@
 #include "../format/safetensors.h"
 #include "../format/xdev.h"
 #include "../vm/transform/plan_form.h"
-#include "../vm/runtime/xdev.h"
+#include "../format/xdev_run.h"
 #include "../vm/fedvm.h"
 
 static char *plan_text; /* the plan of tests/xdev/secure_counts.json */

@@ -1,4 +1,4 @@
-/* fedvm_xdev.c - fedvm device and fedvm server: the two sides of a cross-device plan (vm/runtime/xdev.h, format/PLANS.md). */
+/* fedvm_xdev.c - fedvm device and fedvm server: the two sides of a cross-device plan (format/xdev_run.h, format/PLANS.md). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 
 #include "../format/file.h"
 #include "../format/metrics.h"
-#include "../vm/runtime/xdev.h"
+#include "../format/xdev_run.h"
 #include "cli.h"
 
 const char *const fvm_usage_device =

@@ -42,12 +42,13 @@
 #include "exec/backend.h"
 #include "exec/interp.h"
 #include "kernels/providers.h"
-/* runtimes: training sessions, data preparation, cross-device */
+/* runtimes: training sessions, data preparation */
 #include "runtime/partition.h"
 #include "runtime/privacy.h"
 #include "runtime/session.h"
 #include "runtime/sweep.h"
 #include "runtime/synthetic.h"
-#include "runtime/xdev.h"
+/* cross-device: the device and the server, over a plan's files */
+#include "../format/xdev_run.h"
 
 #endif

@@ -1,5 +1,5 @@
-/* fuzz_xdev_files.c - libFuzzer target: the files a cross-device round exchanges (vm/runtime/xdev_server.c,
- * vm/runtime/xdev_device.c): states, broadcasts, client updates, block partials and initial weights, each a
+/* fuzz_xdev_files.c - libFuzzer target: the files a cross-device round exchanges (format/xdev_server.c,
+ * format/xdev_device.c): states, broadcasts, client updates, block partials and initial weights, each a
  * safetensors file whose metadata ties it to a plan, a round and a client.
  *
  * Two plans are made at the first input, each with its state after init, the broadcast of round 1
@@ -20,7 +20,7 @@
 #include "../../format/ir_read.h"
 #include "../../format/xdev.h"
 #include "../../vm/transform/plan_form.h"
-#include "../../vm/runtime/xdev.h"
+#include "../../format/xdev_run.h"
 #include "../../vm/ir/check.h"
 #include "../../vm/transform/passes.h"
 

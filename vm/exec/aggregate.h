@@ -76,7 +76,7 @@ fvm_status fvm_agg_empty(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args
  * range, a sum its dtype cannot hold and values of different shapes are
  * run-time errors in d, without a location (the caller knows the client).
  * The interpreter's aggregations and the cross-device device's reduction of
- * its secure-sum inputs (vm/runtime/xdev_device.c) both use it. a and b are
+ * its secure-sum inputs (vm/runtime/xdev_phases.c) both use it. a and b are
  * borrowed; *out is a new value. */
 fvm_status fvm_secure_step(const fvm_secure *s, const fvm_value *a, const fvm_value *b, fvm_value **out, fvm_diag *d);
 

@@ -8,47 +8,20 @@ enum { TAG_NONE, TAG_TENSOR, TAG_STRUCT, TAG_SEQ_LIST, TAG_SEQ_COLS, TAG_CLIENTS
 
 #define NO_STRING 0xffffffffu
 
-void fvm_bytes_free(fvm_bytes *b)
-{
-    free(b->data);
-    *b = (fvm_bytes){0};
-}
-
-static fvm_status put(fvm_bytes *b, const void *src, size_t n, fvm_diag *d)
-{
-    if (n > b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->len < n) {
-            if (cap > SIZE_MAX / 2)
-                return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-            cap *= 2;
-        }
-        unsigned char *p = realloc(b->data, cap);
-        if (!p)
-            return fvm_diag_add(d, FVM_ERR_NOMEM, NULL, "out of memory");
-        b->data = p;
-        b->cap = cap;
-    }
-    if (n)
-        memcpy(b->data + b->len, src, n);
-    b->len += n;
-    return FVM_OK;
-}
-
 static fvm_status put_u8(fvm_bytes *b, unsigned v, fvm_diag *d)
 {
     unsigned char c = (unsigned char)v;
-    return put(b, &c, 1, d);
+    return fvm_bytes_put(b, &c, 1, d);
 }
 
 static fvm_status put_i64(fvm_bytes *b, int64_t v, fvm_diag *d)
 {
-    return put(b, &v, sizeof v, d);
+    return fvm_bytes_put(b, &v, sizeof v, d);
 }
 
 static fvm_status put_i32(fvm_bytes *b, int32_t v, fvm_diag *d)
 {
-    return put(b, &v, sizeof v, d);
+    return fvm_bytes_put(b, &v, sizeof v, d);
 }
 
 static fvm_status put_str(fvm_bytes *b, const char *s, fvm_diag *d)
@@ -57,8 +30,8 @@ static fvm_status put_str(fvm_bytes *b, const char *s, fvm_diag *d)
     if (n >= NO_STRING)
         n = NO_STRING - 1; /* a message of 4 GiB is cut */
     uint32_t len = s ? (uint32_t)n : NO_STRING;
-    fvm_status st = put(b, &len, sizeof len, d);
-    return st ? st : put(b, s, n, d);
+    fvm_status st = fvm_bytes_put(b, &len, sizeof len, d);
+    return st ? st : fvm_bytes_put(b, s, n, d);
 }
 
 static fvm_status put_value(fvm_bytes *b, const fvm_value *v, fvm_diag *d)
@@ -76,7 +49,7 @@ static fvm_status put_value(fvm_bytes *b, const fvm_value *v, fvm_diag *d)
         for (int i = 0; i < v->t.shape.rank; i++)
             if ((s = put_i64(b, v->t.shape.d[i], d)))
                 return s;
-        return put(b, fvm_tensor_data(&v->t), fvm_tensor_bytes(&v->t), d);
+        return fvm_bytes_put(b, fvm_tensor_data(&v->t), fvm_tensor_bytes(&v->t), d);
     case FVM_V_SEQ: /* a list of elements */
     case FVM_V_STRUCT:
     case FVM_V_CLIENTS:

@@ -21,15 +21,8 @@
 #ifndef FVM_WIRE_H
 #define FVM_WIRE_H
 
+#include "../core/bytebuf.h"
 #include "../ir/value.h"
-
-/* A growing byte buffer. Zero-initialise; fvm_bytes_free frees it. */
-typedef struct fvm_bytes {
-    unsigned char *data;
-    size_t len, cap;
-} fvm_bytes;
-
-void fvm_bytes_free(fvm_bytes *b);
 
 /* Appends v (borrowed; NULL allowed) to b. Fails when out of memory or when
  * reading a member of a {T}@CLIENTS value read on demand fails (errors in d);

@@ -1,4 +1,4 @@
-/* xdev_device.c - 'fedvm device': a cross-device plan's client phase run on a device's data (see vm/runtime/xdev.h). */
+/* xdev_device.c - 'fedvm device': a cross-device plan's client phase run on a device's data, its files read and written (see xdev_run.h; what the round computes: vm/runtime/xdev_phases.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,33 +6,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../exec/aggregate.h"
-#include "../../format/doc_io.h"
-#include "../core/prng.h"
-#include "../ir/keys.h"
-#include "sample.h"
-#include "../../format/data_bind.h"
-#include "../../format/dataset.h"
-#include "../core/doc.h"
-#include "../../format/file.h"
-#include "../../format/value_doc.h"
-#include "../../format/xdev_impl.h"
-#include "xdev.h"
-#include "../ir/aggregation.h"
+#include "../vm/core/doc.h"
+#include "../vm/exec/aggregate.h"
+#include "../vm/runtime/sample.h"
+#include "../vm/runtime/xdev_phases.h"
+#include "data_bind.h"
+#include "dataset.h"
+#include "doc_io.h"
+#include "file.h"
+#include "value_doc.h"
+#include "xdev_impl.h"
+#include "xdev_run.h"
 
 struct fvm_xdev_device {
     const fvm_xdev_plan *plan;
     const char *checkpoint;
-    fvm_vm *vm;
-    fvm_value *broadcast;
-    int64_t round, population;
-    uint32_t key[2]; /* the round's key */
+    fvm_xdev_client_round cr; /* the round, its broadcast, key and seed, the VM and the data (owned here) */
+    int64_t population;
     int64_t *selected, nselected; /* the round's clients, increasing */
     fvm_value **data; /* per input: {T}@CLIENTS (NULL for a key) */
     fvm_dataset *ids; /* the first dataset: client ids */
     char **files; /* the data files, which no output may overwrite (malloc'd) */
     int nfiles;
-    uint64_t seed; /* the run's, from the broadcast: a client's first state comes from it */
 };
 
 static fvm_status nomem(fvm_diag *d)
@@ -49,9 +44,9 @@ static fvm_status read_broadcast(fvm_xdev_device *dev, fvm_diag *d)
     int64_t key[2] = {0, 0}, nkey = 0, *k = NULL;
     fvm_status s = xdev_load(path, "broadcast", dev->plan, &f, d);
     if (s == FVM_OK)
-        s = xdev_meta_int(f, path, XDEV_ROUND, 1, UINT32_MAX - 1, &dev->round, d);
+        s = xdev_meta_int(f, path, XDEV_ROUND, 1, UINT32_MAX - 1, &dev->cr.round, d);
     if (s == FVM_OK)
-        s = xdev_meta_seed(f, path, &dev->seed, d);
+        s = xdev_meta_seed(f, path, &dev->cr.seed, d);
     if (s == FVM_OK)
         s = xdev_meta_int(f, path, XDEV_POPULATION, 1, FVM_MAX_CLIENTS, &dev->population, d);
     if (s == FVM_OK)
@@ -68,10 +63,10 @@ static fvm_status read_broadcast(fvm_xdev_device *dev, fvm_diag *d)
     }
     if (s == FVM_OK) {
         memcpy(key, k, sizeof key);
-        dev->key[0] = (uint32_t)key[0];
-        dev->key[1] = (uint32_t)key[1];
-        const fvm_func *w = dev->plan->work;
-        s = fvm_safetensors_value(f, w->param_types[w->nparams - 1], &dev->broadcast, d);
+        dev->cr.key[0] = (uint32_t)key[0];
+        dev->cr.key[1] = (uint32_t)key[1];
+        const fvm_func *w = dev->plan->ph.work;
+        s = fvm_safetensors_value(f, w->param_types[w->nparams - 1], &dev->cr.broadcast, d);
     }
     free(k);
     fvm_safetensors_free(f);
@@ -136,23 +131,23 @@ static fvm_status bind_data(fvm_xdev_device *dev, const char *param, const fvm_t
 static fvm_status bind_inputs(fvm_xdev_device *dev, int ndata, const char *const *data, fvm_diag *d)
 {
     const fvm_xdev_plan *pl = dev->plan;
-    const fvm_func *w = pl->work;
+    const fvm_func *w = pl->ph.work;
     int ndin = 0;
-    for (int i = 0; i < pl->ninputs; i++)
-        ndin += pl->inputs[i] == XDEV_DATA;
+    for (int i = 0; i < pl->ph.ninputs; i++)
+        ndin += pl->ph.inputs[i] == XDEV_DATA;
     fvm_status s = FVM_OK;
     for (int k = 0; k < ndata && !s; k++) {
         const char *eq = strchr(data[k], '='), *spec = data[k];
         int i = -1;
         if (eq) {
-            for (int j = 0; j < pl->ninputs && i < 0; j++)
-                if (pl->inputs[j] == XDEV_DATA && strlen(w->param_names[j]) == (size_t)(eq - data[k]) &&
+            for (int j = 0; j < pl->ph.ninputs && i < 0; j++)
+                if (pl->ph.inputs[j] == XDEV_DATA && strlen(w->param_names[j]) == (size_t)(eq - data[k]) &&
                     !strncmp(w->param_names[j], data[k], (size_t)(eq - data[k])))
                     i = j;
             spec = eq + 1;
         } else if (ndin == 1) {
-            for (int j = 0; j < pl->ninputs; j++)
-                if (pl->inputs[j] == XDEV_DATA)
+            for (int j = 0; j < pl->ph.ninputs; j++)
+                if (pl->ph.inputs[j] == XDEV_DATA)
                     i = j;
         }
         if (i < 0) {
@@ -163,20 +158,20 @@ static fvm_status bind_inputs(fvm_xdev_device *dev, int ndata, const char *const
         } else if (dev->data[i]) {
             s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "--data: '%s' is given twice", w->param_names[i]);
         } else {
-            const fvm_type *t = fvm_type_fed(&pl->client->arena, w->param_types[i], FVM_PL_CLIENTS, false);
+            const fvm_type *t = fvm_type_fed(&pl->ph.client->arena, w->param_types[i], FVM_PL_CLIENTS, false);
             s = t ? bind_data(dev, w->param_names[i], t, spec, &dev->data[i], d) : nomem(d);
         }
     }
-    for (int i = 0; i < pl->ninputs && !s; i++) {
+    for (int i = 0; i < pl->ph.ninputs && !s; i++) {
         char buf[256];
-        if (pl->inputs[i] == XDEV_DATA && !dev->data[i])
+        if (pl->ph.inputs[i] == XDEV_DATA && !dev->data[i])
             s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "missing --data %s=FILE[:SPLIT] (the clients' %s)",
                              w->param_names[i], fvm_type_format(w->param_types[i], true, buf, sizeof buf));
         else if (dev->data[i] && dev->data[i]->n != dev->population)
             s = fvm_diag_add(d, FVM_ERR_USAGE, NULL,
                              "--data %s: the data has %lld clients, but round %lld selected its clients from %lld; "
                              "give the data the server sampled from",
-                             w->param_names[i], (long long)dev->data[i]->n, (long long)dev->round,
+                             w->param_names[i], (long long)dev->data[i]->n, (long long)dev->cr.round,
                              (long long)dev->population);
     }
     return s;
@@ -187,17 +182,19 @@ fvm_status fvm_xdev_device_open(const fvm_xdev_plan *plan, const char *checkpoin
 {
     *out = NULL;
     fvm_xdev_device *dev = calloc(1, sizeof *dev);
-    if (!dev || !(dev->data = calloc((size_t)plan->ninputs + 1, sizeof *dev->data))) {
+    if (!dev || !(dev->data = calloc((size_t)plan->ph.ninputs + 1, sizeof *dev->data))) {
         free(dev);
         return nomem(d);
     }
     dev->plan = plan;
     dev->checkpoint = checkpoint;
+    dev->cr.ph = &plan->ph;
+    dev->cr.data = dev->data;
     fvm_status s = read_broadcast(dev, d);
     if (s == FVM_OK)
         s = bind_inputs(dev, ndata, data, d);
     if (s == FVM_OK)
-        s = fvm_vm_new(plan->client, &(fvm_vm_config){.nclients = -1}, &dev->vm, d);
+        s = fvm_vm_new(plan->ph.client, &(fvm_vm_config){.nclients = -1}, &dev->cr.vm, d);
     if (s) {
         fvm_xdev_device_close(dev);
         return s;
@@ -208,7 +205,7 @@ fvm_status fvm_xdev_device_open(const fvm_xdev_plan *plan, const char *checkpoin
 
 int64_t fvm_xdev_device_round(const fvm_xdev_device *dev)
 {
-    return dev->round;
+    return dev->cr.round;
 }
 
 fvm_status fvm_xdev_device_client(const fvm_xdev_device *dev, const char *id, int64_t index, int64_t *out, fvm_diag *d)
@@ -229,7 +226,7 @@ fvm_status fvm_xdev_device_client(const fvm_xdev_device *dev, const char *id, in
         return fvm_diag_add(d, FVM_ERR_USAGE, &loc,
                             "client %lld%s%s%s is not one of the %lld clients round %lld selected", (long long)index,
                             id ? " ('" : "", id ? id : "", id ? "')" : "", (long long)dev->nselected,
-                            (long long)dev->round);
+                            (long long)dev->cr.round);
     }
     *out = index;
     return FVM_OK;
@@ -303,10 +300,10 @@ static fvm_status read_state(const fvm_xdev_device *dev, int64_t index, const ch
     int64_t c = -1;
     uint64_t seed = 0;
     fvm_status s = xdev_load(path, "client_state", NULL, &f, d);
-    if (s == FVM_OK && (s = fvm_safetensors_value(f, pl->client_state, v, d)) != FVM_OK) {
+    if (s == FVM_OK && (s = fvm_safetensors_value(f, pl->ph.client_state, v, d)) != FVM_OK) {
         char buf[256];
         fvm_diag_add(d, s, &loc, "this is not a state of this plan's clients, %s (client.state)",
-                     fvm_type_format(pl->client_state, false, buf, sizeof buf));
+                     fvm_type_format(pl->ph.client_state, false, buf, sizeof buf));
     }
     if (s == FVM_OK)
         s = xdev_meta_int(f, path, XDEV_ROUND, 1, UINT32_MAX - 1, round, d);
@@ -317,32 +314,15 @@ static fvm_status read_state(const fvm_xdev_device *dev, int64_t index, const ch
                          (long long)index);
     if (s == FVM_OK)
         s = xdev_meta_seed(f, path, &seed, d);
-    if (s == FVM_OK && seed != dev->seed)
+    if (s == FVM_OK && seed != dev->cr.seed)
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
                          "this client state is of a run with seed %llu, and the broadcast %s is of seed %llu",
-                         (unsigned long long)seed, dev->checkpoint, (unsigned long long)dev->seed);
+                         (unsigned long long)seed, dev->checkpoint, (unsigned long long)dev->cr.seed);
     fvm_safetensors_free(f);
     if (s) {
         fvm_value_release(*v);
         *v = NULL;
     }
-    return s;
-}
-
-/* initialize_client's state for client index, with the client's own key
- * (keys.h, fvm_client_init_key), as 'fedvm run' makes it. */
-static fvm_status first_state(const fvm_xdev_device *dev, int64_t index, fvm_value **out, fvm_diag *d)
-{
-    const fvm_func *f = dev->plan->init_client;
-    if (f->nparams == 0)
-        return fvm_vm_call(dev->vm, f, NULL, out, d);
-    uint32_t k[2];
-    fvm_value *key = NULL;
-    fvm_client_init_key(dev->seed, index, k);
-    fvm_status s = fvm_key_value(k, &key, d);
-    if (s == FVM_OK)
-        s = fvm_vm_call(dev->vm, f, &key, out, d);
-    fvm_value_release(key);
     return s;
 }
 
@@ -353,7 +333,7 @@ static fvm_status state_open(const fvm_xdev_device *dev, int64_t index, const ch
                              fvm_diag *d)
 {
     *cf = (client_file){.path = path};
-    if (!path != !dev->plan->client_state) {
+    if (!path != !dev->plan->ph.client_state) {
         fvm_loc loc = {.file = dev->plan->path};
         return fvm_diag_add(d, FVM_ERR_USAGE, &loc,
                             path ? "this plan keeps no state on the clients, so client %lld has no state file"
@@ -362,36 +342,25 @@ static fvm_status state_open(const fvm_xdev_device *dev, int64_t index, const ch
     }
     if (!path)
         return FVM_OK;
-    int64_t r = dev->round, fr = 0, pr = 0;
+    int64_t r = dev->cr.round, fr = 0, pr = 0;
     bool fe = false, pe = false;
     fvm_value *fv = NULL, *pv = NULL;
     fvm_status s = asprintf(&cf->pending, "%s.pending", path) < 0 ? (cf->pending = NULL, nomem(d)) : FVM_OK;
     if (s == FVM_OK)
         s = read_state(dev, index, path, &fe, &fr, &fv, d);
-    if (s == FVM_OK && fe && fr >= r) {
-        fvm_loc loc = {.file = path};
-        s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
-                         "this is client %lld's state after round %lld, and the broadcast is of round %lld: the "
-                         "device has run round %lld for this client already (its update was written before this "
-                         "state), and a round runs once",
-                         (long long)index, (long long)fr, (long long)r, (long long)(fr > r ? fr : r));
-    }
+    xdev_state_from from = XDEV_FROM_FIRST;
+    if (s == FVM_OK && fe)
+        s = fvm_xdev_state_fits(index, r, path, fr, d);
     if (s == FVM_OK)
         s = read_state(dev, index, cf->pending, &pe, &pr, &pv, d);
-    if (s == FVM_OK && pe && (!fe || pr > fr)) {
-        fvm_loc loc = {.file = cf->pending};
-        if (pr > r)
-            s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
-                             "this is client %lld's new state of round %lld, later than the broadcast's round %lld",
-                             (long long)index, (long long)pr, (long long)r);
-        else if (pr < r) /* its update was written, and the server went on: it is the client's state */
-            cf->adopt = true, cf->state = pv, pv = NULL;
-        /* pr == r: this round, run again from the state before it */
-    }
-    if (s == FVM_OK && !cf->state && fe)
+    if (s == FVM_OK)
+        s = fvm_xdev_state_from(index, r, fe, fr, cf->pending, pe, pr, &from, d);
+    if (s == FVM_OK && from == XDEV_FROM_PENDING)
+        cf->adopt = true, cf->state = pv, pv = NULL;
+    else if (s == FVM_OK && from == XDEV_FROM_FILE)
         cf->state = fv, fv = NULL;
-    if (s == FVM_OK && !cf->state)
-        s = first_state(dev, index, &cf->state, d);
+    else if (s == FVM_OK)
+        s = fvm_xdev_first_state(&dev->cr, index, &cf->state, d);
     if (s == FVM_OK && run && cf->adopt) {
         s = fvm_atomic_rename(cf->pending, path, d);
         cf->adopt = false;
@@ -407,15 +376,15 @@ static fvm_status state_stage(const fvm_xdev_device *dev, int64_t index, client_
 {
     const fvm_xdev_plan *pl = dev->plan;
     char round[32], client[32], seed[32], *id_text = NULL;
-    const char *type = fvm_type_str(&pl->client->arena, pl->client_state, false);
-    snprintf(round, sizeof round, "%lld", (long long)dev->round);
+    const char *type = fvm_type_str(&pl->ph.client->arena, pl->ph.client_state, false);
+    snprintf(round, sizeof round, "%lld", (long long)dev->cr.round);
     snprintf(client, sizeof client, "%lld", (long long)index);
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)dev->seed);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)dev->cr.seed);
     fvm_status s = type ? client_id(dev, index, &id_text, d) : nomem(d);
     const char *meta[] = {XDEV_KIND, "client_state",  XDEV_PLAN, pl->id,      XDEV_ROUND, round,          XDEV_SEED,
                           seed,      XDEV_STATE_TYPE, type,      XDEV_CLIENT, client,     XDEV_CLIENT_ID, id_text};
     if (s == FVM_OK)
-        s = fvm_safetensors_save(cf->pending, next, pl->client_state, id_text ? 7 : 6, meta, d);
+        s = fvm_safetensors_save(cf->pending, next, pl->ph.client_state, id_text ? 7 : 6, meta, d);
     cf->staged = s == FVM_OK;
     free(id_text);
     return s;
@@ -448,75 +417,6 @@ static void state_close(client_file *cf)
     *cf = (client_file){0};
 }
 
-/* What the client sends of work's result (<updates, secure>, without a new
- * client state) with its secure-sum inputs reduced or checked as each secure
- * sum does at a client (fvm_secure_step: modulo the modulus; in [0,
- * max_input]), a new value. */
-static fvm_status secure_reduced(const fvm_xdev_plan *pl, fvm_value *res, fvm_value **out, fvm_diag *d)
-{
-    const fvm_type *rt = pl->sent;
-    int si = fvm_type_field_index(rt, "secure");
-    int64_t n = rt->u.strct.n;
-    fvm_value *r = fvm_value_list(FVM_V_STRUCT, n), *sec = fvm_value_list(FVM_V_STRUCT, pl->nsecure);
-    fvm_status s = r && sec ? FVM_OK : nomem(d);
-    for (int64_t k = 0; k < n && !s; k++)
-        r->items[k] = k == si ? sec : fvm_value_retain(res->items[k]);
-    for (int j = 0; j < pl->nsecure && !s; j++)
-        if ((s = fvm_secure_step(&pl->secure[j], res->items[si]->items[j], NULL, &sec->items[j], d)))
-            fvm_diag_add(d, s, NULL, "the error above is in the secure sum 's%d' of the client's update", j);
-    if (!r)
-        fvm_value_release(sec);
-    if (s) {
-        fvm_value_release(r);
-        return s;
-    }
-    *out = r;
-    return FVM_OK;
-}
-
-/* Client 'index''s update: work's result with its secure-sum inputs reduced
- * (a new value), from its state (borrowed; NULL when the plan keeps none);
- * *next (unless NULL) gets the client's new state. */
-static fvm_status client_update(fvm_xdev_device *dev, int64_t index, fvm_value *state, fvm_value **out,
-                                fvm_value **next, fvm_diag *d)
-{
-    const fvm_xdev_plan *pl = dev->plan;
-    const fvm_func *w = pl->work;
-    fvm_value **args = calloc((size_t)w->nparams, sizeof *args), *res = NULL;
-    if (!args)
-        return nomem(d);
-    fvm_status s = FVM_OK;
-    for (int i = 0; i < pl->ninputs && !s; i++) {
-        uint32_t k[2];
-        switch (pl->inputs[i]) {
-        case XDEV_DATA:
-            s = fvm_clients_get(dev->data[i], index, &args[i], d);
-            break;
-        case XDEV_CLIENT_INDEX:
-            s = fvm_i64_value(index, &args[i], d);
-            break;
-        case XDEV_CLIENT_STATE:
-            s = state ? ((args[i] = fvm_value_retain(state)), FVM_OK)
-                      : fvm_diag_add(d, FVM_ERR_USAGE, NULL, "client %lld's state is missing", (long long)index);
-            break;
-        default:
-            fvm_prng_fold_in(dev->key, (uint32_t)index, k);
-            s = fvm_key_value(k, &args[i], d);
-        }
-    }
-    if (!s)
-        args[w->nparams - 1] = fvm_value_retain(dev->broadcast);
-    if (!s)
-        s = fvm_vm_call(dev->vm, w, args, &res, d);
-    if (!s)
-        s = secure_reduced(pl, res, out, d);
-    if (!s && next)
-        *next = pl->client_state ? fvm_value_retain(res->items[2]) : NULL;
-    fvm_value_release(res);
-    fvm_values_free(args, w->nparams);
-    return s;
-}
-
 fvm_status fvm_xdev_device_check_state(fvm_xdev_device *dev, int64_t index, const char *state, fvm_diag *d)
 {
     client_file cf;
@@ -541,9 +441,9 @@ fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const cha
     else
         cf = (client_file){0};
     if (!s)
-        s = client_update(dev, index, cf.state, &upd, &next, d);
+        s = fvm_xdev_client_update(&dev->cr, index, cf.state, &upd, &next, d);
     char round[32], client[32];
-    snprintf(round, sizeof round, "%lld", (long long)dev->round);
+    snprintf(round, sizeof round, "%lld", (long long)dev->cr.round);
     snprintf(client, sizeof client, "%lld", (long long)index);
     char *id_text = NULL;
     if (!s)
@@ -554,7 +454,7 @@ fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const cha
        anywhere leaves its state as it was or the round's new one, never one without its update */
     if (!s && state)
         s = state_stage(dev, index, &cf, next, d);
-    if (!s && (s = fvm_safetensors_save(out, upd, pl->sent, id_text ? 5 : 4, meta, d)) != FVM_OK)
+    if (!s && (s = fvm_safetensors_save(out, upd, pl->ph.sent, id_text ? 5 : 4, meta, d)) != FVM_OK)
         state_drop(&cf);
     if (!s && state)
         s = state_commit(&cf, out, d);
@@ -567,61 +467,15 @@ fvm_status fvm_xdev_device_update(fvm_xdev_device *dev, int64_t index, const cha
 
 /* ---- a block's partial aggregate ------------------------------------------------ */
 
-/* The block of the round that clients[0..n) (indices the round selected)
- * make up, all of it and nothing else; an error located at the broadcast
- * saying which clients are missing or out of place. */
-static fvm_status whole_block(const fvm_xdev_device *dev, const int64_t *clients, int64_t n, int64_t *block,
-                              fvm_diag *d)
-{
-    fvm_loc loc = {.file = dev->checkpoint};
-    int64_t *pos = malloc((size_t)n * sizeof *pos);
-    if (!pos)
-        return nomem(d);
-    fvm_status s = FVM_OK;
-    for (int64_t k = 0; k < n && !s; k++)
-        if ((pos[k] = xdev_position(dev->selected, dev->nselected, clients[k])) < 0)
-            s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "client %lld is not one of the %lld clients round %lld selected",
-                             (long long)clients[k], (long long)dev->nselected, (long long)dev->round);
-    if (s) {
-        free(pos);
-        return s;
-    }
-    int64_t b = pos[0] / FVM_AGG_BLOCK, lo = b * FVM_AGG_BLOCK,
-            hi = lo + FVM_AGG_BLOCK < dev->nselected ? lo + FVM_AGG_BLOCK : dev->nselected;
-    for (int64_t k = 0; k < n && !s; k++) {
-        if (pos[k] / FVM_AGG_BLOCK != b)
-            s = fvm_diag_add(d, FVM_ERR_USAGE, &loc,
-                             "client %lld is in block %lld of round %lld and client %lld in block %lld; a partial "
-                             "aggregate is of one block (%d consecutive clients of the round, in index order)",
-                             (long long)clients[0], (long long)b, (long long)dev->round, (long long)clients[k],
-                             (long long)(pos[k] / FVM_AGG_BLOCK), FVM_AGG_BLOCK);
-        for (int64_t j = 0; j < k && !s; j++)
-            if (pos[j] == pos[k])
-                s = fvm_diag_add(d, FVM_ERR_USAGE, NULL, "client %lld is given twice", (long long)clients[k]);
-    }
-    if (!s && n != hi - lo) {
-        char *all = xdev_ints_text(dev->selected + lo, hi - lo);
-        s = all ? fvm_diag_add(d, FVM_ERR_USAGE, &loc,
-                               "block %lld of round %lld is the clients %s; %lld of them are given (a partial "
-                               "aggregate is of a whole block)",
-                               (long long)b, (long long)dev->round, all, (long long)n)
-                : nomem(d);
-        free(all);
-    }
-    free(pos);
-    *block = b;
-    return s;
-}
-
 fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients, int64_t n, const char *out,
                                    const char *const *states, fvm_diag *d)
 {
     const fvm_xdev_plan *pl = dev->plan;
-    if (!pl->server)
+    if (!pl->ph.server)
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "a partial aggregate needs the plan's server phase loaded");
     int64_t block = 0;
-    fvm_status s = n > 0 ? whole_block(dev, clients, n, &block, d)
-                         : fvm_diag_add(d, FVM_ERR_USAGE, NULL, "a partial aggregate of no clients");
+    fvm_status s =
+        fvm_xdev_whole_block(dev->selected, dev->nselected, dev->cr.round, dev->checkpoint, clients, n, &block, d);
     if (!s)
         s = not_input(dev, out, "the partial's file (--partial)", d);
     for (int64_t k = 0; states && k < n && !s; k++) {
@@ -633,7 +487,6 @@ fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients,
         return s;
     fvm_value *updates = fvm_value_list(FVM_V_CLIENTS, n), *part = NULL, **next = calloc((size_t)n, sizeof *next);
     client_file *cf = calloc((size_t)n, sizeof *cf);
-    fvm_vm *vm = NULL;
     s = updates && next && cf ? FVM_OK : nomem(d);
     /* the block's clients in index order (the round's order), each from its state */
     for (int64_t k = 0, lo = block * FVM_AGG_BLOCK; k < n && !s; k++) {
@@ -641,18 +494,14 @@ fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients,
         while (states && clients[j] != c)
             j++;
         if (!(s = state_open(dev, c, states ? states[j] : NULL, true, &cf[k], d)))
-            s = client_update(dev, c, cf[k].state, &updates->items[k], &next[k], d);
+            s = fvm_xdev_client_update(&dev->cr, c, cf[k].state, &updates->items[k], &next[k], d);
     }
     if (!s)
-        s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
-    if (!s)
-        s = fvm_vm_set_clients(vm, n, d);
-    if (!s)
-        s = fvm_vm_call(vm, pl->partial, &updates, &part, d);
+        s = fvm_xdev_partial(&pl->ph, updates, &part, d);
     char round[32], b[32], *list = s ? NULL : xdev_ints_text(dev->selected + block * FVM_AGG_BLOCK, n);
     if (!s && !list)
         s = nomem(d);
-    snprintf(round, sizeof round, "%lld", (long long)dev->round);
+    snprintf(round, sizeof round, "%lld", (long long)dev->cr.round);
     snprintf(b, sizeof b, "%lld", (long long)block);
     const char *meta[] = {XDEV_KIND, "partial",  XDEV_PLAN, pl->id,       XDEV_ROUND,
                           round,     XDEV_BLOCK, b,         XDEV_CLIENTS, list};
@@ -660,7 +509,7 @@ fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients,
     for (int64_t k = 0; states && k < n && !s; k++)
         s = state_stage(dev, dev->selected[block * FVM_AGG_BLOCK + k], &cf[k], next[k], d);
     if (!s)
-        s = fvm_safetensors_save(out, part, pl->partial_type, 5, meta, d);
+        s = fvm_safetensors_save(out, part, pl->ph.partial_type, 5, meta, d);
     for (int64_t k = 0; s && cf && k < n; k++)
         state_drop(&cf[k]);
     for (int64_t k = 0; states && k < n && !s; k++)
@@ -672,7 +521,6 @@ fvm_status fvm_xdev_device_partial(fvm_xdev_device *dev, const int64_t *clients,
     free(list);
     fvm_value_release(part);
     fvm_value_release(updates);
-    fvm_vm_free(vm);
     return s;
 }
 
@@ -680,15 +528,15 @@ void fvm_xdev_device_close(fvm_xdev_device *dev)
 {
     if (!dev)
         return;
-    for (int i = 0; dev->data && i < dev->plan->ninputs; i++)
+    for (int i = 0; dev->data && i < dev->plan->ph.ninputs; i++)
         fvm_value_release(dev->data[i]);
     free(dev->data);
     fvm_dataset_close(dev->ids);
     for (int k = 0; k < dev->nfiles; k++)
         free(dev->files[k]);
     free(dev->files);
-    fvm_value_release(dev->broadcast);
-    fvm_vm_free(dev->vm);
+    fvm_value_release(dev->cr.broadcast);
+    fvm_vm_free(dev->cr.vm);
     free(dev->selected);
     free(dev);
 }

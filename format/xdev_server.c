@@ -1,4 +1,4 @@
-/* xdev_server.c - 'fedvm server': a cross-device plan's server phase, the initial state, a round's broadcast and its aggregation (see vm/runtime/xdev.h). */
+/* xdev_server.c - 'fedvm server': a cross-device plan's server phase, the initial state, a round's broadcast and its aggregation, their files read and written (see xdev_run.h; what the round computes: vm/runtime/xdev_phases.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -11,14 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../exec/aggregate.h"
-#include "privacy.h"
-#include "rounds.h"
-#include "sample.h"
-#include "xdev.h"
-#include "../../format/file.h"
-#include "../../format/metrics.h"
-#include "../../format/xdev_impl.h"
+#include "../vm/exec/aggregate.h"
+#include "../vm/runtime/xdev_phases.h"
+#include "file.h"
+#include "metrics.h"
+#include "xdev_impl.h"
+#include "xdev_run.h"
 
 static fvm_status nomem(fvm_diag *d)
 {
@@ -35,11 +33,11 @@ static fvm_status stage_state(const fvm_xdev_plan *pl, const char *out, const fv
     char r[32], s[32];
     snprintf(r, sizeof r, "%lld", (long long)round);
     snprintf(s, sizeof s, "%" PRIu64, seed);
-    const char *type = fvm_type_str(&pl->server->arena, pl->state, false);
+    const char *type = fvm_type_str(&pl->ph.server->arena, pl->ph.state, false);
     if (!type)
         return nomem(d);
     const char *meta[] = {XDEV_KIND, "state", XDEV_PLAN, pl->id, XDEV_ROUND, r, XDEV_SEED, s, XDEV_STATE_TYPE, type};
-    return fvm_safetensors_stage(out, state, pl->state, 5, meta, w, d);
+    return fvm_safetensors_stage(out, state, pl->ph.state, 5, meta, w, d);
 }
 
 static fvm_status save_state(const fvm_xdev_plan *pl, const char *out, const fvm_value *state, int64_t round,
@@ -62,44 +60,25 @@ static fvm_status load_state(const fvm_xdev_plan *pl, const char *path, fvm_valu
     if (s == FVM_OK)
         s = xdev_meta_seed(f, path, seed, d);
     if (s == FVM_OK)
-        s = fvm_safetensors_value(f, pl->state, state, d);
+        s = fvm_safetensors_value(f, pl->ph.state, state, d);
     fvm_safetensors_free(f);
     return s;
-}
-
-/* The server inputs' values for a round: the state, the round key and the
- * number of clients in the data (population). */
-static fvm_status server_args(const fvm_xdev_plan *pl, fvm_value *state, const uint32_t key[2], int64_t population,
-                              fvm_value **args, fvm_diag *d)
-{
-    for (int i = 0; i < pl->nserver; i++) {
-        if (pl->server_inputs[i] == XDEV_STATE)
-            args[i] = fvm_value_retain(state);
-        else if (pl->server_inputs[i] == XDEV_NUM_CLIENTS ? fvm_i64_value(population, &args[i], d)
-                                                          : fvm_key_value(key, &args[i], d))
-            return FVM_ERR_NOMEM;
-    }
-    return FVM_OK;
 }
 
 fvm_status fvm_xdev_server_init(const fvm_xdev_plan *pl, uint64_t seed, const char *init_weights, const char *out,
                                 int *replaced, fvm_diag *d)
 {
     *replaced = 0;
-    fvm_vm *vm = NULL;
     fvm_value *state = NULL;
     const char *in[] = {pl->path, init_weights}, *role[] = {"the plan", "the initial weights (--init)"};
     fvm_status s = fvm_file_not_input(out, "the state's file (--out)", 2, in, role, d);
     if (s == FVM_OK)
-        s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
-    if (s == FVM_OK)
-        s = fvm_rounds_initialize(vm, pl->initialize, seed, &state, d);
+        s = fvm_xdev_initialize(&pl->ph, seed, &state, d);
     if (s == FVM_OK && init_weights)
-        s = fvm_safetensors_overlay_file(init_weights, pl->state, &state, replaced, d);
+        s = fvm_safetensors_overlay_file(init_weights, pl->ph.state, &state, replaced, d);
     if (s == FVM_OK)
         s = save_state(pl, out, state, 0, seed, d);
     fvm_value_release(state);
-    fvm_vm_free(vm);
     return s;
 }
 
@@ -114,33 +93,19 @@ fvm_status fvm_xdev_server_prepare(const fvm_xdev_plan *pl, const char *state_pa
     if (population < 1 || per_round < 1 || per_round > population)
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "cannot select %lld of %lld clients", (long long)per_round,
                             (long long)population);
-    fvm_vm *vm = NULL;
-    fvm_value *state = NULL, *bc = NULL, **args = calloc((size_t)pl->nserver + 1, sizeof *args);
+    fvm_value *state = NULL, *bc = NULL;
     int64_t *picked = malloc((size_t)per_round * sizeof *picked);
     uint64_t seed = 0;
     uint32_t key[2];
     char *list = NULL;
     const char *in[] = {pl->path, state_path}, *role[] = {"the plan", "the state (--state)"};
-    fvm_status s = args && picked ? FVM_OK : nomem(d);
+    fvm_status s = picked ? FVM_OK : nomem(d);
     if (s == FVM_OK)
         s = fvm_file_not_input(out, "the broadcast's file (--out)", 2, in, role, d);
     if (s == FVM_OK)
         s = load_state(pl, state_path, &state, round, &seed, d);
-    if (s == FVM_OK) {
-        ++*round;
-        fvm_round_key(seed, *round, key);
-        if (per_round == population)
-            for (int64_t j = 0; j < per_round; j++)
-                picked[j] = j;
-        else
-            s = fvm_sample_clients(seed, *round, population, per_round, picked, d);
-    }
     if (s == FVM_OK)
-        s = server_args(pl, state, key, population, args, d);
-    if (s == FVM_OK)
-        s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
-    if (s == FVM_OK)
-        s = fvm_vm_call(vm, pl->prepare, args, &bc, d);
+        s = fvm_xdev_prepare(&pl->ph, state, seed, ++*round, population, per_round, picked, key, &bc, d);
     if (s == FVM_OK && !(list = xdev_ints_text(picked, per_round)))
         s = nomem(d);
     if (s == FVM_OK) {
@@ -151,13 +116,11 @@ fvm_status fvm_xdev_server_prepare(const fvm_xdev_plan *pl, const char *state_pa
         snprintf(pop, sizeof pop, "%lld", (long long)population);
         const char *meta[] = {XDEV_KIND, "broadcast", XDEV_PLAN,       pl->id, XDEV_ROUND,   r,   XDEV_SEED, sd,
                               XDEV_KEY,  k,           XDEV_POPULATION, pop,    XDEV_CLIENTS, list};
-        s = fvm_safetensors_save(out, bc, pl->prepare->result_type, 7, meta, d);
+        s = fvm_safetensors_save(out, bc, pl->ph.prepare->result_type, 7, meta, d);
     }
     free(list);
     fvm_value_release(bc);
     fvm_value_release(state);
-    fvm_values_free(args, pl->nserver);
-    fvm_vm_free(vm);
     if (s) {
         free(picked);
         return s;
@@ -282,7 +245,7 @@ static fvm_status update_fits(const fvm_xdev_plan *pl, const char *path, const f
     fvm_value *v = NULL;
     int64_t r = 0, c = 0;
     fvm_loc loc = {.file = path};
-    const fvm_type *type = pl->aggregate->param_types[0]->u.fed.member;
+    const fvm_type *type = pl->ph.aggregate->param_types[0]->u.fed.member;
     fvm_status s = xdev_meta_int(f, path, XDEV_ROUND, 1, INT64_MAX, &r, d);
     if (s == FVM_OK)
         s = xdev_meta_int(f, path, XDEV_CLIENT, 0, INT64_MAX, &c, d);
@@ -328,7 +291,7 @@ fvm_status fvm_xdev_update_parse(const fvm_xdev_plan *pl, const char *name, cons
                                  int64_t round, const int64_t *clients, int64_t n, int64_t *client, fvm_diag *d)
 {
     *client = -1;
-    if (!pl->server)
+    if (!pl->ph.server)
         return fvm_diag_add(d, FVM_ERR_USAGE, NULL, "checking an update needs the plan's server phase loaded");
     fvm_safetensors *f = NULL;
     fvm_status s = fvm_safetensors_parse(name, bytes, len, &f, d);
@@ -347,7 +310,7 @@ static fvm_status read_updates(const fvm_xdev_plan *pl, const char *dir, int64_t
 {
     char **files = NULL;
     int64_t nfiles = 0;
-    const fvm_type *w = pl->aggregate->param_types[0]->u.fed.member;
+    const fvm_type *w = pl->ph.aggregate->param_types[0]->u.fed.member;
     fvm_status s = list_dir(dir, &files, &nfiles, d), first = FVM_OK;
     if (s)
         return s;
@@ -439,7 +402,7 @@ static fvm_status check_partial(const fvm_xdev_plan *pl, char *path, int64_t rou
         s = fvm_diag_add(d, FVM_ERR_USAGE, &loc, "a second partial of block %lld (the first is %s)", (long long)b,
                          at[b]);
     if (s == FVM_OK)
-        s = fvm_safetensors_value(f, pl->partial_type, &v, d);
+        s = fvm_safetensors_value(f, pl->ph.partial_type, &v, d);
     free(cl);
     fvm_safetensors_free(f);
     if (s == FVM_OK) {
@@ -549,50 +512,30 @@ static fvm_status out_not_input(const fvm_xdev_plan *pl, const char *state, cons
     return s;
 }
 
-/* The end of round r: result(state, key?, report, secure) with agg =
- * <report, secure>, the new state written to out, the metrics in res. */
-static fvm_status finish_round(const fvm_xdev_plan *pl, fvm_vm *vm, fvm_value *state, uint64_t seed, int64_t r,
-                               fvm_value *agg, const char *out, fvm_xdev_result *res, fvm_diag *d)
+/* The end of round r, computed (out): the new state written to out and
+ * synced, its metrics and privacy figures in res. */
+static fvm_status finish_round(const fvm_xdev_plan *pl, const fvm_xdev_server_round *sr, fvm_xdev_outcome *oc,
+                               const char *out, fvm_xdev_result *res, fvm_diag *d)
 {
-    fvm_value *next = NULL, **args = calloc((size_t)pl->nserver + 2, sizeof *args);
-    uint32_t key[2];
-    fvm_status s = args ? FVM_OK : nomem(d);
+    fvm_status s = stage_state(pl, out, oc->state, sr->round, sr->seed, &res->state, d);
     if (s == FVM_OK) {
-        fvm_round_key(seed, r, key);
-        s = server_args(pl, state, key, res->population, args, d);
+        res->round = sr->round;
+        res->metrics = oc->metrics;
+        oc->metrics = NULL;
+        res->dp = oc->dp;
+        res->epsilon = oc->epsilon;
+        res->delta = oc->delta;
     }
-    if (s == FVM_OK) {
-        args[pl->nserver] = fvm_value_retain(agg->items[0]);
-        args[pl->nserver + 1] = fvm_value_retain(agg->items[1]);
-        fvm_vm_forget_clients(vm);
-        s = fvm_vm_call(vm, pl->result, args, &next, d);
-    }
-    if (s == FVM_OK)
-        s = stage_state(pl, out, next->items[0], r, seed, &res->state, d);
-    if (s == FVM_OK) {
-        res->round = r;
-        res->metrics = fvm_value_retain(next->items[1]);
-    }
-    /* (epsilon, delta) as a session reports them: r rounds of the Poisson-subsampled Gaussian
-       mechanism with q = clients / population (1 when the round takes them all) */
-    const fvm_module *m = pl->server->root;
-    if (s == FVM_OK && m->privacy) {
-        double q = res->nclients < res->population ? (double)res->nclients / (double)res->population : 1.0;
-        res->dp = true;
-        res->delta = m->privacy_delta;
-        s = fvm_privacy_epsilon(q, m->privacy_z, r, res->delta, &res->epsilon, NULL, d);
-    }
-    fvm_value_release(next);
-    fvm_values_free(args, pl->nserver + 2);
+    fvm_xdev_outcome_clear(oc);
     return s;
 }
 
 fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *pl, const char *state_path, const char *broadcast,
                                      const char *dir, const char *out, fvm_xdev_result *res, fvm_diag *d)
 {
-    *res = (fvm_xdev_result){.metrics_type = pl->metrics};
-    fvm_value *state = NULL, *work = NULL, *agg = NULL;
-    fvm_vm *vm = NULL;
+    *res = (fvm_xdev_result){.metrics_type = pl->ph.metrics};
+    fvm_value *state = NULL, *work = NULL;
+    fvm_xdev_outcome oc = {0};
     int64_t r = 0;
     uint64_t seed = 0;
     fvm_status s = out_not_input(pl, state_path, broadcast, dir, out, "updates", d);
@@ -600,45 +543,24 @@ fvm_status fvm_xdev_server_aggregate(const fvm_xdev_plan *pl, const char *state_
         s = open_round(pl, state_path, broadcast, &state, &seed, &r, res, d);
     if (s == FVM_OK)
         s = read_updates(pl, dir, r, res->clients, res->nclients, &work, d);
+    fvm_xdev_server_round sr = {state, seed, r, res->population, res->nclients};
     if (s == FVM_OK)
-        s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
+        s = fvm_xdev_aggregate(&pl->ph, &sr, work, &oc, d);
     if (s == FVM_OK)
-        s = fvm_vm_set_clients(vm, res->nclients, d);
-    if (s == FVM_OK)
-        s = fvm_vm_call(vm, pl->aggregate, &work, &agg, d);
-    if (s == FVM_OK)
-        s = finish_round(pl, vm, state, seed, r, agg, out, res, d);
-    fvm_value_release(agg);
+        s = finish_round(pl, &sr, &oc, out, res, d);
     fvm_value_release(work);
     fvm_value_release(state);
-    fvm_vm_free(vm);
     if (s)
         fvm_xdev_result_clear(res);
     return s;
 }
 
-/* Merges two accumulators with the plan's merge function: the reduction
- * tree's merge stage (vm/exec/aggregate.h) over block partials, run through the
- * VM like every other call, so it needs no execution context of its own. */
-typedef struct merger {
-    fvm_vm *vm;
-    const fvm_func *merge;
-    fvm_diag *d;
-} merger;
-
-static fvm_status merge_two(fvm_ctx *x, void *u, fvm_value *a, fvm_value *b, fvm_value **out)
-{
-    const merger *m = u;
-    fvm_value *args[2] = {a, b};
-    return fvm_vm_call(m->vm, m->merge, args, out, m->d);
-}
-
 fvm_status fvm_xdev_server_merge(const fvm_xdev_plan *pl, const char *state_path, const char *broadcast,
                                  const char *dir, const char *out, fvm_xdev_result *res, fvm_diag *d)
 {
-    *res = (fvm_xdev_result){.metrics_type = pl->metrics};
-    fvm_value *state = NULL, **parts = NULL, *acc = NULL, *partials = NULL, *agg = NULL;
-    fvm_vm *vm = NULL;
+    *res = (fvm_xdev_result){.metrics_type = pl->ph.metrics};
+    fvm_value *state = NULL, **parts = NULL;
+    fvm_xdev_outcome oc = {0};
     int64_t r = 0, nblocks = 0;
     uint64_t seed = 0;
     fvm_status s = out_not_input(pl, state_path, broadcast, dir, out, "partials", d);
@@ -648,41 +570,13 @@ fvm_status fvm_xdev_server_merge(const fvm_xdev_plan *pl, const char *state_path
         nblocks = (res->nclients + FVM_AGG_BLOCK - 1) / FVM_AGG_BLOCK;
         s = read_partials(pl, dir, r, res->clients, res->nclients, &parts, d);
     }
+    fvm_xdev_server_round sr = {state, seed, r, res->population, res->nclients};
     if (s == FVM_OK)
-        s = fvm_vm_new(pl->server, &(fvm_vm_config){.nclients = -1}, &vm, d);
-    /* the accumulators merged pairwise in block order, as the aggregation's tree merges its blocks */
-    if (s == FVM_OK && !(partials = fvm_value_list(FVM_V_CLIENTS, nblocks)))
-        s = nomem(d);
-    if (s == FVM_OK) {
-        merger m = {vm, pl->merge, d};
-        fvm_reducer red = {.merge = merge_two, .u = &m};
-        fvm_tree_merger tree;
-        fvm_tree_merger_init(&tree, &red);
-        for (int64_t b = 0; b < nblocks; b++) {
-            partials->items[b] = fvm_value_retain(parts[b]);
-            if (s == FVM_OK)
-                s = fvm_tree_push(NULL, &tree, fvm_value_retain(parts[b]->items[0]));
-        }
-        if (s == FVM_OK)
-            s = fvm_tree_finish(NULL, &tree, &acc);
-        else
-            fvm_tree_merger_clear(&tree);
-    }
-    /* report, and the secure sums of the blocks' secure sums */
+        s = fvm_xdev_merge(&pl->ph, &sr, parts, nblocks, &oc, d);
     if (s == FVM_OK)
-        s = fvm_vm_set_clients(vm, nblocks, d);
-    if (s == FVM_OK) {
-        fvm_value *args[2] = {acc, partials};
-        s = fvm_vm_call(vm, pl->combine, args, &agg, d);
-    }
-    if (s == FVM_OK)
-        s = finish_round(pl, vm, state, seed, r, agg, out, res, d);
-    fvm_value_release(agg);
-    fvm_value_release(acc);
-    fvm_value_release(partials);
+        s = finish_round(pl, &sr, &oc, out, res, d);
     fvm_values_free(parts, (int)nblocks);
     fvm_value_release(state);
-    fvm_vm_free(vm);
     if (s)
         fvm_xdev_result_clear(res);
     return s;

@@ -1,14 +1,14 @@
-/* xdev.h - the two sides of a cross-device plan at run time: the device runs the client phase on its data, the server the initial state, a round's broadcast and its aggregation (the plan and its files: format/xdev.h, format/PLANS.md). */
-#ifndef FVM_RUNTIME_XDEV_H
-#define FVM_RUNTIME_XDEV_H
+/* xdev_run.h - the two sides of a cross-device plan at run time: the device runs the client phase on its data, the server the initial state, a round's broadcast and its aggregation, each reading and writing the round's files (the plan and its files: xdev.h, format/PLANS.md; what a round computes: vm/runtime/xdev_phases.h). */
+#ifndef FVM_XDEV_RUN_H
+#define FVM_XDEV_RUN_H
 
 #include <stdint.h>
 
-#include "../../format/atomic.h"
-#include "../../format/metrics.h"
-#include "../../format/xdev.h"
-#include "../ir/types.h"
-#include "../ir/value.h"
+#include "../vm/ir/types.h"
+#include "../vm/ir/value.h"
+#include "atomic.h"
+#include "metrics.h"
+#include "xdev.h"
 
 /* ---- the device: the client phase ------------------------------------------- */
 
