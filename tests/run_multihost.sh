@@ -10,7 +10,7 @@
 #      Copies swapped between the hosts: every rank stops with the error naming a missing client.
 #   2. A rank killed with SIGKILL on the second host in the middle of a round: the job stops within
 #      a bounded time with mpirun naming the lost rank and fedvm's rank 0 too (once, with its
-#      host: rank 0 was waiting for it when mpirun's SIGTERM came; then the round that did not
+#      host: the kill comes once rank 0 waits for it, so rank 0 is waiting when mpirun's SIGTERM comes; then the round that did not
 #      finish), no fedvm process is left on any host, only
 #      whole checkpoints are left; --resume on 3 other hosts (1 rank each, their own copies) ends
 #      with seq's final checkpoint and metrics, bit for bit.
@@ -167,18 +167,32 @@ mv "$T/h0/data/train.sqlite" "$T/swap" && mv "$T/h1/data/train.sqlite" "$T/h0/da
 on 0 timeout 120 $MPIRUN -np 4 "$BIN" run $RUN --data train=$LOCAL/data/train.sqlite --backend mpi \
     --metrics "$T/k.jsonl" --checkpoint-dir "$T/k.ck" >"$T/k.out" 2>"$T/k.err" &
 job=$!
+# rank_pid HOST RANK: the pid of the fedvm of that MPI rank on host HOST (0, 1), or nothing
+rank_pid() {
+    local pid
+    for pid in $(ip netns pids "${P}h$1"); do
+        [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = fedvm ] &&
+            tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$pid"
+    done
+}
 victim=""
 while kill -0 "$job" 2>/dev/null; do
-    if [ -z "$victim" ]; then
-        for pid in $(ip netns pids "${P}h1"); do
-            [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = fedvm ] &&
-                tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=3 && victim=$pid
-        done
-    fi
+    [ -z "$victim" ] && victim=$(rank_pid 1 3)
     [ -n "$victim" ] && [ -e "$T/k.ck/round-000001.safetensors" ] && kill -STOP "$victim" && break
     sleep 0.02
 done
 check "rank 3 found running on host 1 after round 1" -- test -n "$victim"
+# what is checked below is rank 0 waiting for rank 3: on a loaded machine rank 0 may still be
+# computing its own clients, so wait (at most 60 s) until it is in its poll's sleep, seen
+# three times in a row (its main thread's wchan), before the kill
+rank0=$(rank_pid 0 0)
+asleep=0
+for _ in $(seq 1200); do
+    case $(cat "/proc/$rank0/wchan" 2>/dev/null) in *nanosleep*) asleep=$((asleep + 1)) ;; *) asleep=0 ;; esac
+    [ $asleep -ge 3 ] && break
+    sleep 0.05
+done
+check "rank 0 found waiting for the others on host 0" -- test -n "$rank0" -a $asleep -ge 3
 ls "$T/k.ck" >"$T/k.before"
 t0=$(date +%s%N)
 kill -9 "$victim"
