@@ -10,8 +10,8 @@
 #      Copies swapped between the hosts: every rank stops with the error naming a missing client.
 #   2. A rank killed with SIGKILL on the second host in the middle of a round: the job stops within
 #      a bounded time with mpirun naming the lost rank and fedvm's rank 0 too (once, with its
-#      host: the kill comes once rank 0 waits for it, so rank 0 is waiting when mpirun's SIGTERM comes; then the round that did not
-#      finish), no fedvm process is left on any host, only
+#      host: the kill comes once rank 0 waits for it, so rank 0 is waiting when mpirun's SIGTERM
+#      comes; then the round that did not finish), no fedvm process is left on any host, only
 #      whole checkpoints are left; --resume on 3 other hosts (1 rank each, their own copies) ends
 #      with seq's final checkpoint and metrics, bit for bit.
 # Needs root (network namespaces), iproute2's ip and Open MPI; otherwise it says why it is
