@@ -34,3 +34,17 @@ def round_lines(path):
                 d.pop(k, None)
             out.append(d)
     return out
+
+
+def epoch_orders(n, key, epochs):
+    """fedvm's order of n examples in each epoch of a client's SGD (sequence_shuffle with
+    random_fold_in(key, epoch), as the programs' epoch functions shuffle), computed by fedvm
+    in-process: a list of index arrays, one per epoch."""
+    import numpy as np
+    import fedvm as fv
+
+    @fv.function
+    def order(idx: fv.Seq[fv.i32], key: fv.u32[2], i: fv.i32):
+        return fv.sequence_shuffle(idx, fv.random_fold_in(key, i))
+
+    return [np.array(order(np.arange(n, dtype=np.int32), key, np.int32(e))) for e in range(epochs)]

@@ -216,11 +216,7 @@ def test_fedavg_2nn_metrics_from_the_training_pass():
     labels = rng.integers(0, 10, size=n).astype(np.int32)
     key = np.array([3, 5], np.uint32)
 
-    @fv.function
-    def order(idx: fv.Seq[fv.i32], key: fv.u32[2], i: fv.i32):
-        return fv.sequence_shuffle(idx, fv.random_fold_in(key, i))
-
-    orders = [np.array(order(np.arange(n, dtype=np.int32), key, np.int32(e))) for e in range(2)]
+    orders = conftest.epoch_orders(n, key, 2)
     assert sorted(orders[0]) == list(range(n)) and list(orders[0]) != list(orders[1])
     out = p.client_update(model, {"pixels": pixels, "label": labels}, key)
     loss_sum, correct, seen, trained = _numpy_client_totals(model, pixels, labels, orders, 2, 10, 0.05)

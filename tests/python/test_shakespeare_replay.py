@@ -17,7 +17,7 @@ import os
 
 import numpy as np
 
-import conftest  # noqa: F401  the package from this checkout
+import conftest  # the package from this checkout; epoch_orders
 import fedvm as fv
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -252,11 +252,7 @@ def test_fedavg_shakespeare_client_update_replayed_in_numpy():
     xs, ys = _client_data(np.random.default_rng(5), n)
     key = np.array([3, 5], np.uint32)
 
-    @fv.function
-    def order(idx: fv.Seq[fv.i32], key: fv.u32[2], i: fv.i32):
-        return fv.sequence_shuffle(idx, fv.random_fold_in(key, i))
-
-    orders = [np.array(order(np.arange(n, dtype=np.int32), key, np.int32(e))) for e in range(2)]
+    orders = conftest.epoch_orders(n, key, 2)
     assert sorted(orders[0]) == list(range(n)) and list(orders[0]) != list(orders[1])
     first = orders[0][:batch]
     assert _directional_check(_params(model), xs[first], ys[first], np.random.default_rng(1)) <= 1e-6
