@@ -1,4 +1,4 @@
-/* test_f32math.c - exp, sigmoid and tanh of vm/kernels/f32math.h: error bounds, special values, the same bits in every vector width.
+/* test_f32math.c - exp, sigmoid and tanh of vm/kernels/f32math.h: error bounds, special values, the same bits in every vector width, and as the sigmoid and tanh ops of f32.
  *
  * build/tests/test_f32math checks the error bounds on every 257th f32 bit
  * pattern (about 17 million inputs, a few seconds); with --exhaustive
@@ -15,7 +15,9 @@
 
 #include <cmocka.h>
 
+#include "../vm/fedvm.h"
 #include "../vm/kernels/f32math.h"
+#include "../vm/kernels/provider.h"
 
 static float from_bits(uint32_t u)
 {
@@ -305,6 +307,43 @@ static void test_same_bits_every_width(void **state)
     free(y);
 }
 
+/* The sigmoid and tanh ops of f32 are these functions: each provider's
+ * kernel (the cpu one's vectorised clones, the portable one's plain loop)
+ * gives the plain algorithm's bits on a stride through every f32 input. */
+static void test_ops_are_these(void **state)
+{
+    (void)state;
+    enum { N = 1 << 16 };
+    const char *names[] = {"cpu", "portable"};
+    const fvm_unary ops[] = {FVM_UN_SIGMOID, FVM_UN_TANH};
+    fvm_dims shape = {.rank = 1, .d = {N}};
+    fvm_tensor x = {0}, y = {0};
+    assert_int_equal(fvm_tensor_alloc(&x, FVM_DTYPE_F32, &shape, NULL), FVM_OK);
+    assert_int_equal(fvm_tensor_alloc(&y, FVM_DTYPE_F32, &shape, NULL), FVM_OK);
+    float *xs = fvm_tensor_data(&x), *ys = fvm_tensor_data(&y);
+    int64_t checked = 0;
+    for (uint64_t base = 0; base < ((uint64_t)1 << 32); base += (uint64_t)N * 4099) {
+        for (int i = 0; i < N; i++)
+            xs[i] = from_bits((uint32_t)(base + (uint64_t)i * 4099));
+        for (int p = 0; p < 2; p++) {
+            const fvm_kernels *k = fvm_kernels_lookup(names[p]);
+            assert_non_null(k);
+            for (int o = 0; o < 2; o++) {
+                assert_int_equal(k->unary(ops[o], &x, &y, NULL), FVM_OK);
+                for (int i = 0; i < N; i++) {
+                    float want = o == 0 ? plain_sigmoidf(xs[i]) : plain_tanhf(xs[i]);
+                    if (!(isnan(ys[i]) && isnan(want)))
+                        assert_int_equal(to_bits(ys[i]), to_bits(want));
+                }
+                checked += N;
+            }
+        }
+    }
+    print_message("the sigmoid and tanh ops of f32: %lld values, the same bits as f32math.h's\n", (long long)checked);
+    fvm_tensor_release(&x);
+    fvm_tensor_release(&y);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--exhaustive") == 0) {
@@ -325,6 +364,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_special_values),
         cmocka_unit_test(test_matches_plain_algorithm),
         cmocka_unit_test(test_same_bits_every_width),
+        cmocka_unit_test(test_ops_are_these),
         cmocka_unit_test(test_error_bounds_strided),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
