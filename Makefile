@@ -155,11 +155,11 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # libfedvm.so exports exactly their FVM_API functions). The others are internal.
 PUBLIC_H  := vm/fedvm.h vm/core/api.h vm/core/arena.h vm/core/doc.h vm/core/prng.h vm/core/status.h vm/core/suggest.h \
              vm/ir/check.h vm/ir/ir.h vm/ir/keys.h vm/ir/ops.h vm/ir/tensor.h vm/ir/types.h vm/ir/value.h \
-             vm/ir/ops.def vm/ir/attrs.def vm/kernels/providers.h vm/transform/passes.h vm/transform/plans.h \
+             vm/ir/ops.def vm/ir/attrs.def vm/kernels/providers.h vm/transform/passes.h vm/transform/plan.h \
              vm/exec/backend.h vm/exec/interp.h vm/runtime/partition.h vm/runtime/privacy.h vm/runtime/session.h vm/runtime/figures.h vm/runtime/named_text.h vm/runtime/sweep.h \
              vm/runtime/synthetic.h format/atomic.h format/bind.h format/checkpoint.h \
              format/data_bind.h format/dataset.h format/doc_io.h format/file.h format/idx.h format/ir_read.h \
-             format/ir_write.h format/metrics.h format/plan.h format/safetensors.h format/value_doc.h format/xdev.h format/xdev_run.h
+             format/ir_write.h format/metrics.h format/plans.h format/safetensors.h format/value_doc.h format/xdev.h format/xdev_run.h
 
 .PHONY: check-f32math-exhaustive test-noblas cross-deps test-arm64 test-s390x test-cross format format-check all deps bench-deps bench-blas test test-run demo-run test-beam fresh-root asan tsan fuzz fuzz-build fuzz-long fuzz-open bench bench-doc bench-cohort demo pydoc install uninstall clean
 

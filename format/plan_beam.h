@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "plan.h"
+#include "../vm/transform/plan.h"
 
 /* The pipeline that runs the cross-device plan 'plan' (n bytes of JSON,
  * fvm_plan_cross_device's), as JavaScript text in *out (malloc'd; the

@@ -11,7 +11,7 @@
 
 #include <stdio.h>
 
-#include "plan.h"
+#include "../vm/transform/plan.h"
 
 /* The fvm_plan_writer of format "dot": the dataflow of the function
  * fvm_plan_entry(p, o->fn) picks (o may be NULL) as DOT text in *out

@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "bind.h"
-#include "plan.h"
+#include "../vm/transform/plan.h"
 
 /* The plan format version this fedvm writes and reads. */
 #define FVM_XDEV_VERSION 2

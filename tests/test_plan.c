@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "../format/plan.h"
+#include "../vm/transform/plan.h"
 #include "../format/plan_beam.h"
 #include "../format/plan_dot.h"
 #include "../vm/fedvm.h"

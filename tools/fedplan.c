@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../format/plan.h"
+#include "../vm/transform/plan.h"
 #include "../vm/fedvm.h"
 #include "cli.h"
 

@@ -31,13 +31,13 @@
 #include "../format/ir_read.h"
 #include "../format/ir_write.h"
 #include "../format/metrics.h"
-#include "../format/plan.h"
+#include "../format/plans.h"
 #include "../format/safetensors.h"
 #include "../format/value_doc.h"
 #include "../format/xdev.h"
 /* the passes after checking, derivatives, plan formats */
 #include "transform/passes.h"
-#include "transform/plans.h"
+#include "transform/plan.h"
 /* running: the VM, backends, kernel providers */
 #include "exec/backend.h"
 #include "exec/interp.h"

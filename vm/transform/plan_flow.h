@@ -21,7 +21,7 @@
 
 #include "../ir/ir.h"
 #include "../core/doc.h"
-#include "../../format/plan.h"
+#include "plan.h"
 
 enum { FVM_STAGE_LOCAL, FVM_STAGE_SERVER, FVM_STAGE_CLIENTS, FVM_STAGE_AFTER };
 

@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 #include "../ir/ir.h"
-#include "../../format/plan.h"
+#include "plan.h"
 
 /* The fvm_plan_writers of the two forms, for the function
  * fvm_plan_entry(p, o->fn) picks (o may be NULL), which must be federated.

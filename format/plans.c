@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../format/plan_beam.h"
-#include "../../format/plan_dot.h"
-#include "plan_form.h"
+#include "plan_beam.h"
+#include "plan_dot.h"
+#include "../vm/transform/plan_form.h"
 
 /* beam: the cross-device plan, carried by the pipeline as data. A program
  * that keeps a state on each client has a plan, but no pipeline: Beam's

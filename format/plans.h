@@ -7,7 +7,7 @@
 #ifndef FVM_PLANS_H
 #define FVM_PLANS_H
 
-#include "../../format/plan.h"
+#include "../vm/transform/plan.h"
 
 /* Every format, in the order help texts list them; fvm_plan_nformats entries. */
 FVM_API extern const fvm_plan_format fvm_plan_formats[];

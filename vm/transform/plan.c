@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../vm/core/suggest.h"
-#include "../vm/core/doc.h"
+#include "../core/suggest.h"
+#include "../core/doc.h"
 #include "plan.h"
 
 /* Where the program's functions are written: its "functions" object. */

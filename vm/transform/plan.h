@@ -2,14 +2,14 @@
  *
  * What every writer shares: its options, its signature, and the choice of
  * the function a plan is made of. The formats are listed once, in
- * vm/transform/plans.c (they lower through the round forms). */
+ * format/plans.c. */
 #ifndef FVM_PLAN_H
 #define FVM_PLAN_H
 
 #include <stddef.h>
 
-#include "../vm/ir/ir.h"
-#include "../vm/core/status.h"
+#include "../ir/ir.h"
+#include "../core/status.h"
 
 /* What a plan is made of. All strings borrowed. */
 typedef struct fvm_plan_opts {
