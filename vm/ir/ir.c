@@ -62,9 +62,13 @@ void fvm_program_free(fvm_program *p)
     for (int i = 0; i < p->nmodules; i++)
         for (int j = 0; j < p->modules[i]->nhparams; j++)
             fvm_tensor_release(&p->modules[i]->hparams[j].value);
-    for (int i = 0; i < p->nfuncs; i++)
+    for (int i = 0; i < p->nfuncs; i++) {
         for (int j = 0; j < p->funcs[i]->ninstrs; j++)
             fvm_tensor_release(&p->funcs[i]->instrs[j].konst);
+        const fvm_func *g = p->funcs[i]->inlined;
+        for (int j = 0; g && j < g->ninstrs; j++)
+            fvm_tensor_release(&g->instrs[j].konst);
+    }
     fvm_arena_free(&p->arena);
     free(p);
 }

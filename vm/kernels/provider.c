@@ -21,6 +21,7 @@ static const fvm_kernels cpu = {
     .iota = fvm_k_iota,
     .fused = fvm_k_fused,
     .matmul = fvm_k_matmul,
+    .matmul_update = fvm_k_matmul_update,
     .reduce = fvm_k_reduce,
     .argmax = fvm_k_argmax,
     .cumsum = fvm_k_cumsum,

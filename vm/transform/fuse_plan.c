@@ -150,6 +150,60 @@ static fvm_fused *make_chain(planner *P, fvm_arena *a, int *chain, int n)
     return z;
 }
 
+static bool is_matrix(const fvm_type *t, int rank)
+{
+    return t->kind == FVM_T_TENSOR && t->u.tensor.dtype == FVM_DTYPE_F32 && t->u.tensor.dims.rank == rank;
+}
+
+static bool is_bin(const fvm_fstep *st, fvm_binary op)
+{
+    return st->kind == FVM_FS_BINARY && st->op == (int)op;
+}
+
+/* Chain z (planned, its instructions in chain_of) as an update base -
+ * scale * product of a matmul only it reads (fuse_plan.h): sets z->product
+ * and defers the matmul to the root, when the matmul's operands are still
+ * alive there. In arena a; false when out of memory. */
+static bool take_product(planner *P, fvm_arena *a, fvm_fusion *fu, fvm_fused *z)
+{
+    const fvm_func *f = P->f;
+    z->product = -1;
+    const fvm_fstep *m = &z->steps[0], *u = &z->steps[1];
+    if (z->nsteps != 2 || !is_bin(m, FVM_BIN_MUL) || !is_bin(u, FVM_BIN_SUB) || u->arg[0] < 0 || u->arg[1] != -1)
+        return true;
+    for (int side = 0; side < 2; side++) {
+        int pi = m->arg[side], si = m->arg[1 - side], p = pi >= 0 ? producer(P, z->in[pi]) : -1;
+        if (p < 0 || si < 0 || f->instrs[p].op != FVM_OP_MATMUL || P->uses[z->in[pi]] != 1)
+            continue;
+        const fvm_instr *mm = &f->instrs[p];
+        const fvm_type *base = f->instrs[z->root].arg_types[0], *scale = f->instrs[z->members[0]].arg_types[1 - side];
+        if (!is_matrix(mm->arg_types[0], 2) || !is_matrix(mm->arg_types[1], 2) || !is_matrix(mm->type, 2) ||
+            !is_matrix(scale, 0) || !is_matrix(base, 2))
+            continue;
+        bool alive = true;
+        for (int k = 0; k < mm->nargs; k++) {
+            int rel = P->released_at[mm->args[k]];
+            alive = alive && !(rel > p && rel < z->root && P->chain_of[rel] != z->root);
+        }
+        if (!alive)
+            continue;
+        int *rel = fvm_arena_array(a, (size_t)(z->nrelease + mm->nrelease) + 1, sizeof *rel);
+        if (!rel)
+            return false;
+        memcpy(rel, z->release, (size_t)z->nrelease * sizeof *rel);
+        memcpy(rel + z->nrelease, mm->release, (size_t)mm->nrelease * sizeof *rel);
+        z->release = rel;
+        z->nrelease += mm->nrelease;
+        z->product = p;
+        z->product_in = pi;
+        z->scale_in = si;
+        z->base_in = u->arg[0];
+        fu->deferred[p] = true;
+        return true;
+    }
+    return true;
+}
+
 fvm_fusion *fvm_fusion_plan(fvm_arena *a, const fvm_func *f)
 {
     if (f->phases || f->ninstrs < 2)
@@ -197,6 +251,8 @@ fvm_fusion *fvm_fusion_plan(fvm_arena *a, const fvm_func *f)
             P.chain_of[chain[c]] = r;
         for (int m = 0; m < z->nmembers; m++)
             fu->deferred[z->members[m]] = true;
+        if (!take_product(&P, a, fu, z))
+            return NULL;
         fu->chain_at[r] = z;
         any = true;
     }

@@ -10,7 +10,10 @@
  * instruction is pure, the values are those of running the instructions
  * one by one, bit for bit. The SGD step x - lr * g, a bias add and its ReLU,
  * a ReLU's mask applied to a cotangent and a cast and scaling of pixels are
- * such chains. The interpreter runs them (vm/exec/fuse.h). */
+ * such chains. The interpreter runs them (vm/exec/fuse.h). A chain that is
+ * an SGD update of a matrix takes the product it updates with, when only
+ * the chain reads it: the weight gradient's product and the step then make
+ * one pass (in a function whose derivatives are inlined: inline_grad.h). */
 #ifndef FVM_FUSE_PLAN_H
 #define FVM_FUSE_PLAN_H
 
@@ -28,6 +31,14 @@ typedef struct fvm_fused {
     fvm_fstep *steps; /* operands: inputs by their index in 'in' */
     int nrelease; /* slots whose last use is in the chain: released after the root */
     int *release;
+    /* The update base - scale * product, of a matmul only the chain reads
+     * (the chain is mul(scale, product), or mul(product, scale), then sub
+     * from base; f32 matrices and an f32 scalar, by their types): that
+     * matmul instruction, deferred to the root, which makes the product
+     * and its update together (fvm_k_matmul_update), and which of 'in'
+     * are the scale, the base and the product; product is -1 for every
+     * other chain. */
+    int product, scale_in, base_in, product_in;
 } fvm_fused;
 
 typedef struct fvm_fusion {

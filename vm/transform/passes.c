@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "fuse_plan.h"
+#include "inline_grad.h"
 #include "../ir/check.h"
 #include "autodiff.h"
 #include "phases.h"
@@ -225,7 +226,7 @@ static fvm_status derive_from(fvm_program *p, fvm_func *f, fvm_diag *d)
     return first;
 }
 
-/* Phase and fusion plans of functions from..p->nfuncs - 1. */
+/* Phase and fusion plans of functions from..p->nfuncs - 1, and the bodies with derivatives inlined. */
 static void plan(fvm_program *p, int from)
 {
     for (int k = from; k < p->nfuncs; k++) {
@@ -234,6 +235,7 @@ static void plan(fvm_program *p, int from)
             continue;
         f->phases = fvm_phases_plan(&p->arena, f);
         f->fusion = fvm_fusion_plan(&p->arena, f);
+        fvm_inline_grads(p, f);
     }
 }
 
