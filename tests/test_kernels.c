@@ -979,6 +979,16 @@ static void test_gemm_f32(void **state)
                         fail_msg("implementation %d, m=%lld k=%lld n=%lld ta=%d tb=%d: with the SGD epilogue, "
                                  "out[%lld] = %a, expected %a",
                                  isa, (long long)m, (long long)k, (long long)n, ta, tb, (long long)i, pe[i], pv[i]);
+                /* the accumulation epilogue: out = base + the product, the bits of add(base, product) */
+                assert_int_equal(fvm_k_fill(NAN, &e, NULL), FVM_OK);
+                fvm_gemm_f32_with((fvm_gemm_isa)isa, &s, pa, pb, pe, &(fvm_gemm_epilogue){.base = pw, .add = true});
+                for (int64_t i = 0; i < m * n; i++) {
+                    float sum = pw[i] + po[i];
+                    if (memcmp(&pe[i], &sum, sizeof *pe) != 0)
+                        fail_msg("implementation %d, m=%lld k=%lld n=%lld ta=%d tb=%d: with the accumulation "
+                                 "epilogue, out[%lld] = %a, expected %a",
+                                 isa, (long long)m, (long long)k, (long long)n, ta, tb, (long long)i, pe[i], sum);
+                }
                 rel(&w, &e, &want);
             }
             rel(&a, &b, &o);

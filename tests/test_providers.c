@@ -388,6 +388,59 @@ static void test_matmul(void **state)
             }
 }
 
+/* The product with its update, out = base - scale * (op(a) op(b)) or base
+ * + (op(a) op(b)): both providers against the product then the update
+ * computed here in f32, bit for bit (products of fedvm's own kernel, which
+ * makes the update in its tiles, and larger ones too). */
+static void test_matmul_update(void **state)
+{
+    (void)state;
+    static const int64_t mnk[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {784, 10, 200}, {3, 0, 4}, {512, 600, 500}};
+    const int64_t one = 1;
+    fvm_tensor scale = finite_rnd(FVM_DTYPE_F32, dims_of(0, &one));
+    for (size_t c = 0; c < sizeof mnk / sizeof *mnk; c++)
+        for (int shape = 0; shape < 8; shape++) {
+            bool ta = shape & 1, tb = shape & 2, add = shape & 4;
+            int64_t m = mnk[c][0], k = mnk[c][1], n = mnk[c][2];
+            int64_t ad[2] = {ta ? k : m, ta ? m : k}, bd[2] = {tb ? n : k, tb ? k : n}, od[2] = {m, n};
+            fvm_tensor a = finite_rnd(FVM_DTYPE_F32, dims_of(2, ad)), b = finite_rnd(FVM_DTYPE_F32, dims_of(2, bd));
+            fvm_tensor base = finite_rnd(FVM_DTYPE_F32, dims_of(2, od)), want = junk(FVM_DTYPE_F32, dims_of(2, od));
+            fvm_tensor oc = junk(FVM_DTYPE_F32, dims_of(2, od)), op_ = junk(FVM_DTYPE_F32, dims_of(2, od));
+            fvm_diag dc = {0}, dp = {0};
+            assert_int_equal(cpu->matmul(&a, &b, ta, tb, &want, &dc), FVM_OK);
+            float s = ((const float *)fvm_tensor_data(&scale))[0], *w = fvm_tensor_data(&want);
+            const float *bs = fvm_tensor_data(&base);
+            for (int64_t i = 0; i < m * n; i++) {
+                float t = s * w[i];
+                w[i] = add ? bs[i] + w[i] : bs[i] - t;
+            }
+            fvm_status sc = cpu->matmul_update(&a, &b, ta, tb, add ? NULL : &scale, &base, &oc, &dc);
+            fvm_status sp = port->matmul_update(&a, &b, ta, tb, add ? NULL : &scale, &base, &op_, &dp);
+            char what[80];
+            snprintf(what, sizeof what, "matmul_update %lldx%lldx%lld shape %d", (long long)m, (long long)k,
+                     (long long)n, shape);
+            if (m * k * n > ((int64_t)1 << 27)) { /* the CPU's product is BLAS's: its bits, within a bound */
+                assert_int_equal(sc, FVM_OK);
+                assert_int_equal(sp, FVM_OK);
+                if (!(rel_diff(&oc, &op_) <= 1e-5))
+                    fail_msg("%s: differs by %g of the largest element", what, rel_diff(&oc, &op_));
+            } else {
+                agree(what, sc, &dc, &oc, sp, &dp, &op_);
+            }
+            if (memcmp(fvm_tensor_data(&oc), w, (size_t)(m * n) * sizeof(float)))
+                fail_msg("%s: not the product then the update", what);
+            fvm_diag_clear(&dc);
+            fvm_diag_clear(&dp);
+            fvm_tensor_release(&a);
+            fvm_tensor_release(&b);
+            fvm_tensor_release(&base);
+            fvm_tensor_release(&want);
+            fvm_tensor_release(&oc);
+            fvm_tensor_release(&op_);
+        }
+    fvm_tensor_release(&scale);
+}
+
 /* Where both of a pair of float outputs are NaN, b gets a's NaN: which of
  * two NaNs an addition returns is the compiler's choice of operand order
  * (x86 returns the first operand's), so a NaN's sign and payload are not
@@ -516,7 +569,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup),           cmocka_unit_test(test_unary),  cmocka_unit_test(test_binary),
         cmocka_unit_test(test_select_cast_fill), cmocka_unit_test(test_fused),  cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_reduce),           cmocka_unit_test(test_conv2d),
+        cmocka_unit_test(test_matmul_update),    cmocka_unit_test(test_reduce), cmocka_unit_test(test_conv2d),
     };
     int failed = 0;
     cpu = fvm_kernels_cpu();

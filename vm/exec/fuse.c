@@ -96,18 +96,17 @@ static fvm_status run_lifted(fvm_ctx *x, const fvm_fused *c, fvm_value *const *v
 }
 
 /* The chain's update with its product (c->product), into the root's slot,
- * when the provider has the kernel and the values fit it (*done); else
- * nothing, and the instructions run one by one. */
+ * when the values fit the kernel (*done); else nothing, and the
+ * instructions run one by one. */
 static fvm_status run_update(fvm_ctx *x, const fvm_func *f, const fvm_fused *c, fvm_value **slots, bool *done)
 {
     const fvm_instr *mm = &f->instrs[c->product], *root = &f->instrs[c->root];
     const fvm_value *a = slots[mm->args[0]], *b = slots[mm->args[1]];
-    const fvm_value *scale = slots[c->in[c->scale_in]], *base = slots[c->in[c->base_in]];
+    const fvm_value *scale = c->scale_in >= 0 ? slots[c->in[c->scale_in]] : NULL, *base = slots[c->in[c->base_in]];
     *done = false;
-    if (!x->vm->kernels->matmul_update || a->kind != FVM_V_TENSOR || b->kind != FVM_V_TENSOR ||
-        scale->kind != FVM_V_TENSOR || base->kind != FVM_V_TENSOR || a->t.dtype != FVM_DTYPE_F32 ||
-        b->t.dtype != FVM_DTYPE_F32 || scale->t.dtype != FVM_DTYPE_F32 || base->t.dtype != FVM_DTYPE_F32 ||
-        fvm_tensor_count(&scale->t) != 1 || scale->t.shape.rank != 0)
+    if (a->kind != FVM_V_TENSOR || b->kind != FVM_V_TENSOR || base->kind != FVM_V_TENSOR ||
+        a->t.dtype != FVM_DTYPE_F32 || b->t.dtype != FVM_DTYPE_F32 || base->t.dtype != FVM_DTYPE_F32 ||
+        (scale && (scale->kind != FVM_V_TENSOR || scale->t.dtype != FVM_DTYPE_F32 || scale->t.shape.rank != 0)))
         return FVM_OK;
     fvm_dims shape;
     if (fvm_shape_matmul(&a->t.shape, &b->t.shape, mm->a.transpose_a, mm->a.transpose_b, &shape, NULL) ||
@@ -115,8 +114,8 @@ static fvm_status run_update(fvm_ctx *x, const fvm_func *f, const fvm_fused *c, 
         return FVM_OK; /* the instructions say what is wrong */
     fvm_value *o = NULL;
     fvm_status s = fvm_new_tensor(x, FVM_DTYPE_F32, &shape, &o);
-    if (s == FVM_OK && (s = x->vm->kernels->matmul_update(&a->t, &b->t, mm->a.transpose_a, mm->a.transpose_b, &scale->t,
-                                                          &base->t, &o->t, x->d))) {
+    if (s == FVM_OK && (s = x->vm->kernels->matmul_update(&a->t, &b->t, mm->a.transpose_a, mm->a.transpose_b,
+                                                          scale ? &scale->t : NULL, &base->t, &o->t, x->d))) {
         fvm_value_release(o);
         fvm_diag_place_last(x->d, &root->loc, fvm_op_table[root->op].name, s == FVM_ERR_TYPE ? FVM_ERR_RUNTIME : s);
         return s;

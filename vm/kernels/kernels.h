@@ -78,14 +78,15 @@ fvm_status fvm_k_cast(const fvm_tensor *x, fvm_tensor *out, fvm_diag *d);
  * loop). */
 fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, fvm_tensor *out, fvm_diag *d);
 
-/* An SGD update made with its product: out = base - scale * (op(a) op(b)),
- * for f32 matrices (a, b, base and out of rank 2, base and out of the
- * product's shape, not overlapping) and an f32 scalar scale. The bits are
- * those of fvm_k_matmul into a tensor p, then sub(base, mul(scale, p))
- * element by element in f32; fedvm's own kernel makes the update as it
- * stores each tile of the product (fvm_gemm_f32_then), the product is never
- * stored. Anything else is a type error (the interpreter then runs the
- * instructions one by one). */
+/* An update made with its product: out = base - scale * (op(a) op(b)),
+ * or with scale NULL out = base + (op(a) op(b)) (an accumulation), for f32
+ * matrices (a, b, base and out of rank 2, base and out of the product's
+ * shape, not overlapping) and an f32 scalar scale. The bits are those of
+ * fvm_k_matmul into a tensor p, then sub(base, mul(scale, p)) (add(base,
+ * p)) element by element in f32; fedvm's own kernel makes the update as it
+ * stores each tile of the product (fvm_gemm_f32_then), the product is
+ * never stored. Anything else is a type error (the interpreter then runs
+ * the instructions one by one). */
 fvm_status fvm_k_matmul_update(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *scale,
                                const fvm_tensor *base, fvm_tensor *out, fvm_diag *d);
 

@@ -21,8 +21,9 @@ typedef struct gemm_args {
     int64_t v_k, v_l;
     float *o; /* out(r, l) = o[r * o_r + l * o_l] */
     int64_t o_r, o_l;
-    const float *w; /* the epilogue's base, read as o is, or NULL: out = w - scale * (the sum) */
+    const float *w; /* the epilogue's base, read as o is, or NULL: out = w - scale * (the sum), or w + (the sum) */
     float scale;
+    bool add;
 } gemm_args;
 
 /* k is cut into blocks of GEMM_KB, so that a packed panel of V (when its
@@ -46,6 +47,7 @@ typedef struct gemm_args {
 #define GEMM_FMA(a, b, c) fmaf((a), (b), (c))
 #define GEMM_MUL(a, b) ((a) * (b))
 #define GEMM_SUB(a, b) ((a) - (b))
+#define GEMM_ADD(a, b) ((a) + (b))
 #define GEMM_MASK bool
 #define GEMM_MASKN(n) ((n) > 0)
 #define GEMM_LOADM(p, m) ((m) ? *(p) : 0.0f)
@@ -70,6 +72,7 @@ typedef struct gemm_args {
 #define GEMM_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #define GEMM_MUL(a, b) _mm256_mul_ps((a), (b))
 #define GEMM_SUB(a, b) _mm256_sub_ps((a), (b))
+#define GEMM_ADD(a, b) _mm256_add_ps((a), (b))
 #define GEMM_MASK __m256i
 #define GEMM_MASKN(n) _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
 #define GEMM_LOADM(p, m) _mm256_maskload_ps((p), (m))
@@ -90,6 +93,7 @@ typedef struct gemm_args {
 #define GEMM_FMA(a, b, c) _mm512_fmadd_ps((a), (b), (c))
 #define GEMM_MUL(a, b) _mm512_mul_ps((a), (b))
 #define GEMM_SUB(a, b) _mm512_sub_ps((a), (b))
+#define GEMM_ADD(a, b) _mm512_add_ps((a), (b))
 #define GEMM_MASK __mmask16
 #define GEMM_MASKN(n) ((__mmask16)((1u << (n)) - 1))
 #define GEMM_LOADM(p, m) _mm512_maskz_loadu_ps((m), (p))
@@ -122,7 +126,7 @@ bool fvm_gemm_f32_fits(const mm_shape *s)
 void fvm_gemm_f32_with(fvm_gemm_isa isa, const mm_shape *s, const float *a, const float *b, float *c,
                        const fvm_gemm_epilogue *ep)
 {
-    gemm_args g = {.k = s->k, .o = c, .w = ep ? ep->base : NULL, .scale = ep ? ep->scale : 0.0f};
+    gemm_args g = {.k = s->k, .o = c, .w = ep ? ep->base : NULL, .scale = ep ? ep->scale : 0.0f, .add = ep && ep->add};
     if (s->b_sj == 1) {
         g.rows = s->m, g.lanes = s->n;
         g.s = a, g.s_r = s->a_si, g.s_k = s->a_sk;

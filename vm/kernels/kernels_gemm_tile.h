@@ -9,7 +9,7 @@
  *   GEMM_ZERO(), GEMM_SET1(x), GEMM_LOAD(p), GEMM_STORE(p, v), GEMM_FMA(a, b, c)
  *                  all-zero, broadcast, unaligned load and store, and a*b+c
  *                  rounded once, lane by lane
- *   GEMM_MUL(a, b), GEMM_SUB(a, b)
+ *   GEMM_MUL(a, b), GEMM_SUB(a, b), GEMM_ADD(a, b)
  *                  a*b and a-b, each rounded once, lane by lane (the epilogue)
  *   GEMM_MASK, GEMM_MASKN(n), GEMM_LOADM(p, m), GEMM_STOREM(p, v, m)
  *                  a lane mask, the mask of the first n lanes (0 <= n <=
@@ -22,14 +22,14 @@
 /* o(r, l) = o[r * o_r + l] for rows [0, mr) and lanes [0, nv * GEMM_VW) of
  * one tile, over kn steps of k: acc starts at 0 (first) or at o, then
  * acc = fmaf(S(r,k), V(k,l), acc) for k in order; with the epilogue's base
- * w (the last block of k), w(r, l) - scale * acc is stored instead, w read
- * as o is. V's and o's rows are read
+ * w (the last block of k), w(r, l) - scale * acc (add: w(r, l) + acc) is
+ * stored instead, w read as o is. V's and o's rows are read
  * and written whole, or through the lane masks m when masked (lanes past
  * the matrix's edge are never touched). mr, nv and masked are constants
  * after inlining, so acc lives in registers. */
 static inline __attribute__((always_inline)) GEMM_ATTR void GEMM_NAME(tile)(
     const int mr, const int nv, const bool masked, const GEMM_MASK *m, int64_t kn, bool first, const float *s,
-    int64_t s_r, int64_t s_k, const float *v, int64_t v_k, float *o, int64_t o_r, const float *w, float scale)
+    int64_t s_r, int64_t s_k, const float *v, int64_t v_k, float *o, int64_t o_r, const float *w, float scale, bool add)
 {
     GEMM_VEC acc[GEMM_MR][GEMM_NV];
     GEMM_UNROLL for (int i = 0; i < mr; i++) GEMM_UNROLL for (int j = 0; j < nv; j++) acc[i][j] =
@@ -47,7 +47,10 @@ static inline __attribute__((always_inline)) GEMM_ATTR void GEMM_NAME(tile)(
             GEMM_UNROLL for (int j = 0; j < nv; j++) acc[i][j] = GEMM_FMA(si, vj[j], acc[i][j]);
         }
     }
-    if (w) {
+    if (w && add) {
+        GEMM_UNROLL for (int i = 0; i < mr; i++) GEMM_UNROLL for (int j = 0; j < nv; j++) acc[i][j] = GEMM_ADD(
+            masked ? GEMM_LOADM(w + i * o_r + j * GEMM_VW, m[j]) : GEMM_LOAD(w + i * o_r + j * GEMM_VW), acc[i][j]);
+    } else if (w) {
         GEMM_VEC sv = GEMM_SET1(scale);
         GEMM_UNROLL for (int i = 0; i < mr; i++) GEMM_UNROLL for (int j = 0; j < nv; j++) acc[i][j] =
             GEMM_SUB(masked ? GEMM_LOADM(w + i * o_r + j * GEMM_VW, m[j]) : GEMM_LOAD(w + i * o_r + j * GEMM_VW),
@@ -68,11 +71,12 @@ static inline __attribute__((always_inline)) GEMM_ATTR void GEMM_NAME(tile)(
 #define GEMM_CASE(n) \
     case n: \
         if (nl <= GEMM_VW) \
-            GEMM_NAME(tile)(n, 1, true, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r, wp, g->scale); \
+            GEMM_NAME(tile)(n, 1, true, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r, wp, g->scale, g->add); \
         else if (nl < GEMM_NR) \
-            GEMM_NAME(tile)(n, GEMM_NV, true, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r, wp, g->scale); \
-        else \
-            GEMM_NAME(tile)(n, GEMM_NV, false, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r, wp, g->scale); \
+            GEMM_NAME(tile) \
+        (n, GEMM_NV, true, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r, wp, g->scale, g->add); \
+        else GEMM_NAME(tile)(n, GEMM_NV, false, m, kn, k0 == 0, sp, g->s_r, g->s_k, vp, vk, o, o_r, wp, g->scale, \
+                             g->add); \
         break;
 
 /* The product of g, in tiles of GEMM_MR rows by GEMM_NR lanes (a panel of
@@ -160,7 +164,9 @@ GEMM_ATTR static void GEMM_NAME(gemm)(const gemm_args *g)
                         for (int l = 0; l < nl; l++) {
                             int64_t at = i * g->o_r + l * g->o_l;
                             float e = edge[i * GEMM_NR + l];
-                            if (wt) {
+                            if (wt && g->add) {
+                                e = wt[at] + e;
+                            } else if (wt) {
                                 float t = g->scale * e;
                                 e = wt[at] - t;
                             }
@@ -184,6 +190,7 @@ GEMM_ATTR static void GEMM_NAME(gemm)(const gemm_args *g)
 #undef GEMM_FMA
 #undef GEMM_MUL
 #undef GEMM_SUB
+#undef GEMM_ADD
 #undef GEMM_MASK
 #undef GEMM_MASKN
 #undef GEMM_LOADM

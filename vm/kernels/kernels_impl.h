@@ -172,6 +172,14 @@ void fvm_gemm_chain(size_t es, const mm_shape *s, const void *a, const void *b, 
 typedef void (*fvm_kernel_gemm_fn)(size_t es, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *a,
                                    int64_t lda, const void *b, int64_t ldb, bool accumulate, void *c, int64_t ldc,
                                    void *tmp);
+/* fvm_k_matmul_update's contract with the product made by a provider's
+ * matmul, then the update element by element (the portable provider's,
+ * and the CPU one's where its own kernel does not take the product). */
+typedef fvm_status (*fvm_kernel_matmul_fn)(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, fvm_tensor *out,
+                                           fvm_diag *d);
+fvm_status fvm_kernel_matmul_update(fvm_kernel_matmul_fn matmul, const fvm_tensor *a, const fvm_tensor *b, bool ta,
+                                    bool tb, const fvm_tensor *scale, const fvm_tensor *base, fvm_tensor *out,
+                                    fvm_diag *d);
 /* The conv2d kernels of kernels_nn.h with their products computed by gemm
  * (fvm_k_conv2d and its gradients are these with BLAS's; kernels_conv.c). */
 fvm_status fvm_kernel_conv2d(fvm_kernel_gemm_fn gemm, const fvm_tensor *x, const fvm_tensor *w, const fvm_window *win,
@@ -204,6 +212,7 @@ bool fvm_gemm_f32_fits(const mm_shape *s);
 typedef struct fvm_gemm_epilogue {
     float scale;
     const float *base;
+    bool add; /* instead: c = base + (op(a) op(b)), the bits of add(base, c) (scale unused) */
 } fvm_gemm_epilogue;
 /* With the fastest implementation the CPU has; ep may be NULL (c = the product). */
 void fvm_gemm_f32(const mm_shape *s, const float *a, const float *b, float *c);

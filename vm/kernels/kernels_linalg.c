@@ -167,32 +167,48 @@ fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool 
     return FVM_OK;
 }
 
-fvm_status fvm_k_matmul_update(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *scale,
-                               const fvm_tensor *base, fvm_tensor *out, fvm_diag *d)
+fvm_status fvm_kernel_matmul_update(fvm_kernel_matmul_fn matmul, const fvm_tensor *a, const fvm_tensor *b, bool ta,
+                                    bool tb, const fvm_tensor *scale, const fvm_tensor *base, fvm_tensor *out,
+                                    fvm_diag *d)
 {
-    if (a->dtype != FVM_DTYPE_F32 || b->dtype != FVM_DTYPE_F32 || scale->dtype != FVM_DTYPE_F32 ||
+    if (a->dtype != FVM_DTYPE_F32 || b->dtype != FVM_DTYPE_F32 || (scale && scale->dtype != FVM_DTYPE_F32) ||
         base->dtype != FVM_DTYPE_F32 || out->dtype != FVM_DTYPE_F32 || a->shape.rank != 2 || b->shape.rank != 2 ||
-        fvm_tensor_count(scale) != 1 || !fvm_dims_equal(&base->shape, &out->shape))
+        (scale && fvm_tensor_count(scale) != 1) || !fvm_dims_equal(&base->shape, &out->shape))
         return fvm_diag_add(d, FVM_ERR_TYPE, NULL,
-                            "matmul_update: f32 matrices, a scalar scale and a base of the "
-                            "product's shape are needed");
-    mm_shape s;
-    fvm_status st = fvm_kernel_matmul_shape(a, b, ta, tb, out, &s, d);
+                            "matmul_update: f32 matrices, a scalar scale and a base of the product's shape are needed");
+    fvm_status st = matmul(a, b, ta, tb, out, d);
     if (st)
         return st;
-    float sc = ((const float *)kernel_bytes(scale))[0];
+    float sc = scale ? ((const float *)kernel_bytes(scale))[0] : 0.0f;
     const float *w = (const float *)kernel_bytes(base);
     float *o = (float *)kernel_bytes(out);
-    if (s.k > 0 && fvm_tensor_count(out) > 0 && fvm_gemm_f32_fits(&s)) {
-        fvm_gemm_epilogue ep = {.scale = sc, .base = w};
-        fvm_gemm_f32_then(&s, (const float *)kernel_bytes(a), (const float *)kernel_bytes(b), o, &ep);
-        return FVM_OK;
-    }
-    if ((st = fvm_k_matmul(a, b, ta, tb, out, d)))
-        return st;
     for (int64_t i = 0, n = fvm_tensor_count(out); i < n; i++) {
+        if (!scale) {
+            o[i] = w[i] + o[i];
+            continue;
+        }
         float t = sc * o[i];
         o[i] = w[i] - t;
     }
+    return FVM_OK;
+}
+
+fvm_status fvm_k_matmul_update(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *scale,
+                               const fvm_tensor *base, fvm_tensor *out, fvm_diag *d)
+{
+    mm_shape s;
+    bool epilogue = a->dtype == FVM_DTYPE_F32 && b->dtype == FVM_DTYPE_F32 && a->shape.rank == 2 &&
+                    b->shape.rank == 2 && out->dtype == FVM_DTYPE_F32 && base->dtype == FVM_DTYPE_F32 &&
+                    (!scale || (scale->dtype == FVM_DTYPE_F32 && fvm_tensor_count(scale) == 1)) &&
+                    fvm_dims_equal(&base->shape, &out->shape) &&
+                    fvm_kernel_matmul_shape(a, b, ta, tb, out, &s, NULL) == FVM_OK && s.k > 0 &&
+                    fvm_tensor_count(out) > 0 && fvm_gemm_f32_fits(&s);
+    if (!epilogue)
+        return fvm_kernel_matmul_update(fvm_k_matmul, a, b, ta, tb, scale, base, out, d);
+    fvm_gemm_epilogue ep = {.scale = scale ? ((const float *)kernel_bytes(scale))[0] : 0.0f,
+                            .base = (const float *)kernel_bytes(base),
+                            .add = !scale};
+    fvm_gemm_f32_then(&s, (const float *)kernel_bytes(a), (const float *)kernel_bytes(b), (float *)kernel_bytes(out),
+                      &ep);
     return FVM_OK;
 }

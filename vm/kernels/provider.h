@@ -17,8 +17,7 @@
  * CPU one; where a result depends on BLAS, kernels.h and format/SPEC.md say
  * so). A provider's table may leave any kernel member NULL:
  * fvm_kernels_complete then puts the CPU provider's kernel there, which runs
- * on the same (host) buffers; except matmul_update, a fusion of kernels the
- * provider has (matmul, fused), which it only has if it says so. */
+ * on the same (host) buffers. */
 #ifndef FVM_PROVIDER_H
 #define FVM_PROVIDER_H
 
@@ -57,8 +56,6 @@ struct fvm_kernels {
 
     /* -- products and reductions -- */
     fvm_status (*matmul)(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, fvm_tensor *out, fvm_diag *d);
-    /* Optional, not taken from the CPU provider (NULL: the interpreter runs
-     * the product, then the update as a fused chain: the same bits). */
     fvm_status (*matmul_update)(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *scale,
                                 const fvm_tensor *base, fvm_tensor *out, fvm_diag *d);
     fvm_status (*reduce)(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, fvm_tensor *out, fvm_diag *d);
@@ -119,7 +116,7 @@ const fvm_kernels *fvm_kernels_cpu(void);
 const fvm_kernels *fvm_kernels_portable(void);
 
 /* Puts the CPU provider's kernel in every NULL kernel member of k (not in
- * name, init or matmul_update). For a provider's constructor. */
+ * name or init). For a provider's constructor. */
 void fvm_kernels_complete(fvm_kernels *k);
 
 #endif

@@ -375,6 +375,12 @@ static fvm_status p_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bo
     return FVM_OK;
 }
 
+static fvm_status p_matmul_update(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *scale,
+                                  const fvm_tensor *base, fvm_tensor *out, fvm_diag *d)
+{
+    return fvm_kernel_matmul_update(p_matmul, a, b, ta, tb, scale, base, out, d);
+}
+
 void fvm_gemm_chain(size_t es, const mm_shape *s, const void *a, const void *b, void *c, int64_t ldc, bool accumulate)
 {
     if (es == sizeof(float))
@@ -514,6 +520,7 @@ static fvm_kernels portable = {
     .fill = p_fill,
     .fused = p_fused,
     .matmul = p_matmul,
+    .matmul_update = p_matmul_update,
     .reduce = p_reduce,
     .conv2d = p_conv2d,
     .conv2d_grad_input = p_conv2d_grad_input,

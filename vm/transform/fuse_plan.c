@@ -168,17 +168,20 @@ static bool take_product(planner *P, fvm_arena *a, fvm_fusion *fu, fvm_fused *z)
 {
     const fvm_func *f = P->f;
     z->product = -1;
-    const fvm_fstep *m = &z->steps[0], *u = &z->steps[1];
-    if (z->nsteps != 2 || !is_bin(m, FVM_BIN_MUL) || !is_bin(u, FVM_BIN_SUB) || u->arg[0] < 0 || u->arg[1] != -1)
+    const fvm_fstep *m = &z->steps[0], *u = &z->steps[z->nsteps - 1];
+    bool acc = z->nsteps == 1 && is_bin(u, FVM_BIN_ADD) && u->arg[0] >= 0 && u->arg[1] >= 0; /* add(base, product) */
+    if (!acc &&
+        (z->nsteps != 2 || !is_bin(m, FVM_BIN_MUL) || !is_bin(u, FVM_BIN_SUB) || u->arg[0] < 0 || u->arg[1] != -1))
         return true;
-    for (int side = 0; side < 2; side++) {
-        int pi = m->arg[side], si = m->arg[1 - side], p = pi >= 0 ? producer(P, z->in[pi]) : -1;
-        if (p < 0 || si < 0 || f->instrs[p].op != FVM_OP_MATMUL || P->uses[z->in[pi]] != 1)
+    for (int side = 0; side < (acc ? 1 : 2); side++) {
+        int pi = acc ? u->arg[1] : m->arg[side], si = acc ? -1 : m->arg[1 - side];
+        int p = pi >= 0 ? producer(P, z->in[pi]) : -1;
+        if (p < 0 || (!acc && si < 0) || f->instrs[p].op != FVM_OP_MATMUL || P->uses[z->in[pi]] != 1)
             continue;
         const fvm_instr *mm = &f->instrs[p];
-        const fvm_type *base = f->instrs[z->root].arg_types[0], *scale = f->instrs[z->members[0]].arg_types[1 - side];
+        const fvm_type *base = f->instrs[z->root].arg_types[0];
         if (!is_matrix(mm->arg_types[0], 2) || !is_matrix(mm->arg_types[1], 2) || !is_matrix(mm->type, 2) ||
-            !is_matrix(scale, 0) || !is_matrix(base, 2))
+            !is_matrix(base, 2) || (!acc && !is_matrix(f->instrs[z->members[0]].arg_types[1 - side], 0)))
             continue;
         bool alive = true;
         for (int k = 0; k < mm->nargs; k++) {

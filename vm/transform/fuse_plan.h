@@ -31,13 +31,14 @@ typedef struct fvm_fused {
     fvm_fstep *steps; /* operands: inputs by their index in 'in' */
     int nrelease; /* slots whose last use is in the chain: released after the root */
     int *release;
-    /* The update base - scale * product, of a matmul only the chain reads
-     * (the chain is mul(scale, product), or mul(product, scale), then sub
-     * from base; f32 matrices and an f32 scalar, by their types): that
+    /* The update base - scale * product, or the accumulation base +
+     * product, of a matmul only the chain reads (the chain is mul(scale,
+     * product), or mul(product, scale), then sub from base; or add(base,
+     * product); f32 matrices and an f32 scalar, by their types): that
      * matmul instruction, deferred to the root, which makes the product
      * and its update together (fvm_k_matmul_update), and which of 'in'
-     * are the scale, the base and the product; product is -1 for every
-     * other chain. */
+     * are the scale (-1 for an accumulation), the base and the product;
+     * product is -1 for every other chain. */
     int product, scale_in, base_in, product_in;
 } fvm_fused;
 

@@ -36,6 +36,8 @@ static uint64_t hash(const char *s)
 /* The instruction binding name (-1: a parameter), or -2 when none does. */
 static int lookup(const body *B, const char *name)
 {
+    if (!B->hcap)
+        return -2;
     for (size_t i = hash(name) & (B->hcap - 1);; i = (i + 1) & (B->hcap - 1)) {
         if (!B->keys[i])
             return -2;
@@ -223,16 +225,56 @@ static const char *split(body *B, const fvm_instr *in, const char *base, const f
 
 static const char *take(body *B, const fvm_func *f, const char **map, const char *prefix, int depth);
 
+/* Is every value of type a (compatible with t: checked) one of type t, so
+ * that an entry check of t would always pass? Every dim t knows, a knows. */
+static bool refines(const fvm_type *a, const fvm_type *t)
+{
+    switch (t->kind) {
+    case FVM_T_TENSOR:
+        for (int i = 0; i < t->u.tensor.dims.rank; i++)
+            if (t->u.tensor.dims.d[i] >= 0 && a->u.tensor.dims.d[i] < 0)
+                return false;
+        return true;
+    case FVM_T_STRUCT:
+        for (int i = 0; i < t->u.strct.n; i++)
+            if (!refines(a->u.strct.elems[i], t->u.strct.elems[i]))
+                return false;
+        return true;
+    case FVM_T_SEQ:
+        return refines(a->u.seq.elem, t->u.seq.elem);
+    default:
+        return false;
+    }
+}
+
+/* Does g, called by instruction in with its first n operands, run without
+ * an entry check, or with one its operands' types always pass? Inlined, it
+ * runs none. */
+static bool fits_entry(const fvm_instr *in, const fvm_func *g, int n)
+{
+    for (int k = 0; g->entry_check && k < n; k++)
+        if (!refines(in->arg_types[k], g->param_types[k]))
+            return false;
+    return true;
+}
+
 /* Can grad or value_and_grad instruction in be replaced by its pullback's instructions? */
 static bool inlinable(const fvm_instr *in, int depth)
 {
     const fvm_func *pb = in->derived;
     if ((in->op != FVM_OP_GRAD && in->op != FVM_OP_VALUE_AND_GRAD) || !pb || !pb->ok || pb->federated ||
-        depth >= MAX_DEPTH)
+        depth >= MAX_DEPTH || !fits_entry(in, pb, pb->nparams - 1))
         return false;
     const fvm_type *ct = pb->param_types[pb->nparams - 1];
     return ct->kind == FVM_T_TENSOR && ct->u.tensor.dims.rank == 0 &&
            (ct->u.tensor.dtype == FVM_DTYPE_F32 || ct->u.tensor.dtype == FVM_DTYPE_F64);
+}
+
+/* Can call instruction in be replaced by its callee's instructions? */
+static bool inlinable_call(const fvm_instr *in, int depth)
+{
+    const fvm_func *g = in->a.fn;
+    return in->op == FVM_OP_CALL && g && g->ok && !g->federated && depth < MAX_DEPTH && fits_entry(in, g, g->nparams);
 }
 
 /* grad or value_and_grad instruction in (operands args), its pullback
@@ -264,6 +306,21 @@ static const char *inline_grad(body *B, const fvm_instr *in, const char *const *
     else
         pair[1] = field_of(B, in, field_of(B, in, r, 0), 1);
     return B->failed ? NULL : make_struct(B, in, in->name, in->type, pair);
+}
+
+/* call instruction in (operands args), its callee's instructions inlined. */
+static const char *inline_call(body *B, const fvm_instr *in, const char *const *args, int depth)
+{
+    const fvm_func *g = in->a.fn;
+    const char **map = fvm_arena_array(B->a, (size_t)g->nslots + 1, sizeof *map);
+    const char *prefix = fvm_arena_printf(B->a, "%s/", in->name);
+    if (!map || !prefix) {
+        B->failed = true;
+        return NULL;
+    }
+    for (int k = 0; k < g->nparams; k++)
+        map[k] = args[k];
+    return take(B, g, map, prefix, depth + 1);
 }
 
 /* The instruction in of a checked function, copied with operands args: a
@@ -313,6 +370,8 @@ static const char *take(body *B, const fvm_func *f, const char **map, const char
             map[in->slot] = built_struct(B, av[0])->arg_names[in->a.index];
         else if (inlinable(in, depth))
             map[in->slot] = inline_grad(B, in, av, depth);
+        else if (inlinable_call(in, depth))
+            map[in->slot] = inline_call(B, in, av, depth);
         else if (meets && in->type->kind == FVM_T_STRUCT && fvm_elementwise_step(in, &st))
             map[in->slot] = split(B, in, name, in->type, av, types);
         else
@@ -391,9 +450,11 @@ static void sink(body *B, const char *result)
         B->failed = true;
         return;
     }
+    for (int i = 0; i < n; i++)
+        user[i] = -1;
     int r = lookup(B, result);
     if (r >= 0)
-        uses[r]++;
+        uses[r]++; /* the result waits for nothing */
     for (int i = 0; i < n; i++)
         for (int k = 0; k < B->ins[i].nargs; k++) {
             int j = lookup(B, B->ins[i].arg_names[k]);
@@ -404,7 +465,7 @@ static void sink(body *B, const char *result)
         }
     fvm_fstep st;
     for (int i = 0; i < n; i++)
-        waiting[i] = uses[i] == 1 && sinks(&B->ins[i]) && fvm_elementwise_step(&B->ins[user[i]], &st);
+        waiting[i] = uses[i] == 1 && user[i] >= 0 && sinks(&B->ins[i]) && fvm_elementwise_step(&B->ins[user[i]], &st);
     /* depth first from each instruction that does not wait, on an explicit stack */
     int m = 0;
     for (int i = 0; i < n; i++) {
@@ -439,7 +500,7 @@ void fvm_inline_grads(fvm_program *p, fvm_func *f)
         return;
     bool any = false;
     for (int i = 0; i < f->ninstrs && !any; i++)
-        any = inlinable(&f->instrs[i], 0);
+        any = inlinable(&f->instrs[i], 0) || inlinable_call(&f->instrs[i], 0);
     if (!any)
         return;
     body B = {.p = p, .a = &p->arena};

@@ -11,7 +11,9 @@
  *      checked like loaded ones;
  *   2. phases: each federated function's client work fused with the
  *      aggregations that consume it (vm/transform/phases.h);
- *   3. fusion: chains of elementwise instructions run as one pass.
+ *   3. fusion: chains of elementwise instructions run as one pass;
+ *   4. inlined bodies: a local function taking gradients gets a body with
+ *      its pullbacks inlined, for the interpreter (inline_grad.h).
  *
  * Each pass sees only functions that checked whole (f->ok). */
 #ifndef FVM_PASSES_H
