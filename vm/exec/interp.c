@@ -213,7 +213,7 @@ fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, 
         }
     }
     if (f->inlined && !x->vm->unfused)
-        f = f->inlined; /* the same values, derivatives inlined (vm/transform/inline_grad.h) */
+        f = f->inlined; /* the same values, derivatives inlined (vm/transform/inline_body.h) */
     fvm_value *local[32];
     fvm_value **slots = f->nslots <= 32 ? local : calloc((size_t)f->nslots, sizeof *slots);
     if (!slots)

@@ -104,7 +104,7 @@ struct fvm_func {
     const struct fvm_phases *phases; /* client work fused with its aggregations (phases.h), or NULL */
     const struct fvm_fusion *fusion; /* elementwise chains run as one pass (fuse_plan.h), or NULL */
     const struct fvm_func *inlined; /* the body the interpreter runs instead, derivatives inlined
-                                       (vm/transform/inline_grad.h), or NULL: this one */
+                                       (vm/transform/inline_body.h), or NULL: this one */
     int state; /* checker bookkeeping */
     int height; /* functions on its longest call chain, itself included */
     int mark; /* scratch of the passes that walk the call graph (vm/transform/passes.c) */

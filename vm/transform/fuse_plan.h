@@ -13,7 +13,7 @@
  * such chains. The interpreter runs them (vm/exec/fuse.h). A chain that is
  * an SGD update of a matrix takes the product it updates with, when only
  * the chain reads it: the weight gradient's product and the step then make
- * one pass (in a function whose derivatives are inlined: inline_grad.h). */
+ * one pass (in a function whose derivatives are inlined: inline_body.h). */
 #ifndef FVM_FUSE_PLAN_H
 #define FVM_FUSE_PLAN_H
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "fuse_plan.h"
-#include "inline_grad.h"
+#include "inline_body.h"
 #include "../ir/check.h"
 #include "autodiff.h"
 #include "phases.h"
@@ -235,7 +235,7 @@ static void plan(fvm_program *p, int from)
             continue;
         f->phases = fvm_phases_plan(&p->arena, f);
         f->fusion = fvm_fusion_plan(&p->arena, f);
-        fvm_inline_grads(p, f);
+        fvm_inline_body(p, f);
     }
 }
 

@@ -13,7 +13,7 @@
  *      aggregations that consume it (vm/transform/phases.h);
  *   3. fusion: chains of elementwise instructions run as one pass;
  *   4. inlined bodies: a local function taking gradients gets a body with
- *      its pullbacks inlined, for the interpreter (inline_grad.h).
+ *      its pullbacks inlined, for the interpreter (inline_body.h).
  *
  * Each pass sees only functions that checked whole (f->ok). */
 #ifndef FVM_PASSES_H

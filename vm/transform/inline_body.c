@@ -1,5 +1,5 @@
-/* inline_grad.c - a local function's body with its derivatives inlined and its struct chains split per field (see inline_grad.h). */
-#include "inline_grad.h"
+/* inline_body.c - a local function's body with its calls and derivatives inlined and its struct chains split per field (see inline_body.h). */
+#include "inline_body.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -9,8 +9,7 @@
 #include "../ir/check.h"
 #include "../ir/elementwise.h"
 
-/* Inlined derivatives inside inlined derivatives (a derivative op the
- * derivation copied forward), at most this deep. */
+/* Calls and derivatives inlined inside inlined ones, at most this deep. */
 #define MAX_DEPTH 8
 
 typedef struct body {
@@ -391,7 +390,7 @@ static void reindex(body *B)
             B->failed = true;
 }
 
-/* Drops the instructions step 4 of inline_grad.h may drop whose values nothing uses. */
+/* Drops the instructions step 4 of inline_body.h may drop whose values nothing uses. */
 static void drop_unused(body *B, const char *result)
 {
     bool *live = fvm_arena_array(B->a, (size_t)B->n + 1, sizeof *live);
@@ -494,7 +493,7 @@ static void sink(body *B, const char *result)
     reindex(B);
 }
 
-void fvm_inline_grads(fvm_program *p, fvm_func *f)
+void fvm_inline_body(fvm_program *p, fvm_func *f)
 {
     if (!f->ok || f->federated || f->phases || f->inlined)
         return;

@@ -1,4 +1,4 @@
-/* test_inline_grad.c - the bodies with derivatives inlined (vm/transform/inline_grad.c): what they are made of,
+/* test_inline_body.c - the bodies with derivatives inlined (vm/transform/inline_body.c): what they are made of,
  * that they run to the written bodies' bits, and that every program fedvm ships gets one where it can. */
 #include <dirent.h>
 #include <setjmp.h>
