@@ -431,13 +431,51 @@ static void test_shared_inputs_kept(void **state)
     fvm_program_free(p);
 }
 
+/* A product with a transposed operand and few rows reads a transposed copy
+ * its context keeps (vm/exec/packed.h): the bits of the product as
+ * written, for operands that change between calls (more of them than the
+ * copies kept), and for an operand a later chain would write into in place
+ * were the copy not holding it. */
+static void test_packed_operands(void **state)
+{
+    (void)state;
+    fvm_program *p = test_load("test.json",
+                               "{'fedvm': 1, 'functions': {"
+                               "'twice': {'params': {'a': 'f32[?,300]', 'w': 'f32[200,300]'}, 'body': ["
+                               "  ['p', 'matmul', {'transpose_b': true}, 'a', 'w'], ['one', 'const', {'value': 1.0}],"
+                               "  ['w2', 'add', 'w', 'one'], ['q', 'matmul', {'transpose_b': true}, 'a', 'w2'],"
+                               "  ['out', 'struct', 'p', 'q', 'w2']], 'result': 'out'}}}",
+                               true);
+    for (int round = 0; round < 6; round++) {
+        int64_t m = round % 3 == 0 ? 1 : round % 3 == 1 ? 4 : 8;
+        fvm_value *args[2] = {tensor_value(FVM_DTYPE_F32, dims2(m, 300)), tensor_value(FVM_DTYPE_F32, dims2(200, 300))};
+        fvm_value *w = copy_of(args[1]), *got = call(p, "twice", args, false);
+        fvm_tensor want;
+        fvm_dims pd = dims2(m, 200);
+        assert_int_equal(fvm_tensor_alloc(&want, FVM_DTYPE_F32, &pd, NULL), FVM_OK);
+        assert_int_equal(fvm_k_matmul(&args[0]->t, &w->t, false, true, &want, NULL), FVM_OK);
+        if (memcmp(fvm_tensor_data(&want), fvm_tensor_data(&got->items[0]->t), fvm_tensor_bytes(&want)))
+            fail_msg("round %d, %lld rows: the product differs from the kernel's", round, (long long)m);
+        assert_int_equal(fvm_k_matmul(&args[0]->t, &got->items[2]->t, false, true, &want, NULL), FVM_OK);
+        if (memcmp(fvm_tensor_data(&want), fvm_tensor_data(&got->items[1]->t), fvm_tensor_bytes(&want)))
+            fail_msg("round %d, %lld rows: the product of the updated operand is stale", round, (long long)m);
+        if (!fvm_value_identical(w, args[1]))
+            fail_msg("round %d: the operand was written into", round);
+        fvm_tensor_release(&want);
+        fvm_value_release(got);
+        fvm_value_release(w);
+        fvm_value_release(args[0]);
+        fvm_value_release(args[1]);
+    }
+    fvm_program_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_kernel_chains),
-        cmocka_unit_test(test_plan),
-        cmocka_unit_test(test_runs_match_unfused),
-        cmocka_unit_test(test_shared_inputs_kept),
+        cmocka_unit_test(test_kernel_chains),      cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_runs_match_unfused), cmocka_unit_test(test_shared_inputs_kept),
+        cmocka_unit_test(test_packed_operands),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -230,6 +230,7 @@ static fvm_status mpi_run(fvm_backend *b, fvm_ctx *x, int64_t n, fvm_task_fn tas
     int64_t lo, hi, failed;
     if (m->in_task) { /* inside a task of this rank: the others are not here */
         run_tasks(m, &w, 0, n, n, task, u, out, &failed);
+        fvm_ctx_end(&w);
         fvm_status s = failed == n ? FVM_OK : mine.n ? mine.errs[0].code : FVM_ERR_RUNTIME;
         fvm_diag_append(x->d, &mine);
         fvm_diag_clear(&mine);
@@ -241,6 +242,7 @@ static fvm_status mpi_run(fvm_backend *b, fvm_ctx *x, int64_t n, fvm_task_fn tas
         return lost(x->d);
     share(m, m->rank, n, &lo, &hi);
     run_tasks(m, &w, lo, hi, n, task, u, out, &failed);
+    fvm_ctx_end(&w);
     /* this rank's results as bytes; one that cannot be written fails its task */
     fvm_bytes bytes = {0};
     for (int64_t i = lo; i < hi && failed == n; i++)

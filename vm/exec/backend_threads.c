@@ -66,6 +66,7 @@ static void work(job *j)
         }
         fvm_diag_clear(&d);
     }
+    fvm_ctx_end(&x);
     in_worker = was;
 }
 

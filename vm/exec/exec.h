@@ -28,7 +28,12 @@ struct fvm_ctx {
     fvm_vm *vm;
     fvm_diag *d;
     int depth; /* nested calls, bounded */
+    struct fvm_packed *packed; /* transposed copies of matrices (packed.h), or NULL; freed by fvm_ctx_end */
 };
+
+/* Frees what context x kept for its products (packed.h): whoever made a
+ * context ends it. */
+void fvm_ctx_end(fvm_ctx *x);
 
 /* Runs segment sg of f's phases with the function's slots (phases.h): its
  * aggregations' results are stored in their slots (exec_segment.c). */

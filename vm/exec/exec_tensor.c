@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "packed.h"
 #include "../core/prng.h"
 #include "../ir/shapes.h"
 
@@ -315,6 +316,10 @@ fvm_status exec_matmul(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, 
     fvm_status s = fvm_shape_matmul(&a->shape, &b->shape, in->a.transpose_a, in->a.transpose_b, &dims, x->d);
     if (s)
         return s;
+    const fvm_tensor *bt =
+        fvm_packed_wanted(a, b, in->a.transpose_a, in->a.transpose_b) ? fvm_packed_transpose(x, b) : NULL;
+    if (bt) /* the same bits: packed.h */
+        KERNEL_INTO(a->dtype, &dims, x->vm->kernels->matmul(a, bt, in->a.transpose_a, false, o, x->d));
     KERNEL_INTO(a->dtype, &dims, x->vm->kernels->matmul(a, b, in->a.transpose_a, in->a.transpose_b, o, x->d));
 }
 

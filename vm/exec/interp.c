@@ -1,6 +1,7 @@
 /* interp.c - the interpreter loop: frames of slots, op dispatch, liveness-driven release. */
 #include "exec.h"
 #include "fuse.h"
+#include "packed.h"
 #include "../transform/phases.h"
 
 #include <stdatomic.h>
@@ -297,5 +298,13 @@ fvm_status fvm_vm_call(fvm_vm *vm, const fvm_func *f, fvm_value *const *args, fv
         }
     }
     fvm_ctx x = {.vm = vm, .d = d};
-    return fvm_exec_call(&x, f, args, out);
+    fvm_status s = fvm_exec_call(&x, f, args, out);
+    fvm_ctx_end(&x);
+    return s;
+}
+
+void fvm_ctx_end(fvm_ctx *x)
+{
+    fvm_packed_free(x->packed);
+    x->packed = NULL;
 }
