@@ -927,8 +927,9 @@ static fvm_tensor sgd_after(const fvm_tensor *w, float lr, const fvm_tensor *c)
 static void test_gemm_f32(void **state)
 {
     (void)state;
-    static const int64_t shapes[][3] = {{1, 1, 1},    {3, 5, 2},     {10, 784, 200}, {12, 17, 33},  {13, 600, 31},
-                                        {25, 10, 16}, {200, 10, 10}, {31, 257, 47},  {10, 200, 10}, {7, 256, 65}};
+    static const int64_t shapes[][3] = {{1, 1, 1},     {3, 5, 2},     {10, 784, 200}, {12, 17, 33},  {13, 600, 31},
+                                        {25, 10, 16},  {200, 10, 10}, {31, 257, 47},  {10, 200, 10}, {7, 256, 65},
+                                        {4, 300, 200}, {2, 17, 97},   {4, 8, 1024}};
     unsigned seed = 1;
     for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++)
         for (int t = 0; t < 4; t++) {

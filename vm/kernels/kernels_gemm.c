@@ -98,6 +98,16 @@ typedef struct gemm_args {
 #define GEMM_MASKN(n) ((__mmask16)((1u << (n)) - 1))
 #define GEMM_LOADM(p, m) _mm512_maskz_loadu_ps((m), (p))
 #define GEMM_STOREM(p, v, m) _mm512_mask_storeu_ps((p), (m), (v))
+#define GEMM_AGAIN
+#include "kernels_gemm_tile.h"
+#undef GEMM_AGAIN
+
+/* Products of at most 4 rows (an LSTM's step over a batch of 4): 4 x 6
+ * accumulators, 6 of V, 1 broadcast; each vector of V loaded serves 4
+ * multiply-adds, where the 12-row tile's would serve as many as the rows. */
+#define GEMM_NAME(x) x##_avx512_wide
+#define GEMM_MR 4
+#define GEMM_NV 6
 #include "kernels_gemm_tile.h"
 #endif
 
@@ -141,7 +151,10 @@ void fvm_gemm_f32_with(fvm_gemm_isa isa, const mm_shape *s, const float *a, cons
     switch (isa) {
 #ifdef GEMM_HAVE_X86
     case FVM_GEMM_AVX512:
-        gemm_avx512(&g);
+        if (g.rows <= 4)
+            gemm_avx512_wide(&g);
+        else
+            gemm_avx512(&g);
         break;
     case FVM_GEMM_AVX2:
         gemm_avx2(&g);

@@ -16,7 +16,10 @@
  *                  GEMM_VW), a load of those lanes (the others 0) and a
  *                  store of them (the memory past them is not touched)
  * GEMM_MR * GEMM_NV accumulators, GEMM_NV vectors of V and one broadcast
- * must fit the target's vector registers. A tile is GEMM_NR lanes wide. */
+ * must fit the target's vector registers. A tile is GEMM_NR lanes wide.
+ * With GEMM_AGAIN defined, only GEMM_NAME, GEMM_MR and GEMM_NV are
+ * undefined after: the next inclusion makes the same target's loop with
+ * tiles of another shape. */
 #define GEMM_NR (GEMM_NV * GEMM_VW)
 
 /* o(r, l) = o[r * o_r + l] for rows [0, mr) and lanes [0, nv * GEMM_VW) of
@@ -177,10 +180,11 @@ GEMM_ATTR static void GEMM_NAME(gemm)(const gemm_args *g)
 
 #undef GEMM_CASE
 #undef GEMM_NAME
-#undef GEMM_ATTR
 #undef GEMM_MR
 #undef GEMM_NV
 #undef GEMM_NR
+#ifndef GEMM_AGAIN /* the target's definitions kept for another shape of tile */
+#undef GEMM_ATTR
 #undef GEMM_VEC
 #undef GEMM_VW
 #undef GEMM_ZERO
@@ -195,3 +199,4 @@ GEMM_ATTR static void GEMM_NAME(gemm)(const gemm_args *g)
 #undef GEMM_MASKN
 #undef GEMM_LOADM
 #undef GEMM_STOREM
+#endif
