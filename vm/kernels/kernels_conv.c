@@ -323,21 +323,37 @@ static fvm_status conv2d_grad_input_ws(fvm_kernel_gemm_fn gemm, const fvm_tensor
     }
     const unsigned char *dyp = kernel_bytes(dy), *wp = kernel_bytes(w);
     size_t es = g.es;
+    /* The products read w [K,O] transposed: an f32 w is transposed once
+     * into [O,K] first, so that fedvm's kernel reads its rows as they lie
+     * (each element's chain over O is the same either way: the same bits).
+     * Without the memory, the products read w as it is. */
+    float *wt = es == sizeof(float) ? malloc((size_t)(g.k * g.o) * sizeof(float)) : NULL;
+    bool tb = !wt;
+    if (wt) {
+        const float *wf = (const float *)(const void *)wp;
+        for (int64_t j0 = 0; j0 < g.k; j0 += 64) /* in blocks of 64 rows, so both sides stay in the cache */
+            for (int64_t o = 0; o < g.o; o++)
+                for (int64_t j = j0; j < g.k && j < j0 + 64; j++)
+                    wt[o * g.k + j] = wf[j * g.o + o];
+        wp = (const unsigned char *)wt;
+    }
+    int64_t ldw = tb ? g.o : g.k;
     for (int64_t i0 = 0; i0 < g.n; i0 += g.group) {
         int64_t nb = g.n - i0 < g.group ? g.n - i0 : g.group;
         unsigned char *dxi = dxp + (size_t)(i0 * g.h * g.w * g.c) * es;
         const unsigned char *dyi = dyp + (size_t)(i0 * g.m * g.o) * es;
         if (g.direct) { /* the patch matrix is dx itself */
-            gemm(g.es, false, true, nb * g.m, g.k, g.o, dyi, g.o, wp, g.o, false, dxi, g.k, NULL);
+            gemm(g.es, false, tb, nb * g.m, g.k, g.o, dyi, g.o, wp, ldw, false, dxi, g.k, NULL);
             continue;
         }
-        gemm(g.es, false, true, nb * g.m, g.k, g.o, dyi, g.o, wp, g.o, false, ws, g.k, NULL);
+        gemm(g.es, false, tb, nb * g.m, g.k, g.o, dyi, g.o, wp, ldw, false, ws, g.k, NULL);
         memset(dxi, 0, (size_t)(nb * g.h * g.w * g.c) * es);
         if (es == sizeof(float))
             col2im_f32(ws, &g, nb, (float *)(void *)dxi);
         else
             col2im_f64(ws, &g, nb, (double *)(void *)dxi);
     }
+    free(wt);
     return FVM_OK;
 }
 
