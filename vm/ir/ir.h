@@ -108,6 +108,8 @@ struct fvm_func {
     int state; /* checker bookkeeping */
     int height; /* functions on its longest call chain, itself included */
     int mark; /* scratch of the passes that walk the call graph (vm/transform/passes.c) */
+    int inline_size; /* its instructions, calls and derivatives inlined, up to FVM_INLINE_MAX + 1;
+                        0 until known (vm/transform/inline_body.c) */
     bool ok; /* checked without errors */
 };
 
@@ -194,6 +196,7 @@ typedef struct fvm_program {
     bool compiled; /* the passes after checking ran (vm/transform/passes.h) */
     int cap_funcs; /* capacity of funcs (0: exactly nfuncs, as loaded) */
     struct fvm_ad_cache *ad; /* derived functions, by (function, parameters) (autodiff.c) */
+    long inlined; /* instructions of the bodies inline_body.c made so far (FVM_INLINE_TOTAL) */
     /* Decodes an instruction's attributes from their documents into typed
      * fields: format/ir_read.h's fvm_ir_decode_attrs, set by the loader that
      * made the program. The passes decode the instructions they make with it. */

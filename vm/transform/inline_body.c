@@ -276,6 +276,34 @@ static bool inlinable_call(const fvm_instr *in, int depth)
     return in->op == FVM_OP_CALL && g && g->ok && !g->federated && depth < MAX_DEPTH && fits_entry(in, g, g->nparams);
 }
 
+/* The function step 1 of inline_body.h would inline for instruction in,
+ * whatever the depth, or NULL. */
+static const fvm_func *inlined_fn(const fvm_instr *in)
+{
+    return inlinable(in, 0) ? in->derived : inlinable_call(in, 0) ? in->a.fn : NULL;
+}
+
+/* g's size with every call and derivative inlined (at any depth: a bound
+ * on what inlining it takes in), up to FVM_INLINE_MAX + 1; memoised. */
+static int full_size(const fvm_func *g)
+{
+    if (g->inline_size)
+        return g->inline_size;
+    long n = 0;
+    for (int i = 0; i < g->ninstrs && n <= FVM_INLINE_MAX; i++) {
+        const fvm_func *c = inlined_fn(&g->instrs[i]);
+        n += c ? full_size(c) + 8 : 1; /* a derivative's constant, fields and struct besides */
+    }
+    ((fvm_func *)g)->inline_size = n > FVM_INLINE_MAX ? FVM_INLINE_MAX + 1 : (int)n;
+    return g->inline_size;
+}
+
+/* Does callee g, inlined whole, keep the body within FVM_INLINE_MAX? */
+static bool room_for(const body *B, const fvm_func *g)
+{
+    return B->n + full_size(g) + 8 <= FVM_INLINE_MAX;
+}
+
 /* grad or value_and_grad instruction in (operands args), its pullback
  * pb(params..., ct) -> <value, grads=<g>> inlined, with ct the constant 1:
  * grad's result is g, with has_aux <g, value's field 1>, value_and_grad's
@@ -367,9 +395,9 @@ static const char *take(body *B, const fvm_func *f, const char **map, const char
             B->failed = true;
         else if (in->op == FVM_OP_FIELD && built_struct(B, av[0]))
             map[in->slot] = built_struct(B, av[0])->arg_names[in->a.index];
-        else if (inlinable(in, depth))
+        else if (inlinable(in, depth) && room_for(B, in->derived))
             map[in->slot] = inline_grad(B, in, av, depth);
-        else if (inlinable_call(in, depth))
+        else if (inlinable_call(in, depth) && room_for(B, in->a.fn))
             map[in->slot] = inline_call(B, in, av, depth);
         else if (meets && in->type->kind == FVM_T_STRUCT && fvm_elementwise_step(in, &st))
             map[in->slot] = split(B, in, name, in->type, av, types);
@@ -493,33 +521,27 @@ static void sink(body *B, const char *result)
     reindex(B);
 }
 
-void fvm_inline_body(fvm_program *p, fvm_func *f)
+/* f's body, checked and its fusion planned, or NULL. */
+static fvm_func *build(body *B, fvm_func *f)
 {
-    if (!f->ok || f->federated || f->phases || f->inlined)
-        return;
-    bool any = false;
-    for (int i = 0; i < f->ninstrs && !any; i++)
-        any = inlinable(&f->instrs[i], 0) || inlinable_call(&f->instrs[i], 0);
-    if (!any)
-        return;
-    body B = {.p = p, .a = &p->arena};
-    const char **map = fvm_arena_array(B.a, (size_t)f->nslots + 1, sizeof *map);
+    fvm_program *p = B->p;
+    const char **map = fvm_arena_array(B->a, (size_t)f->nslots + 1, sizeof *map);
     if (!map)
-        return;
+        return NULL;
     for (int k = 0; k < f->nparams; k++) {
         map[k] = f->param_names[k];
-        if (!bind(&B, f->param_names[k], -1))
-            return;
+        if (!bind(B, f->param_names[k], -1))
+            return NULL;
     }
-    const char *result = take(&B, f, map, NULL, 0);
-    if (!result || B.failed)
-        return;
-    drop_unused(&B, result);
-    if (!B.failed)
-        sink(&B, result);
-    fvm_func *g = fvm_arena_alloc(B.a, sizeof *g);
-    if (B.failed || !g)
-        return;
+    const char *result = take(B, f, map, NULL, 0);
+    if (!result || B->failed)
+        return NULL;
+    drop_unused(B, result);
+    if (!B->failed)
+        sink(B, result);
+    fvm_func *g = fvm_arena_alloc(B->a, sizeof *g);
+    if (B->failed || !g)
+        return NULL;
     *g = (fvm_func){.name = f->name,
                     .doc = f->doc,
                     .nparams = f->nparams,
@@ -529,20 +551,36 @@ void fvm_inline_body(fvm_program *p, fvm_func *f)
                     .param_type_nodes = f->param_type_nodes,
                     .param_locs = f->param_locs,
                     .param_name_locs = f->param_name_locs,
-                    .ninstrs = B.n,
-                    .instrs = B.ins,
+                    .ninstrs = B->n,
+                    .instrs = B->ins,
                     .result_name = result,
                     .result_loc = f->result_loc,
                     .loc = f->loc,
                     .module = f->module};
     fvm_diag scratch = {0};
-    bool ok = fvm_ir_decode_func(p, B.a, g, &scratch) == FVM_OK && fvm_check_func(p, g, &scratch) == FVM_OK;
+    bool ok = fvm_ir_decode_func(p, B->a, g, &scratch) == FVM_OK && fvm_check_func(p, g, &scratch) == FVM_OK;
     fvm_diag_clear(&scratch);
     if (!ok) {
         for (int i = 0; i < g->ninstrs; i++)
             fvm_tensor_release(&g->instrs[i].konst);
-        return;
+        return NULL;
     }
-    g->fusion = fvm_fusion_plan(B.a, g);
-    f->inlined = g;
+    g->fusion = fvm_fusion_plan(B->a, g);
+    return g;
+}
+
+void fvm_inline_body(fvm_program *p, fvm_func *f)
+{
+    if (!f->ok || f->federated || f->phases || f->inlined || p->inlined >= FVM_INLINE_TOTAL)
+        return;
+    bool any = false;
+    for (int i = 0; i < f->ninstrs && !any; i++) {
+        const fvm_func *g = inlined_fn(&f->instrs[i]);
+        any = g && f->ninstrs + full_size(g) + 8 <= FVM_INLINE_MAX;
+    }
+    if (!any)
+        return;
+    body B = {.p = p, .a = &p->arena};
+    f->inlined = build(&B, f);
+    p->inlined += B.n; /* made, whether it checked or not */
 }

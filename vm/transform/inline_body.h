@@ -45,9 +45,14 @@
 
 #include "../ir/ir.h"
 
-/* The instructions an inlined body may have; a function past it runs as
- * written. */
-#define FVM_INLINE_MAX 16384
+/* The instructions a body may have: a call or derivative that would take
+ * it past this (by its callee's size with everything inlined) stays a call.
+ * And the instructions all of a program's bodies may have: past it,
+ * functions run as written. Both bound the time and memory a program's
+ * passes take (a call tree 30 deep that calls each level twice would
+ * inline into 2^30 copies). */
+#define FVM_INLINE_MAX 4096
+#define FVM_INLINE_TOTAL (1L << 18)
 
 /* Sets f->inlined (and plans its fusion) when f is a checked, unplaced
  * function with a derivative or call step 1 inlines; otherwise leaves it
