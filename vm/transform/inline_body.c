@@ -17,6 +17,7 @@ typedef struct body {
     fvm_arena *a;
     fvm_instr *ins;
     bool *inlined; /* per instruction: copied from a pullback or made by this pass (may be dropped unused) */
+    const fvm_instr **src; /* per instruction: the checked one it has the op of (types for cannot_fail), or NULL */
     int n, cap;
     const char **keys; /* names bound so far (the parameters' too), open addressing */
     int *vals; /* ... the index of the instruction binding each, -1 for a parameter */
@@ -91,15 +92,17 @@ static const char *emit(body *B, const fvm_instr *like, const char *base, fvm_op
         int cap = B->cap ? 2 * B->cap : 64;
         fvm_instr *ins = cap <= FVM_INLINE_MAX ? fvm_arena_array(B->a, (size_t)cap, sizeof *ins) : NULL;
         bool *fl = ins ? fvm_arena_array(B->a, (size_t)cap, sizeof *fl) : NULL;
-        if (!fl) {
+        const fvm_instr **src = fl ? fvm_arena_array(B->a, (size_t)cap, sizeof *src) : NULL;
+        if (!src) {
             B->failed = true;
             return NULL;
         }
         if (B->n) {
             memcpy(ins, B->ins, (size_t)B->n * sizeof *ins);
             memcpy(fl, B->inlined, (size_t)B->n * sizeof *fl);
+            memcpy(src, B->src, (size_t)B->n * sizeof *src);
         }
-        B->ins = ins, B->inlined = fl, B->cap = cap;
+        B->ins = ins, B->inlined = fl, B->src = src, B->cap = cap;
     }
     const char *name = claim(B, base);
     const char **names = fvm_arena_array(B->a, (size_t)nargs + 1, sizeof *names);
@@ -109,6 +112,7 @@ static const char *emit(body *B, const fvm_instr *like, const char *base, fvm_op
         return NULL;
     }
     fvm_instr *in = &B->ins[B->n];
+    B->src[B->n] = op == like->op ? like : NULL;
     B->inlined[B->n++] = inlined;
     *in = (fvm_instr){.name = name,
                       .op = op,
@@ -418,6 +422,32 @@ static void reindex(body *B)
             B->failed = true;
 }
 
+/* Can instruction in not fail at run time, whatever its operands? Those
+ * that build and take apart structs, constants, and elementwise ops of
+ * fully known shapes (the checker matched them) but an integer division
+ * (by zero). Dropping an instruction that could fail would turn the
+ * written function's error into a result. */
+static bool cannot_fail(const fvm_instr *in, const fvm_instr *src)
+{
+    if (in->op == FVM_OP_STRUCT || in->op == FVM_OP_FIELD || in->op == FVM_OP_CONST || in->op == FVM_OP_HPARAM)
+        return true;
+    fvm_fstep st;
+    if (!src || !fvm_elementwise_step(in, &st))
+        return false;
+    in = src; /* its operands' types (a split's per-field copies have struct ones: kept) */
+    for (int k = 0; k < in->nargs; k++) {
+        const fvm_type *t = in->arg_types[k];
+        if (t->kind != FVM_T_TENSOR)
+            return false;
+        for (int i = 0; i < t->u.tensor.dims.rank; i++)
+            if (t->u.tensor.dims.d[i] < 0)
+                return false;
+        if (in->op == FVM_OP_DIV && fvm_dtype_is_int(t->u.tensor.dtype))
+            return false;
+    }
+    return true;
+}
+
 /* Drops the instructions step 4 of inline_body.h may drop whose values nothing uses. */
 static void drop_unused(body *B, const char *result)
 {
@@ -433,6 +463,8 @@ static void drop_unused(body *B, const char *result)
         const fvm_instr *in = &B->ins[i];
         if (!B->inlined[i] && in->op != FVM_OP_STRUCT && in->op != FVM_OP_FIELD)
             live[i] = true;
+        else if (!live[i] && !cannot_fail(in, B->src[i])) /* dropped, its error would be lost */
+            live[i] = true;
         for (int k = 0; live[i] && k < in->nargs; k++) {
             int s = lookup(B, in->arg_names[k]);
             if (s >= 0)
@@ -443,6 +475,7 @@ static void drop_unused(body *B, const char *result)
     for (int i = 0; i < B->n; i++)
         if (live[i]) {
             B->inlined[n] = B->inlined[i];
+            B->src[n] = B->src[i];
             B->ins[n++] = B->ins[i];
         }
     B->n = n;
@@ -512,12 +545,12 @@ static void sink(body *B, const char *result)
                 }
                 continue;
             }
-            fl[m] = B->inlined[stack[depth]];
+            fl[m] = B->inlined[stack[depth]]; /* (src is not needed after dropping) */
             out[m++] = *in;
             depth--;
         }
     }
-    B->ins = out, B->inlined = fl, B->n = m;
+    B->ins = out, B->inlined = fl, B->src = NULL, B->n = m;
     reindex(B);
 }
 

@@ -23,8 +23,10 @@
  *      struct operands taken; a tensor operand meets every field, as the
  *      struct-lifted op has it) and a struct of them;
  *   4. the structs and fields the previous steps leave unused, and the
- *      inlined instructions whose values are not used (the loss, when only
- *      its gradient is), are dropped;
+ *      inlined instructions whose values are not used and that cannot fail
+ *      (constants, elementwise ops of fully known shapes but an integer
+ *      division), are dropped: an unused instruction that might fail stays,
+ *      so that the written function's error is never turned into a result;
  *   5. an elementwise instruction or product used once, by an elementwise
  *      instruction, moves to just before it.
  * So `next` becomes, per weight, sub(w, mul(lr, matmul(...))), and the
