@@ -123,7 +123,10 @@ unset OMPI_MCA_btl_vader_single_copy_mechanism
 hostfile() { local h; for h in "$@"; do echo "$NET.$((10 + ${h%:*})) slots=${h#*:}"; done >"$T/hostfile"; }
 
 P_=programs/fedavg.json
-RUN="$P_ --data test=$D:test --rounds 4 --seed 7 --eval-every 1 --set epochs=40"
+# rounds of about a second (1000 local epochs), so that the kill below comes while rank 3 is
+# computing and rank 0 is waiting for it, not while a round's broadcast holds them all in MPI
+# (with rounds of 50 ms, rank 3 was often stopped there: rank 0 then never waited in its poll)
+RUN="$P_ --data test=$D:test --rounds 4 --seed 7 --eval-every 1 --set epochs=1000"
 MPIRUN="mpirun --allow-run-as-root --hostfile $T/hostfile"
 fedvm_lines() { grep -vE '^(-{10,}|Primary job|a non-zero exit code|mpirun |the job to be terminated|  Process name|  Exit code|$)' "$1"; }
 
