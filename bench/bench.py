@@ -159,8 +159,9 @@ def machine():
     except (OSError, AttributeError):
         info["os"] = platform.platform()
     info["kernel"] = platform.release()
-    q = subprocess.run(["dpkg-query", "-W", "-f", "${Version}", "libopenblas0-pthread"], capture_output=True, text=True)
-    info["openblas"] = q.stdout.strip() if q.returncode == 0 else "unknown"
+    q = subprocess.run(["dpkg-query", "-W", "-f", "${Version}\n", "libopenblas0-pthread"], capture_output=True, text=True)
+    versions = q.stdout.split() if q.returncode == 0 else []
+    info["openblas"] = versions[0] if versions else "unknown"  # (a line per architecture installed)
     git = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True)
     info["fedvm"] = git.stdout.strip() or "unknown"
     return info
@@ -280,7 +281,7 @@ def reference_runs(args, nthreads, avx512):
                    "--eval-every", "0", "--threads", str(t)]
             rows.append(run_2nn(name, "%d thread%s" % (t, "s" if t > 1 else ""), cmd))
             if name != "PyTorch" and t == 1 and avx512:
-                rows.append(dict(run_2nn("NumPy, OPENBLAS_CORETYPE=" + AVX512_CORE, "1 thread", cmd,
+                rows.append(dict(run_2nn(name + ", OPENBLAS_CORETYPE=" + AVX512_CORE, "1 thread", cmd,
                                          dict(os.environ, OPENBLAS_CORETYPE=AVX512_CORE)),
                                  env="OPENBLAS_CORETYPE=" + AVX512_CORE))
     return rows
