@@ -308,38 +308,12 @@ static void test_plan(void **state)
 
 /* ---- running -------------------------------------------------------------------- */
 
-/* fn(args) on a VM with cfg; the result (the args are the caller's). */
-static fvm_value *call(const fvm_program *p, const char *fn, fvm_value *const *args, bool unfused)
-{
-    fvm_vm *vm = NULL;
-    fvm_diag d = {0};
-    fvm_vm_config cfg = {.nclients = -1, .unfused = unfused};
-    assert_int_equal(fvm_vm_new(p, &cfg, &vm, &d), FVM_OK);
-    fvm_value *res = NULL;
-    fvm_status s = fvm_vm_call(vm, fvm_program_func(p, fn), args, &res, &d);
-    for (int i = 0; i < d.n; i++)
-        print_error("%s\n", d.errs[i].msg);
-    assert_int_equal(s, FVM_OK);
-    fvm_vm_free(vm);
-    fvm_diag_clear(&d);
-    return res;
-}
-
 static fvm_value *tensor_value(fvm_dtype dt, fvm_dims s)
 {
     fvm_tensor t = rnd(dt, s);
     fvm_value *v = fvm_value_tensor_take(&t);
     assert_non_null(v);
     return v;
-}
-
-static fvm_value *pair(fvm_value *a, fvm_value *b)
-{
-    fvm_value *s = fvm_value_list(FVM_V_STRUCT, 2);
-    assert_non_null(s);
-    s->items[0] = a;
-    s->items[1] = b;
-    return s;
 }
 
 static fvm_value *copy_of(const fvm_value *v)
@@ -362,8 +336,8 @@ static void test_runs_match_unfused(void **state)
 {
     (void)state;
     fvm_program *p = test_load("test.json", PLAN, true);
-    fvm_value *w = pair(tensor_value(FVM_DTYPE_F32, dims1(3)), tensor_value(FVM_DTYPE_F32, dims1(2)));
-    fvm_value *g = pair(tensor_value(FVM_DTYPE_F32, dims1(3)), tensor_value(FVM_DTYPE_F32, dims1(2)));
+    fvm_value *w = test_pair(tensor_value(FVM_DTYPE_F32, dims1(3)), tensor_value(FVM_DTYPE_F32, dims1(2)));
+    fvm_value *g = test_pair(tensor_value(FVM_DTYPE_F32, dims1(3)), tensor_value(FVM_DTYPE_F32, dims1(2)));
     fvm_value *lr = tensor_value(FVM_DTYPE_F32, (fvm_dims){0});
     fvm_value *x = tensor_value(FVM_DTYPE_F32, dims1(4)), *y = tensor_value(FVM_DTYPE_F32, dims1(4));
     struct {
@@ -374,8 +348,8 @@ static void test_runs_match_unfused(void **state)
         fvm_value *before[3] = {NULL, NULL, NULL};
         for (int k = 0; k < 3 && cases[c].args[k]; k++)
             before[k] = copy_of(cases[c].args[k]);
-        fvm_value *fused = call(p, cases[c].fn, cases[c].args, false);
-        fvm_value *unfused = call(p, cases[c].fn, cases[c].args, true);
+        fvm_value *fused = test_call(p, cases[c].fn, cases[c].args, false);
+        fvm_value *unfused = test_call(p, cases[c].fn, cases[c].args, true);
         if (!fvm_value_identical(fused, unfused))
             fail_msg("%s: the fused run differs from the unfused one", cases[c].fn);
         for (int k = 0; k < 3 && before[k]; k++) {
@@ -420,7 +394,7 @@ static void test_shared_inputs_kept(void **state)
         char buf[64];
         chains_of(fvm_program_func(p, fns[i]), buf, sizeof buf);
         assert_string_equal(buf, "r: a");
-        fvm_value *fused = call(p, fns[i], args, false), *unfused = call(p, fns[i], args, true);
+        fvm_value *fused = test_call(p, fns[i], args, false), *unfused = test_call(p, fns[i], args, true);
         if (!fvm_value_identical(fused, unfused))
             fail_msg("%s: the fused run differs from the unfused one", fns[i]);
         fvm_value_release(fused);
@@ -449,7 +423,7 @@ static void test_packed_operands(void **state)
     for (int round = 0; round < 6; round++) {
         int64_t m = round % 3 == 0 ? 1 : round % 3 == 1 ? 4 : 8;
         fvm_value *args[2] = {tensor_value(FVM_DTYPE_F32, dims2(m, 300)), tensor_value(FVM_DTYPE_F32, dims2(200, 300))};
-        fvm_value *w = copy_of(args[1]), *got = call(p, "twice", args, false);
+        fvm_value *w = copy_of(args[1]), *got = test_call(p, "twice", args, false);
         fvm_tensor want;
         fvm_dims pd = dims2(m, 200);
         assert_int_equal(fvm_tensor_alloc(&want, FVM_DTYPE_F32, &pd, NULL), FVM_OK);

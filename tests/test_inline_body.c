@@ -149,31 +149,6 @@ static fvm_value *rnd(fvm_dims s)
     return fvm_value_tensor_take(&t);
 }
 
-static fvm_value *pair(fvm_value *a, fvm_value *b)
-{
-    fvm_value *s = fvm_value_list(FVM_V_STRUCT, 2);
-    assert_non_null(s);
-    s->items[0] = a;
-    s->items[1] = b;
-    return s;
-}
-
-static fvm_value *call(const fvm_program *p, const char *fn, fvm_value *const *args, bool unfused)
-{
-    fvm_vm *vm = NULL;
-    fvm_diag d = {0};
-    fvm_vm_config cfg = {.nclients = -1, .unfused = unfused};
-    assert_int_equal(fvm_vm_new(p, &cfg, &vm, &d), FVM_OK);
-    fvm_value *res = NULL;
-    fvm_status s = fvm_vm_call(vm, fvm_program_func(p, fn), args, &res, &d);
-    for (int i = 0; i < d.n; i++)
-        print_error("%s\n", d.errs[i].msg);
-    assert_int_equal(s, FVM_OK);
-    fvm_vm_free(vm);
-    fvm_diag_clear(&d);
-    return res;
-}
-
 /* The inlined bodies give the written bodies' bits (a run with fusion off
  * runs the written ones), and leave the caller's arguments as they were. */
 static void test_same_bits(void **state)
@@ -181,17 +156,17 @@ static void test_same_bits(void **state)
     (void)state;
     fvm_program *p = test_load("net.json", NET, true);
     for (int rows = 1; rows <= 33; rows += 16) {
-        fvm_value *net = pair(pair(rnd((fvm_dims){2, {4, 8}}), rnd((fvm_dims){1, {8}})),
-                              pair(rnd((fvm_dims){2, {8, 2}}), rnd((fvm_dims){1, {2}})));
-        fvm_value *batch = pair(rnd((fvm_dims){2, {rows, 4}}), rnd((fvm_dims){2, {rows, 2}}));
+        fvm_value *net = test_pair(test_pair(rnd((fvm_dims){2, {4, 8}}), rnd((fvm_dims){1, {8}})),
+                                   test_pair(rnd((fvm_dims){2, {8, 2}}), rnd((fvm_dims){1, {2}})));
+        fvm_value *batch = test_pair(rnd((fvm_dims){2, {rows, 4}}), rnd((fvm_dims){2, {rows, 2}}));
         fvm_value *lr = rnd((fvm_dims){0});
         static const char *const steps[] = {"step_aux", "step_vg", "step_field", "step_twice"};
         for (int k = 0; k < 4; k++) {
             fvm_value *args[3] = {net, batch, lr};
-            fvm_value *a = call(p, steps[k], args, false), *b = call(p, steps[k], args, true);
+            fvm_value *a = test_call(p, steps[k], args, false), *b = test_call(p, steps[k], args, true);
             if (!fvm_value_identical(a, b))
                 fail_msg("%s (%d rows): the inlined body differs from the written one", steps[k], rows);
-            fvm_value *again = call(p, steps[k], args, false); /* the arguments were not written into */
+            fvm_value *again = test_call(p, steps[k], args, false); /* the arguments were not written into */
             if (!fvm_value_identical(a, again))
                 fail_msg("%s (%d rows): a second run differs", steps[k], rows);
             fvm_value_release(a);

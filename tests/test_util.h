@@ -91,4 +91,33 @@ static inline fvm_program *test_load_file(const char *path, fvm_diag *d)
     return p;
 }
 
+/* fn(args) on a VM of p (fusion and inlined bodies off when unfused),
+ * which must succeed (its errors printed); the result, owned by the caller
+ * (the args stay the caller's). */
+static inline fvm_value *test_call(const fvm_program *p, const char *fn, fvm_value *const *args, bool unfused)
+{
+    fvm_vm *vm = NULL;
+    fvm_diag d = {0};
+    fvm_vm_config cfg = {.nclients = -1, .unfused = unfused};
+    assert_int_equal(fvm_vm_new(p, &cfg, &vm, &d), FVM_OK);
+    fvm_value *res = NULL;
+    fvm_status s = fvm_vm_call(vm, fvm_program_func(p, fn), args, &res, &d);
+    for (int i = 0; i < d.n; i++)
+        print_error("%s\n", d.errs[i].msg);
+    assert_int_equal(s, FVM_OK);
+    fvm_vm_free(vm);
+    fvm_diag_clear(&d);
+    return res;
+}
+
+/* The struct <a, b>, taking both references. */
+static inline fvm_value *test_pair(fvm_value *a, fvm_value *b)
+{
+    fvm_value *s = fvm_value_list(FVM_V_STRUCT, 2);
+    assert_non_null(s);
+    s->items[0] = a;
+    s->items[1] = b;
+    return s;
+}
+
 #endif
