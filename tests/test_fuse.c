@@ -444,12 +444,101 @@ static void test_packed_operands(void **state)
     fvm_program_free(p);
 }
 
+/* An SGD step made with its product writes the new weights into the old
+ * ones' buffer when they die in it and nothing else holds them: a loop
+ * gives its state to its body, so from the second step on. Neither the
+ * weights the loop started from, nor the states a scan keeps, nor a value
+ * the body returns beside its update are written into: each run gives the
+ * bits of the product then the update, computed here step by step. */
+static void test_updates_in_place(void **state)
+{
+    (void)state;
+    fvm_program *p =
+        test_load("test.json",
+                  "{'fedvm': 1, 'functions': {"
+                  "'step': {'params': {'i': 'i32[]', 'w': 'f32[16,8]', 'x': 'f32[4,16]', 'd': 'f32[4,8]'},"
+                  "  'body': [['g', 'matmul', {'transpose_a': true}, 'x', 'd'], ['lr', 'const', {'value': 0.5}],"
+                  "  ['s', 'mul', 'lr', 'g'], ['next', 'sub', 'w', 's']], 'result': 'next'},"
+                  "'loop': {'params': {'w': 'f32[16,8]', 'x': 'f32[4,16]', 'd': 'f32[4,8]'}, 'body': ["
+                  "  ['t', 'fori', {'fn': 'step', 'n': 5}, 'w', 'x', 'd'], ['out', 'struct', 't', 'w']],"
+                  "  'result': 'out'},"
+                  "'history': {'params': {'w': 'f32[16,8]', 'x': 'f32[4,16]', 'd': 'f32[4,8]'}, 'body': ["
+                  "  ['h', 'scan', {'fn': 'step', 'n': 5}, 'w', 'x', 'd']], 'result': 'h'},"
+                  "'square': {'params': {'i': 'i32[]', 'w': 'f32[64,64]'}, 'body': ["
+                  "  ['g', 'matmul', {'transpose_a': true}, 'w', 'w'], ['lr', 'const', {'value': 0.5}],"
+                  "  ['s', 'mul', 'lr', 'g'], ['next', 'sub', 'w', 's']], 'result': 'next'},"
+                  "'squares': {'params': {'w': 'f32[64,64]'}, 'body': ["
+                  "  ['t', 'fori', {'fn': 'square', 'n': 3}, 'w']], 'result': 't'}}}",
+                  true);
+    char buf[64];
+    chains_of(fvm_program_func(p, "step"), buf, sizeof buf);
+    assert_string_equal(buf, "next: s");
+    assert_true(fvm_program_func(p, "step")->fusion->chain_at[3]->product >= 0);
+    fvm_value *args[3] = {tensor_value(FVM_DTYPE_F32, dims2(16, 8)), tensor_value(FVM_DTYPE_F32, dims2(4, 16)),
+                          tensor_value(FVM_DTYPE_F32, dims2(4, 8))};
+    fvm_value *w0 = copy_of(args[0]);
+    /* the states, step by step: w <- w - 0.5 (x^T d) */
+    fvm_tensor want[6], g;
+    fvm_dims wd = dims2(16, 8);
+    assert_int_equal(fvm_tensor_alloc(&g, FVM_DTYPE_F32, &wd, NULL), FVM_OK);
+    assert_int_equal(fvm_k_matmul(&args[1]->t, &args[2]->t, true, false, &g, NULL), FVM_OK);
+    for (int k = 0; k < 6; k++) {
+        assert_int_equal(fvm_tensor_alloc(&want[k], FVM_DTYPE_F32, &wd, NULL), FVM_OK);
+        const float *prev = fvm_tensor_data(k ? &want[k - 1] : &args[0]->t), *gs = fvm_tensor_data(&g);
+        float *w = fvm_tensor_data(&want[k]);
+        for (int e = 0; e < 16 * 8; e++) {
+            float t = 0.5f * gs[e];
+            w[e] = k ? prev[e] - t : prev[e];
+        }
+    }
+    for (int unfused = 0; unfused < 2; unfused++) {
+        fvm_value *loop = test_call(p, "loop", args, unfused), *hist = test_call(p, "history", args, unfused);
+        if (memcmp(fvm_tensor_data(&loop->items[0]->t), fvm_tensor_data(&want[5]), fvm_tensor_bytes(&want[5])))
+            fail_msg("loop%s: not the steps' bits", unfused ? " (unfused)" : "");
+        if (!fvm_value_identical(loop->items[1], w0) || !fvm_value_identical(args[0], w0))
+            fail_msg("loop%s: the starting weights were written into", unfused ? " (unfused)" : "");
+        for (int k = 0; k < 5; k++)
+            if (memcmp(fvm_tensor_data(&hist->items[1]->items[k]->t), fvm_tensor_data(&want[k]),
+                       fvm_tensor_bytes(&want[k])))
+                fail_msg("scan%s: state %d was written into", unfused ? " (unfused)" : "", k);
+        fvm_value_release(loop);
+        fvm_value_release(hist);
+    }
+    /* the weights are the product's operands too: never updated in place */
+    fvm_value *sq = tensor_value(FVM_DTYPE_F32, dims2(64, 64)), *sv = copy_of(sq);
+    fvm_tensor sw = sv->t, sg;
+    fvm_dims sd = dims2(64, 64);
+    assert_int_equal(fvm_tensor_alloc(&sg, FVM_DTYPE_F32, &sd, NULL), FVM_OK);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(fvm_k_matmul(&sw, &sw, true, false, &sg, NULL), FVM_OK);
+        float *w = fvm_tensor_data(&sw), *gs = fvm_tensor_data(&sg);
+        for (int e = 0; e < 64 * 64; e++) {
+            float t = 0.5f * gs[e];
+            w[e] -= t;
+        }
+    }
+    fvm_value *got = test_call(p, "squares", &sq, false);
+    if (memcmp(fvm_tensor_data(&got->t), fvm_tensor_data(&sw), fvm_tensor_bytes(&sw)))
+        fail_msg("squares: the weights were updated while the product read them");
+    fvm_value_release(got);
+    fvm_value_release(sq);
+    fvm_value_release(sv);
+    fvm_tensor_release(&sg);
+    for (int k = 0; k < 6; k++)
+        fvm_tensor_release(&want[k]);
+    fvm_tensor_release(&g);
+    fvm_value_release(w0);
+    for (int k = 0; k < 3; k++)
+        fvm_value_release(args[k]);
+    fvm_program_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernel_chains),      cmocka_unit_test(test_plan),
         cmocka_unit_test(test_runs_match_unfused), cmocka_unit_test(test_shared_inputs_kept),
-        cmocka_unit_test(test_packed_operands),
+        cmocka_unit_test(test_packed_operands),    cmocka_unit_test(test_updates_in_place),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

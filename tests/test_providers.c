@@ -107,10 +107,22 @@ static void test_lookup(void **state)
         assert_ptr_equal(port->alloc, cpu->alloc);
         assert_null(port->init);
     }
-    /* every kernel member set */
+    /* every kernel member set, but the optional in-place query (the portable provider has none: its
+     * update makes the product in out first) */
     const void *const *m = (const void *const *)&port->alloc;
     for (size_t i = 0; i < (sizeof(fvm_kernels) - offsetof(fvm_kernels, alloc)) / sizeof(void *); i++)
-        assert_non_null(m[i]);
+        if (i * sizeof(void *) != offsetof(fvm_kernels, matmul_update_in_place) - offsetof(fvm_kernels, alloc))
+            assert_non_null(m[i]);
+    assert_ptr_equal(cpu->matmul_update_in_place, fvm_k_matmul_update_in_place);
+    /* the in-place query goes with the update it answers for */
+    fvm_kernels own = {.name = "own", .matmul_update = port->matmul_update}, none = {.name = "none"};
+    fvm_kernels_complete(&own);
+    fvm_kernels_complete(&none);
+    assert_null(own.matmul_update_in_place);
+    assert_ptr_equal(none.matmul_update, cpu->matmul_update);
+    assert_ptr_equal(none.matmul_update_in_place, cpu->matmul_update_in_place);
+    if (port == fvm_kernels_portable())
+        assert_null(port->matmul_update_in_place);
 }
 
 /* ---- elementwise -------------------------------------------------------------------------- */
@@ -395,7 +407,8 @@ static void test_matmul(void **state)
 static void test_matmul_update(void **state)
 {
     (void)state;
-    static const int64_t mnk[][3] = {{1, 1, 1}, {7, 5, 3}, {33, 17, 65}, {784, 10, 200}, {3, 0, 4}, {512, 600, 500}};
+    static const int64_t mnk[][3] = {{1, 1, 1}, {7, 5, 3},    {33, 17, 65},  {784, 10, 200},
+                                     {3, 0, 4}, {9, 256, 40}, {20, 300, 30}, {512, 600, 500}};
     const int64_t one = 1;
     fvm_tensor scale = finite_rnd(FVM_DTYPE_F32, dims_of(0, &one));
     for (size_t c = 0; c < sizeof mnk / sizeof *mnk; c++)
@@ -429,6 +442,19 @@ static void test_matmul_update(void **state)
             }
             if (memcmp(fvm_tensor_data(&oc), w, (size_t)(m * n) * sizeof(float)))
                 fail_msg("%s: not the product then the update", what);
+            /* in place (out is base) where a provider says it can: fedvm's own kernel, k in one block */
+            bool own = m * n > 0 && k > 0 && k <= 256 && m * k * n <= ((int64_t)1 << 27);
+            assert_int_equal(cpu->matmul_update_in_place(&a, &b, ta, tb, &base), own);
+            const fvm_kernels *ps[] = {cpu, port};
+            for (int q = 0; q < 2; q++)
+                if (ps[q]->matmul_update_in_place && ps[q]->matmul_update_in_place(&a, &b, ta, tb, &base)) {
+                    fvm_tensor ip = junk(FVM_DTYPE_F32, dims_of(2, od));
+                    memcpy(fvm_tensor_data(&ip), bs, (size_t)(m * n) * sizeof(float));
+                    assert_int_equal(ps[q]->matmul_update(&a, &b, ta, tb, add ? NULL : &scale, &ip, &ip, &dc), FVM_OK);
+                    if (memcmp(fvm_tensor_data(&ip), w, (size_t)(m * n) * sizeof(float)))
+                        fail_msg("%s: in place (%s), not the product then the update", what, ps[q]->name);
+                    fvm_tensor_release(&ip);
+                }
             fvm_diag_clear(&dc);
             fvm_diag_clear(&dp);
             fvm_tensor_release(&a);

@@ -41,6 +41,11 @@ fvm_status fvm_exec_segment(fvm_ctx *x, const fvm_func *f, int sg, fvm_value **s
 
 /* Runs f; args borrowed, *out owned. */
 fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, fvm_value **out);
+/* The same, but the caller's reference to args[i] passes to the call for
+ * each bit i of given (i < 32), released by it whatever the outcome: a
+ * loop's state given to its body is then held by the body alone, which
+ * may write a dying part of it in place (fuse.c). */
+fvm_status fvm_exec_call_giving(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, unsigned given, fvm_value **out);
 
 /* An op implementation: args borrowed (one per instruction argument), *out a new reference. */
 typedef fvm_status (*fvm_exec_fn)(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fvm_value **out);

@@ -82,9 +82,8 @@ fvm_status exec_fori(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, fv
         argv[1] = state;
         for (int k = 1; k < in->nargs; k++)
             argv[k + 1] = args[k];
-        s = fvm_exec_call(x, in->a.fn, argv, &next);
+        s = fvm_exec_call_giving(x, in->a.fn, argv, 1u << 1, &next); /* the state is the body's */
         fvm_value_release(iv);
-        fvm_value_release(state);
         state = next;
     }
     fvm_argv_free(&av);
@@ -122,10 +121,10 @@ fvm_status exec_while(fvm_ctx *x, const fvm_instr *in, fvm_value *const *args, f
                              (long long)in->a.max_iter);
             break;
         }
-        if ((s = fvm_exec_call(x, in->a.body_fn, argv, &next)))
-            break;
-        fvm_value_release(state);
+        s = fvm_exec_call_giving(x, in->a.body_fn, argv, 1u << 0, &next); /* the state is the body's */
         state = next;
+        if (s)
+            break;
     }
     fvm_argv_free(&av);
     if (s) {
@@ -186,9 +185,8 @@ fvm_status exec_sequence_reduce(fvm_ctx *x, const fvm_instr *in, fvm_value *cons
         argv[1] = e;
         for (int k = 2; k < in->nargs; k++)
             argv[k] = args[k];
-        s = fvm_exec_call(x, in->a.fn, argv, &next);
+        s = fvm_exec_call_giving(x, in->a.fn, argv, 1u << 0, &next); /* the accumulator is the call's */
         fvm_value_release(e);
-        fvm_value_release(acc);
         acc = next;
     }
     fvm_argv_free(&av);

@@ -37,6 +37,35 @@ static bool fits(const fvm_fused *c, fvm_value *const *vs)
     return true;
 }
 
+/* Does the chain hold its k-th input alone (it dies here and no other
+ * value holds it)? Then its buffer may take the result. */
+static bool owns(const fvm_fused *c, fvm_value *const *slots, int k)
+{
+    bool dies = false;
+    for (int j = 0; j < c->nrelease && !dies; j++)
+        dies = c->release[j] == c->in[k];
+    return dies && __atomic_load_n(&slots[c->in[k]]->refs, __ATOMIC_ACQUIRE) == 1;
+}
+
+/* May a result of dtype dt and shape take t's buffer (held by nothing else)? */
+static bool buffer_free(const fvm_tensor *t, fvm_dtype dt, const fvm_dims *shape)
+{
+    return t->buf && __atomic_load_n(&t->buf->refs, __ATOMIC_ACQUIRE) == 1 && t->dtype == dt &&
+           fvm_dims_equal(&t->shape, shape);
+}
+
+/* A new value holding t (retained): the result written into t's buffer. */
+static fvm_status take_buffer(fvm_ctx *x, const fvm_tensor *t, fvm_value **out)
+{
+    fvm_tensor r = *t;
+    fvm_tensor_retain(&r);
+    if (!(*out = fvm_value_tensor_take(&r))) {
+        fvm_tensor_release(&r);
+        return fvm_nomem(x);
+    }
+    return FVM_OK;
+}
+
 /* The chain over inputs vs (checked by fits); owned[k]: nothing but this
  * chain holds vs[k], so its buffer may take the result. */
 static fvm_status run_lifted(fvm_ctx *x, const fvm_fused *c, fvm_value *const *vs, const bool *owned, fvm_value **out)
@@ -76,17 +105,13 @@ static fvm_status run_lifted(fvm_ctx *x, const fvm_fused *c, fvm_value *const *v
     }
     fvm_k_fused_dtype(c->steps, c->nsteps, ts, c->nin, &dt);
     fvm_value *o = NULL;
-    for (int k = 0; k < c->nin && !o; k++)
-        if (owned[k] && ts[k]->buf && __atomic_load_n(&ts[k]->buf->refs, __ATOMIC_ACQUIRE) == 1 && ts[k]->dtype == dt &&
-            fvm_dims_equal(&ts[k]->shape, &shape)) {
-            fvm_tensor t = *ts[k];
-            fvm_tensor_retain(&t);
-            if (!(o = fvm_value_tensor_take(&t))) {
-                fvm_tensor_release(&t);
-                return fvm_nomem(x);
-            }
-        }
-    fvm_status e = o ? FVM_OK : fvm_new_tensor(x, dt, &shape, &o);
+    fvm_status e = FVM_OK;
+    for (int k = 0; k < c->nin && !o && !e; k++)
+        if (owned[k] && buffer_free(ts[k], dt, &shape))
+            e = take_buffer(x, ts[k], &o);
+    if (e)
+        return e;
+    e = o ? FVM_OK : fvm_new_tensor(x, dt, &shape, &o);
     if (e == FVM_OK && (e = x->vm->kernels->fused(c->steps, c->nsteps, ts, c->nin, &o->t, x->d))) {
         fvm_value_release(o);
         return e;
@@ -112,10 +137,16 @@ static fvm_status run_update(fvm_ctx *x, const fvm_func *f, const fvm_fused *c, 
     if (fvm_shape_matmul(&a->t.shape, &b->t.shape, mm->a.transpose_a, mm->a.transpose_b, &shape, NULL) ||
         shape.rank != 2 || !fvm_dims_equal(&shape, &base->t.shape))
         return FVM_OK; /* the instructions say what is wrong */
+    /* in place when the base dies here, is no operand of the product and
+     * the kernel can (the new weights into the old ones' buffer) */
+    const fvm_kernels *k = x->vm->kernels;
+    bool in_place = owns(c, slots, c->base_in) && buffer_free(&base->t, FVM_DTYPE_F32, &shape) &&
+                    base->t.buf != a->t.buf && base->t.buf != b->t.buf && k->matmul_update_in_place &&
+                    k->matmul_update_in_place(&a->t, &b->t, mm->a.transpose_a, mm->a.transpose_b, &base->t);
     fvm_value *o = NULL;
-    fvm_status s = fvm_new_tensor(x, FVM_DTYPE_F32, &shape, &o);
-    if (s == FVM_OK && (s = x->vm->kernels->matmul_update(&a->t, &b->t, mm->a.transpose_a, mm->a.transpose_b,
-                                                          scale ? &scale->t : NULL, &base->t, &o->t, x->d))) {
+    fvm_status s = in_place ? take_buffer(x, &base->t, &o) : fvm_new_tensor(x, FVM_DTYPE_F32, &shape, &o);
+    if (s == FVM_OK && (s = k->matmul_update(&a->t, &b->t, mm->a.transpose_a, mm->a.transpose_b,
+                                             scale ? &scale->t : NULL, &base->t, &o->t, x->d))) {
         fvm_value_release(o);
         fvm_diag_place_last(x->d, &root->loc, fvm_op_table[root->op].name, s == FVM_ERR_TYPE ? FVM_ERR_RUNTIME : s);
         return s;
@@ -141,10 +172,7 @@ fvm_status fvm_exec_fused(fvm_ctx *x, const fvm_func *f, const fvm_fused *c, fvm
     bool owned[FVM_FUSED_MAX_IN];
     for (int k = 0; k < c->nin; k++) {
         vs[k] = slots[c->in[k]];
-        bool dies = false;
-        for (int j = 0; j < c->nrelease && !dies; j++)
-            dies = c->release[j] == c->in[k];
-        owned[k] = dies && __atomic_load_n(&vs[k]->refs, __ATOMIC_ACQUIRE) == 1;
+        owned[k] = owns(c, slots, k);
     }
     if (!fits(c, vs)) { /* one by one, where the root stands */
         fvm_status s = FVM_OK;

@@ -197,9 +197,9 @@ fvm_status fvm_exec_instr(fvm_ctx *x, const fvm_instr *in, fvm_value **slots)
     return FVM_OK;
 }
 
-fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, fvm_value **out)
+/* Checks f's arguments before its body runs. */
+static fvm_status enter(fvm_ctx *x, const fvm_func *f, fvm_value *const *args)
 {
-    *out = NULL;
     if (x->depth >= FVM_MAX_CALL_DEPTH)
         return fvm_diag_add(x->d, FVM_ERR_LIMIT, &f->loc, "calls nested more than %d deep", FVM_MAX_CALL_DEPTH);
     fvm_status bs = budget(x, f);
@@ -213,18 +213,33 @@ fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, 
                                 fvm_type_format(f->param_types[i], true, t, sizeof t), describe_value(args[i], v));
         }
     }
+    return FVM_OK;
+}
+
+fvm_status fvm_exec_call(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, fvm_value **out)
+{
+    return fvm_exec_call_giving(x, f, args, 0, out);
+}
+
+fvm_status fvm_exec_call_giving(fvm_ctx *x, const fvm_func *f, fvm_value *const *args, unsigned given, fvm_value **out)
+{
+    *out = NULL;
+    fvm_status s = enter(x, f, args);
     if (f->inlined && !x->vm->unfused)
         f = f->inlined; /* the same values, derivatives inlined (vm/transform/inline_body.h) */
     fvm_value *local[32];
-    fvm_value **slots = f->nslots <= 32 ? local : calloc((size_t)f->nslots, sizeof *slots);
-    if (!slots)
-        return fvm_nomem(x);
+    fvm_value **slots = s ? NULL : f->nslots <= 32 ? local : calloc((size_t)f->nslots, sizeof *slots);
+    if (!slots) {
+        for (int i = 0; i < f->nparams && i < 32; i++)
+            if (given >> i & 1)
+                fvm_value_release(args[i]);
+        return s ? s : fvm_nomem(x);
+    }
     if (slots == local)
         memset(local, 0, sizeof local);
     x->depth++;
-    fvm_status s = FVM_OK;
     for (int i = 0; i < f->nparams; i++)
-        slots[i] = fvm_value_retain(args[i]);
+        slots[i] = i < 32 && given >> i & 1 ? args[i] : fvm_value_retain(args[i]);
     for (int i = 0; i < f->nparam_release; i++) {
         fvm_value_release(slots[f->param_release[i]]);
         slots[f->param_release[i]] = NULL;

@@ -10,6 +10,7 @@
 #include "keys.h"
 #include "rules.h"
 #include "../core/doc.h"
+#include "../core/names.h"
 #include "../core/suggest.h"
 
 static const fvm_rule_fn rule_table[FVM_OP_COUNT] = {
@@ -69,51 +70,6 @@ static const char *tstr(checker *C, const fvm_type *t)
 {
     const char *s = fvm_type_str(C->a, t, true);
     return s ? s : "?";
-}
-
-/* ---- a small string -> slot map per function ---------------------------------- */
-
-typedef struct scope {
-    const char **keys;
-    int *vals;
-    size_t cap;
-} scope;
-
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static bool scope_init(scope *s, fvm_arena *a, size_t n)
-{
-    s->cap = 16;
-    while (s->cap < 2 * n + 2)
-        s->cap *= 2;
-    s->keys = fvm_arena_array(a, s->cap, sizeof *s->keys);
-    s->vals = fvm_arena_array(a, s->cap, sizeof *s->vals);
-    return s->keys && s->vals;
-}
-
-static int scope_get(const scope *s, const char *k)
-{
-    for (size_t i = hash_str(k) & (s->cap - 1);; i = (i + 1) & (s->cap - 1)) {
-        if (!s->keys[i])
-            return -1;
-        if (!strcmp(s->keys[i], k))
-            return s->vals[i];
-    }
-}
-
-static void scope_put(scope *s, const char *k, int v)
-{
-    size_t i = hash_str(k) & (s->cap - 1);
-    while (s->keys[i] && strcmp(s->keys[i], k))
-        i = (i + 1) & (s->cap - 1);
-    s->keys[i] = k;
-    s->vals[i] = v;
 }
 
 /* ---- callees -------------------------------------------------------------------- */
@@ -306,15 +262,15 @@ static bool literal_value(checker *C, const fvm_instr *user, const fvm_doc *v, f
  * its two values, not the predicate); a scalar of it. It gets the
  * attributes value and dtype, as if written as a const. Nothing is reported
  * when an operand is undefined or failed: its instruction says so. */
-static void check_literal(checker *C, fvm_func *f, int idx, scope *sc, const fvm_type **slot_types)
+static void check_literal(checker *C, fvm_func *f, int idx, fvm_names *sc, const fvm_type **slot_types)
 {
     fvm_instr *in = &f->instrs[idx];
     const fvm_instr *user = &f->instrs[idx + in->lit_user];
     char buf[40];
     in->slot = f->nparams + idx;
     slot_types[in->slot] = NULL;
-    if (in->name && scope_get(sc, in->name) < 0)
-        scope_put(sc, in->name, in->slot);
+    if (in->name && fvm_names_get(sc, in->name, -1) < 0)
+        (void)fvm_names_put(sc, in->name, in->slot);
     if (user->op == FVM_OP_COUNT || !user->arg_names)
         return; /* its instruction is malformed, reported by the loader */
     const char *op = fvm_op_table[user->op].name;
@@ -330,7 +286,7 @@ static void check_literal(checker *C, fvm_func *f, int idx, scope *sc, const fvm
         if (k == in->lit_arg || (user->arg_literals && user->arg_literals[k]) ||
             (user->op == FVM_OP_SELECT && (k == 0) != (in->lit_arg == 0)))
             continue;
-        int s = user->arg_names[k] ? scope_get(sc, user->arg_names[k]) : -1;
+        int s = user->arg_names[k] ? fvm_names_get(sc, user->arg_names[k], -1) : -1;
         if (s < 0 || !slot_types[s])
             return; /* undefined or failed: reported at the instruction */
         from = user->arg_names[k];
@@ -439,7 +395,7 @@ static bool field_of(checker *C, fvm_func *f, int idx, const fvm_type *t)
     return true;
 }
 
-static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_type **slot_types)
+static void check_instr(checker *C, fvm_func *f, int idx, fvm_names *sc, const fvm_type **slot_types)
 {
     fvm_instr *in = &f->instrs[idx];
     if (in->literal) {
@@ -450,16 +406,16 @@ static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_t
     if (in->fields && in->field_pos > 0 && !f->instrs[idx - in->field_pos].type && in->op != FVM_OP_COUNT) {
         /* the destructuring's first field failed and said why: the others bind their names, poisoned */
         slot_types[in->slot] = NULL;
-        if (in->name && scope_get(sc, in->name) < 0)
-            scope_put(sc, in->name, in->slot);
+        if (in->name && fvm_names_get(sc, in->name, -1) < 0)
+            (void)fvm_names_put(sc, in->name, in->slot);
         return;
     }
     if (in->op == FVM_OP_COUNT || !in->arg_names) {
         /* Malformed (reported by the loader): bind its name, poisoned, so its
          * uses don't cascade into more errors. */
         slot_types[in->slot] = NULL;
-        if (in->name && scope_get(sc, in->name) < 0)
-            scope_put(sc, in->name, in->slot);
+        if (in->name && fvm_names_get(sc, in->name, -1) < 0)
+            (void)fvm_names_put(sc, in->name, in->slot);
         return;
     }
     in->args = fvm_arena_array(C->a, (size_t)in->nargs + 1, sizeof(int));
@@ -488,7 +444,7 @@ static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_t
             ok = false;
             continue;
         }
-        int s = scope_get(sc, in->arg_names[i]);
+        int s = fvm_names_get(sc, in->arg_names[i], -1);
         if (s < 0) {
             name_suggest(C, f, idx, in->arg_names[i], &in->arg_locs[i], "an argument");
             ok = false;
@@ -533,7 +489,7 @@ static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_t
         f->federated = true;
     slot_types[in->slot] = in->type;
     if (in->name) {
-        int prev = scope_get(sc, in->name);
+        int prev = fvm_names_get(sc, in->name, -1);
         if (prev >= 0) {
             const fvm_loc *pl = prev < f->nparams ? &f->param_name_locs[prev] : &f->instrs[prev - f->nparams].name_loc;
             cerr(C, FVM_ERR_NAME, &in->name_loc,
@@ -541,7 +497,7 @@ static void check_instr(checker *C, fvm_func *f, int idx, scope *sc, const fvm_t
                  "name",
                  in->name, pl->line, pl->col);
         } else {
-            scope_put(sc, in->name, in->slot);
+            (void)fvm_names_put(sc, in->name, in->slot);
         }
     }
 }
@@ -602,8 +558,9 @@ static void check_func(checker *C, fvm_func *f)
     f->nslots = f->nparams + f->ninstrs;
     f->result_slot = -1;
     const fvm_type **slot_types = fvm_arena_array(C->a, (size_t)f->nslots + 1, sizeof(fvm_type *));
-    scope sc;
-    if (!slot_types || !scope_init(&sc, C->a, (size_t)f->nslots)) {
+    fvm_names sc; /* every name to its slot, with room for all: binding never fails */
+    fvm_names_init(&sc, C->a, (size_t)f->nslots);
+    if (!slot_types || !sc.cap) {
         cerr(C, FVM_ERR_NOMEM, &f->loc, "out of memory");
         goto done;
     }
@@ -613,7 +570,7 @@ static void check_func(checker *C, fvm_func *f)
             params_ok = false; /* its type string was reported by the loader */
         else if (fvm_type_is_placed(f->param_types[i]))
             f->federated = true;
-        scope_put(&sc, f->param_names[i], i);
+        (void)fvm_names_put(&sc, f->param_names[i], i);
     }
     f->height = 1;
     for (int i = 0; i < f->ninstrs; i++) {
@@ -627,7 +584,7 @@ static void check_func(checker *C, fvm_func *f)
         cerr(C, FVM_ERR_LIMIT, &f->loc, "calls nest more than %d functions deep below '%s'", FVM_MAX_CALL_DEPTH,
              f->name);
     if (f->result_name) {
-        int s = scope_get(&sc, f->result_name);
+        int s = fvm_names_get(&sc, f->result_name, -1);
         if (s < 0) {
             name_suggest(C, f, f->ninstrs, f->result_name, &f->result_loc, "the result");
         } else {

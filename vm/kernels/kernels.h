@@ -81,7 +81,8 @@ fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool 
 /* An update made with its product: out = base - scale * (op(a) op(b)),
  * or with scale NULL out = base + (op(a) op(b)) (an accumulation), for f32
  * matrices (a, b, base and out of rank 2, base and out of the product's
- * shape, not overlapping) and an f32 scalar scale. The bits are those of
+ * shape, not overlapping, but out may be base itself where
+ * fvm_k_matmul_update_in_place says so) and an f32 scalar scale. The bits are those of
  * fvm_k_matmul into a tensor p, then sub(base, mul(scale, p)) (add(base,
  * p)) element by element in f32; fedvm's own kernel makes the update as it
  * stores each tile of the product (fvm_gemm_f32_then), the product is
@@ -89,6 +90,10 @@ fvm_status fvm_k_matmul(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool 
  * the instructions one by one). */
 fvm_status fvm_k_matmul_update(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *scale,
                                const fvm_tensor *base, fvm_tensor *out, fvm_diag *d);
+/* May fvm_k_matmul_update's out be its base (the update in place, no new
+ * buffer)? Where fedvm's own kernel makes the product in one block of k:
+ * then each element of base is read just before its own element is written. */
+bool fvm_k_matmul_update_in_place(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *base);
 
 /* Reduction over the axes whose bit is set in axes_mask (bit i = axis i).
  * out has x's shape with those axes removed (or kept as 1 - the caller

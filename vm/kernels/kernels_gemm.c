@@ -133,6 +133,11 @@ bool fvm_gemm_f32_fits(const mm_shape *s)
            s->m * s->n * s->k <= FVM_GEMM_MAX_MACS;
 }
 
+bool fvm_gemm_f32_in_place(const mm_shape *s)
+{
+    return s->k <= GEMM_KB;
+}
+
 void fvm_gemm_f32_with(fvm_gemm_isa isa, const mm_shape *s, const float *a, const float *b, float *c,
                        const fvm_gemm_epilogue *ep)
 {

@@ -203,7 +203,8 @@ fvm_status fvm_kernel_conv2d_grad_filter(fvm_kernel_gemm_fn gemm, const fvm_tens
 typedef enum fvm_gemm_isa { FVM_GEMM_GENERIC, FVM_GEMM_AVX2, FVM_GEMM_AVX512 } fvm_gemm_isa;
 bool fvm_gemm_f32_fits(const mm_shape *s);
 /* The SGD step as a product's epilogue: c = base - scale * (op(a) op(b)),
- * base [m,n] row-major like c, not overlapping it. Each element's product
+ * base [m,n] row-major like c, not overlapping it, or c itself where
+ * fvm_gemm_f32_in_place says so (the update in place). Each element's product
  * is summed over all of k first, then multiplied by scale and subtracted
  * from base, each rounded to f32 once: the bits of the product stored and
  * the chain sub(base, mul(scale, c)) run after it (fvm_k_fused), without
@@ -214,6 +215,10 @@ typedef struct fvm_gemm_epilogue {
     const float *base;
     bool add; /* instead: c = base + (op(a) op(b)), the bits of add(base, c) (scale unused) */
 } fvm_gemm_epilogue;
+/* May an epilogue's base be c itself? Where k is one block: then each
+ * element of base is read once, just before its own element of c is
+ * written (with more, c holds partial sums while base is still to be read). */
+bool fvm_gemm_f32_in_place(const mm_shape *s);
 /* With the fastest implementation the CPU has; ep may be NULL (c = the product). */
 void fvm_gemm_f32(const mm_shape *s, const float *a, const float *b, float *c);
 void fvm_gemm_f32_then(const mm_shape *s, const float *a, const float *b, float *c, const fvm_gemm_epilogue *ep);

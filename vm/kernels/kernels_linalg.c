@@ -193,16 +193,31 @@ fvm_status fvm_kernel_matmul_update(fvm_kernel_matmul_fn matmul, const fvm_tenso
     return FVM_OK;
 }
 
+/* Does fedvm's own kernel make this update with its product (*s its shape)? */
+static bool own_update(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *scale,
+                       const fvm_tensor *base, const fvm_tensor *out, mm_shape *s)
+{
+    return a->dtype == FVM_DTYPE_F32 && b->dtype == FVM_DTYPE_F32 && a->shape.rank == 2 && b->shape.rank == 2 &&
+           out->dtype == FVM_DTYPE_F32 && base->dtype == FVM_DTYPE_F32 &&
+           (!scale || (scale->dtype == FVM_DTYPE_F32 && fvm_tensor_count(scale) == 1)) &&
+           fvm_dims_equal(&base->shape, &out->shape) && fvm_kernel_matmul_shape(a, b, ta, tb, out, s, NULL) == FVM_OK &&
+           s->k > 0 && fvm_tensor_count(out) > 0 && fvm_gemm_f32_fits(s);
+}
+
+bool fvm_k_matmul_update_in_place(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *base)
+{
+    mm_shape s;
+    return own_update(a, b, ta, tb, NULL, base, base, &s) && fvm_gemm_f32_in_place(&s);
+}
+
 fvm_status fvm_k_matmul_update(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *scale,
                                const fvm_tensor *base, fvm_tensor *out, fvm_diag *d)
 {
     mm_shape s;
-    bool epilogue = a->dtype == FVM_DTYPE_F32 && b->dtype == FVM_DTYPE_F32 && a->shape.rank == 2 &&
-                    b->shape.rank == 2 && out->dtype == FVM_DTYPE_F32 && base->dtype == FVM_DTYPE_F32 &&
-                    (!scale || (scale->dtype == FVM_DTYPE_F32 && fvm_tensor_count(scale) == 1)) &&
-                    fvm_dims_equal(&base->shape, &out->shape) &&
-                    fvm_kernel_matmul_shape(a, b, ta, tb, out, &s, NULL) == FVM_OK && s.k > 0 &&
-                    fvm_tensor_count(out) > 0 && fvm_gemm_f32_fits(&s);
+    bool epilogue = own_update(a, b, ta, tb, scale, base, out, &s);
+    if (fvm_tensor_count(out) > 0 && kernel_bytes(out) == kernel_bytes(base))
+        KREQUIRE(d, epilogue && fvm_gemm_f32_in_place(&s),
+                 "matmul_update: out is base where fvm_k_matmul_update_in_place says no");
     if (!epilogue)
         return fvm_kernel_matmul_update(fvm_k_matmul, a, b, ta, tb, scale, base, out, d);
     fvm_gemm_epilogue ep = {.scale = scale ? ((const float *)kernel_bytes(scale))[0] : 0.0f,

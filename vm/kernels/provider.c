@@ -22,6 +22,7 @@ static const fvm_kernels cpu = {
     .fused = fvm_k_fused,
     .matmul = fvm_k_matmul,
     .matmul_update = fvm_k_matmul_update,
+    .matmul_update_in_place = fvm_k_matmul_update_in_place,
     .reduce = fvm_k_reduce,
     .argmax = fvm_k_argmax,
     .cumsum = fvm_k_cumsum,
@@ -74,7 +75,10 @@ void fvm_kernels_complete(fvm_kernels *k)
     FALLBACK(iota)
     FALLBACK(fused)
     FALLBACK(matmul)
-    FALLBACK(matmul_update)
+    if (!k->matmul_update) {
+        k->matmul_update = cpu.matmul_update;
+        k->matmul_update_in_place = cpu.matmul_update_in_place;
+    }
     FALLBACK(reduce)
     FALLBACK(argmax)
     FALLBACK(cumsum)

@@ -58,6 +58,10 @@ struct fvm_kernels {
     fvm_status (*matmul)(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, fvm_tensor *out, fvm_diag *d);
     fvm_status (*matmul_update)(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *scale,
                                 const fvm_tensor *base, fvm_tensor *out, fvm_diag *d);
+    /* Optional, and paired with matmul_update (NULL: never; the CPU
+     * provider's is taken only with its matmul_update): may matmul_update's
+     * out be its base, for these operands? */
+    bool (*matmul_update_in_place)(const fvm_tensor *a, const fvm_tensor *b, bool ta, bool tb, const fvm_tensor *base);
     fvm_status (*reduce)(fvm_reduce op, const fvm_tensor *x, uint32_t axes_mask, fvm_tensor *out, fvm_diag *d);
     fvm_status (*argmax)(const fvm_tensor *x, int axis, fvm_tensor *out, fvm_diag *d);
     fvm_status (*cumsum)(const fvm_tensor *x, int axis, bool reverse, fvm_tensor *out, fvm_diag *d);
@@ -116,7 +120,8 @@ const fvm_kernels *fvm_kernels_cpu(void);
 const fvm_kernels *fvm_kernels_portable(void);
 
 /* Puts the CPU provider's kernel in every NULL kernel member of k (not in
- * name or init). For a provider's constructor. */
+ * name or init; matmul_update_in_place only with the CPU's matmul_update).
+ * For a provider's constructor. */
 void fvm_kernels_complete(fvm_kernels *k);
 
 #endif

@@ -17,59 +17,15 @@ fvm_arena *fvm_ad_arena(fvm_ad *ad)
     return ad->a;
 }
 
-static uint64_t hash_str(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static bool name_taken(const builder *b, const char *s)
-{
-    if (!b->ncap)
-        return false;
-    for (size_t i = hash_str(s) & (b->ncap - 1); b->names[i]; i = (i + 1) & (b->ncap - 1))
-        if (!strcmp(b->names[i], s))
-            return true;
-    return false;
-}
-
-static bool name_add(fvm_ad *ad, builder *b, const char *s)
-{
-    if (2 * (b->nnames + 1) > b->ncap) {
-        size_t cap = b->ncap ? b->ncap * 2 : 64;
-        const char **t = fvm_arena_array(ad->a, cap, sizeof *t);
-        if (!t)
-            return false;
-        for (size_t i = 0; i < b->ncap; i++) {
-            if (!b->names[i])
-                continue;
-            size_t j = hash_str(b->names[i]) & (cap - 1);
-            while (t[j])
-                j = (j + 1) & (cap - 1);
-            t[j] = b->names[i];
-        }
-        b->names = t;
-        b->ncap = cap;
-    }
-    size_t j = hash_str(s) & (b->ncap - 1);
-    while (b->names[j])
-        j = (j + 1) & (b->ncap - 1);
-    b->names[j] = s;
-    b->nnames++;
-    return true;
-}
-
 /* A name not yet bound in the function being built: base, or base#2, base#3... */
 static const char *claim(fvm_ad *ad, const char *base)
 {
     builder *b = ad->b;
     const char *s = base;
-    for (int k = 2; name_taken(b, s); k++)
+    for (int k = 2; fvm_names_get(&b->names, s, -1) >= 0; k++)
         if (!(s = fvm_arena_printf(ad->a, "%s#%d", base, k)))
             return NULL;
-    return name_add(ad, b, s) ? s : NULL;
+    return fvm_names_put(&b->names, s, 0) ? s : NULL;
 }
 
 void fvm_ad_nomem(fvm_ad *ad)
@@ -97,6 +53,7 @@ fvm_status fvm_ad_begin(fvm_ad *ad, const char *base, int nparams, const char *c
     if (!b || !f)
         return fvm_ad_nomem(ad), FVM_ERR_NOMEM;
     b->f = f;
+    fvm_names_init(&b->names, a, (size_t)nparams + 16);
     b->outer = ad->b;
     b->loc = ad->b ? ad->b->loc : ad->env->where;
     ad->b = b;
@@ -739,22 +696,15 @@ static void prune(fvm_ad *ad, const char *result)
 {
     fvm_func *f = ad->b->f;
     int n = f->ninstrs;
-    size_t cap = 64;
-    while (cap < 2 * (size_t)n + 2)
-        cap *= 2;
-    int *at = malloc(cap * sizeof *at); /* open addressing: name -> instruction + 1 */
+    fvm_names at; /* name -> its instruction, with room for all: binding never fails */
+    fvm_names_init(&at, ad->a, (size_t)n);
     bool *live = calloc((size_t)n + 1, sizeof *live);
-    if (!at || !live) {
-        free(at), free(live);
+    if (!at.cap || !live) {
+        free(live);
         return; /* nothing pruned: the function is right, only larger */
     }
-    memset(at, 0, cap * sizeof *at);
-    for (int i = 0; i < n; i++) {
-        size_t j = hash_str(f->instrs[i].name) & (cap - 1);
-        while (at[j])
-            j = (j + 1) & (cap - 1);
-        at[j] = i + 1;
-    }
+    for (int i = 0; i < n; i++)
+        (void)fvm_names_put(&at, f->instrs[i].name, i);
     /* SSA: an instruction's arguments come before it, so one pass from the
      * result back marks every instruction it needs */
     for (int i = n; i >= 0; i--) {
@@ -762,12 +712,9 @@ static void prune(fvm_ad *ad, const char *result)
             continue;
         int nargs = i == n ? 1 : f->instrs[i].nargs;
         for (int k = 0; k < nargs; k++) {
-            const char *a = i == n ? result : f->instrs[i].arg_names[k];
-            for (size_t j = hash_str(a) & (cap - 1); at[j]; j = (j + 1) & (cap - 1))
-                if (!strcmp(f->instrs[at[j] - 1].name, a)) {
-                    live[at[j] - 1] = true;
-                    break;
-                }
+            int j = fvm_names_get(&at, i == n ? result : f->instrs[i].arg_names[k], -1);
+            if (j >= 0)
+                live[j] = true;
         }
     }
     int m = 0;
@@ -775,7 +722,6 @@ static void prune(fvm_ad *ad, const char *result)
         if (live[i])
             f->instrs[m++] = f->instrs[i];
     f->ninstrs = m;
-    free(at);
     free(live);
 }
 

@@ -4,6 +4,7 @@
 #define FVM_AUTODIFF_IMPL_H
 
 #include "autodiff.h"
+#include "../core/names.h"
 
 /* ---- caches (one per program, in its arena) ------------------------------------------ */
 
@@ -41,8 +42,7 @@ struct fvm_ad_cache {
 typedef struct builder {
     fvm_func *f;
     int cap;
-    const char **names; /* open-addressing set of the names bound so far */
-    size_t ncap, nnames;
+    fvm_names names; /* the names bound so far */
     const fvm_loc *loc; /* of the instruction being differentiated */
     const char *hint; /* base of the names fvm_ad_op gives: "d.<value>" in a backward step */
     struct builder *outer;

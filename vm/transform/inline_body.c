@@ -6,6 +6,7 @@
 
 #include "fuse_plan.h"
 #include "../core/doc.h"
+#include "../core/names.h"
 #include "../ir/check.h"
 #include "../ir/elementwise.h"
 
@@ -19,56 +20,15 @@ typedef struct body {
     bool *inlined; /* per instruction: copied from a pullback or made by this pass (may be dropped unused) */
     const fvm_instr **src; /* per instruction: the checked one it has the op of (types for cannot_fail), or NULL */
     int n, cap;
-    const char **keys; /* names bound so far (the parameters' too), open addressing */
-    int *vals; /* ... the index of the instruction binding each, -1 for a parameter */
-    size_t hcap, nkeys;
+    fvm_names names; /* names bound so far to the index of the instruction binding each, -1 for a parameter */
+    fvm_names fields; /* "i s" to the name bound to field i of s, where the body takes it */
     bool failed;
 } body;
-
-static uint64_t hash(const char *s)
-{
-    uint64_t h = 1469598103934665603u;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211u;
-    return h;
-}
 
 /* The instruction binding name (-1: a parameter), or -2 when none does. */
 static int lookup(const body *B, const char *name)
 {
-    if (!B->hcap)
-        return -2;
-    for (size_t i = hash(name) & (B->hcap - 1);; i = (i + 1) & (B->hcap - 1)) {
-        if (!B->keys[i])
-            return -2;
-        if (!strcmp(B->keys[i], name))
-            return B->vals[i];
-    }
-}
-
-static bool bind(body *B, const char *name, int idx)
-{
-    if (2 * (B->nkeys + 1) > B->hcap) {
-        size_t cap = B->hcap ? 2 * B->hcap : 256;
-        const char **keys = fvm_arena_array(B->a, cap, sizeof *keys);
-        int *vals = fvm_arena_array(B->a, cap, sizeof *vals);
-        if (!keys || !vals)
-            return false;
-        const char **old = B->keys;
-        int *oldv = B->vals;
-        size_t oldcap = B->hcap;
-        B->keys = keys, B->vals = vals, B->hcap = cap, B->nkeys = 0;
-        for (size_t i = 0; i < oldcap; i++)
-            if (old[i])
-                bind(B, old[i], oldv[i]);
-    }
-    size_t i = hash(name) & (B->hcap - 1);
-    while (B->keys[i])
-        i = (i + 1) & (B->hcap - 1);
-    B->keys[i] = name;
-    B->vals[i] = idx;
-    B->nkeys++;
-    return true;
+    return fvm_names_get(&B->names, name, -2);
 }
 
 /* A name no instruction or parameter of the body has: base, else base#2, base#3, ... */
@@ -107,7 +67,7 @@ static const char *emit(body *B, const fvm_instr *like, const char *base, fvm_op
     const char *name = claim(B, base);
     const char **names = fvm_arena_array(B->a, (size_t)nargs + 1, sizeof *names);
     fvm_loc *locs = fvm_arena_array(B->a, (size_t)nargs + 1, sizeof *locs);
-    if (!name || !names || !locs || !bind(B, name, B->n)) {
+    if (!name || !names || !locs || !fvm_names_put(&B->names, name, B->n)) {
         B->failed = true;
         return NULL;
     }
@@ -153,18 +113,52 @@ static const fvm_instr *built_struct(const body *B, const char *name)
     return i >= 0 && B->ins[i].op == FVM_OP_STRUCT ? &B->ins[i] : NULL;
 }
 
-/* Field i of the struct named s: the operand, when the body builds s; else a new field instruction. */
+/* fields' key of field i of the struct named s. */
+static const char *field_key(body *B, const char *s, int64_t i)
+{
+    const char *key = fvm_arena_printf(B->a, "%lld %s", (long long)i, s);
+    if (!key)
+        B->failed = true;
+    return key;
+}
+
+/* The name the body binds field i of the struct named s to, or NULL: each
+ * field is taken once, so that the struct's last use comes before its
+ * fields' (a field that dies alone may be updated in place). */
+static const char *taken_field(body *B, const char *s, int64_t i)
+{
+    const char *key = field_key(B, s, i);
+    int at = key ? fvm_names_get(&B->fields, key, -1) : -1;
+    return at >= 0 ? B->ins[at].name : NULL;
+}
+
+/* The last instruction made takes field i of the struct named s. */
+static void took_field(body *B, const char *s, int64_t i)
+{
+    const char *key = field_key(B, s, i);
+    if (!B->failed && !fvm_names_put(&B->fields, key, B->n - 1))
+        B->failed = true;
+}
+
+/* Field i of the struct named s: the operand, when the body builds s; the
+ * field taken already; else a new field instruction. */
 static const char *field_of(body *B, const fvm_instr *like, const char *s, int i)
 {
     const fvm_instr *st = built_struct(B, s);
     if (st)
         return st->arg_names[i];
+    const char *had = taken_field(B, s, i);
+    if (had || B->failed)
+        return had;
     fvm_doc *o = object(B);
     if (!o || fvm_doc_set(B->a, o, "index", fvm_doc_int(B->a, i))) {
         B->failed = true;
         return NULL;
     }
-    return emit(B, like, fvm_arena_printf(B->a, "%s.%d", s, i), FVM_OP_FIELD, o, 1, &s, true);
+    const char *name = emit(B, like, fvm_arena_printf(B->a, "%s.%d", s, i), FVM_OP_FIELD, o, 1, &s, true);
+    if (name)
+        took_field(B, s, i);
+    return name;
 }
 
 /* struct[names of t](args), bound to a name from base. */
@@ -394,19 +388,22 @@ static const char *take(body *B, const fvm_func *f, const char **map, const char
                 types[k] = in->arg_types[k];
         }
         const char *name = prefix ? fvm_arena_printf(B->a, "%s%s", prefix, in->name) : in->name;
+        const char *had = in->op == FVM_OP_FIELD ? taken_field(B, av[0], in->a.index) : NULL;
         fvm_fstep st;
         if (!name)
             B->failed = true;
         else if (in->op == FVM_OP_FIELD && built_struct(B, av[0]))
             map[in->slot] = built_struct(B, av[0])->arg_names[in->a.index];
+        else if (had)
+            map[in->slot] = had;
         else if (inlinable(in, depth) && room_for(B, in->derived))
             map[in->slot] = inline_grad(B, in, av, depth);
         else if (inlinable_call(in, depth) && room_for(B, in->a.fn))
             map[in->slot] = inline_call(B, in, av, depth);
         else if (meets && in->type->kind == FVM_T_STRUCT && fvm_elementwise_step(in, &st))
             map[in->slot] = split(B, in, name, in->type, av, types);
-        else
-            map[in->slot] = copy(B, in, name, av, inlined);
+        else if ((map[in->slot] = copy(B, in, name, av, inlined)) && in->op == FVM_OP_FIELD)
+            took_field(B, av[0], in->a.index);
     }
     return B->failed ? NULL : map[f->result_slot];
 }
@@ -415,10 +412,9 @@ static const char *take(body *B, const fvm_func *f, const char **map, const char
  * binds names after this). */
 static void reindex(body *B)
 {
-    memset(B->keys, 0, B->hcap * sizeof *B->keys);
-    B->nkeys = 0;
+    fvm_names_clear(&B->names);
     for (int i = 0; i < B->n && !B->failed; i++)
-        if (!bind(B, B->ins[i].name, i))
+        if (!fvm_names_put(&B->names, B->ins[i].name, i))
             B->failed = true;
 }
 
@@ -563,7 +559,7 @@ static fvm_func *build(body *B, fvm_func *f)
         return NULL;
     for (int k = 0; k < f->nparams; k++) {
         map[k] = f->param_names[k];
-        if (!bind(B, f->param_names[k], -1))
+        if (!fvm_names_put(&B->names, f->param_names[k], -1))
             return NULL;
     }
     const char *result = take(B, f, map, NULL, 0);
@@ -614,6 +610,8 @@ void fvm_inline_body(fvm_program *p, fvm_func *f)
     if (!any)
         return;
     body B = {.p = p, .a = &p->arena};
+    fvm_names_init(&B.names, B.a, (size_t)f->nslots);
+    fvm_names_init(&B.fields, B.a, 16);
     f->inlined = build(&B, f);
     p->inlined += B.n; /* made, whether it checked or not */
 }
