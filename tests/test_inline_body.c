@@ -120,6 +120,19 @@ static void test_bodies(void **state)
         }
         /* the loss's mean: only step_vg uses it, but a reduction is never dropped */
         assert_int_equal(count_op(g, FVM_OP_MEAN), 1);
+        /* each field taken once, just after its struct (fields only between them): the struct dies
+         * before the body's work, each weight held by its slot alone */
+        for (int i = 0; i < g->ninstrs; i++) {
+            const fvm_instr *in = &g->instrs[i];
+            if (in->op != FVM_OP_FIELD)
+                continue;
+            for (int j = in->args[0] < g->nparams ? 0 : in->args[0] - g->nparams + 1; j < i; j++)
+                if (g->instrs[j].op != FVM_OP_FIELD ||
+                    (g->instrs[j].args[0] == in->args[0] && g->instrs[j].a.index == in->a.index)) {
+                    print_body(g);
+                    fail_msg("%s: field %s is not taken once, just after its struct", steps[k], in->name);
+                }
+        }
     }
     /* what an inlined call leaves unused is dropped when it cannot fail: exp of f32[3], not exp
      * of f32[?] (a shape the checker could not match), nor the sum */

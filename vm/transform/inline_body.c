@@ -22,6 +22,7 @@ typedef struct body {
     int n, cap;
     fvm_names names; /* names bound so far to the index of the instruction binding each, -1 for a parameter */
     fvm_names fields; /* "i s" to the name bound to field i of s, where the body takes it */
+    const fvm_func *f; /* whose body it is */
     bool failed;
 } body;
 
@@ -408,11 +409,13 @@ static const char *take(body *B, const fvm_func *f, const char **map, const char
     return B->failed ? NULL : map[f->result_slot];
 }
 
-/* The names bound to the body's instructions, again after they moved (the parameters' dropped: nothing
- * binds names after this). */
+/* The names bound to the parameters and the body's instructions, again after they moved. */
 static void reindex(body *B)
 {
     fvm_names_clear(&B->names);
+    for (int k = 0; k < B->f->nparams && !B->failed; k++)
+        if (!fvm_names_put(&B->names, B->f->param_names[k], -1))
+            B->failed = true;
     for (int i = 0; i < B->n && !B->failed; i++)
         if (!fvm_names_put(&B->names, B->ins[i].name, i))
             B->failed = true;
@@ -550,6 +553,60 @@ static void sink(body *B, const char *result)
     reindex(B);
 }
 
+/* Moves each field instruction to just after the instruction binding its
+ * struct (a parameter's: to the top), fields of fields after theirs: a
+ * struct whose every use is a field then dies before the rest of the body
+ * runs, and each field is held once, by its slot (a weight or an
+ * accumulator that dies in its update may then be written in place,
+ * vm/exec/fuse.c). Every op is pure: any order with operands first gives
+ * the same values. */
+static void hoist_fields(body *B)
+{
+    int n = B->n;
+    int *first = fvm_arena_array(B->a, (size_t)n + 1, sizeof *first); /* a struct's fields (n: the parameters') */
+    int *next = fvm_arena_array(B->a, (size_t)n + 1, sizeof *next); /* ... by descending index */
+    int *stack = fvm_arena_array(B->a, (size_t)n + 1, sizeof *stack);
+    bool *hoisted = fvm_arena_array(B->a, (size_t)n + 1, sizeof *hoisted);
+    fvm_instr *out = fvm_arena_array(B->a, (size_t)n + 1, sizeof *out);
+    bool *fl = fvm_arena_array(B->a, (size_t)n + 1, sizeof *fl);
+    if (!first || !next || !stack || !hoisted || !out || !fl) {
+        B->failed = true;
+        return;
+    }
+    for (int i = 0; i <= n; i++)
+        first[i] = -1;
+    for (int i = 0; i < n; i++) {
+        int s = B->ins[i].op == FVM_OP_FIELD ? lookup(B, B->ins[i].arg_names[0]) : -2;
+        if (s == -2)
+            continue;
+        int src = s >= 0 ? s : n;
+        next[i] = first[src];
+        first[src] = i;
+        hoisted[i] = true;
+    }
+    int m = 0;
+    for (int i = -1; i < n; i++) {
+        if (i >= 0 && hoisted[i])
+            continue;
+        int top = 0;
+        if (i >= 0) {
+            fl[m] = B->inlined[i];
+            out[m++] = B->ins[i];
+        }
+        for (int c = first[i >= 0 ? i : n]; c >= 0; c = next[c])
+            stack[top++] = c; /* popped in ascending order */
+        while (top > 0) {
+            int j = stack[--top];
+            fl[m] = B->inlined[j];
+            out[m++] = B->ins[j];
+            for (int c = first[j]; c >= 0; c = next[c])
+                stack[top++] = c;
+        }
+    }
+    B->ins = out, B->inlined = fl, B->src = NULL, B->n = m;
+    reindex(B);
+}
+
 /* f's body, checked and its fusion planned, or NULL. */
 static fvm_func *build(body *B, fvm_func *f)
 {
@@ -568,6 +625,8 @@ static fvm_func *build(body *B, fvm_func *f)
     drop_unused(B, result);
     if (!B->failed)
         sink(B, result);
+    if (!B->failed)
+        hoist_fields(B);
     fvm_func *g = fvm_arena_alloc(B->a, sizeof *g);
     if (B->failed || !g)
         return NULL;
@@ -609,7 +668,7 @@ void fvm_inline_body(fvm_program *p, fvm_func *f)
     }
     if (!any)
         return;
-    body B = {.p = p, .a = &p->arena};
+    body B = {.p = p, .a = &p->arena, .f = f};
     fvm_names_init(&B.names, B.a, (size_t)f->nslots);
     fvm_names_init(&B.fields, B.a, 16);
     f->inlined = build(&B, f);
