@@ -17,7 +17,8 @@
  *      8 deep; a callee whose entry check its operands' types might
  *      fail stays a call);
  *   2. a field of a struct the body builds is that struct's operand (no
- *      instruction);
+ *      instruction), and a field taken already is the same instruction's
+ *      value (each field of a struct is taken once);
  *   3. an elementwise instruction on structs, one of whose operands the
  *      body builds, becomes one instruction per field (fields of the other
  *      struct operands taken; a tensor operand meets every field, as the
@@ -28,10 +29,15 @@
  *      division), are dropped: an unused instruction that might fail stays,
  *      so that the written function's error is never turned into a result;
  *   5. an elementwise instruction or product used once, by an elementwise
- *      instruction, moves to just before it.
+ *      instruction, moves to just before it;
+ *   6. every field instruction moves to just after the instruction binding
+ *      its struct (a parameter's: to the top), so that a struct whose uses
+ *      are fields dies before the body's work.
  * So `next` becomes, per weight, sub(w, mul(lr, matmul(...))), and the
  * backward body's sum add(acc_w, matmul(...)): a product and its update
- * together, which the fusion planner joins (fuse_plan.h). Every
+ * together, which the fusion planner joins (fuse_plan.h); and w (acc_w),
+ * held by its slot alone where the loop gives its state to the body,
+ * dies there, so that the update is written into its buffer (vm/exec/fuse.c). Every
  * instruction keeps its op, attributes, operands and location, and the
  * values are those of the written function bit for bit: struct-lifted
  * elementwise ops are defined field by field, every op is pure, and the
