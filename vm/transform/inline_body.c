@@ -421,6 +421,14 @@ static void reindex(body *B)
             B->failed = true;
 }
 
+/* The body is now out[0..m) (fl: their inlined flags), in an order sink or
+ * hoist_fields made. */
+static void reordered(body *B, fvm_instr *out, bool *fl, int m)
+{
+    B->ins = out, B->inlined = fl, B->src = NULL, B->n = m; /* (src is not needed after dropping) */
+    reindex(B);
+}
+
 /* Can instruction in not fail at run time, whatever its operands? Those
  * that build and take apart structs, constants, and elementwise ops of
  * fully known shapes (the checker matched them) but an integer division
@@ -544,13 +552,12 @@ static void sink(body *B, const char *result)
                 }
                 continue;
             }
-            fl[m] = B->inlined[stack[depth]]; /* (src is not needed after dropping) */
+            fl[m] = B->inlined[stack[depth]];
             out[m++] = *in;
             depth--;
         }
     }
-    B->ins = out, B->inlined = fl, B->src = NULL, B->n = m;
-    reindex(B);
+    reordered(B, out, fl, m);
 }
 
 /* Moves each field instruction to just after the instruction binding its
@@ -584,27 +591,26 @@ static void hoist_fields(body *B)
         first[src] = i;
         hoisted[i] = true;
     }
+    /* each instruction that stays, then its fields depth first (n: the parameters' fields first) */
     int m = 0;
     for (int i = -1; i < n; i++) {
         if (i >= 0 && hoisted[i])
             continue;
         int top = 0;
-        if (i >= 0) {
-            fl[m] = B->inlined[i];
-            out[m++] = B->ins[i];
-        }
         for (int c = first[i >= 0 ? i : n]; c >= 0; c = next[c])
             stack[top++] = c; /* popped in ascending order */
+        if (i >= 0)
+            stack[top++] = i; /* popped first, its fields pushed already */
         while (top > 0) {
             int j = stack[--top];
             fl[m] = B->inlined[j];
             out[m++] = B->ins[j];
-            for (int c = first[j]; c >= 0; c = next[c])
-                stack[top++] = c;
+            if (j != i)
+                for (int c = first[j]; c >= 0; c = next[c])
+                    stack[top++] = c;
         }
     }
-    B->ins = out, B->inlined = fl, B->src = NULL, B->n = m;
-    reindex(B);
+    reordered(B, out, fl, m);
 }
 
 /* f's body, checked and its fusion planned, or NULL. */
